@@ -1,0 +1,1 @@
+"""sagewarden: a serverless supervisor for long SageMaker training runs."""

@@ -1,0 +1,57 @@
+"""Names shared by the CDK constructs, the adapters and the test fixtures.
+
+The table schema, environment variable names, tag keys and alarm prefix live here and only
+here, so the infrastructure, the Lambda code and the simulated account cannot drift apart.
+This module must stay import-free (no boto3, no CDK).
+"""
+
+# --- DynamoDB state table -------------------------------------------------------------------
+PK = "pk"
+SK = "sk"
+
+# GSI: list runs newest first (all runs share one partition; run ids are ULIDs, so sort = time)
+GSI_RUNS = "runs"
+GSI_RUNS_PK = "entity"  # constant "RUN" on run items only
+GSI_RUNS_SK = "run_id"
+
+# GSI: list runs of one status, newest first
+GSI_STATUS = "by_status"
+GSI_STATUS_PK = "status"
+GSI_STATUS_SK = "run_id"
+
+# GSI (sparse): non-terminal runs ordered by the next time the sweep must look at them.
+# Only active runs carry these attributes, so the index holds exactly the runs that need work.
+GSI_DUE = "due"
+GSI_DUE_PK = "due_shard"
+GSI_DUE_SK = "due_at"  # epoch milliseconds (number)
+DUE_SHARDS = 4
+
+# --- Environment variables of the functions ---------------------------------------------------
+ENV_TABLE_NAME = "SAGEWARDEN_TABLE_NAME"
+ENV_TOPIC_ARN = "SAGEWARDEN_TOPIC_ARN"
+ENV_ALLOWED_ROLE_ARNS = "SAGEWARDEN_ALLOWED_ROLE_ARNS"  # JSON list
+ENV_JOB_PREFIX = "SAGEWARDEN_JOB_PREFIX"
+ENV_POLICY_DEFAULTS = "SAGEWARDEN_POLICY_DEFAULTS"  # JSON object of RunPolicy overrides
+ENV_ALARM_PREFIX = "SAGEWARDEN_ALARM_PREFIX"
+ENV_ALARM_TOPIC_ARN = "SAGEWARDEN_ALARM_TOPIC_ARN"  # unused: alarms reach us via EventBridge
+ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
+
+DEFAULT_JOB_PREFIX = "sw"
+DEFAULT_ALARM_PREFIX = "sagewarden-hang-"
+HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
+HEARTBEAT_METRIC = "LogEvents"
+HEARTBEAT_DIMENSION = "TrainingJobName"
+
+# --- SageMaker ------------------------------------------------------------------------------
+TAG_RUN_ID = "sagewarden:run-id"
+TAG_ATTEMPT = "sagewarden:attempt"
+TAG_RUN_NAME = "sagewarden:run-name"
+TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TRAINING_METRIC_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+
+# --- Lambda entry points (module:function under lambdas/) ------------------------------------
+HANDLER_API = "sagewarden.handlers.api.handler"
+HANDLER_JOB_STATE = "sagewarden.handlers.on_training_job_state_change.handler"
+HANDLER_ALARM_STATE = "sagewarden.handlers.on_alarm_state_change.handler"
+HANDLER_SWEEP = "sagewarden.handlers.sweep.handler"
+HANDLER_HEARTBEAT = "sagewarden.handlers.on_training_logs.handler"
