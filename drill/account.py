@@ -1,0 +1,279 @@
+"""A simulated AWS account: moto (in-process) for DynamoDB, S3, SNS, SQS, CloudWatch and Logs,
+the project's simulated SageMaker, a virtual clock, and delivery through the synthesized
+template's own rules and routes.
+
+The supervisor running here is the real one: real handlers, real service, real adapters on
+moto clients; only SageMaker is simulated (moto's is not usable for this).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from drill.clock import VirtualClock
+from drill.router import LambdaContext, TemplateRouter
+from drill.sim_sagemaker import SimSageMaker, StartupTimes
+from sagewarden import composition, keys
+from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
+from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
+from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
+from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
+from sagewarden.adapters.sns_notifier import SnsNotifier
+from sagewarden.domain.actions import Notify
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.ids import ulid
+from sagewarden.service import Supervisor, SupervisorSettings
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TABLE = "sagewarden-local"
+BUCKET = "sagewarden-drill"
+EXECUTION_ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole"
+CALLER = f"arn:aws:iam::{ACCOUNT}:role/ml-engineer"
+ALARM_PREFIX = keys.DEFAULT_ALARM_PREFIX
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How the simulated EventBridge delivers: at least once, unordered, late."""
+
+    min_delay_s: float = 1.0
+    max_delay_s: float = 20.0
+    duplicate_rate: float = 0.0
+    drop_rate: float = 0.0  # best-effort events that never arrive (the sweep must catch up)
+
+
+@dataclass
+class RecordingNotifier:
+    inner: SnsNotifier
+    clock: VirtualClock
+    sent: list[tuple[int, Notify]] = field(default_factory=list)
+
+    def publish(self, message: Notify) -> None:
+        self.inner.publish(message)
+        self.sent.append((self.clock.now_ms, message))
+
+
+def _table_props(template: Mapping[str, Any]) -> Mapping[str, Any]:
+    for res in template["Resources"].values():
+        if res["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
+            return res["Properties"]
+    raise AssertionError("the template has no DynamoDB table")
+
+
+def create_table_from_template(ddb: Any, template: Mapping[str, Any], name: str) -> None:
+    """Create the state table exactly as the template declares it (keys, attributes, GSIs)."""
+    props = _table_props(template)
+    args: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    gsis = props.get("GlobalSecondaryIndexes", [])
+    if gsis:
+        args["GlobalSecondaryIndexes"] = [
+            {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]} for g in gsis
+        ]
+    ddb.create_table(**args)
+
+
+class LocalAccount:
+    """Owns the moto mock, the simulated SageMaker and the supervisor wired to them."""
+
+    def __init__(
+        self,
+        template: Mapping[str, Any],
+        *,
+        seed: int = 0,
+        start_ms: int | None = None,
+        quotas: Mapping[str, int] | None = None,
+        total_instance_quota: int | None = None,
+        startup: StartupTimes | None = None,
+        delivery: Delivery | None = None,
+        timestamp_form: str = "millis",
+        policy_defaults: Mapping[str, Any] | None = None,
+        reconcile_interval_min: float = 10.0,
+    ) -> None:
+        self.template = template
+        self.router = TemplateRouter(template)
+        self.clock = VirtualClock(start_ms) if start_ms is not None else VirtualClock()
+        self.rng = random.Random(seed)
+        self.delivery = delivery or Delivery()
+        self._pending: list[tuple[int, int, dict[str, Any]]] = []
+        self._seq = 0
+        self.delivered: list[tuple[int, dict[str, Any], list[str]]] = []
+        self._mock = mock_aws()
+        self._env_backup: dict[str, str | None] = {}
+        self._seed = seed
+        self._quotas = dict(quotas or {})
+        self._total_quota = total_instance_quota
+        self._startup = startup
+        self._timestamp_form = timestamp_form
+        self._policy_defaults = dict(policy_defaults or {})
+        self._reconcile_ms = int(reconcile_interval_min * 60_000)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> LocalAccount:
+        env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            "POWERTOOLS_METRICS_NAMESPACE": "Sagewarden",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
+            "POWERTOOLS_DEV": "0",
+            keys.ENV_TABLE_NAME: TABLE,
+            keys.ENV_JOB_PREFIX: keys.DEFAULT_JOB_PREFIX,
+            keys.ENV_ALARM_PREFIX: ALARM_PREFIX,
+            keys.ENV_ALLOWED_ROLE_ARNS: json.dumps([EXECUTION_ROLE]),
+            keys.ENV_POLICY_DEFAULTS: json.dumps(self._policy_defaults),
+        }
+        for k, v in env.items():
+            self._env_backup[k] = os.environ.get(k)
+            os.environ[k] = v
+        self._mock.start()
+        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        self.s3 = boto3.client("s3", region_name=REGION)
+        self.sns = boto3.client("sns", region_name=REGION)
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        self.logs = boto3.client("logs", region_name=REGION)
+        create_table_from_template(self.ddb, self.template, TABLE)
+        self.s3.create_bucket(Bucket=BUCKET)
+        self.topic_arn = self.sns.create_topic(Name="sagewarden-alerts")["TopicArn"]
+        queue_url = self.sqs.create_queue(QueueName="alerts-inbox")["QueueUrl"]
+        queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn)
+        self.alert_queue_url = queue_url
+        os.environ[keys.ENV_TOPIC_ARN] = self.topic_arn
+        self.sagemaker = SimSageMaker(
+            self.clock,
+            s3_client=self.s3,
+            logs_client=self.logs,
+            account_id=ACCOUNT,
+            region=REGION,
+            quotas=self._quotas,
+            total_instance_quota=self._total_quota,
+            startup=self._startup,
+            seed=self._seed,
+            emit=self._on_emit,
+            timestamp_form=self._timestamp_form,
+        )
+        self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
+        id_rng = random.Random(self._seed * 7919 + 1)
+        self.supervisor = Supervisor(
+            store=DynamoDbRunStore(self.ddb, TABLE),
+            launcher=SageMakerLauncher(self.sagemaker),
+            checkpoints=S3CheckpointFinder(self.s3),
+            notifier=self.notifier,
+            alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
+            logs=CloudWatchLogsReader(self.logs),
+            clock=lambda: self.clock.now_ms,
+            new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),
+            settings=SupervisorSettings(
+                job_prefix=keys.DEFAULT_JOB_PREFIX,
+                policy_defaults=RunPolicy.from_dict(self._policy_defaults),
+                reconcile_interval_ms=self._reconcile_ms,
+            ),
+        )
+        composition.use(self.supervisor)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        composition.use(None)
+        self._mock.stop()
+        for k, v in self._env_backup.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    # -- EventBridge ---------------------------------------------------------------------------
+    def _on_emit(self, event: dict[str, Any]) -> None:
+        d = self.delivery
+        if d.drop_rate and self.rng.random() < d.drop_rate:
+            return
+        copies = 2 if d.duplicate_rate and self.rng.random() < d.duplicate_rate else 1
+        for _ in range(copies):
+            delay_ms = int(self.rng.uniform(d.min_delay_s, d.max_delay_s) * 1000)
+            self._seq += 1
+            heapq.heappush(self._pending, (self.clock.now_ms + delay_ms, self._seq, event))
+
+    def publish_event(self, event: dict[str, Any]) -> None:
+        """Put an event on the simulated bus now (e.g. an alarm state change)."""
+        self._on_emit(event)
+
+    def next_delivery_ms(self) -> int | None:
+        return self._pending[0][0] if self._pending else None
+
+    def deliver_due(self) -> int:
+        count = 0
+        while self._pending and self._pending[0][0] <= self.clock.now_ms:
+            _, _, event = heapq.heappop(self._pending)
+            routed = self.router.deliver(event)
+            self.delivered.append((self.clock.now_ms, event, [h for h, _ in routed]))
+            count += 1
+        return count
+
+    # -- API -----------------------------------------------------------------------------------
+    def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        kwargs.setdefault("caller_arn", CALLER)
+        return self.router.call_api(method, path, **kwargs)
+
+    # -- sweep ---------------------------------------------------------------------------------
+    def next_sweep_ms(self) -> int | None:
+        """The next minute boundary at which the every-minute sweep would find a run due."""
+        earliest = None
+        for shard in range(keys.DUE_SHARDS):
+            resp = self.ddb.query(
+                TableName=TABLE, IndexName=keys.GSI_DUE, Limit=1,
+                KeyConditionExpression="#s = :s",
+                ExpressionAttributeNames={"#s": keys.GSI_DUE_PK},
+                ExpressionAttributeValues={":s": {"S": str(shard)}},
+            )
+            for item in resp["Items"]:
+                due = int(item[keys.GSI_DUE_SK]["N"])
+                earliest = due if earliest is None else min(earliest, due)
+        if earliest is None:
+            return None
+        minute = 60_000
+        return max(self.clock.now_ms, -(-earliest // minute) * minute)
+
+    def run_sweep(self) -> Any:
+        schedule = self.router.scheduled_handlers()
+        if not schedule:
+            raise AssertionError("the template schedules no sweep")
+        results = []
+        for _, handler in schedule:
+            results.append(self.router.handler(handler)({"source": "aws.events", "detail-type": "Scheduled Event",
+                                                          "time": self.clock.now().isoformat(), "detail": {}}, LambdaContext(handler)))
+        return results
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        yield
+
+    def alerts_received(self) -> list[dict[str, Any]]:
+        """Messages that reached the SNS topic's SQS subscriber (what e-mail subscribers get)."""
+        out = []
+        while True:
+            resp = self.sqs.receive_message(QueueUrl=self.alert_queue_url, MaxNumberOfMessages=10)
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                return out
+            for m in msgs:
+                out.append(json.loads(m["Body"]))
+                self.sqs.delete_message(QueueUrl=self.alert_queue_url, ReceiptHandle=m["ReceiptHandle"])

@@ -1,0 +1,45 @@
+"""A virtual clock (epoch milliseconds) that only moves forwards."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+DEFAULT_START = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def to_ms(value: datetime) -> int:
+    """Epoch milliseconds of a datetime (naive datetimes are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return round(value.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    """Tz-aware UTC datetime of epoch milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class VirtualClock:
+    """Virtual time for the drill. ``now_ms`` is epoch milliseconds; time never goes backwards."""
+
+    def __init__(self, start: datetime | int | None = None) -> None:
+        if start is None:
+            start = DEFAULT_START
+        self.now_ms: int = start if isinstance(start, int) else to_ms(start)
+
+    def now(self) -> datetime:
+        """The current virtual time as a tz-aware UTC datetime."""
+        return from_ms(self.now_ms)
+
+    def advance_to(self, ms: int) -> None:
+        """Move the clock to ``ms`` (equal is allowed; earlier raises ValueError)."""
+        if ms < self.now_ms:
+            raise ValueError(f"virtual clock cannot go backwards: {ms} < {self.now_ms}")
+        self.now_ms = ms
+
+    def advance_by(self, ms: int) -> None:
+        """Move the clock forwards by ``ms`` milliseconds."""
+        self.advance_to(self.now_ms + ms)
+
+    def __repr__(self) -> str:
+        return f"VirtualClock({self.now().isoformat()})"

@@ -1,0 +1,286 @@
+"""Runs a scenario on the local account: a discrete-event loop over virtual time.
+
+Each step jumps to the earliest of: the next simulated SageMaker change, the next event
+delivery, the next minute at which the every-minute sweep would find a run due, the next
+alarm evaluation, and the next scripted action. Nothing happens in between, so weeks of
+virtual time take seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
+from drill.scenario import Scenario
+from sagewarden.domain.models import SM_TERMINAL
+
+MINUTE = 60_000
+TERMINAL_RUN = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+@dataclass
+class TimelineRow:
+    at_ms: int
+    run: str
+    kind: str  # event | decision | action | error | FAULT | API
+    text: str
+    routine: bool = False  # a sweep or reconciler look that changed nothing (hidden unless --verbose)
+
+
+def _is_noise(entry: dict[str, Any], following: dict[str, Any] | None) -> bool:
+    if entry["kind"] != "event" or following is None or not following["summary"].startswith("ignored"):
+        return False
+    return entry["summary"].startswith("Tick(") or entry["summary"].endswith("(describe)")
+
+
+@dataclass
+class DrillResult:
+    scenario: str
+    seed: int
+    start_ms: int
+    end_ms: int
+    wall_seconds: float
+    runs: dict[str, dict[str, Any]]
+    timeline: list[TimelineRow]
+    faults: list[dict[str, Any]]
+    invariant_violations: list[str]
+    api_calls: list[dict[str, Any]] = field(default_factory=list)
+    alerts: int = 0
+    events_delivered: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "virtual_hours": round((self.end_ms - self.start_ms) / 3_600_000, 2),
+            "wall_seconds": round(self.wall_seconds, 2),
+            "events_delivered": self.events_delivered,
+            "alerts_published": self.alerts,
+            "runs": self.runs,
+            "faults": self.faults,
+            "invariant_violations": self.invariant_violations,
+        }
+
+
+class DrillRunner:
+    def __init__(self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None) -> None:
+        self.scenario = scenario
+        self.template = template
+        self.evaluator_factory = evaluator_factory
+        self.run_ids: dict[str, str] = {}
+        self.api_calls: list[dict[str, Any]] = []
+        self.violations: list[str] = []
+
+    def run(self) -> DrillResult:
+        sc = self.scenario
+        wall = time.perf_counter()
+        d = sc.delivery
+        with LocalAccount(
+            self.template,
+            seed=sc.seed,
+            quotas=sc.quotas,
+            total_instance_quota=sc.total_instance_quota,
+            startup=sc.startup,
+            delivery=Delivery(**d) if d else Delivery(),
+            timestamp_form=sc.timestamp_form,
+            policy_defaults=sc.policy_defaults,
+            reconcile_interval_min=sc.reconcile_interval_min,
+        ) as acct:
+            self.acct = acct
+            start = acct.clock.now_ms
+            end_limit = start + int(sc.max_days * 24 * 60 * MINUTE)
+            for spec in sc.runs:
+                acct.sagemaker.set_profile(spec.name, spec.profile)
+            for fault in sc.faults:
+                acct.sagemaker.inject(fault)
+            evaluator = self.evaluator_factory(acct) if self.evaluator_factory else None
+            scripted: list[tuple[int, str, Any]] = [
+                (start + int(s.submit_at_min * MINUTE), "submit", s) for s in sc.runs
+            ] + [(start + int(a["at_min"] * MINUTE), "action", a) for a in sc.actions]
+            scripted.sort(key=lambda t: (t[0], t[1]))
+            while True:
+                candidates = [
+                    acct.sagemaker.next_event_time(),
+                    acct.next_delivery_ms(),
+                    acct.next_sweep_ms() if self.run_ids else None,
+                    scripted[0][0] if scripted else None,
+                    evaluator.next_time() if evaluator else None,
+                ]
+                times = [t for t in candidates if t is not None]
+                if not times:
+                    break
+                t = max(min(times), acct.clock.now_ms)
+                if t > end_limit:
+                    break
+                acct.sagemaker.advance(t)
+                acct.deliver_due()
+                while scripted and scripted[0][0] <= acct.clock.now_ms:
+                    _, what, payload = scripted.pop(0)
+                    self._scripted(what, payload)
+                if evaluator is not None:
+                    evaluator.evaluate_due()
+                    acct.deliver_due()
+                nxt = acct.next_sweep_ms() if self.run_ids else None
+                if nxt is not None and nxt <= acct.clock.now_ms:
+                    acct.run_sweep()
+                self._check_invariants()
+                if not scripted and self._all_done() and acct.next_delivery_ms() is None:
+                    break
+            result = self._result(start, time.perf_counter() - wall)
+        return result
+
+    # ------------------------------------------------------------------------------------------
+    def _scripted(self, what: str, payload: Any) -> None:
+        acct = self.acct
+        if what == "submit":
+            headers = {"Idempotency-Key": payload.idempotency_key} if payload.idempotency_key else {}
+            status, body = acct.api("POST", "/runs", body=payload.body, headers=headers)
+            self.api_calls.append({"at_ms": acct.clock.now_ms, "call": f"POST /runs {payload.name}", "status": status})
+            if status not in (200, 201):
+                raise RuntimeError(f"submitting {payload.name} failed: {status} {body}")
+            self.run_ids[payload.name] = body["run_id"]
+        elif "cancel" in payload:
+            run_id = self.run_ids[payload["cancel"]]
+            status, _ = acct.api("POST", f"/runs/{run_id}/cancel")
+            self.api_calls.append({"at_ms": acct.clock.now_ms, "call": f"POST /runs/{{id}}/cancel {payload['cancel']}",
+                                   "status": status})
+        else:
+            raise ValueError(f"unknown scenario action {payload}")
+
+    def _all_done(self) -> bool:
+        if len(self.run_ids) < len(self.scenario.runs):
+            return False
+        for run_id in self.run_ids.values():
+            run = self.acct.supervisor.store.get(run_id)
+            if run is None or run.status.value not in TERMINAL_RUN:
+                return False
+        # every simulated job of the account has ended too (nothing left burning money)
+        return all(j.status in SM_TERMINAL for j in self.acct.sagemaker.jobs())
+
+    def _check_invariants(self) -> None:
+        for name, run_id in self.run_ids.items():
+            live = self.acct.sagemaker.live_jobs(run_id)
+            if len(live) > 1:
+                msg = f"{name}: {len(live)} live jobs at once ({', '.join(live)})"
+                if msg not in self.violations:
+                    self.violations.append(msg)
+
+    # ------------------------------------------------------------------------------------------
+    def _audit(self, run_id: str) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            query = {"limit": "100", **({"cursor": cursor} if cursor else {})}
+            status, body = self.acct.api("GET", f"/runs/{run_id}/events", query=query)
+            if status != 200:
+                raise RuntimeError(f"GET events failed: {status} {body}")
+            events += body["events"]
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return events
+
+    def _result(self, start: int, wall_s: float) -> DrillResult:
+        acct = self.acct
+        timeline: list[TimelineRow] = []
+        runs: dict[str, dict[str, Any]] = {}
+        for name, run_id in self.run_ids.items():
+            status, run = acct.api("GET", f"/runs/{run_id}")
+            audit = self._audit(run_id)
+            for i, e in enumerate(audit):
+                nxt = audit[i + 1] if i + 1 < len(audit) else None
+                prev = audit[i - 1] if i else None
+                noise = _is_noise(e, nxt) or (prev is not None and e["summary"].startswith("ignored") and _is_noise(prev, e))
+                timeline.append(TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise))
+            runs[name] = {
+                "run_id": run_id,
+                "status": run["status"],
+                "outcome": run["outcome"],
+                "attempts": [
+                    {
+                        "number": a["number"],
+                        "job_name": a["job_name"],
+                        "instances": f"{a['instance_count']} x {a['instance_type']}",
+                        "resumed_from_step": a["resumed_from"]["step"] if a["resumed_from"] else None,
+                        "end_class": a["end_class"],
+                        "end_reason": a["end_reason"],
+                        "sagemaker": f"{a['sagemaker_status']}/{a['secondary_status']}",
+                        "training_started_at": a["training_started_at"],
+                        "ended_at": a["ended_at"],
+                    }
+                    for a in run["attempts"]
+                ],
+                "restarts": run["restarts"],
+                "restarts_by_class": run["restarts_by_class"],
+                "segments": run["segments"],
+                "last_checkpoint_step": run["last_checkpoint"]["step"] if run["last_checkpoint"] else None,
+                "estimated_cost_usd": run["estimated_cost_usd"],
+                "decisions": [e["summary"] for e in audit if e["kind"] == "decision" and not e["summary"].startswith("ignored")],
+                "ignored_events": sum(1 for e in audit if e["summary"].startswith("ignored")),
+            }
+        faults = self._fault_report(timeline)
+        for f in faults:
+            timeline.append(TimelineRow(f["at_ms"], f["run"] or "-", "FAULT", f"{f['kind']} on {f['job']} (host algo-{f['host']})"))
+        timeline.sort(key=lambda r: (r.at_ms, 0 if r.kind == "FAULT" else 1))
+        expected = self.scenario.expect
+        for name, exp in expected.items():
+            got = runs.get(name)
+            if got is None:
+                self.violations.append(f"expect: run {name} was never submitted")
+                continue
+            if "status" in exp and got["status"] != exp["status"]:
+                self.violations.append(f"expect: {name} status {got['status']} != {exp['status']}")
+            if "attempts" in exp and len(got["attempts"]) != exp["attempts"]:
+                self.violations.append(f"expect: {name} attempts {len(got['attempts'])} != {exp['attempts']}")
+        return DrillResult(
+            scenario=self.scenario.name,
+            seed=self.scenario.seed,
+            start_ms=start,
+            end_ms=acct.clock.now_ms,
+            wall_seconds=wall_s,
+            runs=runs,
+            timeline=timeline,
+            faults=faults,
+            invariant_violations=list(self.violations),
+            api_calls=self.api_calls,
+            alerts=len(acct.notifier.sent),
+            events_delivered=len(acct.delivered),
+        )
+
+    def _fault_report(self, timeline: list[TimelineRow]) -> list[dict[str, Any]]:
+        """Per fault: when it happened, when the supervisor acted, when a replacement trained."""
+        out = []
+        jobs = {j.name: j for j in self.acct.sagemaker.jobs()}
+        for at_ms, job_name, kind, host in self.acct.sagemaker.fault_log:
+            job = jobs.get(job_name)
+            run = job.run_name if job else None
+            action_ms = next(
+                (r.at_ms for r in timeline
+                 if r.run == run and r.kind == "action" and r.at_ms >= at_ms
+                 and (r.text.startswith("LaunchAttempt") or r.text.startswith("StopJob"))),
+                None,
+            )
+            replacement = [
+                j for j in jobs.values()
+                if j.run_name == run and j.training_started_ms is not None and j.training_started_ms > at_ms
+                and j.name != job_name
+            ]
+            healthy_ms = min((j.training_started_ms for j in replacement), default=None)
+            out.append({
+                "at_ms": at_ms,
+                "run": run,
+                "job": job_name,
+                "kind": kind,
+                "host": host,
+                "to_action_s": None if action_ms is None else round((action_ms - at_ms) / 1000, 1),
+                "to_healthy_replacement_s": None if healthy_ms is None else round((healthy_ms - at_ms) / 1000, 1),
+            })
+        return out
+
+
+def run_scenario(scenario: Scenario, template: dict[str, Any], **kwargs: Any) -> DrillResult:
+    return DrillRunner(scenario, template, **kwargs).run()
+
+
+__all__ = ["BUCKET", "EXECUTION_ROLE", "DrillResult", "DrillRunner", "run_scenario"]

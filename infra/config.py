@@ -1,0 +1,208 @@
+"""Deployment configuration of sagewarden, parsed and validated from CDK context.
+
+Context comes from three places, later ones winning: the defaults in ``cdk.json``, the CDK
+CLI (``cdk deploy -c allowedRoleArns='["arn:aws:iam::123456789012:role/Train"]'``) and
+programmatic callers (tests). CLI values always arrive as strings, so list values accept a
+real list, a JSON list, or a comma-separated string, and booleans accept the usual spellings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from infra import constants
+from sagewarden import keys
+
+# Context keys (camelCase, as typed on the command line)
+CTX_ALERT_EMAIL = "alertEmail"
+CTX_ALLOWED_ROLE_ARNS = "allowedRoleArns"
+CTX_JOB_PREFIX = "jobPrefix"
+CTX_POLICY_DEFAULTS = "policyDefaults"
+CTX_CHECKPOINT_BUCKETS = "checkpointBuckets"
+CTX_LOG_SUBSCRIPTION = "logSubscription"
+CTX_POWERTOOLS_VERSION = "powertoolsVersion"
+CTX_ARCHITECTURE = "architecture"
+
+CONTEXT_KEYS = (
+    CTX_ALERT_EMAIL,
+    CTX_ALLOWED_ROLE_ARNS,
+    CTX_JOB_PREFIX,
+    CTX_POLICY_DEFAULTS,
+    CTX_CHECKPOINT_BUCKETS,
+    CTX_LOG_SUBSCRIPTION,
+    CTX_POWERTOOLS_VERSION,
+    CTX_ARCHITECTURE,
+)
+
+# An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64}$")
+_JOB_PREFIX = re.compile(r"^[a-z0-9]{1,8}$")
+# S3 general purpose bucket naming rules (no upper case, no underscores, 3-63 chars).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A context value is missing, malformed or out of range."""
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """Validated settings of one sagewarden deployment (one per account and region)."""
+
+    alert_email: str | None = None
+    # IAM roles runs may pass to SageMaker. Empty: PassRole is granted on nothing and every
+    # submission is rejected by SageMaker (synth still works, e.g. for CI).
+    allowed_role_arns: tuple[str, ...] = ()
+    job_prefix: str = keys.DEFAULT_JOB_PREFIX
+    policy_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Buckets the supervisor may read for checkpoint discovery. Empty: all buckets.
+    checkpoint_buckets: tuple[str, ...] = ()
+    log_subscription: bool = True
+    powertools_version: str = constants.DEFAULT_POWERTOOLS_VERSION
+    architecture: str = constants.DEFAULT_ARCHITECTURE
+
+    def __post_init__(self) -> None:
+        if self.alert_email is not None and not _EMAIL.match(self.alert_email):
+            raise ConfigError(f"{CTX_ALERT_EMAIL}: not an e-mail address: {self.alert_email!r}")
+        for arn in self.allowed_role_arns:
+            if not _ROLE_ARN.match(arn):
+                raise ConfigError(
+                    f"{CTX_ALLOWED_ROLE_ARNS}: not an IAM role ARN: {arn!r} "
+                    "(expected arn:aws:iam::<12-digit account>:role/<name>)"
+                )
+        if len(set(self.allowed_role_arns)) != len(self.allowed_role_arns):
+            raise ConfigError(f"{CTX_ALLOWED_ROLE_ARNS}: duplicate entries")
+        if not _JOB_PREFIX.match(self.job_prefix):
+            raise ConfigError(f"{CTX_JOB_PREFIX}: must be 1-8 characters [a-z0-9], got {self.job_prefix!r}")
+        for bucket in self.checkpoint_buckets:
+            if not _BUCKET.match(bucket) or ".." in bucket:
+                raise ConfigError(f"{CTX_CHECKPOINT_BUCKETS}: not an S3 bucket name: {bucket!r}")
+        if not isinstance(self.policy_defaults, Mapping) or not all(
+            isinstance(k, str) for k in self.policy_defaults
+        ):
+            raise ConfigError(f"{CTX_POLICY_DEFAULTS}: must be a JSON object")
+        try:
+            json.dumps(dict(self.policy_defaults))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{CTX_POLICY_DEFAULTS}: not JSON-serialisable: {exc}") from exc
+        if not _SEMVER.match(self.powertools_version):
+            raise ConfigError(
+                f"{CTX_POWERTOOLS_VERSION}: must be an exact version such as "
+                f"{constants.DEFAULT_POWERTOOLS_VERSION!r}, got {self.powertools_version!r}"
+            )
+        if self.architecture not in constants.SUPPORTED_ARCHITECTURES:
+            raise ConfigError(
+                f"{CTX_ARCHITECTURE}: one of {', '.join(constants.SUPPORTED_ARCHITECTURES)}, "
+                f"got {self.architecture!r}"
+            )
+        # Freeze the mapping so the dataclass is immutable all the way down.
+        object.__setattr__(self, "policy_defaults", MappingProxyType(dict(self.policy_defaults)))
+
+    @property
+    def policy_defaults_json(self) -> str:
+        return json.dumps(dict(self.policy_defaults), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def allowed_role_arns_json(self) -> str:
+        return json.dumps(list(self.allowed_role_arns), separators=(",", ":"))
+
+    @property
+    def powertools_layer_parameter(self) -> str:
+        return constants.POWERTOOLS_LAYER_PARAMETER.format(
+            arch=self.architecture, version=self.powertools_version
+        )
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> SupervisorConfig:
+        """Build from a context getter such as ``app.node.try_get_context``."""
+        return cls.from_mapping({key: get(key) for key in CONTEXT_KEYS})
+
+    @classmethod
+    def from_mapping(cls, context: Mapping[str, Any]) -> SupervisorConfig:
+        """Build from a mapping of context keys; missing or ``None`` values take defaults."""
+        kwargs: dict[str, Any] = {}
+        email = _optional_str(context.get(CTX_ALERT_EMAIL))
+        if email is not None:
+            kwargs["alert_email"] = email
+        roles = context.get(CTX_ALLOWED_ROLE_ARNS)
+        if roles is not None:
+            kwargs["allowed_role_arns"] = parse_str_list(roles, CTX_ALLOWED_ROLE_ARNS)
+        prefix = _optional_str(context.get(CTX_JOB_PREFIX))
+        if prefix is not None:
+            kwargs["job_prefix"] = prefix
+        policy = context.get(CTX_POLICY_DEFAULTS)
+        if policy is not None:
+            kwargs["policy_defaults"] = parse_object(policy, CTX_POLICY_DEFAULTS)
+        buckets = context.get(CTX_CHECKPOINT_BUCKETS)
+        if buckets is not None:
+            kwargs["checkpoint_buckets"] = parse_str_list(buckets, CTX_CHECKPOINT_BUCKETS)
+        subscription = context.get(CTX_LOG_SUBSCRIPTION)
+        if subscription is not None:
+            kwargs["log_subscription"] = parse_bool(subscription, CTX_LOG_SUBSCRIPTION)
+        version = _optional_str(context.get(CTX_POWERTOOLS_VERSION))
+        if version is not None:
+            kwargs["powertools_version"] = version
+        arch = _optional_str(context.get(CTX_ARCHITECTURE))
+        if arch is not None:
+            kwargs["architecture"] = arch
+        return cls(**kwargs)
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a string, got {type(value).__name__}: {value!r}")
+    value = value.strip()
+    return value or None
+
+
+def parse_str_list(value: Any, name: str) -> tuple[str, ...]:
+    """A list of strings from a list, a JSON list string or a comma-separated string."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{name}: invalid JSON list: {exc}") from exc
+        else:
+            value = [part for part in (p.strip() for p in text.split(",")) if part]
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"{name}: expected a list of strings, got {type(value).__name__}")
+    items = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"{name}: expected strings, got {type(item).__name__}: {item!r}")
+        if item.strip():
+            items.append(item.strip())
+    return tuple(items)
+
+
+def parse_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def parse_object(value: Any, name: str) -> Mapping[str, Any]:
+    if isinstance(value, str):
+        text = value.strip() or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{name}: invalid JSON object: {exc}") from exc
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: expected a JSON object, got {type(value).__name__}")
+    return value

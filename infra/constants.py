@@ -1,0 +1,139 @@
+"""Construct ids, Lambda defaults and other infrastructure-only constants.
+
+Names shared with the Lambda code (table keys, environment variable names, handler paths,
+alarm prefix, heartbeat namespace) live in ``sagewarden.keys``; this module only holds what
+the CDK side alone needs. It imports no CDK module (durations are plain seconds), so tools
+such as the local drill can read it without starting jsii.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra import LAMBDAS_DIR  # also puts lambdas/ on sys.path
+from sagewarden import keys
+
+# --- Stack ------------------------------------------------------------------------------------
+STACK_ID = "Sagewarden"
+STACK_DESCRIPTION = "sagewarden: serverless supervisor that keeps long SageMaker training runs alive"
+SUPERVISOR_ID = "Supervisor"
+
+# --- Construct ids (children of the Supervisor construct) ------------------------------------
+STATE_TABLE_ID = "StateTable"
+ALERTS_ID = "Alerts"
+FUNCTIONS_ID = "Functions"
+EVENT_RULES_ID = "EventRules"
+API_ID = "Api"
+HANG_SIGNALS_ID = "HangSignals"
+PERMISSIONS_ID = "Permissions"
+
+# --- Stack outputs ----------------------------------------------------------------------------
+OUTPUT_API_URL = "ApiUrl"
+OUTPUT_TABLE_NAME = "TableName"
+OUTPUT_TOPIC_ARN = "TopicArn"
+OUTPUT_DLQ_URL = "DeadLetterQueueUrl"
+
+# --- Lambda -----------------------------------------------------------------------------------
+LAMBDA_CODE_DIR = LAMBDAS_DIR
+# Never ship byte code, caches or editor droppings in the asset.
+LAMBDA_CODE_EXCLUDE = [
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.mypy_cache",
+    "**/.pytest_cache",
+    "**/.ruff_cache",
+    "**/.DS_Store",
+]
+PYTHON_VERSION = "python3.12"  # also the runtime segment of the Powertools SSM parameter
+DEFAULT_ARCHITECTURE = "arm64"
+SUPPORTED_ARCHITECTURES = ("arm64", "x86_64")
+DEFAULT_POWERTOOLS_VERSION = "3.37.0"
+# Public SSM parameter whose value is the ARN of the Powertools layer of that exact version.
+POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/{arch}/" + PYTHON_VERSION + "/{version}"
+LOG_RETENTION = "THREE_MONTHS"  # name of an aws_logs.RetentionDays member (90 days)
+
+POWERTOOLS_SERVICE_NAME = "sagewarden"
+POWERTOOLS_METRICS_NAMESPACE = "Sagewarden"
+POWERTOOLS_LOG_LEVEL = "INFO"
+
+# EventBridge -> Lambda delivery (EventBridge's own retry policy, before the event hits the DLQ)
+EVENT_TARGET_RETRY_ATTEMPTS = 8
+EVENT_TARGET_MAX_EVENT_AGE_SECONDS = 6 * 3600
+# A sweep tick that could not be delivered for a few minutes is superseded by the next one.
+SWEEP_TARGET_RETRY_ATTEMPTS = 2
+SWEEP_TARGET_MAX_EVENT_AGE_SECONDS = 5 * 60
+SWEEP_RATE_MINUTES = 1
+# Lambda's own asynchronous invocation retries (function errors), before the failure record
+# lands in the DLQ.
+ASYNC_RETRY_ATTEMPTS = 2
+ASYNC_MAX_EVENT_AGE_SECONDS = 6 * 3600
+
+DLQ_RETENTION_DAYS = 14
+
+# --- API --------------------------------------------------------------------------------------
+API_STAGE_NAME = "v1"
+API_THROTTLE_RATE_LIMIT = 20  # requests per second, steady state
+API_THROTTLE_BURST_LIMIT = 40
+RUN_ID_PATH_PARAMETER = "id"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """Static settings of one supervisor function."""
+
+    construct_id: str
+    handler: str
+    description: str
+    timeout_seconds: int
+    memory_mb: int
+
+
+API_FUNCTION = FunctionSpec(
+    construct_id="ApiFunction",
+    handler=keys.HANDLER_API,
+    description="sagewarden REST API: submit, list, inspect and cancel runs",
+    timeout_seconds=29,  # API Gateway's integration timeout
+    memory_mb=512,
+)
+JOB_STATE_FUNCTION = FunctionSpec(
+    construct_id="JobStateFunction",
+    handler=keys.HANDLER_JOB_STATE,
+    description="sagewarden: react to SageMaker training job state changes",
+    timeout_seconds=90,
+    memory_mb=512,
+)
+ALARM_STATE_FUNCTION = FunctionSpec(
+    construct_id="AlarmStateFunction",
+    handler=keys.HANDLER_ALARM_STATE,
+    description="sagewarden: react to hang alarm state changes",
+    timeout_seconds=90,
+    memory_mb=512,
+)
+SWEEP_FUNCTION = FunctionSpec(
+    construct_id="SweepFunction",
+    handler=keys.HANDLER_SWEEP,
+    description="sagewarden: periodic reconciler and durable timers",
+    # Matches the one-minute schedule so sweeps do not pile up on one another; the sweep
+    # should stop taking new work when little time remains: the next tick carries on.
+    timeout_seconds=60,
+    memory_mb=512,
+)
+HEARTBEAT_FUNCTION = FunctionSpec(
+    construct_id="HeartbeatFunction",
+    handler=keys.HANDLER_HEARTBEAT,
+    description="sagewarden: turn training log events into per-job heartbeat metrics",
+    timeout_seconds=60,
+    memory_mb=256,
+)
+ALL_FUNCTIONS = (
+    API_FUNCTION,
+    JOB_STATE_FUNCTION,
+    ALARM_STATE_FUNCTION,
+    SWEEP_FUNCTION,
+    HEARTBEAT_FUNCTION,
+)
+
+# --- Custom resource that makes sure the shared training log group exists ----------------------
+# Stable id of the singleton provider function that ``custom_resources.AwsCustomResource``
+# adds at stack level (part of aws-cdk-lib's public behaviour since v1).
+AWS_CUSTOM_RESOURCE_PROVIDER_ID = "AWS679f53fac002430cb0da5b7982bd2287"

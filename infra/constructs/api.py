@@ -1,0 +1,171 @@
+"""The IAM-authenticated REST API through which teams submit, inspect and cancel runs.
+
+Routes (all ``AWS_IAM``, all proxied to the API function)::
+
+    POST /runs                  submit a run
+    GET  /runs                  list runs
+    GET  /runs/{id}             one run
+    GET  /runs/{id}/events      its audit trail
+    POST /runs/{id}/cancel      cancel it
+
+The resource tree is plain ``AWS::ApiGateway::Resource``/``Method`` resources (no OpenAPI
+body), so tools such as the local drill can rebuild the routes from the synthesized template.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import constants
+from infra.constructs.nag import acknowledge
+
+# (method, path) of every route, in the order they are created.
+ROUTES = (
+    ("POST", "/runs"),
+    ("GET", "/runs"),
+    ("GET", "/runs/{id}"),
+    ("GET", "/runs/{id}/events"),
+    ("POST", "/runs/{id}/cancel"),
+)
+
+_ACCESS_LOG_FORMAT = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "resourcePath": "$context.resourcePath",
+    "path": "$context.path",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "ip": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    "caller": "$context.identity.caller",
+    "userArn": "$context.identity.userArn",
+    "accountId": "$context.identity.accountId",
+    "integrationStatus": "$context.integration.status",
+    "integrationLatency": "$context.integration.latency",
+    "errorMessage": "$context.error.message",
+    "xrayTraceId": "$context.xrayTraceId",
+}
+
+
+class SupervisorApi(Construct):
+    """Regional REST API with IAM auth, request validation, access and execution logging.
+
+    Attributes:
+        rest_api: the ``apigw.RestApi``.
+        access_log_group: the stage's access ``logs.LogGroup``.
+        methods: ``{(http_method, path): apigw.Method}`` for every route.
+        url: the invoke URL of the deployed stage.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, handler: lambda_.IFunction) -> None:
+        super().__init__(scope, construct_id)
+
+        self.access_log_group = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=logs.RetentionDays[constants.LOG_RETENTION],
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="sagewarden: submit and supervise SageMaker training runs",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            # Execution logging needs the account-level API Gateway CloudWatch role; this sets it.
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+            deploy_options=apigw.StageOptions(
+                stage_name=constants.API_STAGE_NAME,
+                access_log_destination=apigw.LogGroupLogDestination(self.access_log_group),
+                access_log_format=apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
+                logging_level=apigw.MethodLoggingLevel.INFO,
+                data_trace_enabled=False,  # never log full request/response bodies
+                metrics_enabled=True,
+                tracing_enabled=True,
+                throttling_rate_limit=constants.API_THROTTLE_RATE_LIMIT,
+                throttling_burst_limit=constants.API_THROTTLE_BURST_LIMIT,
+            ),
+        )
+        self.url = self.rest_api.url
+
+        body_validator = self.rest_api.add_request_validator(
+            "BodyAndParameters", validate_request_body=True, validate_request_parameters=True
+        )
+        parameter_validator = self.rest_api.add_request_validator(
+            "ParametersOnly", validate_request_body=False, validate_request_parameters=True
+        )
+        # A light gate in front of the function (which validates the body fully with pydantic):
+        # the submission must be a JSON object.
+        run_request_model = self.rest_api.add_model(
+            "SubmitRunRequest",
+            content_type="application/json",
+            model_name="SubmitRunRequest",
+            schema=apigw.JsonSchema(
+                schema=apigw.JsonSchemaVersion.DRAFT4,
+                title="SubmitRunRequest",
+                type=apigw.JsonSchemaType.OBJECT,
+            ),
+        )
+        integration = apigw.LambdaIntegration(handler, proxy=True, allow_test_invoke=False)
+        id_parameter = {f"method.request.path.{constants.RUN_ID_PATH_PARAMETER}": True}
+
+        runs = self.rest_api.root.add_resource("runs")
+        run = runs.add_resource("{" + constants.RUN_ID_PATH_PARAMETER + "}")
+        events = run.add_resource("events")
+        cancel = run.add_resource("cancel")
+
+        self.methods: dict[tuple[str, str], apigw.Method] = {
+            ("POST", "/runs"): runs.add_method(
+                "POST",
+                integration,
+                request_validator=body_validator,
+                request_models={"application/json": run_request_model},
+            ),
+            ("GET", "/runs"): runs.add_method("GET", integration, request_validator=parameter_validator),
+            ("GET", "/runs/{id}"): run.add_method(
+                "GET", integration, request_validator=parameter_validator, request_parameters=id_parameter
+            ),
+            ("GET", "/runs/{id}/events"): events.add_method(
+                "GET", integration, request_validator=parameter_validator, request_parameters=id_parameter
+            ),
+            # The cancel body (an optional reason) is optional, so only the path is validated.
+            ("POST", "/runs/{id}/cancel"): cancel.add_method(
+                "POST", integration, request_validator=parameter_validator, request_parameters=id_parameter
+            ),
+        }
+
+        # The account-level CloudWatch role that `cloud_watch_role=True` adds under the API.
+        cloud_watch_role = self.rest_api.node.try_find_child("CloudWatchRole") or self.rest_api
+        acknowledge(
+            cloud_watch_role,
+            "AwsSolutions-IAM4",
+            "The account-wide API Gateway CloudWatch role (AWS::ApiGateway::Account) serves every "
+            "REST API of the account and region, so it must keep AWS's managed push-to-logs policy; "
+            "a policy scoped to this API would break other APIs' execution logging.",
+            findings=[
+                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs"
+            ],
+        )
+        acknowledge(
+            self.rest_api.deployment_stage,
+            "AwsSolutions-APIG3",
+            "IAM-authorised API for a handful of in-account callers (SigV4, throttled stage); a WAF "
+            "web ACL would add cost without blocking anything IAM does not already reject.",
+        )
+        for method in self.methods.values():
+            acknowledge(
+                method,
+                "AwsSolutions-COG4",
+                "Callers are IAM principals of the account (AWS_IAM authorisation on every method); "
+                "there are no end users, so no Cognito user pool.",
+            )

@@ -1,0 +1,249 @@
+"""Least-privilege permissions of the supervisor's functions.
+
+Each capability is one named inline policy (``AWS::IAM::Policy``) attached to exactly the
+roles that need it, so the grants read like a table and every cdk-nag acknowledgement sits on
+the one policy that holds the wildcard it is about.
+
+=====================  =====  =========  =====  =====  =========
+capability             api    job state  alarm  sweep  heartbeat
+=====================  =====  =========  =====  =====  =========
+state table r/w          x        x        x      x
+publish alerts (SNS)     x        x        x      x
+SageMaker jobs           x        x        x      x
+iam:PassRole (allow)     x        x        x      x
+checkpoint discovery     x        x        x      x
+hang alarms              x        x        x      x
+training logs read                x        x      x
+metric data read                  x        x      x
+=====================  =====  =========  =====  =====  =========
+
+Any of the four control functions may carry out the supervisor's actions (submit an attempt,
+stop a job, create or delete alarms, notify), because the run state machine decides them
+whichever event arrives. Reading evidence (log tails, metrics) is what the event and sweep
+handlers do to classify a failure or a hang. The heartbeat function only writes its own logs
+(its metrics are CloudWatch embedded-metric-format log lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.config import SupervisorConfig
+from infra.constructs.alerts import Alerts
+from infra.constructs.event_rules import training_job_name_prefix
+from infra.constructs.functions import SupervisorFunction, SupervisorFunctions
+from infra.constructs.hang_signals import training_log_group_arn
+from infra.constructs.nag import acknowledge, resource_finding
+from infra.constructs.state_table import StateTable
+from sagewarden import keys
+
+SAGEMAKER_JOB_ACTIONS = (
+    "sagemaker:CreateTrainingJob",
+    # CreateTrainingJob with Tags (the run/attempt tags) is also authorised as AddTags on the
+    # new job's ARN; scoped to the same name prefix, it cannot tag anything else.
+    "sagemaker:AddTags",
+    "sagemaker:DescribeTrainingJob",
+    "sagemaker:StopTrainingJob",
+)
+ALARM_ACTIONS = (
+    "cloudwatch:PutMetricAlarm",
+    "cloudwatch:DeleteAlarms",
+    "cloudwatch:DescribeAlarms",
+    "cloudwatch:TagResource",
+)
+LOG_READ_ACTIONS = ("logs:FilterLogEvents", "logs:GetLogEvents", "logs:DescribeLogStreams")
+CHECKPOINT_BUCKET_ACTIONS = ("s3:ListBucket",)
+CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
+SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
+
+
+class SupervisorPermissions(Construct):
+    """Grants the functions what the table above says, and nothing else.
+
+    Attributes:
+        sagemaker_policy, checkpoint_policy, alarms_policy, logs_policy, metrics_policy: the
+            ``iam.Policy`` of each capability.
+        pass_role_policy: ``iam.Policy`` with ``iam:PassRole`` on the allowed roles, or ``None``
+            when no role is allowed (then no role can be passed and SageMaker rejects runs).
+        control_roles, evidence_roles: the roles each group of policies is attached to.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SupervisorConfig,
+        functions: SupervisorFunctions,
+        state_table: StateTable,
+        alerts: Alerts,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        control = (functions.api, functions.job_state, functions.alarm_state, functions.sweep)
+        evidence = (functions.job_state, functions.alarm_state, functions.sweep)
+        self.control_roles = tuple(f.role for f in control)
+        self.evidence_roles = tuple(f.role for f in evidence)
+
+        for fn in control:
+            state_table.grant_read_write(fn.role)
+            alerts.topic.grant_publish(fn.role)
+            acknowledge(
+                fn.role,
+                "AwsSolutions-IAM5",
+                "kms:GenerateDataKey* on the alert topic's own key only, added by "
+                "topic.grant_publish: SNS needs it to encrypt what the function publishes.",
+                findings=["Action::kms:GenerateDataKey*"],
+            )
+
+        # --- SageMaker training jobs of this deployment (name prefix) -------------------------
+        job_arn = stack.format_arn(
+            service="sagemaker",
+            resource="training-job",
+            resource_name=f"{training_job_name_prefix(config.job_prefix)}*",
+        )
+        self.sagemaker_policy = self._policy(
+            "SageMakerTrainingJobs",
+            control,
+            [
+                iam.PolicyStatement(
+                    sid="TrainingJobsOfThisDeployment",
+                    actions=list(SAGEMAKER_JOB_ACTIONS),
+                    resources=[job_arn],
+                )
+            ],
+        )
+        acknowledge(
+            self.sagemaker_policy,
+            "AwsSolutions-IAM5",
+            f"Scoped to the training jobs this deployment names ('{config.job_prefix}-' prefix); "
+            "job names are generated per attempt, so they cannot be listed in advance.",
+            findings=[resource_finding(self, job_arn)],
+        )
+
+        # --- iam:PassRole, only to SageMaker, only for the allow-listed roles ------------------
+        self.pass_role_policy: iam.Policy | None = None
+        if config.allowed_role_arns:
+            self.pass_role_policy = self._policy(
+                "PassTrainingRoles",
+                control,
+                [
+                    iam.PolicyStatement(
+                        sid="PassAllowListedTrainingRolesToSageMaker",
+                        actions=["iam:PassRole"],
+                        resources=list(config.allowed_role_arns),
+                        conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER_SERVICE}},
+                    )
+                ],
+            )
+
+        # --- S3 checkpoint discovery -----------------------------------------------------------
+        buckets = list(config.checkpoint_buckets) or ["*"]
+        bucket_arns = [self._bucket_arn(b) for b in buckets]
+        object_arns = [f"{arn}/*" for arn in bucket_arns]
+        self.checkpoint_policy = self._policy(
+            "CheckpointDiscovery",
+            control,
+            [
+                iam.PolicyStatement(
+                    sid="ListCheckpointPrefixes",
+                    actions=list(CHECKPOINT_BUCKET_ACTIONS),
+                    resources=bucket_arns,
+                ),
+                iam.PolicyStatement(
+                    sid="ReadCheckpointMarkers",
+                    actions=list(CHECKPOINT_OBJECT_ACTIONS),
+                    resources=object_arns,
+                ),
+            ],
+        )
+        if config.checkpoint_buckets:
+            acknowledge(
+                self.checkpoint_policy,
+                "AwsSolutions-IAM5",
+                "Read-only access to objects of the configured checkpoint buckets: checkpoint "
+                "directories (checkpoint-<step>/, iter_<n>/, .metadata) are discovered by prefix.",
+                findings=[resource_finding(self, arn) for arn in object_arns],
+            )
+        else:
+            acknowledge(
+                self.checkpoint_policy,
+                "AwsSolutions-IAM5",
+                "checkpointBuckets is empty, which the deployer chose to mean 'checkpoints may be "
+                "in any bucket': read-only List/Get on all buckets for checkpoint discovery. Set "
+                "-c checkpointBuckets=<names> to narrow it.",
+                findings=[resource_finding(self, arn) for arn in bucket_arns + object_arns],
+            )
+
+        # --- Hang alarms (name prefix) ---------------------------------------------------------
+        alarm_arn = stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name=f"{keys.DEFAULT_ALARM_PREFIX}*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.alarms_policy = self._policy(
+            "HangAlarms",
+            control,
+            [
+                iam.PolicyStatement(
+                    sid="SupervisorAlarmsOnly", actions=list(ALARM_ACTIONS), resources=[alarm_arn]
+                )
+            ],
+        )
+        acknowledge(
+            self.alarms_policy,
+            "AwsSolutions-IAM5",
+            f"Scoped to alarms named '{keys.DEFAULT_ALARM_PREFIX}*': the supervisor creates and "
+            "deletes one set of hang alarms per running attempt, named after it.",
+            findings=[resource_finding(self, alarm_arn)],
+        )
+
+        # --- Evidence: training logs and metrics -----------------------------------------------
+        log_group_arn = training_log_group_arn(self)
+        self.logs_policy = self._policy(
+            "TrainingLogsRead",
+            evidence,
+            [
+                iam.PolicyStatement(
+                    sid="ReadTrainingJobLogs", actions=list(LOG_READ_ACTIONS), resources=[log_group_arn]
+                )
+            ],
+        )
+        acknowledge(
+            self.logs_policy,
+            "AwsSolutions-IAM5",
+            "Read-only on the one SageMaker training log group and its streams; the trailing ':*' "
+            "is the log-group ARN form that stream-level reads are authorised against.",
+            findings=[resource_finding(self, log_group_arn)],
+        )
+        self.metrics_policy = self._policy(
+            "MetricDataRead",
+            evidence,
+            [iam.PolicyStatement(sid="GetMetricData", actions=["cloudwatch:GetMetricData"], resources=["*"])],
+        )
+        acknowledge(
+            self.metrics_policy,
+            "AwsSolutions-IAM5",
+            "cloudwatch:GetMetricData supports no resource-level permissions; it is read-only.",
+            findings=["Resource::*"],
+        )
+
+    def _policy(
+        self,
+        construct_id: str,
+        functions: Sequence[SupervisorFunction],
+        statements: list[iam.PolicyStatement],
+    ) -> iam.Policy:
+        policy = iam.Policy(self, construct_id, statements=statements, roles=[f.role for f in functions])
+        for fn in functions:
+            # The function must not run before its permissions exist (e.g. the first sweep tick).
+            fn.function.node.add_dependency(policy)
+        return policy
+
+    def _bucket_arn(self, bucket: str) -> str:
+        return Stack.of(self).format_arn(service="s3", region="", account="", resource=bucket)

@@ -1,0 +1,97 @@
+"""The whole supervisor as one reusable construct.
+
+``Supervisor`` composes the per-concern constructs and wires them: environment of the
+functions, event rules, API, heartbeat subscription, asynchronous-failure destination and
+permissions. It creates no resource of its own, so it can be dropped into any stack.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda_destinations as destinations
+from constructs import Construct
+
+from infra import constants
+from infra.config import SupervisorConfig
+from infra.constructs.alerts import Alerts
+from infra.constructs.api import SupervisorApi
+from infra.constructs.event_rules import EventRules
+from infra.constructs.functions import SupervisorFunctions
+from infra.constructs.hang_signals import HangSignals
+from infra.constructs.permissions import SupervisorPermissions
+from infra.constructs.state_table import StateTable
+from sagewarden import keys
+
+
+class Supervisor(Construct):
+    """sagewarden: state table, alerts, functions, event rules, API, hang signals, grants.
+
+    Attributes:
+        config: the ``SupervisorConfig`` it was built from.
+        state: ``StateTable`` (``state.table``).
+        alerts: ``Alerts`` (``alerts.topic``, ``alerts.key``, ``alerts.email_subscription``).
+        functions: ``SupervisorFunctions`` (``api``, ``job_state``, ``alarm_state``, ``sweep``,
+            ``heartbeat``; each with ``.function``, ``.role``, ``.log_group``).
+        event_rules: ``EventRules`` (the three rules, ``dead_letter_queue``, ``dead_letter_alarm``).
+        api: ``SupervisorApi`` (``rest_api``, ``methods``, ``url``).
+        hang_signals: ``HangSignals`` (subscription filter when ``config.log_subscription``).
+        permissions: ``SupervisorPermissions`` (one policy per capability).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: SupervisorConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+
+        self.state = StateTable(self, constants.STATE_TABLE_ID)
+        self.alerts = Alerts(self, constants.ALERTS_ID, alert_email=config.alert_email)
+        self.functions = SupervisorFunctions(
+            self,
+            constants.FUNCTIONS_ID,
+            config=config,
+            environment={
+                keys.ENV_TABLE_NAME: self.state.table.table_name,
+                keys.ENV_TOPIC_ARN: self.alerts.topic.topic_arn,
+                keys.ENV_ALLOWED_ROLE_ARNS: config.allowed_role_arns_json,
+                keys.ENV_JOB_PREFIX: config.job_prefix,
+                keys.ENV_POLICY_DEFAULTS: config.policy_defaults_json,
+                keys.ENV_ALARM_PREFIX: keys.DEFAULT_ALARM_PREFIX,
+                keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
+            },
+        )
+        self.event_rules = EventRules(
+            self,
+            constants.EVENT_RULES_ID,
+            job_prefix=config.job_prefix,
+            job_state_function=self.functions.job_state.function,
+            alarm_state_function=self.functions.alarm_state.function,
+            sweep_function=self.functions.sweep.function,
+            alert_topic=self.alerts.topic,
+        )
+        # Failed asynchronous invocations (after Lambda's own retries) land in the same queue
+        # as undeliverable events, so one alarm covers both.
+        for fn in (
+            self.functions.job_state,
+            self.functions.alarm_state,
+            self.functions.sweep,
+            self.functions.heartbeat,
+        ):
+            fn.function.configure_async_invoke(
+                on_failure=destinations.SqsDestination(self.event_rules.dead_letter_queue),
+                retry_attempts=constants.ASYNC_RETRY_ATTEMPTS,
+                max_event_age=Duration.seconds(constants.ASYNC_MAX_EVENT_AGE_SECONDS),
+            )
+        self.api = SupervisorApi(self, constants.API_ID, handler=self.functions.api.function)
+        self.hang_signals = HangSignals(
+            self,
+            constants.HANG_SIGNALS_ID,
+            heartbeat_function=self.functions.heartbeat.function,
+            log_subscription=config.log_subscription,
+        )
+        self.permissions = SupervisorPermissions(
+            self,
+            constants.PERMISSIONS_ID,
+            config=config,
+            functions=self.functions,
+            state_table=self.state,
+            alerts=self.alerts,
+        )

@@ -1,0 +1,218 @@
+"""Find the newest complete checkpoint under a ``CheckpointConfig.S3Uri``.
+
+The only S3-aware part of checkpoint discovery; the decisions live in
+``sagewarden.domain.checkpoints``. Calls made for one look-up:
+
+* ``list_objects_v2`` with ``Delimiter="/"`` through the paginator: one call per page of child
+  directories (1,000 per page by default). The tree is never listed recursively.
+* ``get_object`` of ``latest_checkpointed_iteration.txt`` -- only when the listing shows it and
+  the layout can be Megatron.
+* one call per probed directory, newest first: ``head_object`` on the marker, or for a
+  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=1)`` to prove it
+  still holds a file. At most ``max_probes`` incomplete directories are probed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sagewarden.domain.checkpoints import (
+    MEGATRON_TRACKER,
+    Checkpoint,
+    CheckpointLayout,
+    Completion,
+    MegatronTracker,
+    Probe,
+    first_complete,
+    needs_megatron_tracker,
+    parse_megatron_tracker,
+    parse_s3_uri,
+    probe_plan,
+    to_checkpoint,
+)
+
+logger = logging.getLogger(__name__)
+
+_NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound"})
+_TRACKER_READ_LIMIT = 1024  # the tracker holds one integer or "release"
+
+
+class CheckpointLookupError(Exception):
+    """S3 could not be asked (missing bucket, access denied, throttled, network...).
+
+    ``code`` is the S3 error code when there is one (e.g. ``NoSuchBucket``, ``AccessDenied``).
+    """
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _epoch_ms(value: Any) -> int | None:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return None
+
+
+DEFAULT_LAYOUT = CheckpointLayout()
+
+
+class S3CheckpointFinder:
+    def __init__(self, s3_client: Any, *, max_probes: int = 8, page_size: int = 1000) -> None:
+        if max_probes < 1:
+            raise ValueError(f"max_probes must be >= 1, got {max_probes}")
+        if not 1 <= page_size <= 1000:
+            raise ValueError(f"page_size must be within 1..1000, got {page_size}")
+        self._s3 = s3_client
+        self._max_probes = max_probes
+        self._page_size = page_size
+
+    def latest(self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT) -> Checkpoint | None:
+        """The newest complete checkpoint under ``s3_uri``, or None if there is none (or none provable).
+
+        Raises ValueError for a malformed URI and CheckpointLookupError when S3 cannot be read.
+        """
+        bucket, prefix = parse_s3_uri(s3_uri)
+        dir_names, root_files = self._list_children(bucket, prefix)
+        if not dir_names:
+            logger.info("no checkpoint directories under s3://%s/%s", bucket, prefix)
+            return None
+
+        tracker: MegatronTracker = None
+        tracker_ms: int | None = None
+        if MEGATRON_TRACKER in root_files and needs_megatron_tracker(dir_names, layout):
+            tracker, tracker_ms = self._read_tracker(bucket, prefix + MEGATRON_TRACKER)
+
+        plan = probe_plan(dir_names, layout, megatron_tracker=tracker)
+
+        def check(probe: Probe) -> Completion | None:
+            return self._check(bucket, prefix, probe, tracker_ms)
+
+        selection = first_complete(plan, check, self._max_probes)
+        for probe in selection.rejected:
+            logger.warning(
+                "checkpoint s3://%s/%s%s/ (step %d, %s) is incomplete; skipping it",
+                bucket,
+                prefix,
+                probe.name,
+                probe.step,
+                probe.kind,
+            )
+        if selection.gave_up:
+            logger.warning(
+                "gave up after %d incomplete checkpoint directories under s3://%s/%s",
+                len(selection.rejected),
+                bucket,
+                prefix,
+            )
+        if selection.chosen is None or selection.completion is None:
+            logger.info(
+                "no complete checkpoint under s3://%s/%s (%d directories, %d probed, layout %s)",
+                bucket,
+                prefix,
+                len(dir_names),
+                len(selection.rejected),
+                layout.kind,
+            )
+            return None
+        return to_checkpoint(bucket, prefix, selection.chosen, selection.completion)
+
+    # --- S3 calls ---------------------------------------------------------------------------
+
+    def _list_children(self, bucket: str, prefix: str) -> tuple[list[str], set[str]]:
+        """Child directory names and the names of files directly under ``prefix``."""
+        dirs: list[str] = []
+        files: set[str] = set()
+        paginator = self._s3.get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=bucket,
+            Prefix=prefix,
+            Delimiter="/",
+            PaginationConfig={"PageSize": self._page_size},
+        )
+        try:
+            for page in pages:
+                for common in page.get("CommonPrefixes", ()):
+                    name = str(common.get("Prefix", ""))[len(prefix) :].rstrip("/")
+                    if name:
+                        dirs.append(name)
+                for obj in page.get("Contents", ()):
+                    files.add(str(obj.get("Key", ""))[len(prefix) :])
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{prefix}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
+        return dirs, files
+
+    def _read_tracker(self, bucket: str, key: str) -> tuple[MegatronTracker, int | None]:
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key)
+            body = response["Body"]
+            try:
+                raw = body.read(_TRACKER_READ_LIMIT)
+            finally:
+                body.close()
+        except ClientError as exc:
+            if _error_code(exc) in _NOT_FOUND:
+                logger.warning("Megatron tracker s3://%s/%s vanished after listing", bucket, key)
+                return None, None
+            raise self._lookup_error(exc, f"cannot read s3://{bucket}/{key}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot read s3://{bucket}/{key}: {exc}") from exc
+        text = raw.decode("utf-8", errors="replace")
+        tracker = parse_megatron_tracker(text)
+        if tracker is None:
+            logger.warning("Megatron tracker s3://%s/%s is unreadable: %r", bucket, key, text[:80])
+        return tracker, _epoch_ms(response.get("LastModified"))
+
+    def _check(self, bucket: str, prefix: str, probe: Probe, tracker_ms: int | None) -> Completion | None:
+        dir_prefix = f"{prefix}{probe.name}/"
+        if probe.marker is None:
+            return self._check_has_file(bucket, dir_prefix, probe, tracker_ms)
+        key = dir_prefix + probe.marker
+        try:
+            response = self._s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _error_code(exc) in _NOT_FOUND:
+                return None
+            raise self._lookup_error(exc, f"cannot check s3://{bucket}/{key}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
+        return Completion(written_at_ms=_epoch_ms(response.get("LastModified")))
+
+    def _check_has_file(
+        self, bucket: str, dir_prefix: str, probe: Probe, tracker_ms: int | None
+    ) -> Completion | None:
+        # StartAfter skips a zero-byte "folder" object named exactly like the prefix.
+        try:
+            response = self._s3.list_objects_v2(
+                Bucket=bucket, Prefix=dir_prefix, StartAfter=dir_prefix, MaxKeys=1
+            )
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{dir_prefix}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{dir_prefix}: {exc}") from exc
+        if not response.get("Contents"):
+            return None
+        # The tracker's LastModified dates the directory it names; an older directory it vouches
+        # for was finished earlier, at a time we do not know.
+        return Completion(written_at_ms=tracker_ms if probe.tracker_named else None)
+
+    @staticmethod
+    def _lookup_error(exc: ClientError, what: str) -> CheckpointLookupError:
+        code = _error_code(exc)
+        if code == "NoSuchBucket":
+            reason = "the bucket does not exist"
+        elif code in ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId"):
+            reason = "access denied (check the role's s3:ListBucket / s3:GetObject permissions)"
+        else:
+            reason = f"S3 error {code or 'unknown'}: {exc}"
+        return CheckpointLookupError(f"{what}: {reason}", code=code or None)

@@ -1,0 +1,109 @@
+"""SageMaker adapter: create, stop and describe training jobs, mapping errors to domain events.
+
+ResourceInUse on create means the deterministic job name was already submitted (a retry of
+the same attempt): that is success, not an error. A stop of a job that already ended is fine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+
+log = logging.getLogger(__name__)
+
+REJECTION_CODES = frozenset(
+    {
+        "ResourceLimitExceeded",
+        "ThrottlingException",
+        "Throttling",
+        "ValidationException",
+        "AccessDeniedException",
+        "ResourceNotFound",
+        "InternalFailure",
+        "ServiceUnavailable",
+    }
+)
+
+
+def to_ms(value: Any) -> int | None:
+    """Timestamps arrive as epoch ms numbers (events), ISO strings (doc samples) or datetimes (API)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)):
+        number = float(value)
+        return int(number * 1000) if number < 1e11 else int(number)  # seconds vs milliseconds
+    text = str(value).strip()
+    try:
+        return to_ms(float(text))
+    except ValueError:
+        pass
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def job_observed_from_description(desc: Mapping[str, Any], attempt: int, source: str, event_id: str | None = None) -> JobObserved:
+    """Build a JobObserved from a DescribeTrainingJob result or an event's `detail`."""
+    modified = to_ms(desc.get("LastModifiedTime")) or to_ms(desc.get("CreationTime")) or 0
+    return JobObserved(
+        job_name=str(desc["TrainingJobName"]),
+        attempt=attempt,
+        status=str(desc.get("TrainingJobStatus", "")),
+        secondary=desc.get("SecondaryStatus"),
+        modified_ms=modified,
+        failure_reason=desc.get("FailureReason"),
+        created_ms=to_ms(desc.get("CreationTime")),
+        training_started_ms=to_ms(desc.get("TrainingStartTime")),
+        ended_ms=to_ms(desc.get("TrainingEndTime")),
+        source=source,
+        event_id=event_id,
+    )
+
+
+class SageMakerLauncher:
+    def __init__(self, client: Any) -> None:
+        self._sm = client
+
+    def launch(self, attempt: int, request: Mapping[str, Any]) -> LaunchAccepted | LaunchRejected | None:
+        try:
+            resp = self._sm.create_training_job(**request)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            message = exc.response.get("Error", {}).get("Message", "")
+            if code == "ResourceInUse":
+                return LaunchAccepted(attempt, already_existed=True)
+            if code in REJECTION_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) < 500:
+                return LaunchRejected(attempt, code, message)
+            log.warning("CreateTrainingJob failed transiently (%s); the sweep will retry", code)
+            return None
+        except BotoCoreError as exc:
+            log.warning("CreateTrainingJob did not complete (%s); the sweep will retry", exc)
+            return None
+        return LaunchAccepted(attempt, job_arn=str(resp.get("TrainingJobArn", "")))
+
+    def stop(self, job_name: str) -> str:
+        try:
+            self._sm.stop_training_job(TrainingJobName=job_name)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ValidationException", "ResourceNotFound"):
+                return f"not stoppable ({exc.response['Error'].get('Message', code)})"
+            raise
+        return "stop requested"
+
+    def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing:
+        try:
+            desc = self._sm.describe_training_job(TrainingJobName=job_name)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            message = exc.response.get("Error", {}).get("Message", "")
+            if code in ("ValidationException", "ResourceNotFound") and "not found" in message.lower():
+                return JobMissing(job_name, attempt)
+            raise
+        return job_observed_from_description(desc, attempt, source="describe")

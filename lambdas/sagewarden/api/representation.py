@@ -1,0 +1,78 @@
+"""JSON shapes the API returns (and the CLI prints)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.models import Attempt, Run
+from sagewarden.ports import AuditEntry
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def checkpoint_json(c: Checkpoint | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"uri": c.uri, "step": c.step, "layout": c.layout.value, "written_at": iso(c.written_at_ms)}
+
+
+def attempt_json(a: Attempt) -> dict[str, Any]:
+    return {
+        "number": a.number,
+        "job_name": a.job_name,
+        "instance_type": a.instance_type,
+        "instance_count": a.instance_count,
+        "launch": a.launch.value,
+        "sagemaker_status": a.sm_status,
+        "secondary_status": a.sm_secondary,
+        "requested_at": iso(a.requested_at_ms),
+        "training_started_at": iso(a.training_started_ms),
+        "ended_at": iso(a.ended_ms),
+        "resumed_from": checkpoint_json(a.resume_from),
+        "checkpoint_at_end": checkpoint_json(a.checkpoint_at_end),
+        "end_class": a.end_class,
+        "end_reason": a.end_reason,
+        "failure_reason": a.failure_reason,
+        "evidence": list(a.evidence),
+        "stop_intent": a.stop_intent,
+        "hang_signals": list(a.hang_signals),
+        "estimated_cost_usd": a.cost_usd,
+    }
+
+
+def run_json(r: Run, *, with_attempts: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "run_id": r.run_id,
+        "name": r.name,
+        "owner": r.owner,
+        "status": r.status.value,
+        "outcome": r.outcome,
+        "created_at": iso(r.created_ms),
+        "updated_at": iso(r.updated_ms),
+        "attempt_count": r.attempt_count,
+        "restarts": r.restarts,
+        "restarts_by_class": dict(r.restarts_by_class),
+        "no_progress_streak": r.no_progress_streak,
+        "segments": r.segments,
+        "wait": {"reason": r.wait_reason, "until": iso(r.wake_at_ms), "instance_type": r.wait_instance_type}
+        if r.wait_reason
+        else None,
+        "last_checkpoint": checkpoint_json(r.last_checkpoint),
+        "estimated_cost_usd": r.cost_usd,
+        "policy": r.policy.to_dict(),
+        "version": r.version,
+    }
+    if with_attempts:
+        out["attempts"] = [attempt_json(a) for a in r.attempts]
+        out["training_job"] = dict(r.request)
+    return out
+
+
+def audit_json(e: AuditEntry) -> dict[str, Any]:
+    return {"at": iso(e.at_ms), "at_ms": e.at_ms, "kind": e.kind, "summary": e.summary, "detail": dict(e.detail)}

@@ -1,0 +1,84 @@
+"""The one place that reads the environment and builds clients and adapters (once per container)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from functools import lru_cache
+from typing import Any
+
+from sagewarden import keys
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.ids import ulid_factory
+from sagewarden.service import Supervisor, SupervisorSettings
+
+
+@lru_cache(maxsize=1)
+def _boto_config() -> Any:
+    from botocore.config import Config
+
+    # SageMaker's control-plane throttling is per account and not adjustable: adaptive retries
+    return Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=20)
+
+
+def allowed_role_arns() -> frozenset[str]:
+    return frozenset(json.loads(os.environ.get(keys.ENV_ALLOWED_ROLE_ARNS, "[]") or "[]"))
+
+
+def settings() -> SupervisorSettings:
+    defaults = json.loads(os.environ.get(keys.ENV_POLICY_DEFAULTS, "{}") or "{}")
+    return SupervisorSettings(
+        job_prefix=os.environ.get(keys.ENV_JOB_PREFIX, keys.DEFAULT_JOB_PREFIX),
+        policy_defaults=RunPolicy.from_dict(defaults),
+    )
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_override: Supervisor | None = None
+
+
+def use(instance: Supervisor | None) -> None:
+    """Install a supervisor built elsewhere (the local drill and scenario tests); None restores."""
+    global _override
+    _override = instance
+
+
+def supervisor() -> Supervisor:
+    return _override if _override is not None else _build()
+
+
+@lru_cache(maxsize=1)
+def _build() -> Supervisor:
+    import boto3
+
+    from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
+    from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
+    from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+    from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
+    from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
+    from sagewarden.adapters.sns_notifier import SnsNotifier
+
+    cfg = _boto_config()
+    return Supervisor(
+        store=DynamoDbRunStore(boto3.client("dynamodb", config=cfg), os.environ[keys.ENV_TABLE_NAME]),
+        launcher=SageMakerLauncher(boto3.client("sagemaker", config=cfg)),
+        checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
+        notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),
+        alarms=CloudWatchHangAlarms(
+            boto3.client("cloudwatch", config=cfg), os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX)
+        ),
+        logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
+        clock=now_ms,
+        new_id=ulid_factory(now_ms),
+        settings=settings(),
+    )
+
+
+def reset() -> None:
+    """Forget cached clients (tests and the drill rebuild the world between scenarios)."""
+    _build.cache_clear()
+    _boto_config.cache_clear()

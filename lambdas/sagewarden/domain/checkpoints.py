@@ -1,0 +1,358 @@
+"""Which checkpoint directory under a run's ``CheckpointConfig.S3Uri`` is the newest complete one.
+
+Pure logic only (standard library): the S3 adapter lists the child "directories" of the
+location, asks this module which of them to look at and what to look for, performs the
+look-ups, and lets this module pick the winner.
+
+Layouts recognised (names are child directory names, without the trailing slash):
+
+* ``hf`` -- Hugging Face Trainer, ``checkpoint-<step>``; complete when ``trainer_state.json``
+  is present.
+* ``megatron`` -- Megatron-LM / NeMo, ``iter_<digits>`` (usually 7); the top-level file
+  ``latest_checkpointed_iteration.txt`` names the last finished iteration (or ``release``).
+  Every ``iter_`` directory at or below that iteration which holds a file is complete; newer
+  ones are still being written. Without a readable tracker an ``iter_`` directory only counts
+  when it holds a torch-DCP ``.metadata`` file. ``release`` maps to the ``release/`` directory,
+  reported as step 0 (Megatron restarts its iteration count at 0 when it loads a release
+  checkpoint).
+* ``dcp`` -- torch distributed checkpoint: any directory whose name ends in a number
+  (``step_1200``, ``step-1200``, ``global_step1200``, ``1200``); complete when ``.metadata``
+  is present.
+* ``regex`` -- the policy's own ``dir_regex`` (matched against the whole directory name with
+  ``re.fullmatch``; the named group ``step``, else group 1, is the step) and ``marker`` file.
+* ``auto`` -- tries Hugging Face, then Megatron, then DCP-style names, per directory.
+
+Ordering is by numeric step, highest first; equal steps are ordered by layout (hf, megatron,
+dcp, regex) and then by name, so the result never depends on listing order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Literal, TypeAlias
+
+HF_MARKER: Final = "trainer_state.json"
+DCP_MARKER: Final = ".metadata"
+MEGATRON_TRACKER: Final = "latest_checkpointed_iteration.txt"
+MEGATRON_RELEASE_DIR: Final = "release"
+MEGATRON_RELEASE_STEP: Final = 0
+
+MegatronTracker: TypeAlias = int | Literal["release"] | None
+
+
+class LayoutKind(StrEnum):
+    AUTO = "auto"
+    HF = "hf"
+    MEGATRON = "megatron"
+    DCP = "dcp"
+    REGEX = "regex"
+
+
+_HF_NAME: Final = re.compile(r"checkpoint-([0-9]+)")
+_MEGATRON_NAME: Final = re.compile(r"iter_([0-9]+)")
+_DCP_NAME: Final = re.compile(r".*?([0-9]+)")
+_AUTO_ORDER: Final = (
+    (LayoutKind.HF, _HF_NAME),
+    (LayoutKind.MEGATRON, _MEGATRON_NAME),
+    (LayoutKind.DCP, _DCP_NAME),
+)
+_KIND_RANK: Final = {
+    LayoutKind.HF: 0,
+    LayoutKind.MEGATRON: 1,
+    LayoutKind.DCP: 2,
+    LayoutKind.REGEX: 3,
+}
+_BUCKET: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """How a run lays out its checkpoints.
+
+    ``dir_regex`` and ``marker`` are for ``REGEX`` only; other kinds reset them to None (a policy
+    may carry leftovers from an earlier regex setting, which must not break the lookup).
+    """
+
+    kind: LayoutKind = LayoutKind.AUTO
+    dir_regex: str | None = None
+    marker: str | None = None
+
+    def __post_init__(self) -> None:
+        # Accept the plain string values too ("hf"), e.g. when built from a JSON policy.
+        object.__setattr__(self, "kind", LayoutKind(self.kind))
+        if self.kind is not LayoutKind.REGEX:
+            object.__setattr__(self, "dir_regex", None)
+            object.__setattr__(self, "marker", None)
+            return
+        if not self.dir_regex:
+            raise ValueError("the 'regex' layout needs dir_regex")
+        if not self.marker or self.marker.startswith("/"):
+            raise ValueError("the 'regex' layout needs a marker file name (relative to the directory)")
+        try:
+            compiled = re.compile(self.dir_regex)
+        except re.error as exc:
+            raise ValueError(f"dir_regex {self.dir_regex!r} does not compile: {exc}") from exc
+        if "step" not in compiled.groupindex and compiled.groups < 1:
+            raise ValueError(f"dir_regex {self.dir_regex!r} needs a group (named 'step', or group 1)")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint directory.
+
+    ``written_at_ms`` is the LastModified (epoch ms) of whatever proved completeness -- the marker
+    file, or for Megatron the tracker file when it names this directory -- and None otherwise.
+    """
+
+    uri: str
+    step: int
+    layout: LayoutKind
+    written_at_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layout", LayoutKind(self.layout))
+        if not self.uri.startswith("s3://") or not self.uri.endswith("/"):
+            raise ValueError(f"checkpoint uri must be s3://.../ (ending in '/'), got {self.uri!r}")
+        if self.step < 0:
+            raise ValueError(f"checkpoint step must be >= 0, got {self.step}")
+        if self.layout is LayoutKind.AUTO:
+            raise ValueError("a checkpoint has a concrete layout, never 'auto'")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One look-up the adapter has to make for one candidate directory.
+
+    ``marker`` is the file whose presence inside the directory proves completeness; None means the
+    directory is vouched for by the Megatron tracker and only has to hold at least one file.
+    ``tracker_named`` is True when the tracker names exactly this directory.
+    """
+
+    name: str
+    step: int
+    kind: LayoutKind
+    marker: str | None
+    tracker_named: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Evidence that a probed directory is complete."""
+
+    written_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of walking a probe plan.
+
+    ``chosen``/``completion`` are None when nothing complete was found; ``rejected`` are the probed
+    but incomplete directories (newest first); ``gave_up`` tells that the walk stopped because
+    ``max_probes`` incomplete directories were seen, not because the plan ran out.
+    """
+
+    chosen: Probe | None
+    completion: Completion | None
+    rejected: tuple[Probe, ...]
+    gave_up: bool
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """Split ``s3://bucket/some/prefix`` into ``("bucket", "some/prefix/")``.
+
+    The prefix always ends with "/" unless it is empty (bucket root). Raises ValueError for
+    anything that is not an ``s3://`` URI with a plausible bucket name.
+    """
+    if not isinstance(uri, str):
+        raise ValueError(f"S3 URI must be a string, got {type(uri).__name__}")
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri!r}")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in uri):
+        raise ValueError(f"S3 URI contains whitespace or control characters: {uri!r}")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    if not _BUCKET.fullmatch(bucket):
+        raise ValueError(f"S3 URI has no valid bucket name: {uri!r}")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return bucket, prefix
+
+
+def checkpoint_uri(bucket: str, prefix: str, name: str) -> str:
+    """``s3://bucket/<prefix><name>/`` (``prefix`` as returned by :func:`parse_s3_uri`)."""
+    return f"s3://{bucket}/{prefix}{name}/"
+
+
+def _to_step(digits: str | None) -> int | None:
+    if digits is None or not digits.isascii() or not digits.isdigit():
+        return None
+    try:
+        return int(digits)
+    except ValueError:  # absurdly long digit strings exceed int conversion limits
+        return None
+
+
+def _match(name: str, layout: CheckpointLayout) -> tuple[int, LayoutKind] | None:
+    if layout.kind is LayoutKind.REGEX:
+        assert layout.dir_regex is not None  # guaranteed by CheckpointLayout
+        found = re.fullmatch(layout.dir_regex, name)
+        if found is None:
+            return None
+        group: str | int = "step" if "step" in found.re.groupindex else 1
+        step = _to_step(found.group(group))
+        return None if step is None else (step, LayoutKind.REGEX)
+    tries = _AUTO_ORDER if layout.kind is LayoutKind.AUTO else [p for p in _AUTO_ORDER if p[0] is layout.kind]
+    for kind, pattern in tries:
+        found = pattern.fullmatch(name)
+        if found is not None:
+            step = _to_step(found.group(1))
+            return None if step is None else (step, kind)
+    return None
+
+
+def _order_key(item: tuple[int, str, LayoutKind]) -> tuple[int, int, str]:
+    step, name, kind = item
+    return (-step, _KIND_RANK[kind], name)
+
+
+def candidates(dir_names: Iterable[str], layout: CheckpointLayout) -> list[tuple[int, str, LayoutKind]]:
+    """Child directory names that look like checkpoints, as ``(step, name, kind)``, newest first.
+
+    Names that do not match the layout are ignored, as are empty names and names with "/".
+    Duplicate names are reported once.
+    """
+    found: list[tuple[int, str, LayoutKind]] = []
+    for name in set(dir_names):
+        if not name or "/" in name:
+            continue
+        matched = _match(name, layout)
+        if matched is not None:
+            found.append((matched[0], name, matched[1]))
+    found.sort(key=_order_key)
+    return found
+
+
+def parse_megatron_tracker(text: str) -> MegatronTracker:
+    """Content of ``latest_checkpointed_iteration.txt``: an iteration, "release", or None if garbage."""
+    value = text.strip()
+    if value == "release":
+        return "release"
+    return _to_step(value)
+
+
+def is_complete(
+    kind: LayoutKind,
+    file_names: Collection[str],
+    marker: str | None = None,
+    *,
+    step: int | Literal["release"] | None = None,
+    tracker: MegatronTracker = None,
+) -> bool:
+    """Whether a directory holding ``file_names`` (paths relative to it) is a complete checkpoint.
+
+    HF: ``trainer_state.json``; DCP: ``.metadata``; REGEX: ``marker``. MEGATRON needs ``step`` (the
+    ``iter_`` directory's iteration, or "release" for the ``release/`` directory) and the parsed
+    ``tracker``: complete iff the tracker is an iteration >= ``step`` (or both are "release") and the
+    directory holds at least one file. Without a tracker, Megatron falls back to torch-DCP's
+    ``.metadata``.
+    """
+    files = set(file_names)
+    if kind is LayoutKind.HF:
+        return HF_MARKER in files
+    if kind is LayoutKind.DCP:
+        return DCP_MARKER in files
+    if kind is LayoutKind.REGEX:
+        if not marker:
+            raise ValueError("the 'regex' layout needs a marker")
+        return marker in files
+    if kind is LayoutKind.MEGATRON:
+        if tracker is None:
+            return DCP_MARKER in files
+        if step is None:
+            raise ValueError("a Megatron directory needs its step to be judged against the tracker")
+        if tracker == "release" or step == "release":
+            return tracker == step and bool(files)
+        return step <= tracker and bool(files)
+    raise ValueError("'auto' is not a concrete layout; match the directory name first")
+
+
+def needs_megatron_tracker(dir_names: Iterable[str], layout: CheckpointLayout) -> bool:
+    """True if the tracker file matters for this listing (so it is worth one read)."""
+    if layout.kind not in (LayoutKind.AUTO, LayoutKind.MEGATRON):
+        return False
+    names = set(dir_names)
+    if MEGATRON_RELEASE_DIR in names:
+        return True
+    return any(kind is LayoutKind.MEGATRON for _, _, kind in candidates(names, layout))
+
+
+def probe_plan(
+    dir_names: Iterable[str], layout: CheckpointLayout, *, megatron_tracker: MegatronTracker = None
+) -> list[Probe]:
+    """The directories worth probing, newest first, and what to look for in each.
+
+    ``megatron_tracker`` is the parsed tracker file (None when absent or unreadable). Megatron
+    directories newer than the tracker, and all ``iter_`` directories when it says "release", are
+    left out: they cannot be proven complete.
+    """
+    names = set(dir_names)
+    plan: list[tuple[int, str, LayoutKind]] = []
+    probes: dict[str, Probe] = {}
+    for step, name, kind in candidates(names, layout):
+        if kind is LayoutKind.HF:
+            probe = Probe(name, step, kind, HF_MARKER)
+        elif kind is LayoutKind.DCP:
+            probe = Probe(name, step, kind, DCP_MARKER)
+        elif kind is LayoutKind.REGEX:
+            probe = Probe(name, step, kind, layout.marker)
+        elif megatron_tracker is None:
+            probe = Probe(name, step, kind, DCP_MARKER)
+        elif megatron_tracker == "release" or step > megatron_tracker:
+            continue
+        else:
+            probe = Probe(name, step, kind, None, tracker_named=step == megatron_tracker)
+        plan.append((step, name, kind))
+        probes[name] = probe
+    if (
+        megatron_tracker == "release"
+        and layout.kind in (LayoutKind.AUTO, LayoutKind.MEGATRON)
+        and MEGATRON_RELEASE_DIR in names
+        and MEGATRON_RELEASE_DIR not in probes
+    ):
+        probes[MEGATRON_RELEASE_DIR] = Probe(
+            MEGATRON_RELEASE_DIR, MEGATRON_RELEASE_STEP, LayoutKind.MEGATRON, None, tracker_named=True
+        )
+        plan.append((MEGATRON_RELEASE_STEP, MEGATRON_RELEASE_DIR, LayoutKind.MEGATRON))
+        plan.sort(key=_order_key)
+    return [probes[name] for _, name, _ in plan]
+
+
+def first_complete(
+    plan: Sequence[Probe], check: Callable[[Probe], Completion | None], max_probes: int
+) -> Selection:
+    """Walk ``plan`` newest first; ``check`` returns evidence of completeness or None.
+
+    Stops at the first complete directory, or after ``max_probes`` incomplete ones.
+    """
+    if max_probes < 1:
+        raise ValueError(f"max_probes must be >= 1, got {max_probes}")
+    rejected: list[Probe] = []
+    for probe in plan:
+        if len(rejected) >= max_probes:
+            return Selection(None, None, tuple(rejected), gave_up=True)
+        completion = check(probe)
+        if completion is not None:
+            return Selection(probe, completion, tuple(rejected), gave_up=False)
+        rejected.append(probe)
+    return Selection(None, None, tuple(rejected), gave_up=False)
+
+
+def to_checkpoint(bucket: str, prefix: str, probe: Probe, completion: Completion) -> Checkpoint:
+    return Checkpoint(
+        uri=checkpoint_uri(bucket, prefix, probe.name),
+        step=probe.step,
+        layout=probe.kind,
+        written_at_ms=completion.written_at_ms,
+    )

@@ -1,0 +1,109 @@
+"""Events fed into `decide`. Plain values; the adapters build them from AWS payloads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sagewarden.domain.checkpoints import Checkpoint
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The run was stored; launch its first attempt."""
+
+
+@dataclass(frozen=True)
+class LaunchAccepted:
+    attempt: int
+    job_arn: str = ""
+    already_existed: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchRejected:
+    attempt: int
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class JobObserved:
+    """A training job's state, from an EventBridge state change or a DescribeTrainingJob."""
+
+    job_name: str
+    attempt: int
+    status: str
+    secondary: str | None
+    modified_ms: int
+    failure_reason: str | None = None
+    created_ms: int | None = None
+    training_started_ms: int | None = None
+    ended_ms: int | None = None
+    source: str = "event"  # event | describe
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class JobMissing:
+    """DescribeTrainingJob says the job does not exist (its launch never happened)."""
+
+    job_name: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The periodic sweep found the run due: timers, retries of lost actions, budgets."""
+
+
+@dataclass(frozen=True)
+class CancelRequested:
+    by: str
+
+
+@dataclass(frozen=True)
+class CapacityReleased:
+    """One of the account's supervised jobs ended and gave back instances of this type."""
+
+    instance_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class HangSignal:
+    """A hang alarm of an attempt changed state (ALARM or OK)."""
+
+    job_name: str
+    attempt: int
+    signal: str  # log_silence | gpu_idle | checkpoint_stale | progress_stalled
+    state: str  # ALARM | OK | INSUFFICIENT_DATA
+    since_ms: int
+    reason: str = ""
+    host: str | None = None
+
+
+Event = (
+    Submitted
+    | LaunchAccepted
+    | LaunchRejected
+    | JobObserved
+    | JobMissing
+    | Tick
+    | CancelRequested
+    | CapacityReleased
+    | HangSignal
+)
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Facts the service looked up before deciding (I/O happens outside the domain)."""
+
+    checkpoint: Checkpoint | None = None
+    checkpoint_error: str | None = None
+    log_tail: tuple[str, ...] = ()
+    hosts_triage: tuple[str, ...] = ()  # one line per host: what it was doing when the hang fired
+
+
+def event_name(event: Event) -> str:
+    return type(event).__name__

@@ -1,0 +1,127 @@
+"""Entities: Run, Attempt and their statuses. Immutable values; `decide` returns new ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.policy import RunPolicy
+
+
+class RunStatus(StrEnum):
+    SUBMITTED = "SUBMITTED"  # accepted; first launch not yet confirmed
+    STARTING = "STARTING"  # a job exists (or its launch is in flight) and has not reached Training
+    TRAINING = "TRAINING"
+    RETRY_WAIT = "RETRY_WAIT"  # waiting for quota, capacity, throttling or backoff; wake_at_ms is set
+    STOPPING = "STOPPING"  # the supervisor asked SageMaker to stop the job (hang, budget, cancel)
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class LaunchState(StrEnum):
+    PENDING = "PENDING"  # intent recorded; CreateTrainingJob not yet confirmed (may be retried by name)
+    SUBMITTED = "SUBMITTED"  # SageMaker accepted the job (or it already existed)
+    WAITING = "WAITING"  # CreateTrainingJob was rejected (quota, throttling); the same number is retried
+
+
+SM_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
+# Rank used to keep an attempt's recorded state forward-only when timestamps tie.
+SM_STATUS_RANK = {"InProgress": 0, "Stopping": 1, "Completed": 2, "Failed": 2, "Stopped": 2}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    job_name: str
+    instance_type: str
+    instance_count: int
+    requested_at_ms: int
+    launch: LaunchState = LaunchState.PENDING
+    launch_tries: int = 1
+    resume_from: Checkpoint | None = None
+    sm_status: str | None = None
+    sm_secondary: str | None = None
+    sm_modified_ms: int = 0
+    created_ms: int | None = None
+    training_started_ms: int | None = None
+    ended_ms: int | None = None
+    failure_reason: str | None = None
+    end_class: str | None = None
+    end_reason: str | None = None
+    evidence: tuple[str, ...] = ()
+    checkpoint_at_end: Checkpoint | None = None
+    stop_intent: str | None = None
+    stop_requested_ms: int | None = None
+    alarms_active: bool = False
+    hang_signals: tuple[str, ...] = ()
+    cost_usd: float = 0.0
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_ms is not None
+
+    @property
+    def live(self) -> bool:
+        """A SageMaker job may exist and is not known to have ended."""
+        return self.launch in (LaunchState.PENDING, LaunchState.SUBMITTED) and not self.ended
+
+    @property
+    def in_training(self) -> bool:
+        return self.live and self.sm_status == "InProgress" and self.sm_secondary == "Training"
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    name: str
+    owner: str
+    request: Mapping[
+        str, Any
+    ]  # CreateTrainingJob request without TrainingJobName: the single source of truth
+    policy: RunPolicy
+    status: RunStatus
+    created_ms: int
+    job_prefix: str = "sw"
+    version: int = 0
+    updated_ms: int = 0
+    attempts: tuple[Attempt, ...] = ()  # the store may load only the latest; numbers are contiguous
+    attempt_count: int = 0
+    wake_at_ms: int | None = None
+    wait_reason: str | None = None  # quota | capacity | throttle
+    wait_instance_type: str | None = None
+    wait_started_ms: int | None = None
+    wait_count: int = 0  # consecutive waits in the current waiting spell (drives backoff)
+    restarts: int = 0  # counted against policy.max_restarts
+    restarts_by_class: Mapping[str, int] = field(default_factory=dict)
+    no_progress_streak: int = 0
+    segments: int = 0  # MaxRuntime chain links
+    fallback_index: int = 0  # 0 = the request's own ResourceConfig, k = policy.instance_fallbacks[k-1]
+    last_checkpoint: Checkpoint | None = None
+    cost_usd: float = 0.0  # ended attempts only
+    outcome: str | None = None  # one line: why the run is where it is
+    cancel_requested_by: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def checkpoint_uri(self) -> str:
+        return str(self.request.get("CheckpointConfig", {}).get("S3Uri", ""))
+
+    def with_attempt(self, attempt: Attempt) -> tuple[Attempt, ...]:
+        """Attempts with `attempt` replacing the one of the same number (or appended)."""
+        kept = tuple(a for a in self.attempts if a.number != attempt.number)
+        return tuple(sorted((*kept, attempt), key=lambda a: a.number))

@@ -1,0 +1,151 @@
+"""SupervisorConfig: parsing CDK context (lists, JSON strings, CLI strings) and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from infra import REPO_ROOT, constants
+from infra.config import ConfigError, SupervisorConfig
+from sagewarden import keys
+
+ROLE_A = "arn:aws:iam::123456789012:role/TrainA"
+ROLE_B = "arn:aws:iam::123456789012:role/ml/TrainB"
+
+
+def test_config_defaults_match_cdk_json_context() -> None:
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+
+    from_cdk_json = SupervisorConfig.from_mapping(context)
+
+    assert from_cdk_json == SupervisorConfig()
+    assert from_cdk_json.job_prefix == keys.DEFAULT_JOB_PREFIX
+    assert from_cdk_json.alert_email is None  # "" in cdk.json means "no e-mail"
+    assert from_cdk_json.allowed_role_arns == ()
+    assert from_cdk_json.checkpoint_buckets == ()
+    assert from_cdk_json.log_subscription is True
+    assert from_cdk_json.powertools_version == "3.37.0"
+    assert from_cdk_json.architecture == "arm64"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [ROLE_A, ROLE_B],
+        json.dumps([ROLE_A, ROLE_B]),
+        f"{ROLE_A},{ROLE_B}",
+        f" {ROLE_A} , {ROLE_B} ,",
+    ],
+    ids=["list", "json-string", "comma-separated", "comma-separated-with-spaces"],
+)
+def test_config_allowed_role_arns_accept_list_json_and_comma_separated(raw: object) -> None:
+    config = SupervisorConfig.from_mapping({"allowedRoleArns": raw})
+
+    assert config.allowed_role_arns == (ROLE_A, ROLE_B)
+    assert json.loads(config.allowed_role_arns_json) == [ROLE_A, ROLE_B]
+
+
+@pytest.mark.parametrize("raw", ["", "[]", []])
+def test_config_allowed_role_arns_empty_values_mean_none(raw: object) -> None:
+    assert SupervisorConfig.from_mapping({"allowedRoleArns": raw}).allowed_role_arns == ()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "arn:aws:iam::123456789012:user/alice",
+        "arn:aws:iam::12345:role/Short",
+        "arn:aws:iam::123456789012:role/*",
+        "arn:aws:s3:::bucket",
+        "TrainRole",
+    ],
+)
+def test_config_rejects_a_value_that_is_not_a_role_arn(bad: str) -> None:
+    with pytest.raises(ConfigError, match="allowedRoleArns"):
+        SupervisorConfig.from_mapping({"allowedRoleArns": [bad]})
+
+
+def test_config_rejects_invalid_json_role_list() -> None:
+    with pytest.raises(ConfigError, match="invalid JSON"):
+        SupervisorConfig.from_mapping({"allowedRoleArns": '["arn:aws:iam::123456789012:role/A"'})
+
+
+def test_config_accepts_other_partitions_role_arn() -> None:
+    arn = "arn:aws-cn:iam::123456789012:role/Train"
+    assert SupervisorConfig.from_mapping({"allowedRoleArns": arn}).allowed_role_arns == (arn,)
+
+
+@pytest.mark.parametrize("bad", ["UPPER", "toolong99", "a-b", "a_b", "x y"])
+def test_config_rejects_bad_job_prefix(bad: str) -> None:
+    with pytest.raises(ConfigError, match="jobPrefix"):
+        SupervisorConfig.from_mapping({"jobPrefix": bad})
+
+
+@pytest.mark.parametrize("good", ["a", "sw", "team01", "12345678"])
+def test_config_accepts_job_prefix_of_one_to_eight_lowercase_alphanumerics(good: str) -> None:
+    assert SupervisorConfig.from_mapping({"jobPrefix": good}).job_prefix == good
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(True, True), (False, False), ("false", False), ("False", False), ("0", False), ("true", True)],
+)
+def test_config_log_subscription_parses_booleans_and_cli_strings(raw: object, expected: bool) -> None:
+    assert SupervisorConfig.from_mapping({"logSubscription": raw}).log_subscription is expected
+
+
+def test_config_rejects_unparseable_log_subscription() -> None:
+    with pytest.raises(ConfigError, match="logSubscription"):
+        SupervisorConfig.from_mapping({"logSubscription": "maybe"})
+
+
+def test_config_policy_defaults_accept_object_or_json_string() -> None:
+    as_string = SupervisorConfig.from_mapping({"policyDefaults": '{"max_attempts": 4}'})
+    as_object = SupervisorConfig.from_mapping({"policyDefaults": {"max_attempts": 4}})
+
+    assert as_string == as_object
+    assert json.loads(as_string.policy_defaults_json) == {"max_attempts": 4}
+
+
+@pytest.mark.parametrize("bad", ["[1, 2]", "not json", 3])
+def test_config_rejects_policy_defaults_that_are_not_an_object(bad: object) -> None:
+    with pytest.raises(ConfigError, match="policyDefaults"):
+        SupervisorConfig.from_mapping({"policyDefaults": bad})
+
+
+def test_config_checkpoint_buckets_accept_comma_separated_and_reject_bad_names() -> None:
+    config = SupervisorConfig.from_mapping({"checkpointBuckets": "ckpt-a,ckpt.b"})
+    assert config.checkpoint_buckets == ("ckpt-a", "ckpt.b")
+
+    with pytest.raises(ConfigError, match="checkpointBuckets"):
+        SupervisorConfig.from_mapping({"checkpointBuckets": ["Bad_Bucket"]})
+
+
+def test_config_rejects_bad_alert_email() -> None:
+    with pytest.raises(ConfigError, match="alertEmail"):
+        SupervisorConfig.from_mapping({"alertEmail": "not-an-address"})
+
+
+def test_config_rejects_unknown_architecture_and_unpinned_powertools() -> None:
+    with pytest.raises(ConfigError, match="architecture"):
+        SupervisorConfig.from_mapping({"architecture": "arm"})
+    with pytest.raises(ConfigError, match="powertoolsVersion"):
+        SupervisorConfig.from_mapping({"powertoolsVersion": "latest"})
+
+
+def test_config_powertools_layer_parameter_names_arch_runtime_and_version() -> None:
+    config = SupervisorConfig.from_mapping({"architecture": "x86_64", "powertoolsVersion": "3.1.2"})
+
+    assert config.powertools_layer_parameter == "/aws/service/powertools/python/x86_64/python3.12/3.1.2"
+    assert constants.PYTHON_VERSION == "python3.12"
+
+
+def test_config_is_immutable() -> None:
+    config = SupervisorConfig.from_mapping({"policyDefaults": {"a": 1}})
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.job_prefix = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        config.policy_defaults["a"] = 2  # type: ignore[index]

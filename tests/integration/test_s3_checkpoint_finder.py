@@ -1,0 +1,368 @@
+"""S3CheckpointFinder against moto's S3: layouts, half-written directories, paging and call counts."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+
+BUCKET = "sagewarden-ckpt-test"
+ROOT = "runs/r-001/checkpoints/"
+URI = f"s3://{BUCKET}/{ROOT}"
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+class CallLog:
+    """Counts the S3 operations a client makes (botocore ``before-call`` hook)."""
+
+    def __init__(self, client: Any) -> None:
+        self.calls: list[str] = []
+        client.meta.events.register("before-call.s3", self._record)
+
+    def _record(self, model: Any, **_: Any) -> None:
+        self.calls.append(model.name)
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(self.calls)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(var, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+@pytest.fixture
+def calls(s3: Any) -> CallLog:
+    return CallLog(s3)
+
+
+def put(s3: Any, *keys: str, root: str = ROOT, body: bytes = b"x") -> None:
+    for key in keys:
+        s3.put_object(Bucket=BUCKET, Key=root + key, Body=body)
+
+
+def marker_ms(s3: Any, key: str) -> int:
+    return int(s3.head_object(Bucket=BUCKET, Key=key)["LastModified"].timestamp() * 1000)
+
+
+# --- Hugging Face ------------------------------------------------------------------------------
+
+
+def test_latest_hf_skips_half_written_newest(s3: Any, calls: CallLog) -> None:
+    for step in (100, 200):
+        put(s3, f"checkpoint-{step}/model.safetensors", f"checkpoint-{step}/trainer_state.json")
+    put(s3, "checkpoint-300/model.safetensors", "checkpoint-300/optimizer.pt")
+    calls.reset()
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.HF))
+    made = calls.counts
+
+    assert found == Checkpoint(
+        uri=f"{URI}checkpoint-200/",
+        step=200,
+        layout=LayoutKind.HF,
+        written_at_ms=marker_ms(s3, f"{ROOT}checkpoint-200/trainer_state.json"),
+    )
+    assert made == Counter({"ListObjectsV2": 1, "HeadObject": 2})
+
+
+def test_latest_hf_orders_by_numeric_step(s3: Any) -> None:
+    for step in (900, 1000, 95):
+        put(s3, f"checkpoint-{step}/trainer_state.json")
+
+    found = S3CheckpointFinder(s3).latest(URI)
+
+    assert found is not None
+    assert (found.step, found.uri, found.layout) == (1000, f"{URI}checkpoint-1000/", LayoutKind.HF)
+
+
+def test_latest_hf_ignores_tracker_file_without_reading_it(s3: Any, calls: CallLog) -> None:
+    put(s3, "checkpoint-5/trainer_state.json", TRACKER)
+    calls.reset()
+
+    found = S3CheckpointFinder(s3).latest(URI)
+
+    assert found is not None and found.step == 5
+    assert "GetObject" not in calls.counts
+
+
+def test_latest_gives_up_after_max_probes(s3: Any, calls: CallLog, caplog: pytest.LogCaptureFixture) -> None:
+    put(s3, "checkpoint-1/trainer_state.json")
+    put(s3, *(f"checkpoint-{step}/model.safetensors" for step in range(10, 60, 10)))
+    calls.reset()
+
+    with caplog.at_level(logging.WARNING, logger="sagewarden.adapters.s3_checkpoint_finder"):
+        found = S3CheckpointFinder(s3, max_probes=3).latest(URI, CheckpointLayout(LayoutKind.HF))
+
+    assert found is None
+    assert calls.counts["HeadObject"] == 3
+    assert any("gave up after 3" in r.getMessage() for r in caplog.records)
+    assert any("checkpoint-50" in r.getMessage() for r in caplog.records)
+
+
+def test_latest_finds_complete_checkpoint_just_within_max_probes(s3: Any, calls: CallLog) -> None:
+    put(s3, "checkpoint-1/trainer_state.json")
+    put(s3, *(f"checkpoint-{step}/model.safetensors" for step in range(10, 30, 10)))  # 2 incomplete
+    calls.reset()
+
+    found = S3CheckpointFinder(s3, max_probes=3).latest(URI)
+
+    assert found is not None and found.step == 1
+    assert calls.counts["HeadObject"] == 3
+
+
+def test_finder_rejects_bad_settings(s3: Any) -> None:
+    with pytest.raises(ValueError):
+        S3CheckpointFinder(s3, max_probes=0)
+    with pytest.raises(ValueError):
+        S3CheckpointFinder(s3, page_size=1001)
+
+
+# --- Megatron ----------------------------------------------------------------------------------
+
+
+def test_latest_megatron_follows_tracker_past_newer_partial_iter(s3: Any, calls: CallLog) -> None:
+    put(s3, "iter_0000500/mp_rank_00/model_optim_rng.pt")
+    put(s3, "iter_0001000/mp_rank_00/model_optim_rng.pt", "iter_0001000/mp_rank_01/model_optim_rng.pt")
+    put(s3, "iter_0002000/mp_rank_00/model_optim_rng.pt")  # being written
+    put(s3, TRACKER, body=b"1000\n")
+    calls.reset()
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON))
+    made = calls.counts
+
+    assert found == Checkpoint(
+        uri=f"{URI}iter_0001000/",
+        step=1000,
+        layout=LayoutKind.MEGATRON,
+        written_at_ms=marker_ms(s3, ROOT + TRACKER),
+    )
+    # one listing page, one tracker read, one MaxKeys=1 listing of iter_0001000/
+    assert made == Counter({"ListObjectsV2": 2, "GetObject": 1})
+
+
+def test_latest_megatron_auto_layout_reads_tracker(s3: Any) -> None:
+    put(s3, "iter_0000010/model.pt", "iter_0000020/model.pt", TRACKER, body=b"10")
+
+    found = S3CheckpointFinder(s3).latest(URI)
+
+    assert found is not None
+    assert (found.step, found.layout) == (10, LayoutKind.MEGATRON)
+
+
+def test_latest_megatron_release(s3: Any) -> None:
+    put(s3, "release/mp_rank_00/model_optim_rng.pt")
+    put(s3, "iter_0000100/mp_rank_00/model_optim_rng.pt")  # started after release, not finished
+    put(s3, TRACKER, body=b"release\n")
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON))
+
+    assert found is not None
+    assert (found.uri, found.step, found.layout) == (f"{URI}release/", 0, LayoutKind.MEGATRON)
+    assert found.written_at_ms == marker_ms(s3, ROOT + TRACKER)
+
+
+def test_latest_megatron_release_without_release_dir_is_none(s3: Any) -> None:
+    put(s3, "iter_0000100/model.pt", TRACKER, body=b"release")
+
+    assert S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON)) is None
+
+
+def test_latest_megatron_tracker_naming_missing_dir_falls_back_to_older(s3: Any) -> None:
+    put(s3, "iter_0000500/model.pt", "iter_0002000/model.pt", TRACKER, body=b"1000")
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON))
+
+    assert found is not None
+    assert (found.step, found.written_at_ms) == (500, None)
+
+
+def test_latest_megatron_folder_placeholder_is_not_a_checkpoint(s3: Any) -> None:
+    put(s3, "iter_0000100/", body=b"")  # console-style "folder", no files inside
+    put(s3, TRACKER, body=b"100")
+
+    assert S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON)) is None
+
+
+def test_latest_megatron_without_tracker_uses_metadata(s3: Any, calls: CallLog) -> None:
+    put(s3, "iter_0000100/.metadata", "iter_0000100/__0_0.distcp")
+    put(s3, "iter_0000200/__0_0.distcp")
+    calls.reset()
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON))
+    made = calls.counts
+
+    assert found is not None
+    assert (found.step, found.written_at_ms) == (100, marker_ms(s3, f"{ROOT}iter_0000100/.metadata"))
+    assert made == Counter({"ListObjectsV2": 1, "HeadObject": 2})
+
+
+def test_latest_megatron_without_tracker_or_metadata_is_none(s3: Any) -> None:
+    put(s3, "iter_0000100/mp_rank_00/model_optim_rng.pt", "iter_0000200/mp_rank_00/model_optim_rng.pt")
+
+    assert S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON)) is None
+
+
+def test_latest_megatron_garbage_tracker_falls_back_to_metadata(s3: Any) -> None:
+    put(s3, "iter_0000100/.metadata", "iter_0000200/model.pt")
+    put(s3, TRACKER, body=b"\xff\xfenot a number")
+
+    found = S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.MEGATRON))
+
+    assert found is not None and found.step == 100
+
+
+# --- DCP / regex -------------------------------------------------------------------------------
+
+
+def test_latest_dcp_requires_metadata(s3: Any) -> None:
+    put(s3, "step_1200/.metadata", "step_1200/__0_0.distcp")
+    put(s3, "step_1300/__0_0.distcp", "step_1300/__1_0.distcp")
+    layout = CheckpointLayout(LayoutKind.DCP)
+
+    found = S3CheckpointFinder(s3).latest(URI, layout)
+
+    assert found is not None
+    assert (found.uri, found.step, found.layout) == (f"{URI}step_1200/", 1200, LayoutKind.DCP)
+    assert found.written_at_ms == marker_ms(s3, f"{ROOT}step_1200/.metadata")
+
+
+def test_latest_dcp_without_any_metadata_is_none(s3: Any) -> None:
+    put(s3, "step_1200/__0_0.distcp", "step-1300/__0_0.distcp")
+
+    assert S3CheckpointFinder(s3).latest(URI, CheckpointLayout(LayoutKind.DCP)) is None
+
+
+def test_latest_regex_layout_uses_marker(s3: Any) -> None:
+    put(s3, "ckpt.e1.s1500/weights.bin", "ckpt.e1.s1500/_COMPLETE")
+    put(s3, "ckpt.e2.s3000/weights.bin")
+    put(s3, "ckpt.e3.s4500.tmp/weights.bin", "ckpt.e3.s4500.tmp/_COMPLETE")
+    layout = CheckpointLayout(LayoutKind.REGEX, dir_regex=r"ckpt\.e\d+\.s(?P<step>\d+)", marker="_COMPLETE")
+
+    found = S3CheckpointFinder(s3).latest(URI, layout)
+
+    assert found is not None
+    assert (found.uri, found.step, found.layout) == (f"{URI}ckpt.e1.s1500/", 1500, LayoutKind.REGEX)
+
+
+# --- locations ---------------------------------------------------------------------------------
+
+
+def test_latest_nested_prefix_ignores_sibling_runs(s3: Any) -> None:
+    put(s3, "checkpoint-10/trainer_state.json")
+    put(s3, "checkpoint-99/trainer_state.json", root="runs/r-002/checkpoints/")
+    put(s3, "checkpoint-98/trainer_state.json", root="runs/r-001/checkpoints-old/")
+
+    for uri in (URI, URI.rstrip("/")):
+        found = S3CheckpointFinder(s3).latest(uri)
+        assert found is not None
+        assert (found.uri, found.step) == (f"{URI}checkpoint-10/", 10)
+
+
+def test_latest_bucket_root(s3: Any) -> None:
+    put(s3, "checkpoint-7/trainer_state.json", "checkpoint-8/model.safetensors", "notes.txt", root="")
+    put(s3, "checkpoint-99/trainer_state.json", root="deeper/")
+
+    for uri in (f"s3://{BUCKET}", f"s3://{BUCKET}/"):
+        found = S3CheckpointFinder(s3).latest(uri)
+        assert found is not None
+        assert (found.uri, found.step) == (f"s3://{BUCKET}/checkpoint-7/", 7)
+
+
+def test_latest_empty_location_is_none(s3: Any, calls: CallLog) -> None:
+    put(s3, "checkpoint-1/trainer_state.json", root="elsewhere/")
+    calls.reset()
+
+    assert S3CheckpointFinder(s3).latest(URI) is None
+    assert calls.counts == Counter({"ListObjectsV2": 1})
+
+
+def test_latest_location_without_checkpoint_dirs_is_none(s3: Any, calls: CallLog) -> None:
+    put(s3, "logs/events.out", "tensorboard/run.tfevents", "README.md")
+    calls.reset()
+
+    assert S3CheckpointFinder(s3).latest(URI) is None
+    assert calls.counts == Counter({"ListObjectsV2": 1})
+
+
+def test_latest_rejects_malformed_uri(s3: Any) -> None:
+    with pytest.raises(ValueError):
+        S3CheckpointFinder(s3).latest(f"https://{BUCKET}.example/{ROOT}")
+
+
+# --- paging and cost ---------------------------------------------------------------------------
+
+
+def test_latest_pages_through_small_pages(s3: Any, calls: CallLog) -> None:
+    put(s3, *(f"checkpoint-{step}/trainer_state.json" for step in range(1, 7)))
+    put(s3, "checkpoint-7/model.safetensors", TRACKER)
+    calls.reset()
+
+    found = S3CheckpointFinder(s3, page_size=2).latest(URI)
+
+    assert found is not None and found.step == 6
+    # 7 directories + 1 file at 2 entries per page -> 4 pages, then 2 probes.
+    assert calls.counts == Counter({"ListObjectsV2": 4, "HeadObject": 2})
+
+
+def test_latest_two_thousand_hf_dirs_costs_list_pages_plus_two_heads(s3: Any, calls: CallLog) -> None:
+    # 2,000 checkpoint directories, the newest one half-written (weights, no trainer_state.json).
+    newest = 2000
+    put(s3, *(f"checkpoint-{step}/trainer_state.json" for step in range(1, newest)))
+    put(s3, f"checkpoint-{newest}/model.safetensors")
+    calls.reset()
+
+    found = S3CheckpointFinder(s3).latest(URI)
+
+    assert found is not None
+    assert (found.step, found.uri) == (newest - 1, f"{URI}checkpoint-{newest - 1}/")
+    # 2,000 common prefixes at 1,000 per page -> 2 list pages, + 2 head_object.
+    assert calls.counts == Counter({"ListObjectsV2": 2, "HeadObject": 2})
+    assert len(calls.calls) == 4
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_latest_missing_bucket_raises_lookup_error(s3: Any) -> None:
+    with pytest.raises(CheckpointLookupError, match="does not exist") as info:
+        S3CheckpointFinder(s3).latest("s3://no-such-bucket-here/ckpt")
+    assert info.value.code == "NoSuchBucket"
+
+
+def test_latest_access_denied_on_list_raises_lookup_error(s3: Any) -> None:
+    with Stubber(s3) as stub:
+        stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
+        with pytest.raises(CheckpointLookupError, match="access denied") as info:
+            S3CheckpointFinder(s3).latest(URI)
+    assert info.value.code == "AccessDenied"
+
+
+def test_latest_forbidden_marker_raises_lookup_error(s3: Any) -> None:
+    with Stubber(s3) as stub:
+        stub.add_response(
+            "list_objects_v2",
+            {"CommonPrefixes": [{"Prefix": f"{ROOT}checkpoint-3/"}], "IsTruncated": False},
+        )
+        stub.add_client_error("head_object", service_error_code="403", http_status_code=403)
+        with pytest.raises(CheckpointLookupError, match=r"checkpoint-3/trainer_state\.json"):
+            S3CheckpointFinder(s3).latest(URI)
+        stub.assert_no_pending_responses()

@@ -1,0 +1,349 @@
+"""Behaviour of the pure decision function, one situation at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
+from sagewarden.domain.events import (
+    CancelRequested,
+    CapacityReleased,
+    HangSignal,
+    JobMissing,
+    LaunchAccepted,
+    LaunchRejected,
+    Observations,
+    Submitted,
+    Tick,
+)
+from sagewarden.domain.models import LaunchState, RunStatus
+from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from tests.builders import HOUR, MIN, action_types, ckpt, make_run, observed, step, training_run
+
+QUOTA_MSG = (
+    "The account-level service limit 'ml.p4d.24xlarge for training job usage' is {limit} Instances, with current "
+    "utilization of {used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
+    "request an increase for this limit."
+)
+INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
+
+
+def test_decide_submitted_launches_attempt_one_with_contract_environment():
+    d = step(make_run(), Submitted(), 0)
+    assert d.run.status == RunStatus.STARTING
+    launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
+    assert launch.attempt == 1 and launch.job_name.endswith("-a001")
+    req = launch.request
+    assert req["TrainingJobName"] == launch.job_name
+    assert req["Environment"]["USER_VAR"] == "1"
+    assert req["Environment"]["SAGEWARDEN_ATTEMPT"] == "1"
+    assert req["Environment"]["SAGEWARDEN_RESUME_STEP"] == ""
+    assert {"Key": "team", "Value": "llm"} in req["Tags"]
+    assert {"Key": "sagewarden:attempt", "Value": "1"} in req["Tags"]
+    assert req["CheckpointConfig"]["S3Uri"] == "s3://bucket/ckpt/"
+    assert any(isinstance(a, Notify) and a.event == "run.submitted" for a in d.actions)
+
+
+def test_decide_job_name_is_valid_and_short_enough():
+    d = step(make_run(name="a" * 27), Submitted(), 0)
+    name = d.run.current.job_name
+    assert len(name) <= 63
+
+
+def test_decide_training_creates_hang_alarms_and_notifies():
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchAccepted(1), 1).run
+    d = step(run, observed(run, "InProgress", "Training", 5 * MIN), 5 * MIN)
+    assert d.run.status == RunStatus.TRAINING
+    assert action_types(d) == ["EnsureHangAlarms", "Notify"]
+    assert d.run.current.training_started_ms == 5 * MIN and d.run.current.alarms_active
+
+
+def test_decide_duplicate_and_stale_events_are_ignored():
+    run = training_run()
+    dup = step(run, observed(run, "InProgress", "Training", 10 * MIN), 11 * MIN)
+    assert dup.ignored == "duplicate state change" and dup.run == run and not dup.actions
+    stale = step(run, observed(run, "InProgress", "Downloading", 5 * MIN), 11 * MIN)
+    assert stale.ignored is not None and "stale" in stale.ignored and stale.run == run
+
+
+def test_decide_completed_succeeds_and_deletes_alarms():
+    run = training_run()
+    d = step(run, observed(run, "Completed", "Completed", 5 * HOUR), 5 * HOUR, Observations(checkpoint=ckpt(900)))
+    assert d.run.status == RunStatus.SUCCEEDED
+    assert "DeleteHangAlarms" in action_types(d)
+    assert d.run.last_checkpoint == ckpt(900)
+    assert d.run.cost_usd > 0
+
+
+def test_decide_internal_error_resumes_from_latest_checkpoint():
+    run = training_run()
+    obs = Observations(checkpoint=ckpt(500, at_ms=HOUR))
+    d = step(run, observed(run, "Failed", "Failed", 2 * HOUR, INTERNAL), 2 * HOUR, obs)
+    assert d.run.status == RunStatus.STARTING and d.run.restarts == 1
+    launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
+    assert launch.attempt == 2
+    env = launch.request["Environment"]
+    assert env["SAGEWARDEN_RESUME_STEP"] == "500"
+    assert env["SAGEWARDEN_RESUME_CHECKPOINT"] == "s3://bucket/ckpt/checkpoint-500/"
+    assert env["SAGEWARDEN_RESUME_DIR"] == "/opt/ml/checkpoints/checkpoint-500"
+    assert d.run.attempts[0].end_class == "INFRASTRUCTURE"
+    notify = next(a for a in d.actions if isinstance(a, Notify) and a.event == "attempt.resumed")
+    assert "step 500" in notify.body and "1 of 10" in notify.body and "Work lost" in notify.body
+
+
+def test_decide_user_error_fails_fast_with_log_tail():
+    run = training_run()
+    tail = ("Traceback (most recent call last):", "ModuleNotFoundError: No module named 'flash_attn'")
+    reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
+    d = step(run, observed(run, "Failed", "Failed", 12 * MIN, reason), 12 * MIN, Observations(log_tail=tail))
+    assert d.run.status == RunStatus.FAILED
+    assert not any(isinstance(a, LaunchAttempt) for a in d.actions)
+    alert = next(a for a in d.actions if isinstance(a, Notify) and a.event == "run.failed")
+    assert alert.severity == "critical" and "flash_attn" in alert.body
+
+
+def test_decide_unknown_algorithm_error_resumes_only_with_progress():
+    run = training_run(resume=ckpt(100))
+    reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
+    progressed = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(400)))
+    assert progressed.run.status == RunStatus.STARTING
+    stuck = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(100)))
+    assert stuck.run.status == RunStatus.FAILED and "no checkpoint progress" in (stuck.run.outcome or "")
+
+
+def test_decide_crash_loop_stops_after_max_no_progress_restarts():
+    run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
+    t = 2 * HOUR
+    statuses = []
+    for _ in range(3):
+        d = step(run, observed(run, "Failed", "Failed", t, INTERNAL), t, Observations(checkpoint=ckpt(100)))
+        run = d.run
+        statuses.append(run.status)
+        if run.status.terminal:
+            break
+        run = step(run, LaunchAccepted(run.current.number), t + 1).run
+        run = step(run, observed(run, "InProgress", "Training", t + 10 * MIN), t + 10 * MIN).run
+        t += HOUR
+    assert statuses == [RunStatus.STARTING, RunStatus.STARTING, RunStatus.FAILED]
+    assert "crash loop" in (run.outcome or "")
+
+
+def test_decide_restart_budget_is_enforced():
+    run = training_run(RunPolicy(max_restarts=1))
+    run = step(run, observed(run, "Failed", "Failed", HOUR, INTERNAL), HOUR, Observations(checkpoint=ckpt(10))).run
+    run = step(run, LaunchAccepted(2), HOUR + 1).run
+    run = step(run, observed(run, "InProgress", "Training", HOUR + 5 * MIN), HOUR + 5 * MIN).run
+    d = step(run, observed(run, "Failed", "Failed", 3 * HOUR, INTERNAL), 3 * HOUR, Observations(checkpoint=ckpt(20)))
+    assert d.run.status == RunStatus.FAILED and "restart budget" in (d.run.outcome or "")
+
+
+def test_decide_max_runtime_chains_without_counting_a_restart():
+    run = training_run()
+    d = step(run, observed(run, "Stopped", "MaxRuntimeExceeded", 25 * HOUR), 25 * HOUR, Observations(checkpoint=ckpt(9000)))
+    assert d.run.status == RunStatus.STARTING
+    assert d.run.restarts == 0 and d.run.segments == 1
+    assert any(isinstance(a, Notify) and a.event == "attempt.segment" for a in d.actions)
+
+
+def test_decide_segment_runtime_is_capped_by_wall_clock_budget():
+    run = training_run(RunPolicy(max_wall_clock_hours=30))
+    d = step(run, observed(run, "Stopped", "MaxRuntimeExceeded", 24 * HOUR), 24 * HOUR, Observations(checkpoint=ckpt(9000)))
+    launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
+    assert launch.request["StoppingCondition"]["MaxRuntimeInSeconds"] == 6 * 3600
+
+
+def test_decide_user_stop_cancels_but_supervisor_stop_acts_on_intent():
+    run = training_run()
+    user = step(run, observed(run, "Stopped", "Stopped", HOUR), HOUR)
+    assert user.run.status == RunStatus.CANCELLED
+    stopping = step(run, CancelRequested("alice"), HOUR)
+    assert stopping.run.status == RunStatus.STOPPING
+    assert stopping.actions == (StopJob(run.current.job_name, INTENT_CANCEL),)
+    done = step(stopping.run, observed(stopping.run, "Stopped", "Stopped", HOUR + MIN), HOUR + MIN)
+    assert done.run.status == RunStatus.CANCELLED and "alice" in (done.run.outcome or "")
+
+
+def test_decide_cancel_while_waiting_cancels_immediately():
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=2, used=2, delta=2)), 1).run
+    assert run.status == RunStatus.RETRY_WAIT
+    d = step(run, CancelRequested("bob"), 2)
+    assert d.run.status == RunStatus.CANCELLED and not any(isinstance(a, StopJob) for a in d.actions)
+
+
+def test_decide_quota_that_can_never_fit_fails_with_the_number_to_ask_for():
+    run = step(make_run(), Submitted(), 0).run
+    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=1, used=0, delta=2)), 1)
+    assert d.run.status == RunStatus.FAILED
+    assert "at least 2" in (d.run.outcome or "") and "ml.p4d.24xlarge for training job usage" in (d.run.outcome or "")
+
+
+def test_decide_quota_wait_wakes_on_capacity_release_with_same_attempt_number():
+    run = step(make_run(), Submitted(), 0).run
+    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=4, used=4, delta=2)), 1)
+    run = d.run
+    assert run.status == RunStatus.RETRY_WAIT and run.wait_reason == "quota" and run.wake_at_ms is not None
+    assert run.current.launch == LaunchState.WAITING
+    other = step(run, CapacityReleased("ml.p5.48xlarge", 2), 10)
+    assert other.ignored is not None
+    woke = step(run, CapacityReleased("ml.p4d.24xlarge", 2), 10)
+    launch = next(a for a in woke.actions if isinstance(a, LaunchAttempt))
+    assert launch.attempt == 1 and woke.run.current.launch_tries == 2
+
+
+def test_decide_quota_wait_retries_when_backoff_fires_and_gives_up_after_max():
+    pol = RunPolicy(quota_wait_max_hours=1)
+    run = step(make_run(pol), Submitted(), 0).run
+    msg = QUOTA_MSG.format(limit=4, used=4, delta=2)
+    run = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), 0).run
+    early = step(run, Tick(), run.wake_at_ms - 1)
+    assert early.ignored is not None
+    woke = step(run, Tick(), run.wake_at_ms)
+    assert any(isinstance(a, LaunchAttempt) for a in woke.actions)
+    late = step(woke.run, LaunchRejected(1, "ResourceLimitExceeded", msg), 2 * HOUR)
+    assert late.run.status == RunStatus.FAILED and "gave up" in (late.run.outcome or "")
+
+
+def test_decide_backoff_grows_and_is_capped():
+    pol = RunPolicy(backoff_base_seconds=60, backoff_cap_seconds=600, backoff_jitter=0.0)
+    run = step(make_run(pol), Submitted(), 0).run
+    msg = QUOTA_MSG.format(limit=4, used=4, delta=2)
+    delays = []
+    now = 0
+    for _ in range(6):
+        run = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), now).run
+        delays.append((run.wake_at_ms - now) // 1000)
+        now = run.wake_at_ms
+        run = step(run, Tick(), now).run
+    assert delays == [60, 120, 240, 480, 600, 600]
+
+
+def test_decide_throttling_waits_briefly_without_counting_a_restart():
+    run = step(make_run(), Submitted(), 0).run
+    d = step(run, LaunchRejected(1, "ThrottlingException", "Rate exceeded"), 0)
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "throttle"
+    assert d.run.wake_at_ms <= 45_000 and d.run.restarts == 0
+    assert not any(isinstance(a, Notify) for a in d.actions)
+
+
+def test_decide_validation_rejection_fails_with_message():
+    run = step(make_run(), Submitted(), 0).run
+    d = step(run, LaunchRejected(1, "ValidationException", "Invalid TrainingImage"), 0)
+    assert d.run.status == RunStatus.FAILED and "Invalid TrainingImage" in (d.run.outcome or "")
+
+
+def test_decide_capacity_falls_back_then_waits():
+    pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p4d.24xlarge", 4),))
+    run = step(make_run(pol), Submitted(), 0).run
+    run = step(run, LaunchAccepted(1), 1).run
+    reason = "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
+    d = step(run, observed(run, "Failed", "Failed", 30 * MIN, reason), 30 * MIN)
+    launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
+    assert launch.request["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert launch.request["ResourceConfig"]["InstanceCount"] == 4
+    run = step(d.run, LaunchAccepted(2), 30 * MIN).run
+    d2 = step(run, observed(run, "Failed", "Failed", 60 * MIN, reason), 60 * MIN)
+    assert d2.run.status == RunStatus.RETRY_WAIT and d2.run.wait_reason == "capacity"
+    assert d2.run.restarts == 0
+
+
+def test_decide_max_pending_stop_is_capacity():
+    run = make_run()
+    run = dataclasses.replace(run, request={**run.request, "StoppingCondition": {"MaxRuntimeInSeconds": 86400, "MaxPendingTimeInSeconds": 1800}})
+    run = step(run, Submitted(), 0).run
+    run = step(run, LaunchAccepted(1), 1).run
+    d = step(run, observed(run, "Stopped", "Stopped", 31 * MIN), 31 * MIN)
+    assert d.run.attempts[0].end_class == "CAPACITY"
+    assert d.run.status in (RunStatus.RETRY_WAIT, RunStatus.STARTING)
+
+
+def test_decide_spot_interruption_resumes_uncounted():
+    run = training_run()
+    d = step(run, observed(run, "Stopped", "Interrupted", 2 * HOUR), 2 * HOUR, Observations(checkpoint=ckpt(50)))
+    assert d.run.status == RunStatus.STARTING and d.run.restarts == 0
+    assert d.run.restarts_by_class == {"SPOT_INTERRUPTED": 1}
+
+
+def test_decide_hang_signal_stops_then_resumes_counted():
+    run = training_run()
+    now = run.current.training_started_ms + 2 * HOUR
+    sig = HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now, "Threshold Crossed")
+    d = step(run, sig, now, Observations(log_tail=("[algo-1] step 1000",), hosts_triage=("algo-2: last log 31 min ago",)))
+    assert d.run.status == RunStatus.STOPPING
+    assert StopJob(run.current.job_name, INTENT_HANG) in d.actions
+    alert = next(a for a in d.actions if isinstance(a, Notify))
+    assert alert.event == "hang.detected" and "algo-2" in alert.body
+    stopped = step(d.run, observed(d.run, "Stopped", "Stopped", now + 2 * MIN), now + 2 * MIN, Observations(checkpoint=ckpt(900)))
+    assert stopped.run.status == RunStatus.STARTING and stopped.run.restarts == 1
+    assert stopped.run.restarts_by_class == {"HANG": 1}
+
+
+def test_decide_hang_signal_ignored_in_grace_period_and_when_not_current():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    early = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", t0 + MIN), t0 + 5 * MIN)
+    assert early.ignored is not None and "grace" in early.ignored
+    other = step(run, HangSignal("sw-llama-other-a009", 9, "gpu_idle", "ALARM", t0), t0 + HOUR)
+    assert other.ignored is not None
+
+
+def test_decide_two_of_three_waits_for_a_second_signal():
+    run = training_run(RunPolicy(hang_confirmation="2-of-3"))
+    now = run.current.training_started_ms + HOUR
+    first = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", now), now)
+    assert first.run.status == RunStatus.TRAINING and first.run.current.hang_signals == ("gpu_idle",)
+    cleared = step(first.run, HangSignal(run.current.job_name, 1, "gpu_idle", "OK", now + MIN), now + MIN)
+    assert cleared.run.current.hang_signals == ()
+    second = step(first.run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now + MIN), now + MIN)
+    assert second.run.status == RunStatus.STOPPING
+
+
+def test_decide_terminal_run_never_changes_but_stops_stray_jobs():
+    run = training_run()
+    done = step(run, observed(run, "Completed", "Completed", HOUR), HOUR).run
+    late = step(done, observed(run, "InProgress", "Training", 2 * HOUR), 2 * HOUR)
+    assert late.run == done and late.ignored is not None
+    assert late.actions == ()  # the attempt is recorded as ended: nothing stray to stop
+    stray_job = dataclasses.replace(
+        observed(run, "InProgress", "Training", 2 * HOUR), attempt=2, job_name=run.current.job_name.replace("a001", "a002")
+    )
+    stray = step(done, stray_job, 2 * HOUR)
+    assert stray.run == done and any(isinstance(a, StopJob) for a in stray.actions)
+
+
+def test_decide_pending_launch_is_reissued_by_tick_and_job_missing():
+    run = step(make_run(), Submitted(), 0).run
+    assert run.current.launch == LaunchState.PENDING
+    assert step(run, Tick(), MIN).ignored is not None
+    again = step(run, Tick(), 3 * MIN)
+    launch = next(a for a in again.actions if isinstance(a, LaunchAttempt))
+    assert launch.attempt == 1 and launch.job_name == run.current.job_name
+    missing = step(run, JobMissing(run.current.job_name, 1), 3 * MIN)
+    assert any(isinstance(a, LaunchAttempt) and a.attempt == 1 for a in missing.actions)
+
+
+def test_decide_unconfirmed_stop_is_reissued():
+    run = step(training_run(), CancelRequested("x"), HOUR).run
+    assert step(run, Tick(), HOUR + MIN).ignored == "stop in progress"
+    again = step(run, Tick(), HOUR + 6 * MIN)
+    assert again.actions == (StopJob(run.current.job_name, INTENT_CANCEL),)
+
+
+def test_decide_cost_budget_stops_the_job():
+    run = training_run(RunPolicy(max_cost_usd=100.0, instance_hour_price_usd=10.0))
+    t0 = run.current.training_started_ms
+    assert step(run, Tick(), t0 + 4 * HOUR).ignored == "nothing due"  # 2 x 4 h x $10 = $80
+    d = step(run, Tick(), t0 + 6 * HOUR)
+    assert d.run.status == RunStatus.STOPPING and d.actions[0] == StopJob(run.current.job_name, "cost_budget")
+    end = step(d.run, observed(d.run, "Stopped", "Stopped", t0 + 6 * HOUR + MIN), t0 + 6 * HOUR + MIN)
+    assert end.run.status == RunStatus.FAILED
+
+
+@pytest.mark.parametrize("status", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED])
+def test_decide_next_due_is_none_only_for_terminal(status):
+    assert next_due_ms(make_run(status=status), 0) is None
+    assert next_due_ms(training_run(), 0) is not None

@@ -1,0 +1,1101 @@
+"""The simulated SageMaker of the drill: API fidelity, lifecycle, faults, metrics, speed."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from drill.clock import DEFAULT_START, VirtualClock
+from drill.sim_sagemaker import (
+    CAPACITY_FAILURE_REASON,
+    CAPACITY_STATUS_MESSAGE,
+    INTERNAL_ERROR_REASON,
+    Fault,
+    JobProfile,
+    SimSageMaker,
+    StartupTimes,
+)
+
+REGION = "us-east-1"
+BUCKET = "sim-ckpt-bucket"
+CKPT_URI = f"s3://{BUCKET}/runs/r1"
+ITYPE = "ml.p4d.24xlarge"
+MIN = 60_000
+GPU_NS = "/aws/sagemaker/TrainingJobs"
+HB_NS = "Sagewarden/Heartbeat"
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixtures and helpers
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def s3(aws: None) -> Any:
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+@pytest.fixture
+def logs(aws: None, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch) -> Any:
+    # moto accepts log events only within 14 days of the wall clock: let it follow the virtual one
+    import moto.logs.models
+
+    monkeypatch.setattr(moto.logs.models, "utcnow", lambda: clock.now().replace(tzinfo=None))
+    return boto3.client("logs", region_name=REGION)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def states(self, job: str | None = None) -> list[tuple[str, str]]:
+        return [
+            (e["detail"]["TrainingJobStatus"], e["detail"]["SecondaryStatus"])
+            for e in self.events
+            if job is None or e["detail"]["TrainingJobName"] == job
+        ]
+
+    def last(self, job: str) -> dict[str, Any]:
+        return [e for e in self.events if e["detail"]["TrainingJobName"] == job][-1]
+
+
+@pytest.fixture
+def rec() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def sim(clock: VirtualClock, s3: Any, rec: Recorder) -> SimSageMaker:
+    return SimSageMaker(clock, s3_client=s3, emit=rec)
+
+
+def request(
+    name: str,
+    *,
+    run: str = "r1",
+    attempt: int = 1,
+    run_id: str = "01RUNID",
+    count: int = 2,
+    itype: str = ITYPE,
+    max_runtime: int | None = 86_400,
+    max_pending: int | None = None,
+    keep_alive: int = 0,
+    resume: int | None = None,
+    checkpoint_uri: str | None = CKPT_URI,
+) -> dict[str, Any]:
+    stopping: dict[str, Any] = {}
+    if max_runtime is not None:
+        stopping["MaxRuntimeInSeconds"] = max_runtime
+    if max_pending is not None:
+        stopping["MaxPendingTimeInSeconds"] = max_pending
+    resources: dict[str, Any] = {"InstanceType": itype, "InstanceCount": count, "VolumeSizeInGB": 100}
+    if keep_alive:
+        resources["KeepAlivePeriodInSeconds"] = keep_alive
+    req: dict[str, Any] = {
+        "TrainingJobName": name,
+        "RoleArn": "arn:aws:iam::123456789012:role/sim-training",
+        "AlgorithmSpecification": {"TrainingImage": "img:latest", "TrainingInputMode": "File"},
+        "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/output"},
+        "ResourceConfig": resources,
+        "StoppingCondition": stopping,
+        "HyperParameters": {"lr": "0.001"},
+        "Environment": {} if resume is None else {"SAGEWARDEN_RESUME_STEP": str(resume)},
+        "RetryStrategy": {"MaximumRetryAttempts": 2},
+        "Tags": [
+            {"Key": "sagewarden:run-name", "Value": run},
+            {"Key": "sagewarden:attempt", "Value": str(attempt)},
+            {"Key": "sagewarden:run-id", "Value": run_id},
+            {"Key": "team", "Value": "ml"},
+        ],
+    }
+    if checkpoint_uri is not None:
+        req["CheckpointConfig"] = {"S3Uri": checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
+    return req
+
+
+def drain(sim: SimSageMaker, until_ms: int | None = None, max_steps: int = 100_000) -> None:
+    """Jump from change to change until idle (or until ``until_ms``)."""
+    for _ in range(max_steps):
+        t = sim.next_event_time()
+        if t is None or (until_ms is not None and t > until_ms):
+            break
+        sim.advance(t)
+    if until_ms is not None and until_ms > sim.clock.now_ms:
+        sim.advance(until_ms)
+
+
+def run_until(sim: SimSageMaker, pred: Callable[[], bool], max_steps: int = 100_000) -> None:
+    for _ in range(max_steps):
+        if pred():
+            return
+        t = sim.next_event_time()
+        assert t is not None, "simulation went idle before the condition held"
+        sim.advance(t)
+    raise AssertionError("condition never held")
+
+
+def keys(s3: Any, prefix: str = "runs/r1/") -> list[str]:
+    resp = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    return sorted(o["Key"] for o in resp.get("Contents", []))
+
+
+def code_of(err: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
+    e = err.value.response["Error"]
+    return str(e["Code"]), str(e["Message"])
+
+
+def gpu(sim: SimSageMaker, job: str, host: int, start: int, end: int, stat: str = "Average") -> list[float]:
+    points = sim.metric_datapoints(
+        GPU_NS, "GPUUtilization", {"Host": f"{job}/algo-{host}"}, start, end, 60, stat
+    )
+    return [v for _, v in points]
+
+
+def heartbeat(
+    sim: SimSageMaker, job: str, start: int, end: int, period_s: int = 60
+) -> list[tuple[int, float]]:
+    return sim.metric_datapoints(HB_NS, "LogEvents", {"TrainingJobName": job}, start, end, period_s, "Sum")
+
+
+def training_job(sim: SimSageMaker, name: str, **kw: Any) -> int:
+    """Create a job and run it into Training; returns the Training start (ms)."""
+    sim.create_training_job(**request(name, **kw))
+    run_until(sim, lambda: sim.job(name).training_started_ms is not None)
+    started = sim.job(name).training_started_ms
+    assert started is not None
+    return started
+
+
+# ----------------------------------------------------------------------------------------------
+# Clock
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_clock_starts_at_default_and_never_goes_backwards() -> None:
+    clock = VirtualClock()
+    assert clock.now() == datetime(2026, 1, 5, tzinfo=UTC) == DEFAULT_START
+    clock.advance_to(clock.now_ms + 1_500)
+    assert clock.now().tzinfo is not None
+    assert clock.now_ms == int(DEFAULT_START.timestamp() * 1000) + 1_500
+    with pytest.raises(ValueError):
+        clock.advance_to(clock.now_ms - 1)
+    assert VirtualClock(datetime(2026, 3, 1, tzinfo=UTC)).now().month == 3
+
+
+# ----------------------------------------------------------------------------------------------
+# Lifecycle and event shape
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_lifecycle_completes_with_timed_transitions_and_checkpoints(
+    sim: SimSageMaker, rec: Recorder, s3: Any
+) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=3000, checkpoint_write_seconds=60))
+    t0 = sim.clock.now_ms
+    arn = sim.create_training_job(**request("job-a01"))["TrainingJobArn"]
+    assert arn == "arn:aws:sagemaker:us-east-1:123456789012:training-job/job-a01"
+    assert sim.describe_training_job(TrainingJobName="job-a01")["SecondaryStatus"] == "Starting"
+    assert rec.events == []  # events are delivered by advance(), never inside an API call
+    drain(sim)
+
+    assert rec.states() == [
+        ("InProgress", "Starting"),
+        ("InProgress", "Downloading"),
+        ("InProgress", "Training"),
+        ("InProgress", "Uploading"),
+        ("Completed", "Completed"),
+    ]
+    times = [e["detail"]["LastModifiedTime"] for e in rec.events]
+    train_ms = 3000 / 10 * MIN + 3 * 60_000
+    assert times == [t0, t0 + 360_000, t0 + 480_000, t0 + 480_000 + train_ms, t0 + 540_000 + train_ms]
+    job = sim.job("job-a01")
+    assert job.checkpoints == [1000, 2000, 3000]
+    assert job.step == 3000 and job.ended_reason == "completed"
+    assert "runs/r1/checkpoint-3000/trainer_state.json" in keys(s3)
+    assert sim.live_jobs("01RUNID") == []
+    assert sim.next_event_time() is None
+
+
+def test_sim_event_envelope_and_detail_in_millis(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.create_training_job(**request("job-a01"))
+    drain(sim, until_ms=sim.clock.now_ms + 10 * MIN)
+    sim.inject(Fault(kind="internal_error"))
+    drain(sim)
+    event = rec.events[-1]
+    assert set(event) == {
+        "version",
+        "id",
+        "detail-type",
+        "source",
+        "account",
+        "time",
+        "region",
+        "resources",
+        "detail",
+    }
+    assert event["source"] == "aws.sagemaker"
+    assert event["detail-type"] == "SageMaker Training Job State Change"
+    assert event["account"] == "123456789012" and event["region"] == REGION
+    assert event["resources"] == ["arn:aws:sagemaker:us-east-1:123456789012:training-job/job-a01"]
+    assert event["time"].endswith("Z") and len(event["time"]) == 20
+    detail = event["detail"]
+    assert detail["TrainingJobStatus"] == "Failed"
+    assert detail["FailureReason"] == INTERNAL_ERROR_REASON
+    assert detail["Tags"] == {
+        "sagewarden:run-name": "r1",
+        "sagewarden:attempt": "1",
+        "sagewarden:run-id": "01RUNID",
+        "team": "ml",
+    }
+    assert "CheckpointConfig" not in detail and "RetryStrategy" not in detail
+    for key in ("CreationTime", "TrainingStartTime", "TrainingEndTime", "LastModifiedTime"):
+        assert isinstance(detail[key], int), key
+    assert detail["HyperParameters"] == {"lr": "0.001"}
+    assert detail["ResourceConfig"]["InstanceCount"] == 2
+    assert [t["Status"] for t in detail["SecondaryStatusTransitions"]] == [
+        "Starting",
+        "Downloading",
+        "Training",
+        "Failed",
+    ]
+    assert all(isinstance(t["StartTime"], int) for t in detail["SecondaryStatusTransitions"])
+    assert all("FailureReason" not in e["detail"] for e in rec.events[:-1])
+    assert len({e["id"] for e in rec.events}) == len(rec.events)
+
+
+def test_sim_event_timestamps_as_iso_strings(clock: VirtualClock, s3: Any, rec: Recorder) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, emit=rec, timestamp_form="string")
+    sim.create_training_job(**request("job-a01"))
+    drain(sim, until_ms=clock.now_ms + 30 * MIN)
+    detail = rec.events[-1]["detail"]
+    assert detail["SecondaryStatus"] == "Training"
+    assert detail["CreationTime"] == "2026-01-05T00:00:00.000Z"
+    assert detail["TrainingStartTime"] == "2026-01-05T00:06:00.000Z"
+    assert detail["LastModifiedTime"] == "2026-01-05T00:08:00.000Z"
+    assert "TrainingEndTime" not in detail
+    assert detail["SecondaryStatusTransitions"][0] == {
+        "Status": "Starting",
+        "StartTime": "2026-01-05T00:00:00.000Z",
+        "EndTime": "2026-01-05T00:06:00.000Z",
+        "StatusMessage": "Launching requested ML instances",
+    }
+
+
+def test_sim_describe_returns_boto3_shape(sim: SimSageMaker) -> None:
+    sim.create_training_job(**request("job-a01", resume=2000))
+    drain(sim, until_ms=sim.clock.now_ms + 20 * MIN)
+    d = sim.describe_training_job(TrainingJobName="job-a01")
+    assert d["TrainingJobStatus"] == "InProgress" and d["SecondaryStatus"] == "Training"
+    assert d["CreationTime"] == datetime(2026, 1, 5, tzinfo=UTC)
+    assert isinstance(d["LastModifiedTime"], datetime) and d["LastModifiedTime"].tzinfo is not None
+    assert d["CheckpointConfig"] == {"S3Uri": CKPT_URI, "LocalPath": "/opt/ml/checkpoints"}
+    assert d["Environment"] == {"SAGEWARDEN_RESUME_STEP": "2000"}
+    assert d["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert "FailureReason" not in d and "Tags" not in d and "TrainingEndTime" not in d
+    assert d["SecondaryStatusTransitions"][-1]["Status"] == "Training"
+    assert "EndTime" not in d["SecondaryStatusTransitions"][-1]
+    assert isinstance(d["SecondaryStatusTransitions"][0]["EndTime"], datetime)
+    assert d["ResponseMetadata"]["HTTPStatusCode"] == 200
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_job(TrainingJobName="nope")
+    assert code_of(err) == ("ValidationException", "Requested resource not found.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation, names, quotas, throttling
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a" * 64, "bad_name", "-leading", "trailing-", "has space", ""])
+def test_sim_name_validation_rejects_bad_names(sim: SimSageMaker, name: str) -> None:
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request(name))
+    assert code_of(err)[0] == "ValidationException"
+    assert sim.jobs() == []
+
+
+def test_sim_name_validation_accepts_63_chars_and_dashes(sim: SimSageMaker) -> None:
+    sim.create_training_job(**request("a" * 63))
+    sim.create_training_job(**request("sw-run--x-a01", attempt=2))
+    assert [j.name for j in sim.jobs()] == ["a" * 63, "sw-run--x-a01"]
+
+
+@pytest.mark.parametrize(
+    "missing",
+    ["AlgorithmSpecification", "RoleArn", "OutputDataConfig", "ResourceConfig", "StoppingCondition"],
+)
+def test_sim_validation_requires_keys(sim: SimSageMaker, missing: str) -> None:
+    req = request("job-a01")
+    del req[missing]
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**req)
+    assert code_of(err)[0] == "ValidationException"
+
+
+@pytest.mark.parametrize("missing", ["InstanceType", "InstanceCount", "VolumeSizeInGB"])
+def test_sim_validation_requires_resource_config_keys(sim: SimSageMaker, missing: str) -> None:
+    req = request("job-a01")
+    del req["ResourceConfig"][missing]
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**req)
+    assert code_of(err)[0] == "ValidationException"
+
+
+def test_sim_validation_rejects_unknown_parameters_and_bad_types(sim: SimSageMaker) -> None:
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a01"), Bogus=1)
+    assert code_of(err)[0] == "ValidationException" and "Bogus" in code_of(err)[1]
+    req = request("job-a02")
+    req["ResourceConfig"]["InstanceCount"] = "2"
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**req)
+    assert code_of(err)[0] == "ValidationException"
+
+
+def test_sim_names_unique_forever(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01"))
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a01"))
+    assert code_of(err)[0] == "ResourceInUse" and "already exists" in code_of(err)[1]
+    drain(sim)
+    assert sim.job("job-a01").status == "Completed"
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a01"))
+    assert code_of(err)[0] == "ResourceInUse"
+
+
+def test_sim_quota_per_instance_type_exact_message(clock: VirtualClock, s3: Any) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 3})
+    sim.create_training_job(**request("job-a01", count=2))
+    sim.create_training_job(**request("other-a01", count=1, itype="ml.g5.xlarge"))
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a02", count=2))
+    assert code_of(err) == (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'ml.p4d.24xlarge for training job usage' is 3 Instances, with "
+        "current utilization of 2 Instances and a request delta of 2 Instances. Please contact AWS "
+        "support to request an increase for this limit.",
+    )
+    sim.create_training_job(**request("job-a03", count=1))  # fits exactly
+
+
+def test_sim_quota_total_instances_exact_message(clock: VirtualClock, s3: Any) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, total_instance_quota=4)
+    sim.create_training_job(**request("job-a01", count=3, itype="ml.g5.xlarge"))
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a02", count=2))
+    assert code_of(err) == (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'Number of instances across all training jobs' is 4 Instances, "
+        "with current utilization of 3 Instances and a request delta of 2 Instances. Please contact AWS "
+        "support to request an increase for this limit.",
+    )
+
+
+def test_sim_quota_released_when_job_ends(clock: VirtualClock, s3: Any) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 2})
+    sim.create_training_job(**request("job-a01", count=2))
+    sim.stop_training_job(TrainingJobName="job-a01")
+    with pytest.raises(ClientError):  # Stopping still counts
+        sim.create_training_job(**request("job-a02", count=2))
+    drain(sim)
+    assert sim.job("job-a01").status == "Stopped"
+    sim.create_training_job(**request("job-a02", count=2))
+    assert sim.job("job-a02").status == "InProgress"
+
+
+def test_sim_throttle_next_applies_to_any_call(sim: SimSageMaker) -> None:
+    sim.create_training_job(**request("job-a01"))
+    sim.throttle_next(2)
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_job(TrainingJobName="job-a01")
+    assert code_of(err) == ("ThrottlingException", "Rate exceeded")
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a02"))
+    assert code_of(err)[0] == "ThrottlingException"
+    assert [j.name for j in sim.jobs()] == ["job-a01"]
+    sim.create_training_job(**request("job-a02"))
+    assert sim.describe_training_job(TrainingJobName="job-a02")["TrainingJobStatus"] == "InProgress"
+
+
+def test_sim_throttle_fault_hits_matching_create_once(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="throttle", run="r2"))
+    sim.create_training_job(**request("job-a01"))  # run r1 is not affected
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("r2-a01", run="r2"))
+    assert code_of(err)[0] == "ThrottlingException"
+    sim.create_training_job(**request("r2-a01", run="r2"))
+    assert len(sim.jobs()) == 2
+
+
+def test_sim_unknown_fault_kind_rejected() -> None:
+    with pytest.raises(ValueError):
+        Fault(kind="meteor")
+
+
+# ----------------------------------------------------------------------------------------------
+# Stops and max runtime
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_stop_goes_stopping_then_stopped_with_final_checkpoint(
+    sim: SimSageMaker, rec: Recorder, s3: Any
+) -> None:
+    sim.set_profile("r1", JobProfile(checkpoint_write_seconds=30))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 150 * MIN)  # step 1500 minus the 0.5 min save at 1000
+    sim.stop_training_job(TrainingJobName="job-a01")
+    stop_at = sim.clock.now_ms
+    assert sim.describe_training_job(TrainingJobName="job-a01")["TrainingJobStatus"] == "Stopping"
+    sim.stop_training_job(TrainingJobName="job-a01")  # a second stop while Stopping is accepted
+    drain(sim)
+    job = sim.job("job-a01")
+    assert rec.states()[-2:] == [("Stopping", "Stopping"), ("Stopped", "Stopped")]
+    assert rec.last("job-a01")["detail"]["LastModifiedTime"] == stop_at + 60_000
+    assert job.ended_reason == "stopped" and job.stop_requested_ms == stop_at
+    assert job.checkpoints == [1000, 1495]
+    assert "runs/r1/checkpoint-1495/trainer_state.json" in keys(s3)
+    with pytest.raises(ClientError) as err:
+        sim.stop_training_job(TrainingJobName="job-a01")
+    assert code_of(err) == (
+        "ValidationException",
+        "The request was rejected because the training job is in status Stopped.",
+    )
+
+
+def test_sim_stop_during_starting_skips_training(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.create_training_job(**request("job-a01"))
+    drain(sim, until_ms=sim.clock.now_ms + MIN)
+    sim.stop_training_job(TrainingJobName="job-a01")
+    drain(sim)
+    assert rec.states() == [("InProgress", "Starting"), ("Stopping", "Stopping"), ("Stopped", "Stopped")]
+    assert sim.job("job-a01").training_started_ms is None
+
+
+def test_sim_max_runtime_exceeded_with_final_checkpoint(sim: SimSageMaker, rec: Recorder, s3: Any) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=100_000))
+    started = training_job(sim, "job-a01", max_runtime=7_200)
+    drain(sim)
+    job = sim.job("job-a01")
+    assert rec.states()[-2:] == [("Stopping", "Stopping"), ("Stopped", "MaxRuntimeExceeded")]
+    assert job.ended_reason == "max_runtime"
+    assert job.training_ended_ms == started + 7_200_000
+    # 120 min of training minus 2 min per save at 1000 (once): step 1180, saved on SIGTERM
+    assert job.checkpoints == [1000, 1180]
+    assert keys(s3)[-3:] == [
+        "runs/r1/checkpoint-1180/model.safetensors",
+        "runs/r1/checkpoint-1180/optimizer.pt",
+        "runs/r1/checkpoint-1180/trainer_state.json",
+    ]
+    d = sim.describe_training_job(TrainingJobName="job-a01")
+    assert d["SecondaryStatus"] == "MaxRuntimeExceeded" and d["TrainingJobStatus"] == "Stopped"
+
+
+def test_sim_no_sigterm_checkpoint_when_profile_disables_it(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(checkpoint_on_sigterm=False))
+    training_job(sim, "job-a01", max_runtime=7_200)
+    drain(sim)
+    assert sim.job("job-a01").checkpoints == [1000]
+
+
+def test_sim_slow_sigterm_save_is_killed_half_written(sim: SimSageMaker, s3: Any) -> None:
+    sim.set_profile("r1", JobProfile(checkpoint_write_seconds=300, checkpoint_every_steps=100_000))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 30 * MIN)
+    sim.stop_training_job(TrainingJobName="job-a01")
+    stop_at = sim.clock.now_ms
+    drain(sim)
+    job = sim.job("job-a01")
+    assert job.ended_ms == stop_at + 120_000  # SIGKILL after 120 s
+    assert job.checkpoints == []
+    assert keys(s3) == ["runs/r1/checkpoint-300/model.safetensors"]  # 1 of 3 objects in 120 of 300 s
+
+
+# ----------------------------------------------------------------------------------------------
+# Crash faults
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_internal_error_fault_fails_with_two_space_text(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.inject(Fault(kind="internal_error", run="r1", attempt=1, after_training_min=30))
+    started = training_job(sim, "job-a01")
+    drain(sim)
+    job = sim.job("job-a01")
+    assert job.status == "Failed" and job.ended_reason == "internal_error"
+    assert job.ended_ms == started + 30 * MIN
+    assert job.failure_reason == "InternalServerError: We encountered an internal error.  Please try again."
+    assert rec.last("job-a01")["detail"]["FailureReason"] == job.failure_reason
+    assert sim.describe_training_job(TrainingJobName="job-a01")["FailureReason"] == job.failure_reason
+
+
+def test_sim_hardware_fault_default_and_override_text(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="hardware", attempt=1, host=2, after_training_min=5))
+    sim.inject(Fault(kind="hardware", attempt=2, failure_reason="ClientError: GPU ECC error on algo-1"))
+    training_job(sim, "job-a01")
+    drain(sim)
+    first = sim.job("job-a01")
+    assert first.status == "Failed" and first.ended_reason == "hardware"
+    assert "algo-2" in (first.failure_reason or "") and "unhealthy" in (first.failure_reason or "")
+    assert "repair" in (first.failure_reason or "")
+    training_job(sim, "job-a02", attempt=2)
+    drain(sim)
+    assert sim.job("job-a02").failure_reason == "ClientError: GPU ECC error on algo-1"
+
+
+def test_sim_algorithm_error_writes_log_lines_before_failing(
+    clock: VirtualClock, s3: Any, logs: Any, rec: Recorder
+) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs, emit=rec)
+    lines = ("NCCL watchdog timeout on rank 9", "torch.distributed.DistBackendError: NCCL error")
+    sim.inject(Fault(kind="algorithm_error", host=2, after_training_min=45, log_lines=lines))
+    seen_in_logs: list[str] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        rec(event)
+        if event["detail"]["TrainingJobStatus"] == "Failed":  # a handler reads the tail on the event
+            stream = [s for s in logs.describe_log_streams(logGroupName=GPU_NS)["logStreams"]]
+            name = next(s["logStreamName"] for s in stream if s["logStreamName"].startswith("job-a01/algo-2"))
+            got = logs.get_log_events(logGroupName=GPU_NS, logStreamName=name)["events"]
+            seen_in_logs.extend(e["message"] for e in got)
+
+    sim.emit = on_event
+    training_job(sim, "job-a01")
+    drain(sim)
+    job = sim.job("job-a01")
+    assert job.status == "Failed"
+    assert (job.failure_reason or "").startswith("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\n")
+    assert "NCCL error" in (job.failure_reason or "")
+    assert sim.log_tail("job-a01", 2, 2) == list(lines)
+    assert sim.log_tail("job-a01", 1, 1) != [lines[-1]]
+    assert seen_in_logs[-2:] == list(lines)
+
+
+def test_sim_half_written_checkpoint_left_without_marker(sim: SimSageMaker, s3: Any) -> None:
+    sim.inject(Fault(kind="hardware", after_training_min=150, half_written_checkpoint=True))
+    training_job(sim, "job-a01")
+    drain(sim)
+    job = sim.job("job-a01")
+    assert job.checkpoints == [1000]
+    assert keys(s3) == [
+        "runs/r1/checkpoint-1000/model.safetensors",
+        "runs/r1/checkpoint-1000/optimizer.pt",
+        "runs/r1/checkpoint-1000/trainer_state.json",
+        "runs/r1/checkpoint-1480/model.safetensors",
+        "runs/r1/checkpoint-1480/optimizer.pt",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("layout", "complete", "half"),
+    [
+        (
+            "megatron",
+            ["iter_0001000/mp_rank_00/model_optim_rng.pt", "latest_checkpointed_iteration.txt"],
+            ["iter_0001480/mp_rank_00/model_optim_rng.pt", "iter_0001480/mp_rank_01/model_optim_rng.pt"],
+        ),
+        ("dcp", ["step_1000/.metadata", "step_1000/__0_0.distcp"], ["step_1480/__0_0.distcp"]),
+    ],
+)
+def test_sim_half_written_checkpoint_other_layouts(
+    sim: SimSageMaker, s3: Any, layout: str, complete: list[str], half: list[str]
+) -> None:
+    sim.set_profile("r1", JobProfile(checkpoint_layout=layout))
+    sim.inject(Fault(kind="internal_error", after_training_min=150, half_written_checkpoint=True))
+    training_job(sim, "job-a01")
+    drain(sim)
+    got = keys(s3)
+    for key in complete + half:
+        assert f"runs/r1/{key}" in got
+    assert "runs/r1/step_1480/.metadata" not in got
+    if layout == "megatron":
+        body = s3.get_object(Bucket=BUCKET, Key="runs/r1/latest_checkpointed_iteration.txt")["Body"].read()
+        assert body == b"1000"
+
+
+def test_sim_checkpoint_objects_appear_progressively_marker_last(sim: SimSageMaker, s3: Any) -> None:
+    sim.set_profile("r1", JobProfile(checkpoint_write_seconds=120))
+    started = training_job(sim, "job-a01")
+    save_start = started + 100 * MIN
+    drain(sim, until_ms=save_start + 50_000)
+    assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors"]
+    drain(sim, until_ms=save_start + 90_000)
+    assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors", "runs/r1/checkpoint-1000/optimizer.pt"]
+    assert sim.job("job-a01").checkpoints == []
+    drain(sim, until_ms=save_start + 120_000)
+    assert "runs/r1/checkpoint-1000/trainer_state.json" in keys(s3)
+    assert sim.job("job-a01").checkpoints == [1000]
+
+
+def test_sim_crash_during_save_leaves_partial_directory(sim: SimSageMaker, s3: Any) -> None:
+    sim.inject(Fault(kind="internal_error", after_training_min=101))  # 60 s into the save at 1000
+    training_job(sim, "job-a01")
+    drain(sim)
+    assert sim.job("job-a01").checkpoints == []
+    assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Start-time faults
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_capacity_fault_waits_pending_then_fails(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.inject(Fault(kind="capacity", duration_min=45))
+    t0 = sim.clock.now_ms
+    sim.create_training_job(**request("job-a01"))
+    drain(sim, until_ms=t0 + 10 * MIN)
+    d = sim.describe_training_job(TrainingJobName="job-a01")
+    assert (d["TrainingJobStatus"], d["SecondaryStatus"]) == ("InProgress", "Pending")
+    assert d["SecondaryStatusTransitions"][-1]["StatusMessage"] == CAPACITY_STATUS_MESSAGE
+    drain(sim)
+    job = sim.job("job-a01")
+    assert rec.states() == [("InProgress", "Starting"), ("InProgress", "Pending"), ("Failed", "Failed")]
+    assert job.failure_reason == CAPACITY_FAILURE_REASON and job.ended_reason == "capacity"
+    assert job.ended_ms == t0 + 1_000 + 45 * MIN
+    assert job.capacity_wait and job.training_started_ms is None
+    sim.create_training_job(**request("job-a02", attempt=2))  # consumed: the next job starts normally
+    run_until(sim, lambda: sim.job("job-a02").secondary == "Training")
+
+
+def test_sim_capacity_fault_stopped_by_max_pending(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.inject(Fault(kind="capacity", duration_min=600))
+    t0 = sim.clock.now_ms
+    sim.create_training_job(**request("job-a01", max_pending=7_200))
+    drain(sim)
+    job = sim.job("job-a01")
+    assert rec.states() == [("InProgress", "Starting"), ("InProgress", "Pending"), ("Stopped", "Stopped")]
+    assert job.ended_ms == t0 + 7_200_000 and job.ended_reason == "max_pending"
+
+
+def test_sim_capacity_fault_limited_to_instance_type(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="capacity", instance_type="ml.p5.48xlarge", once=False))
+    sim.create_training_job(**request("job-a01"))
+    sim.create_training_job(**request("p5-a01", run="r2", itype="ml.p5.48xlarge"))
+    sim.create_training_job(**request("p5-a02", run="r3", itype="ml.p5.48xlarge"))
+    drain(sim, until_ms=sim.clock.now_ms + 20 * MIN)
+    assert sim.job("job-a01").secondary == "Training"
+    assert sim.job("p5-a01").secondary == "Pending" and sim.job("p5-a02").secondary == "Pending"
+
+
+def test_sim_max_pending_out_of_range_rejected(sim: SimSageMaker) -> None:
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("job-a01", max_pending=60))
+    assert code_of(err)[0] == "ValidationException"
+
+
+def test_sim_spot_interruption_ends_stopped_interrupted(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.inject(Fault(kind="spot_interruption", after_training_min=50))
+    training_job(sim, "job-a01")
+    drain(sim)
+    job = sim.job("job-a01")
+    assert rec.states()[-2:] == [("Stopping", "Stopping"), ("Stopped", "Interrupted")]
+    assert job.ended_reason == "spot_interruption" and job.checkpoints == [500]
+
+
+# ----------------------------------------------------------------------------------------------
+# Hangs and benign phases, seen through metrics and logs
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_metrics_missing_before_training_and_after_end(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="internal_error", after_training_min=20))
+    t0 = sim.clock.now_ms
+    started = training_job(sim, "job-a01")
+    assert gpu(sim, "job-a01", 1, t0, started) == []
+    drain(sim, until_ms=started + 60 * MIN)
+    values = gpu(sim, "job-a01", 1, t0, started + 60 * MIN)
+    assert len(values) == 20  # one sample per minute of Training only
+    assert all(700 < v < 800 for v in values)
+    assert gpu(sim, "job-a01", 1, started + 20 * MIN, started + 60 * MIN) == []
+    assert gpu(sim, "job-a01", 3, t0, started + 60 * MIN) == []  # the job has two hosts
+    assert gpu(sim, "unknown", 1, t0, started + 60 * MIN) == []
+    assert heartbeat(sim, "job-a01", t0, started) == []
+
+
+def test_sim_metrics_only_up_to_now(sim: SimSageMaker) -> None:
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 10 * MIN)
+    assert len(gpu(sim, "job-a01", 1, started, started + 60 * MIN)) == 11
+
+
+def test_sim_hang_spin_keeps_gpu_high_and_logs_silent(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="hang_spin", after_training_min=30))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 120 * MIN)
+    job = sim.job("job-a01")
+    assert job.status == "InProgress" and job.step == 300
+    hung = started + 31 * MIN
+    for host in (1, 2):
+        values = gpu(sim, "job-a01", host, hung, started + 120 * MIN)
+        assert len(values) == 89 and all(795 <= v <= 800 for v in values)
+    assert heartbeat(sim, "job-a01", hung, started + 120 * MIN) == []
+    assert heartbeat(sim, "job-a01", started + 10 * MIN, started + 11 * MIN) == [(started + 10 * MIN, 12.0)]
+    assert job.checkpoints == []
+    sim.stop_training_job(TrainingJobName="job-a01")
+    stop_at = sim.clock.now_ms
+    drain(sim)
+    assert job.checkpoints == [] and job.ended_ms == stop_at + 120_000  # hung: no save, killed at 120 s
+
+
+def test_sim_dead_host_zero_on_one_host_only(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="dead_host", host=2, after_training_min=10))
+    started = training_job(sim, "job-a01", count=4)
+    drain(sim, until_ms=started + 40 * MIN)
+    window = (started + 11 * MIN, started + 40 * MIN)
+    assert set(gpu(sim, "job-a01", 2, *window)) == {0.0}
+    for host in (1, 3, 4):
+        assert min(gpu(sim, "job-a01", host, *window)) > 790
+    assert heartbeat(sim, "job-a01", *window) == []
+    assert sim.job("job-a01").faults_fired == ["dead_host"]
+
+
+def test_sim_stuck_dataloader_low_gpu_no_logs(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="stuck_dataloader", after_training_min=10))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 40 * MIN)
+    values = gpu(sim, "job-a01", 1, started + 11 * MIN, started + 40 * MIN)
+    assert values and all(v < 25 for v in values)
+    assert heartbeat(sim, "job-a01", started + 11 * MIN, started + 40 * MIN) == []
+    assert sim.job("job-a01").step == 100
+
+
+def test_sim_eval_phase_gpu_low_logs_continue_then_resumes(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="eval_phase", after_training_min=20, duration_min=15))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 60 * MIN)
+    during = (started + 21 * MIN, started + 35 * MIN)
+    assert all(v < 100 for v in gpu(sim, "job-a01", 1, *during))
+    assert [v for _, v in heartbeat(sim, "job-a01", *during)] == [12.0] * 14
+    assert min(gpu(sim, "job-a01", 1, started + 35 * MIN, started + 60 * MIN)) > 700
+    assert sim.job("job-a01").step == 450  # 60 min minus the 15 min pause
+    assert sim.job("job-a01").status == "InProgress"
+
+
+def test_sim_checkpoint_save_long_silent_low_then_writes(sim: SimSageMaker, s3: Any) -> None:
+    sim.inject(Fault(kind="checkpoint_save_long", after_training_min=25, duration_min=12))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 36 * MIN)
+    assert keys(s3)[-1] != "runs/r1/checkpoint-250/trainer_state.json"
+    silent = (started + 26 * MIN, started + 37 * MIN)
+    drain(sim, until_ms=started + 60 * MIN)
+    assert heartbeat(sim, "job-a01", *silent) == []
+    assert all(v < 100 for v in gpu(sim, "job-a01", 1, *silent))
+    assert "runs/r1/checkpoint-250/trainer_state.json" in keys(s3)
+    job = sim.job("job-a01")
+    assert job.checkpoints == [250] and job.step == 480 and job.status == "InProgress"
+
+
+def test_sim_periodic_save_gpu_low_and_no_progress(sim: SimSageMaker) -> None:
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 105 * MIN)
+    values = gpu(sim, "job-a01", 1, started + 100 * MIN, started + 102 * MIN)
+    assert len(values) == 2 and all(v < 60 for v in values)
+    assert sim.job("job-a01").step == 1030
+
+
+def test_sim_fault_during_save_is_deferred_to_its_end(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="hang_spin", after_training_min=100.5))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 130 * MIN)
+    job = sim.job("job-a01")
+    assert job.checkpoints == [1000] and job.step == 1000
+    assert min(gpu(sim, "job-a01", 1, started + 103 * MIN, started + 130 * MIN)) > 790
+
+
+def test_sim_fault_matches_run_and_attempt(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="internal_error", run="r1", attempt=2, after_training_min=5))
+    training_job(sim, "job-a01", attempt=1)
+    training_job(sim, "other-a02", run="r9", attempt=2)
+    drain(sim, until_ms=sim.clock.now_ms + 30 * MIN)
+    assert sim.job("job-a01").status == sim.job("other-a02").status == "InProgress"
+    training_job(sim, "job-a02", attempt=2)
+    drain(sim, until_ms=sim.clock.now_ms + 30 * MIN)
+    assert sim.job("job-a02").status == "Failed"
+
+
+def test_sim_fault_injected_while_training_binds_now(sim: SimSageMaker) -> None:
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 40 * MIN)
+    sim.inject(Fault(kind="internal_error", after_training_min=10))  # already past: fires now
+    drain(sim, until_ms=started + 41 * MIN)
+    assert sim.job("job-a01").ended_ms == started + 40 * MIN
+
+
+def test_sim_recurring_fault_with_once_false(sim: SimSageMaker) -> None:
+    sim.inject(Fault(kind="internal_error", after_training_min=5, once=False))
+    for attempt in (1, 2):
+        training_job(sim, f"job-a0{attempt}", attempt=attempt)
+        drain(sim)
+    assert [j.ended_reason for j in sim.jobs()] == ["internal_error", "internal_error"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Warm pools, resume, logs
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_warm_pool_reuse_starts_faster(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=1_800))
+    drain(sim)
+    first = sim.job("job-a01")
+    assert sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"] == {"Status": "Available"}
+    t = sim.clock.now_ms
+    started = training_job(sim, "job-a02", attempt=2, keep_alive=1_800)
+    second = sim.job("job-a02")
+    assert second.warm_pool_used and not first.warm_pool_used
+    assert started - t == 35_000
+    status = sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"]
+    assert status["Status"] == "Reused" and status["ReusedByJob"] == second.arn
+    cold = training_job(sim, "job-a03", attempt=3, keep_alive=1_800)  # the pool was consumed
+    assert cold - sim.job("job-a03").created_ms == 480_000
+
+
+def test_sim_warm_pool_expires_and_is_not_left_by_hardware_failure(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=600))
+    drain(sim)
+    drain(sim, until_ms=sim.clock.now_ms + 11 * MIN)
+    training_job(sim, "job-a02", attempt=2, keep_alive=600)
+    assert not sim.job("job-a02").warm_pool_used
+    sim.inject(Fault(kind="hardware"))
+    drain(sim)
+    training_job(sim, "job-a03", attempt=3, keep_alive=600)
+    assert not sim.job("job-a03").warm_pool_used
+
+
+def test_sim_resume_step_from_environment(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=2500))
+    started = training_job(sim, "job-a02", resume=2000)
+    job = sim.job("job-a02")
+    assert job.start_step == 2000
+    assert sim.log_tail("job-a02", 1, 1) == ["Resuming training from global step 2000"]
+    drain(sim)
+    assert job.status == "Completed" and job.checkpoints == []
+    assert job.training_ended_ms == started + 50 * MIN
+
+
+def test_sim_logs_written_to_moto_streams(clock: VirtualClock, s3: Any, logs: Any) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs)
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 35 * MIN)
+    created_s = sim.job("job-a01").created_ms // 1000
+    streams = logs.describe_log_streams(logGroupName=GPU_NS, logStreamNamePrefix="job-a01")["logStreams"]
+    assert sorted(s["logStreamName"] for s in streams) == [
+        f"job-a01/algo-1-{created_s}",
+        f"job-a01/algo-2-{created_s}",
+    ]
+    got = logs.get_log_events(logGroupName=GPU_NS, logStreamName=f"job-a01/algo-1-{created_s}")["events"]
+    messages = [e["message"] for e in got]
+    assert messages[:2] == ["Loading model...", "Initializing process group"]
+    assert len([m for m in messages if m.startswith("step ")]) == 4  # 00:10 .. 00:40, one per 10 minutes
+    assert got[0]["timestamp"] == started
+    assert all(e["timestamp"] % (10 * MIN) == 0 for e in got[2:])
+    assert sim.log_events_rejected == 0
+
+
+def test_sim_live_jobs_by_run_id(sim: SimSageMaker) -> None:
+    sim.create_training_job(**request("job-a01", run_id="RUN1"))
+    sim.create_training_job(**request("job2-a01", run="r2", run_id="RUN2"))
+    assert sim.live_jobs("RUN1") == ["job-a01"]
+    sim.stop_training_job(TrainingJobName="job-a01")
+    assert sim.live_jobs("RUN1") == ["job-a01"]  # Stopping is still live
+    drain(sim, until_ms=sim.clock.now_ms + 5 * MIN)
+    assert sim.live_jobs("RUN1") == [] and sim.live_jobs("RUN2") == ["job2-a01"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Metric aggregation
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sim_metric_aggregation_aligned_buckets_and_stats(sim: SimSageMaker) -> None:
+    started = training_job(sim, "job-a01")  # 00:08
+    drain(sim, until_ms=started + 60 * MIN)
+    dims = {"Host": "job-a01/algo-1"}
+    start, end = started - 8 * MIN, started + 52 * MIN  # 00:00 .. 01:00
+    counts = sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "SampleCount")
+    assert counts[0] == (start + 5 * MIN, 2.0)  # 00:08, 00:09 in the 00:05 bucket
+    assert [v for _, v in counts[1:]] == [5.0] * 10  # 00:10 .. 00:55
+    assert all(b % 300_000 == 0 for b, _ in counts)
+    lo = sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "Minimum")
+    hi = sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "Maximum")
+    avg = sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "Average")
+    total = sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "Sum")
+    for (_, a), (_, b), (_, c), (_, s), (_, n) in zip(lo, avg, hi, total, counts, strict=True):
+        assert a <= b <= c and s == pytest.approx(b * n)
+    beats = heartbeat(sim, "job-a01", start, end, period_s=300)
+    assert beats[0] == (start + 5 * MIN, 2 * 12 + 4)  # two minutes of 2 hosts x 6 lines + 4 start-up lines
+    with pytest.raises(ValueError):
+        sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "p99")
+    assert sim.metric_datapoints(GPU_NS, "CPUUtilization", dims, start, end, 300, "Average") == []
+
+
+# ----------------------------------------------------------------------------------------------
+# Determinism, time control, speed
+# ----------------------------------------------------------------------------------------------
+
+
+def _scripted_run(s3: Any, seed: int) -> tuple[list[dict[str, Any]], list[float]]:
+    clock = VirtualClock()
+    rec = Recorder()
+    sim = SimSageMaker(clock, s3_client=s3, emit=rec, seed=seed)
+    sim.inject(Fault(kind="hang_spin", after_training_min=90))
+    started = training_job(sim, f"det{seed}-a01", run=f"det{seed}")
+    drain(sim, until_ms=started + 120 * MIN)
+    sim.stop_training_job(TrainingJobName=f"det{seed}-a01")
+    drain(sim)
+    return rec.events, gpu(sim, f"det{seed}-a01", 1, started, started + 120 * MIN)
+
+
+def test_sim_deterministic_by_seed(s3: Any) -> None:
+    events_a, gpu_a = _scripted_run(s3, 7)
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in keys(s3, "")] or [{"Key": "x"}]})
+    events_b, gpu_b = _scripted_run(s3, 7)
+    assert events_a == events_b and gpu_a == gpu_b
+    events_c, gpu_c = _scripted_run(s3, 8)
+    assert [e["id"] for e in events_c] != [e["id"] for e in events_a]
+    assert gpu_c != gpu_a
+
+
+def test_sim_next_event_time_and_advance_jump(sim: SimSageMaker, rec: Recorder) -> None:
+    sim.set_profile("r1", JobProfile(total_steps=10**8))
+    t0 = sim.clock.now_ms
+    assert sim.next_event_time() is None
+    sim.create_training_job(**request("job-a01"))
+    assert sim.next_event_time() == t0  # the creation event waits for advance()
+    sim.advance(t0)
+    assert rec.states() == [("InProgress", "Starting")]
+    assert sim.next_event_time() == t0 + 360_000
+    sim.advance(t0 + 359_999)
+    assert len(rec.events) == 1 and sim.clock.now_ms == t0 + 359_999
+    sim.advance(t0 + 10 * 24 * 60 * MIN)  # one call jumps over days; MaxRuntime ends the job
+    assert sim.clock.now_ms == t0 + 10 * 24 * 60 * MIN
+    assert rec.states()[-1] == ("Stopped", "MaxRuntimeExceeded")
+    with pytest.raises(ValueError):
+        sim.advance(t0)
+
+
+def test_sim_emit_sees_event_time_and_may_call_back(clock: VirtualClock, s3: Any) -> None:
+    seen: list[tuple[int, int]] = []
+    sims: list[SimSageMaker] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        seen.append((event["detail"]["LastModifiedTime"], clock.now_ms))
+        if event["detail"]["SecondaryStatus"] == "Training":
+            sims[0].stop_training_job(TrainingJobName=event["detail"]["TrainingJobName"])
+        with pytest.raises(RuntimeError):
+            sims[0].advance(clock.now_ms)
+
+    sim = SimSageMaker(clock, s3_client=s3, emit=on_event)
+    sims.append(sim)
+    sim.create_training_job(**request("job-a01"))
+    drain(sim)
+    assert all(a == b for a, b in seen)
+    assert sim.job("job-a01").status == "Stopped"
+    assert sim.job("job-a01").training_ended_ms == sim.job("job-a01").training_started_ms
+
+
+class _StubS3:
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]:
+        self.keys.append(Key)
+        return {}
+
+
+def test_sim_forty_day_run_chained_through_max_runtime_is_fast() -> None:
+    clock = VirtualClock()
+    stub = _StubS3()
+    sims: list[SimSageMaker] = []
+    attempts = [1]
+
+    def supervisor(event: dict[str, Any]) -> None:
+        detail = event["detail"]
+        if detail["SecondaryStatus"] != "MaxRuntimeExceeded":
+            return
+        sim = sims[0]
+        resume = max(sim.job(detail["TrainingJobName"]).checkpoints)
+        attempts.append(attempts[-1] + 1)
+        sim.create_training_job(
+            **request(
+                f"long-a{attempts[-1]:02d}",
+                run="long",
+                resume=resume,
+                count=8,
+                attempt=attempts[-1],
+                max_runtime=432_000,
+            )
+        )
+
+    sim = SimSageMaker(clock, s3_client=stub, emit=supervisor)
+    sims.append(sim)
+    sim.set_profile("long", JobProfile(total_steps=576_000, checkpoint_every_steps=1_000))
+    cpu = time.process_time()
+    sim.create_training_job(**request("long-a01", run="long", count=8, max_runtime=432_000))
+    drain(sim)
+    elapsed = time.process_time() - cpu
+
+    jobs = sim.jobs()
+    assert jobs[-1].status == "Completed" and jobs[-1].step == 576_000
+    assert all(j.ended_reason == "max_runtime" for j in jobs[:-1])
+    assert len(jobs) == 9
+    for prev, nxt in itertools.pairwise(jobs):
+        assert nxt.start_step == prev.checkpoints[-1]
+    assert clock.now_ms - jobs[0].created_ms > 40 * 24 * 60 * MIN
+    assert elapsed < 1.0, f"simulation took {elapsed:.2f} s of CPU"
+
+    # a 30-minute window of the last job's 8 hosts answers quickly
+    last = jobs[0]
+    assert last.training_started_ms is not None
+    mid = last.training_started_ms + 2 * 24 * 60 * MIN
+    cpu = time.process_time()
+    for host in range(1, 9):
+        for _ in range(25):
+            pts = gpu(sim, last.name, host, mid, mid + 30 * MIN)
+    per_call = (time.process_time() - cpu) / 200
+    assert len(pts) == 30
+    assert per_call < 0.002, f"{per_call * 1000:.2f} ms per metric query"
+
+
+def test_sim_custom_startup_times(clock: VirtualClock, s3: Any) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, startup=StartupTimes(provision_s=10, download_s=5, stop_s=30))
+    started = training_job(sim, "job-a01")
+    assert started - sim.job("job-a01").created_ms == 15_000
+    sim.set_profile("r1", JobProfile())
+    sim.stop_training_job(TrainingJobName="job-a01")  # step 0: nothing to save on SIGTERM
+    drain(sim)
+    assert sim.job("job-a01").ended_ms == started + 30_000
