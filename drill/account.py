@@ -84,7 +84,8 @@ def create_table_from_template(ddb: Any, template: Mapping[str, Any], name: str)
     gsis = props.get("GlobalSecondaryIndexes", [])
     if gsis:
         args["GlobalSecondaryIndexes"] = [
-            {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]} for g in gsis
+            {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]}
+            for g in gsis
         ]
     ddb.create_table(**args)
 
@@ -123,6 +124,7 @@ class LocalAccount:
         self._timestamp_form = timestamp_form
         self._policy_defaults = dict(policy_defaults or {})
         self._reconcile_ms = int(reconcile_interval_min * 60_000)
+        self._due_cache: tuple[int | None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> LocalAccount:
@@ -155,7 +157,9 @@ class LocalAccount:
         self.s3.create_bucket(Bucket=BUCKET)
         self.topic_arn = self.sns.create_topic(Name="sagewarden-alerts")["TopicArn"]
         queue_url = self.sqs.create_queue(QueueName="alerts-inbox")["QueueUrl"]
-        queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         self.sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn)
         self.alert_queue_url = queue_url
         os.environ[keys.ENV_TOPIC_ARN] = self.topic_arn
@@ -224,6 +228,7 @@ class LocalAccount:
         while self._pending and self._pending[0][0] <= self.clock.now_ms:
             _, _, event = heapq.heappop(self._pending)
             routed = self.router.deliver(event)
+            self.mark_dirty()
             self.delivered.append((self.clock.now_ms, event, [h for h, _ in routed]))
             count += 1
         return count
@@ -231,15 +236,33 @@ class LocalAccount:
     # -- API -----------------------------------------------------------------------------------
     def api(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         kwargs.setdefault("caller_arn", CALLER)
+        self.mark_dirty()
         return self.router.call_api(method, path, **kwargs)
 
     # -- sweep ---------------------------------------------------------------------------------
+    def mark_dirty(self) -> None:
+        self._due_cache = None
+
     def next_sweep_ms(self) -> int | None:
-        """The next minute boundary at which the every-minute sweep would find a run due."""
+        """The next minute boundary at which the every-minute sweep would find a run due.
+
+        The due index only changes when a handler runs, so the answer is cached until then.
+        """
+        if self._due_cache is None:
+            self._due_cache = (self._earliest_due(),)
+        earliest = self._due_cache[0]
+        if earliest is None:
+            return None
+        minute = 60_000
+        return max(self.clock.now_ms, -(-earliest // minute) * minute)
+
+    def _earliest_due(self) -> int | None:
         earliest = None
         for shard in range(keys.DUE_SHARDS):
             resp = self.ddb.query(
-                TableName=TABLE, IndexName=keys.GSI_DUE, Limit=1,
+                TableName=TABLE,
+                IndexName=keys.GSI_DUE,
+                Limit=1,
                 KeyConditionExpression="#s = :s",
                 ExpressionAttributeNames={"#s": keys.GSI_DUE_PK},
                 ExpressionAttributeValues={":s": {"S": str(shard)}},
@@ -247,19 +270,26 @@ class LocalAccount:
             for item in resp["Items"]:
                 due = int(item[keys.GSI_DUE_SK]["N"])
                 earliest = due if earliest is None else min(earliest, due)
-        if earliest is None:
-            return None
-        minute = 60_000
-        return max(self.clock.now_ms, -(-earliest // minute) * minute)
+        return earliest
 
     def run_sweep(self) -> Any:
         schedule = self.router.scheduled_handlers()
         if not schedule:
             raise AssertionError("the template schedules no sweep")
         results = []
+        self.mark_dirty()
         for _, handler in schedule:
-            results.append(self.router.handler(handler)({"source": "aws.events", "detail-type": "Scheduled Event",
-                                                          "time": self.clock.now().isoformat(), "detail": {}}, LambdaContext(handler)))
+            results.append(
+                self.router.handler(handler)(
+                    {
+                        "source": "aws.events",
+                        "detail-type": "Scheduled Event",
+                        "time": self.clock.now().isoformat(),
+                        "detail": {},
+                    },
+                    LambdaContext(handler),
+                )
+            )
         return results
 
     @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 DEFAULT_START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -43,3 +45,20 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock({self.now().isoformat()})"
+
+
+@contextmanager
+def moto_logs_follow(clock: VirtualClock) -> Iterator[None]:
+    """Let moto's CloudWatch Logs take the virtual clock as "now" inside the block.
+
+    moto rejects log events stamped more than 14 days before (or 2 hours after) its own clock,
+    which is the wall clock; virtual time is usually far from it. Use inside ``mock_aws()``.
+    """
+    import moto.logs.models as logs_models  # local: the clock itself must not need moto
+
+    saved = getattr(logs_models, "utcnow")  # noqa: B009 - moto does not export it
+    setattr(logs_models, "utcnow", lambda: clock.now().replace(tzinfo=None))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(logs_models, "utcnow", saved)  # noqa: B010

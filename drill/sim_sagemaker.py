@@ -14,6 +14,20 @@ Everything random comes from ``random.Random(seed)`` (event ids, per-job noise s
 hash of that salt, so two simulations with the same seed and the same calls emit identical events.
 Metrics are answered analytically from per-job phase intervals, and ``advance`` jumps from one
 change to the next, so weeks of virtual time take milliseconds.
+
+Logs: every line is kept in memory (``log_tail``); with a ``logs_client`` lines are also buffered
+and written to ``/aws/sagemaker/TrainingJobs`` with one put_log_events per stream per flush. A
+flush happens before every emitted event (a handler may read the tail), and at the end of
+``advance`` -- every call when ``log_flush_interval_s`` is 0 (default), else at most once per that
+many virtual seconds (each moto call costs about 2 ms: raise it for long demos). moto accepts
+events only within 14 days before / 2 hours after the wall clock; wrap the run in
+``drill.clock.moto_logs_follow(clock)`` (rejections are counted in ``log_events_rejected``).
+
+Timing model (all configurable through :class:`StartupTimes` and :class:`JobProfile`):
+Starting (provision_s) -> Downloading (download_s; describe's TrainingStartTime is set here,
+instances are up) -> Training (MaxRuntimeInSeconds counts from here) -> Uploading (upload_s) ->
+Completed. Stops: Stopping for stop_s, longer while a SIGTERM checkpoint is written (SIGKILL at
+120 s leaves it half-written); a hung script ignores SIGTERM and is killed at 120 s.
 """
 
 from __future__ import annotations
@@ -33,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from drill.clock import VirtualClock, from_ms
 from sagewarden.keys import (
     HEARTBEAT_DIMENSION,
     HEARTBEAT_METRIC,
@@ -44,11 +60,10 @@ from sagewarden.keys import (
     TRAINING_METRIC_NAMESPACE,
 )
 
-from drill.clock import VirtualClock, from_ms
-
 __all__ = [
     "CAPACITY_FAILURE_REASON",
     "CAPACITY_STATUS_MESSAGE",
+    "FAULT_KINDS",
     "HARDWARE_FAILURE_REASON",
     "INTERNAL_ERROR_REASON",
     "Fault",
@@ -152,7 +167,14 @@ class StartupTimes:
 
 @dataclass
 class Fault:
-    """A failure or phase injected into matching jobs (see the module's README in the report)."""
+    """A failure or phase injected into matching jobs.
+
+    Crashes (internal_error, hardware, algorithm_error) end the job Failed; spot_interruption ends
+    it Stopped/Interrupted; hangs (hang_spin, dead_host, stuck_dataloader) last until the job is
+    stopped; benign phases (checkpoint_save_long, eval_phase) pause progress for ``duration_min``.
+    Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds) and
+    throttle (the next matching CreateTrainingJob raises ThrottlingException).
+    """
 
     kind: str
     run: str | None = None  # tag sagewarden:run-name (None = any job)
@@ -279,6 +301,19 @@ class SimJob:
     def hosts(self) -> int:
         return self.instance_count
 
+    @property
+    def times(self) -> dict[str, int | None]:
+        """The job's milestones in epoch ms (None where not reached)."""
+        return {
+            "created": self.created_ms,
+            "provisioned": self.provisioned_ms,
+            "training_started": self.training_started_ms,
+            "training_ended": self.training_ended_ms,
+            "stop_requested": self.stop_requested_ms,
+            "ended": self.ended_ms,
+            "last_modified": self.last_modified_ms,
+        }
+
     def current_step(self, now_ms: int) -> int:
         """The script's global step at ``now_ms`` (only moves while training normally)."""
         if self._phase == "train":
@@ -403,6 +438,7 @@ class SimSageMaker:
         emit: Callable[[dict[str, Any]], None] | None = None,
         timestamp_form: str = "millis",
         progress_log_interval_s: int = 600,
+        log_flush_interval_s: int = 0,
     ) -> None:
         if timestamp_form not in ("millis", "string"):
             raise ValueError("timestamp_form must be 'millis' or 'string'")
@@ -418,6 +454,7 @@ class SimSageMaker:
         self.timestamp_form = timestamp_form
         self.events: list[dict[str, Any]] = []  # every event emitted, in order
         self.log_events_rejected = 0  # events moto CloudWatch Logs refused (outside its time window)
+        self.fault_log: list[tuple[int, str, str, int]] = []  # (at ms, job name, fault kind, host)
         self._s3 = s3_client
         self._logs = logs_client
         self._rng = random.Random(seed)
@@ -438,6 +475,8 @@ class SimSageMaker:
         self._streams: set[str] = set()
         self._group_ready = False
         self._warned_rejects = False
+        self._log_flush_ms = log_flush_interval_s * 1000
+        self._last_flush_ms = clock.now_ms
 
     # ------------------------------------------------------------------------------------------
     # boto3-shaped API
@@ -626,7 +665,7 @@ class SimSageMaker:
                 if t_out is not None and t_out <= to_ms and (item is None or t_out <= item[0]):
                     t, _, event = self._outbox.pop(0)
                     self._move_clock(t)
-                    self._flush_logs()
+                    self.flush_logs()  # a handler may read the log tail on this event
                     self.events.append(event)
                     if self.emit is not None:
                         self.emit(event)
@@ -639,7 +678,8 @@ class SimSageMaker:
             for job in list(self._live.values()):
                 self._progress_lines(job, to_ms)
                 job.step = job.current_step(to_ms)
-            self._flush_logs()
+            if self.clock.now_ms - self._last_flush_ms >= self._log_flush_ms:
+                self.flush_logs()
         finally:
             self._advancing = False
 
@@ -741,6 +781,8 @@ class SimSageMaker:
                 continue
             if f.once:
                 state.consumed = True
+            name = str(request.get("TrainingJobName", ""))
+            self.fault_log.append((self.clock.now_ms, name, "throttle", f.host))
             raise _client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
 
     def _validate(self, request: dict[str, Any], op: str) -> None:
@@ -899,6 +941,7 @@ class SimSageMaker:
                 if state.fault.once:
                     state.consumed = True
                 job.faults_fired.append("capacity")
+                self.fault_log.append((job.created_ms, job.name, "capacity", state.fault.host))
                 return state
         return None
 
@@ -1164,6 +1207,7 @@ class SimSageMaker:
             state.consumed = True
         job.faults_fired.append(f.kind)
         host = min(max(f.host, 1), job.instance_count)
+        self.fault_log.append((t, job.name, f.kind, host))
         lines = f.log_lines
         if f.kind == "algorithm_error" and not lines:
             lines = (DEFAULT_ALGORITHM_LOG_LINE,)
@@ -1356,7 +1400,9 @@ class SimSageMaker:
             for host in range(1, job.instance_count + 1):
                 self._write_line(job, host, mark, text, discrete=False)
 
-    def _flush_logs(self) -> None:
+    def flush_logs(self) -> None:
+        """Write buffered log lines to CloudWatch Logs now (one put_log_events per stream)."""
+        self._last_flush_ms = self.clock.now_ms
         if self._logs is None or not self._log_buffer:
             return
         buffer, self._log_buffer = self._log_buffer, {}
@@ -1395,8 +1441,8 @@ class SimSageMaker:
                 self._warned_rejects = True
                 warnings.warn(
                     "CloudWatch Logs (moto) rejected simulated log events outside its accepted window "
-                    "(14 days before to 2 hours after the wall clock); patch moto.logs.models.utcnow "
-                    "to follow the virtual clock",
+                    "(14 days before to 2 hours after the wall clock); wrap the run in "
+                    "drill.clock.moto_logs_follow(clock)",
                     RuntimeWarning,
                     stacklevel=3,
                 )

@@ -40,7 +40,11 @@ ALL_EVENTS_PATTERN = ""
 
 
 def training_log_group_arn(scope: Construct, *, with_wildcard: bool = True) -> str:
-    """ARN of the shared training log group; the ``:*`` form is what most log actions check."""
+    """ARN of the shared training log group.
+
+    CloudWatch Logs documents the ``:*`` form (which also covers the group's streams) as the
+    one to use in IAM policies for most actions; policies here list both forms.
+    """
     arn = Stack.of(scope).format_arn(
         service="logs",
         resource="log-group",
@@ -95,7 +99,10 @@ class HangSignals(Construct):
                 [
                     iam.PolicyStatement(
                         actions=["logs:CreateLogGroup"],
-                        resources=[training_log_group_arn(self)],
+                        resources=[
+                            training_log_group_arn(self, with_wildcard=False),
+                            training_log_group_arn(self),
+                        ],
                     )
                 ]
             ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aws_cdk import Acknowledgment, Validations
+from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
 
@@ -28,8 +28,6 @@ def rendered(scope: IConstruct, value: object) -> str:
     Intrinsics are flattened the way cdk-nag does: ``{"Ref": "X"}`` -> ``<X>``,
     ``{"Fn::GetAtt": ["Y", "Arn"]}`` -> ``<Y.Arn>``, ``Fn::Join`` concatenated.
     """
-    from aws_cdk import Stack
-
     return _flatten(Stack.of(scope).resolve(value))
 
 
@@ -49,5 +47,5 @@ def _flatten(value: object) -> str:
             return f"<{arg[0]}.{arg[1]}>"
         if name == "Fn::Join":
             separator, parts = arg
-            return separator.join(_flatten(part) for part in parts)
+            return str(separator).join(_flatten(part) for part in parts)
     raise ValueError(f"cannot render {value!r} as a cdk-nag finding")

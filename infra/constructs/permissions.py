@@ -210,7 +210,9 @@ class SupervisorPermissions(Construct):
             evidence,
             [
                 iam.PolicyStatement(
-                    sid="ReadTrainingJobLogs", actions=list(LOG_READ_ACTIONS), resources=[log_group_arn]
+                    sid="ReadTrainingJobLogs",
+                    actions=list(LOG_READ_ACTIONS),
+                    resources=[training_log_group_arn(self, with_wildcard=False), log_group_arn],
                 )
             ],
         )

@@ -261,10 +261,11 @@ class Supervisor:
             entries = [AuditEntry(now, "event", _describe_event(event), _event_detail(event, obs))]
             due = next_due_ms(decision.run, now, self.settings.reconcile_interval_ms)
             if decision.ignored is not None:
-                entries.append(AuditEntry(now, "decision", f"ignored: {decision.ignored}", {}))
-                if decision.actions:
-                    entries.append(AuditEntry(now, "decision", "; ".join(decision.notes), {}))
-                self.store.append_audit(run_id, run.version, entries)
+                if decision.actions or not _routine(event):
+                    entries.append(AuditEntry(now, "decision", f"ignored: {decision.ignored}", {}))
+                    if decision.actions:
+                        entries.append(AuditEntry(now, "decision", "; ".join(decision.notes), {}))
+                    self.store.append_audit(run_id, run.version, entries)
                 if isinstance(event, Tick):
                     self.store.set_due(run, due)
                 return run, decision
@@ -355,6 +356,13 @@ class Supervisor:
 
 
 # --- audit helpers ----------------------------------------------------------------------------
+
+
+def _routine(event: Event) -> bool:
+    """The sweep's own looks (timers, describe): when they change nothing they are not audited,
+    so a months-long run's trail holds what happened, not tens of thousands of 'still fine'."""
+    return isinstance(event, Tick) or (isinstance(event, JobObserved) and event.source == "describe")
+
 
 
 def _describe_event(event: Event) -> str:

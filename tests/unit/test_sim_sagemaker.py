@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from drill.clock import DEFAULT_START, VirtualClock
+from drill.clock import DEFAULT_START, VirtualClock, moto_logs_follow
 from drill.sim_sagemaker import (
     CAPACITY_FAILURE_REASON,
     CAPACITY_STATUS_MESSAGE,
@@ -64,12 +64,10 @@ def s3(aws: None) -> Any:
 
 
 @pytest.fixture
-def logs(aws: None, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch) -> Any:
+def logs(aws: None, clock: VirtualClock) -> Iterator[Any]:
     # moto accepts log events only within 14 days of the wall clock: let it follow the virtual one
-    import moto.logs.models
-
-    monkeypatch.setattr(moto.logs.models, "utcnow", lambda: clock.now().replace(tzinfo=None))
-    return boto3.client("logs", region_name=REGION)
+    with moto_logs_follow(clock):
+        yield boto3.client("logs", region_name=REGION)
 
 
 class Recorder:
@@ -779,6 +777,7 @@ def test_sim_dead_host_zero_on_one_host_only(sim: SimSageMaker) -> None:
         assert min(gpu(sim, "job-a01", host, *window)) > 790
     assert heartbeat(sim, "job-a01", *window) == []
     assert sim.job("job-a01").faults_fired == ["dead_host"]
+    assert sim.fault_log == [(started + 10 * MIN, "job-a01", "dead_host", 2)]
 
 
 def test_sim_stuck_dataloader_low_gpu_no_logs(sim: SimSageMaker) -> None:
@@ -924,6 +923,35 @@ def test_sim_logs_written_to_moto_streams(clock: VirtualClock, s3: Any, logs: An
     assert got[0]["timestamp"] == started
     assert all(e["timestamp"] % (10 * MIN) == 0 for e in got[2:])
     assert sim.log_events_rejected == 0
+
+
+def test_sim_log_flush_interval_buffers_until_an_event_or_flush(
+    clock: VirtualClock, s3: Any, logs: Any
+) -> None:
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs, log_flush_interval_s=3_600)
+    started = training_job(sim, "job-a01", count=1)
+    stream = f"job-a01/algo-1-{sim.job('job-a01').created_ms // 1000}"
+
+    def messages() -> list[str]:
+        return [
+            e["message"] for e in logs.get_log_events(logGroupName=GPU_NS, logStreamName=stream)["events"]
+        ]
+
+    assert messages() == ["Loading model...", "Initializing process group"]  # flushed before the event
+    drain(sim, until_ms=started + 35 * MIN)
+    assert len(messages()) == 2
+    sim.flush_logs()
+    assert len(messages()) == 6
+    assert sim.log_tail("job-a01", 1, 1) == ["step 320 loss " + messages()[-1].split()[-1]]
+
+
+def test_sim_log_events_outside_moto_window_are_counted(clock: VirtualClock, s3: Any) -> None:
+    logs = boto3.client("logs", region_name=REGION)  # moto judges timestamps by the wall clock
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs)
+    with pytest.warns(RuntimeWarning, match="moto_logs_follow"):
+        training_job(sim, "job-a01", count=1)
+    assert sim.log_events_rejected == 2
+    assert sim.log_tail("job-a01", 1, 5) == ["Loading model...", "Initializing process group"]
 
 
 def test_sim_live_jobs_by_run_id(sim: SimSageMaker) -> None:

@@ -4,7 +4,8 @@ Item shapes (the only place they exist; key names come from `sagewarden.keys`):
   run      pk=RUN#<id>  sk=RUN                 data (JSON), version, status, run_id, entity=RUN,
                                                due_shard/due_at while the run is not terminal
   attempt  pk=RUN#<id>  sk=ATTEMPT#<000001>    data (JSON)
-  audit    pk=RUN#<id>  sk=AUDIT#<ms>#<ver>#<i> at_ms, kind, summary, detail (JSON)  append-only
+  audit    pk=AUDIT#<id> sk=AUDIT#<ms>#<ver>#<..> at_ms, kind, summary, detail (JSON)  append-only
+           (its own partition: reading a run never touches its thousands of audit items)
   idempotency pk=IDEMP#<sha256(owner, key)> sk=IDEMP  run_id, body_hash
 Every write is conditional: a run item on its version, attempts/audit on not existing yet
 (attempts are rewritten only under the same transaction as the run's version check).
@@ -15,7 +16,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import itertools
 import json
+import os
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,6 +38,10 @@ AUDIT_PREFIX = "AUDIT#"
 
 def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
+
+
+def audit_pk(run_id: str) -> str:
+    return f"AUDIT#{run_id}"
 
 
 def idempotency_pk(owner: str, key: str) -> str:
@@ -104,6 +111,7 @@ class DynamoDbRunStore:
     def __init__(self, client: Any, table_name: str) -> None:
         self._ddb = client
         self._table = table_name
+        self._seq = itertools.count()
 
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
@@ -236,7 +244,7 @@ class DynamoDbRunStore:
             "TableName": self._table,
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :a)",
             "ExpressionAttributeNames": {"#pk": keys.PK, "#sk": keys.SK},
-            "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}, ":a": {"S": AUDIT_PREFIX}},
+            "ExpressionAttributeValues": {":pk": {"S": audit_pk(run_id)}, ":a": {"S": AUDIT_PREFIX}},
             "Limit": limit,
         }
         if cursor:
@@ -311,11 +319,17 @@ class DynamoDbRunStore:
     ) -> list[dict[str, Any]]:
         puts = []
         for i, e in enumerate(entries):
-            suffix = f"#{zlib.crc32(_dumps([e.summary, e.at_ms, i]).encode()) & 0xFFFF:04x}" if salt else ""
-            sk = f"{AUDIT_PREFIX}{e.at_ms:013d}#{version:06d}#{i:03d}{suffix}"
+            # Entries of a versioned save sort first ("A"); entries appended later under the same
+            # version (ignored events, action results) follow ("B") in per-writer sequence, with
+            # random bytes so writers in different containers never overwrite each other.
+            if salt:
+                tail = f"B{next(self._seq):08d}{os.urandom(3).hex()}#{i:03d}"
+            else:
+                tail = f"A{i:03d}"
+            sk = f"{AUDIT_PREFIX}{e.at_ms:013d}#{version:06d}#{tail}"
             puts.append(
                 {"Put": {"TableName": self._table, "ConditionExpression": "attribute_not_exists(pk)",
-                         "Item": {keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": sk},
+                         "Item": {keys.PK: {"S": audit_pk(run_id)}, keys.SK: {"S": sk},
                                   "at_ms": {"N": str(e.at_ms)}, "kind": {"S": e.kind},
                                   "summary": {"S": e.summary[:2000]}, "detail": {"S": _dumps(dict(e.detail))[:50_000]}}}}
             )

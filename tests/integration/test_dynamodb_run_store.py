@@ -1,0 +1,141 @@
+"""DynamoDbRunStore against moto: conditional writes, indexes, audit pagination, idempotency."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sagewarden import keys
+from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+from sagewarden.domain.events import LaunchAccepted, Submitted
+from sagewarden.domain.models import RunStatus
+from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay
+from tests.builders import ckpt, make_run, step
+
+TABLE = "runs"
+
+
+def _create_table(ddb):
+    attr = lambda n, t="S": {"AttributeName": n, "AttributeType": t}  # noqa: E731
+    key = lambda h, r: [{"AttributeName": h, "KeyType": "HASH"}, {"AttributeName": r, "KeyType": "RANGE"}]  # noqa: E731
+    ddb.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=key(keys.PK, keys.SK),
+        AttributeDefinitions=[attr(keys.PK), attr(keys.SK), attr(keys.GSI_RUNS_PK), attr(keys.GSI_RUNS_SK),
+                              attr(keys.GSI_STATUS_PK), attr(keys.GSI_DUE_PK), attr(keys.GSI_DUE_SK, "N")],
+        GlobalSecondaryIndexes=[
+            {"IndexName": keys.GSI_RUNS, "KeySchema": key(keys.GSI_RUNS_PK, keys.GSI_RUNS_SK), "Projection": {"ProjectionType": "ALL"}},
+            {"IndexName": keys.GSI_STATUS, "KeySchema": key(keys.GSI_STATUS_PK, keys.GSI_STATUS_SK), "Projection": {"ProjectionType": "ALL"}},
+            {"IndexName": keys.GSI_DUE, "KeySchema": key(keys.GSI_DUE_PK, keys.GSI_DUE_SK), "Projection": {"ProjectionType": "ALL"}},
+        ],
+    )
+
+
+@pytest.fixture
+def store():
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        _create_table(ddb)
+        yield DynamoDbRunStore(ddb, TABLE)
+
+
+def _entry(text: str, at: int = 0) -> AuditEntry:
+    return AuditEntry(at, "event", text, {"n": 1})
+
+
+def test_store_round_trips_a_run_with_attempts(store):
+    run = make_run(last_checkpoint=ckpt(5, 1000))
+    store.create(run, [_entry("created")])
+    decided = step(step(run, Submitted(), 0).run, LaunchAccepted(1), 1).run
+    saved = store.save(decided, run, [_entry("launched", 1)], due_ms=500)
+    loaded = store.get(run.run_id, all_attempts=True)
+    assert saved.version == 1 and loaded.version == 1
+    assert loaded == dataclasses.replace(decided, version=1)
+    assert loaded.policy == run.policy and loaded.request == run.request
+
+
+def test_store_save_is_conditional_on_version(store):
+    run = make_run()
+    store.create(run, [])
+    first = step(run, Submitted(), 0).run
+    store.save(first, run, [], due_ms=1)
+    with pytest.raises(ConcurrentUpdate):
+        store.save(first, run, [], due_ms=1)  # based on version 0, which is gone
+
+
+def test_store_get_loads_only_latest_attempt_by_default(store):
+    run = make_run()
+    store.create(run, [])
+    r1 = step(run, Submitted(), 0).run
+    r1s = store.save(r1, run, [], None)
+    assert [a.number for a in store.get(run.run_id).attempts] == [1]
+    assert store.get("NOPE") is None
+    assert r1s.version == 1
+
+
+def test_store_due_index_holds_only_active_runs(store):
+    run = make_run()
+    store.create(run, [])
+    active = step(run, Submitted(), 0).run
+    saved = store.save(active, run, [], due_ms=1_000)
+    assert store.due_run_ids(999, 10) == []
+    assert store.due_run_ids(1_000, 10) == [run.run_id]
+    store.set_due(saved, 5_000)
+    assert store.due_run_ids(1_000, 10) == []
+    done = dataclasses.replace(saved, status=RunStatus.CANCELLED)
+    store.save(done, saved, [], due_ms=None)
+    assert store.due_run_ids(10**13, 10) == []
+
+
+def test_store_lists_runs_by_status_with_pagination(store):
+    ids = []
+    for i in range(5):
+        run = make_run(run_id=f"01JC0FFEE0BADC0DE00000000{i}", status=RunStatus.SUBMITTED if i % 2 else RunStatus.FAILED)
+        store.create(run, [])
+        ids.append(run.run_id)
+    page1 = store.list_runs(None, 2, None)
+    page2 = store.list_runs(None, 2, page1.cursor)
+    page3 = store.list_runs(None, 2, page2.cursor)
+    listed = [r.run_id for p in (page1, page2, page3) for r in p.items]
+    assert listed == sorted(ids, reverse=True)  # newest first
+    failed = store.list_runs("FAILED", 10, None)
+    assert {r.run_id for r in failed.items} == {ids[0], ids[2], ids[4]}
+    with pytest.raises(ValueError):
+        store.list_runs(None, 2, "not-a-cursor!")
+
+
+def test_store_audit_is_append_only_and_paginated(store):
+    run = make_run()
+    store.create(run, [_entry("a", 1)])
+    store.append_audit(run.run_id, 0, [_entry("b", 2), _entry("c", 3)])
+    store.append_audit(run.run_id, 0, [_entry("b", 2)])  # same text and time again: a second record
+    p1 = store.list_audit(run.run_id, 2, None)
+    p2 = store.list_audit(run.run_id, 10, p1.cursor)
+    summaries = [e.summary for e in [*p1.items, *p2.items]]
+    assert summaries == ["a", "b", "b", "c"]
+
+
+def test_store_idempotency_key_returns_the_first_run(store):
+    run = make_run(idempotency_key="k-1")
+    store.create(run, [], body_hash="h1")
+    again = make_run(run_id="01JC0FFEE0BADC0DE000000009", idempotency_key="k-1")
+    with pytest.raises(IdempotentReplay) as same:
+        store.create(again, [], body_hash="h1")
+    assert same.value.run_id == run.run_id and same.value.same_body
+    with pytest.raises(IdempotentReplay) as different:
+        store.create(again, [], body_hash="h2")
+    assert not different.value.same_body
+    assert store.get(again.run_id) is None  # nothing stored for the replay
+
+
+def test_store_finds_runs_waiting_for_quota_on_an_instance_type(store):
+    run = make_run()
+    store.create(run, [])
+    waiting = dataclasses.replace(run, status=RunStatus.RETRY_WAIT, wait_reason="quota", wait_instance_type="ml.p5.48xlarge", wake_at_ms=5)
+    store.save(waiting, run, [], due_ms=5)
+    assert store.runs_waiting_for("quota", "ml.p5.48xlarge") == [run.run_id]
+    assert store.runs_waiting_for("quota", "ml.p4d.24xlarge") == []
