@@ -20,7 +20,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from drill.clock import VirtualClock
+from drill.clock import VirtualClock, moto_logs_follow
+from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
@@ -106,7 +107,11 @@ class LocalAccount:
         timestamp_form: str = "millis",
         policy_defaults: Mapping[str, Any] | None = None,
         reconcile_interval_min: float = 10.0,
+        store: str = "dynamodb",
     ) -> None:
+        if store not in ("dynamodb", "memory"):
+            raise ValueError("store must be 'dynamodb' (moto) or 'memory'")
+        self._store_kind = store
         self.template = template
         self.router = TemplateRouter(template)
         self.clock = VirtualClock(start_ms) if start_ms is not None else VirtualClock()
@@ -137,6 +142,7 @@ class LocalAccount:
             "POWERTOOLS_METRICS_NAMESPACE": "Sagewarden",
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
             "POWERTOOLS_DEV": "0",
+            "POWERTOOLS_METRICS_DISABLED": "true",
             keys.ENV_TABLE_NAME: TABLE,
             keys.ENV_JOB_PREFIX: keys.DEFAULT_JOB_PREFIX,
             keys.ENV_ALARM_PREFIX: ALARM_PREFIX,
@@ -147,6 +153,8 @@ class LocalAccount:
             self._env_backup[k] = os.environ.get(k)
             os.environ[k] = v
         self._mock.start()
+        self._logs_clock = moto_logs_follow(self.clock)
+        self._logs_clock.__enter__()
         self.ddb = boto3.client("dynamodb", region_name=REGION)
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)
@@ -179,7 +187,7 @@ class LocalAccount:
         self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
         self.supervisor = Supervisor(
-            store=DynamoDbRunStore(self.ddb, TABLE),
+            store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
             launcher=SageMakerLauncher(self.sagemaker),
             checkpoints=S3CheckpointFinder(self.s3),
             notifier=self.notifier,
@@ -198,6 +206,7 @@ class LocalAccount:
 
     def __exit__(self, *exc: object) -> None:
         composition.use(None)
+        self._logs_clock.__exit__(None, None, None)
         self._mock.stop()
         for k, v in self._env_backup.items():
             if v is None:
@@ -257,6 +266,9 @@ class LocalAccount:
         return max(self.clock.now_ms, -(-earliest // minute) * minute)
 
     def _earliest_due(self) -> int | None:
+        store = self.supervisor.store
+        if isinstance(store, InMemoryRunStore):
+            return store.earliest_due()
         earliest = None
         for shard in range(keys.DUE_SHARDS):
             resp = self.ddb.query(

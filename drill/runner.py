@@ -87,6 +87,7 @@ class DrillRunner:
             timestamp_form=sc.timestamp_form,
             policy_defaults=sc.policy_defaults,
             reconcile_interval_min=sc.reconcile_interval_min,
+            store=sc.store,
         ) as acct:
             self.acct = acct
             start = acct.clock.now_ms
@@ -252,7 +253,7 @@ class DrillRunner:
         """Per fault: when it happened, when the supervisor acted, when a replacement trained."""
         out = []
         jobs = {j.name: j for j in self.acct.sagemaker.jobs()}
-        for at_ms, job_name, kind, host in getattr(self.acct.sagemaker, "fault_log", []):
+        for at_ms, job_name, kind, host in self.acct.sagemaker.fault_log:
             job = jobs.get(job_name)
             run = job.run_name if job else None
             action_ms = next(

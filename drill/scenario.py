@@ -8,7 +8,8 @@ Format (all times are virtual minutes from the scenario start unless named other
               "total_instance_quota": null,
               "startup": {"provision_s": 360, "download_s": 120, ...},   # StartupTimes fields
               "timestamp_form": "millis" | "string",                   # event detail timestamps
-              "reconcile_interval_min": 10},
+              "reconcile_interval_min": 10,
+              "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
   "runs": [{"name": "llama-8b", "submit_at_min": 0,
@@ -90,6 +91,7 @@ class Scenario:
     startup: StartupTimes
     timestamp_form: str
     reconcile_interval_min: float
+    store: str
     delivery: dict[str, Any]
     policy_defaults: dict[str, Any]
     runs: list[RunSpec]
@@ -146,6 +148,7 @@ def parse(data: dict[str, Any], *, bucket: str, role_arn: str, source: str = "<i
         startup=_dataclass_from(StartupTimes, account.get("startup", {}), "account.startup"),
         timestamp_form=account.get("timestamp_form", "millis"),
         reconcile_interval_min=float(account.get("reconcile_interval_min", 10)),
+        store=str(account.get("store", "dynamodb")),
         delivery=dict(data.get("delivery", {})),
         policy_defaults=dict(data.get("policy_defaults", {})),
         runs=runs,

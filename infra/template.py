@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from infra import REPO_ROOT, constants
 CACHE_DIR = REPO_ROOT / ".cache" / "synth"
 TEMPLATE_FILE = f"{constants.STACK_ID}.template.json"
 SYNTH_TIMEOUT_SECONDS = 300
+STALE_AFTER_SECONDS = 7 * 24 * 3600  # cached assemblies of older source states are pruned
 
 # Environment variables the synth subprocess may see. Everything else (AWS credentials,
 # profiles, CDK_DEFAULT_ACCOUNT/REGION, proxies) stays out, so the result cannot depend on them.
@@ -91,6 +93,7 @@ def synthesized_template(
     with _lock(CACHE_DIR / f"{outdir.name}.lock"):
         if refresh or not template_path.exists():  # another process may have finished meanwhile
             _synthesize_into(outdir, context)
+            _prune_stale(keep=outdir)
     return _load(template_path)
 
 
@@ -107,6 +110,20 @@ def _lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _prune_stale(keep: Path) -> None:
+    """Remove assemblies of source states nobody has synthesized for a week."""
+    cutoff = time.time() - STALE_AFTER_SECONDS
+    for entry in CACHE_DIR.iterdir():
+        if (
+            entry != keep
+            and entry.is_dir()
+            and not entry.name.startswith(".")
+            and entry.stat().st_mtime < cutoff
+        ):
+            shutil.rmtree(entry, ignore_errors=True)
+            entry.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def _synthesize_into(outdir: Path, context: Mapping[str, Any] | None) -> None:

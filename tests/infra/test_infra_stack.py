@@ -383,7 +383,7 @@ def test_training_log_reads_are_scoped_to_the_training_log_group(synth_any: Synt
         "logs:GetLogEvents",
         "logs:DescribeLogStreams",
     }
-    group = f"arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:{keys.TRAINING_LOG_GROUP}"
+    group = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:" + keys.TRAINING_LOG_GROUP
     assert [_joined(r) for r in as_list(statement["Resource"])] == [group, f"{group}:*"]
 
 

@@ -1,4 +1,7 @@
-"""DynamoDbRunStore against moto: conditional writes, indexes, audit pagination, idempotency."""
+"""RunStore contract: DynamoDbRunStore (on moto) and the drill's InMemoryRunStore must behave alike.
+
+Conditional writes, indexes, audit pagination, idempotency.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from drill.memory_store import InMemoryRunStore
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.events import LaunchAccepted, Submitted
@@ -35,8 +39,11 @@ def _create_table(ddb):
     )
 
 
-@pytest.fixture
-def store():
+@pytest.fixture(params=["dynamodb", "memory"])
+def store(request):
+    if request.param == "memory":
+        yield InMemoryRunStore()
+        return
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         _create_table(ddb)
