@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from drill.clock import VirtualClock, moto_logs_follow
+from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
@@ -153,8 +153,9 @@ class LocalAccount:
             self._env_backup[k] = os.environ.get(k)
             os.environ[k] = v
         self._mock.start()
-        self._logs_clock = moto_logs_follow(self.clock)
-        self._logs_clock.__enter__()
+        self._clock_patches = contextlib.ExitStack()
+        self._clock_patches.enter_context(moto_logs_follow(self.clock))
+        self._clock_patches.enter_context(moto_s3_follow(self.clock))
         self.ddb = boto3.client("dynamodb", region_name=REGION)
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)
@@ -206,7 +207,7 @@ class LocalAccount:
 
     def __exit__(self, *exc: object) -> None:
         composition.use(None)
-        self._logs_clock.__exit__(None, None, None)
+        self._clock_patches.close()
         self._mock.stop()
         for k, v in self._env_backup.items():
             if v is None:

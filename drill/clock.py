@@ -62,3 +62,16 @@ def moto_logs_follow(clock: VirtualClock) -> Iterator[None]:
         yield
     finally:
         setattr(logs_models, "utcnow", saved)  # noqa: B010
+
+
+@contextmanager
+def moto_s3_follow(clock: VirtualClock) -> Iterator[None]:
+    """Let moto's S3 stamp LastModified with virtual time (checkpoint age is a health signal)."""
+    import moto.s3.models as s3_models  # local: the clock itself must not need moto
+
+    saved = getattr(s3_models, "utcnow")  # noqa: B009 - moto does not export it
+    setattr(s3_models, "utcnow", lambda: clock.now().replace(tzinfo=None))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(s3_models, "utcnow", saved)  # noqa: B010

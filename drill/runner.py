@@ -258,7 +258,7 @@ class DrillRunner:
             run = job.run_name if job else None
             action_ms = next(
                 (r.at_ms for r in timeline
-                 if r.run == run and r.kind == "action" and r.at_ms >= at_ms
+                 if r.run == run and r.kind == "action" and r.at_ms > at_ms
                  and (r.text.startswith("LaunchAttempt") or r.text.startswith("StopJob"))),
                 None,
             )
