@@ -37,7 +37,8 @@ test-fast: setup ## unit tests only
 lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy lambdas/sagewarden
+	$(PY) -m mypy --strict lambdas/sagewarden/domain
+	$(PY) -m mypy lambdas/sagewarden drill infra app.py
 
 format: setup
 	$(PY) -m ruff format .

@@ -54,8 +54,11 @@ def render(result: DrillResult, *, verbose: bool = False) -> str:
                 f"replacement training {_secs(f['to_healthy_replacement_s'])}"
             )
     virtual_h = (result.end_ms - result.start_ms) / 3_600_000
-    lines += ["", f"{virtual_h:,.1f} virtual hours in {result.wall_seconds:.1f} s; {result.events_delivered} events "
-                  f"delivered; {result.alerts} alerts published"]
+    lines += [
+        "",
+        f"{virtual_h:,.1f} virtual hours in {result.wall_seconds:.1f} s; {result.events_delivered} events "
+        f"delivered; {result.alerts} alerts published",
+    ]
     if result.invariant_violations:
         lines += ["", "VIOLATIONS:", *[f"    {v}" for v in result.invariant_violations]]
     else:

@@ -311,7 +311,7 @@ class LocalAccount:
 
     def alerts_received(self) -> list[dict[str, Any]]:
         """Messages that reached the SNS topic's SQS subscriber (what e-mail subscribers get)."""
-        out = []
+        out: list[dict[str, Any]] = []
         while True:
             resp = self.sqs.receive_message(QueueUrl=self.alert_queue_url, MaxNumberOfMessages=10)
             msgs = resp.get("Messages", [])

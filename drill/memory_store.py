@@ -120,7 +120,9 @@ class InMemoryRunStore:
 
     def due_run_ids(self, now_ms: int, limit: int) -> list[str]:
         by_shard = sorted(
-            (str(zlib.crc32(r.encode()) % keys.DUE_SHARDS), due, r) for r, due in self._due.items() if due <= now_ms
+            (str(zlib.crc32(r.encode()) % keys.DUE_SHARDS), due, r)
+            for r, due in self._due.items()
+            if due <= now_ms
         )
         return [r for _, _, r in by_shard][:limit]
 

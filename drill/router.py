@@ -111,8 +111,14 @@ class TemplateRouter:
                 if handler is None:
                     continue
                 resource_id = props.get("ResourceId")
-                path = "/" if isinstance(resource_id, Mapping) and "Fn::GetAtt" in resource_id else _resource_path(resources, resource_id)
-                self.api_routes.append(ApiRoute(props["HttpMethod"], path, props.get("AuthorizationType", "NONE"), handler))
+                path = (
+                    "/"
+                    if isinstance(resource_id, Mapping) and "Fn::GetAtt" in resource_id
+                    else _resource_path(resources, resource_id)
+                )
+                self.api_routes.append(
+                    ApiRoute(props["HttpMethod"], path, props.get("AuthorizationType", "NONE"), handler)
+                )
         self._handlers: dict[str, Handler] = {}
 
     # ------------------------------------------------------------------------------------------
@@ -123,7 +129,11 @@ class TemplateRouter:
         return self._handlers[dotted]
 
     def handlers_for_event(self, event: Mapping[str, Any]) -> list[str]:
-        return [r.handler for r in self.event_routes if r.pattern is not None and r.pattern.matches_event(dict(event))]
+        return [
+            r.handler
+            for r in self.event_routes
+            if r.pattern is not None and r.pattern.matches_event(dict(event))  # type: ignore[arg-type]
+        ]
 
     def scheduled_handlers(self) -> list[tuple[str, str]]:
         return [(r.schedule, r.handler) for r in self.event_routes if r.schedule]
@@ -152,7 +162,9 @@ class TemplateRouter:
                 continue
             if route.authorization != "AWS_IAM":
                 raise AssertionError(f"route {method} {route.path} is not IAM-authorised in the template")
-            event = _proxy_event(method, route.path, path, params, body, raw_body, headers or {}, query, caller_arn)
+            event = _proxy_event(
+                method, route.path, path, params, body, raw_body, headers or {}, query, caller_arn
+            )
             resp = self.handler(route.handler)(event, LambdaContext(route.handler))
             payload = json.loads(resp["body"]) if resp.get("body") else None
             return int(resp["statusCode"]), payload

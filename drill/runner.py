@@ -65,7 +65,9 @@ class DrillResult:
 
 
 class DrillRunner:
-    def __init__(self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None) -> None:
+    def __init__(
+        self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None
+    ) -> None:
         self.scenario = scenario
         self.template = template
         self.evaluator_factory = evaluator_factory
@@ -138,15 +140,22 @@ class DrillRunner:
         if what == "submit":
             headers = {"Idempotency-Key": payload.idempotency_key} if payload.idempotency_key else {}
             status, body = acct.api("POST", "/runs", body=payload.body, headers=headers)
-            self.api_calls.append({"at_ms": acct.clock.now_ms, "call": f"POST /runs {payload.name}", "status": status})
+            self.api_calls.append(
+                {"at_ms": acct.clock.now_ms, "call": f"POST /runs {payload.name}", "status": status}
+            )
             if status not in (200, 201):
                 raise RuntimeError(f"submitting {payload.name} failed: {status} {body}")
             self.run_ids[payload.name] = body["run_id"]
         elif "cancel" in payload:
             run_id = self.run_ids[payload["cancel"]]
             status, _ = acct.api("POST", f"/runs/{run_id}/cancel")
-            self.api_calls.append({"at_ms": acct.clock.now_ms, "call": f"POST /runs/{{id}}/cancel {payload['cancel']}",
-                                   "status": status})
+            self.api_calls.append(
+                {
+                    "at_ms": acct.clock.now_ms,
+                    "call": f"POST /runs/{{id}}/cancel {payload['cancel']}",
+                    "status": status,
+                }
+            )
         else:
             raise ValueError(f"unknown scenario action {payload}")
 
@@ -187,12 +196,14 @@ class DrillRunner:
         timeline: list[TimelineRow] = []
         runs: dict[str, dict[str, Any]] = {}
         for name, run_id in self.run_ids.items():
-            status, run = acct.api("GET", f"/runs/{run_id}")
+            _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
             for i, e in enumerate(audit):
                 nxt = audit[i + 1] if i + 1 < len(audit) else None
                 prev = audit[i - 1] if i else None
-                noise = _is_noise(e, nxt) or (prev is not None and e["summary"].startswith("ignored") and _is_noise(prev, e))
+                noise = _is_noise(e, nxt) or (
+                    prev is not None and e["summary"].startswith("ignored") and _is_noise(prev, e)
+                )
                 timeline.append(TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise))
             runs[name] = {
                 "run_id": run_id,
@@ -217,12 +228,20 @@ class DrillRunner:
                 "segments": run["segments"],
                 "last_checkpoint_step": run["last_checkpoint"]["step"] if run["last_checkpoint"] else None,
                 "estimated_cost_usd": run["estimated_cost_usd"],
-                "decisions": [e["summary"] for e in audit if e["kind"] == "decision" and not e["summary"].startswith("ignored")],
+                "decisions": [
+                    e["summary"]
+                    for e in audit
+                    if e["kind"] == "decision" and not e["summary"].startswith("ignored")
+                ],
                 "ignored_events": sum(1 for e in audit if e["summary"].startswith("ignored")),
             }
         faults = self._fault_report(timeline)
         for f in faults:
-            timeline.append(TimelineRow(f["at_ms"], f["run"] or "-", "FAULT", f"{f['kind']} on {f['job']} (host algo-{f['host']})"))
+            timeline.append(
+                TimelineRow(
+                    f["at_ms"], f["run"] or "-", "FAULT", f"{f['kind']} on {f['job']} (host algo-{f['host']})"
+                )
+            )
         timeline.sort(key=lambda r: (r.at_ms, 0 if r.kind == "FAULT" else 1))
         expected = self.scenario.expect
         for name, exp in expected.items():
@@ -257,26 +276,40 @@ class DrillRunner:
             job = jobs.get(job_name)
             run = job.run_name if job else None
             action_ms = next(
-                (r.at_ms for r in timeline
-                 if r.run == run and r.kind == "action" and r.at_ms > at_ms
-                 and (r.text.startswith("LaunchAttempt") or r.text.startswith("StopJob"))),
+                (
+                    r.at_ms
+                    for r in timeline
+                    if r.run == run
+                    and r.kind == "action"
+                    and r.at_ms > at_ms
+                    and (r.text.startswith("LaunchAttempt") or r.text.startswith("StopJob"))
+                ),
                 None,
             )
             replacement = [
-                j for j in jobs.values()
-                if j.run_name == run and j.training_started_ms is not None and j.training_started_ms > at_ms
+                j
+                for j in jobs.values()
+                if j.run_name == run
+                and j.training_started_ms is not None
+                and j.training_started_ms > at_ms
                 and j.name != job_name
             ]
-            healthy_ms = min((j.training_started_ms for j in replacement), default=None)
-            out.append({
-                "at_ms": at_ms,
-                "run": run,
-                "job": job_name,
-                "kind": kind,
-                "host": host,
-                "to_action_s": None if action_ms is None else round((action_ms - at_ms) / 1000, 1),
-                "to_healthy_replacement_s": None if healthy_ms is None else round((healthy_ms - at_ms) / 1000, 1),
-            })
+            healthy_ms = min(
+                (j.training_started_ms for j in replacement if j.training_started_ms), default=None
+            )
+            out.append(
+                {
+                    "at_ms": at_ms,
+                    "run": run,
+                    "job": job_name,
+                    "kind": kind,
+                    "host": host,
+                    "to_action_s": None if action_ms is None else round((action_ms - at_ms) / 1000, 1),
+                    "to_healthy_replacement_s": None
+                    if healthy_ms is None
+                    else round((healthy_ms - at_ms) / 1000, 1),
+                }
+            )
         return out
 
 

@@ -49,7 +49,10 @@ def default_training_job(run_name: str, bucket: str, role_arn: str) -> dict[str,
         "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/{run_name}/output/"},
         "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500},
         "StoppingCondition": {"MaxRuntimeInSeconds": 5 * 24 * 3600},
-        "CheckpointConfig": {"S3Uri": f"s3://{bucket}/{run_name}/checkpoints/", "LocalPath": "/opt/ml/checkpoints"},
+        "CheckpointConfig": {
+            "S3Uri": f"s3://{bucket}/{run_name}/checkpoints/",
+            "LocalPath": "/opt/ml/checkpoints",
+        },
         "HyperParameters": {"epochs": "1"},
         "Environment": {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
     }
@@ -58,7 +61,9 @@ def default_training_job(run_name: str, bucket: str, role_arn: str) -> dict[str,
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        out[k] = (
+            _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        )
     return out
 
 
@@ -110,8 +115,19 @@ def load(path_or_name: str | Path, *, bucket: str, role_arn: str) -> Scenario:
 
 
 def parse(data: dict[str, Any], *, bucket: str, role_arn: str, source: str = "<inline>") -> Scenario:
-    allowed = {"name", "description", "seed", "max_days", "account", "delivery", "policy_defaults", "runs",
-               "faults", "actions", "expect"}
+    allowed = {
+        "name",
+        "description",
+        "seed",
+        "max_days",
+        "account",
+        "delivery",
+        "policy_defaults",
+        "runs",
+        "faults",
+        "actions",
+        "expect",
+    }
     unknown = set(data) - allowed
     if unknown:
         raise ValueError(f"scenario: unknown field(s) {sorted(unknown)}")
@@ -129,13 +145,27 @@ def parse(data: dict[str, Any], *, bucket: str, role_arn: str, source: str = "<i
             job["StoppingCondition"]["MaxRuntimeInSeconds"] = int(r["max_runtime_hours"] * 3600)
         job = _merge(job, r.get("training_job", {}))
         body = {"name": name, "training_job": job, "policy": r.get("policy", {})}
-        extra = set(r) - {"name", "submit_at_min", "instance_type", "instance_count", "max_runtime_hours",
-                          "training_job", "policy", "profile", "idempotency_key"}
+        extra = set(r) - {
+            "name",
+            "submit_at_min",
+            "instance_type",
+            "instance_count",
+            "max_runtime_hours",
+            "training_job",
+            "policy",
+            "profile",
+            "idempotency_key",
+        }
         if extra:
             raise ValueError(f"{where}: unknown field(s) {sorted(extra)}")
         runs.append(
-            RunSpec(name, float(r.get("submit_at_min", 0)), body,
-                    _dataclass_from(JobProfile, r.get("profile", {}), f"{where}.profile"), r.get("idempotency_key"))
+            RunSpec(
+                name,
+                float(r.get("submit_at_min", 0)),
+                body,
+                _dataclass_from(JobProfile, r.get("profile", {}), f"{where}.profile"),
+                r.get("idempotency_key"),
+            )
         )
     faults = [_dataclass_from(Fault, f, f"faults[{i}]") for i, f in enumerate(data.get("faults", []))]
     return Scenario(

@@ -56,7 +56,9 @@ def observed(run: Run, status: str, secondary: str, at: int, reason: str | None 
     return JobObserved(cur.job_name, cur.number, status, secondary, at, failure_reason=reason)
 
 
-def training_run(policy: RunPolicy | None = None, resume: Checkpoint | None = None, at: int = 10 * MIN) -> Run:
+def training_run(
+    policy: RunPolicy | None = None, resume: Checkpoint | None = None, at: int = 10 * MIN
+) -> Run:
     """A run whose first attempt is launched, accepted and in Training since `at`."""
     run = step(make_run(policy), Submitted(), 0, Observations(checkpoint=resume)).run
     run = step(run, LaunchAccepted(1), 1).run

@@ -69,7 +69,8 @@ def _build() -> Supervisor:
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),
         alarms=CloudWatchHangAlarms(
-            boto3.client("cloudwatch", config=cfg), os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX)
+            boto3.client("cloudwatch", config=cfg),
+            os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX),
         ),
         logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
         clock=now_ms,

@@ -26,7 +26,7 @@ from sagewarden.domain.actions import (
     Notify,
     StopJob,
 )
-from sagewarden.domain.checkpoints import CheckpointLayout
+from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import Decision, decide, next_due_ms, wants_checkpoint, wants_log_tail
 from sagewarden.domain.events import (
     CancelRequested,
@@ -116,7 +116,9 @@ class Supervisor:
         """Store a new run and launch its first attempt. Returns (run, created)."""
         now = self.clock()
         body_hash = hashlib.sha256(
-            json.dumps({"name": name, "training_job": training_job, "policy": policy.to_dict()}, sort_keys=True).encode()
+            json.dumps(
+                {"name": name, "training_job": training_job, "policy": policy.to_dict()}, sort_keys=True
+            ).encode()
         ).hexdigest()
         run = Run(
             run_id=self.new_id(),
@@ -131,7 +133,9 @@ class Supervisor:
             idempotency_key=idempotency_key,
         )
         try:
-            self.store.create(run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash)
+            self.store.create(
+                run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash
+            )
         except IdempotentReplay as replay:
             if not replay.same_body:
                 raise
@@ -274,8 +278,11 @@ class Supervisor:
                     now,
                     "decision",
                     "; ".join(decision.notes) or f"{run.status.value} -> {decision.run.status.value}",
-                    {"from": run.status.value, "to": decision.run.status.value,
-                     "actions": [type(a).__name__ for a in decision.actions]},
+                    {
+                        "from": run.status.value,
+                        "to": decision.run.status.value,
+                        "actions": [type(a).__name__ for a in decision.actions],
+                    },
                 )
             )
             try:
@@ -291,7 +298,9 @@ class Supervisor:
         if wants_checkpoint(run, event) and run.checkpoint_uri:
             pol = run.policy
             try:
-                layout = CheckpointLayout(pol.checkpoint_layout, pol.checkpoint_dir_regex, pol.checkpoint_marker)
+                layout = CheckpointLayout(
+                    LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
+                )
                 checkpoint = self.checkpoints.latest(run.checkpoint_uri, layout)
             except Exception as exc:  # S3 access problems must not stop a resume
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
@@ -314,10 +323,14 @@ class Supervisor:
             now = self.clock()
             try:
                 result = self._do(run, action, follow_ups, released)
-                entries.append(AuditEntry(now, "action", f"{type(action).__name__}: {result}", _action_detail(action)))
+                entries.append(
+                    AuditEntry(now, "action", f"{type(action).__name__}: {result}", _action_detail(action))
+                )
             except Exception as exc:
                 log.exception("action %s failed", type(action).__name__)
-                entries.append(AuditEntry(now, "error", f"{type(action).__name__} failed: {exc}", _action_detail(action)))
+                entries.append(
+                    AuditEntry(now, "error", f"{type(action).__name__} failed: {exc}", _action_detail(action))
+                )
         if entries:
             self.store.append_audit(run.run_id, run.version, entries)
         for rel in released:
@@ -364,7 +377,6 @@ def _routine(event: Event) -> bool:
     return isinstance(event, Tick) or (isinstance(event, JobObserved) and event.source == "describe")
 
 
-
 def _describe_event(event: Event) -> str:
     if isinstance(event, JobObserved):
         text = f"{event.job_name}: {event.status}/{event.secondary} ({event.source})"
@@ -375,12 +387,12 @@ def _describe_event(event: Event) -> str:
         return f"capacity released: {event.count} x {event.instance_type}"
     if isinstance(event, CancelRequested):
         return f"cancel requested by {event.by}"
-    fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())  # type: ignore[call-overload]
+    fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())
     return f"{event_name(event)}({fields})"
 
 
 def _event_detail(event: Event, obs: Observations) -> dict[str, Any]:
-    detail: dict[str, Any] = {"type": event_name(event), **dataclasses.asdict(event)}  # type: ignore[call-overload]
+    detail: dict[str, Any] = {"type": event_name(event), **dataclasses.asdict(event)}
     if obs.checkpoint is not None:
         detail["checkpoint"] = {"uri": obs.checkpoint.uri, "step": obs.checkpoint.step}
     if obs.checkpoint_error:
@@ -396,7 +408,12 @@ def _action_detail(action: Action) -> dict[str, Any]:
     data = dataclasses.asdict(action)
     if isinstance(action, LaunchAttempt):
         req = dict(action.request)
-        data = {"attempt": action.attempt, "job_name": action.job_name,
-                "environment": {k: v for k, v in req.get("Environment", {}).items() if k.startswith("SAGEWARDEN_")},
-                "resource_config": req.get("ResourceConfig", {})}
+        data = {
+            "attempt": action.attempt,
+            "job_name": action.job_name,
+            "environment": {
+                k: v for k, v in req.get("Environment", {}).items() if k.startswith("SAGEWARDEN_")
+            },
+            "resource_config": req.get("ResourceConfig", {}),
+        }
     return data

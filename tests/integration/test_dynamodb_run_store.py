@@ -29,12 +29,31 @@ def _create_table(ddb):
         TableName=TABLE,
         BillingMode="PAY_PER_REQUEST",
         KeySchema=key(keys.PK, keys.SK),
-        AttributeDefinitions=[attr(keys.PK), attr(keys.SK), attr(keys.GSI_RUNS_PK), attr(keys.GSI_RUNS_SK),
-                              attr(keys.GSI_STATUS_PK), attr(keys.GSI_DUE_PK), attr(keys.GSI_DUE_SK, "N")],
+        AttributeDefinitions=[
+            attr(keys.PK),
+            attr(keys.SK),
+            attr(keys.GSI_RUNS_PK),
+            attr(keys.GSI_RUNS_SK),
+            attr(keys.GSI_STATUS_PK),
+            attr(keys.GSI_DUE_PK),
+            attr(keys.GSI_DUE_SK, "N"),
+        ],
         GlobalSecondaryIndexes=[
-            {"IndexName": keys.GSI_RUNS, "KeySchema": key(keys.GSI_RUNS_PK, keys.GSI_RUNS_SK), "Projection": {"ProjectionType": "ALL"}},
-            {"IndexName": keys.GSI_STATUS, "KeySchema": key(keys.GSI_STATUS_PK, keys.GSI_STATUS_SK), "Projection": {"ProjectionType": "ALL"}},
-            {"IndexName": keys.GSI_DUE, "KeySchema": key(keys.GSI_DUE_PK, keys.GSI_DUE_SK), "Projection": {"ProjectionType": "ALL"}},
+            {
+                "IndexName": keys.GSI_RUNS,
+                "KeySchema": key(keys.GSI_RUNS_PK, keys.GSI_RUNS_SK),
+                "Projection": {"ProjectionType": "ALL"},
+            },
+            {
+                "IndexName": keys.GSI_STATUS,
+                "KeySchema": key(keys.GSI_STATUS_PK, keys.GSI_STATUS_SK),
+                "Projection": {"ProjectionType": "ALL"},
+            },
+            {
+                "IndexName": keys.GSI_DUE,
+                "KeySchema": key(keys.GSI_DUE_PK, keys.GSI_DUE_SK),
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
     )
 
@@ -101,7 +120,9 @@ def test_store_due_index_holds_only_active_runs(store):
 def test_store_lists_runs_by_status_with_pagination(store):
     ids = []
     for i in range(5):
-        run = make_run(run_id=f"01JC0FFEE0BADC0DE00000000{i}", status=RunStatus.SUBMITTED if i % 2 else RunStatus.FAILED)
+        run = make_run(
+            run_id=f"01JC0FFEE0BADC0DE00000000{i}", status=RunStatus.SUBMITTED if i % 2 else RunStatus.FAILED
+        )
         store.create(run, [])
         ids.append(run.run_id)
     page1 = store.list_runs(None, 2, None)
@@ -142,7 +163,13 @@ def test_store_idempotency_key_returns_the_first_run(store):
 def test_store_finds_runs_waiting_for_quota_on_an_instance_type(store):
     run = make_run()
     store.create(run, [])
-    waiting = dataclasses.replace(run, status=RunStatus.RETRY_WAIT, wait_reason="quota", wait_instance_type="ml.p5.48xlarge", wake_at_ms=5)
+    waiting = dataclasses.replace(
+        run,
+        status=RunStatus.RETRY_WAIT,
+        wait_reason="quota",
+        wait_instance_type="ml.p5.48xlarge",
+        wake_at_ms=5,
+    )
     store.save(waiting, run, [], due_ms=5)
     assert store.runs_waiting_for("quota", "ml.p5.48xlarge") == [run.run_id]
     assert store.runs_waiting_for("quota", "ml.p4d.24xlarge") == []

@@ -30,7 +30,11 @@ def acct(template):
 
 @pytest.fixture
 def submitted(acct):
-    status, run = acct.api("POST", "/runs", body={"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)})
+    status, run = acct.api(
+        "POST",
+        "/runs",
+        body={"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)},
+    )
     assert status == 201
     return run
 
@@ -38,7 +42,9 @@ def submitted(acct):
 def test_handler_state_change_with_millisecond_timestamps_and_tag_map(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     event = load_event("sagemaker_training_state_change_millis.json", job, submitted["run_id"])
-    assert acct.router.handlers_for_event(event) == ["sagewarden.handlers.on_training_job_state_change.handler"]
+    assert acct.router.handlers_for_event(event) == [
+        "sagewarden.handlers.on_training_job_state_change.handler"
+    ]
     acct.router.deliver(event)
     _, run = acct.api("GET", f"/runs/{submitted['run_id']}")
     assert run["status"] == "TRAINING"
@@ -66,7 +72,11 @@ def test_handler_foreign_jobs_do_not_match_the_rule(acct):
 def test_handler_tags_identify_the_run_when_the_name_is_not_parseable(acct, submitted):
     from sagewarden import composition
 
-    detail = load_event("sagemaker_training_state_change_millis.json", submitted["attempts"][0]["job_name"], submitted["run_id"])["detail"]
+    detail = load_event(
+        "sagemaker_training_state_change_millis.json",
+        submitted["attempts"][0]["job_name"],
+        submitted["run_id"],
+    )["detail"]
     detail = {**detail, "TrainingJobName": "sw-renamed-job"}
     run = composition.supervisor().on_job_state_change(detail)
     assert run is not None and run.run_id == submitted["run_id"]
@@ -111,7 +121,10 @@ def test_handler_heartbeat_counts_log_events_per_job_minute():
         ],
     }
     records = heartbeat_records(_awslogs(payload), "sw")
-    assert [(r["_aws"]["Timestamp"], r["LogEvents"]) for r in records] == [(1767607260000, 2), (1767607320000, 1)]
+    assert [(r["_aws"]["Timestamp"], r["LogEvents"]) for r in records] == [
+        (1767607260000, 2),
+        (1767607320000, 1),
+    ]
     assert records[0]["TrainingJobName"] == "sw-llama-8b-01KE5Q86000DNQ47GXEV9VZMPH-a001"
     assert records[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Sagewarden/Heartbeat"
     assert heartbeat_records(_awslogs({**payload, "logStream": "other-job/algo-1-1"}), "sw") == []

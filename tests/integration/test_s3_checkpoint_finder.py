@@ -11,6 +11,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 

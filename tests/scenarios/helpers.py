@@ -25,7 +25,12 @@ def classes(result: DrillResult, run: str) -> list[str | None]:
 
 
 def run_spec(name: str, **kw: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": name, "submit_at_min": 0, "instance_type": "ml.p4d.24xlarge", "instance_count": 2,
-                            "profile": {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300}}
+    spec: dict[str, Any] = {
+        "name": name,
+        "submit_at_min": 0,
+        "instance_type": "ml.p4d.24xlarge",
+        "instance_count": 2,
+        "profile": {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300},
+    }
     spec.update(kw)
     return spec

@@ -70,19 +70,37 @@ def test_api_malformed_body_is_400(acct, raw, field):
         (lambda b: b.update(name="x" * 40), "name"),
         (lambda b: b.update(name="-leading"), "name"),
         (lambda b: b.update(colour="blue"), "colour"),
-        (lambda b: b["training_job"].update(RoleArn="arn:aws:iam::123456789012:role/Admin"), "training_job.RoleArn"),
+        (
+            lambda b: b["training_job"].update(RoleArn="arn:aws:iam::123456789012:role/Admin"),
+            "training_job.RoleArn",
+        ),
         (lambda b: b["training_job"].update(TrainingJobName="mine"), "training_job.TrainingJobName"),
         (lambda b: b["training_job"].update(Bogus=1), "training_job.Bogus"),
         (lambda b: b["training_job"].pop("CheckpointConfig"), "training_job.CheckpointConfig.S3Uri"),
-        (lambda b: b["training_job"].update(CheckpointConfig={"S3Uri": "/local/path"}), "training_job.CheckpointConfig.S3Uri"),
+        (
+            lambda b: b["training_job"].update(CheckpointConfig={"S3Uri": "/local/path"}),
+            "training_job.CheckpointConfig.S3Uri",
+        ),
         (lambda b: b["training_job"].pop("ResourceConfig"), "training_job.ResourceConfig"),
-        (lambda b: b["training_job"]["ResourceConfig"].update(InstanceCount=0), "training_job.ResourceConfig.InstanceCount"),
-        (lambda b: b["training_job"]["StoppingCondition"].update(MaxRuntimeInSeconds=30 * 86400), "training_job.StoppingCondition.MaxRuntimeInSeconds"),
-        (lambda b: b["training_job"].update(Environment={"SAGEWARDEN_RESUME_STEP": "5"}), "training_job.Environment"),
+        (
+            lambda b: b["training_job"]["ResourceConfig"].update(InstanceCount=0),
+            "training_job.ResourceConfig.InstanceCount",
+        ),
+        (
+            lambda b: b["training_job"]["StoppingCondition"].update(MaxRuntimeInSeconds=30 * 86400),
+            "training_job.StoppingCondition.MaxRuntimeInSeconds",
+        ),
+        (
+            lambda b: b["training_job"].update(Environment={"SAGEWARDEN_RESUME_STEP": "5"}),
+            "training_job.Environment",
+        ),
         (lambda b: b.update(policy={"max_restarts": -1}), "policy.max_restarts"),
         (lambda b: b.update(policy={"no_such_knob": 1}), "policy.no_such_knob"),
         (lambda b: b.update(policy={"hang_confirmation": "3-of-3"}), "policy.hang_confirmation"),
-        (lambda b: b.update(policy={"instance_fallbacks": [{"instance_type": "p5"}]}), "policy.instance_fallbacks[0]"),
+        (
+            lambda b: b.update(policy={"instance_fallbacks": [{"instance_type": "p5"}]}),
+            "policy.instance_fallbacks[0]",
+        ),
     ],
 )
 def test_api_bad_submission_is_400_with_field_and_nothing_stored(acct, mutate, field):

@@ -8,12 +8,15 @@ INTERNAL = {"kind": "internal_error", "after_training_min": 45}
 
 
 def test_scenario_hardware_fault_resumes_from_same_checkpoint_location(template):
-    result = run_drill(template, {
-        "seed": 1,
-        "account": {"store": "dynamodb"},
-        "runs": [run_spec("llama")],
-        "faults": [{"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 65}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 1,
+            "account": {"store": "dynamodb"},
+            "runs": [run_spec("llama")],
+            "faults": [{"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 65}],
+        },
+    )
     run = result.runs["llama"]
     assert run["status"] == "SUCCEEDED"
     assert classes(result, "llama") == ["INFRASTRUCTURE", "SUCCEEDED"]
@@ -22,13 +25,32 @@ def test_scenario_hardware_fault_resumes_from_same_checkpoint_location(template)
 
 
 def test_scenario_half_written_checkpoint_is_skipped(template):
-    result = run_drill(template, {
-        "seed": 2,
-        "runs": [run_spec("llama", profile={"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300,
-                                            "checkpoint_layout": "dcp"})],
-        "faults": [{"kind": "internal_error", "run": "llama", "attempt": 1, "after_training_min": 70,
-                    "half_written_checkpoint": True}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 2,
+            "runs": [
+                run_spec(
+                    "llama",
+                    profile={
+                        "total_steps": 1200,
+                        "steps_per_minute": 10,
+                        "checkpoint_every_steps": 300,
+                        "checkpoint_layout": "dcp",
+                    },
+                )
+            ],
+            "faults": [
+                {
+                    "kind": "internal_error",
+                    "run": "llama",
+                    "attempt": 1,
+                    "after_training_min": 70,
+                    "half_written_checkpoint": True,
+                }
+            ],
+        },
+    )
     # step 600 completed at ~62 min; the crash at 70 min leaves a newer directory without .metadata
     assert result.runs["llama"]["attempts"][1]["resumed_from_step"] == 600
     assert result.runs["llama"]["status"] == "SUCCEEDED"
@@ -36,53 +58,89 @@ def test_scenario_half_written_checkpoint_is_skipped(template):
 
 def test_scenario_nccl_watchdog_in_log_tail_is_infrastructure(template):
     line = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
-    result = run_drill(template, {
-        "seed": 3,
-        "runs": [run_spec("qwen")],
-        "faults": [{"kind": "algorithm_error", "run": "qwen", "attempt": 1, "after_training_min": 50, "log_lines": [line]}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 3,
+            "runs": [run_spec("qwen")],
+            "faults": [
+                {
+                    "kind": "algorithm_error",
+                    "run": "qwen",
+                    "attempt": 1,
+                    "after_training_min": 50,
+                    "log_lines": [line],
+                }
+            ],
+        },
+    )
     assert classes(result, "qwen") == ["INFRASTRUCTURE", "SUCCEEDED"]
-    assert "Watchdog" in decisions(result, "qwen") or result.runs["qwen"]["attempts"][0]["end_class"] == "INFRASTRUCTURE"
+    assert (
+        "Watchdog" in decisions(result, "qwen")
+        or result.runs["qwen"]["attempts"][0]["end_class"] == "INFRASTRUCTURE"
+    )
 
 
 def test_scenario_code_bug_fails_fast_without_retry(template):
-    result = run_drill(template, {
-        "seed": 4,
-        "runs": [run_spec("bug")],
-        "faults": [{"kind": "algorithm_error", "run": "bug", "attempt": 1, "after_training_min": 0.5,
-                    "log_lines": ["SyntaxError: invalid syntax"]}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 4,
+            "runs": [run_spec("bug")],
+            "faults": [
+                {
+                    "kind": "algorithm_error",
+                    "run": "bug",
+                    "attempt": 1,
+                    "after_training_min": 0.5,
+                    "log_lines": ["SyntaxError: invalid syntax"],
+                }
+            ],
+        },
+    )
     assert result.runs["bug"]["status"] == "FAILED" and classes(result, "bug") == ["USER_ERROR"]
 
 
 def test_scenario_three_no_progress_crashes_stop_the_run(template):
-    result = run_drill(template, {
-        "seed": 5,
-        "policy_defaults": {"max_no_progress_restarts": 3},
-        "runs": [run_spec("loop")],
-        "faults": [{"kind": "internal_error", "run": "loop", "after_training_min": 10, "once": False}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 5,
+            "policy_defaults": {"max_no_progress_restarts": 3},
+            "runs": [run_spec("loop")],
+            "faults": [{"kind": "internal_error", "run": "loop", "after_training_min": 10, "once": False}],
+        },
+    )
     run = result.runs["loop"]
     assert run["status"] == "FAILED" and "crash loop" in run["outcome"]
     assert len(run["attempts"]) == 3
 
 
 def test_scenario_quota_wait_is_woken_by_another_run_finishing(template):
-    result = run_drill(template, {
-        "seed": 6,
-        "account": {"quotas": {"ml.p5.48xlarge": 2}},
-        "policy_defaults": {"backoff_base_seconds": 3600, "backoff_cap_seconds": 7200},
-        "runs": [
-            run_spec("first", instance_type="ml.p5.48xlarge", profile={"total_steps": 600, "steps_per_minute": 10, "checkpoint_every_steps": 300}),
-            run_spec("second", submit_at_min=5, instance_type="ml.p5.48xlarge"),
-        ],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 6,
+            "account": {"quotas": {"ml.p5.48xlarge": 2}},
+            "policy_defaults": {"backoff_base_seconds": 3600, "backoff_cap_seconds": 7200},
+            "runs": [
+                run_spec(
+                    "first",
+                    instance_type="ml.p5.48xlarge",
+                    profile={"total_steps": 600, "steps_per_minute": 10, "checkpoint_every_steps": 300},
+                ),
+                run_spec("second", submit_at_min=5, instance_type="ml.p5.48xlarge"),
+            ],
+        },
+    )
     second = result.runs["second"]
     assert second["status"] == "SUCCEEDED" and len(second["attempts"]) == 1
     text = decisions(result, "second")
     assert "quota" in text and "released by another supervised job" in text
     first_end = result.runs["first"]["attempts"][-1]["ended_at"]
-    assert second["attempts"][0]["training_started_at"] > first_end  # woken at the release, not after the 1 h backoff
+    assert (
+        second["attempts"][0]["training_started_at"] > first_end
+    )  # woken at the release, not after the 1 h backoff
     started_hours_after_first_end = _hours(second["attempts"][0]["training_started_at"]) - _hours(first_end)
     assert started_hours_after_first_end < 0.5
 
@@ -94,23 +152,45 @@ def _hours(iso: str) -> float:
 
 
 def test_scenario_quota_delta_above_limit_fails_fast(template):
-    result = run_drill(template, {
-        "seed": 7,
-        "account": {"quotas": {"ml.p5.48xlarge": 2}},
-        "runs": [run_spec("huge", instance_type="ml.p5.48xlarge", instance_count=4)],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 7,
+            "account": {"quotas": {"ml.p5.48xlarge": 2}},
+            "runs": [run_spec("huge", instance_type="ml.p5.48xlarge", instance_count=4)],
+        },
+    )
     run = result.runs["huge"]
     assert run["status"] == "FAILED"
     assert "raise it to at least 4" in run["outcome"]
 
 
 def test_scenario_capacity_falls_back_to_second_instance_type(template):
-    result = run_drill(template, {
-        "seed": 8,
-        "runs": [run_spec("gemma", instance_type="ml.p4de.24xlarge", instance_count=1,
-                          policy={"instance_fallbacks": [{"instance_type": "ml.p4d.24xlarge", "instance_count": 1}]})],
-        "faults": [{"kind": "capacity", "run": "gemma", "instance_type": "ml.p4de.24xlarge", "duration_min": 20, "once": False}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 8,
+            "runs": [
+                run_spec(
+                    "gemma",
+                    instance_type="ml.p4de.24xlarge",
+                    instance_count=1,
+                    policy={
+                        "instance_fallbacks": [{"instance_type": "ml.p4d.24xlarge", "instance_count": 1}]
+                    },
+                )
+            ],
+            "faults": [
+                {
+                    "kind": "capacity",
+                    "run": "gemma",
+                    "instance_type": "ml.p4de.24xlarge",
+                    "duration_min": 20,
+                    "once": False,
+                }
+            ],
+        },
+    )
     run = result.runs["gemma"]
     assert run["status"] == "SUCCEEDED"
     assert [a["instances"] for a in run["attempts"]] == ["1 x ml.p4de.24xlarge", "1 x ml.p4d.24xlarge"]
@@ -118,35 +198,54 @@ def test_scenario_capacity_falls_back_to_second_instance_type(template):
 
 
 def test_scenario_spot_interruption_resumes_uncounted(template):
-    result = run_drill(template, {
-        "seed": 9,
-        "runs": [run_spec("spot")],
-        "faults": [{"kind": "spot_interruption", "run": "spot", "attempt": 1, "after_training_min": 70}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 9,
+            "runs": [run_spec("spot")],
+            "faults": [{"kind": "spot_interruption", "run": "spot", "attempt": 1, "after_training_min": 70}],
+        },
+    )
     run = result.runs["spot"]
     assert classes(result, "spot") == ["SPOT_INTERRUPTED", "SUCCEEDED"] and run["restarts"] == 0
 
 
 def test_scenario_throttled_create_retries_shortly(template):
-    result = run_drill(template, {
-        "seed": 10,
-        "runs": [run_spec("busy")],
-        "faults": [{"kind": "throttle", "run": "busy"}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 10,
+            "runs": [run_spec("busy")],
+            "faults": [{"kind": "throttle", "run": "busy"}],
+        },
+    )
     run = result.runs["busy"]
     assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 1 and run["restarts"] == 0
     assert "throttle" in decisions(result, "busy")
 
 
 def test_scenario_forty_day_run_chains_through_max_runtime(template):
-    result = run_drill(template, {
-        "seed": 11,
-        "max_days": 60,
-        "account": {"store": "memory", "reconcile_interval_min": 60},
-        "runs": [run_spec("long", max_runtime_hours=24 * 5, instance_count=1,
-                          profile={"total_steps": 40 * 24 * 60, "steps_per_minute": 1, "checkpoint_every_steps": 600})],
-        "faults": [{"kind": "hardware", "run": "long", "attempt": 3, "after_training_min": 600}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 11,
+            "max_days": 60,
+            "account": {"store": "memory", "reconcile_interval_min": 60},
+            "runs": [
+                run_spec(
+                    "long",
+                    max_runtime_hours=24 * 5,
+                    instance_count=1,
+                    profile={
+                        "total_steps": 40 * 24 * 60,
+                        "steps_per_minute": 1,
+                        "checkpoint_every_steps": 600,
+                    },
+                )
+            ],
+            "faults": [{"kind": "hardware", "run": "long", "attempt": 3, "after_training_min": 600}],
+        },
+    )
     run = result.runs["long"]
     assert run["status"] == "SUCCEEDED"
     assert run["segments"] >= 8 and run["restarts"] == 1
@@ -157,32 +256,41 @@ def test_scenario_forty_day_run_chains_through_max_runtime(template):
 def test_scenario_user_stop_outside_sagewarden_cancels(template):
     from drill.account import LocalAccount  # noqa: F401  (documented path: a person stops the job)
 
-    result = run_drill(template, {
-        "seed": 12,
-        "runs": [run_spec("stopme")],
-        "actions": [{"at_min": 30, "cancel": "stopme"}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 12,
+            "runs": [run_spec("stopme")],
+            "actions": [{"at_min": 30, "cancel": "stopme"}],
+        },
+    )
     run = result.runs["stopme"]
     assert run["status"] == "CANCELLED" and len(run["attempts"]) == 1
 
 
 def test_scenario_duplicate_late_and_lost_events_are_survived(template):
-    result = run_drill(template, {
-        "seed": 13,
-        "delivery": {"min_delay_s": 1, "max_delay_s": 600, "duplicate_rate": 0.5, "drop_rate": 0.3},
-        "runs": [run_spec("messy")],
-        "faults": [{"kind": "internal_error", "run": "messy", "attempt": 1, "after_training_min": 65}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 13,
+            "delivery": {"min_delay_s": 1, "max_delay_s": 600, "duplicate_rate": 0.5, "drop_rate": 0.3},
+            "runs": [run_spec("messy")],
+            "faults": [{"kind": "internal_error", "run": "messy", "attempt": 1, "after_training_min": 65}],
+        },
+    )
     run = result.runs["messy"]
     assert run["status"] == "SUCCEEDED" and classes(result, "messy") == ["INFRASTRUCTURE", "SUCCEEDED"]
     assert run["ignored_events"] > 0  # duplicates and stale deliveries were recorded, not acted on
 
 
 def test_scenario_string_timestamps_are_accepted(template):
-    result = run_drill(template, {
-        "seed": 14,
-        "account": {"timestamp_form": "string"},
-        "runs": [run_spec("iso")],
-        "faults": [{"kind": "internal_error", "run": "iso", "attempt": 1, "after_training_min": 40}],
-    })
+    result = run_drill(
+        template,
+        {
+            "seed": 14,
+            "account": {"timestamp_form": "string"},
+            "runs": [run_spec("iso")],
+            "faults": [{"kind": "internal_error", "run": "iso", "attempt": 1, "after_training_min": 40}],
+        },
+    )
     assert classes(result, "iso") == ["INFRASTRUCTURE", "SUCCEEDED"]

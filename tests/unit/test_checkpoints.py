@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sagewarden.domain.checkpoints import (
     DCP_MARKER,
     HF_MARKER,

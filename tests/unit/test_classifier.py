@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sagewarden.domain import classifier
 from sagewarden.domain.classifier import (
     Classification,

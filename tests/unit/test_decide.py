@@ -72,7 +72,9 @@ def test_decide_duplicate_and_stale_events_are_ignored():
 
 def test_decide_completed_succeeds_and_deletes_alarms():
     run = training_run()
-    d = step(run, observed(run, "Completed", "Completed", 5 * HOUR), 5 * HOUR, Observations(checkpoint=ckpt(900)))
+    d = step(
+        run, observed(run, "Completed", "Completed", 5 * HOUR), 5 * HOUR, Observations(checkpoint=ckpt(900))
+    )
     assert d.run.status == RunStatus.SUCCEEDED
     assert "DeleteHangAlarms" in action_types(d)
     assert d.run.last_checkpoint == ckpt(900)
@@ -109,9 +111,13 @@ def test_decide_user_error_fails_fast_with_log_tail():
 def test_decide_unknown_algorithm_error_resumes_only_with_progress():
     run = training_run(resume=ckpt(100))
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
-    progressed = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(400)))
+    progressed = step(
+        run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(400))
+    )
     assert progressed.run.status == RunStatus.STARTING
-    stuck = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(100)))
+    stuck = step(
+        run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(100))
+    )
     assert stuck.run.status == RunStatus.FAILED and "no checkpoint progress" in (stuck.run.outcome or "")
 
 
@@ -134,16 +140,28 @@ def test_decide_crash_loop_stops_after_max_no_progress_restarts():
 
 def test_decide_restart_budget_is_enforced():
     run = training_run(RunPolicy(max_restarts=1))
-    run = step(run, observed(run, "Failed", "Failed", HOUR, INTERNAL), HOUR, Observations(checkpoint=ckpt(10))).run
+    run = step(
+        run, observed(run, "Failed", "Failed", HOUR, INTERNAL), HOUR, Observations(checkpoint=ckpt(10))
+    ).run
     run = step(run, LaunchAccepted(2), HOUR + 1).run
     run = step(run, observed(run, "InProgress", "Training", HOUR + 5 * MIN), HOUR + 5 * MIN).run
-    d = step(run, observed(run, "Failed", "Failed", 3 * HOUR, INTERNAL), 3 * HOUR, Observations(checkpoint=ckpt(20)))
+    d = step(
+        run,
+        observed(run, "Failed", "Failed", 3 * HOUR, INTERNAL),
+        3 * HOUR,
+        Observations(checkpoint=ckpt(20)),
+    )
     assert d.run.status == RunStatus.FAILED and "restart budget" in (d.run.outcome or "")
 
 
 def test_decide_max_runtime_chains_without_counting_a_restart():
     run = training_run()
-    d = step(run, observed(run, "Stopped", "MaxRuntimeExceeded", 25 * HOUR), 25 * HOUR, Observations(checkpoint=ckpt(9000)))
+    d = step(
+        run,
+        observed(run, "Stopped", "MaxRuntimeExceeded", 25 * HOUR),
+        25 * HOUR,
+        Observations(checkpoint=ckpt(9000)),
+    )
     assert d.run.status == RunStatus.STARTING
     assert d.run.restarts == 0 and d.run.segments == 1
     assert any(isinstance(a, Notify) and a.event == "attempt.segment" for a in d.actions)
@@ -151,7 +169,12 @@ def test_decide_max_runtime_chains_without_counting_a_restart():
 
 def test_decide_segment_runtime_is_capped_by_wall_clock_budget():
     run = training_run(RunPolicy(max_wall_clock_hours=30))
-    d = step(run, observed(run, "Stopped", "MaxRuntimeExceeded", 24 * HOUR), 24 * HOUR, Observations(checkpoint=ckpt(9000)))
+    d = step(
+        run,
+        observed(run, "Stopped", "MaxRuntimeExceeded", 24 * HOUR),
+        24 * HOUR,
+        Observations(checkpoint=ckpt(9000)),
+    )
     launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
     assert launch.request["StoppingCondition"]["MaxRuntimeInSeconds"] == 6 * 3600
 
@@ -169,7 +192,9 @@ def test_decide_user_stop_cancels_but_supervisor_stop_acts_on_intent():
 
 def test_decide_cancel_while_waiting_cancels_immediately():
     run = step(make_run(), Submitted(), 0).run
-    run = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=2, used=2, delta=2)), 1).run
+    run = step(
+        run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=2, used=2, delta=2)), 1
+    ).run
     assert run.status == RunStatus.RETRY_WAIT
     d = step(run, CancelRequested("bob"), 2)
     assert d.run.status == RunStatus.CANCELLED and not any(isinstance(a, StopJob) for a in d.actions)
@@ -179,7 +204,9 @@ def test_decide_quota_that_can_never_fit_fails_with_the_number_to_ask_for():
     run = step(make_run(), Submitted(), 0).run
     d = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=1, used=0, delta=2)), 1)
     assert d.run.status == RunStatus.FAILED
-    assert "at least 2" in (d.run.outcome or "") and "ml.p4d.24xlarge for training job usage" in (d.run.outcome or "")
+    assert "at least 2" in (d.run.outcome or "") and "ml.p4d.24xlarge for training job usage" in (
+        d.run.outcome or ""
+    )
 
 
 def test_decide_quota_wait_wakes_on_capacity_release_with_same_attempt_number():
@@ -253,7 +280,13 @@ def test_decide_capacity_falls_back_then_waits():
 
 def test_decide_max_pending_stop_is_capacity():
     run = make_run()
-    run = dataclasses.replace(run, request={**run.request, "StoppingCondition": {"MaxRuntimeInSeconds": 86400, "MaxPendingTimeInSeconds": 1800}})
+    run = dataclasses.replace(
+        run,
+        request={
+            **run.request,
+            "StoppingCondition": {"MaxRuntimeInSeconds": 86400, "MaxPendingTimeInSeconds": 1800},
+        },
+    )
     run = step(run, Submitted(), 0).run
     run = step(run, LaunchAccepted(1), 1).run
     d = step(run, observed(run, "Stopped", "Stopped", 31 * MIN), 31 * MIN)
@@ -263,7 +296,9 @@ def test_decide_max_pending_stop_is_capacity():
 
 def test_decide_spot_interruption_resumes_uncounted():
     run = training_run()
-    d = step(run, observed(run, "Stopped", "Interrupted", 2 * HOUR), 2 * HOUR, Observations(checkpoint=ckpt(50)))
+    d = step(
+        run, observed(run, "Stopped", "Interrupted", 2 * HOUR), 2 * HOUR, Observations(checkpoint=ckpt(50))
+    )
     assert d.run.status == RunStatus.STARTING and d.run.restarts == 0
     assert d.run.restarts_by_class == {"SPOT_INTERRUPTED": 1}
 
@@ -272,12 +307,22 @@ def test_decide_hang_signal_stops_then_resumes_counted():
     run = training_run()
     now = run.current.training_started_ms + 2 * HOUR
     sig = HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now, "Threshold Crossed")
-    d = step(run, sig, now, Observations(log_tail=("[algo-1] step 1000",), hosts_triage=("algo-2: last log 31 min ago",)))
+    d = step(
+        run,
+        sig,
+        now,
+        Observations(log_tail=("[algo-1] step 1000",), hosts_triage=("algo-2: last log 31 min ago",)),
+    )
     assert d.run.status == RunStatus.STOPPING
     assert StopJob(run.current.job_name, INTENT_HANG) in d.actions
     alert = next(a for a in d.actions if isinstance(a, Notify))
     assert alert.event == "hang.detected" and "algo-2" in alert.body
-    stopped = step(d.run, observed(d.run, "Stopped", "Stopped", now + 2 * MIN), now + 2 * MIN, Observations(checkpoint=ckpt(900)))
+    stopped = step(
+        d.run,
+        observed(d.run, "Stopped", "Stopped", now + 2 * MIN),
+        now + 2 * MIN,
+        Observations(checkpoint=ckpt(900)),
+    )
     assert stopped.run.status == RunStatus.STARTING and stopped.run.restarts == 1
     assert stopped.run.restarts_by_class == {"HANG": 1}
 
@@ -298,7 +343,9 @@ def test_decide_two_of_three_waits_for_a_second_signal():
     assert first.run.status == RunStatus.TRAINING and first.run.current.hang_signals == ("gpu_idle",)
     cleared = step(first.run, HangSignal(run.current.job_name, 1, "gpu_idle", "OK", now + MIN), now + MIN)
     assert cleared.run.current.hang_signals == ()
-    second = step(first.run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now + MIN), now + MIN)
+    second = step(
+        first.run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now + MIN), now + MIN
+    )
     assert second.run.status == RunStatus.STOPPING
 
 
@@ -309,7 +356,9 @@ def test_decide_terminal_run_never_changes_but_stops_stray_jobs():
     assert late.run == done and late.ignored is not None
     assert late.actions == ()  # the attempt is recorded as ended: nothing stray to stop
     stray_job = dataclasses.replace(
-        observed(run, "InProgress", "Training", 2 * HOUR), attempt=2, job_name=run.current.job_name.replace("a001", "a002")
+        observed(run, "InProgress", "Training", 2 * HOUR),
+        attempt=2,
+        job_name=run.current.job_name.replace("a001", "a002"),
     )
     stray = step(done, stray_job, 2 * HOUR)
     assert stray.run == done and any(isinstance(a, StopJob) for a in stray.actions)

@@ -54,7 +54,18 @@ QUOTA = (
 
 move = st.tuples(
     st.sampled_from(
-        ["observe", "observe_old", "accept", "reject", "tick", "cancel", "hang", "release", "missing", "submit"]
+        [
+            "observe",
+            "observe_old",
+            "accept",
+            "reject",
+            "tick",
+            "cancel",
+            "hang",
+            "release",
+            "missing",
+            "submit",
+        ]
     ),
     st.integers(0, 8),  # which state / variant
     st.integers(0, 4),  # reason / tail / checkpoint variant
@@ -107,7 +118,9 @@ def _event(run: Run, m: tuple[str, int, int, int, bool], now: int):
     job = cur.job_name if kind == "observe" else cur.job_name[:-3] + f"{number:03d}"
     status, secondary = STATES[a]
     at = now - 3_600_000 if stale else now
-    event = JobObserved(job, number, status, secondary, at, failure_reason=REASONS[b] if status == "Failed" else None)
+    event = JobObserved(
+        job, number, status, secondary, at, failure_reason=REASONS[b] if status == "Failed" else None
+    )
     return event, Observations(checkpoint=ckpt(100 * (b + a)) if b else None, log_tail=TAILS[b % 3])
 
 

@@ -97,7 +97,9 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
         )
         out.append(
             {
-                "AlarmName": alarm_name(prefix, spec.job_name, SIGNAL_GPU_IDLE, gi if len(groups) > 1 else None),
+                "AlarmName": alarm_name(
+                    prefix, spec.job_name, SIGNAL_GPU_IDLE, gi if len(groups) > 1 else None
+                ),
                 "AlarmDescription": (
                     f"sagewarden: a host of {spec.job_name} (algo-{group[0]}..algo-{group[-1]}) below "
                     f"{threshold:g} GPUUtilization (summed over {spec.gpus_per_host} GPUs) for {spec.gpu_idle_minutes} min"

@@ -45,7 +45,9 @@ class CloudWatchLogsReader:
         out: list[tuple[int, str]] = []
         for stream in self._streams(job_name):
             host = stream.split("/", 1)[-1].rsplit("-", 1)[0]
-            out += [(e["timestamp"], f"[{host}] {e['message'].rstrip()}") for e in self._events(stream, lines)]
+            out += [
+                (e["timestamp"], f"[{host}] {e['message'].rstrip()}") for e in self._events(stream, lines)
+            ]
         out.sort(key=lambda t: t[0])
         return tuple(text for _, text in out[-lines:])
 
@@ -59,6 +61,11 @@ class CloudWatchLogsReader:
                 continue
             last = events[-1]
             age = (now_ms - int(last["timestamp"])) / 60_000
-            rows.append((int(last["timestamp"]), f"{host}: last log {age:.0f} min ago: {last['message'].strip()[:160]}"))
+            rows.append(
+                (
+                    int(last["timestamp"]),
+                    f"{host}: last log {age:.0f} min ago: {last['message'].strip()[:160]}",
+                )
+            )
         rows.sort(key=lambda r: r[0])  # the host that went quiet first comes first
         return tuple(text for _, text in rows)

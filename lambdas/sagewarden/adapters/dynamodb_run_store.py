@@ -52,7 +52,9 @@ def idempotency_pk(owner: str, key: str) -> str:
 
 
 def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:
-    return None if c is None else {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
+    return (
+        None if c is None else {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
+    )
 
 
 def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
@@ -81,7 +83,9 @@ def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
 
 
 def run_to_dict(r: Run) -> dict[str, Any]:
-    out = {f.name: getattr(r, f.name) for f in dataclasses.fields(Run) if f.name not in ("attempts", "policy")}
+    out = {
+        f.name: getattr(r, f.name) for f in dataclasses.fields(Run) if f.name not in ("attempts", "policy")
+    }
     out["status"] = r.status.value
     out["request"] = dict(r.request)
     out["policy"] = r.policy.to_dict()
@@ -116,15 +120,28 @@ class DynamoDbRunStore:
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
         items: list[dict[str, Any]] = [
-            {"Put": {"TableName": self._table, "Item": self._run_item(run, due_ms=run.created_ms),
-                     "ConditionExpression": "attribute_not_exists(pk)"}}
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": self._run_item(run, due_ms=run.created_ms),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
         ]
         if run.idempotency_key:
             items.append(
-                {"Put": {"TableName": self._table, "ConditionExpression": "attribute_not_exists(pk)",
-                         "Item": {keys.PK: {"S": idempotency_pk(run.owner, run.idempotency_key)},
-                                  keys.SK: {"S": "IDEMP"}, "run_id": {"S": run.run_id},
-                                  "body_hash": {"S": body_hash or ""}}}}
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "Item": {
+                            keys.PK: {"S": idempotency_pk(run.owner, run.idempotency_key)},
+                            keys.SK: {"S": "IDEMP"},
+                            "run_id": {"S": run.run_id},
+                            "body_hash": {"S": body_hash or ""},
+                        },
+                    }
+                }
             )
         items += self._audit_puts(run.run_id, run.version, audit)
         try:
@@ -148,10 +165,15 @@ class DynamoDbRunStore:
         saved = dataclasses.replace(run, version=previous.version + 1)
         before = {a.number: a for a in previous.attempts}
         items: list[dict[str, Any]] = [
-            {"Put": {"TableName": self._table, "Item": self._run_item(saved, due_ms),
-                     "ConditionExpression": "#v = :v",
-                     "ExpressionAttributeNames": {"#v": "version"},
-                     "ExpressionAttributeValues": {":v": {"N": str(previous.version)}}}}
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": self._run_item(saved, due_ms),
+                    "ConditionExpression": "#v = :v",
+                    "ExpressionAttributeNames": {"#v": "version"},
+                    "ExpressionAttributeValues": {":v": {"N": str(previous.version)}},
+                }
+            }
         ]
         for att in run.attempts:
             if before.get(att.number) != att:
@@ -171,7 +193,9 @@ class DynamoDbRunStore:
         puts = self._audit_puts(run_id, version, entries, salt=True)
         for i in range(0, len(puts), 25):
             self._ddb.batch_write_item(
-                RequestItems={self._table: [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in puts[i : i + 25]]}
+                RequestItems={
+                    self._table: [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in puts[i : i + 25]]
+                }
             )
 
     def set_due(self, run: Run, due_ms: int | None) -> None:
@@ -180,18 +204,25 @@ class DynamoDbRunStore:
         try:
             if due_ms is None:
                 self._ddb.update_item(
-                    TableName=self._table, Key=key, UpdateExpression="REMOVE #s, #d",
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="REMOVE #s, #d",
                     ConditionExpression="#v = :v",
                     ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK, "#v": "version"},
                     ExpressionAttributeValues={":v": {"N": str(run.version)}},
                 )
             else:
                 self._ddb.update_item(
-                    TableName=self._table, Key=key, UpdateExpression="SET #s = :s, #d = :d",
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET #s = :s, #d = :d",
                     ConditionExpression="#v = :v",
                     ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK, "#v": "version"},
-                    ExpressionAttributeValues={":s": {"S": _shard(run.run_id)}, ":d": {"N": str(due_ms)},
-                                               ":v": {"N": str(run.version)}},
+                    ExpressionAttributeValues={
+                        ":s": {"S": _shard(run.run_id)},
+                        ":d": {"N": str(due_ms)},
+                        ":v": {"N": str(run.version)},
+                    },
                 )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -200,7 +231,9 @@ class DynamoDbRunStore:
     # -- reads ------------------------------------------------------------------------------
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None:
         item = self._ddb.get_item(
-            TableName=self._table, Key={keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": RUN_SK}}, ConsistentRead=True
+            TableName=self._table,
+            Key={keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": RUN_SK}},
+            ConsistentRead=True,
         ).get("Item")
         if not item:
             return None
@@ -228,15 +261,22 @@ class DynamoDbRunStore:
         else:
             index, pk_name, pk_value = keys.GSI_RUNS, keys.GSI_RUNS_PK, "RUN"
         query: dict[str, Any] = {
-            "TableName": self._table, "IndexName": index, "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": pk_name}, "ExpressionAttributeValues": {":p": {"S": pk_value}},
-            "ScanIndexForward": False, "Limit": limit,
+            "TableName": self._table,
+            "IndexName": index,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": pk_name},
+            "ExpressionAttributeValues": {":p": {"S": pk_value}},
+            "ScanIndexForward": False,
+            "Limit": limit,
         }
         if cursor:
             query["ExclusiveStartKey"] = _decode_cursor(cursor)
         resp = self._ddb.query(**query)
         runs = [run_from_dict(json.loads(i["data"]["S"])) for i in resp["Items"]]
-        runs = [dataclasses.replace(r, version=int(i["version"]["N"])) for r, i in zip(runs, resp["Items"], strict=True)]
+        runs = [
+            dataclasses.replace(r, version=int(i["version"]["N"]))
+            for r, i in zip(runs, resp["Items"], strict=True)
+        ]
         return Page(runs, _encode_cursor(resp.get("LastEvaluatedKey")))
 
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page:
@@ -261,7 +301,8 @@ class DynamoDbRunStore:
         for shard in range(keys.DUE_SHARDS):
             paginator = self._ddb.get_paginator("query")
             for page in paginator.paginate(
-                TableName=self._table, IndexName=keys.GSI_DUE,
+                TableName=self._table,
+                IndexName=keys.GSI_DUE,
                 KeyConditionExpression="#s = :s AND #d <= :now",
                 ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK},
                 ExpressionAttributeValues={":s": {"S": str(shard)}, ":now": {"N": str(now_ms)}},
@@ -277,11 +318,16 @@ class DynamoDbRunStore:
         resp_ids: list[str] = []
         paginator = self._ddb.get_paginator("query")
         for page in paginator.paginate(
-            TableName=self._table, IndexName=keys.GSI_STATUS, KeyConditionExpression="#p = :p",
+            TableName=self._table,
+            IndexName=keys.GSI_STATUS,
+            KeyConditionExpression="#p = :p",
             FilterExpression="wait_reason = :r AND (wait_instance_type = :t OR attribute_not_exists(wait_instance_type))",
             ExpressionAttributeNames={"#p": keys.GSI_STATUS_PK},
-            ExpressionAttributeValues={":p": {"S": RunStatus.RETRY_WAIT.value}, ":r": {"S": reason},
-                                       ":t": {"S": instance_type}},
+            ExpressionAttributeValues={
+                ":p": {"S": RunStatus.RETRY_WAIT.value},
+                ":r": {"S": reason},
+                ":t": {"S": instance_type},
+            },
             ProjectionExpression="run_id",
         ):
             resp_ids += [i["run_id"]["S"] for i in page["Items"]]
@@ -322,16 +368,23 @@ class DynamoDbRunStore:
             # Entries of a versioned save sort first ("A"); entries appended later under the same
             # version (ignored events, action results) follow ("B") in per-writer sequence, with
             # random bytes so writers in different containers never overwrite each other.
-            if salt:
-                tail = f"B{next(self._seq):08d}{os.urandom(3).hex()}#{i:03d}"
-            else:
-                tail = f"A{i:03d}"
+            tail = f"B{next(self._seq):08d}{os.urandom(3).hex()}#{i:03d}" if salt else f"A{i:03d}"
             sk = f"{AUDIT_PREFIX}{e.at_ms:013d}#{version:06d}#{tail}"
             puts.append(
-                {"Put": {"TableName": self._table, "ConditionExpression": "attribute_not_exists(pk)",
-                         "Item": {keys.PK: {"S": audit_pk(run_id)}, keys.SK: {"S": sk},
-                                  "at_ms": {"N": str(e.at_ms)}, "kind": {"S": e.kind},
-                                  "summary": {"S": e.summary[:2000]}, "detail": {"S": _dumps(dict(e.detail))[:50_000]}}}}
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "Item": {
+                            keys.PK: {"S": audit_pk(run_id)},
+                            keys.SK: {"S": sk},
+                            "at_ms": {"N": str(e.at_ms)},
+                            "kind": {"S": e.kind},
+                            "summary": {"S": e.summary[:2000]},
+                            "detail": {"S": _dumps(dict(e.detail))[:50_000]},
+                        },
+                    }
+                }
             )
         return puts
 

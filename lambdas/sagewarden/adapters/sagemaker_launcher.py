@@ -48,7 +48,9 @@ def to_ms(value: Any) -> int | None:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def job_observed_from_description(desc: Mapping[str, Any], attempt: int, source: str, event_id: str | None = None) -> JobObserved:
+def job_observed_from_description(
+    desc: Mapping[str, Any], attempt: int, source: str, event_id: str | None = None
+) -> JobObserved:
     """Build a JobObserved from a DescribeTrainingJob result or an event's `detail`."""
     modified = to_ms(desc.get("LastModifiedTime")) or to_ms(desc.get("CreationTime")) or 0
     return JobObserved(
@@ -78,7 +80,10 @@ class SageMakerLauncher:
             message = exc.response.get("Error", {}).get("Message", "")
             if code == "ResourceInUse":
                 return LaunchAccepted(attempt, already_existed=True)
-            if code in REJECTION_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) < 500:
+            if (
+                code in REJECTION_CODES
+                or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) < 500
+            ):
                 return LaunchRejected(attempt, code, message)
             log.warning("CreateTrainingJob failed transiently (%s); the sweep will retry", code)
             return None

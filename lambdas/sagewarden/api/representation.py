@@ -75,4 +75,10 @@ def run_json(r: Run, *, with_attempts: bool = True) -> dict[str, Any]:
 
 
 def audit_json(e: AuditEntry) -> dict[str, Any]:
-    return {"at": iso(e.at_ms), "at_ms": e.at_ms, "kind": e.kind, "summary": e.summary, "detail": dict(e.detail)}
+    return {
+        "at": iso(e.at_ms),
+        "at_ms": e.at_ms,
+        "kind": e.kind,
+        "summary": e.summary,
+        "detail": dict(e.detail),
+    }

@@ -64,7 +64,9 @@ def validate_submit(
 
     job = body.get("training_job")
     if not isinstance(job, Mapping):
-        errors.append(FieldError("training_job", "required object: a CreateTrainingJob request without TrainingJobName"))
+        errors.append(
+            FieldError("training_job", "required object: a CreateTrainingJob request without TrainingJobName")
+        )
         job = {}
     else:
         errors += _training_job_errors(job, allowed_roles)
@@ -85,12 +87,19 @@ def _training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) 
     p = "training_job"
     if "TrainingJobName" in job:
         errors.append(FieldError(f"{p}.TrainingJobName", "must not be set: sagewarden names every attempt"))
-    errors += [FieldError(f"{p}.{k}", "unknown CreateTrainingJob field") for k in sorted(set(job) - TRAINING_JOB_KEYS - {"TrainingJobName"})]
+    errors += [
+        FieldError(f"{p}.{k}", "unknown CreateTrainingJob field")
+        for k in sorted(set(job) - TRAINING_JOB_KEYS - {"TrainingJobName"})
+    ]
     errors += [FieldError(f"{p}.{k}", "required") for k in REQUIRED_TRAINING_JOB_KEYS if k not in job]
 
     role = job.get("RoleArn")
     if "RoleArn" in job and (not isinstance(role, str) or role not in allowed_roles):
-        errors.append(FieldError(f"{p}.RoleArn", "not one of the execution roles this deployment allows (allowedRoleArns)"))
+        errors.append(
+            FieldError(
+                f"{p}.RoleArn", "not one of the execution roles this deployment allows (allowedRoleArns)"
+            )
+        )
 
     algo = job.get("AlgorithmSpecification")
     if "AlgorithmSpecification" in job and (
@@ -119,7 +128,10 @@ def _training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) 
     ckpt = job.get("CheckpointConfig")
     if not isinstance(ckpt, Mapping) or not _is_s3(ckpt.get("S3Uri")):
         errors.append(
-            FieldError(f"{p}.CheckpointConfig.S3Uri", "required s3:// URI: without checkpoints there is nothing to resume from")
+            FieldError(
+                f"{p}.CheckpointConfig.S3Uri",
+                "required s3:// URI: without checkpoints there is nothing to resume from",
+            )
         )
 
     stop = job.get("StoppingCondition", {})
@@ -132,22 +144,31 @@ def _training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) 
                 errors.append(FieldError(f"{p}.StoppingCondition.{key}", "must be a positive integer"))
         mrt = stop.get("MaxRuntimeInSeconds")
         if isinstance(mrt, int) and mrt > 28 * 24 * 3600:
-            errors.append(FieldError(f"{p}.StoppingCondition.MaxRuntimeInSeconds", "SageMaker allows at most 28 days per job; sagewarden chains longer runs"))
+            errors.append(
+                FieldError(
+                    f"{p}.StoppingCondition.MaxRuntimeInSeconds",
+                    "SageMaker allows at most 28 days per job; sagewarden chains longer runs",
+                )
+            )
 
     env = job.get("Environment", {})
-    if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         errors.append(FieldError(f"{p}.Environment", "must be an object of string to string"))
     elif any(k.startswith("SAGEWARDEN_") for k in env):
         errors.append(FieldError(f"{p}.Environment", "SAGEWARDEN_* variables are set by the supervisor"))
 
     tags = job.get("Tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, Mapping) and set(t) == {"Key", "Value"} for t in tags):
+    if not isinstance(tags, list) or not all(
+        isinstance(t, Mapping) and set(t) == {"Key", "Value"} for t in tags
+    ):
         errors.append(FieldError(f"{p}.Tags", "must be a list of {Key, Value}"))
     return errors
 
 
 def _is_s3(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("s3://") and len(value) > 5 and "/" != value[5:6]
+    return isinstance(value, str) and value.startswith("s3://") and len(value) > 5 and value[5:6] != "/"
 
 
 def idempotency_key_problem(key: str) -> str | None:

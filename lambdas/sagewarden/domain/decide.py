@@ -22,7 +22,7 @@ from sagewarden.domain.actions import (
     StopJob,
 )
 from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.classifier import Classification, EndingClass, Ending, classify
+from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
 from sagewarden.domain.events import (
     CancelRequested,
     CapacityReleased,
@@ -94,8 +94,8 @@ def decide(
 ) -> Decision:
     d = _Draft(run, now_ms, policy, obs)
     if run.status.terminal:  # terminal runs never change; a stray live job is still stopped
-        reason = _on_terminal(d, event)
-        return Decision(run=run, actions=tuple(d.actions), notes=(*d.notes, reason), ignored=reason)
+        late = _on_terminal(d, event)
+        return Decision(run=run, actions=tuple(d.actions), notes=(*d.notes, late), ignored=late)
     reason = _dispatch(d, event)
     if reason is not None and not d.actions:
         return Decision(run=run, ignored=reason, notes=(reason,))

@@ -26,7 +26,9 @@ MAX_PAGE = 100
 
 
 def _json(status: int, body: Any) -> Response:
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body, default=str))
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body, default=str)
+    )
 
 
 def _caller() -> str:
@@ -51,7 +53,9 @@ def submit_run() -> Response:
     try:
         body = json.loads(raw) if raw else None
     except json.JSONDecodeError as exc:
-        raise InvalidRequest([FieldError("body", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]) from exc
+        raise InvalidRequest(
+            [FieldError("body", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+        ) from exc
     key = app.current_event.headers.get("Idempotency-Key") or app.current_event.headers.get("idempotency-key")
     if key is not None and (problem := idempotency_key_problem(key)):
         raise InvalidRequest([FieldError("Idempotency-Key", problem)])
@@ -64,7 +68,11 @@ def submit_run() -> Response:
     )
     try:
         run, created = sup.submit(
-            name=req.name, owner=_caller(), training_job=req.training_job, policy=req.policy, idempotency_key=key
+            name=req.name,
+            owner=_caller(),
+            training_job=req.training_job,
+            policy=req.policy,
+            idempotency_key=key,
         )
     except IdempotentReplay:
         return _json(409, {"message": "Idempotency-Key was already used with a different request body"})
@@ -83,7 +91,9 @@ def list_runs() -> Response:
         page = composition.supervisor().list_runs(status, _limit(), cursor)
     except ValueError as exc:
         raise InvalidRequest([FieldError("cursor", str(exc))]) from exc
-    return _json(200, {"runs": [run_json(r, with_attempts=False) for r in page.items], "next_cursor": page.cursor})
+    return _json(
+        200, {"runs": [run_json(r, with_attempts=False) for r in page.items], "next_cursor": page.cursor}
+    )
 
 
 @app.get("/runs/<run_id>")
@@ -109,7 +119,13 @@ def cancel_run(run_id: str) -> Response:
 
 @app.exception_handler(InvalidRequest)
 def _invalid(exc: InvalidRequest) -> Response:
-    return _json(400, {"message": "invalid request", "errors": [{"field": e.field, "message": e.message} for e in exc.errors]})
+    return _json(
+        400,
+        {
+            "message": "invalid request",
+            "errors": [{"field": e.field, "message": e.message} for e in exc.errors],
+        },
+    )
 
 
 @app.exception_handler(RunNotFound)
@@ -119,7 +135,13 @@ def _not_found(exc: RunNotFound) -> Response:
 
 @app.exception_handler(RunFinished)
 def _finished(exc: RunFinished) -> Response:
-    return _json(409, {"message": f"run {exc.run.run_id} already finished ({exc.run.status.value})", "status": exc.run.status.value})
+    return _json(
+        409,
+        {
+            "message": f"run {exc.run.run_id} already finished ({exc.run.status.value})",
+            "status": exc.run.status.value,
+        },
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)

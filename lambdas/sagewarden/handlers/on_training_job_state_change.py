@@ -15,5 +15,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     detail = event.get("detail") or {}
     run = composition.supervisor().on_job_state_change(detail, event_id=event.get("id"))
     if run is not None:
-        logger.info("run updated", extra={"run_id": run.run_id, "status": run.status.value, "version": run.version})
+        logger.info(
+            "run updated", extra={"run_id": run.run_id, "status": run.status.value, "version": run.version}
+        )
     return {"run_id": run.run_id if run else None, "status": run.status.value if run else None}

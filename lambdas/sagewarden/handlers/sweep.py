@@ -19,6 +19,19 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     report = sup.sweep(cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0)
     metrics.add_metric(name="SweepDueRuns", unit="Count", value=report.due)
     metrics.add_metric(name="SweepErrors", unit="Count", value=len(report.errors))
-    logger.info("sweep done", extra={"due": report.due, "observed": report.observed, "acted": report.acted,
-                                     "alarms_deleted": report.alarms_deleted, "errors": report.errors[:10]})
-    return {"due": report.due, "observed": report.observed, "acted": report.acted, "errors": len(report.errors)}
+    logger.info(
+        "sweep done",
+        extra={
+            "due": report.due,
+            "observed": report.observed,
+            "acted": report.acted,
+            "alarms_deleted": report.alarms_deleted,
+            "errors": report.errors[:10],
+        },
+    )
+    return {
+        "due": report.due,
+        "observed": report.observed,
+        "acted": report.acted,
+        "errors": len(report.errors),
+    }
