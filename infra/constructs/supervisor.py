@@ -56,6 +56,7 @@ class Supervisor(Construct):
                 keys.ENV_POLICY_DEFAULTS: config.policy_defaults_json,
                 keys.ENV_ALARM_PREFIX: keys.DEFAULT_ALARM_PREFIX,
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
+                keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
             },
         )
         self.event_rules = EventRules(

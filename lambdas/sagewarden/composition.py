@@ -31,6 +31,7 @@ def settings() -> SupervisorSettings:
     return SupervisorSettings(
         job_prefix=os.environ.get(keys.ENV_JOB_PREFIX, keys.DEFAULT_JOB_PREFIX),
         policy_defaults=RunPolicy.from_dict(defaults),
+        log_silence_fallback=os.environ.get(keys.ENV_LOG_SILENCE_FALLBACK, "false") == "true",
     )
 
 

@@ -35,6 +35,9 @@ ENV_POLICY_DEFAULTS = "SAGEWARDEN_POLICY_DEFAULTS"  # JSON object of RunPolicy o
 ENV_ALARM_PREFIX = "SAGEWARDEN_ALARM_PREFIX"
 ENV_ALARM_TOPIC_ARN = "SAGEWARDEN_ALARM_TOPIC_ARN"  # unused: alarms reach us via EventBridge
 ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
+# "true" when no log subscription feeds the heartbeat (logSubscription=false): the sweep then
+# checks each training job for recent log events itself (FilterLogEvents, one call per job)
+ENV_LOG_SILENCE_FALLBACK = "SAGEWARDEN_LOG_SILENCE_FALLBACK"
 
 DEFAULT_JOB_PREFIX = "sw"
 DEFAULT_ALARM_PREFIX = "sagewarden-hang-"

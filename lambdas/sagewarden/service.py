@@ -68,6 +68,7 @@ class SupervisorSettings:
     policy_defaults: RunPolicy = field(default_factory=RunPolicy)
     reconcile_interval_ms: int = 10 * 60_000
     sweep_batch: int = 200
+    log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
 
 
 @dataclass
@@ -222,10 +223,36 @@ class Supervisor:
             seen: JobObserved | JobMissing = self.launcher.observe(cur.job_name, cur.number)
             report.observed += 1
             run = self.handle(run_id, seen) or run
+            silent = self._log_silence_fallback(run, now)
+            if silent is not None:
+                run = self.handle(run_id, silent) or run
         before = run.version
         after = self.handle(run_id, Tick())
         if after is not None and after.version != before:
             report.acted += 1
+
+    def _log_silence_fallback(self, run: Run, now: int) -> HangSignal | None:
+        """Without the log subscription, ask CloudWatch Logs whether the job wrote anything in
+        the last `log_silence_minutes` (FilterLogEvents with a startTime window sees events as
+        they are ingested; stream timestamps would lag by up to an hour)."""
+        cur = run.current
+        pol = run.policy
+        if not (self.settings.log_silence_fallback and pol.hang_detection and cur is not None and cur.in_training):
+            return None
+        started = cur.training_started_ms or now
+        window_ms = pol.log_silence_minutes * 60_000
+        if now - started < window_ms or cur.stop_intent is not None:
+            return None
+        if self.logs.has_events_since(cur.job_name, now - window_ms):
+            return None
+        return HangSignal(
+            job_name=cur.job_name,
+            attempt=cur.number,
+            signal="log_silence",
+            state="ALARM",
+            since_ms=now,
+            reason=f"no log events in the last {pol.log_silence_minutes} min (sweep check, no log subscription)",
+        )
 
     def cleanup_alarms(self) -> int:
         """Delete hang alarms whose attempt is no longer live (missed deletes, crashed handlers)."""

@@ -294,3 +294,27 @@ def test_scenario_string_timestamps_are_accepted(template):
         },
     )
     assert classes(result, "iso") == ["INFRASTRUCTURE", "SUCCEEDED"]
+
+
+def _warm_pool_drill(template, keep_alive: int):
+    line = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
+    return run_drill(
+        template,
+        {
+            "seed": 15,
+            "delivery": {"min_delay_s": 1, "max_delay_s": 5},
+            "runs": [run_spec("warm", policy={"keep_alive_seconds": keep_alive})],
+            "faults": [
+                {"kind": "algorithm_error", "run": "warm", "attempt": 1, "after_training_min": 50, "log_lines": [line]}
+            ],
+        },
+    )
+
+
+def test_scenario_warm_pool_makes_the_resume_start_in_seconds(template):
+    cold = _warm_pool_drill(template, 0)
+    warm = _warm_pool_drill(template, 1800)
+    cold_s = cold.faults[0]["to_healthy_replacement_s"]
+    warm_s = warm.faults[0]["to_healthy_replacement_s"]
+    assert cold.runs["warm"]["status"] == warm.runs["warm"]["status"] == "SUCCEEDED"
+    assert warm_s < 120 < cold_s  # ~20 s + 15 s warm start vs ~6 min + 2 min cold start

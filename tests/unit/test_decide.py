@@ -396,3 +396,21 @@ def test_decide_cost_budget_stops_the_job():
 def test_decide_next_due_is_none_only_for_terminal(status):
     assert next_due_ms(make_run(status=status), 0) is None
     assert next_due_ms(training_run(), 0) is not None
+
+
+def test_decide_stale_checkpoint_is_a_hang_signal_on_tick():
+    run = training_run(RunPolicy(checkpoint_stale_minutes=60))
+    t0 = run.current.training_started_ms
+    fresh = step(run, Tick(), t0 + 90 * MIN, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
+    assert fresh.ignored == "nothing due"
+    stale = step(run, Tick(), t0 + 3 * HOUR, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
+    assert stale.run.status == RunStatus.STOPPING
+    assert stale.run.current.stop_intent == INTENT_HANG
+    assert any("no new complete checkpoint for 130 min" in line for line in stale.run.current.evidence)
+
+
+def test_decide_stale_checkpoint_needs_second_signal_under_two_of_three():
+    run = training_run(RunPolicy(checkpoint_stale_minutes=60, hang_confirmation="2-of-3"))
+    t0 = run.current.training_started_ms
+    d = step(run, Tick(), t0 + 3 * HOUR, Observations(checkpoint=None))
+    assert d.run.status == RunStatus.TRAINING and d.run.current.hang_signals == ("checkpoint_stale",)

@@ -51,6 +51,17 @@ class CloudWatchLogsReader:
         out.sort(key=lambda t: t[0])
         return tuple(text for _, text in out[-lines:])
 
+    def has_events_since(self, job_name: str, since_ms: int) -> bool:
+        try:
+            resp = self._logs.filter_log_events(
+                logGroupName=self._group, logStreamNamePrefix=f"{job_name}/", startTime=since_ms, limit=1
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                return False
+            raise
+        return bool(resp.get("events"))
+
     def host_triage(self, job_name: str, now_ms: int) -> tuple[str, ...]:
         rows: list[tuple[int, str]] = []
         for stream in self._streams(job_name):

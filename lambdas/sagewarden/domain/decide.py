@@ -136,7 +136,9 @@ def wants_checkpoint(run: Run, event: Event) -> bool:
     if isinstance(event, (Submitted, CapacityReleased)):
         return True
     if isinstance(event, Tick):
-        return run.status == RunStatus.RETRY_WAIT
+        cur = run.current
+        stale_check = run.policy.checkpoint_stale_minutes is not None and cur is not None and cur.in_training
+        return run.status == RunStatus.RETRY_WAIT or stale_check
     return False
 
 
@@ -339,12 +341,37 @@ def _on_tick(d: _Draft) -> str | None:
         if limit is not None and run.cost_usd + _running_cost(d, cur) >= limit:
             _request_stop(d, cur, INTENT_COST, f"cost budget ${limit:,.0f} reached")
             return None
+        stale = _checkpoint_stale_signal(d, cur)
+        if stale is not None:
+            return _on_hang_signal(d, stale)
         if cur.in_training and d.policy.hang_detection and not cur.alarms_active and cur.stop_intent is None:
             d.put_attempt(dataclasses.replace(cur, alarms_active=True))
             d.act(_hang_alarms(d, cur))
             d.note("hang alarms were missing: created")
             return None
     return "nothing due"
+
+
+def _checkpoint_stale_signal(d: _Draft, cur: Attempt) -> HangSignal | None:
+    """No new complete checkpoint for `checkpoint_stale_minutes` of training (S3 sync can stop
+    silently too). Judged on ticks from the newest verified checkpoint the sweep looked up."""
+    limit = d.policy.checkpoint_stale_minutes
+    if limit is None or not cur.in_training or cur.training_started_ms is None:
+        return None
+    newest = d.obs.checkpoint
+    written = newest.written_at_ms if newest is not None and newest.written_at_ms is not None else None
+    fresh_since = max(cur.training_started_ms, written or 0)
+    if d.now - fresh_since < limit * 60_000:
+        return None
+    step = f"step {newest.step}" if newest is not None else "none"
+    return HangSignal(
+        job_name=cur.job_name,
+        attempt=cur.number,
+        signal="checkpoint_stale",
+        state="ALARM",
+        since_ms=d.now,
+        reason=f"no new complete checkpoint for {(d.now - fresh_since) / 60_000:.0f} min (newest: {step})",
+    )
 
 
 def _on_cancel(d: _Draft, e: CancelRequested) -> str | None:
@@ -393,6 +420,8 @@ def _on_hang_signal(d: _Draft, e: HangSignal) -> str | None:
         return (
             f"{e.signal} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
         )
+    if e.signal in signals:
+        return f"{e.signal} already in ALARM; waiting for a second signal"
     signals.add(e.signal)
     cur = dataclasses.replace(cur, hang_signals=tuple(sorted(signals)))
     needed = 1 if d.policy.hang_confirmation == "any" else 2
@@ -400,7 +429,11 @@ def _on_hang_signal(d: _Draft, e: HangSignal) -> str | None:
         d.put_attempt(cur)
         d.note(f"{e.signal} in ALARM; waiting for a second signal ({d.policy.hang_confirmation})")
         return None
-    window = d.policy.log_silence_minutes if e.signal == "log_silence" else d.policy.gpu_idle_minutes
+    window = {
+        "log_silence": d.policy.log_silence_minutes,
+        "gpu_idle": d.policy.gpu_idle_minutes,
+        "checkpoint_stale": d.policy.checkpoint_stale_minutes or 0,
+    }.get(e.signal, 0)
     silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
     evidence = (
         f"signal: {', '.join(sorted(signals))}",
