@@ -28,9 +28,10 @@ missing data", and the PutMetricAlarm reference):
   * 0 < r < N: every real period of the range is evaluated and N - r missing periods are filled
     as TreatMissingData says: ``breaching`` counts them as breaching, ``notBreaching`` as not
     breaching, ``missing``/``ignore`` leave them out. ALARM if at least M breach, else OK, with the
-    documented "premature alarm" rule for ``missing``/``ignore``: when the last N periods hold no
-    non-breaching datapoint and their oldest breaching datapoint is at least M periods old,
-    ``missing`` goes to ALARM and ``ignore`` keeps the current state.
+    documented "premature alarm" rule for ``missing``/``ignore``: when the range holds no
+    non-breaching datapoint and its oldest breaching one is at least M periods old, ``missing``
+    goes to ALARM and ``ignore`` keeps the current state (the page's sentences are ambiguous about
+    which periods this rule looks at; this reading is the one that matches its tables).
   * r == 0: ``breaching`` -> ALARM, ``notBreaching`` -> OK, ``ignore`` -> keep the current state,
     ``missing`` -> INSUFFICIENT_DATA.
   This reproduces both tables of the AWS page, and its consequence for a silence alarm: with
@@ -162,10 +163,8 @@ def _decide(window: bytes | bytearray, n: int, m: int, treat: str, current: str)
     breaching = window.count(_BREACH)
     if treat == "breaching":
         breaching += n - real
-    elif treat in ("missing", "ignore"):
-        last = window[-n:]
-        if _GOOD not in last and _BREACH in last and n - last.index(_BREACH) >= m:
-            return (ALARM if treat == "missing" else current), _PREMATURE
+    elif treat in ("missing", "ignore") and _GOOD not in window and rng - window.index(_BREACH) >= m:
+        return (ALARM if treat == "missing" else current), _PREMATURE
     return (ALARM if breaching >= m else OK), _FILLED
 
 
@@ -177,8 +176,6 @@ def _evaluated(window: bytes | bytearray, n: int, kind: str) -> list[tuple[int, 
         return [(i, False) for i in idx[:n]]
     if kind == _NO_DATA:
         return [(i, True) for i in range(rng - 1, rng - 1 - n, -1)]
-    if kind == _PREMATURE:
-        return [(i, window[i] == _MISSING) for i in range(rng - 1, rng - 1 - n, -1)]
     real = [i for i in range(rng - 1, -1, -1) if window[i] != _MISSING]
     fills = [i for i in range(rng - 1, -1, -1) if window[i] == _MISSING][: max(n - len(real), 0)]
     return sorted([(i, False) for i in real] + [(i, True) for i in fills], reverse=True)
@@ -190,7 +187,7 @@ def _stable_periods(window: bytes | bytearray, n: int, m: int, treat: str, state
     Only an OK state is proven stable: at j periods ahead the range holds j unknown periods
     followed by the newest ``len(window) - j`` known ones. It stays OK when (1) the known newest
     N - j periods hold more than N - M non-breaching datapoints (they are always evaluated, so at
-    most M - 1 can breach; they also rule out "no data" and the premature-alarm rule), or, for
+    most M - 1 can breach; any of them also rules out "no data" and the premature-alarm rule), or, for
     ``notBreaching``/``ignore``, (2) j + (breaching datapoints among the known ones) < M.
     """
     if state != OK:
