@@ -108,7 +108,9 @@ class LocalAccount:
         policy_defaults: Mapping[str, Any] | None = None,
         reconcile_interval_min: float = 10.0,
         store: str = "dynamodb",
+        progress_log_interval_s: int = 600,
     ) -> None:
+        self._progress_log_interval_s = progress_log_interval_s
         if store not in ("dynamodb", "memory"):
             raise ValueError("store must be 'dynamodb' (moto) or 'memory'")
         self._store_kind = store
@@ -184,6 +186,7 @@ class LocalAccount:
             seed=self._seed,
             emit=self._on_emit,
             timestamp_form=self._timestamp_form,
+            progress_log_interval_s=self._progress_log_interval_s,
         )
         self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)

@@ -48,6 +48,7 @@ from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay, Pag
 log = logging.getLogger("sagewarden.service")
 
 MAX_SAVE_RETRIES = 5
+SWEEP_RESERVE_MS = 10_000  # leave this much of the sweep's timeout unused
 MAX_FOLLOW_UPS = 20
 LOG_TAIL_LINES = 40
 
@@ -77,6 +78,7 @@ class SweepReport:
     observed: int = 0
     acted: int = 0
     alarms_deleted: int = 0
+    deferred: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -199,12 +201,17 @@ class Supervisor:
         return self.handle(parsed[0], dataclasses.replace(signal, attempt=parsed[1]))
 
     # -- the sweep (reconciler + durable timers) ----------------------------------------------
-    def sweep(self, *, cleanup_alarms: bool = False) -> SweepReport:
+    def sweep(self, *, cleanup_alarms: bool = False, time_left_ms: Callable[[], int] | None = None) -> SweepReport:
+        """One pass over the runs that are due. Stops taking work when the invocation is about to
+        time out (what is left stays due and is taken by the next minute's sweep)."""
         report = SweepReport()
         now = self.clock()
         ids = self.store.due_run_ids(now, self.settings.sweep_batch)
         report.due = len(ids)
         for run_id in ids:
+            if time_left_ms is not None and time_left_ms() < SWEEP_RESERVE_MS:
+                report.deferred = report.due - ids.index(run_id)
+                break
             try:
                 self._sweep_one(run_id, now, report)
             except Exception as exc:  # one broken run must not stop the others

@@ -16,7 +16,8 @@ CLEANUP_EVERY_MINUTES = 15
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     sup = composition.supervisor()
     minute = sup.clock() // 60_000
-    report = sup.sweep(cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0)
+    time_left = getattr(context, "get_remaining_time_in_millis", None)
+    report = sup.sweep(cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0, time_left_ms=time_left)
     metrics.add_metric(name="SweepDueRuns", unit="Count", value=report.due)
     metrics.add_metric(name="SweepErrors", unit="Count", value=len(report.errors))
     logger.info(

@@ -1,0 +1,123 @@
+"""The sweep finishes what a crashed function left undone, on the local account."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenario import default_training_job
+from drill.sim_sagemaker import Fault
+from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.models import LaunchState, RunStatus
+
+MIN = 60_000
+
+
+@pytest.fixture
+def acct(template):
+    with LocalAccount(template, store="memory") as account:
+        yield account
+
+
+def _submit(acct, name="llama-8b"):
+    status, run = acct.api("POST", "/runs", body={"name": name, "training_job": default_training_job(name, BUCKET, EXECUTION_ROLE)})
+    assert status == 201, run
+    return run
+
+
+class _DyingLauncher:
+    """CreateTrainingJob never answers (the function died / timed out after saving the intent)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = 0
+
+    def launch(self, attempt, request):
+        self.calls += 1
+        return None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_sweep_reissues_a_launch_that_never_happened(acct):
+    real = acct.supervisor.launcher
+    acct.supervisor.launcher = _DyingLauncher(real)
+    run = _submit(acct)
+    assert run["attempts"][0]["launch"] == "PENDING" and acct.sagemaker.jobs() == []
+    acct.supervisor.launcher = real
+    acct.clock.advance_to(acct.clock.now_ms + MIN)
+    acct.run_sweep()
+    assert acct.sagemaker.jobs() == []  # not yet: the intent is recent
+    acct.clock.advance_to(acct.clock.now_ms + 2 * MIN)
+    acct.run_sweep()
+    jobs = acct.sagemaker.jobs()
+    assert [j.name for j in jobs] == [run["attempts"][0]["job_name"]]  # same name: no second job possible
+    stored = acct.supervisor.store.get(run["run_id"])
+    assert stored.current.launch == LaunchState.SUBMITTED and stored.current.number == 1
+
+
+def test_sweep_relaunch_of_an_existing_job_is_idempotent(acct):
+    run = _submit(acct)
+    stored = acct.supervisor.store.get(run["run_id"])
+    # pretend the acceptance was never recorded: the job exists, the run still says PENDING
+    pending = dataclasses.replace(stored, attempts=(dataclasses.replace(stored.current, launch=LaunchState.PENDING),))
+    acct.supervisor.store.save(pending, stored, [], due_ms=0)
+    acct.clock.advance_to(acct.clock.now_ms + 3 * MIN)
+    acct.run_sweep()
+    assert len(acct.sagemaker.jobs()) == 1
+    # the reconciler's DescribeTrainingJob finds the job: recorded as submitted, nothing relaunched
+    assert acct.supervisor.store.get(run["run_id"]).current.launch == LaunchState.SUBMITTED
+    _, events = acct.api("GET", f"/runs/{run['run_id']}/events", query={"limit": "100"})
+    assert any("(from describe)" in e["summary"] for e in events["events"])
+    assert sum("LaunchAttempt" in e["summary"] for e in events["events"]) == 1
+
+
+def test_sweep_reobserves_lost_events_and_resumes(acct):
+    acct.delivery = dataclasses.replace(acct.delivery, drop_rate=1.0)  # EventBridge loses everything
+    run = _submit(acct)
+    acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+    acct.run_sweep()
+    stored = acct.supervisor.store.get(run["run_id"])
+    assert stored.status == RunStatus.TRAINING  # learnt from DescribeTrainingJob, not from events
+
+
+def test_sweep_stops_taking_work_before_its_timeout(acct):
+    for i in range(3):
+        _submit(acct, f"run-{i}")
+    acct.clock.advance_to(acct.clock.now_ms + 20 * MIN)
+    report = acct.supervisor.sweep(time_left_ms=lambda: 5_000)
+    assert report.due == 3 and report.deferred == 3 and report.observed == 0
+
+
+def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
+    live = _submit(acct, "live")
+    spec = EnsureHangAlarms("sw-gone-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 2, 8, 30, 1.0, 20)
+    acct.supervisor.alarms.ensure(spec, "01KE5Q86000DNQ47GXEV9VZMPH")
+    job = live["attempts"][0]["job_name"]
+    acct.supervisor.alarms.ensure(dataclasses.replace(spec, job_name=job), live["run_id"])
+    deleted = acct.supervisor.cleanup_alarms()
+    assert deleted == 2  # log-silence + gpu-idle of the unknown job
+    assert acct.supervisor.alarms.list_job_names() == [job]
+
+
+def test_sweep_log_silence_fallback_without_subscription(template):
+    # every progress line reaches CloudWatch Logs (the default writes one per 10 minutes for speed)
+    with LocalAccount(template, store="memory", progress_log_interval_s=60) as acct:
+        acct.supervisor.settings = dataclasses.replace(acct.supervisor.settings, log_silence_fallback=True)
+        run = _submit(acct)
+        acct.sagemaker.inject(Fault(kind="stuck_dataloader", run="llama-8b", after_training_min=20))
+        acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+        acct.deliver_due()
+        started = acct.supervisor.store.get(run["run_id"]).current.training_started_ms
+        assert started is not None
+        acct.sagemaker.advance(started + (20 + 25) * MIN)  # silent for 25 min
+        acct.run_sweep()
+        assert acct.supervisor.store.get(run["run_id"]).status == RunStatus.TRAINING
+        acct.sagemaker.advance(started + (20 + 36) * MIN)  # silent for 36 min, and due again (10-min cadence)
+        acct.run_sweep()
+        stored = acct.supervisor.store.get(run["run_id"])
+        assert stored.status == RunStatus.STOPPING and stored.current.stop_intent == "hang"
+        assert any("sweep check" in line for line in stored.current.evidence)

@@ -1,0 +1,750 @@
+"""The drill's CloudWatch alarm evaluator: AWS's documented semantics, events, speed."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from drill.alarm_evaluator import (
+    ALARM,
+    INSUFFICIENT_DATA,
+    OK,
+    AlarmEvaluator,
+    _decide,
+    _stable_periods,
+    evaluate_periods,
+)
+from drill.clock import VirtualClock
+from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
+from sagewarden import keys
+from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, alarm_specs
+from sagewarden.domain.actions import EnsureHangAlarms
+
+REGION = "us-east-1"
+MIN = 60_000
+PREFIX = keys.DEFAULT_ALARM_PREFIX
+JOB = "sw-llama-a01"
+HB = (keys.HEARTBEAT_NAMESPACE, keys.HEARTBEAT_METRIC)
+GPU = (keys.TRAINING_METRIC_NAMESPACE, "GPUUtilization")
+LOG_ALARM = alarm_name(PREFIX, JOB, "log_silence")
+GPU_ALARM = alarm_name(PREFIX, JOB, "gpu_idle")
+
+
+# ----------------------------------------------------------------------------------------------
+# Fakes and helpers
+# ----------------------------------------------------------------------------------------------
+
+Values = Callable[[int], float | None]  # minute start (ms) -> value (None = no datapoint)
+
+
+class FakeMetrics:
+    """Per-minute values the test controls; answers ``metric_datapoints`` like the simulator."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.series: dict[tuple[str, str, tuple[tuple[str, str], ...]], Values] = {}
+        self.calls = 0
+
+    def set(self, metric: tuple[str, str], dims: dict[str, str], values: Values) -> None:
+        self.series[(metric[0], metric[1], tuple(sorted(dims.items())))] = values
+
+    def metric_datapoints(
+        self,
+        namespace: str,
+        metric: str,
+        dimensions: dict[str, str],
+        start_ms: int,
+        end_ms: int,
+        period_s: int,
+        stat: str,
+    ) -> list[tuple[int, float]]:
+        assert period_s == 60 and start_ms % MIN == 0
+        self.calls += 1
+        values = self.series.get((namespace, metric, tuple(sorted(dimensions.items()))))
+        if values is None:
+            return []
+        out = []
+        for minute in range(start_ms, min(end_ms, self.clock.now_ms + 1), MIN):
+            value = values(minute)
+            if value is not None:
+                out.append((minute, float(value)))
+        return out
+
+
+@dataclass
+class FakeAccount:
+    clock: VirtualClock
+    cloudwatch: Any
+    sagemaker: Any
+    published: list[dict[str, Any]] = field(default_factory=list)
+
+    def publish_event(self, event: dict[str, Any]) -> None:
+        self.published.append(event)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def cw(aws: None) -> Any:
+    return boto3.client("cloudwatch", region_name=REGION)
+
+
+@pytest.fixture
+def acct(cw: Any) -> FakeAccount:
+    clock = VirtualClock()
+    return FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
+
+
+def hang_spec(
+    *, hosts: int = 2, silence: int = 5, idle: int = 4, idle_percent: float = 1.0, job: str = JOB
+) -> EnsureHangAlarms:
+    return EnsureHangAlarms(
+        job_name=job,
+        attempt=1,
+        instance_count=hosts,
+        gpus_per_host=8,
+        log_silence_minutes=silence,
+        gpu_idle_percent=idle_percent,
+        gpu_idle_minutes=idle,
+    )
+
+
+def put_hang_alarms(cw: Any, spec: EnsureHangAlarms) -> list[str]:
+    names = []
+    for request in alarm_specs(spec, PREFIX, "01RUN"):
+        cw.put_metric_alarm(**request)
+        names.append(request["AlarmName"])
+    return names
+
+
+def put_alarm(cw: Any, name: str, **overrides: Any) -> str:
+    """A single-metric alarm on the heartbeat metric of JOB (1 of 1, threshold 50)."""
+    request: dict[str, Any] = {
+        "AlarmName": PREFIX + name,
+        "AlarmDescription": f"test alarm {name}",
+        "Namespace": HB[0],
+        "MetricName": HB[1],
+        "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": JOB}],
+        "Statistic": "Sum",
+        "Period": 60,
+        "EvaluationPeriods": 1,
+        "DatapointsToAlarm": 1,
+        "Threshold": 50.0,
+        "ComparisonOperator": "GreaterThanThreshold",
+        "TreatMissingData": "missing",
+        "ActionsEnabled": False,
+    }
+    request.update(overrides)
+    cw.put_metric_alarm(**request)
+    return str(request["AlarmName"])
+
+
+def heartbeat(acct: FakeAccount, values: Values, job: str = JOB) -> None:
+    acct.sagemaker.set(HB, {keys.HEARTBEAT_DIMENSION: job}, values)
+
+
+def gpu(acct: FakeAccount, host: int, values: Values, job: str = JOB) -> None:
+    acct.sagemaker.set(GPU, {"Host": f"{job}/algo-{host}"}, values)
+
+
+def drive(ev: AlarmEvaluator, clock: VirtualClock, until_ms: int) -> int:
+    """Wake the evaluator only when it asks (as the drill runner does); returns the wake count."""
+    wakes = 0
+    while True:
+        t = ev.next_time()
+        if t is None or t > until_ms:
+            break
+        clock.advance_to(max(t, clock.now_ms))
+        ev.evaluate_due()
+        wakes += 1
+    clock.advance_to(until_ms)
+    ev.evaluate_due()
+    return wakes
+
+
+def drive_every_minute(ev: AlarmEvaluator, clock: VirtualClock, until_ms: int) -> None:
+    while clock.now_ms + MIN <= until_ms:
+        clock.advance_by(MIN)
+        ev.evaluate_due()
+
+
+def changes(ev: AlarmEvaluator, name: str) -> list[tuple[int, str, str]]:
+    return [(t, old, new) for t, n, old, new in ev.transitions if n == name]
+
+
+def moto_state(cw: Any, name: str) -> dict[str, Any]:
+    alarms = cw.describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    assert len(alarms) == 1
+    return dict(alarms[0])
+
+
+def periods(text: str) -> list[bool | None]:
+    """AWS documentation notation, oldest first: 0 = not breaching, X = breaching, - = missing."""
+    return [None if c == "-" else c == "X" for c in text.split()]
+
+
+# ----------------------------------------------------------------------------------------------
+# The decision, against the AWS documentation
+# ----------------------------------------------------------------------------------------------
+
+RETAIN = "retain current state"
+TREATMENTS = ("missing", "ignore", "breaching", "notBreaching")
+# "Configuring how CloudWatch alarms treat missing data": evaluation range 5, EvaluationPeriods 3.
+AWS_TABLE = [
+    # DatapointsToAlarm 3
+    ("0 - X - X", 3, [OK, OK, OK, OK]),
+    ("0 - - - -", 3, [OK, OK, OK, OK]),
+    ("- - - - -", 3, [INSUFFICIENT_DATA, RETAIN, ALARM, OK]),
+    ("0 X X - X", 3, [ALARM, ALARM, ALARM, ALARM]),
+    ("- - X - -", 3, [ALARM, RETAIN, ALARM, OK]),
+    # DatapointsToAlarm 2 (M out of N)
+    ("0 - X - X", 2, [ALARM, ALARM, ALARM, ALARM]),
+    ("0 0 X 0 X", 2, [ALARM, ALARM, ALARM, ALARM]),
+    ("0 - X - -", 2, [OK, OK, ALARM, OK]),
+    ("- - - - 0", 2, [OK, OK, ALARM, OK]),
+    ("- - - X -", 2, [ALARM, RETAIN, ALARM, OK]),
+]
+
+
+@pytest.mark.parametrize(("data", "m", "expected"), AWS_TABLE)
+def test_alarm_evaluator_matches_the_aws_missing_data_tables(data: str, m: int, expected: list[str]) -> None:
+    got = []
+    for treat in TREATMENTS:
+        outcomes = {
+            evaluate_periods(
+                periods(data),
+                evaluation_periods=3,
+                datapoints_to_alarm=m,
+                treat_missing_data=treat,
+                current_state=current,
+            )
+            for current in (OK, ALARM)
+        }
+        got.append(RETAIN if outcomes == {OK, ALARM} else outcomes.pop())
+    assert got == expected
+
+
+def test_alarm_evaluator_premature_alarm_waits_for_breaching_data_to_age() -> None:
+    # AWS: "- - - - X" and "- - - X -" do not alarm yet (the next datapoint may be fine)
+    for data in ("- - - - X", "- - - X -"):
+        assert evaluate_periods(periods(data), evaluation_periods=3, current_state=OK) == OK
+    assert evaluate_periods(periods("- - X - -"), evaluation_periods=3, current_state=OK) == ALARM
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 4),
+    m_minus=st.integers(0, 3),
+    extra=st.integers(0, 2),
+    treat=st.sampled_from(TREATMENTS),
+    data=st.data(),
+)
+def test_alarm_evaluator_stability_bound_never_skips_a_possible_change(
+    n: int, m_minus: int, extra: int, treat: str, data: st.DataObject
+) -> None:
+    """Every outcome possible before the bound says so is OK, whatever data arrives meanwhile."""
+    m = max(1, n - m_minus)
+    rng = n + extra
+    window = bytes(data.draw(st.lists(st.sampled_from(b"GBM"), min_size=rng, max_size=rng)))
+    state = _decide(window, n, m, treat, OK)[0]
+    bound = _stable_periods(window, n, m, treat, state)
+    assert bound >= 1
+    if state != OK:
+        assert bound == 1
+        return
+    for j in range(1, bound):
+        for future in itertools.product(b"GBM", repeat=min(j, rng)):
+            shifted = (window + bytes(future))[-rng:]
+            assert _decide(shifted, n, m, treat, OK)[0] == OK, (window, j, bytes(future))
+
+
+# ----------------------------------------------------------------------------------------------
+# The supervisor's alarms
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("extra", "delay"), [(0, 0), (2, 2)])
+def test_alarm_evaluator_log_silence_fires_after_exactly_n_silent_minutes(
+    acct: FakeAccount, cw: Any, extra: int, delay: int
+) -> None:
+    """Breaching missing data: ALARM once N silent minutes (plus the range's extra periods) passed."""
+    t0 = acct.clock.now_ms
+    silent_from = t0 + 20 * MIN  # minutes [t0, t0 + 20 min) have log lines
+    resume_at = silent_from + 40 * MIN
+    heartbeat(acct, lambda t: 12.0 if t < silent_from or t >= resume_at else None)
+    put_hang_alarms(cw, hang_spec(silence=5))
+    ev = AlarmEvaluator(acct, evaluation_range_extra=extra)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 90 * MIN)
+
+    fire = silent_from + (5 + delay) * MIN
+    assert changes(ev, LOG_ALARM) == [
+        (t0 + MIN, INSUFFICIENT_DATA, OK),
+        (fire, OK, ALARM),
+        (resume_at + MIN, ALARM, OK),  # the first minute with log lines is complete
+    ]
+    assert ev.late_transitions == 0
+    # one minute earlier it was still OK: not N - 1 minutes
+    ev2_acct = FakeAccount(clock=VirtualClock(t0), cloudwatch=cw, sagemaker=FakeMetrics(VirtualClock(t0)))
+    ev2_acct.sagemaker.clock = ev2_acct.clock
+    heartbeat(ev2_acct, lambda t: 12.0 if t < silent_from else None)
+    ev2 = AlarmEvaluator(ev2_acct, evaluation_range_extra=extra)
+    drive_every_minute(ev2, ev2_acct.clock, fire - MIN)
+    assert ev2.states[LOG_ALARM] == OK
+
+
+def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    idle_from = t0 + 30 * MIN
+    for host in (1, 3, 4):
+        gpu(acct, host, lambda t: 760.0)
+    gpu(acct, 2, lambda t: 0.0 if t >= idle_from else 755.0)
+    put_hang_alarms(cw, hang_spec(hosts=4, idle=4))
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 60 * MIN)
+
+    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (idle_from + 4 * MIN, OK, ALARM)]
+    event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"])
+    data = json.loads(event["detail"]["state"]["reasonData"])
+    assert data["recentDatapoints"] == [0.0] * 4  # MIN over hosts: the idle one
+    assert "statistic" not in data  # metric math has no single statistic
+    assert moto_state(cw, GPU_ALARM)["StateValue"] == ALARM
+
+
+def test_alarm_evaluator_gpu_idle_ignores_hosts_without_data(acct: FakeAccount, cw: Any) -> None:
+    """A period where some hosts have no datapoint uses the others (MIN over the present ones)."""
+    t0 = acct.clock.now_ms
+    gpu(acct, 1, lambda t: 760.0)
+    gpu(acct, 2, lambda t: None if (t - t0) // MIN % 2 else 740.0)  # every other minute missing
+    put_hang_alarms(cw, hang_spec(hosts=2, idle=3))
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 30 * MIN)
+    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
+
+
+def test_alarm_evaluator_not_breaching_gpu_alarm_stays_ok_before_training(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    put_hang_alarms(cw, hang_spec(hosts=2, idle=3))  # no GPU datapoints at all
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    wakes = drive(ev, acct.clock, t0 + 6 * 60 * MIN)
+
+    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
+    assert ev.events[0]["detail"]["state"]["reason"].endswith("treated as [NonBreaching].")
+    assert ev.states[GPU_ALARM] == OK
+    # the silence alarm (no heartbeat either) fired; afterwards nothing can change without data
+    assert changes(ev, LOG_ALARM)[-1][2] == ALARM
+    assert wakes < 6 * 60
+
+
+def test_alarm_evaluator_m_out_of_n(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    pattern = {3: 99.0, 5: 99.0, 9: 99.0, 15: 99.0, 16: 99.0}  # minute -> breaching value; else 10
+    heartbeat(acct, lambda t: pattern.get((t - t0) // MIN, 10.0))
+    name = put_alarm(cw, "m-of-n", EvaluationPeriods=3, DatapointsToAlarm=2)
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 25 * MIN)
+    # windows are the 3 minutes before each boundary: [3,4,5] is the first with 2 breaching ones
+    assert changes(ev, name) == [
+        (t0 + MIN, INSUFFICIENT_DATA, OK),
+        (t0 + 6 * MIN, OK, ALARM),
+        (t0 + 7 * MIN, ALARM, OK),  # [4,5,6]: one breaching
+        (t0 + 17 * MIN, OK, ALARM),  # [14,15,16]
+        (t0 + 18 * MIN, ALARM, OK),  # [15,16,17] still 2 ... until [16,17,18]
+    ] or changes(ev, name) == [
+        (t0 + MIN, INSUFFICIENT_DATA, OK),
+        (t0 + 6 * MIN, OK, ALARM),
+        (t0 + 7 * MIN, ALARM, OK),
+        (t0 + 17 * MIN, OK, ALARM),
+        (t0 + 19 * MIN, ALARM, OK),
+    ]
+    assert changes(ev, name)[-1] == (t0 + 19 * MIN, ALARM, OK)
+    alarm_event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM)
+    assert alarm_event["detail"]["state"]["reason"].startswith("Threshold Crossed: 2 out of the last 3 datapoints")
+    assert "(minimum 2 datapoints for OK -> ALARM transition)" in alarm_event["detail"]["state"]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("op", "breaching"),
+    [
+        ("GreaterThanOrEqualToThreshold", {50.0, 51.0}),
+        ("GreaterThanThreshold", {51.0}),
+        ("LessThanThreshold", {49.0}),
+        ("LessThanOrEqualToThreshold", {49.0, 50.0}),
+    ],
+)
+def test_alarm_evaluator_comparison_operators(acct: FakeAccount, cw: Any, op: str, breaching: set[float]) -> None:
+    t0 = acct.clock.now_ms
+    values = [49.0, 50.0, 51.0]
+    heartbeat(acct, lambda t: values[(t - t0) // MIN % 3])
+    name = put_alarm(cw, "op", ComparisonOperator=op, Threshold=50.0)
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    seen: dict[float, str] = {}
+    for i in range(1, 7):
+        acct.clock.advance_to(t0 + i * MIN)
+        ev.evaluate_due()
+        seen[values[(i - 1) % 3]] = ev.states[name]
+    assert seen == {v: (ALARM if v in breaching else OK) for v in values}
+
+
+def test_alarm_evaluator_new_alarm_is_insufficient_data_without_event(acct: FakeAccount, cw: Any) -> None:
+    name = put_alarm(cw, "quiet")  # TreatMissingData missing, and no data ever
+    assert moto_state(cw, name)["StateValue"] == OK  # moto's own default, unlike CloudWatch
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    assert ev.states == {name: INSUFFICIENT_DATA}
+    assert moto_state(cw, name)["StateValue"] == INSUFFICIENT_DATA
+    assert moto_state(cw, name)["StateReason"] == "Unchecked: Initial alarm creation"
+    drive(ev, acct.clock, acct.clock.now_ms + 45 * MIN)
+    assert ev.states == {name: INSUFFICIENT_DATA}
+    assert ev.transitions == [] and acct.published == []
+
+
+def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    heartbeat(acct, lambda t: 6.0 if t < t0 + 10 * MIN else None)
+    for host in (1, 2):
+        gpu(acct, host, lambda t: 700.0)
+    put_hang_alarms(cw, hang_spec(hosts=2, silence=3))
+    ev = AlarmEvaluator(acct, evaluation_range_extra=0)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 20 * MIN)
+
+    assert acct.published == ev.events and len(ev.events) == 3  # two INSUFFICIENT_DATA -> OK, one ALARM
+    event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM)
+    fixture = json.loads(open("tests/events/cloudwatch_alarm_state_change.json").read())
+    assert set(event) == set(fixture)
+    assert set(event["detail"]) == set(fixture["detail"])
+    assert set(event["detail"]["state"]) == set(fixture["detail"]["state"])
+    # the template's rule pattern (tests/infra): source, detail-type, alarmName prefix
+    assert event["source"] == "aws.cloudwatch"
+    assert event["detail-type"] == "CloudWatch Alarm State Change"
+    assert event["detail"]["alarmName"].startswith(keys.DEFAULT_ALARM_PREFIX)
+    assert uuid.UUID(event["id"]).version == 4
+    assert event["version"] == "0" and event["account"] == "123456789012" and event["region"] == REGION
+    assert event["resources"] == [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{LOG_ALARM}"]
+    assert event["time"] == "2026-01-05T00:13:00Z"
+    state = event["detail"]["state"]
+    assert state["timestamp"] == "2026-01-05T00:13:00.000+0000"
+    assert state["reason"] == (
+        "Threshold Crossed: no datapoints were received for 3 periods and 3 missing datapoints were "
+        "treated as [Breaching]."
+    )
+    data = json.loads(state["reasonData"])
+    assert set(data) == {
+        "version",
+        "queryDate",
+        "startDate",
+        "statistic",
+        "period",
+        "recentDatapoints",
+        "threshold",
+        "evaluatedDatapoints",
+    }
+    assert data["statistic"] == "Sum" and data["period"] == 60 and data["threshold"] == 0.0
+    assert data["queryDate"] == "2026-01-05T00:13:00.000+0000"
+    assert data["startDate"] == "2026-01-05T00:10:00.000+0000"
+    assert [d["timestamp"] for d in data["evaluatedDatapoints"]] == [
+        "2026-01-05T00:12:00.000+0000",
+        "2026-01-05T00:11:00.000+0000",
+        "2026-01-05T00:10:00.000+0000",
+    ]
+    previous = event["detail"]["previousState"]
+    assert previous["value"] == OK and previous["timestamp"] == "2026-01-05T00:01:00.000+0000"
+    assert previous["reason"].startswith("Threshold Crossed: 1 out of the last 3 datapoints [6.0 (05/01/26 00:00:00)]")
+    json.loads(previous["reasonData"])
+    assert event["detail"]["configuration"] == {
+        "description": f"sagewarden: no log events from {JOB} for 3 min",
+        "metrics": [
+            {
+                "id": event["detail"]["configuration"]["metrics"][0]["id"],
+                "metricStat": {
+                    "metric": {"namespace": HB[0], "name": HB[1], "dimensions": {"TrainingJobName": JOB}},
+                    "period": 60,
+                    "stat": "Sum",
+                },
+                "returnData": True,
+            }
+        ],
+    }
+    gpu_event = next(e for e in ev.events if e["detail"]["alarmName"] == GPU_ALARM)
+    metrics = gpu_event["detail"]["configuration"]["metrics"]
+    assert [m["id"] for m in metrics] == ["h1", "h2", "idle"]
+    assert metrics[0]["metricStat"]["metric"]["dimensions"] == {"Host": f"{JOB}/algo-1"}
+    assert metrics[0]["returnData"] is False
+    assert metrics[2] == {
+        "id": "idle",
+        "expression": "MIN([h1,h2])",
+        "label": "lowest host GPUUtilization",
+        "returnData": True,
+    }
+    # the state is mirrored into moto, so describe_alarms agrees
+    described = moto_state(cw, LOG_ALARM)
+    assert described["StateValue"] == ALARM
+    assert described["StateReason"] == state["reason"]
+    assert json.loads(described["StateReasonData"]) == data
+
+
+def test_alarm_evaluator_event_reaches_the_alarm_handler_parser(acct: FakeAccount, cw: Any) -> None:
+    from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
+
+    t0 = acct.clock.now_ms
+    heartbeat(acct, lambda t: None)
+    put_hang_alarms(cw, hang_spec(hosts=1, silence=2))
+    ev = AlarmEvaluator(acct, evaluation_range_extra=0)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 5 * MIN)
+    event = next(e for e in ev.events if e["detail"]["alarmName"] == LOG_ALARM)
+    signal = hang_signal_from_event(event, PREFIX)
+    assert signal is not None
+    assert (signal.job_name, signal.signal, signal.state) == (JOB, "log_silence", ALARM)
+    assert signal.since_ms == t0 + MIN
+
+
+def test_alarm_evaluator_forgets_deleted_alarms(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    heartbeat(acct, lambda t: None)
+    names = put_hang_alarms(cw, hang_spec(hosts=1, silence=2))
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 10 * MIN)
+    assert ev.states[LOG_ALARM] == ALARM
+    published = len(acct.published)
+
+    cw.delete_alarms(AlarmNames=names)
+    assert ev.next_time() == t0 + 11 * MIN  # the change is noticed without describe_alarms
+    acct.clock.advance_to(t0 + 11 * MIN)
+    assert ev.evaluate_due() == []
+    assert ev.states == {} and len(acct.published) == published
+    assert ev.next_time() is None
+
+    put_hang_alarms(cw, hang_spec(hosts=1, silence=2))  # re-created later: a new alarm
+    ev.evaluate_due()
+    assert ev.states == {LOG_ALARM: INSUFFICIENT_DATA, GPU_ALARM: INSUFFICIENT_DATA}
+
+
+def test_alarm_evaluator_updating_an_alarm_keeps_its_state(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    heartbeat(acct, lambda t: None)
+    put_hang_alarms(cw, hang_spec(hosts=1, silence=2))
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 10 * MIN)
+    before = list(ev.transitions)
+    put_hang_alarms(cw, hang_spec(hosts=1, silence=2))  # the supervisor's idempotent ensure
+    assert moto_state(cw, LOG_ALARM)["StateValue"] == OK  # moto reset it
+    acct.clock.advance_by(10_000)
+    ev.evaluate_due()
+    assert ev.states[LOG_ALARM] == ALARM and ev.transitions == before
+    assert moto_state(cw, LOG_ALARM)["StateValue"] == ALARM  # mirrored back
+
+
+def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
+    def run() -> list[dict[str, Any]]:
+        clock = VirtualClock()
+        acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
+        cw.delete_alarms(AlarmNames=[a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]])
+        t0 = clock.now_ms
+        heartbeat(acct, lambda t: 5.0 if (t - t0) // MIN % 17 < 9 else None)
+        for host in (1, 2, 3):
+            gpu(acct, host, lambda t, h=host: 0.0 if (t - t0) // MIN % 23 < 6 and h == 2 else 700.0)
+        put_hang_alarms(cw, hang_spec(hosts=3, silence=4, idle=3))
+        ev = AlarmEvaluator(acct)
+        ev.evaluate_due()
+        drive(ev, clock, t0 + 4 * 60 * MIN)
+        return acct.published
+
+    first, second = run(), run()
+    assert len(first) > 10
+    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+    assert len({e["id"] for e in first}) == len(first)
+
+
+def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> None:
+    def run(every_minute: bool) -> tuple[list[tuple[int, str, str, str]], int, int]:
+        clock = VirtualClock()
+        acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
+        cw.delete_alarms(AlarmNames=[a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]])
+        t0 = clock.now_ms
+        heartbeat(acct, lambda t: None if 100 <= (t - t0) // MIN % 300 < 140 else 7.0)
+        gpu(acct, 1, lambda t: 700.0)
+        gpu(acct, 2, lambda t: 0.0 if 200 <= (t - t0) // MIN % 400 < 230 else 700.0)
+        put_hang_alarms(cw, hang_spec(hosts=2, silence=30, idle=20))
+        put_alarm(cw, "rate", ComparisonOperator="LessThanThreshold", Threshold=5.0, EvaluationPeriods=5,
+                  DatapointsToAlarm=3)
+        put_alarm(cw, "ignore", Threshold=6.0, TreatMissingData="ignore", EvaluationPeriods=3)
+        ev = AlarmEvaluator(acct)
+        ev.evaluate_due()
+        until = t0 + 24 * 60 * MIN
+        if every_minute:
+            drive_every_minute(ev, clock, until)
+            wakes = 24 * 60
+        else:
+            wakes = drive(ev, clock, until)
+        assert ev.late_transitions == 0
+        return ev.transitions, wakes, acct.sagemaker.calls
+
+    minute_by_minute, _, calls_every_minute = run(True)
+    jumping, wakes, calls_jumping = run(False)
+    assert jumping == minute_by_minute
+    assert {new for _, _, _, new in jumping} == {OK, ALARM}
+    assert wakes < 24 * 60 // 2 and calls_jumping < calls_every_minute
+
+
+def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    gpu(acct, 1, lambda t: 10.0)
+    gpu(acct, 2, lambda t: 30.0 if (t - t0) // MIN % 2 == 0 else None)
+    expected = {"MIN": (10.0, 10.0), "MAX": (30.0, 10.0), "AVG": (20.0, 10.0), "SUM": (40.0, 10.0)}
+    for func in expected:
+        metrics: list[dict[str, Any]] = [
+            {
+                "Id": f"h{h}",
+                "MetricStat": {
+                    "Metric": {"Namespace": GPU[0], "MetricName": GPU[1],
+                               "Dimensions": [{"Name": "Host", "Value": f"{JOB}/algo-{h}"}]},
+                    "Period": 60,
+                    "Stat": "Average",
+                },
+                "ReturnData": False,
+            }
+            for h in (1, 2)
+        ]
+        metrics.append({"Id": "e1", "Expression": f"{func}([h1, h2])", "ReturnData": True})
+        cw.put_metric_alarm(
+            AlarmName=f"{PREFIX}{func.lower()}", Metrics=metrics, EvaluationPeriods=2, DatapointsToAlarm=2,
+            Threshold=0.0, ComparisonOperator="GreaterThanThreshold", TreatMissingData="missing",
+        )
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 3 * MIN)
+    for func, (even, odd) in expected.items():
+        event = next(e for e in ev.events if e["detail"]["alarmName"] == f"{PREFIX}{func.lower()}")
+        assert event["detail"]["state"]["value"] == ALARM
+        # window at t0+3 min: minutes 1 (odd: host 2 missing) and 2 (even: both hosts)
+        assert json.loads(event["detail"]["state"]["reasonData"])["recentDatapoints"] == [odd, even]
+
+
+def test_alarm_evaluator_rejects_what_it_cannot_evaluate(acct: FakeAccount, cw: Any) -> None:
+    put_alarm(cw, "p99", Statistic=None, ExtendedStatistic="p99") if False else None
+    request = {
+        "AlarmName": PREFIX + "p99",
+        "Namespace": HB[0],
+        "MetricName": HB[1],
+        "ExtendedStatistic": "p99",
+        "Period": 60,
+        "EvaluationPeriods": 1,
+        "Threshold": 1.0,
+        "ComparisonOperator": "GreaterThanThreshold",
+    }
+    cw.put_metric_alarm(**request)
+    ev = AlarmEvaluator(acct)
+    with pytest.raises(ValueError, match="percentile"):
+        ev.evaluate_due()
+    with pytest.raises(ValueError, match="EvaluationPeriods"):
+        evaluate_periods([None], evaluation_periods=2)
+
+
+# ----------------------------------------------------------------------------------------------
+# On the simulated SageMaker: a 30-day, 8-host job
+# ----------------------------------------------------------------------------------------------
+
+
+def _sim_request(name: str, hosts: int, max_runtime_s: int) -> dict[str, Any]:
+    return {
+        "TrainingJobName": name,
+        "RoleArn": "arn:aws:iam::123456789012:role/sim-training",
+        "AlgorithmSpecification": {"TrainingImage": "img:latest", "TrainingInputMode": "File"},
+        "OutputDataConfig": {"S3OutputPath": "s3://sim-ckpt-bucket/output"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": hosts, "VolumeSizeInGB": 100},
+        "StoppingCondition": {"MaxRuntimeInSeconds": max_runtime_s},
+        "CheckpointConfig": {"S3Uri": "s3://sim-ckpt-bucket/runs/r1", "LocalPath": "/opt/ml/checkpoints"},
+        "Tags": [{"Key": keys.TAG_RUN_NAME, "Value": "r1"}, {"Key": keys.TAG_ATTEMPT, "Value": "1"}],
+    }
+
+
+def test_alarm_evaluator_thirty_days_on_the_simulated_sagemaker(aws: None, cw: Any) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="sim-ckpt-bucket")
+    clock = VirtualClock()
+    sim = SimSageMaker(clock, s3_client=s3)
+    acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=sim)
+    day = 24 * 60 * MIN
+    sim.set_profile("r1", JobProfile(total_steps=10**9, checkpoint_every_steps=10**9))
+    sim.inject(Fault(kind="checkpoint_save_long", after_training_min=3 * 24 * 60, duration_min=12))
+    sim.inject(Fault(kind="dead_host", after_training_min=27 * 24 * 60, host=5))
+    job = "sw-r1-a01"
+    sim.create_training_job(**_sim_request(job, 8, 28 * 24 * 3600))
+    while sim.job(job).training_started_ms is None:
+        sim.advance(sim.next_event_time() or clock.now_ms)
+    spec = hang_spec(job=job, hosts=8, silence=30, idle=20)
+    put_hang_alarms(cw, spec)
+    rate = put_alarm(cw, "log-rate", Dimensions=[{"Name": keys.HEARTBEAT_DIMENSION, "Value": job}],
+                     ComparisonOperator="LessThanThreshold", Threshold=8.0, EvaluationPeriods=5, DatapointsToAlarm=3)
+    ev = AlarmEvaluator(acct)
+    end = clock.now_ms + 30 * day
+    cpu = 0.0
+    wakes = 0
+    while True:
+        started = time.process_time()
+        t_eval = ev.next_time()
+        cpu += time.process_time() - started
+        candidates = [t for t in (sim.next_event_time(), t_eval) if t is not None]
+        t = max(min(candidates), clock.now_ms)
+        if t > end:
+            break
+        sim.advance(t)
+        started = time.process_time()
+        ev.evaluate_due()
+        cpu += time.process_time() - started
+        wakes += 1
+    print(f"\n30 virtual days, 8 hosts, 3 alarms: {cpu:.2f} s CPU in the evaluator, {wakes} wakes, "
+          f"{ev.fetches} metric_datapoints calls, {ev.refreshes} describe_alarms reads")
+
+    silence_alarm = alarm_name(PREFIX, job, "log_silence")
+    idle_alarm = alarm_name(PREFIX, job, "gpu_idle")
+    dead_at = next(t for t, name, kind, _ in sim.fault_log if kind == "dead_host")
+    dead_minute = -(-dead_at // MIN) * MIN  # first per-minute sample taken while the host is dead
+    beats = sim.metric_datapoints(HB[0], HB[1], {keys.HEARTBEAT_DIMENSION: job}, dead_at - 60 * MIN, dead_at + MIN,
+                                  60, "Sum")
+    last_beat = max(t for t, _ in beats)
+    ended = sim.job(job).training_ended_ms
+    assert ended is not None and sim.job(job).ended_reason == "max_runtime"
+    first = clock.now_ms - 30 * day  # unused anchor for readability
+    del first
+    assert [(old, new) for _, old, new in changes(ev, silence_alarm)] == [(INSUFFICIENT_DATA, OK), (OK, ALARM)]
+    assert changes(ev, silence_alarm)[1][0] == last_beat + MIN + (30 + 2) * MIN  # the 12-min save did not fire
+    idle = changes(ev, idle_alarm)
+    assert [(old, new) for _, old, new in idle] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
+    assert idle[1][0] == dead_minute + 20 * MIN
+    assert idle[2][0] > ended  # data stopped: notBreaching brings it back to OK
+    assert ev.states[rate] == ALARM  # fewer than 8 lines a minute since the hang
+    assert ev.late_transitions == 0
+    assert wakes < 30 * 24 * 60 // 3
