@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
@@ -85,14 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     scenario = load(args.scenario, bucket=BUCKET, role_arn=EXECUTION_ROLE)
     if args.seed is not None:
         scenario.seed = args.seed
-    evaluator_factory: Any = None
-    try:
-        from drill.alarm_evaluator import AlarmEvaluator
-
-        evaluator_factory = AlarmEvaluator
-    except ImportError:
-        pass
-    result = run_scenario(scenario, synthesized_template(), evaluator_factory=evaluator_factory)
+    result = run_scenario(scenario, synthesized_template())
     if args.json:
         print(json.dumps(result.summary(), indent=2, default=str))
     else:

@@ -23,10 +23,12 @@ from moto import mock_aws
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
+from drill.sim_cloudwatch import SimulatedCloudWatch
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
+from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
@@ -197,6 +199,7 @@ class LocalAccount:
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
             logs=CloudWatchLogsReader(self.logs),
+            metrics=CloudWatchMetricsReader(SimulatedCloudWatch(self.cloudwatch, self.sagemaker)),
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),
             settings=SupervisorSettings(

@@ -46,14 +46,16 @@ happens exactly on the minute, reasons and reasonData follow CloudWatch's layout
 wording, and ``EvaluateLowSampleCountPercentile`` is ignored.
 
 Speed: a datapoint of a past period never changes, so each series is fetched once per new period
-(one ``metric_datapoints`` call per series for all periods since the last evaluation) and classified
-once per alarm. ``next_time`` does not wake the drill every minute: from the data already seen it
-computes the first minute at which any data could change an alarm's state (e.g. a healthy N-minute
-silence alarm cannot fire for N minutes), and wakes then. Every skipped minute is still evaluated,
-exactly, when the drill wakes; ``late_transitions`` counts transitions found after their minute
-(always 0 unless that bound is wrong). New, changed and deleted alarms are noticed cheaply through
-moto's in-memory backend, and only then read again with ``describe_alarms``; without a moto
-backend the evaluator re-reads once per virtual minute and wakes every minute.
+and classified once per alarm. From the data already seen, the evaluator computes for each alarm
+the first minute at which any data could change its state (a healthy N-minute silence alarm cannot
+fire for N minutes; an ALARM can end any minute); ``next_time`` wakes the drill then, not every
+minute. An alarm is evaluated when that minute has come: every boundary since its last evaluation,
+exactly, with one ``metric_datapoints`` call per series for all of them. Its state in between is
+the one it had (``late_transitions`` counts transitions found after their minute: 0 unless that
+bound were wrong; the unit tests check it against exhaustive futures). New, changed and deleted
+alarms are noticed cheaply through moto's in-memory backend, and only then read again with
+``describe_alarms``; without a moto backend the evaluator re-reads once per virtual minute and
+wakes every minute.
 """
 
 from __future__ import annotations
@@ -266,10 +268,7 @@ class AlarmConfig:
     queries: tuple[_Query, ...]
     return_id: str
     statistic: str | None  # single-metric alarms only
-
-    @property
-    def series(self) -> tuple[SeriesKey, ...]:
-        return tuple(q.series for q in self.queries if q.series is not None)
+    series: tuple[SeriesKey, ...] = ()  # the MetricStats, in order
 
 
 def _dims(raw: Sequence[dict[str, str]] | None) -> tuple[tuple[str, str], ...]:
@@ -365,6 +364,7 @@ def parse_alarm(raw: dict[str, Any]) -> AlarmConfig:
         queries=tuple(queries),
         return_id=return_id,
         statistic=statistic,
+        series=tuple(q.series for q in queries if q.series is not None),
     )
 
 
@@ -572,7 +572,9 @@ class AlarmEvaluator:
         now = self.clock.now_ms
         target = self._boundary(now)
         self._refresh(now, target)
-        pending = [a for a in self._alarms.values() if a.evaluated_to < target]
+        # an alarm is evaluated (every boundary since its last evaluation, exactly) once a change
+        # has become possible; until then its state provably stays, and its fetches are batched
+        pending = [a for a in self._alarms.values() if a.evaluated_to < target and a.next_check <= target]
         found: list[_Transition] = []
         if pending:
             self._fetch(pending, target)

@@ -49,6 +49,7 @@ class DrillResult:
     api_calls: list[dict[str, Any]] = field(default_factory=list)
     alerts: int = 0
     events_delivered: int = 0
+    alerts_sent: list[Any] = field(default_factory=list)  # (virtual ms, Notify) as published
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -265,6 +266,7 @@ class DrillRunner:
             invariant_violations=list(self.violations),
             api_calls=self.api_calls,
             alerts=len(acct.notifier.sent),
+            alerts_sent=list(acct.notifier.sent),
             events_delivered=len(acct.delivered),
         )
 
@@ -314,6 +316,11 @@ class DrillRunner:
 
 
 def run_scenario(scenario: Scenario, template: dict[str, Any], **kwargs: Any) -> DrillResult:
+    """Run a scenario; the supervisor's hang alarms are evaluated against the simulated metrics."""
+    if kwargs.get("evaluator_factory") is None:
+        from drill.alarm_evaluator import AlarmEvaluator
+
+        kwargs["evaluator_factory"] = AlarmEvaluator
     return DrillRunner(scenario, template, **kwargs).run()
 
 

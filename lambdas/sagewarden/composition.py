@@ -58,6 +58,7 @@ def _build() -> Supervisor:
 
     from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
     from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
+    from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
     from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
     from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
     from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
@@ -74,6 +75,7 @@ def _build() -> Supervisor:
             os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX),
         ),
         logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
+        metrics=CloudWatchMetricsReader(boto3.client("cloudwatch", config=cfg)),
         clock=now_ms,
         new_id=ulid_factory(now_ms),
         settings=settings(),

@@ -93,6 +93,7 @@ class Supervisor:
         alarms: Any,
         logs: Any,
         clock: Callable[[], int],
+        metrics: Any = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
     ) -> None:
@@ -102,6 +103,7 @@ class Supervisor:
         self.notifier = notifier
         self.alarms = alarms
         self.logs = logs
+        self.metrics = metrics
         self.clock = clock
         self.new_id = new_id
         self.settings = settings or SupervisorSettings()
@@ -201,7 +203,9 @@ class Supervisor:
         return self.handle(parsed[0], dataclasses.replace(signal, attempt=parsed[1]))
 
     # -- the sweep (reconciler + durable timers) ----------------------------------------------
-    def sweep(self, *, cleanup_alarms: bool = False, time_left_ms: Callable[[], int] | None = None) -> SweepReport:
+    def sweep(
+        self, *, cleanup_alarms: bool = False, time_left_ms: Callable[[], int] | None = None
+    ) -> SweepReport:
         """One pass over the runs that are due. Stops taking work when the invocation is about to
         time out (what is left stays due and is taken by the next minute's sweep)."""
         report = SweepReport()
@@ -244,7 +248,9 @@ class Supervisor:
         they are ingested; stream timestamps would lag by up to an hour)."""
         cur = run.current
         pol = run.policy
-        if not (self.settings.log_silence_fallback and pol.hang_detection and cur is not None and cur.in_training):
+        if not (
+            self.settings.log_silence_fallback and pol.hang_detection and cur is not None and cur.in_training
+        ):
             return None
         started = cur.training_started_ms or now
         window_ms = pol.log_silence_minutes * 60_000
@@ -328,7 +334,9 @@ class Supervisor:
         raise ConcurrentUpdate(run_id)
 
     def _observe(self, run: Run, event: Event) -> Observations:
-        checkpoint, error, tail, triage = None, None, (), ()
+        checkpoint, error = None, None
+        tail: tuple[str, ...] = ()
+        triage: tuple[str, ...] = ()
         if wants_checkpoint(run, event) and run.checkpoint_uri:
             pol = run.policy
             try:
@@ -347,7 +355,25 @@ class Supervisor:
                     triage = self.logs.host_triage(job, self.clock())
             except Exception as exc:
                 log.warning("could not read logs of %s: %s", job, exc)
+            if isinstance(event, HangSignal) and self.metrics is not None and run.current is not None:
+                triage = self._gpu_triage(run) + triage
         return Observations(checkpoint=checkpoint, checkpoint_error=error, log_tail=tail, hosts_triage=triage)
+
+    def _gpu_triage(self, run: Run) -> tuple[str, ...]:
+        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_triage_lines
+        from sagewarden.domain.pricing import gpus_per_instance
+
+        cur = run.current
+        assert cur is not None
+        now = self.clock()
+        window = max(run.policy.gpu_idle_minutes, 10) * 60_000
+        try:
+            by_host = self.metrics.gpu_by_host(cur.job_name, cur.instance_count, now - window, now)
+        except Exception as exc:
+            log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
+            return ()
+        threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
+        return gpu_triage_lines(by_host, threshold, cur.instance_count)
 
     def _carry_out(self, run: Run, actions: Sequence[Action]) -> list[Event]:
         follow_ups: list[Event] = []

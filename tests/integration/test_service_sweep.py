@@ -22,7 +22,11 @@ def acct(template):
 
 
 def _submit(acct, name="llama-8b"):
-    status, run = acct.api("POST", "/runs", body={"name": name, "training_job": default_training_job(name, BUCKET, EXECUTION_ROLE)})
+    status, run = acct.api(
+        "POST",
+        "/runs",
+        body={"name": name, "training_job": default_training_job(name, BUCKET, EXECUTION_ROLE)},
+    )
     assert status == 201, run
     return run
 
@@ -63,7 +67,9 @@ def test_sweep_relaunch_of_an_existing_job_is_idempotent(acct):
     run = _submit(acct)
     stored = acct.supervisor.store.get(run["run_id"])
     # pretend the acceptance was never recorded: the job exists, the run still says PENDING
-    pending = dataclasses.replace(stored, attempts=(dataclasses.replace(stored.current, launch=LaunchState.PENDING),))
+    pending = dataclasses.replace(
+        stored, attempts=(dataclasses.replace(stored.current, launch=LaunchState.PENDING),)
+    )
     acct.supervisor.store.save(pending, stored, [], due_ms=0)
     acct.clock.advance_to(acct.clock.now_ms + 3 * MIN)
     acct.run_sweep()

@@ -305,7 +305,13 @@ def _warm_pool_drill(template, keep_alive: int):
             "delivery": {"min_delay_s": 1, "max_delay_s": 5},
             "runs": [run_spec("warm", policy={"keep_alive_seconds": keep_alive})],
             "faults": [
-                {"kind": "algorithm_error", "run": "warm", "attempt": 1, "after_training_min": 50, "log_lines": [line]}
+                {
+                    "kind": "algorithm_error",
+                    "run": "warm",
+                    "attempt": 1,
+                    "after_training_min": 50,
+                    "log_lines": [line],
+                }
             ],
         },
     )

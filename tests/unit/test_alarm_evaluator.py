@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -201,6 +201,12 @@ def moto_state(cw: Any, name: str) -> dict[str, Any]:
     return dict(alarms[0])
 
 
+def clear_alarms(cw: Any) -> None:
+    names = [a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]]
+    if names:
+        cw.delete_alarms(AlarmNames=names)
+
+
 def periods(text: str) -> list[bool | None]:
     """AWS documentation notation, oldest first: 0 = not breaching, X = breaching, - = missing."""
     return [None if c == "-" else c == "X" for c in text.split()]
@@ -306,14 +312,9 @@ def test_alarm_evaluator_log_silence_fires_after_exactly_n_silent_minutes(
         (fire, OK, ALARM),
         (resume_at + MIN, ALARM, OK),  # the first minute with log lines is complete
     ]
+    # the only OK -> ALARM change is at `fire`: one minute earlier (N - 1 silent minutes) it was OK
+    assert fire - silent_from == (5 + delay) * MIN
     assert ev.late_transitions == 0
-    # one minute earlier it was still OK: not N - 1 minutes
-    ev2_acct = FakeAccount(clock=VirtualClock(t0), cloudwatch=cw, sagemaker=FakeMetrics(VirtualClock(t0)))
-    ev2_acct.sagemaker.clock = ev2_acct.clock
-    heartbeat(ev2_acct, lambda t: 12.0 if t < silent_from else None)
-    ev2 = AlarmEvaluator(ev2_acct, evaluation_range_extra=extra)
-    drive_every_minute(ev2, ev2_acct.clock, fire - MIN)
-    assert ev2.states[LOG_ALARM] == OK
 
 
 def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount, cw: Any) -> None:
@@ -328,7 +329,9 @@ def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount,
     drive(ev, acct.clock, t0 + 60 * MIN)
 
     assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (idle_from + 4 * MIN, OK, ALARM)]
-    event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"])
+    event = next(
+        e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"]
+    )
     data = json.loads(event["detail"]["state"]["reasonData"])
     assert data["recentDatapoints"] == [0.0] * 4  # MIN over hosts: the idle one
     assert "statistic" not in data  # metric math has no single statistic
@@ -352,14 +355,18 @@ def test_alarm_evaluator_not_breaching_gpu_alarm_stays_ok_before_training(acct: 
     put_hang_alarms(cw, hang_spec(hosts=2, idle=3))  # no GPU datapoints at all
     ev = AlarmEvaluator(acct)
     ev.evaluate_due()
-    wakes = drive(ev, acct.clock, t0 + 6 * 60 * MIN)
+    wakes = drive(ev, acct.clock, t0 + 6 * 60 * MIN)  # wakes every minute: the ALARM may end any minute
 
     assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
-    assert ev.events[0]["detail"]["state"]["reason"].endswith("treated as [NonBreaching].")
+    event = next(e for e in ev.events if e["detail"]["alarmName"] == GPU_ALARM)
+    assert event["detail"]["state"]["reason"] == (
+        "Threshold Crossed: no datapoints were received for 5 periods and 3 missing datapoints were "
+        "treated as [NonBreaching]."
+    )
     assert ev.states[GPU_ALARM] == OK
-    # the silence alarm (no heartbeat either) fired; afterwards nothing can change without data
-    assert changes(ev, LOG_ALARM)[-1][2] == ALARM
-    assert wakes < 6 * 60
+    # without any heartbeat the silence alarm (breaching) alarms at the first evaluation
+    assert changes(ev, LOG_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, ALARM)]
+    assert wakes > 0
 
 
 def test_alarm_evaluator_m_out_of_n(acct: FakeAccount, cw: Any) -> None:
@@ -370,23 +377,19 @@ def test_alarm_evaluator_m_out_of_n(acct: FakeAccount, cw: Any) -> None:
     ev = AlarmEvaluator(acct)
     ev.evaluate_due()
     drive(ev, acct.clock, t0 + 25 * MIN)
-    # windows are the 3 minutes before each boundary: [3,4,5] is the first with 2 breaching ones
+    # each boundary evaluates the 3 minutes before it (all have data, so the range's extra
+    # periods are not needed): 2 of [3,4,5] breach; [4,5,6] and [9,10,11] hold only one
     assert changes(ev, name) == [
         (t0 + MIN, INSUFFICIENT_DATA, OK),
-        (t0 + 6 * MIN, OK, ALARM),
-        (t0 + 7 * MIN, ALARM, OK),  # [4,5,6]: one breaching
-        (t0 + 17 * MIN, OK, ALARM),  # [14,15,16]
-        (t0 + 18 * MIN, ALARM, OK),  # [15,16,17] still 2 ... until [16,17,18]
-    ] or changes(ev, name) == [
-        (t0 + MIN, INSUFFICIENT_DATA, OK),
-        (t0 + 6 * MIN, OK, ALARM),
-        (t0 + 7 * MIN, ALARM, OK),
-        (t0 + 17 * MIN, OK, ALARM),
-        (t0 + 19 * MIN, ALARM, OK),
+        (t0 + 6 * MIN, OK, ALARM),  # [3,4,5]
+        (t0 + 7 * MIN, ALARM, OK),  # [4,5,6]
+        (t0 + 17 * MIN, OK, ALARM),  # [14,15,16]; [15,16,17] keeps it
+        (t0 + 19 * MIN, ALARM, OK),  # [16,17,18]
     ]
-    assert changes(ev, name)[-1] == (t0 + 19 * MIN, ALARM, OK)
     alarm_event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM)
-    assert alarm_event["detail"]["state"]["reason"].startswith("Threshold Crossed: 2 out of the last 3 datapoints")
+    assert alarm_event["detail"]["state"]["reason"].startswith(
+        "Threshold Crossed: 2 out of the last 3 datapoints"
+    )
     assert "(minimum 2 datapoints for OK -> ALARM transition)" in alarm_event["detail"]["state"]["reason"]
 
 
@@ -399,7 +402,9 @@ def test_alarm_evaluator_m_out_of_n(acct: FakeAccount, cw: Any) -> None:
         ("LessThanOrEqualToThreshold", {49.0, 50.0}),
     ],
 )
-def test_alarm_evaluator_comparison_operators(acct: FakeAccount, cw: Any, op: str, breaching: set[float]) -> None:
+def test_alarm_evaluator_comparison_operators(
+    acct: FakeAccount, cw: Any, op: str, breaching: set[float]
+) -> None:
     t0 = acct.clock.now_ms
     values = [49.0, 50.0, 51.0]
     heartbeat(acct, lambda t: values[(t - t0) // MIN % 3])
@@ -439,7 +444,9 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
 
     assert acct.published == ev.events and len(ev.events) == 3  # two INSUFFICIENT_DATA -> OK, one ALARM
     event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM)
-    fixture = json.loads(open("tests/events/cloudwatch_alarm_state_change.json").read())
+    fixture = json.loads(
+        (Path(__file__).parents[1] / "events" / "cloudwatch_alarm_state_change.json").read_text()
+    )
     assert set(event) == set(fixture)
     assert set(event["detail"]) == set(fixture["detail"])
     assert set(event["detail"]["state"]) == set(fixture["detail"]["state"])
@@ -478,8 +485,12 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     ]
     previous = event["detail"]["previousState"]
     assert previous["value"] == OK and previous["timestamp"] == "2026-01-05T00:01:00.000+0000"
-    assert previous["reason"].startswith("Threshold Crossed: 1 out of the last 3 datapoints [6.0 (05/01/26 00:00:00)]")
-    json.loads(previous["reasonData"])
+    assert previous["reason"] == (
+        "Threshold Crossed: 3 out of the last 3 datapoints [6.0 (05/01/26 00:00:00), 6.0 (04/01/26 23:59:00), "
+        "6.0 (04/01/26 23:58:00)] were not less than or equal to the threshold (0.0) (minimum 1 datapoint "
+        "for INSUFFICIENT_DATA -> OK transition)."
+    )
+    assert json.loads(previous["reasonData"])["recentDatapoints"] == [6.0, 6.0, 6.0]
     assert event["detail"]["configuration"] == {
         "description": f"sagewarden: no log events from {JOB} for 3 min",
         "metrics": [
@@ -570,11 +581,12 @@ def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
     def run() -> list[dict[str, Any]]:
         clock = VirtualClock()
         acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
-        cw.delete_alarms(AlarmNames=[a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]])
+        clear_alarms(cw)
         t0 = clock.now_ms
         heartbeat(acct, lambda t: 5.0 if (t - t0) // MIN % 17 < 9 else None)
-        for host in (1, 2, 3):
-            gpu(acct, host, lambda t, h=host: 0.0 if (t - t0) // MIN % 23 < 6 and h == 2 else 700.0)
+        gpu(acct, 1, lambda t: 700.0)
+        gpu(acct, 2, lambda t: 0.0 if (t - t0) // MIN % 23 < 6 else 700.0)
+        gpu(acct, 3, lambda t: 700.0)
         put_hang_alarms(cw, hang_spec(hosts=3, silence=4, idle=3))
         ev = AlarmEvaluator(acct)
         ev.evaluate_due()
@@ -591,15 +603,29 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> 
     def run(every_minute: bool) -> tuple[list[tuple[int, str, str, str]], int, int]:
         clock = VirtualClock()
         acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
-        cw.delete_alarms(AlarmNames=[a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]])
+        clear_alarms(cw)
         t0 = clock.now_ms
         heartbeat(acct, lambda t: None if 100 <= (t - t0) // MIN % 300 < 140 else 7.0)
         gpu(acct, 1, lambda t: 700.0)
         gpu(acct, 2, lambda t: 0.0 if 200 <= (t - t0) // MIN % 400 < 230 else 700.0)
         put_hang_alarms(cw, hang_spec(hosts=2, silence=30, idle=20))
-        put_alarm(cw, "rate", ComparisonOperator="LessThanThreshold", Threshold=5.0, EvaluationPeriods=5,
-                  DatapointsToAlarm=3)
-        put_alarm(cw, "ignore", Threshold=6.0, TreatMissingData="ignore", EvaluationPeriods=3)
+        put_alarm(
+            cw,
+            "rate",
+            ComparisonOperator="LessThanThreshold",
+            Threshold=5.0,
+            EvaluationPeriods=5,
+            DatapointsToAlarm=3,
+        )
+        put_alarm(  # 3 of 3: an alarm that one datapoint can fire may change any minute (woken every minute)
+            cw,
+            "ignore",
+            ComparisonOperator="LessThanThreshold",
+            Threshold=6.0,
+            TreatMissingData="ignore",
+            EvaluationPeriods=3,
+            DatapointsToAlarm=3,
+        )
         ev = AlarmEvaluator(acct)
         ev.evaluate_due()
         until = t0 + 24 * 60 * MIN
@@ -614,8 +640,11 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> 
     minute_by_minute, _, calls_every_minute = run(True)
     jumping, wakes, calls_jumping = run(False)
     assert jumping == minute_by_minute
-    assert {new for _, _, _, new in jumping} == {OK, ALARM}
-    assert wakes < 24 * 60 // 2 and calls_jumping < calls_every_minute
+    assert {new for _, _, _, new in jumping} == {OK, ALARM, INSUFFICIENT_DATA}
+    naive_calls = 24 * 60 * 3  # 3 series (one heartbeat, two hosts) asked every minute
+    print(f"\n{wakes} wakes instead of {24 * 60}; {calls_jumping} metric calls instead of {naive_calls}")
+    assert wakes < 24 * 60
+    assert calls_jumping == calls_every_minute < naive_calls // 2  # alarms are fetched when due
 
 
 def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw: Any) -> None:
@@ -628,8 +657,11 @@ def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw
             {
                 "Id": f"h{h}",
                 "MetricStat": {
-                    "Metric": {"Namespace": GPU[0], "MetricName": GPU[1],
-                               "Dimensions": [{"Name": "Host", "Value": f"{JOB}/algo-{h}"}]},
+                    "Metric": {
+                        "Namespace": GPU[0],
+                        "MetricName": GPU[1],
+                        "Dimensions": [{"Name": "Host", "Value": f"{JOB}/algo-{h}"}],
+                    },
                     "Period": 60,
                     "Stat": "Average",
                 },
@@ -639,8 +671,13 @@ def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw
         ]
         metrics.append({"Id": "e1", "Expression": f"{func}([h1, h2])", "ReturnData": True})
         cw.put_metric_alarm(
-            AlarmName=f"{PREFIX}{func.lower()}", Metrics=metrics, EvaluationPeriods=2, DatapointsToAlarm=2,
-            Threshold=0.0, ComparisonOperator="GreaterThanThreshold", TreatMissingData="missing",
+            AlarmName=f"{PREFIX}{func.lower()}",
+            Metrics=metrics,
+            EvaluationPeriods=2,
+            DatapointsToAlarm=2,
+            Threshold=0.0,
+            ComparisonOperator="GreaterThanThreshold",
+            TreatMissingData="missing",
         )
     ev = AlarmEvaluator(acct)
     ev.evaluate_due()
@@ -648,12 +685,11 @@ def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw
     for func, (even, odd) in expected.items():
         event = next(e for e in ev.events if e["detail"]["alarmName"] == f"{PREFIX}{func.lower()}")
         assert event["detail"]["state"]["value"] == ALARM
-        # window at t0+3 min: minutes 1 (odd: host 2 missing) and 2 (even: both hosts)
+        # first evaluation (t0 + 1 min): minutes -1 (odd: host 2 missing) and 0 (even: both hosts)
         assert json.loads(event["detail"]["state"]["reasonData"])["recentDatapoints"] == [odd, even]
 
 
 def test_alarm_evaluator_rejects_what_it_cannot_evaluate(acct: FakeAccount, cw: Any) -> None:
-    put_alarm(cw, "p99", Statistic=None, ExtendedStatistic="p99") if False else None
     request = {
         "AlarmName": PREFIX + "p99",
         "Namespace": HB[0],
@@ -706,8 +742,19 @@ def test_alarm_evaluator_thirty_days_on_the_simulated_sagemaker(aws: None, cw: A
         sim.advance(sim.next_event_time() or clock.now_ms)
     spec = hang_spec(job=job, hosts=8, silence=30, idle=20)
     put_hang_alarms(cw, spec)
-    rate = put_alarm(cw, "log-rate", Dimensions=[{"Name": keys.HEARTBEAT_DIMENSION, "Value": job}],
-                     ComparisonOperator="LessThanThreshold", Threshold=8.0, EvaluationPeriods=5, DatapointsToAlarm=3)
+    spin = put_alarm(  # all GPUs of host 1 near 100 % (a collective spinning): 3 of 5 minutes
+        cw,
+        "spin",
+        Namespace=GPU[0],
+        MetricName=GPU[1],
+        Dimensions=[{"Name": "Host", "Value": f"{job}/algo-1"}],
+        Statistic="Average",
+        ComparisonOperator="GreaterThanOrEqualToThreshold",
+        Threshold=790.0,
+        EvaluationPeriods=5,
+        DatapointsToAlarm=3,
+        TreatMissingData="notBreaching",
+    )
     ev = AlarmEvaluator(acct)
     end = clock.now_ms + 30 * day
     cpu = 0.0
@@ -725,26 +772,34 @@ def test_alarm_evaluator_thirty_days_on_the_simulated_sagemaker(aws: None, cw: A
         ev.evaluate_due()
         cpu += time.process_time() - started
         wakes += 1
-    print(f"\n30 virtual days, 8 hosts, 3 alarms: {cpu:.2f} s CPU in the evaluator, {wakes} wakes, "
-          f"{ev.fetches} metric_datapoints calls, {ev.refreshes} describe_alarms reads")
+    print(
+        f"\n30 virtual days, 8 hosts, 3 alarms: {cpu:.2f} s CPU in the evaluator, {wakes} wakes, "
+        f"{ev.fetches} metric_datapoints calls, {ev.refreshes} describe_alarms reads"
+    )
 
     silence_alarm = alarm_name(PREFIX, job, "log_silence")
     idle_alarm = alarm_name(PREFIX, job, "gpu_idle")
     dead_at = next(t for t, name, kind, _ in sim.fault_log if kind == "dead_host")
     dead_minute = -(-dead_at // MIN) * MIN  # first per-minute sample taken while the host is dead
-    beats = sim.metric_datapoints(HB[0], HB[1], {keys.HEARTBEAT_DIMENSION: job}, dead_at - 60 * MIN, dead_at + MIN,
-                                  60, "Sum")
+    beats = sim.metric_datapoints(
+        HB[0], HB[1], {keys.HEARTBEAT_DIMENSION: job}, dead_at - 60 * MIN, dead_at + MIN, 60, "Sum"
+    )
     last_beat = max(t for t, _ in beats)
     ended = sim.job(job).training_ended_ms
     assert ended is not None and sim.job(job).ended_reason == "max_runtime"
-    first = clock.now_ms - 30 * day  # unused anchor for readability
-    del first
-    assert [(old, new) for _, old, new in changes(ev, silence_alarm)] == [(INSUFFICIENT_DATA, OK), (OK, ALARM)]
-    assert changes(ev, silence_alarm)[1][0] == last_beat + MIN + (30 + 2) * MIN  # the 12-min save did not fire
+    assert [(old, new) for _, old, new in changes(ev, silence_alarm)] == [
+        (INSUFFICIENT_DATA, OK),
+        (OK, ALARM),
+    ]
+    assert (
+        changes(ev, silence_alarm)[1][0] == last_beat + MIN + (30 + 2) * MIN
+    )  # the 12-min save did not fire
     idle = changes(ev, idle_alarm)
     assert [(old, new) for _, old, new in idle] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
     assert idle[1][0] == dead_minute + 20 * MIN
     assert idle[2][0] > ended  # data stopped: notBreaching brings it back to OK
-    assert ev.states[rate] == ALARM  # fewer than 8 lines a minute since the hang
+    spinning = changes(ev, spin)
+    assert [(old, new) for _, old, new in spinning] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
+    assert spinning[1][0] == dead_minute + 3 * MIN  # the live hosts spin at ~800 while host 5 is dead
     assert ev.late_transitions == 0
-    assert wakes < 30 * 24 * 60 // 3
+    assert wakes < 30 * 24 * 60 // 2  # the 3-of-5 alarm may change every 3rd minute; the sim wakes too

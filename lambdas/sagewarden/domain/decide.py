@@ -437,8 +437,8 @@ def _on_hang_signal(d: _Draft, e: HangSignal) -> str | None:
     silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
     evidence = (
         f"signal: {', '.join(sorted(signals))}",
-        f"host: {e.host or 'all hosts'}; since {silent_for:.0f} min",
-        f"alarm reason: {e.reason}",
+        f"host: {e.host or 'see triage'}; for {silent_for:.0f} min",
+        f"alarm reason: {e.reason[:200]}",
         *d.obs.hosts_triage,
         *d.obs.log_tail[-10:],
     )
@@ -451,8 +451,8 @@ def _on_hang_signal(d: _Draft, e: HangSignal) -> str | None:
             "hang.detected",
             f"{d.run.name}: hang on attempt {cur.number} ({e.signal}), stopping",
             [
-                f"Signal: {e.signal} on {e.host or 'all hosts'} since {silent_for:.0f} min ago",
-                f"Alarm: {e.reason}",
+                f"Signal: {e.signal} on {e.host or 'the job (see host triage)'} for {silent_for:.0f} min",
+                f"Alarm: {e.reason[:200]}",
                 f"Restarts used: {d.run.restarts} of {d.policy.max_restarts}",
                 "Host triage:",
                 *d.obs.hosts_triage,
@@ -595,8 +595,8 @@ def _resume(d: _Draft, ended: Attempt, cls: Classification, *, label: str, count
         f"Resuming from: {_ckpt_text(ended.checkpoint_at_end or run.last_checkpoint)}",
         f"Work lost since that checkpoint: {lost_s / 60:.0f} min (~${lost_usd:,.0f})",
     ]
-    if cls.evidence:
-        lines += ["Evidence:", *cls.evidence[:8]]
+    if ended.evidence:
+        lines += ["Evidence:", *ended.evidence[:12]]
     d.act(
         _notify(
             d,

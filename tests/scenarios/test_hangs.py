@@ -1,0 +1,102 @@
+"""Hang detection end to end: the supervisor's own alarms, evaluated against simulated metrics,
+reach the alarm handler through the template's rule; benign slow phases must not trigger."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.scenarios.helpers import classes, run_drill, run_spec
+
+PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
+
+
+def _hang_drill(
+    template, fault: dict, *, seed: int = 21, policy: dict | None = None, instance_count: int = 4
+):
+    return run_drill(
+        template,
+        {
+            "seed": seed,
+            "max_days": 3,
+            "delivery": {"min_delay_s": 1, "max_delay_s": 10},
+            "runs": [run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {})],
+            "faults": [{"run": "hang", "attempt": 1, "after_training_min": 90, **fault}],
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "signal", "max_detect_min"),
+    [
+        ({"kind": "hang_spin"}, "log_silence", 35),  # GPUs spin at 100 %: only the logs go quiet
+        ({"kind": "dead_host", "host": 3}, "gpu_idle", 25),  # one host at 0 %, the rest wait
+        # no logs and ~2 % per GPU: above the 1 % idle default, so log silence is what catches it
+        ({"kind": "stuck_dataloader"}, "log_silence", 35),
+    ],
+)
+def test_scenario_hang_is_detected_stopped_and_resumed(template, fault, signal, max_detect_min):
+    result = _hang_drill(template, fault)
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED"
+    assert classes(result, "hang") == ["SUPERVISOR_STOP", "SUCCEEDED"]
+    assert run["restarts_by_class"] == {"HANG": 1} and run["restarts"] == 1
+    detect = result.faults[0]["to_action_s"]
+    assert detect is not None and detect / 60 <= max_detect_min
+    hang_decision = next(d for d in run["decisions"] if "hang confirmed" in d)
+    assert signal in hang_decision
+    assert run["attempts"][1]["resumed_from_step"] is not None
+
+
+def test_scenario_dead_host_alert_names_the_host(template):
+    result = _hang_drill(
+        template, {"kind": "dead_host", "host": 3}, instance_count=12
+    )  # two GPU alarms (10 + 2 hosts)
+    assert result.runs["hang"]["status"] == "SUCCEEDED"
+    alert = next(msg for at, msg in result.alerts_sent if msg.event == "hang.detected")
+    triage = alert.body.split("Host triage:")[1]
+    assert triage.strip().splitlines()[0].startswith("algo-3: GPUUtilization avg 0")
+    assert "<- idle" in triage.splitlines()[1] and triage.count("<- idle") == 1  # only the dead host is idle
+    assert "12 x" not in triage and "host(s) reported no GPU metrics" not in triage
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "checkpoint_save_long", "duration_min": 12},  # 12 minutes with no logs and low GPU
+        {"kind": "eval_phase", "duration_min": 15},  # low GPU, logs continue
+    ],
+)
+def test_scenario_benign_phase_does_not_trigger(template, fault):
+    result = _hang_drill(template, fault)
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 1 and run["restarts"] == 0
+    assert not any("hang confirmed" in d for d in run["decisions"])
+
+
+def test_scenario_slow_start_does_not_trigger(template):
+    result = run_drill(
+        template,
+        {
+            "seed": 22,
+            "account": {
+                "startup": {"provision_s": 3000, "download_s": 2400}
+            },  # 50 + 40 minutes before Training
+            "runs": [run_spec("slow", profile=PROFILE)],  # name must not contain "hang": checked below
+        },
+    )
+    run = result.runs["slow"]
+    assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 1
+    assert not any("hang confirmed" in d for d in run["decisions"])
+
+
+def test_scenario_two_of_three_waits_for_a_second_signal(template):
+    # a spinning hang only silences the logs; with 2-of-3 the stale checkpoint is the second signal
+    result = _hang_drill(
+        template,
+        {"kind": "hang_spin"},
+        policy={"hang_confirmation": "2-of-3", "checkpoint_stale_minutes": 60},
+    )
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
+    detect_min = result.faults[0]["to_action_s"] / 60
+    assert 35 < detect_min <= 90  # slower than "any" (log silence alone), bounded by checkpoint staleness
