@@ -23,7 +23,7 @@ from moto import mock_aws
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
-from drill.sim_cloudwatch import SimulatedCloudWatch
+from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -111,8 +111,10 @@ class LocalAccount:
         reconcile_interval_min: float = 10.0,
         store: str = "dynamodb",
         progress_log_interval_s: int = 600,
+        log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
     ) -> None:
         self._progress_log_interval_s = progress_log_interval_s
+        self._log_flush_interval_s = log_flush_interval_s
         if store not in ("dynamodb", "memory"):
             raise ValueError("store must be 'dynamodb' (moto) or 'memory'")
         self._store_kind = store
@@ -189,6 +191,7 @@ class LocalAccount:
             emit=self._on_emit,
             timestamp_form=self._timestamp_form,
             progress_log_interval_s=self._progress_log_interval_s,
+            log_flush_interval_s=self._log_flush_interval_s,
         )
         self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
@@ -198,7 +201,7 @@ class LocalAccount:
             checkpoints=S3CheckpointFinder(self.s3),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
-            logs=CloudWatchLogsReader(self.logs),
+            logs=CloudWatchLogsReader(FlushOnReadLogs(self.logs, self.sagemaker)),
             metrics=CloudWatchMetricsReader(SimulatedCloudWatch(self.cloudwatch, self.sagemaker)),
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),

@@ -571,11 +571,10 @@ class AlarmEvaluator:
         """Evaluate every alarm at every boundary up to now; returns the events published."""
         now = self.clock.now_ms
         target = self._boundary(now)
-        self._refresh(now, target)
+        found = self._refresh(now, target)
         # an alarm is evaluated (every boundary since its last evaluation, exactly) once a change
         # has become possible; until then its state provably stays, and its fetches are batched
         pending = [a for a in self._alarms.values() if a.evaluated_to < target and a.next_check <= target]
-        found: list[_Transition] = []
         if pending:
             self._fetch(pending, target)
             for alarm in pending:
@@ -620,14 +619,16 @@ class AlarmEvaluator:
             self._dirty = True
         return self._dirty
 
-    def _refresh(self, now: int, target: int) -> None:
+    def _refresh(self, now: int, target: int) -> list[_Transition]:
+        """Re-read the alarms if they may have changed; returns transitions of updated alarms' catch-up."""
+        found: list[_Transition] = []
         if self._backend is not None:
             if not self._changed():
-                return
+                return found
         else:
             minute = now // MINUTE_MS
             if minute == self._last_refresh_minute:
-                return
+                return found
             self._last_refresh_minute = minute
         raw = self._describe()
         self.refreshes += 1
@@ -658,6 +659,10 @@ class AlarmEvaluator:
                 self._alarms[name] = alarm
                 self.states[name] = alarm.state
             elif alarm.config != config:  # updated: same state, new configuration
+                # boundaries passed before the update was noticed are evaluated with the old one
+                if alarm.evaluated_to < self._evaluated_to:
+                    self._fetch([alarm], self._evaluated_to)
+                    found += self._evaluate(alarm, self._evaluated_to)
                 alarm.config = config
                 alarm.value_of = self._bind(config)
                 alarm.classes = bytearray()
@@ -669,6 +674,7 @@ class AlarmEvaluator:
                 self._set_moto_state(name, alarm.state, alarm.reason, alarm.reason_data)
         for key in [k for k in self._series if all(k not in a.config.series for a in self._alarms.values())]:
             del self._series[key]
+        return found
 
     def _describe(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -793,6 +799,7 @@ class AlarmEvaluator:
                 continue  # same periods as the last evaluation: same outcome
             alarm.last_end = end
             hi = (end - alarm.base) // p
+            assert hi >= rng, "the alarm's periods do not cover its evaluation range"
             win = window[hi - rng : hi]
             state, kind = _decide(win, n, m, treat, alarm.state)
             if state != alarm.state:

@@ -50,6 +50,7 @@ class DrillResult:
     alerts: int = 0
     events_delivered: int = 0
     alerts_sent: list[Any] = field(default_factory=list)  # (virtual ms, Notify) as published
+    jobs: list[Any] = field(default_factory=list)  # the simulated SageMaker's jobs at the end (SimJob)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -267,6 +268,7 @@ class DrillRunner:
             api_calls=self.api_calls,
             alerts=len(acct.notifier.sent),
             alerts_sent=list(acct.notifier.sent),
+            jobs=list(acct.sagemaker.jobs()),
             events_delivered=len(acct.delivered),
         )
 

@@ -43,3 +43,21 @@ class SimulatedCloudWatch:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._moto, name)
+
+
+class FlushOnReadLogs:
+    """CloudWatch Logs for the supervisor: the simulator's buffered log lines are written to moto
+    right before anything reads them, so reads are always current and quiet stretches of
+    virtual time cost no log writes."""
+
+    READS = frozenset({"get_log_events", "filter_log_events", "describe_log_streams"})
+
+    def __init__(self, moto_client: Any, sim: SimSageMaker) -> None:
+        self._moto = moto_client
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._moto, name)
+        if name in self.READS:
+            self._sim.flush_logs()
+        return attr

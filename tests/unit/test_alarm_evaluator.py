@@ -577,6 +577,23 @@ def test_alarm_evaluator_updating_an_alarm_keeps_its_state(acct: FakeAccount, cw
     assert moto_state(cw, LOG_ALARM)["StateValue"] == ALARM  # mirrored back
 
 
+def test_alarm_evaluator_new_configuration_applies_from_the_update_on(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    heartbeat(acct, lambda t: 12.0)
+    name = put_alarm(cw, "retuned", EvaluationPeriods=3, DatapointsToAlarm=3, Threshold=50.0)
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive_every_minute(ev, acct.clock, t0 + 2 * MIN)  # OK, and not due again before t0 + 4 min
+    acct.clock.advance_by(30_000)
+    put_alarm(cw, "retuned", EvaluationPeriods=3, DatapointsToAlarm=3, Threshold=5.0)  # now 12 > 5 breaches
+    ev.evaluate_due()
+    assert ev.states[name] == OK  # t0 + 2 min was evaluated with the threshold it had then
+    acct.clock.advance_to(t0 + 3 * MIN)
+    ev.evaluate_due()
+    assert changes(ev, name) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (t0 + 3 * MIN, OK, ALARM)]
+    assert ev.late_transitions == 0
+
+
 def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
     def run() -> list[dict[str, Any]]:
         clock = VirtualClock()

@@ -1,0 +1,1 @@
+"""Benchmarks: the numbers in BENCHMARKS.md and the README come from here, never from timed tests."""

@@ -1,0 +1,214 @@
+"""`make bench`: measure what users judge sagewarden by, on the local drill (virtual time).
+
+For each fault kind, over several seeds:
+  detect   = fault onset -> the supervisor's action (stop or relaunch)
+  recover  = fault onset -> a replacement attempt in Training
+  GPU-h lost per fault = GPUs x (recover + work since the checkpoint the replacement resumed from)
+Plus false positives on benign slow phases, warm-pool vs cold restarts, and drill speed
+(virtual hours per wall second). Writes BENCHMARKS.md with --write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from drill.account import BUCKET, EXECUTION_ROLE
+from drill.runner import DrillResult, run_scenario
+from drill.scenario import load, parse
+
+NODES, GPUS = 4, 8
+PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
+NCCL = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
+FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("internal_error", {"kind": "internal_error"}, {}),
+    ("hardware (unhealthy host)", {"kind": "hardware", "host": 2}, {}),
+    ("NCCL watchdog (AlgorithmError)", {"kind": "algorithm_error", "log_lines": [NCCL]}, {}),
+    ("spot interruption", {"kind": "spot_interruption"}, {}),
+    ("hang: NCCL spin (GPU 100 %)", {"kind": "hang_spin"}, {}),
+    ("hang: one dead host", {"kind": "dead_host", "host": 3}, {}),
+    ("hang: stuck data loader", {"kind": "stuck_dataloader"}, {}),
+]
+BENIGN = [
+    ("12-minute checkpoint save", {"kind": "checkpoint_save_long", "duration_min": 12}),
+    ("15-minute eval (low GPU)", {"kind": "eval_phase", "duration_min": 15}),
+]
+
+
+def _scenario(
+    seed: int, faults: list[dict[str, Any]], policy: dict[str, Any] | None = None, **account: Any
+) -> Any:
+    return parse(
+        {
+            "seed": seed,
+            "max_days": 3,
+            "account": {"store": "memory", **account},
+            "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1},
+            "runs": [
+                {
+                    "name": "bench",
+                    "instance_type": "ml.p4d.24xlarge",
+                    "instance_count": NODES,
+                    "profile": PROFILE,
+                    "policy": policy or {},
+                }
+            ],
+            "faults": [{"run": "bench", "attempt": 1, "after_training_min": 95, **f} for f in faults],
+        },
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+
+
+def _lost_gpu_hours(result: DrillResult, acct_jobs: list[Any]) -> float | None:
+    fault = result.faults[0]
+    recover = fault["to_healthy_replacement_s"]
+    if recover is None:
+        return None
+    jobs = sorted(acct_jobs, key=lambda j: j.created_ms)
+    faulted = next(j for j in jobs if j.name == fault["job"])
+    replacement = next(j for j in jobs if j.created_ms > faulted.created_ms)
+    work_lost_s = max(0, faulted.step - replacement.start_step) / PROFILE["steps_per_minute"] * 60
+    return NODES * GPUS * (recover + work_lost_s) / 3600
+
+
+def _run(scenario: Any, template: dict[str, Any]) -> tuple[DrillResult, list[Any]]:
+    result = run_scenario(scenario, template)
+    if result.invariant_violations:
+        raise SystemExit(f"invariant violated: {result.invariant_violations}")
+    return result, result.jobs
+
+
+def _stats(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    from infra.template import synthesized_template
+
+    template = synthesized_template()
+    seeds = list(range(1, args.seeds + 1))
+    out: list[str] = []
+    out.append(
+        f"Setup: {NODES} x ml.p4d.24xlarge ({NODES * GPUS} GPUs), checkpoint every 30 min, fault 95 min into "
+        f"attempt 1, instance start 6 min + 2 min download, events delayed 1-20 s with 10 % duplicates, "
+        f"default policy (log silence 30 min, GPU idle 20 min, confirmation `any`). Median (min-max) over "
+        f"{len(seeds)} seeds; virtual minutes."
+    )
+    out.append("")
+    out.append(
+        "| fault | detect: fault -> action | recover: fault -> replacement training | GPU-hours lost per fault |"
+    )
+    out.append("|---|---|---|---|")
+    for label, fault, _ in FAULTS:
+        detect, recover, lost = [], [], []
+        for seed in seeds:
+            result, jobs = _run(_scenario(seed, [fault]), template)
+            f = result.faults[0]
+            if f["to_action_s"] is not None:
+                detect.append(f["to_action_s"] / 60)
+            if f["to_healthy_replacement_s"] is not None:
+                recover.append(f["to_healthy_replacement_s"] / 60)
+            g = _lost_gpu_hours(result, jobs)
+            if g is not None:
+                lost.append(g)
+        out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")
+
+    out.append("")
+    out.append("False positives on benign slow phases (must be 0):")
+    out.append("")
+    out.append("| phase | runs | hang stops |")
+    out.append("|---|---|---|")
+    for label, fault in BENIGN:
+        stops = 0
+        for seed in seeds:
+            result, _ = _run(_scenario(seed, [fault]), template)
+            stops += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
+        out.append(f"| {label} | {len(seeds)} | {stops} |")
+    slow = 0
+    for seed in seeds:
+        result, _ = _run(_scenario(seed, [], startup={"provision_s": 3000, "download_s": 2400}), template)
+        slow += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
+    out.append(f"| 90-minute Starting + Downloading | {len(seeds)} | {slow} |")
+
+    out.append("")
+    out.append("Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog):")
+    out.append("")
+    out.append("| policy | recover: fault -> replacement training |")
+    out.append("|---|---|")
+    for label, keep in (("cold (no warm pool)", 0), ("warm pool, keep_alive_seconds=1800", 1800)):
+        rec = []
+        for seed in seeds:
+            result, _ = _run(_scenario(seed, [FAULTS[2][1]], policy={"keep_alive_seconds": keep}), template)
+            if result.faults[0]["to_healthy_replacement_s"] is not None:
+                rec.append(result.faults[0]["to_healthy_replacement_s"] / 60)
+        out.append(f"| {label} | {_stats(rec)} min |")
+
+    out.append("")
+    out.append("Drill speed (wall clock on this machine, 2 cores):")
+    out.append("")
+    out.append("| scenario | virtual time | wall time | virtual hours per wall second |")
+    out.append("|---|---|---|---|")
+    default = load("default", bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    for label, store in (
+        ("default demo, state on moto DynamoDB", "dynamodb"),
+        ("default demo, in-memory store", "memory"),
+    ):
+        default.store = store
+        t0 = time.perf_counter()
+        result, _ = _run(default, template)
+        wall = time.perf_counter() - t0
+        hours = (result.end_ms - result.start_ms) / 3_600_000
+        out.append(f"| {label} | {hours:.1f} h | {wall:.1f} s | {hours / wall:.1f} |")
+    long = parse(
+        {
+            "seed": 1,
+            "max_days": 60,
+            "account": {"store": "memory", "reconcile_interval_min": 60},
+            "runs": [
+                {
+                    "name": "forty-days",
+                    "instance_type": "ml.p5.48xlarge",
+                    "instance_count": 16,
+                    "max_runtime_hours": 120,
+                    "profile": {"total_steps": 57_600, "steps_per_minute": 1, "checkpoint_every_steps": 60},
+                }
+            ],
+            "faults": [
+                {"run": "forty-days", "attempt": a, "after_training_min": 900, "kind": k}
+                for a, k in ((2, "hardware"), (4, "hang_spin"), (6, "internal_error"))
+            ],
+        },
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+    t0 = time.perf_counter()
+    result, _ = _run(long, template)
+    wall = time.perf_counter() - t0
+    hours = (result.end_ms - result.start_ms) / 3_600_000
+    run = result.runs["forty-days"]
+    out.append(
+        f"| 40-day 16 x p5 run, 5-day segments, 3 faults ({run['status']}, {len(run['attempts'])} attempts) "
+        f"| {hours / 24:.1f} days | {wall:.1f} s | {hours / wall:.0f} |"
+    )
+    text = "\n".join(out)
+    print(text)
+    if args.write:
+        header = Path(__file__).with_name("HEADER.md").read_text()
+        Path("BENCHMARKS.md").write_text(header + "\n" + text + "\n")
+        print("\nwrote BENCHMARKS.md", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
