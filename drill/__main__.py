@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from drill.account import BUCKET, EXECUTION_ROLE
@@ -24,6 +25,14 @@ def _clock(ms: int, start: int) -> str:
     return f"{days:>2}d {h:02d}:{m:02d}:{sec:02d}"
 
 
+_JOB = re.compile(r"\bsw-[a-z0-9-]+?-[0-9a-z]{26}-a(\d+)\b", re.IGNORECASE)
+
+
+def _short(text: str) -> str:
+    """`sw-llama-8b-01KE...-a002` -> `job a002` (the run column already names the run)."""
+    return " ".join(_JOB.sub(r"job a\1", text).split())
+
+
 def render(result: DrillResult, *, verbose: bool = False) -> str:
     lines = [f"sagewarden drill: scenario '{result.scenario}' (seed {result.seed})", ""]
     lines.append(f"{'virtual time':<13} {'run':<14} {'kind':<9} what happened")
@@ -31,7 +40,8 @@ def render(result: DrillResult, *, verbose: bool = False) -> str:
     for row in result.timeline:
         if row.routine and not verbose:
             continue
-        text = row.text if verbose or len(row.text) <= 160 else row.text[:157] + "..."
+        text = row.text if verbose else _short(row.text)
+        text = text if verbose or len(text) <= 150 else text[:147] + "..."
         lines.append(f"{_clock(row.at_ms, result.start_ms):<13} {row.run[:14]:<14} {row.kind:<9} {text}")
     lines += ["", "Summary", "-" * 110]
     for name, run in result.runs.items():

@@ -30,9 +30,15 @@ class TimelineRow:
 
 
 def _is_noise(entry: dict[str, Any], following: dict[str, Any] | None) -> bool:
-    if entry["kind"] != "event" or following is None or not following["summary"].startswith("ignored"):
+    """Rows a person does not need in the timeline (they stay in the audit trail and --verbose)."""
+    text = entry["summary"]
+    if entry["kind"] != "event":
         return False
-    return entry["summary"].startswith("Tick(") or entry["summary"].endswith("(describe)")
+    if text.startswith(("Submitted(", "LaunchAccepted(")):  # the next decision says the same
+        return True
+    if following is None or not following["summary"].startswith("ignored"):
+        return False
+    return text.startswith("Tick(") or text.endswith(("(describe)", " OK", " INSUFFICIENT_DATA"))
 
 
 @dataclass
@@ -204,7 +210,10 @@ class DrillRunner:
                 nxt = audit[i + 1] if i + 1 < len(audit) else None
                 prev = audit[i - 1] if i else None
                 noise = _is_noise(e, nxt) or (
-                    prev is not None and e["summary"].startswith("ignored") and _is_noise(prev, e)
+                    prev is not None
+                    and e["summary"].startswith("ignored")
+                    and _is_noise(prev, e)
+                    and not prev["summary"].startswith(("Submitted(", "LaunchAccepted("))
                 )
                 timeline.append(TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise))
             runs[name] = {
@@ -280,14 +289,7 @@ class DrillRunner:
             job = jobs.get(job_name)
             run = job.run_name if job else None
             action_ms = next(
-                (
-                    r.at_ms
-                    for r in timeline
-                    if r.run == run
-                    and r.kind == "action"
-                    and r.at_ms > at_ms
-                    and (r.text.startswith("LaunchAttempt") or r.text.startswith("StopJob"))
-                ),
+                (r.at_ms for r in timeline if r.run == run and r.kind == "action" and r.at_ms > at_ms),
                 None,
             )
             replacement = [

@@ -297,7 +297,7 @@ def _on_job_observed(d: _Draft, e: JobObserved) -> str | None:
     if e.status == "InProgress" and d.run.status not in (RunStatus.STOPPING,):
         d.set(status=RunStatus.TRAINING if e.secondary == "Training" else RunStatus.STARTING)
     elif e.status == "Stopping" and att.stop_intent is None:
-        d.note("job is stopping and sagewarden did not ask for it: someone else stopped it")
+        d.note("job is stopping without a sagewarden intent (MaxRuntime, spot or a person); its end decides")
     return None
 
 
