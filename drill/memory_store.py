@@ -8,7 +8,6 @@ that would not survive DynamoDB does not survive here either.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import zlib
@@ -19,6 +18,8 @@ from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import (
     attempt_from_dict,
     attempt_to_dict,
+    decode_cursor,
+    encode_cursor,
     idempotency_pk,
     run_from_dict,
     run_to_dict,
@@ -104,19 +105,19 @@ class InMemoryRunStore:
         ids = sorted(self._runs, reverse=True)
         if status:
             ids = [i for i in ids if json.loads(self._runs[i][1])["status"] == status]
-        start = _decode(cursor)
+        start = decode_cursor(cursor, str) if cursor else None
         ids = [i for i in ids if start is None or i < start]
         page = ids[:limit]
         runs = [self.get(i) for i in page]
         more = len(ids) > limit
-        return Page([r for r in runs if r is not None], _encode(page[-1]) if more and page else None)
+        return Page([r for r in runs if r is not None], encode_cursor(page[-1]) if more and page else None)
 
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page:
         log = self._audit.get(run_id, [])
-        start = int(_decode(cursor) or 0)
+        start = int(decode_cursor(cursor, str)) if cursor else 0
         items = [e for _, e in log[start : start + limit]]
         nxt = start + limit
-        return Page(items, _encode(str(nxt)) if nxt < len(log) else None)
+        return Page(items, encode_cursor(str(nxt)) if nxt < len(log) else None)
 
     def due_run_ids(self, now_ms: int, limit: int) -> list[str]:
         by_shard = sorted(
@@ -138,19 +139,3 @@ class InMemoryRunStore:
 
     def earliest_due(self) -> int | None:
         return min(self._due.values(), default=None)
-
-
-def _encode(value: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
-
-
-def _decode(cursor: str | None) -> str | None:
-    if not cursor:
-        return None
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError as exc:
-        raise ValueError("invalid cursor") from exc
-    if not isinstance(value, str):
-        raise ValueError("invalid cursor")
-    return value

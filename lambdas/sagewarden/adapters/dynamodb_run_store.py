@@ -201,29 +201,21 @@ class DynamoDbRunStore:
     def set_due(self, run: Run, due_ms: int | None) -> None:
         """Move a run's next sweep time without changing its version (no-op decisions)."""
         key = {keys.PK: {"S": run_pk(run.run_id)}, keys.SK: {"S": RUN_SK}}
+        values: dict[str, Any] = {":v": {"N": str(run.version)}}
+        if due_ms is None:
+            update = "REMOVE #s, #d"
+        else:
+            update = "SET #s = :s, #d = :d"
+            values |= {":s": {"S": _shard(run.run_id)}, ":d": {"N": str(due_ms)}}
         try:
-            if due_ms is None:
-                self._ddb.update_item(
-                    TableName=self._table,
-                    Key=key,
-                    UpdateExpression="REMOVE #s, #d",
-                    ConditionExpression="#v = :v",
-                    ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK, "#v": "version"},
-                    ExpressionAttributeValues={":v": {"N": str(run.version)}},
-                )
-            else:
-                self._ddb.update_item(
-                    TableName=self._table,
-                    Key=key,
-                    UpdateExpression="SET #s = :s, #d = :d",
-                    ConditionExpression="#v = :v",
-                    ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK, "#v": "version"},
-                    ExpressionAttributeValues={
-                        ":s": {"S": _shard(run.run_id)},
-                        ":d": {"N": str(due_ms)},
-                        ":v": {"N": str(run.version)},
-                    },
-                )
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression="#v = :v",
+                ExpressionAttributeNames={"#s": keys.GSI_DUE_PK, "#d": keys.GSI_DUE_SK, "#v": "version"},
+                ExpressionAttributeValues=values,
+            )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise  # a newer version already set its own due time
@@ -270,14 +262,14 @@ class DynamoDbRunStore:
             "Limit": limit,
         }
         if cursor:
-            query["ExclusiveStartKey"] = _decode_cursor(cursor)
+            query["ExclusiveStartKey"] = decode_cursor(cursor, dict)
         resp = self._ddb.query(**query)
         runs = [run_from_dict(json.loads(i["data"]["S"])) for i in resp["Items"]]
         runs = [
             dataclasses.replace(r, version=int(i["version"]["N"]))
             for r, i in zip(runs, resp["Items"], strict=True)
         ]
-        return Page(runs, _encode_cursor(resp.get("LastEvaluatedKey")))
+        return Page(runs, encode_cursor(resp.get("LastEvaluatedKey")))
 
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page:
         query: dict[str, Any] = {
@@ -288,13 +280,13 @@ class DynamoDbRunStore:
             "Limit": limit,
         }
         if cursor:
-            query["ExclusiveStartKey"] = _decode_cursor(cursor)
+            query["ExclusiveStartKey"] = decode_cursor(cursor, dict)
         resp = self._ddb.query(**query)
         entries = [
             AuditEntry(int(i["at_ms"]["N"]), i["kind"]["S"], i["summary"]["S"], json.loads(i["detail"]["S"]))
             for i in resp["Items"]
         ]
-        return Page(entries, _encode_cursor(resp.get("LastEvaluatedKey")))
+        return Page(entries, encode_cursor(resp.get("LastEvaluatedKey")))
 
     def due_run_ids(self, now_ms: int, limit: int) -> list[str]:
         out: list[str] = []
@@ -393,15 +385,17 @@ def _shard(run_id: str) -> str:
     return str(zlib.crc32(run_id.encode()) % keys.DUE_SHARDS)
 
 
-def _encode_cursor(key: Mapping[str, Any] | None) -> str | None:
-    return None if not key else base64.urlsafe_b64encode(_dumps(key).encode()).decode()
+def encode_cursor(value: Any) -> str | None:
+    """An opaque pagination cursor (base64 JSON); None when there is nothing more."""
+    return None if not value else base64.urlsafe_b64encode(_dumps(value).encode()).decode()
 
 
-def _decode_cursor(cursor: str) -> dict[str, Any]:
+def decode_cursor(cursor: str, kind: type) -> Any:
+    """The value inside a cursor, checked to be of `kind`; ValueError for anything else."""
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except ValueError as exc:
         raise ValueError("invalid cursor") from exc
-    if not isinstance(value, dict):
+    if not isinstance(value, kind):
         raise ValueError("invalid cursor")
     return value
