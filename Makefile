@@ -38,7 +38,7 @@ lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
-	$(PY) -m mypy lambdas/sagewarden drill infra app.py
+	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli
 
 format: setup
 	$(PY) -m ruff format .
