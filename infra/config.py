@@ -17,6 +17,7 @@ from typing import Any
 
 from infra import constants
 from sagewarden import keys
+from sagewarden.domain.policy import PolicyError, RunPolicy
 
 # Context keys (camelCase, as typed on the command line)
 CTX_ALERT_EMAIL = "alertEmail"
@@ -94,6 +95,10 @@ class SupervisorConfig:
             json.dumps(dict(self.policy_defaults))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{CTX_POLICY_DEFAULTS}: not JSON-serialisable: {exc}") from exc
+        try:  # the functions parse it at cold start: a typo must fail the synth, not every invocation
+            RunPolicy.from_dict(dict(self.policy_defaults))
+        except PolicyError as exc:
+            raise ConfigError(f"{CTX_POLICY_DEFAULTS}.{exc.field}: {exc.message}") from exc
         if not _SEMVER.match(self.powertools_version):
             raise ConfigError(
                 f"{CTX_POWERTOOLS_VERSION}: must be an exact version such as "

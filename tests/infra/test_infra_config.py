@@ -102,11 +102,11 @@ def test_config_rejects_unparseable_log_subscription() -> None:
 
 
 def test_config_policy_defaults_accept_object_or_json_string() -> None:
-    as_string = SupervisorConfig.from_mapping({"policyDefaults": '{"max_attempts": 4}'})
-    as_object = SupervisorConfig.from_mapping({"policyDefaults": {"max_attempts": 4}})
+    as_string = SupervisorConfig.from_mapping({"policyDefaults": '{"max_restarts": 4}'})
+    as_object = SupervisorConfig.from_mapping({"policyDefaults": {"max_restarts": 4}})
 
     assert as_string == as_object
-    assert json.loads(as_string.policy_defaults_json) == {"max_attempts": 4}
+    assert json.loads(as_string.policy_defaults_json) == {"max_restarts": 4}
 
 
 @pytest.mark.parametrize("bad", ["[1, 2]", "not json", 3])
@@ -143,9 +143,26 @@ def test_config_powertools_layer_parameter_names_arch_runtime_and_version() -> N
 
 
 def test_config_is_immutable() -> None:
-    config = SupervisorConfig.from_mapping({"policyDefaults": {"a": 1}})
+    config = SupervisorConfig.from_mapping({"policyDefaults": {"max_restarts": 1}})
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.job_prefix = "other"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        config.policy_defaults["a"] = 2  # type: ignore[index]
+        config.policy_defaults["max_restarts"] = 2  # type: ignore[index]
+
+
+def test_config_policy_defaults_are_validated_with_the_run_policy_schema():
+    from infra.config import ConfigError, SupervisorConfig
+
+    ok = SupervisorConfig.from_mapping({"policyDefaults": {"max_restarts": 3, "hang_confirmation": "2-of-3"}})
+    assert ok.policy_defaults["max_restarts"] == 3
+    for bad, field in (
+        ({"max_restart": 3}, "max_restart"),
+        ({"log_silence_minutes": 0}, "log_silence_minutes"),
+    ):
+        try:
+            SupervisorConfig.from_mapping({"policyDefaults": bad})
+        except ConfigError as exc:
+            assert field in str(exc)
+        else:
+            raise AssertionError(f"{bad} accepted")

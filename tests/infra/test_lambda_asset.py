@@ -17,7 +17,18 @@ HANDLERS = [
     "sagewarden.handlers.sweep",
     "sagewarden.handlers.on_training_logs",
 ]
-FORBIDDEN = ("drill", "infra", "moto", "hypothesis", "aws_cdk", "cdk_nag", "constructs", "cli", "tests", "pytest")
+FORBIDDEN = (
+    "drill",
+    "infra",
+    "moto",
+    "hypothesis",
+    "aws_cdk",
+    "cdk_nag",
+    "constructs",
+    "cli",
+    "tests",
+    "pytest",
+)
 
 
 def test_lambda_asset_handlers_import_with_runtime_packages_only():
@@ -34,7 +45,9 @@ for name in handlers:
 print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}})))
 """
     env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "1"}
-    proc = subprocess.run([sys.executable, "-c", script], cwd="/", env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd="/", env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert not loaded & set(FORBIDDEN), sorted(loaded & set(FORBIDDEN))
