@@ -26,7 +26,7 @@ FULL_CONTEXT: dict[str, Any] = {
     "alertEmail": "ml-oncall@example.com",
     "checkpointBuckets": ["team-checkpoints"],
     "jobPrefix": "ml7",
-    "policyDefaults": {"max_attempts": 5},
+    "policyDefaults": {"max_restarts": 5},
     "logSubscription": False,
 }
 
