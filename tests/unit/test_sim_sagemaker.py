@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from drill.clock import DEFAULT_START, VirtualClock, moto_logs_follow
 from drill.sim_sagemaker import (
@@ -36,19 +35,6 @@ HB_NS = "Sagewarden/Heartbeat"
 # ----------------------------------------------------------------------------------------------
 # Fixtures and helpers
 # ----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield
 
 
 @pytest.fixture
