@@ -45,7 +45,7 @@ format: setup
 	$(PY) -m ruff check --fix .
 
 synth: setup ## synthesize the CloudFormation template offline into cdk.out/
-	time $(PY) app.py
+	CDK_OUTDIR=cdk.out $(PY) app.py && ls -1 cdk.out/*.template.json
 
 bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
 	$(PY) -m benchmarks
