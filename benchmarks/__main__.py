@@ -32,6 +32,11 @@ FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("hang: NCCL spin (GPU 100 %)", {"kind": "hang_spin"}, {}),
     ("hang: one dead host", {"kind": "dead_host", "host": 3}, {}),
     ("hang: stuck data loader", {"kind": "stuck_dataloader"}, {}),
+    (
+        "hang: loop stuck, a thread still logging (policy progress_metric, 30 min)",
+        {"kind": "hang_spin_logging"},
+        {"progress_metric": "train:throughput"},
+    ),
 ]
 BENIGN = [
     ("12-minute checkpoint save", {"kind": "checkpoint_save_long", "duration_min": 12}),
@@ -110,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         "| fault | detect: fault -> action | recover: fault -> replacement training | GPU-hours lost per fault |"
     )
     out.append("|---|---|---|---|")
-    for label, fault, _ in FAULTS:
+    for label, fault, policy in FAULTS:
         detect, recover, lost = [], [], []
         for seed in seeds:
-            result, jobs = _run(_scenario(seed, [fault]), template)
+            result, jobs = _run(_scenario(seed, [fault], policy), template)
             f = result.faults[0]
             if f["to_action_s"] is not None:
                 detect.append(f["to_action_s"] / 60)

@@ -123,13 +123,15 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _NAME_PATTERN = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
 _TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 _CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
-_HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader"})
+_HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
 _PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase"})
 _TRAINING_FAULTS = _CRASH_KINDS | _HANG_KINDS | _PAUSE_KINDS | {"spot_interruption"}
 _START_FAULTS = frozenset({"capacity", "throttle"})
 FAULT_KINDS = _TRAINING_FAULTS | _START_FAULTS
-_HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck"})
-_LOGGING_PHASES = frozenset({"train", "eval"})
+_HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
+# spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
+# writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops
+_LOGGING_PHASES = frozenset({"train", "eval", "spin_logging"})
 _STATS = frozenset({"Average", "Minimum", "Maximum", "Sum", "SampleCount"})
 _MASK64 = (1 << 64) - 1
 
@@ -152,6 +154,7 @@ class JobProfile:
     gpus_per_host: int = 8
     gpu_util_per_host: float = 760.0  # summed over the host's GPUs (0..100*gpus)
     log_lines_per_minute: int = 6  # per host while training normally
+    progress_metric: str = "train:throughput"  # a MetricDefinitions metric, reported each minute of training
     startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
 
 
@@ -738,6 +741,11 @@ class SimSageMaker:
             if job is None or host is None or not 1 <= host <= job.instance_count:
                 return []
             samples = self._gpu_samples(job, host, start_ms, end_ms)
+        elif namespace == TRAINING_METRIC_NAMESPACE and set(dimensions) == {"TrainingJobName"}:
+            job = self._jobs.get(dimensions["TrainingJobName"])
+            if job is None or metric != job.profile.progress_metric:
+                return []
+            samples = self._progress_samples(job, start_ms, end_ms)
         elif heartbeat and set(dimensions) == {HEARTBEAT_DIMENSION}:
             job = self._jobs.get(dimensions[HEARTBEAT_DIMENSION])
             if job is None:
@@ -1235,7 +1243,8 @@ class SimSageMaker:
         elif f.kind in _HANG_KINDS:
             self._close_segment(job, t)
             job._dead_host = host if f.kind == "dead_host" else 0
-            self._open_segment(job, t, "stuck" if f.kind == "stuck_dataloader" else f.kind)
+            phase = {"stuck_dataloader": "stuck", "hang_spin_logging": "spin_logging"}.get(f.kind, f.kind)
+            self._open_segment(job, t, phase)
             self._set_timer(job, None, "")
         elif f.kind == "checkpoint_save_long":
             self._close_segment(job, t)
@@ -1395,6 +1404,8 @@ class SimSageMaker:
                 loss = 1.2 + 2.8 * math.exp(-3.0 * step / max(job.profile.total_steps, 1))
                 loss += 0.02 * _noise(job._salt, 0, mark // MINUTE_MS)
                 text = f"step {step} loss {loss:.4f}"
+            elif job._phase == "spin_logging":
+                text = f"[watchdog] rank 0 alive, waiting in collective since step {int(job._stepf)}"
             else:
                 text = f"eval at step {int(job._stepf)}: batch {(mark - job._phase_start) // every + 1}"
             for host in range(1, job.instance_count + 1):
@@ -1492,6 +1503,28 @@ class SimSageMaker:
                 else:  # hang_spin, and the live hosts of dead_host
                     v = full - 0.5 * p.gpus_per_host * abs(n)
                 yield m, min(max(v, 0.0), full)
+                m += MINUTE_MS
+            if m >= hi:
+                return
+
+    def _progress_samples(self, job: SimJob, start_ms: int, end_ms: int) -> Iterator[tuple[int, float]]:
+        """The job's own progress metric (MetricDefinitions regex over its log): one value per
+        minute in which the training loop advanced (steps per minute), none otherwise."""
+        window = self._training_window(job, start_ms, end_ms)
+        if window is None:
+            return
+        first, hi = window
+        m = first
+        for seg_start, seg_end, kind, _ in self._segments_from(job, first):
+            stop = hi if seg_end is None else min(hi, seg_end)
+            if m < seg_start:
+                m = -(-seg_start // MINUTE_MS) * MINUTE_MS
+            while m < stop:
+                if kind == "train":
+                    yield (
+                        m,
+                        job.profile.steps_per_minute * (1.0 + 0.02 * _noise(job._salt, 0, m // MINUTE_MS)),
+                    )
                 m += MINUTE_MS
             if m >= hi:
                 return

@@ -100,3 +100,37 @@ def test_scenario_two_of_three_waits_for_a_second_signal(template):
     assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
     detect_min = result.faults[0]["to_action_s"] / 60
     assert 35 < detect_min <= 90  # slower than "any" (log silence alone), bounded by checkpoint staleness
+
+
+def test_scenario_hang_with_logging_thread_is_caught_only_by_the_progress_metric(template):
+    # GPUs spin and a watchdog thread keeps logging: log silence and idle GPU never fire
+    policy = {"progress_metric": "train:throughput", "progress_stall_minutes": 20}
+    result = _hang_drill(template, {"kind": "hang_spin_logging"}, policy=policy)
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
+    assert "progress_stalled" in next(d for d in run["decisions"] if "hang confirmed" in d)
+    assert 20 <= result.faults[0]["to_action_s"] / 60 <= 25
+
+
+def test_scenario_progress_metric_does_not_fire_on_a_long_checkpoint_save(template):
+    policy = {"progress_metric": "train:throughput", "progress_stall_minutes": 20}
+    result = _hang_drill(template, {"kind": "checkpoint_save_long", "duration_min": 12}, policy=policy)
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 1
+    assert not any("hang confirmed" in d for d in run["decisions"])
+
+
+def test_scenario_without_progress_metric_a_logging_hang_goes_unnoticed(template):
+    # the negative control for the test above: log silence and idle GPU alone never fire
+    result = run_drill(
+        template,
+        {
+            "seed": 21,
+            "max_days": 0.5,
+            "runs": [run_spec("quiet", instance_count=4, profile=PROFILE)],
+            "faults": [{"run": "quiet", "attempt": 1, "after_training_min": 90, "kind": "hang_spin_logging"}],
+        },
+    )
+    run = result.runs["quiet"]
+    assert run["status"] == "TRAINING" and len(run["attempts"]) == 1
+    assert result.end_ms - result.start_ms >= 11 * 3_600_000  # still "training" half a day later

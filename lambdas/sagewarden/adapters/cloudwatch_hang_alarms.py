@@ -8,6 +8,9 @@ EventBridge ("CloudWatch Alarm State Change").
 - log-silence: the heartbeat metric (log events per minute, published by the log-subscription
   function) summed per minute; missing data is BREACHING, so a silent job alarms after
   `log_silence_minutes` even though nothing is published while it is silent.
+- progress-stall (optional, policy `progress_metric`): the job's own MetricDefinitions metric
+  (extracted by SageMaker from its log lines) had no datapoint for `progress_stall_minutes`;
+  missing data is BREACHING. Catches a loop stuck while another thread keeps logging.
 - gpu-idle: MIN over the job's hosts of GPUUtilization (summed over a host's GPUs, so the
   threshold is gpu_idle_percent x GPUs per host) for `gpu_idle_minutes`. Metric math allows
   at most 10 metrics per alarm, so hosts are grouped by 10 (`-g01`, `-g02`, ...); any group in
@@ -25,7 +28,12 @@ from sagewarden.domain.actions import EnsureHangAlarms
 
 SIGNAL_LOG_SILENCE = "log_silence"
 SIGNAL_GPU_IDLE = "gpu_idle"
-_SIGNAL_SLUG = {SIGNAL_LOG_SILENCE: "log-silence", SIGNAL_GPU_IDLE: "gpu-idle"}
+SIGNAL_PROGRESS = "progress_stalled"
+_SIGNAL_SLUG = {
+    SIGNAL_LOG_SILENCE: "log-silence",
+    SIGNAL_GPU_IDLE: "gpu-idle",
+    SIGNAL_PROGRESS: "progress-stall",
+}
 _SLUG_SIGNAL = {v: k for k, v in _SIGNAL_SLUG.items()}
 HOSTS_PER_ALARM = 10
 SEP = "--"
@@ -67,6 +75,28 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
             "Tags": tags,
         }
     ]
+    if spec.progress_metric:
+        out.append(
+            {
+                "AlarmName": alarm_name(prefix, spec.job_name, SIGNAL_PROGRESS),
+                "AlarmDescription": (
+                    f"sagewarden: {spec.job_name} reported no '{spec.progress_metric}' "
+                    f"for {spec.progress_stall_minutes} min (training loop not advancing)"
+                ),
+                "Namespace": keys.TRAINING_METRIC_NAMESPACE,
+                "MetricName": spec.progress_metric,
+                "Dimensions": [{"Name": "TrainingJobName", "Value": spec.job_name}],
+                "Statistic": "SampleCount",
+                "Period": 60,
+                "EvaluationPeriods": spec.progress_stall_minutes,
+                "DatapointsToAlarm": spec.progress_stall_minutes,
+                "Threshold": 0.0,
+                "ComparisonOperator": "LessThanOrEqualToThreshold",
+                "TreatMissingData": "breaching",
+                "ActionsEnabled": False,
+                "Tags": tags,
+            }
+        )
     threshold = spec.gpu_idle_percent * spec.gpus_per_host
     hosts = list(range(1, spec.instance_count + 1))
     groups = [hosts[i : i + HOSTS_PER_ALARM] for i in range(0, len(hosts), HOSTS_PER_ALARM)]

@@ -30,6 +30,8 @@ class EnsureHangAlarms:
     gpu_idle_percent: float
     gpu_idle_minutes: int
     checkpoint_stale_minutes: int | None = None
+    progress_metric: str | None = None
+    progress_stall_minutes: int = 30
 
 
 @dataclass(frozen=True)

@@ -433,6 +433,7 @@ def _on_hang_signal(d: _Draft, e: HangSignal) -> str | None:
         "log_silence": d.policy.log_silence_minutes,
         "gpu_idle": d.policy.gpu_idle_minutes,
         "checkpoint_stale": d.policy.checkpoint_stale_minutes or 0,
+        "progress_stalled": d.policy.progress_stall_minutes,
     }.get(e.signal, 0)
     silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
     evidence = (
@@ -773,6 +774,8 @@ def _hang_alarms(d: _Draft, att: Attempt) -> EnsureHangAlarms:
         gpu_idle_percent=d.policy.gpu_idle_percent,
         gpu_idle_minutes=d.policy.gpu_idle_minutes,
         checkpoint_stale_minutes=d.policy.checkpoint_stale_minutes,
+        progress_metric=d.policy.progress_metric,
+        progress_stall_minutes=d.policy.progress_stall_minutes,
     )
 
 

@@ -61,6 +61,8 @@ class RunPolicy:
     gpu_idle_percent: float = 1.0  # per GPU; alarms scale it by GPUs per host
     gpu_idle_minutes: int = 20
     checkpoint_stale_minutes: int | None = None
+    progress_metric: str | None = None  # a MetricDefinitions name (e.g. "train:throughput")
+    progress_stall_minutes: int = 30  # ... that reported nothing for this long
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -128,6 +130,9 @@ class RunPolicy:
         _positive_int("gpu_idle_minutes", self.gpu_idle_minutes)
         if self.checkpoint_stale_minutes is not None:
             _positive_int("checkpoint_stale_minutes", self.checkpoint_stale_minutes)
+        if self.progress_metric is not None and not 1 <= len(self.progress_metric) <= 255:
+            raise PolicyError("progress_metric", "must be the Name of one of the job's MetricDefinitions")
+        _positive_int("progress_stall_minutes", self.progress_stall_minutes)
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
         _positive_int("hang_grace_minutes", self.hang_grace_minutes, allow_zero=True)
