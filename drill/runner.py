@@ -226,6 +226,7 @@ class DrillRunner:
                         "job_name": a["job_name"],
                         "instances": f"{a['instance_count']} x {a['instance_type']}",
                         "resumed_from_step": a["resumed_from"]["step"] if a["resumed_from"] else None,
+                        "resumed_checkpoint_age_s": a["resumed_checkpoint_age_s"],
                         "end_class": a["end_class"],
                         "end_reason": a["end_reason"],
                         "sagemaker": f"{a['sagemaker_status']}/{a['secondary_status']}",

@@ -35,6 +35,11 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
         "training_started_at": iso(a.training_started_ms),
         "ended_at": iso(a.ended_ms),
         "resumed_from": checkpoint_json(a.resume_from),
+        "resumed_checkpoint_age_s": (
+            round((a.requested_at_ms - a.resume_from.written_at_ms) / 1000)
+            if a.resume_from is not None and a.resume_from.written_at_ms is not None
+            else None
+        ),
         "checkpoint_at_end": checkpoint_json(a.checkpoint_at_end),
         "end_class": a.end_class,
         "end_reason": a.end_reason,
