@@ -551,11 +551,7 @@ class SimSageMaker:
         return {"TrainingJobArn": arn, "ResponseMetadata": self._response_metadata()}
 
     def describe_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
-        op = "DescribeTrainingJob"
-        self._gate(op)
-        job = self._jobs.get(TrainingJobName)
-        if job is None:
-            raise _client_error("ValidationException", "Requested resource not found.", op)
+        job = self._existing_job(TrainingJobName, "DescribeTrainingJob")
         r = job.request
         out: dict[str, Any] = {
             "TrainingJobName": job.name,
@@ -604,10 +600,7 @@ class SimSageMaker:
 
     def stop_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
         op = "StopTrainingJob"
-        self._gate(op)
-        job = self._jobs.get(TrainingJobName)
-        if job is None:
-            raise _client_error("ValidationException", "Requested resource not found.", op)
+        job = self._existing_job(TrainingJobName, op)
         if job.is_terminal:
             raise _client_error(
                 "ValidationException",
@@ -758,6 +751,14 @@ class SimSageMaker:
     # ------------------------------------------------------------------------------------------
     # API helpers
     # ------------------------------------------------------------------------------------------
+
+    def _existing_job(self, name: str, op: str) -> SimJob:
+        """Throttling first, then the job, as the API answers: unknown names are a ValidationException."""
+        self._gate(op)
+        job = self._jobs.get(name)
+        if job is None:
+            raise _client_error("ValidationException", "Requested resource not found.", op)
+        return job
 
     def _gate(self, op: str) -> None:
         if self._throttle > 0:
@@ -1475,77 +1476,56 @@ class SimSageMaker:
         i = max(bisect.bisect_right(job._seg_starts, first) - 1, 0)
         yield from job._segs[i:]
 
-    def _gpu_samples(self, job: SimJob, host: int, start_ms: int, end_ms: int) -> Iterator[tuple[int, float]]:
+    def _training_minutes(self, job: SimJob, start_ms: int, end_ms: int) -> Iterator[tuple[int, str, int]]:
+        """Every minute boundary in [start_ms, end_ms) while the job was in Training (and not
+        after now), with the phase it was in: (minute ms, phase kind, dead host)."""
         window = self._training_window(job, start_ms, end_ms)
         if window is None:
             return
         first, hi = window
-        p = job.profile
-        full = 100.0 * p.gpus_per_host
-        salt = job._salt
         m = first
         for seg_start, seg_end, kind, dead in self._segments_from(job, first):
             stop = hi if seg_end is None else min(hi, seg_end)
             if m < seg_start:
                 m = -(-seg_start // MINUTE_MS) * MINUTE_MS
             while m < stop:
-                n = _noise(salt, host, m // MINUTE_MS)
-                if kind == "train":
-                    v = p.gpu_util_per_host * (1.0 + 0.02 * n)
-                elif kind == "save":
-                    v = 5.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-                elif kind == "eval":
-                    v = 10.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-                elif kind == "stuck":
-                    v = 2.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-                elif kind == "dead_host" and host == dead:
-                    v = 0.0
-                else:  # hang_spin, and the live hosts of dead_host
-                    v = full - 0.5 * p.gpus_per_host * abs(n)
-                yield m, min(max(v, 0.0), full)
+                yield m, kind, dead
                 m += MINUTE_MS
             if m >= hi:
                 return
+
+    def _gpu_samples(self, job: SimJob, host: int, start_ms: int, end_ms: int) -> Iterator[tuple[int, float]]:
+        p = job.profile
+        full = 100.0 * p.gpus_per_host
+        for m, kind, dead in self._training_minutes(job, start_ms, end_ms):
+            n = _noise(job._salt, host, m // MINUTE_MS)
+            if kind == "train":
+                v = p.gpu_util_per_host * (1.0 + 0.02 * n)
+            elif kind == "save":
+                v = 5.0 * p.gpus_per_host * (1.0 + 0.2 * n)
+            elif kind == "eval":
+                v = 10.0 * p.gpus_per_host * (1.0 + 0.2 * n)
+            elif kind == "stuck":
+                v = 2.0 * p.gpus_per_host * (1.0 + 0.2 * n)
+            elif kind == "dead_host" and host == dead:
+                v = 0.0
+            else:  # hang_spin, spin_logging, and the live hosts of dead_host
+                v = full - 0.5 * p.gpus_per_host * abs(n)
+            yield m, min(max(v, 0.0), full)
 
     def _progress_samples(self, job: SimJob, start_ms: int, end_ms: int) -> Iterator[tuple[int, float]]:
         """The job's own progress metric (MetricDefinitions regex over its log): one value per
         minute in which the training loop advanced (steps per minute), none otherwise."""
-        window = self._training_window(job, start_ms, end_ms)
-        if window is None:
-            return
-        first, hi = window
-        m = first
-        for seg_start, seg_end, kind, _ in self._segments_from(job, first):
-            stop = hi if seg_end is None else min(hi, seg_end)
-            if m < seg_start:
-                m = -(-seg_start // MINUTE_MS) * MINUTE_MS
-            while m < stop:
-                if kind == "train":
-                    yield (
-                        m,
-                        job.profile.steps_per_minute * (1.0 + 0.02 * _noise(job._salt, 0, m // MINUTE_MS)),
-                    )
-                m += MINUTE_MS
-            if m >= hi:
-                return
+        rate = job.profile.steps_per_minute
+        for m, kind, _ in self._training_minutes(job, start_ms, end_ms):
+            if kind == "train":
+                yield m, rate * (1.0 + 0.02 * _noise(job._salt, 0, m // MINUTE_MS))
 
     def _log_samples(self, job: SimJob, start_ms: int, end_ms: int) -> Iterator[tuple[int, float]]:
-        counts: dict[int, float] = {}
-        window = self._training_window(job, start_ms, end_ms)
-        if window is not None:
-            first, hi = window
-            rate = float(job.profile.log_lines_per_minute * job.instance_count)
-            m = first
-            for seg_start, seg_end, kind, _ in self._segments_from(job, first):
-                stop = hi if seg_end is None else min(hi, seg_end)
-                if m < seg_start:
-                    m = -(-seg_start // MINUTE_MS) * MINUTE_MS
-                while m < stop:
-                    if kind in _LOGGING_PHASES:
-                        counts[m] = rate
-                    m += MINUTE_MS
-                if m >= hi:
-                    break
+        rate = float(job.profile.log_lines_per_minute * job.instance_count)
+        counts = {
+            m: rate for m, kind, _ in self._training_minutes(job, start_ms, end_ms) if kind in _LOGGING_PHASES
+        }
         lo_line = start_ms // MINUTE_MS * MINUTE_MS
         times = job._line_times
         i = bisect.bisect_left(times, lo_line)
