@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 
 DEFAULT_START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -48,30 +48,28 @@ class VirtualClock:
 
 
 @contextmanager
-def moto_logs_follow(clock: VirtualClock) -> Iterator[None]:
+def _moto_now(module_name: str, clock: VirtualClock) -> Iterator[None]:
+    """Make a moto service module take the virtual clock as "now" inside the block."""
+    import importlib  # local: the clock itself must not need moto
+
+    module = importlib.import_module(module_name)
+    saved = getattr(module, "utcnow")  # noqa: B009 - moto does not export it
+    setattr(module, "utcnow", lambda: clock.now().replace(tzinfo=None))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(module, "utcnow", saved)  # noqa: B010
+
+
+def moto_logs_follow(clock: VirtualClock) -> AbstractContextManager[None]:
     """Let moto's CloudWatch Logs take the virtual clock as "now" inside the block.
 
     moto rejects log events stamped more than 14 days before (or 2 hours after) its own clock,
     which is the wall clock; virtual time is usually far from it. Use inside ``mock_aws()``.
     """
-    import moto.logs.models as logs_models  # local: the clock itself must not need moto
-
-    saved = getattr(logs_models, "utcnow")  # noqa: B009 - moto does not export it
-    setattr(logs_models, "utcnow", lambda: clock.now().replace(tzinfo=None))  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(logs_models, "utcnow", saved)  # noqa: B010
+    return _moto_now("moto.logs.models", clock)
 
 
-@contextmanager
-def moto_s3_follow(clock: VirtualClock) -> Iterator[None]:
+def moto_s3_follow(clock: VirtualClock) -> AbstractContextManager[None]:
     """Let moto's S3 stamp LastModified with virtual time (checkpoint age is a health signal)."""
-    import moto.s3.models as s3_models  # local: the clock itself must not need moto
-
-    saved = getattr(s3_models, "utcnow")  # noqa: B009 - moto does not export it
-    setattr(s3_models, "utcnow", lambda: clock.now().replace(tzinfo=None))  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(s3_models, "utcnow", saved)  # noqa: B010
+    return _moto_now("moto.s3.models", clock)
