@@ -13,7 +13,7 @@ import heapq
 import json
 import os
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,10 +313,6 @@ class LocalAccount:
                 )
             )
         return results
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        yield
 
     def alerts_received(self) -> list[dict[str, Any]]:
         """Messages that reached the SNS topic's SQS subscriber (what e-mail subscribers get)."""

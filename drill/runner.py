@@ -17,7 +17,6 @@ from drill.scenario import Scenario
 from sagewarden.domain.models import SM_TERMINAL
 
 MINUTE = 60_000
-TERMINAL_RUN = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
 @dataclass
@@ -172,7 +171,7 @@ class DrillRunner:
             return False
         for run_id in self.run_ids.values():
             run = self.acct.supervisor.store.get(run_id)
-            if run is None or run.status.value not in TERMINAL_RUN:
+            if run is None or not run.status.terminal:
                 return False
         # every simulated job of the account has ended too (nothing left burning money)
         return all(j.status in SM_TERMINAL for j in self.acct.sagemaker.jobs())

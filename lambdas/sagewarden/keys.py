@@ -33,7 +33,6 @@ ENV_ALLOWED_ROLE_ARNS = "SAGEWARDEN_ALLOWED_ROLE_ARNS"  # JSON list
 ENV_JOB_PREFIX = "SAGEWARDEN_JOB_PREFIX"
 ENV_POLICY_DEFAULTS = "SAGEWARDEN_POLICY_DEFAULTS"  # JSON object of RunPolicy overrides
 ENV_ALARM_PREFIX = "SAGEWARDEN_ALARM_PREFIX"
-ENV_ALARM_TOPIC_ARN = "SAGEWARDEN_ALARM_TOPIC_ARN"  # unused: alarms reach us via EventBridge
 ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
 # "true" when no log subscription feeds the heartbeat (logSubscription=false): the sweep then
 # checks each training job for recent log events itself (FilterLogEvents, one call per job)

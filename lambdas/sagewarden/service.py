@@ -43,7 +43,19 @@ from sagewarden.domain.events import (
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay, Page
+from sagewarden.ports import (
+    AuditEntry,
+    CheckpointFinder,
+    ConcurrentUpdate,
+    HangAlarms,
+    IdempotentReplay,
+    Launcher,
+    LogReader,
+    MetricsReader,
+    Notifier,
+    Page,
+    RunStore,
+)
 
 log = logging.getLogger("sagewarden.service")
 
@@ -86,14 +98,14 @@ class Supervisor:
     def __init__(
         self,
         *,
-        store: Any,
-        launcher: Any,
-        checkpoints: Any,
-        notifier: Any,
-        alarms: Any,
-        logs: Any,
+        store: RunStore,
+        launcher: Launcher,
+        checkpoints: CheckpointFinder,
+        notifier: Notifier,
+        alarms: HangAlarms,
+        logs: LogReader,
         clock: Callable[[], int],
-        metrics: Any = None,
+        metrics: MetricsReader | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
     ) -> None:
@@ -364,7 +376,8 @@ class Supervisor:
         from sagewarden.domain.pricing import gpus_per_instance
 
         cur = run.current
-        assert cur is not None
+        if cur is None or self.metrics is None:
+            return ()
         now = self.clock()
         window = max(run.policy.gpu_idle_minutes, 10) * 60_000
         try:
