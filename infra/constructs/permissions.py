@@ -183,7 +183,7 @@ class SupervisorPermissions(Construct):
         alarm_arn = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
-            resource_name=f"{keys.DEFAULT_ALARM_PREFIX}*",
+            resource_name=f"{keys.alarm_prefix(config.job_prefix)}*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.alarms_policy = self._policy(
@@ -198,7 +198,7 @@ class SupervisorPermissions(Construct):
         acknowledge(
             self.alarms_policy,
             "AwsSolutions-IAM5",
-            f"Scoped to alarms named '{keys.DEFAULT_ALARM_PREFIX}*': the supervisor creates and "
+            f"Scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*': the supervisor creates and "
             "deletes one set of hang alarms per running attempt, named after it.",
             findings=[resource_finding(self, alarm_arn)],
         )
