@@ -147,9 +147,10 @@ def clip_lines(
         return tuple(clipped)
     # Make room for the marker line (counted in the limit), dropping more lines if needed;
     # a single remaining line is clipped instead of dropped so something of the text survives.
+    total_bytes = sum(sizes)
     while True:
-        dropped = [i for i in range(len(clipped)) if i not in set(chosen)]
-        marker = _lines_marker(len(dropped), sum(sizes[i] for i in dropped))
+        kept_bytes = sum(sizes[i] for i in chosen)
+        marker = _lines_marker(len(clipped) - len(chosen), total_bytes - kept_bytes)
         total = used + utf8_len(marker) + (1 if chosen else 0)
         if total <= max_bytes:
             break
