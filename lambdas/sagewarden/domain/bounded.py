@@ -22,7 +22,8 @@ API (pure, standard library only):
     JSON text (compact, sorted keys, UTF-8) that is always valid JSON and at most ``max_bytes``
     (``max_bytes >= MIN_JSON_BYTES``). See its docstring for how it shrinks.
 
-Lone surrogates (possible in Python strings, never valid UTF-8) become U+FFFD; strings holding
+Lone surrogates (possible in Python strings, never valid UTF-8) become U+FFFD in what clip_text
+and bounded_json return (clip_lines returns lines that fit unchanged); strings holding
 them cannot be stored as they are anyway.
 """
 
