@@ -17,6 +17,8 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import (
+    AUDIT_DETAIL_BYTES,
+    AUDIT_SUMMARY_BYTES,
     attempt_from_dict,
     attempt_to_dict,
     decode_cursor,
@@ -27,6 +29,7 @@ from sagewarden.adapters.dynamodb_run_store import (
     run_from_dict,
     run_to_dict,
 )
+from sagewarden.domain.bounded import bounded_json, clip_text
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.ports import AuditEntry, ConcurrentUpdate, DueItem, IdempotentReplay, OutboxMessage, Page
 
@@ -139,7 +142,14 @@ class InMemoryRunStore:
         for i, e in enumerate(entries):
             self._seq += 1
             key = (e.at_ms, version, "B" if salt else "A", self._seq if salt else 0, i)
-            bisect.insort(log, (key, e), key=lambda t: t[0])
+            # bounded exactly as the DynamoDB store bounds its audit items
+            stored = AuditEntry(
+                e.at_ms,
+                e.kind,
+                clip_text(e.summary, AUDIT_SUMMARY_BYTES),
+                json.loads(bounded_json(dict(e.detail), AUDIT_DETAIL_BYTES)),
+            )
+            bisect.insort(log, (key, stored), key=lambda t: t[0])
 
     # -- outbox ------------------------------------------------------------------------------------
     def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None:

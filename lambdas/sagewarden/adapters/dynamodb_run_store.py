@@ -27,6 +27,8 @@ import hashlib
 import itertools
 import json
 import os
+import random
+import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -35,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden import keys
 from sagewarden.domain.actions import Notify
+from sagewarden.domain.bounded import bounded_json, clip_text
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -46,6 +49,10 @@ AUDIT_PREFIX = "AUDIT#"
 OUTBOX_PREFIX = "OUTBOX#"
 LEASE_SK = "LEASE"
 DUE_PAGE = 100
+AUDIT_SUMMARY_BYTES = 2048  # audit texts are bounded by bytes (an item is at most 400 KB)
+AUDIT_DETAIL_BYTES = 64 * 1024  # valid JSON whatever is cut (bounded_json)
+AUDIT_WRITE_ATTEMPTS = 8  # BatchWriteItem tries for one batch before the write fails loudly
+_sleep = time.sleep  # the backoff between tries (tests replace it)
 
 
 def run_pk(run_id: str) -> str:
@@ -265,13 +272,26 @@ class DynamoDbRunStore:
         )
 
     def append_audit(self, run_id: str, version: int, entries: Sequence[AuditEntry]) -> None:
+        """Write audit entries in batches of 25. Items DynamoDB leaves unprocessed (throttling,
+        partition limits) are sent again with exponential backoff and jitter; after
+        AUDIT_WRITE_ATTEMPTS tries the write fails loudly (RuntimeError): an entry is never
+        dropped silently."""
         puts = self._audit_puts(run_id, version, entries, salt=True)
         for i in range(0, len(puts), 25):
-            self._ddb.batch_write_item(
-                RequestItems={
-                    self._table: [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in puts[i : i + 25]]
-                }
-            )
+            pending: Mapping[str, Any] = {
+                self._table: [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in puts[i : i + 25]]
+            }
+            for attempt in range(AUDIT_WRITE_ATTEMPTS):
+                if attempt:
+                    _sleep(random.uniform(0, min(1.0, 0.05 * 2**attempt)))
+                pending = self._ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not pending:
+                    break
+            else:
+                left = sum(len(v) for v in pending.values())
+                raise RuntimeError(
+                    f"audit of {run_id}: {left} items still unprocessed after {AUDIT_WRITE_ATTEMPTS} attempts"
+                )
 
     def set_due(self, run: Run, due_ms: int | None) -> None:
         """Move a run's next sweep time without changing its version (no-op decisions)."""
@@ -452,7 +472,9 @@ class DynamoDbRunStore:
             query["ExclusiveStartKey"] = decode_cursor(cursor, dict)
         resp = self._ddb.query(**query)
         entries = [
-            AuditEntry(int(i["at_ms"]["N"]), i["kind"]["S"], i["summary"]["S"], json.loads(i["detail"]["S"]))
+            AuditEntry(
+                int(i["at_ms"]["N"]), i["kind"]["S"], i["summary"]["S"], _audit_detail(i["detail"]["S"])
+            )
             for i in resp["Items"]
         ]
         return Page(entries, encode_cursor(resp.get("LastEvaluatedKey")))
@@ -553,13 +575,24 @@ class DynamoDbRunStore:
                             keys.SK: {"S": sk},
                             "at_ms": {"N": str(e.at_ms)},
                             "kind": {"S": e.kind},
-                            "summary": {"S": e.summary[:2000]},
-                            "detail": {"S": _dumps(dict(e.detail))[:50_000]},
+                            "summary": {"S": clip_text(e.summary, AUDIT_SUMMARY_BYTES)},
+                            "detail": {"S": bounded_json(dict(e.detail), AUDIT_DETAIL_BYTES)},
                         },
                     }
                 }
             )
         return puts
+
+
+def _audit_detail(text: str) -> Mapping[str, Any]:
+    """An audit item's detail; items written before details were bounded by bytes may hold
+    JSON cut mid-string: their raw text is returned under `detail_text` so the page stays
+    readable."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"detail_text": text}
+    return value if isinstance(value, dict) else {"detail_text": text}
 
 
 def _shard(run_id: str) -> str:
