@@ -146,6 +146,7 @@ class LocalAccount:
         self._policy_defaults = dict(policy_defaults or {})
         self._reconcile_ms = int(reconcile_interval_min * 60_000)
         self._due_cache: tuple[int | None] | None = None
+        self._last_sweep_ms = -1
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> LocalAccount:
@@ -275,17 +276,35 @@ class LocalAccount:
         self._due_cache = None
 
     def next_sweep_ms(self) -> int | None:
-        """The next minute boundary at which the every-minute sweep would find a run due.
+        """The next minute boundary at which the every-minute sweep would have work: a run or an
+        owed alert due, or a hang alarm in ALARM (the sweep reads alarm *states* every pass, so
+        an ALARM whose event was dropped or ignored is still acted on). A sweep with none of these
+        is a no-op, so the drill skips it.
 
-        The due index only changes when a handler runs, so the answer is cached until then.
+        The due index only changes when a handler runs, so that part is cached until then.
         """
+        minute = 60_000
         if self._due_cache is None:
             self._due_cache = (self._earliest_due(),)
-        earliest = self._due_cache[0]
-        if earliest is None:
+        candidates = [] if self._due_cache[0] is None else [-(-self._due_cache[0] // minute) * minute]
+        if self._any_alarm_in_alarm():
+            candidates.append(-(-(self._last_sweep_ms + 1) // minute) * minute)
+        if not candidates:
             return None
-        minute = 60_000
-        return max(self.clock.now_ms, -(-earliest // minute) * minute)
+        return max(self.clock.now_ms, min(candidates))
+
+    def _any_alarm_in_alarm(self) -> bool:
+        try:
+            from moto.cloudwatch.models import cloudwatch_backends
+            from moto.core import DEFAULT_ACCOUNT_ID
+
+            backend = cloudwatch_backends[os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)][REGION]
+        except Exception:  # pragma: no cover - not a moto account
+            return False
+        return any(
+            name.startswith(ALARM_PREFIX) and getattr(alarm, "state_value", "") == "ALARM"
+            for name, alarm in backend.alarms.items()
+        )
 
     def _earliest_due(self) -> int | None:
         store = self.supervisor.store
@@ -312,6 +331,7 @@ class LocalAccount:
             raise AssertionError("the template schedules no sweep")
         results = []
         self.mark_dirty()
+        self._last_sweep_ms = self.clock.now_ms
         for _, handler in schedule:
             results.append(
                 self.router.handler(handler)(

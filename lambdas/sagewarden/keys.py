@@ -55,6 +55,16 @@ HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
 HEARTBEAT_METRIC = "LogEvents"
 HEARTBEAT_DIMENSION = "TrainingJobName"
 
+# --- The supervisor's own metrics (namespace Sagewarden, dimension service) -------------------
+METRICS_NAMESPACE = "Sagewarden"
+METRIC_FAILED_ACTIONS = "FailedActions"
+METRIC_ALERTS_PUBLISHED = "AlertsPublished"
+METRIC_ALERT_PUBLISH_FAILURES = "AlertPublishFailures"
+METRIC_OBSERVATION_FAILURES = "ObservationFailures"
+METRIC_EVENTS_IGNORED = "EventsIgnored"
+METRIC_SWEEP_ERRORS = "SweepErrors"
+METRIC_SWEEP_OUT_OF_TIME = "SweepOutOfTime"
+
 # --- SageMaker ------------------------------------------------------------------------------
 TAG_RUN_ID = "sagewarden:run-id"
 TAG_ATTEMPT = "sagewarden:attempt"

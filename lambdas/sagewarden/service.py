@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagewarden import keys
 from sagewarden.domain.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -99,11 +100,11 @@ _CHEAP_FIRST = (
 )
 
 # counter names (CloudWatch metrics in the Sagewarden namespace; alarms in infra watch them)
-FAILED_ACTIONS = "FailedActions"
-ALERTS_PUBLISHED = "AlertsPublished"
-ALERT_PUBLISH_FAILURES = "AlertPublishFailures"
-OBSERVATION_FAILURES = "ObservationFailures"
-EVENTS_IGNORED = "EventsIgnored"
+FAILED_ACTIONS = keys.METRIC_FAILED_ACTIONS
+ALERTS_PUBLISHED = keys.METRIC_ALERTS_PUBLISHED
+ALERT_PUBLISH_FAILURES = keys.METRIC_ALERT_PUBLISH_FAILURES
+OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
+EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 
 
 class RunNotFound(Exception):
@@ -229,8 +230,6 @@ class Supervisor:
         if isinstance(tags, list):  # API shape, in case a caller forwards DescribeTrainingJob output
             tags = {t.get("Key"): t.get("Value") for t in tags if isinstance(t, Mapping)}
         if parsed is None:
-            from sagewarden import keys
-
             run_id, attempt = tags.get(keys.TAG_RUN_ID), tags.get(keys.TAG_ATTEMPT)
             if not run_id or not str(attempt or "").isdigit():
                 log.info("ignoring state change of %s: not a sagewarden job", name)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sagewarden import keys
+from sagewarden.domain.decide import decide
 from sagewarden.domain.events import AlarmsObserved, JobMissing, JobObserved, Tick
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.names import parse_job_name
@@ -87,7 +88,7 @@ class Sweep:
             self.inventory = self.sup.alarms.inventory()
         except Exception as exc:  # unknown, not "no alarms": nothing alarm-related is judged
             log.exception("reading the hang alarms failed")
-            self.sup.counters.add("ObservationFailures")
+            self.sup.counters.add(keys.METRIC_OBSERVATION_FAILURES)
             self.report.errors.append(f"DescribeAlarms: {exc}")
             self.inventory = None
 
@@ -115,7 +116,7 @@ class Sweep:
                 try:
                     self.report.alarms_deleted += len(self.sup.alarms.delete(job))
                 except Exception as exc:
-                    self.sup.counters.add("FailedActions")
+                    self.sup.counters.add(keys.METRIC_FAILED_ACTIONS)
                     self.report.errors.append(f"delete alarms of {job}: {exc}")
 
     # -- due items, round-robin over shards ---------------------------------------------------
@@ -180,7 +181,9 @@ class Sweep:
             cur = run.current
         if cur is not None and cur.in_training and self.inventory is not None:
             states = self.inventory.get(cur.job_name, ())
-            sup.handle(run_id, AlarmsObserved(cur.job_name, cur.number, states))
+            event = AlarmsObserved(cur.job_name, cur.number, states)
+            if not decide(run, event, sup.clock(), run.policy).ignored:  # as expected: nothing to save
+                sup.handle(run_id, event)
         self._tick(run_id, version)
 
     def _tick(self, run_id: str, version: int) -> None:

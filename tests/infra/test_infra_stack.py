@@ -535,7 +535,7 @@ def test_functions_get_the_shared_environment(synth_full: SynthResult) -> None:
         assert json.loads(env[keys.ENV_POLICY_DEFAULTS]) == FULL_CONTEXT["policyDefaults"]
         assert env[keys.ENV_ALARM_PREFIX] == keys.alarm_prefix(FULL_CONTEXT["jobPrefix"])
         assert env[keys.ENV_HEARTBEAT_NAMESPACE] == keys.HEARTBEAT_NAMESPACE
-        assert env["POWERTOOLS_SERVICE_NAME"] == "sagewarden"
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"sagewarden-{FULL_CONTEXT['jobPrefix']}"
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Sagewarden"
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
 
@@ -622,3 +622,19 @@ def test_training_log_group_is_never_owned_by_the_stack(synth_any: SynthResult) 
 )
 def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) -> None:
     synth_full.template.has_output(output, {"Value": Match.any_value()})
+
+
+def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: SynthResult) -> None:
+    from infra.constructs.health import HEALTH_ALARMS
+
+    service = f"sagewarden-{synth_any.context.get('jobPrefix', keys.DEFAULT_JOB_PREFIX)}"
+    alarms = {
+        r["Properties"]["MetricName"]: r["Properties"]
+        for r in synth_any.resources("AWS::CloudWatch::Alarm").values()
+        if r["Properties"].get("Namespace") == "Sagewarden"
+    }
+    assert set(alarms) == {spec.metric for spec in HEALTH_ALARMS} >= {"FailedActions", "AlertPublishFailures"}
+    for props in alarms.values():
+        assert props["Dimensions"] == [{"Name": "service", "Value": service}]
+        assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
+        assert len(props["AlarmActions"]) == 1  # the alert topic

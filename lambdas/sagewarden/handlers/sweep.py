@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagewarden import composition
+from sagewarden import composition, keys
 from sagewarden.observability import logger, metrics, tracer
 
 CLEANUP_EVERY_MINUTES = 5
@@ -22,8 +22,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0, time_left_ms=time_left, owner=owner
     )
     metrics.add_metric(name="SweepDueItems", unit="Count", value=report.due)
-    metrics.add_metric(name="SweepErrors", unit="Count", value=len(report.errors))
-    metrics.add_metric(name="SweepOutOfTime", unit="Count", value=1 if report.out_of_time else 0)
+    metrics.add_metric(name=keys.METRIC_SWEEP_ERRORS, unit="Count", value=len(report.errors))
+    metrics.add_metric(name=keys.METRIC_SWEEP_OUT_OF_TIME, unit="Count", value=1 if report.out_of_time else 0)
     logger.info(
         "sweep done" if not report.skipped else "sweep skipped: another sweep holds the lease",
         extra={
