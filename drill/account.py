@@ -69,6 +69,16 @@ class Delivery:
 
 
 @dataclass
+class MemoryCounters:
+    """The supervisor's operational counters (CloudWatch metrics in a real deployment)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, value: float = 1.0) -> None:
+        self.values[name] = self.values.get(name, 0.0) + value
+
+
+@dataclass
 class RecordingNotifier:
     inner: SnsNotifier
     clock: VirtualClock
@@ -221,6 +231,7 @@ class LocalAccount:
         )
         self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
+        self.counters = MemoryCounters()
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
             launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker, "sagemaker")),
@@ -231,6 +242,7 @@ class LocalAccount:
             metrics=CloudWatchMetricsReader(
                 self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
             ),
+            counters=self.counters,
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),
             settings=SupervisorSettings(

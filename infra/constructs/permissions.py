@@ -189,7 +189,7 @@ class SupervisorPermissions(Construct):
         alarm_arn = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
-            resource_name=f"{keys.DEFAULT_ALARM_PREFIX}*",
+            resource_name=f"{keys.alarm_prefix(config.job_prefix)}*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         all_alarms_arn = stack.format_arn(
@@ -213,9 +213,9 @@ class SupervisorPermissions(Construct):
         acknowledge(
             self.alarms_policy,
             "AwsSolutions-IAM5",
-            f"Create, tag and delete are scoped to alarms named '{keys.DEFAULT_ALARM_PREFIX}*' (one set "
-            "of hang alarms per running attempt, named after it). cloudwatch:DescribeAlarms alone is "
-            "on alarm:* of this account and region: AWS authorises DescribeAlarms with "
+            f"Create, tag and delete are scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*' "
+            "(one set of hang alarms per running attempt, named after it). cloudwatch:DescribeAlarms "
+            "alone is on alarm:* of this account and region: AWS authorises DescribeAlarms with "
             "AlarmNamePrefix against alarm:*, so a prefix-scoped grant is denied; it is read-only "
             "and the function filters by the prefix itself.",
             findings=[resource_finding(self, alarm_arn), resource_finding(self, all_alarms_arn)],

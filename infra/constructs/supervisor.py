@@ -54,7 +54,7 @@ class Supervisor(Construct):
                 keys.ENV_ALLOWED_ROLE_ARNS: config.allowed_role_arns_json,
                 keys.ENV_JOB_PREFIX: config.job_prefix,
                 keys.ENV_POLICY_DEFAULTS: config.policy_defaults_json,
-                keys.ENV_ALARM_PREFIX: keys.DEFAULT_ALARM_PREFIX,
+                keys.ENV_ALARM_PREFIX: keys.alarm_prefix(config.job_prefix),
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
                 keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
             },

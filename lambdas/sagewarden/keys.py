@@ -39,7 +39,18 @@ ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
 ENV_LOG_SILENCE_FALLBACK = "SAGEWARDEN_LOG_SILENCE_FALLBACK"
 
 DEFAULT_JOB_PREFIX = "sw"
-DEFAULT_ALARM_PREFIX = "sagewarden-hang-"
+
+
+def alarm_prefix(job_prefix: str) -> str:
+    """Prefix of every hang alarm a deployment creates. Derived from the deployment's job
+    prefix, so two deployments in one account and region never list, match or delete each
+    other's alarms (their job prefixes must differ anyway: the job-state rules match by it)."""
+    return f"sagewarden-{job_prefix}-hang-"
+
+
+DEFAULT_ALARM_PREFIX = alarm_prefix(DEFAULT_JOB_PREFIX)
+# the sweep's lease item (two sweeps never run at once)
+LEASE_PK_PREFIX = "LEASE#"
 HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
 HEARTBEAT_METRIC = "LogEvents"
 HEARTBEAT_DIMENSION = "TrainingJobName"

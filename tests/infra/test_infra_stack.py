@@ -67,8 +67,13 @@ def test_event_rules_alarm_pattern_matches_hang_alarm_prefix(synth_any: SynthRes
     assert rule["Properties"]["EventPattern"] == {
         "source": ["aws.cloudwatch"],
         "detail-type": ["CloudWatch Alarm State Change"],
-        "detail": {"alarmName": [{"prefix": keys.DEFAULT_ALARM_PREFIX}]},
+        "detail": {"alarmName": [{"prefix": _alarm_prefix(synth_any)}]},
     }
+
+
+def _alarm_prefix(synth: SynthResult) -> str:
+    """Each deployment's alarm prefix is derived from its job prefix (no two stacks collide)."""
+    return keys.alarm_prefix(synth.context.get("jobPrefix", keys.DEFAULT_JOB_PREFIX))
 
 
 def test_event_rules_route_to_the_right_functions(synth_full: SynthResult) -> None:
@@ -368,7 +373,7 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
     }
     assert [_joined(r) for r in as_list(statements[0]["Resource"])] == [
         "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
-        f"{keys.DEFAULT_ALARM_PREFIX}*"
+        f"{_alarm_prefix(synth_any)}*"
     ]
     (metric_read,) = _statements_with_action(synth_any, "cloudwatch:GetMetricData")
     assert metric_read["Action"] == "cloudwatch:GetMetricData"  # the only action granted on "*"
@@ -538,7 +543,7 @@ def test_functions_get_the_shared_environment(synth_full: SynthResult) -> None:
         assert json.loads(env[keys.ENV_ALLOWED_ROLE_ARNS]) == [ROLE_A, ROLE_B]
         assert env[keys.ENV_JOB_PREFIX] == FULL_CONTEXT["jobPrefix"]
         assert json.loads(env[keys.ENV_POLICY_DEFAULTS]) == FULL_CONTEXT["policyDefaults"]
-        assert env[keys.ENV_ALARM_PREFIX] == keys.DEFAULT_ALARM_PREFIX
+        assert env[keys.ENV_ALARM_PREFIX] == keys.alarm_prefix(FULL_CONTEXT["jobPrefix"])
         assert env[keys.ENV_HEARTBEAT_NAMESPACE] == keys.HEARTBEAT_NAMESPACE
         assert env["POWERTOOLS_SERVICE_NAME"] == "sagewarden"
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Sagewarden"

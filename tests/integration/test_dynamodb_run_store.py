@@ -103,18 +103,24 @@ def test_store_get_loads_only_latest_attempt_by_default(store):
     assert r1s.version == 1
 
 
-def test_store_due_index_holds_only_active_runs(store):
+def _due(store, now_ms):
+    return [
+        (i.kind, i.run_id, i.key) for shard in range(keys.DUE_SHARDS) for i in store.iter_due(now_ms, shard)
+    ]
+
+
+def test_store_due_index_holds_only_runs_with_work(store):
     run = make_run()
     store.create(run, [])
     active = step(run, Submitted(), 0).run
     saved = store.save(active, run, [], due_ms=1_000)
-    assert store.due_run_ids(999, 10) == []
-    assert store.due_run_ids(1_000, 10) == [run.run_id]
+    assert _due(store, 999) == []
+    assert _due(store, 1_000) == [("run", run.run_id, "")]
     store.set_due(saved, 5_000)
-    assert store.due_run_ids(1_000, 10) == []
+    assert _due(store, 1_000) == []
     done = dataclasses.replace(saved, status=RunStatus.CANCELLED)
     store.save(done, saved, [], due_ms=None)
-    assert store.due_run_ids(10**13, 10) == []
+    assert _due(store, 10**13) == []
 
 
 def test_store_lists_runs_by_status_with_pagination(store):

@@ -65,6 +65,8 @@ class RunPolicy:
     progress_stall_minutes: int = 30  # ... that reported nothing for this long
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
+    # --- sharing the account's quota ------------------------------------------------------------
+    priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # ----------------------------------------------------------------------------------------
@@ -136,6 +138,8 @@ class RunPolicy:
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
         _positive_int("hang_grace_minutes", self.hang_grace_minutes, allow_zero=True)
+        if not -1000 <= self.priority <= 1000:
+            raise PolicyError("priority", "must be an integer from -1000 to 1000")
 
 
 def _coerce(key: str, value: Any) -> Any:
