@@ -50,6 +50,10 @@ synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
 	$(PY) -m benchmarks
 
+.PHONY: iam-report
+iam-report: setup ## IAM replay over the shipped scenarios: each call's decision, grants no call needed
+	$(PY) -m drill.iam --table
+
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund
 	touch $@

@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md")
     args = parser.parse_args(argv)
-    from infra.template import synthesized_template
+    from drill.account import drill_template
 
-    template = synthesized_template()
+    template = drill_template()
     seeds = list(range(1, args.seeds + 1))
     out: list[str] = []
     out.append(

@@ -57,6 +57,7 @@ class DrillResult:
     alerts_sent: list[Any] = field(default_factory=list)  # (virtual ms, Notify) as published
     jobs: list[Any] = field(default_factory=list)  # the simulated SageMaker's jobs at the end (SimJob)
     counters: dict[str, float] = field(default_factory=dict)  # the supervisor's operational counters
+    iam: Any = None  # drill.iam.ReplayReport: the run's AWS calls checked against the template's IAM
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -141,6 +142,8 @@ class DrillRunner:
                 if not scripted and self._all_done() and acct.next_delivery_ms() is None:
                     break
             result = self._result(start, time.perf_counter() - wall)
+            result.iam = acct.take_iam_report()  # IAM replay: a denied or unknown call is a violation
+            result.invariant_violations += result.iam.failures()
         return result
 
     # ------------------------------------------------------------------------------------------

@@ -49,12 +49,18 @@ SAGEMAKER_JOB_ACTIONS = (
     "sagemaker:DescribeTrainingJob",
     "sagemaker:StopTrainingJob",
 )
+# Authorised per alarm ARN, so scoped to the hang-alarm name prefix.
 ALARM_ACTIONS = (
     "cloudwatch:PutMetricAlarm",
     "cloudwatch:DeleteAlarms",
-    "cloudwatch:DescribeAlarms",
+    # PutMetricAlarm with Tags (run id, job name) is also authorised as TagResource.
     "cloudwatch:TagResource",
 )
+# DescribeAlarms with AlarmNamePrefix (with or without StateValue) is authorised against
+# ``alarm:*``, not against the prefix: a grant on ``alarm:<prefix>*`` is denied. Service
+# Authorization Reference, CloudWatch ("DescribeAlarms", resource type alarm):
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html
+ALARM_LIST_ACTIONS = ("cloudwatch:DescribeAlarms",)
 LOG_READ_ACTIONS = ("logs:FilterLogEvents", "logs:GetLogEvents", "logs:DescribeLogStreams")
 CHECKPOINT_BUCKET_ACTIONS = ("s3:ListBucket",)
 CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
@@ -186,21 +192,33 @@ class SupervisorPermissions(Construct):
             resource_name=f"{keys.alarm_prefix(config.job_prefix)}*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
+        all_alarms_arn = stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name="*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         self.alarms_policy = self._policy(
             "HangAlarms",
             control,
             [
                 iam.PolicyStatement(
                     sid="SupervisorAlarmsOnly", actions=list(ALARM_ACTIONS), resources=[alarm_arn]
-                )
+                ),
+                iam.PolicyStatement(
+                    sid="ListAlarmsByPrefix", actions=list(ALARM_LIST_ACTIONS), resources=[all_alarms_arn]
+                ),
             ],
         )
         acknowledge(
             self.alarms_policy,
             "AwsSolutions-IAM5",
-            f"Scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*': the supervisor creates and "
-            "deletes one set of hang alarms per running attempt, named after it.",
-            findings=[resource_finding(self, alarm_arn)],
+            f"Create, tag and delete are scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*' "
+            "(one set of hang alarms per running attempt, named after it). cloudwatch:DescribeAlarms "
+            "alone is on alarm:* of this account and region: AWS authorises DescribeAlarms with "
+            "AlarmNamePrefix against alarm:*, so a prefix-scoped grant is denied; it is read-only "
+            "and the function filters by the prefix itself.",
+            findings=[resource_finding(self, alarm_arn), resource_finding(self, all_alarms_arn)],
         )
 
         # --- Evidence: training logs and metrics -----------------------------------------------

@@ -369,7 +369,6 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
     assert set(as_list(statements[0]["Action"])) == {
         "cloudwatch:PutMetricAlarm",
         "cloudwatch:DeleteAlarms",
-        "cloudwatch:DescribeAlarms",
         "cloudwatch:TagResource",
     }
     assert [_joined(r) for r in as_list(statements[0]["Resource"])] == [
@@ -378,6 +377,17 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
     ]
     (metric_read,) = _statements_with_action(synth_any, "cloudwatch:GetMetricData")
     assert metric_read["Action"] == "cloudwatch:GetMetricData"  # the only action granted on "*"
+
+
+def test_alarm_listing_is_granted_on_all_alarms_of_the_account_and_region(synth_any: SynthResult) -> None:
+    # DescribeAlarms(AlarmNamePrefix=...) is authorised against alarm:*; a prefix grant is denied.
+    (statement,) = _statements_with_action(synth_any, "cloudwatch:DescribeAlarms")
+
+    assert as_list(statement["Action"]) == ["cloudwatch:DescribeAlarms"]
+    assert [_joined(r) for r in as_list(statement["Resource"])] == [
+        "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*"
+    ]
+    assert "Condition" not in statement
 
 
 def test_training_log_reads_are_scoped_to_the_training_log_group(synth_any: SynthResult) -> None:
