@@ -13,15 +13,17 @@ SageMaker jobs           x        x        x      x
 iam:PassRole (allow)     x        x        x      x
 checkpoint discovery     x        x        x      x
 hang alarms              x        x        x      x
-training logs read                x        x      x
-metric data read                  x        x      x
+training logs read       x        x        x      x
+metric data read         x        x        x      x
 =====================  =====  =========  =====  =====  =========
 
 Any of the four control functions may carry out the supervisor's actions (submit an attempt,
 stop a job, create or delete alarms, notify), because the run state machine decides them
-whichever event arrives. Reading evidence (log tails, metrics) is what the event and sweep
-handlers do to classify a failure or a hang. The heartbeat function only writes its own logs
-(its metrics are CloudWatch embedded-metric-format log lines).
+whichever event arrives -- and for the same reason any of them may need the evidence a decision
+reads (log tails, metrics): a cancel through the API whose StopTrainingJob is refused because the
+job already failed looks at the job and classifies its failure from the log tail (the IAM replay
+found that path denied). The heartbeat function only writes its own logs (its metrics are
+CloudWatch embedded-metric-format log lines).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class SupervisorPermissions(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         control = (functions.api, functions.job_state, functions.alarm_state, functions.sweep)
-        evidence = (functions.job_state, functions.alarm_state, functions.sweep)
+        evidence = control
         self.control_roles = tuple(f.role for f in control)
         self.evidence_roles = tuple(f.role for f in evidence)
 
