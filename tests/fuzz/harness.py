@@ -21,6 +21,7 @@ class RawResponse:
     status: int
     text: str
     headers: Mapping[str, str]
+    routed: bool = True  # False: no route of the template matched, the handler never ran
 
     def json(self) -> Any:
         return strict_json(self.text)
@@ -54,4 +55,4 @@ def raw_call(
         event = _proxy_event(method, route.path, path, params, None, body, headers or {}, query, caller_arn)
         resp = router.handler(route.handler)(event, LambdaContext(route.handler))
         return RawResponse(int(resp["statusCode"]), resp.get("body") or "", resp.get("headers") or {})
-    return RawResponse(403, '{"message": "Missing Authentication Token"}', {})
+    return RawResponse(403, '{"message": "Missing Authentication Token"}', {}, routed=False)

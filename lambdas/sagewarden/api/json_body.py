@@ -162,6 +162,8 @@ def join(path: str, key: str) -> str:
 
 
 def _show_key(key: str) -> str:
+    if not key:
+        return '""'  # an empty key still names a place
     return key if len(key) <= MAX_KEY_IN_PATH else key[:MAX_KEY_IN_PATH] + "…"
 
 

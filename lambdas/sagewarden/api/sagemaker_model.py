@@ -4,7 +4,7 @@ A run's `training_job` is the native CreateTrainingJob request without TrainingJ
 checked here to its full depth against the model of the botocore in the Lambda runtime: unknown
 keys (with a suggestion when one is close), types, required members, string lengths, numeric
 ranges, enum values, list and map sizes, and string patterns that Python's `re` can compile
-(matched against the whole string; `.` also matches a newline, so `.*` means "anything"). Each
+(matched against the whole string, with ASCII classes as in Java; `.` also matches a newline). Each
 problem is reported with its full path, e.g. `training_job.ResourceConfig.InstanceCount` or
 `training_job.InputDataConfig[0].ChannelName`.
 
@@ -74,7 +74,7 @@ def model() -> Model:
         text = shape.get("pattern")
         if text is not None and text not in patterns:
             try:
-                patterns[text] = re.compile(text, re.DOTALL)
+                patterns[text] = re.compile(text, re.ASCII | re.DOTALL)
             except re.error:  # e.g. \p{L}: Java/ECMAScript classes Python's re does not have
                 patterns[text] = None
     return Model(root, keep, patterns, botocore.__version__)

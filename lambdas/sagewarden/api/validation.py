@@ -9,6 +9,7 @@ domain's RunPolicy (types and the ranges in `domain.policy.RANGES`) and here aga
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from typing import Any
 
 from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
-from sagewarden.api.json_body import MAX_BODY_BYTES
+from sagewarden.api.json_body import MAX_BODY_BYTES, join
 from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import PolicyError, RunPolicy
@@ -59,7 +60,7 @@ def validate_submit(
     if not isinstance(body, Mapping):
         raise InvalidRequest([FieldError("body", "must be a JSON object")])
     errors = [
-        FieldError(k, "unknown field" + did_you_mean(k, RUN_BODY_KEYS))
+        FieldError(join("", k), "unknown field" + did_you_mean(k, RUN_BODY_KEYS))
         for k in body
         if k not in RUN_BODY_KEYS
     ]
@@ -84,7 +85,12 @@ def validate_submit(
     try:
         policy = RunPolicy.from_dict(raw_policy if raw_policy is not None else {}, base=policy_defaults)
     except PolicyError as exc:
-        errors.append(FieldError(f"policy.{exc.field}" if exc.field != "policy" else "policy", exc.message))
+        message = exc.message
+        if message == "unknown policy field":
+            message += did_you_mean(
+                exc.field, [f.name for f in dataclasses.fields(RunPolicy) if f.name != "extra"]
+            )
+        errors.append(FieldError(join("policy", exc.field) if exc.field != "policy" else "policy", message))
     else:
         errors += policy_errors(policy, job)
     if errors:
