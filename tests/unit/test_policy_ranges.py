@@ -107,3 +107,25 @@ def test_policy_bad_checkpoint_regex_and_long_texts_are_rejected():
     err = _reject("instance_fallbacks", [{"instance_type": "ml.p5.48xlarge", "instance_count": 1}] * 11)
     assert "at most 10" in err.message
     _reject("environment_defaults", {f"V{i}": "1" for i in range(51)})
+
+
+def _readme_policy_rows() -> dict[str, str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("### Policy fields") :].split("\n\n")[2]
+    rows: dict[str, str] = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        names = [n.strip(" `") for n in cells[0].split("/")]
+        ranges = [r.strip() for r in cells[2].split("/")] if "/" in cells[2] else [cells[2]] * len(names)
+        rows.update(zip(names, ranges, strict=True))
+    return rows
+
+
+def test_policy_readme_range_column_quotes_the_ranges_table():
+    rows = _readme_policy_rows()
+    assert {name: rows.get(name) for name in RANGES} == {name: r.describe() for name, r in RANGES.items()}
+    assert set(rows) <= {f.name for f in dataclasses.fields(RunPolicy)}, (
+        "the README names a field RunPolicy lacks"
+    )

@@ -112,3 +112,7 @@ def test_json_body_any_text_parses_or_is_a_field_problem(text):
         parse_json(text)
     except InvalidRequest as exc:
         assert exc.errors and all(e.field and e.message for e in exc.errors)
+
+
+def test_json_body_empty_key_has_a_visible_path():
+    assert set(_fields('{"": {"x": NaN}}')) == {'"".x'}

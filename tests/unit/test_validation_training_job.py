@@ -210,3 +210,16 @@ def test_validation_readme_example_body_is_accepted():
         body, allowed_roles=frozenset({role}), job_prefix="sw", policy_defaults=RunPolicy()
     )
     assert req.name == body["name"]
+
+
+def test_validation_empty_and_misspelled_keys_are_named():
+    body = {"name": "llama", "training_job": _job(), "": 1, "polcy": {}}
+    with pytest.raises(InvalidRequest) as caught:
+        validation.validate_submit(
+            body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy()
+        )
+    errors = {e.field: e.message for e in caught.value.errors}
+    assert errors['""'] == "unknown field"  # found by the fuzzer: it was reported with an empty field
+    assert errors["polcy"] == "unknown field; did you mean policy?"
+    assert all(e.field for e in caught.value.errors)
+    assert "did you mean max_restarts?" in _errors(None, {"max_restart": 3})["policy.max_restart"]
