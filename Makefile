@@ -10,7 +10,7 @@ ALERT_EMAIL ?=
 ALLOWED_ROLE_ARNS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: help setup demo drill test test-fast lint format synth bench deploy destroy clean
+.PHONY: help setup demo drill test test-fast lint format synth bench deploy destroy clean openapi soak-api
 
 help:
 	@grep -E '^[a-z-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -46,6 +46,13 @@ format: setup
 
 synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 	CDK_OUTDIR=cdk.out $(PY) app.py && ls -1 cdk.out/*.template.json
+
+openapi: setup ## regenerate docs/openapi.json from the API's resolver (a test fails when it is stale)
+	PYTHONPATH=lambdas $(PY) -m sagewarden.api.openapi --write docs/openapi.json
+
+FUZZ_REQUESTS ?= 20000
+soak-api: setup ## fuzz the API from docs/openapi.json with FUZZ_REQUESTS requests (default 20,000)
+	SAGEWARDEN_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/fuzz -m fuzz -s -q
 
 bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
 	$(PY) -m benchmarks

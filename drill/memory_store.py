@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -208,19 +209,20 @@ class InMemoryRunStore:
         ids = sorted(self._runs, reverse=True)
         if status:
             ids = [i for i in ids if json.loads(self._runs[i][1])["status"] == status]
-        start = decode_cursor(cursor, str) if cursor else None
+        start = _runs_cursor(cursor, status or "") if cursor else None
         ids = [i for i in ids if start is None or i < start]
         page = ids[:limit]
         runs = [self.get(i) for i in page]
         more = len(ids) > limit
-        return Page([r for r in runs if r is not None], encode_cursor(page[-1]) if more and page else None)
+        nxt = {"run_id": page[-1], "status": status or ""} if more and page else None
+        return Page([r for r in runs if r is not None], encode_cursor(nxt))
 
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page:
         log = self._audit.get(run_id, [])
-        start = int(decode_cursor(cursor, str)) if cursor else 0
+        start = _audit_cursor(cursor, run_id, len(log)) if cursor else 0
         items = [e for _, e in log[start : start + limit]]
         nxt = start + limit
-        return Page(items, encode_cursor(str(nxt)) if nxt < len(log) else None)
+        return Page(items, encode_cursor({"run_id": run_id, "offset": nxt}) if nxt < len(log) else None)
 
     def runs_waiting_for(self, reason: str, instance_type: str) -> list[str]:
         """Highest priority first, then oldest (run ids are time-ordered ULIDs)."""
@@ -230,3 +232,29 @@ class InMemoryRunStore:
             if why == reason and itype in (None, instance_type)
         ]
         return [rid for _, rid in sorted(found)]
+
+
+# -- cursors: the same rules as the DynamoDB store's (exact keys and types, bound to the listing) --
+_RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
+def _runs_cursor(cursor: str, status: str) -> str:
+    value = decode_cursor(cursor)
+    if not isinstance(value, dict) or set(value) != {"run_id", "status"}:
+        raise ValueError("invalid cursor")
+    run_id, listing = value["run_id"], value["status"]
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or listing != status:
+        raise ValueError("invalid cursor: not a cursor of this listing")
+    return run_id
+
+
+def _audit_cursor(cursor: str, run_id: str, length: int) -> int:
+    value = decode_cursor(cursor)
+    if not isinstance(value, dict) or set(value) != {"run_id", "offset"}:
+        raise ValueError("invalid cursor")
+    offset = value["offset"]
+    if value["run_id"] != run_id:
+        raise ValueError("invalid cursor: not a cursor of this run's events")
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 < offset < length:
+        raise ValueError("invalid cursor")
+    return offset

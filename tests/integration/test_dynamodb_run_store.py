@@ -241,3 +241,16 @@ def test_store_runs_waiting_for_quota_highest_priority_then_oldest_first(store):
         ids.append(run.run_id)
     assert store.runs_waiting_for("quota", "ml.p4d.24xlarge") == [ids[1], ids[3], ids[0], ids[2], ids[4]]
     assert store.runs_waiting_for("quota", "ml.p5.48xlarge") == []
+
+
+def test_store_loads_a_run_whose_policy_predates_todays_ranges_and_fields():
+    from sagewarden.adapters.dynamodb_run_store import run_from_dict, run_to_dict
+
+    data = run_to_dict(make_run())
+    data["policy"] = {
+        **data["policy"],
+        "log_silence_minutes": 5000,
+        "retired_field": 1,
+    }  # out of today's range
+    run = run_from_dict(data)
+    assert run.policy.log_silence_minutes == 5000 and run.policy.extra == {"retired_field": 1}

@@ -10,16 +10,27 @@ from tests.scenarios.helpers import classes, run_drill, run_spec
 PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
 
 
+# A progress_metric must name one of the job's MetricDefinitions (the API refuses it otherwise).
+THROUGHPUT = {
+    "AlgorithmSpecification": {
+        "MetricDefinitions": [{"Name": "train:throughput", "Regex": "throughput=(\\S+)"}]
+    }
+}
+
+
 def _hang_drill(
     template, fault: dict, *, seed: int = 21, policy: dict | None = None, instance_count: int = 4
 ):
+    extra = {"training_job": THROUGHPUT} if (policy or {}).get("progress_metric") else {}
     return run_drill(
         template,
         {
             "seed": seed,
             "max_days": 3,
             "delivery": {"min_delay_s": 1, "max_delay_s": 10},
-            "runs": [run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {})],
+            "runs": [
+                run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {}, **extra)
+            ],
             "faults": [{"run": "hang", "attempt": 1, "after_training_min": 90, **fault}],
         },
     )

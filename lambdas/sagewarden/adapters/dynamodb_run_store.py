@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import random
+import re
 import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -121,7 +122,7 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     fields = {f.name for f in dataclasses.fields(Run)}
     data = {k: v for k, v in d.items() if k in fields}
     data["status"] = RunStatus(d["status"])
-    data["policy"] = RunPolicy.from_dict(d.get("policy", {}))
+    data["policy"] = RunPolicy.from_stored(d.get("policy", {}))
     data["last_checkpoint"] = _ckpt_from(d.get("last_checkpoint"))
     data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
     data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
@@ -155,7 +156,9 @@ def write_token(items: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    # UTF-8 as is: escaping non-ASCII text as \uXXXX would make it up to 3x larger (6 bytes for a
+    # 2-byte character) and push items past DynamoDB's 400 KB limit.
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str, ensure_ascii=False)
 
 
 # --- store -----------------------------------------------------------------------------------
@@ -451,7 +454,7 @@ class DynamoDbRunStore:
             "Limit": limit,
         }
         if cursor:
-            query["ExclusiveStartKey"] = decode_cursor(cursor, dict)
+            query["ExclusiveStartKey"] = runs_start_key(cursor, pk_name, pk_value)
         resp = self._ddb.query(**query)
         runs = [run_from_dict(json.loads(i["data"]["S"])) for i in resp["Items"]]
         runs = [
@@ -469,7 +472,7 @@ class DynamoDbRunStore:
             "Limit": limit,
         }
         if cursor:
-            query["ExclusiveStartKey"] = decode_cursor(cursor, dict)
+            query["ExclusiveStartKey"] = audit_start_key(cursor, run_id)
         resp = self._ddb.query(**query)
         entries = [
             AuditEntry(
@@ -599,17 +602,74 @@ def _shard(run_id: str) -> str:
     return str(zlib.crc32(run_id.encode()) % keys.DUE_SHARDS)
 
 
+MAX_CURSOR_CHARS = 1024  # a real cursor is a few hundred characters
+
+
 def encode_cursor(value: Any) -> str | None:
     """An opaque pagination cursor (base64 JSON); None when there is nothing more."""
     return None if not value else base64.urlsafe_b64encode(_dumps(value).encode()).decode()
 
 
-def decode_cursor(cursor: str, kind: type) -> Any:
-    """The value inside a cursor, checked to be of `kind`; ValueError for anything else."""
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError as exc:
-        raise ValueError("invalid cursor") from exc
-    if not isinstance(value, kind):
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_cursor(cursor: str) -> Any:
+    """The JSON value inside a cursor; ValueError for anything that is not one of our encodings."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_CHARS:
         raise ValueError("invalid cursor")
-    return value
+    try:
+        raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
+        return json.loads(raw.decode("utf-8"), parse_constant=_not_json_constant)
+    except (ValueError, RecursionError) as exc:  # binascii.Error and UnicodeError are ValueErrors
+        raise ValueError("invalid cursor") from exc
+
+
+def _string_key(cursor: str, names: Sequence[str]) -> dict[str, str]:
+    """The cursor's key as {attribute: string value}: exactly `names`, each {"S": <non-empty string>}."""
+    value = decode_cursor(cursor)
+    if not isinstance(value, dict) or set(value) != set(names):
+        raise ValueError("invalid cursor")
+    out: dict[str, str] = {}
+    for name in names:
+        attr = value[name]
+        if (
+            not isinstance(attr, dict)
+            or set(attr) != {"S"}
+            or not isinstance(attr["S"], str)
+            or not attr["S"]
+        ):
+            raise ValueError("invalid cursor")
+        out[name] = attr["S"]
+    return out
+
+
+def runs_start_key(cursor: str, pk_name: str, pk_value: str) -> dict[str, Any]:
+    """ExclusiveStartKey for a listing on the runs or by_status index, from a cursor it produced.
+
+    The key must be a run item's: pk RUN#<id>, sk RUN, the index's sort key the same run id, and
+    the index's partition key the partition being listed (a cursor of another listing is refused).
+    """
+    key = _string_key(cursor, [keys.PK, keys.SK, pk_name, keys.GSI_RUNS_SK])
+    run_id = key[keys.GSI_RUNS_SK]
+    if not (
+        _RUN_ID.fullmatch(run_id)
+        and key[keys.PK] == run_pk(run_id)
+        and key[keys.SK] == RUN_SK
+        and key[pk_name] == pk_value
+    ):
+        raise ValueError("invalid cursor: not a cursor of this listing")
+    return {name: {"S": value} for name, value in key.items()}
+
+
+def audit_start_key(cursor: str, run_id: str) -> dict[str, Any]:
+    """ExclusiveStartKey for a run's audit trail; a cursor of another run's trail is refused."""
+    key = _string_key(cursor, [keys.PK, keys.SK])
+    if key[keys.PK] != audit_pk(run_id):
+        raise ValueError("invalid cursor: not a cursor of this run's events")
+    if not key[keys.SK].startswith(AUDIT_PREFIX) or len(key[keys.SK]) > 256:
+        raise ValueError("invalid cursor")
+    return {name: {"S": value} for name, value in key.items()}
+
+
+_RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
