@@ -31,9 +31,11 @@ from sagewarden.domain.actions import (
     EnsureHangAlarms,
     LaunchAttempt,
     Notify,
+    ReleaseWarmPool,
     StopJob,
 )
-from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
+from sagewarden.domain.cadence import HORIZON_MIN, wants_cadence
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import (
     RESUMABLE,
     Decision,
@@ -77,6 +79,7 @@ from sagewarden.ports import (
     OutboxMessage,
     Page,
     RunStore,
+    Series,
 )
 
 log = logging.getLogger("sagewarden.service")
@@ -369,6 +372,7 @@ class Supervisor:
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
                 self.counters.add(OBSERVATION_FAILURES)
                 ckpt_error = _error_text(exc)
+            checkpoint = self._measure_write_time(run, checkpoint)
         if wants_log_tail(run, event):
             job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
             try:
@@ -385,6 +389,26 @@ class Supervisor:
                 and run.current is not None
             ):
                 triage = self._gpu_triage(run) + triage
+        heartbeat: Series | None = None
+        progress: Series | None = None
+        cur = run.current
+        if (
+            isinstance(event, Tick)
+            and self.metrics is not None
+            and cur is not None
+            and cur.in_training
+            and run.policy.adaptive_windows
+            and run.policy.hang_detection
+            and wants_cadence(cur.training_started_ms, self.clock(), run.policy.startup_silence_minutes)
+        ):
+            now = self.clock()
+            try:
+                heartbeat, progress = self.metrics.activity(
+                    cur.job_name, run.policy.progress_metric, now - HORIZON_MIN * 60_000, now
+                )
+            except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
+                log.warning("could not read the activity of %s: %s", cur.job_name, exc)
+                self.counters.add(OBSERVATION_FAILURES)
         if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
             cur = run.current
             now = self.clock()
@@ -407,7 +431,23 @@ class Supervisor:
             log_error=log_error,
             hosts_triage=triage,
             logs_silent=silent,
+            heartbeat=heartbeat,
+            progress=progress,
         )
+
+    def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
+        """A checkpoint the run has not seen before gets its write time measured (one listing),
+        for the checkpoint-interval advice. Best effort: a failure leaves it unmeasured."""
+        history = run.checkpoint_history
+        if checkpoint is None or checkpoint.write_seconds is not None or run.status.terminal:
+            return checkpoint
+        if history and checkpoint.step <= history[-1][0]:
+            return checkpoint
+        try:
+            return dataclasses.replace(checkpoint, write_seconds=self.checkpoints.write_seconds(checkpoint))
+        except Exception as exc:
+            log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
+            return checkpoint
 
     def _gpu_triage(self, run: Run) -> tuple[str, ...]:
         from sagewarden.adapters.cloudwatch_metrics_reader import gpu_triage_lines
@@ -483,6 +523,8 @@ class Supervisor:
             return f"created {', '.join(self.alarms.ensure(action, run.run_id))}"
         if isinstance(action, DeleteHangAlarms):
             return f"deleted {len(self.alarms.delete(action.job_name))} alarms"
+        if isinstance(action, ReleaseWarmPool):
+            return f"{action.job_name}: {self.launcher.release_warm_pool(action.job_name)}"
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"

@@ -50,6 +50,67 @@ class CloudWatchMetricsReader:
                 out[f"algo-{series['Id'][1:]}"] = (sum(values) / len(values), min(values))
         return out
 
+    def activity(
+        self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
+    ) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...] | None]:
+        """Per-minute activity of a job: its heartbeat (log events, declared phases included) and,
+        with a progress metric, how often that metric was reported. One GetMetricData call with
+        every page followed."""
+        queries: list[dict[str, Any]] = [
+            {
+                "Id": "logs",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": keys.HEARTBEAT_NAMESPACE,
+                        "MetricName": keys.HEARTBEAT_METRIC,
+                        "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": job_name}],
+                    },
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+                "ReturnData": True,
+            }
+        ]
+        if progress_metric:
+            queries.append(
+                {
+                    "Id": "progress",
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": keys.TRAINING_METRIC_NAMESPACE,
+                            "MetricName": progress_metric,
+                            "Dimensions": [{"Name": "TrainingJobName", "Value": job_name}],
+                        },
+                        "Period": 60,
+                        "Stat": "SampleCount",
+                    },
+                    "ReturnData": True,
+                }
+            )
+        found: dict[str, list[tuple[int, float]]] = {"logs": [], "progress": []}
+        request: dict[str, Any] = {
+            "MetricDataQueries": queries,
+            "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
+            "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
+        }
+        while True:
+            resp = self._cw.get_metric_data(**request)
+            for series in resp.get("MetricDataResults", []):
+                pairs = zip(series.get("Timestamps", []), series.get("Values", []), strict=False)
+                found[series["Id"]] += [(_ms(t), float(v)) for t, v in pairs]
+            token = resp.get("NextToken")
+            if not token:
+                break
+            request["NextToken"] = token
+        logs = tuple(sorted(found["logs"]))
+        return logs, (tuple(sorted(found["progress"])) if progress_metric else None)
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
 
 def gpu_triage_lines(
     by_host: dict[str, tuple[float, float]], threshold: float, hosts: int
