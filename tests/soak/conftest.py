@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import sagewarden.observability  # noqa: F401 - configures the "sagewarden" logger first
 from tests.soak.stats import STATS
 
 # the service logs every decision; thousands of histories need none of it (and run faster)

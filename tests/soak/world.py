@@ -86,8 +86,8 @@ def port_methods() -> list[str]:
 
 @dataclass
 class Hook:
-    """At the `nth` call of `key` (counted from when the hook was armed; None = the next call
-    matching `when`), on `side` ("before" the call takes effect or "after" it did): run `action`
+    """At the `nth` call of `key` (counted from the world's start; None = the next call matching
+    `when`), on `side` ("before" the call takes effect or "after" it did): run `action`
     (another invocation), or kill the invocation when `action` is None."""
 
     key: str
@@ -95,7 +95,6 @@ class Hook:
     nth: int | None = None
     when: Callable[[tuple[Any, ...]], bool] | None = None
     action: Callable[[], None] | None = None
-    seen: int = 0
 
 
 class Calls:
@@ -105,6 +104,7 @@ class Calls:
         self.hooks: list[Hook] = []
         self.fired: list[tuple[str, str, tuple[Any, ...]]] = []  # (key, what, args) of injected faults
         self.crashes: list[str] = []
+        self.returned: dict[str, list[int]] = defaultdict(list)  # numbers of the calls that returned
         self.dead = False  # a killed invocation makes no further call (no `finally` gets through)
 
     def inject(self, key: str, error: Exception) -> None:
@@ -122,6 +122,7 @@ class Calls:
             raise error
 
     def after(self, key: str, args: tuple[Any, ...] = ()) -> None:
+        self.returned[key].append(self.counts[key])
         self._hooks(key, "after", args)
 
     def _hooks(self, key: str, side: str, args: tuple[Any, ...]) -> None:
@@ -132,14 +133,14 @@ class Calls:
                 continue
             if hook not in self.hooks:  # fired by an invocation nested in this one
                 continue
-            hook.seen += 1
-            if hook.nth is not None and hook.seen != hook.nth:
+            number = self.counts[key] if side == "before" else self.returned[key][-1]
+            if hook.nth is not None and number != hook.nth:
                 continue
             self.hooks.remove(hook)
             if hook.action is None:
                 self.dead = True
-                self.crashes.append(f"{key} #{hook.seen} {side}")
-                raise Crash(f"killed {side} {key} #{hook.seen}")
+                self.crashes.append(f"{key} #{number} {side}")
+                raise Crash(f"killed {side} {key} #{number}")
             hook.action()
 
     def quiet(self) -> None:
