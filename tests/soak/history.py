@@ -173,7 +173,7 @@ class History:
         if not self.runs:
             return "race: no run"
         rid = self.runs[a % len(self.runs)]
-        variant = ("its next event", "a cancel", "a sweep tick", "a duplicate of its last event")[b % 4]
+        variant = ("its next event", "a cancel", "a sweep tick", "a duplicate of its last event", "a sweep")[b % 5]
         world = self.world
 
         def nested() -> None:
@@ -189,6 +189,8 @@ class History:
                 world.cancel(rid)
             elif variant == "a sweep tick":
                 world.invoke(lambda: world.supervisor.handle(rid, Tick()))
+            elif variant == "a sweep":  # a whole sweep pass runs while this invocation saves
+                world.sweep()
             else:
                 mine = [d for d in self.delivered if self._run_of(d) == rid]
                 if mine:
