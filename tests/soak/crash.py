@@ -46,7 +46,13 @@ class Driver:
             self.allowed_duplicates |= published & owed
 
     def submit(self, name: str, policy: RunPolicy | None = None, count: int = 2) -> None:
-        job = {"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": count, "VolumeSizeInGB": 100}}
+        job = {
+            "ResourceConfig": {
+                "InstanceType": "ml.p4d.24xlarge",
+                "InstanceCount": count,
+                "VolumeSizeInGB": 100,
+            }
+        }
         for _ in range(3):  # the client retries with the same Idempotency-Key
             outcome, result = self.world.submit(name, policy, overrides=job)
             self._after(outcome, f"submit {name}")
@@ -80,7 +86,11 @@ class Driver:
     def read_api(self, name: str) -> None:
         sup = self.world.supervisor
         rid = self.names[name]
-        for call in (lambda: sup.get(rid), lambda: sup.list_runs(None, 10, None), lambda: sup.events(rid, 10, None)):
+        for call in (
+            lambda: sup.get(rid),
+            lambda: sup.list_runs(None, 10, None),
+            lambda: sup.events(rid, 10, None),
+        ):
             self._after(self.world.invoke(call)[0], "api read")
 
     # -- the world -------------------------------------------------------------------------------
@@ -256,7 +266,9 @@ SCENARIOS = (
     # the quota free: no wait, no run.waiting alert
     Scenario("quota wait -> capacity released", scenario_quota_release, same=("runs", "jobs")),
     Scenario("alert publish retried by the sweep", scenario_alert_retry),
-    Scenario("log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}),
+    Scenario(
+        "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}
+    ),
 )
 
 
@@ -279,9 +291,7 @@ class Result:
             run = w.raw_store.get(rid, all_attempts=True)
             assert run is not None
             runs[name] = (run.status.value, run.attempt_count)
-        jobs = sorted(
-            (by_id.get(j.run_id, j.run_id), j.attempt) for j in w.sagemaker.jobs.values()
-        )
+        jobs = sorted((by_id.get(j.run_id, j.run_id), j.attempt) for j in w.sagemaker.jobs.values())
         alerts = sorted({(by_id.get(p.run_id, p.run_id), p.event) for p in w.sns.published})
         return {"runs": runs, "jobs": jobs, "alerts": alerts}
 

@@ -92,7 +92,13 @@ class History:
         self.submitted += 1
         label, policy, count = POLICIES[a % len(POLICIES)]
         name = f"run-{self.submitted}"
-        job = {"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": count, "VolumeSizeInGB": 100}}
+        job = {
+            "ResourceConfig": {
+                "InstanceType": "ml.p4d.24xlarge",
+                "InstanceCount": count,
+                "VolumeSizeInGB": 100,
+            }
+        }
         outcome, result = self.world.submit(name, policy, overrides=job)
         if outcome != "ok":  # the client retries once with the same Idempotency-Key
             outcome, result = self.world.submit(name, policy, overrides=job)
@@ -173,7 +179,9 @@ class History:
         if not self.runs:
             return "race: no run"
         rid = self.runs[a % len(self.runs)]
-        variant = ("its next event", "a cancel", "a sweep tick", "a duplicate of its last event", "a sweep")[b % 5]
+        variant = ("its next event", "a cancel", "a sweep tick", "a duplicate of its last event", "a sweep")[
+            b % 5
+        ]
         world = self.world
 
         def nested() -> None:
@@ -239,8 +247,8 @@ class History:
         if d.kind == "job":
             parsed = parse_job_name(str(d.payload.get("TrainingJobName", "")))
         else:
-            from tests.soak.world import ALARM_PREFIX
             from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_name
+            from tests.soak.world import ALARM_PREFIX
 
             alarm = parse_alarm_name(ALARM_PREFIX, str(d.payload["detail"]["alarmName"]))
             parsed = parse_job_name(alarm[0]) if alarm else None

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from drill.memory_store import InMemoryRunStore
+from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
 from sagewarden.domain.draft import Draft, hang_alarms
 from sagewarden.domain.events import Observations
-from sagewarden.domain.hang_alarms import alarm_keys
+from sagewarden.domain.hang_alarms import alarm_keys, key_signal
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.ports import AuditEntry, OutboxMessage
-from tests.soak.world import SM_ENDED, World
+from tests.soak.world import ALARM_PREFIX, SM_ENDED, World
 
 MIN = 60_000
 
@@ -154,7 +155,9 @@ class Referee:
         for job in sm.jobs.values():
             key = (job.run_id, job.attempt)
             if key in seen:
-                problems.append(f"{job.run_id}: attempt {job.attempt} launched twice ({seen[key]}, {job.name})")
+                problems.append(
+                    f"{job.run_id}: attempt {job.attempt} launched twice ({seen[key]}, {job.name})"
+                )
             seen[key] = job.name
             run = runs.get(job.run_id)
             if run is None:
@@ -203,7 +206,9 @@ class Referee:
             assert cur is not None
             missing = expected_alarm_keys(run, cur) - self.world.alarm_keys_of(cur.job_name)
             if missing:
-                problems.append(f"{rid}: training attempt {cur.number} misses hang alarms {sorted(missing)} after a sweep")
+                problems.append(
+                    f"{rid}: training attempt {cur.number} misses hang alarms {sorted(missing)} after a sweep"
+                )
         return problems
 
     # -- once the world has quiesced ------------------------------------------------------------
@@ -223,7 +228,9 @@ class Referee:
             live = sm.live_jobs(rid)
             if run.status.terminal:
                 if run.strays or live:
-                    why.append(f"{rid}: {run.status.value} with strays {run.strays} / live jobs {[j.name for j in live]}")
+                    why.append(
+                        f"{rid}: {run.status.value} with strays {run.strays} / live jobs {[j.name for j in live]}"
+                    )
                 continue
             if run.deferred_since_ms is not None:
                 why.append(f"{rid}: deferred ({run.deferred_reason})")
@@ -232,22 +239,33 @@ class Referee:
                 if run.wake_at_ms is None or live:
                     why.append(f"{rid}: RETRY_WAIT without a wake-up or with a live job")
                 continue
-            job = sm.jobs.get(cur.job_name) if cur is not None else None
-            if cur is None or job is None or not job.live or cur.launch != LaunchState.SUBMITTED:
+            found = sm.jobs.get(cur.job_name) if cur is not None else None
+            if cur is None or found is None or not found.live or cur.launch != LaunchState.SUBMITTED:
                 why.append(
                     f"{rid}: {run.status.value}, current attempt "
                     f"{(cur.number, cur.launch.value, cur.sm_status) if cur else None}, job "
-                    f"{(job.status, job.secondary) if job else None}"
+                    f"{(found.status, found.secondary) if found else None}"
                 )
                 continue
-            if cur.ended or cur.stop_intent is not None or (cur.sm_status, cur.sm_secondary) != (
-                job.status,
-                job.secondary,
+            job = found
+            if (
+                cur.ended
+                or cur.stop_intent is not None
+                or (cur.sm_status, cur.sm_secondary)
+                != (
+                    job.status,
+                    job.secondary,
+                )
             ):
-                why.append(f"{rid}: recorded {cur.sm_status}/{cur.sm_secondary}, SageMaker {job.status}/{job.secondary}")
+                why.append(
+                    f"{rid}: recorded {cur.sm_status}/{cur.sm_secondary}, SageMaker {job.status}/{job.secondary}"
+                )
                 continue
             if wants_alarms(run, cur) and expected_alarm_keys(run, cur) - world.alarm_keys_of(cur.job_name):
                 why.append(f"{rid}: training without all its hang alarms")
+        why += [
+            f"hang grace period still running: {w}" for w, in_grace in self._alarms_in_alarm() if in_grace
+        ]
         return why
 
     def check_quiesced(self) -> list[str]:
@@ -262,22 +280,62 @@ class Referee:
             if counts[dedupe] == 0:
                 problems.append(f"{rid}: alert {event} ({dedupe}) owed but never published")
         published_events = {(p.run_id, p.event) for p in self.world.sns.published}
-        wanted = {RunStatus.SUCCEEDED: "run.succeeded", RunStatus.FAILED: "run.failed", RunStatus.CANCELLED: "run.cancelled"}
+        wanted = {
+            RunStatus.SUCCEEDED: "run.succeeded",
+            RunStatus.FAILED: "run.failed",
+            RunStatus.CANCELLED: "run.cancelled",
+        }
         training_jobs = set()
         for run in self.runs():
             if run.status in wanted and (run.run_id, wanted[run.status]) not in published_events:
-                problems.append(f"{run.run_id}: {run.status.value} but no {wanted[run.status]} alert was published")
+                problems.append(
+                    f"{run.run_id}: {run.status.value} but no {wanted[run.status]} alert was published"
+                )
             if wants_alarms(run, run.current):
                 assert run.current is not None
                 training_jobs.add(run.current.job_name)
+        problems += self._hangs_ignored()
         for job in sorted(self.world.alarm_jobs()):
             if job not in training_jobs:
                 problems.append(f"hang alarms of {job} left behind (not a training attempt)")
         ended_but_recorded_live = [
-            j.name for j in self.world.sagemaker.jobs.values() if j.status in SM_ENDED and self._recorded_live(j.run_id, j.name)
+            j.name
+            for j in self.world.sagemaker.jobs.values()
+            if j.status in SM_ENDED and self._recorded_live(j.run_id, j.name)
         ]
         for name in ended_but_recorded_live:
             problems.append(f"{name} ended in SageMaker but its attempt is still recorded live")
+        return problems
+
+    def _hangs_ignored(self) -> list[str]:
+        """Level-triggered hang detection: at rest, no training attempt past its grace period
+        has alarms in ALARM that its policy's confirmation rule would act on (the sweep reads
+        the alarm states every pass, so a lost or early ALARM edge does not matter)."""
+        return [why for why, in_grace in self._alarms_in_alarm() if not in_grace]
+
+    def _alarms_in_alarm(self) -> list[tuple[str, bool]]:
+        problems = []
+        now = self.world.now()
+        for run in self.runs():
+            cur = run.current
+            if not wants_alarms(run, cur):
+                continue
+            assert cur is not None and cur.training_started_ms is not None
+            in_grace = now - cur.training_started_ms < (run.policy.hang_grace_minutes + 4) * MIN
+            in_alarm = set()
+            for name, alarm in self.world.cloudwatch.alarms.items():
+                parsed = parse_alarm_key(ALARM_PREFIX, name)
+                if parsed and parsed[0] == cur.job_name and alarm["StateValue"] == "ALARM":
+                    in_alarm.add(key_signal(parsed[1]))
+            needed = 1 if run.policy.hang_confirmation == "any" else 2
+            if len(in_alarm) >= needed:
+                problems.append(
+                    (
+                        f"{run.run_id}: attempt {cur.number} is training with {sorted(in_alarm)} in ALARM "
+                        f"({run.policy.hang_confirmation}) and nothing was done",
+                        in_grace,
+                    )
+                )
         return problems
 
     def _recorded_live(self, run_id: str, name: str) -> bool:
@@ -315,4 +373,5 @@ def settle(world: World, referee: Referee, rounds: int = 60) -> list[str]:
 
 def make_world(**kwargs: Any) -> tuple[World, Referee]:
     world = World(store_wrapper=ObservedStore, **kwargs)
+    assert isinstance(world.store_view, ObservedStore)
     return world, Referee(world, world.store_view)

@@ -42,7 +42,9 @@ def test_crash_anywhere_loses_nothing(scenario):
             failures.append(f"crash {point[2]} {point[0]} #{point[1]}: " + "; ".join(problems))
     STATS.crash_points += len(points)
     STATS.crash_scenarios.append(f"{scenario.name}: {len(points)}")
-    assert not failures, f"{len(failures)} of {len(points)} crash points lose something:\n" + "\n".join(failures[:20])
+    assert not failures, f"{len(failures)} of {len(points)} crash points lose something:\n" + "\n".join(
+        failures[:20]
+    )
 
 
 def test_crash_injection_covers_every_port_method():

@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
-from moto import mock_aws
 
 from drill.account import create_table_from_template
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
@@ -116,7 +115,7 @@ def test_without_recognising_its_own_commit_the_decision_is_lost(ddb, monkeypatc
     and the alert of the lost write are not carried out."""
     monkeypatch.setattr(DynamoDbRunStore, "_committed", lambda self, run_id, version, token: False)
     world, client = _world(ddb, {2}, "raise")  # write 1 creates the run, write 2 saves the launch
-    outcome, result = world.submit("lost", overrides={})
+    outcome, _ = world.submit("lost", overrides={})
     assert outcome == "ok"
     assert client.lost == 1
     assert world.sagemaker.jobs == {} and _published(world) == []

@@ -111,3 +111,26 @@ def test_world_injected_errors_happen_before_the_effect(kind):
     d.submit("x")
     assert d.world.sagemaker.jobs == {}  # the failed call created nothing
     assert d.world.calls.fired and d.world.calls.fired[0][0] == "sagemaker.create_training_job"
+
+
+def _alarm_whose_edge_is_lost(d: Driver) -> list[str]:
+    d.submit("hung")
+    d.progress("hung", 1, "advance", "advance")  # Training, hang alarms created
+    d.sweep(minutes=20)  # past the grace period
+    name = next(n for n in d.world.cloudwatch.alarms if n.endswith("--log-silence"))
+    alarm = d.world.cloudwatch.alarms[name]
+    alarm["StateValue"], alarm["StateUpdatedTimestamp"] = "ALARM", d.world.now()  # event lost
+    return settle(d.world, d.referee) + d.referee.check_quiesced()
+
+
+def test_referee_clean_when_the_sweep_acts_on_an_alarm_state():
+    d = _driver()
+    assert _alarm_whose_edge_is_lost(d) == []
+    run = d.world.raw_store.get(d.names["hung"], all_attempts=True)
+    assert run.attempts[0].end_class == "SUPERVISOR_STOP" and run.attempt_count == 2
+
+
+def test_referee_reports_an_alarm_state_nobody_acts_on(monkeypatch):
+    monkeypatch.setattr(decide_module, "on_alarms_observed", lambda d, e: "sabotaged: levels ignored")
+    problems = _alarm_whose_edge_is_lost(_driver())
+    assert any("in ALARM" in p and "nothing was done" in p for p in problems), problems

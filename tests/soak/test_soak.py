@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.soak.history import WEIGHTED_KINDS, History
 from tests.soak.stats import STATS
 
-EXAMPLES = int(os.environ.get("SAGEWARDEN_SOAK_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("SAGEWARDEN_SOAK_EXAMPLES", "300"))
 MAX_STEPS = int(os.environ.get("SAGEWARDEN_SOAK_MAX_STEPS", "60"))
 
 step = st.tuples(st.sampled_from(WEIGHTED_KINDS), st.integers(0, 40), st.integers(0, 40))

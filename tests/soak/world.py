@@ -78,7 +78,9 @@ def protocol_methods(protocol: type) -> tuple[str, ...]:
 
 def port_methods() -> list[str]:
     """`Protocol.method` for every method of every port: the calls the service can make."""
-    return [f"{name}.{m}" for name, proto in sorted(port_protocols().items()) for m in protocol_methods(proto)]
+    return [
+        f"{name}.{m}" for name, proto in sorted(port_protocols().items()) for m in protocol_methods(proto)
+    ]
 
 
 # --- the switchboard -------------------------------------------------------------------------
@@ -204,7 +206,11 @@ _AWS_ERRORS: dict[str, dict[str, tuple[str, str, int]]] = {
     "sns": {
         "throttle": ("Throttling", "Rate exceeded", 400),
         "5xx": ("InternalError", "Internal error", 500),
-        "denied": ("KMSAccessDenied", "The ciphertext refers to a customer master key that you cannot use", 400),
+        "denied": (
+            "KMSAccessDenied",
+            "The ciphertext refers to a customer master key that you cannot use",
+            400,
+        ),
     },
     "dynamodb": {
         "throttle": ("ProvisionedThroughputExceededException", "Throughput exceeds the table's limit", 400),
@@ -265,7 +271,7 @@ FAILURES: dict[str, tuple[str, tuple[str, ...]]] = {
     # outcome -> (FailureReason, log lines the job wrote before it failed); texts follow the
     # classifier's tables (domain/classifier.py)
     "fail_infra": (
-        "AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"\"",
+        'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage ""',
         ("[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout",),
     ),
     "fail_internal": ("InternalServerError: We encountered an internal error.  Please try again.", ()),
@@ -275,7 +281,7 @@ FAILURES: dict[str, tuple[str, tuple[str, ...]]] = {
         (),
     ),
     "fail_user": (
-        "AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ModuleNotFoundError\"",
+        'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "ModuleNotFoundError"',
         ("ModuleNotFoundError: No module named 'transformers_x'",),
     ),
     "fail_client": ("ClientError: Data download failed: access denied to s3://bucket/data", ()),
@@ -349,7 +355,10 @@ class FakeSageMaker:
         self._call("create_training_job", (name,))
         if name in self.jobs:
             raise client_error(
-                "ResourceInUse", f"Training job names must be unique: {name} already exists", 400, "CreateTrainingJob"
+                "ResourceInUse",
+                f"Training job names must be unique: {name} already exists",
+                400,
+                "CreateTrainingJob",
             )
         rc = request["ResourceConfig"]
         itype, count = rc["InstanceType"], int(rc["InstanceCount"])
@@ -383,7 +392,7 @@ class FakeSageMaker:
         self.world.emit_job(job)
         return {"TrainingJobArn": job.detail()["TrainingJobArn"]}
 
-    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:  # noqa: N803 - boto3's name
+    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("stop_training_job", (TrainingJobName,))
         job = self.jobs.get(TrainingJobName)
         if job is None:
@@ -400,11 +409,13 @@ class FakeSageMaker:
             "StopTrainingJob",
         )
 
-    def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:  # noqa: N803
+    def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("describe_training_job", (TrainingJobName,))
         job = self.jobs.get(TrainingJobName)
         if job is None:
-            raise client_error("ValidationException", "Requested resource not found.", 400, "DescribeTrainingJob")
+            raise client_error(
+                "ValidationException", "Requested resource not found.", 400, "DescribeTrainingJob"
+            )
         return job.detail()
 
     def live_jobs(self, run_id: str | None = None) -> list[Job]:
@@ -427,7 +438,7 @@ class FakeCloudWatch:
         if name not in self.alarms:  # an update keeps the alarm's state
             self.alarms[name] = {"StateValue": "INSUFFICIENT_DATA", "StateUpdatedTimestamp": self.world.now()}
 
-    def delete_alarms(self, AlarmNames: Sequence[str]) -> None:  # noqa: N803
+    def delete_alarms(self, AlarmNames: Sequence[str]) -> None:
         self.world.calls.before("cloudwatch.delete_alarms", tuple(AlarmNames))
         if any(n not in self.alarms for n in AlarmNames):
             raise client_error("ResourceNotFound", "alarm not found", 404, "DeleteAlarms")
@@ -443,7 +454,7 @@ class _AlarmPaginator:
     def __init__(self, cw: FakeCloudWatch) -> None:
         self.cw = cw
 
-    def paginate(self, AlarmNamePrefix: str = "", **_: Any) -> Iterator[dict[str, Any]]:  # noqa: N803
+    def paginate(self, AlarmNamePrefix: str = "", **_: Any) -> Iterator[dict[str, Any]]:
         names = sorted(n for n in self.cw.alarms if n.startswith(AlarmNamePrefix))
         for i in range(0, max(len(names), 1), 100):
             self.cw.world.calls.before("cloudwatch.describe_alarms", (AlarmNamePrefix,))
@@ -528,7 +539,9 @@ class FakeMetrics:
     def __init__(self, world: World) -> None:
         self.world = world
 
-    def gpu_by_host(self, job_name: str, hosts: int, start_ms: int, end_ms: int) -> dict[str, tuple[float, float]]:
+    def gpu_by_host(
+        self, job_name: str, hosts: int, start_ms: int, end_ms: int
+    ) -> dict[str, tuple[float, float]]:
         return {f"algo-{h}": (0.0, 0.0) for h in range(1, hosts + 1)}
 
 
@@ -600,7 +613,9 @@ class World:
             counters=port(self.counters, "Counters"),
             clock=self.now,
             new_id=lambda: ulid(self.clock_ms, self._rng.randbytes(10)),
-            settings=SupervisorSettings(job_prefix=JOB_PREFIX, log_silence_fallback=self.log_silence_fallback),
+            settings=SupervisorSettings(
+                job_prefix=JOB_PREFIX, log_silence_fallback=self.log_silence_fallback
+            ),
         )
 
     # -- time --------------------------------------------------------------------------------
@@ -618,9 +633,12 @@ class World:
 
     def emit_alarm(self, name: str) -> None:
         alarm = self.cloudwatch.alarms[name]
-        stamp = datetime.fromtimestamp(alarm["StateUpdatedTimestamp"] / 1000, UTC).strftime(
-            "%Y-%m-%dT%H:%M:%S.%f"
-        )[:-3] + "+0000"
+        stamp = (
+            datetime.fromtimestamp(alarm["StateUpdatedTimestamp"] / 1000, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S.%f"
+            )[:-3]
+            + "+0000"
+        )
         event = {
             "source": "aws.cloudwatch",
             "detail-type": "CloudWatch Alarm State Change",
@@ -747,7 +765,11 @@ class World:
         key: str | None = None,
         overrides: Mapping[str, Any] | None = None,
     ) -> tuple[str, Any]:
-        job = {**TRAINING_JOB, "CheckpointConfig": {"S3Uri": f"s3://bucket/ckpt/{name}/"}, **(overrides or {})}
+        job = {
+            **TRAINING_JOB,
+            "CheckpointConfig": {"S3Uri": f"s3://bucket/ckpt/{name}/"},
+            **(overrides or {}),
+        }
         return self.invoke(
             lambda: self.supervisor.submit(
                 name=name,
