@@ -30,3 +30,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
     if STATS.crash_points:
         tr.write_line(f"crash points covered: {STATS.crash_points} ({', '.join(STATS.crash_scenarios)})")
+        tr.write_line(
+            f"crash points after which an alert went out twice (same dedupe_id: SNS had it, the store "
+            f"still owed it when the process died): {STATS.crash_duplicates}"
+        )

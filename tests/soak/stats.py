@@ -13,6 +13,7 @@ class SoakStats:
     failed: int = 0
     last_failure: str = ""
     crash_points: int = 0
+    crash_duplicates: int = 0  # crash points after which an alert was (allowably) published twice
     crash_scenarios: list[str] = field(default_factory=list)
 
     def record(self, steps: int, seconds: float, *, failed: bool = False, story: str = "") -> None:

@@ -15,6 +15,7 @@ and the last; default 8 in `make test`); `make soak` sets it to 0 = every call.
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -38,6 +39,9 @@ def test_crash_anywhere_loses_nothing(scenario):
         got = {k: v for k, v in result.summary().items() if k in scenario.same}
         if got != expected:
             problems.append(f"ends differently: {got} instead of {expected}")
+        published = Counter(p.dedupe_id for p in result.driver.world.sns.published)
+        if any(n > 1 for n in published.values()):
+            STATS.crash_duplicates += 1  # allowed (see the module docstring), counted for the report
         if problems:
             failures.append(f"crash {point[2]} {point[0]} #{point[1]}: " + "; ".join(problems))
     STATS.crash_points += len(points)
