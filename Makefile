@@ -36,7 +36,8 @@ test-fast: setup ## unit tests only
 	$(PY) -m pytest tests/unit
 
 soak: setup ## 10,000 random interleavings + a crash at every port call (prints counts, rate, counterexample)
-	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_CRASH_CALLS=0 $(PY) -m pytest tests/soak -p no:randomly
+	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 \
+	  $(PY) -m pytest tests/soak -p no:randomly
 	@# soak-api hook: the API fuzzing target (soak-api) runs here too once it exists
 	@if $(MAKE) -n soak-api >/dev/null 2>&1; then $(MAKE) soak-api; fi
 

@@ -13,7 +13,7 @@ logging.getLogger("sagewarden").setLevel(logging.CRITICAL)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not STATS.examples and not STATS.crash_points:
+    if not STATS.examples and not STATS.crash_points and not STATS.dynamodb_examples:
         return
     tr = terminalreporter
     tr.section("sagewarden soak")
@@ -27,6 +27,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         tr.write_line(
             f"violations: {STATS.failed} failing executions (hypothesis shrinks each failure; "
             "the shrunk counterexample is in the test's failure report)"
+        )
+    if STATS.dynamodb_examples:
+        tr.write_line(
+            f"on the DynamoDB store (moto): {STATS.dynamodb_examples} interleavings, "
+            f"{STATS.dynamodb_steps} steps, {STATS.dynamodb_seconds:.1f} s, "
+            f"violations: {STATS.dynamodb_failed} failing executions"
         )
     if STATS.crash_points:
         tr.write_line(f"crash points covered: {STATS.crash_points} ({', '.join(STATS.crash_scenarios)})")

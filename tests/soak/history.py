@@ -76,9 +76,10 @@ class History:
     log: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)  # problems found by a step itself
     submitted: int = 0
+    store: Any = None  # the in-memory store unless given (e.g. the DynamoDB store on moto)
 
     def __post_init__(self) -> None:
-        self.world, self.referee = make_world()
+        self.world, self.referee = make_world(store=self.store)
 
     # -- steps -------------------------------------------------------------------------------
     def apply(self, kind: str, a: int, b: int) -> str:

@@ -109,7 +109,7 @@ class Referee:
 
     # -- helpers -----------------------------------------------------------------------------
     @property
-    def store(self) -> InMemoryRunStore:
+    def store(self) -> Any:  # InMemoryRunStore or InspectableDynamoDbRunStore
         return self.world.raw_store
 
     def runs(self) -> list[Run]:
@@ -180,7 +180,11 @@ class Referee:
                 )
             if run.status.terminal:
                 self.terminal.setdefault(rid, snap)
-            due = self.store._due.get(("run", rid, ""))
+            due = (
+                self.store._due.get(("run", rid, ""))
+                if isinstance(self.store, InMemoryRunStore)
+                else self.store.due_of(rid)
+            )
             if not run.status.terminal and due is None:
                 problems.append(f"{rid}: {run.status.value} run has no due time (nothing will look at it)")
             if run.status.terminal and run.strays and due is None:

@@ -12,6 +12,10 @@ class SoakStats:
     seconds: float = 0.0
     failed: int = 0
     last_failure: str = ""
+    dynamodb_examples: int = 0  # histories run on the DynamoDB store (moto)
+    dynamodb_steps: int = 0
+    dynamodb_seconds: float = 0.0
+    dynamodb_failed: int = 0
     crash_points: int = 0
     crash_duplicates: int = 0  # crash points after which an alert was (allowably) published twice
     crash_scenarios: list[str] = field(default_factory=list)

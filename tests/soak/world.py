@@ -32,6 +32,7 @@ from botocore.exceptions import ClientError
 from drill.memory_store import InMemoryRunStore
 from sagewarden import keys, ports
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, parse_alarm_name
+from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.sns_notifier import SnsNotifier
@@ -40,6 +41,7 @@ from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
 from sagewarden.ids import ulid
+from sagewarden.ports import OutboxMessage
 from sagewarden.service import Supervisor, SupervisorSettings
 
 JOB_PREFIX = keys.DEFAULT_JOB_PREFIX
@@ -785,7 +787,9 @@ class World:
 
     # -- what the world holds ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
-        return sorted(self.raw_store._runs) if isinstance(self.raw_store, InMemoryRunStore) else []
+        if isinstance(self.raw_store, InMemoryRunStore):
+            return sorted(self.raw_store._runs)
+        return self.raw_store.run_ids()  # InspectableDynamoDbRunStore
 
     def run_id_of(self, name: str) -> str | None:
         for rid in self.run_ids():
@@ -816,3 +820,42 @@ class World:
 
 def replace_policy(policy: RunPolicy, **changes: Any) -> RunPolicy:
     return dataclasses.replace(policy, **changes)
+
+
+class InspectableDynamoDbRunStore(DynamoDbRunStore):
+    """The DynamoDB store plus the few read-outs the referee needs that are not part of the
+    RunStore port (the in-memory store has them natively): every run id, a run's due time and
+    the alerts still owed. Scans: for tests on moto only."""
+
+    def _scan(self, sk_prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for page in self._ddb.get_paginator("scan").paginate(
+            TableName=self._table,
+            FilterExpression="begins_with(#sk, :p)",
+            ExpressionAttributeNames={"#sk": keys.SK},
+            ExpressionAttributeValues={":p": {"S": sk_prefix}},
+            ConsistentRead=True,
+        ):
+            items += page["Items"]
+        return items
+
+    def run_ids(self) -> list[str]:
+        return sorted(i["run_id"]["S"] for i in self._scan("RUN") if i[keys.SK]["S"] == "RUN")
+
+    def due_of(self, run_id: str) -> int | None:
+        item = self._ddb.get_item(
+            TableName=self._table,
+            Key={keys.PK: {"S": f"RUN#{run_id}"}, keys.SK: {"S": "RUN"}},
+            ConsistentRead=True,
+        ).get("Item", {})
+        due = item.get(keys.GSI_DUE_SK)
+        return int(due["N"]) if due else None
+
+    def pending_outbox(self) -> list[OutboxMessage]:
+        out = []
+        for i in self._scan("OUTBOX#"):
+            run_id = i["run_id"]["S"]
+            message = self.get_outbox(run_id, i[keys.SK]["S"][len("OUTBOX#") :])
+            if message is not None:
+                out.append(message)
+        return out
