@@ -13,9 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagewarden.domain.events import Tick
+from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
 from tests.soak.referee import MIN, Referee, make_world, settle
 from tests.soak.world import ERROR_KINDS, FAULT_TARGETS, OUTCOMES, Delivery, Hook, World, aws_error
+
+LOST_RESPONSE_TARGETS = ("sagemaker.create_training_job", "sagemaker.stop_training_job")
+# SageMaker's calls are where a lost answer matters most (launches, stops): drawn more often
+WEIGHTED_FAULT_TARGETS = FAULT_TARGETS + tuple(t for t in FAULT_TARGETS if t[0] in LOST_RESPONSE_TARGETS) * 3
 
 KINDS = (
     "submit",
@@ -171,18 +176,28 @@ class History:
         return f"alarm {self._short(name)} -> {state}" if name else "flip: no alarm changes"
 
     def _fault(self, a: int, b: int) -> str:
-        key, service = FAULT_TARGETS[a % len(FAULT_TARGETS)]
+        key, service = WEIGHTED_FAULT_TARGETS[a % len(WEIGHTED_FAULT_TARGETS)]
+        if key in LOST_RESPONSE_TARGETS and b % 5 == 4:
+            # SageMaker's idempotent-by-name calls: the call takes effect, its answer is lost
+            self.world.calls.inject_lost_response(key, aws_error(service, "timeout", key))
+            return f"fault: next {key} takes effect but its response is lost (read timeout)"
         kind = ERROR_KINDS[b % len(ERROR_KINDS)]
         self.world.calls.inject(key, aws_error(service, kind, key.split(".")[-1]))
-        return f"fault: next {key} fails ({service} {kind})"
+        return f"fault: next {key} fails before it takes effect ({service} {kind})"
 
     def _race(self, a: int, b: int) -> str:
         if not self.runs:
             return "race: no run"
         rid = self.runs[a % len(self.runs)]
-        variant = ("its next event", "a cancel", "a sweep tick", "a duplicate of its last event", "a sweep")[
-            b % 5
-        ]
+        variants = (
+            "its next event",
+            "a cancel",
+            "a sweep tick",
+            "a duplicate of its last event",
+            "a sweep",
+            "a cancel (while its next launch is in flight)",
+        )
+        variant = variants[b % len(variants)]
         world = self.world
 
         def nested() -> None:
@@ -194,7 +209,7 @@ class History:
                     world.deliver(mine[0])
                     return
                 world.invoke(lambda: world.supervisor.handle(rid, Tick()))
-            elif variant == "a cancel":
+            elif variant.startswith("a cancel"):
                 world.cancel(rid)
             elif variant == "a sweep tick":
                 world.invoke(lambda: world.supervisor.handle(rid, Tick()))
@@ -205,6 +220,14 @@ class History:
                 if mine:
                     world.deliver(copy.deepcopy(mine[-1]))
 
+        if "launch" in variant:  # between the save of a launch decision and CreateTrainingJob
+
+            def launching(args: tuple[Any, ...]) -> bool:
+                parsed = parse_job_name(str(args[1].get("TrainingJobName", "")))
+                return parsed is not None and parsed[0] == rid
+
+            world.calls.hooks.append(Hook("Launcher.launch", "before", when=launching, action=nested))
+            return f"race: {self._run(rid)}'s next launch waits until {variant} ran to completion"
         world.calls.hooks.append(
             Hook("RunStore.save", "before", when=lambda args: args[0].run_id == rid, action=nested)
         )

@@ -22,9 +22,12 @@ EXAMPLES = int(os.environ.get("SAGEWARDEN_SOAK_EXAMPLES", "300"))
 MAX_STEPS = int(os.environ.get("SAGEWARDEN_SOAK_MAX_STEPS", "60"))
 
 step = st.tuples(st.sampled_from(WEIGHTED_KINDS), st.integers(0, 40), st.integers(0, 40))
-# the length is drawn first (uniformly), so histories are long as often as short, and a shrunk
-# counterexample is as short as it can be
-steps = st.integers(1, MAX_STEPS).flatmap(lambda n: st.lists(step, min_size=n, max_size=n))
+# a history is a list of short episodes, flattened: histories of ~30 steps on average (a plain
+# list would average ~6), and the shrinker can still drop single steps and whole episodes, so a
+# counterexample comes out short
+steps = st.lists(st.lists(step, min_size=1, max_size=12), min_size=1, max_size=MAX_STEPS // 4).map(
+    lambda episodes: [s for episode in episodes for s in episode]
+)
 
 
 @settings(

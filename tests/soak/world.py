@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 
 from drill.memory_store import InMemoryRunStore
 from sagewarden import keys, ports
@@ -105,6 +105,7 @@ class Calls:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.errors: dict[str, list[Exception]] = defaultdict(list)
+        self.lost_responses: dict[str, list[Exception]] = defaultdict(list)
         self.hooks: list[Hook] = []
         self.fired: list[tuple[str, str, tuple[Any, ...]]] = []  # (key, what, args) of injected faults
         self.crashes: list[str] = []
@@ -113,6 +114,19 @@ class Calls:
 
     def inject(self, key: str, error: Exception) -> None:
         self.errors[key].append(error)
+
+    def inject_lost_response(self, key: str, error: Exception) -> None:
+        """The next call of `key` takes effect, then its response is lost (`error`)."""
+        self.lost_responses[key].append(error)
+
+    def effect_done(self, key: str, args: tuple[Any, ...] = ()) -> None:
+        """Called by a fake after its call took effect: raises a lost-response error if one was
+        injected."""
+        pending = self.lost_responses.get(key)
+        if pending:
+            error = pending.pop(0)
+            self.fired.append((key, "response lost: " + type(error).__name__, args))
+            raise error
 
     def before(self, key: str, args: tuple[Any, ...] = ()) -> None:
         if self.dead:
@@ -150,6 +164,7 @@ class Calls:
     def quiet(self) -> None:
         """No more faults (the world settles)."""
         self.errors.clear()
+        self.lost_responses.clear()
         self.hooks.clear()
         self.dead = False
 
@@ -230,7 +245,7 @@ _AWS_ERRORS: dict[str, dict[str, tuple[str, str, int]]] = {
         "denied": ("AccessDeniedException", "User is not authorized to perform: logs:*", 400),
     },
 }
-ERROR_KINDS = ("throttle", "5xx", "denied")
+ERROR_KINDS = ("throttle", "5xx", "denied", "timeout")
 
 # every call an error can be injected into: (key, AWS service)
 FAULT_TARGETS: tuple[tuple[str, str], ...] = (
@@ -260,6 +275,8 @@ FAULT_TARGETS: tuple[tuple[str, str], ...] = (
 
 
 def aws_error(service: str, kind: str, operation: str) -> Exception:
+    if kind == "timeout":  # no answer at all (the SDK gave up): botocore's transport error
+        return ReadTimeoutError(endpoint_url=f"https://{service}.{REGION}.amazonaws.com/")
     code, message, status = _AWS_ERRORS[service][kind]
     error = client_error(code, message, status, operation)
     if service == "s3":  # what the S3 checkpoint finder raises when S3 cannot be asked
@@ -392,6 +409,7 @@ class FakeSageMaker:
         self.jobs[name] = job
         self.created.append((name, now))
         self.world.emit_job(job)
+        self.world.calls.effect_done("sagemaker.create_training_job", (name,))
         return {"TrainingJobArn": job.detail()["TrainingJobArn"]}
 
     def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
@@ -401,6 +419,7 @@ class FakeSageMaker:
             raise client_error("ValidationException", "Requested resource not found.", 400, "StopTrainingJob")
         if job.status == "InProgress":
             self.world.transition(job, "Stopping", "Stopping")
+            self.world.calls.effect_done("sagemaker.stop_training_job", (TrainingJobName,))
             return {}
         if job.status == "Stopping":
             return {}
