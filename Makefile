@@ -9,8 +9,9 @@ SCENARIO ?= default
 ALERT_EMAIL ?=
 ALLOWED_ROLE_ARNS ?=
 PYTEST_WORKERS ?= 2
+SOAK_EXAMPLES ?= 10000
 
-.PHONY: help setup demo drill test test-fast lint format synth bench deploy destroy clean openapi soak-api
+.PHONY: help setup demo drill test test-fast soak lint format synth bench deploy destroy clean openapi soak-api
 
 help:
 	@grep -E '^[a-z-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -33,6 +34,11 @@ test: setup ## every test: unit, adapters, infrastructure, scenarios
 
 test-fast: setup ## unit tests only
 	$(PY) -m pytest tests/unit
+
+soak: setup ## 10,000 random interleavings + a crash at every port call (prints counts, rate, counterexample)
+	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 \
+	  $(PY) -m pytest tests/soak -p no:randomly
+	$(MAKE) soak-api
 
 lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .
