@@ -547,8 +547,8 @@ class Supervisor:
                 message.run_id, message.dedupe_id, self.clock() + delay, tries, _error_text(exc)
             )
             raise
-        self.counters.add(ALERTS_PUBLISHED)
         self.store.outbox_done(message.run_id, message.dedupe_id, self.clock())
+        self.counters.add(ALERTS_PUBLISHED)  # after the outbox is settled: a crash here cannot re-send
         return f"{message.notify.severity} {message.notify.event}: {message.notify.subject} [{message.dedupe_id}]"
 
     # -- capacity released: wake runs waiting for it, in a stated order -----------------------

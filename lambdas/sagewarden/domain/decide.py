@@ -485,6 +485,8 @@ def _on_tick(d: Draft) -> str | None:
         relaunch_same(d, cur, "launch not confirmed")
         return None
     if cur.live and cur.stop_intent is not None:
+        if cur.sm_status == "Stopping":
+            return "SageMaker is stopping the job"  # the sweep's look-up sees it end
         if cur.stop_requested_ms is not None and d.now - cur.stop_requested_ms >= STOP_RETRY_AFTER_MS:
             d.put_attempt(dataclasses.replace(cur, stop_requested_ms=d.now))
             d.act(StopJob(cur.job_name, cur.stop_intent))

@@ -213,8 +213,6 @@ class RunPolicy:
                 raise PolicyError("checkpoint_dir_regex", f"not a valid regular expression: {exc}") from exc
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
-        if self.gpu_busy_percent <= self.gpu_idle_percent:
-            raise PolicyError("gpu_busy_percent", "must be above gpu_idle_percent")
 
 
 def _coerce(key: str, value: Any) -> Any:
