@@ -468,6 +468,7 @@ def cmd_get(env: Env) -> int:
     if not a.follow:
         return OK
     last = _signature(run)
+    followed = run["status"] not in render.TERMINAL
     while run["status"] not in render.TERMINAL:
         env.sleep(a.interval)
         run = client.run(run["run_id"])
@@ -478,7 +479,7 @@ def cmd_get(env: Env) -> int:
                 env.emit_json(run, compact=True)
             else:
                 env.out(render.run_line(run, client.now_ms()))
-    if not env.json and run.get("outcome"):
+    if followed and not env.json and run.get("outcome"):
         env.out(f"outcome: {run['outcome']}")
     return OK
 
@@ -620,11 +621,14 @@ def cmd_logs(env: Env) -> int:
                 announced_wait = True
         else:
             drain(reader)
-        finished = run["status"] in render.TERMINAL and (attempt is None or attempt_ended(run, attempt))
-        if a.attempt is not None and attempt is not None and attempt_ended(run, attempt):
-            finished = True
+        # a finished run has no live job left; a chosen earlier attempt is done once it ended
+        finished = run["status"] in render.TERMINAL or (
+            a.attempt is not None and attempt is not None and attempt_ended(run, attempt)
+        )
         if finished:
             if reader is not None:
+                drain(reader)
+                env.sleep(a.interval)  # CloudWatch ingests the last lines a few seconds late
                 drain(reader)
             if not env.json:
                 env.note(

@@ -17,7 +17,7 @@ _CAUSES = {
     "SUPERVISOR_STOP": "hang",
     "HANG": "hang",
     "SPOT_INTERRUPTED": "spot",
-    "SEGMENT_DONE": "segment",
+    "SEGMENT_DONE": "chain",  # a MaxRuntime segment chained to the next
     "CAPACITY": "capacity",
     "QUOTA": "quota",
     "THROTTLED": "throttled",
@@ -159,7 +159,7 @@ def run_table(runs: Sequence[Mapping[str, Any]], now_ms: int) -> str:
         for r in runs
     ]
     headers = ["NAME", "ID", "STATUS", "ATTEMPT", "RESTARTS", "AGE", "DURATION", "EST. COST"]
-    return table(headers, rows, shrink=("NAME", "RESTARTS"))
+    return table(headers, rows, shrink=("RESTARTS", "NAME"))
 
 
 def run_line(run: Mapping[str, Any], now_ms: int) -> str:
@@ -261,11 +261,14 @@ def attempt_lines(a: Mapping[str, Any], now_ms: int, policy: Mapping[str, Any] |
         out.append(f"{pad}requested {a['requested_at']}")
     for label, key in (("reason", "end_reason"), ("failure", "failure_reason")):
         if a.get(key):
-            out += wrap(f"{label}: {a[key]}", pad)
+            out += wrap(f"{label}: {a[key]}", pad, pad + " " * (len(label) + 2))
     if a.get("hang_signals"):
         out.append(f"{pad}hang signals: {', '.join(a['hang_signals'])}")
-    for line in (a.get("evidence") or [])[:5]:
-        out += wrap(f"| {line}", pad)
+    evidence = [e for e in a.get("evidence") or [] if e != a.get("failure_reason")]
+    for line in evidence[:5]:
+        out += wrap(f"| {line}", pad, pad + "  ")
+    if len(evidence) > 5:
+        out.append(f"{pad}| ... {len(evidence) - 5} more evidence lines (--json shows them)")
     return out
 
 

@@ -1,6 +1,6 @@
 """`python -m drill serve`: the sagewarden API on a simulated account, over HTTP, in real time.
 
-    python -m drill serve [--port 8765] [--speed 60] [--scenario NAME|FILE [--submit]]
+    python -m drill serve [--port 8765] [--speed 600] [--scenario NAME|FILE [--submit]]
     sagewarden --local submit examples/run.yaml      # or SAGEWARDEN_API_URL=http://127.0.0.1:8765
 
 What runs here is the drill's :class:`~drill.account.LocalAccount` (moto for DynamoDB, S3, SNS,
@@ -45,7 +45,7 @@ from drill.clock import from_ms
 from drill.runner import AccountStepper
 
 DEFAULT_PORT = 8765
-DEFAULT_SPEED = 60.0
+DEFAULT_SPEED = 600.0
 INFO_PATH = "/_local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 MINUTE_MS = 60_000
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         "--speed",
         type=float,
         default=DEFAULT_SPEED,
-        help=f"virtual seconds per wall-clock second (default {DEFAULT_SPEED:g}: a minute per second)",
+        help=f"virtual seconds per wall-clock second (default {DEFAULT_SPEED:g}: ten minutes per second)",
     )
     parser.add_argument(
         "--scenario",
