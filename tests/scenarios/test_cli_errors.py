@@ -367,3 +367,31 @@ def test_top_level_help_and_version(capsys):
         assert command in out
     code, out, _ = cli(capsys, "--version")
     assert code == 0 and out.startswith("sagewarden ")
+
+
+def test_local_mode_against_something_that_is_not_the_drill_server(capsys):
+    run = {"run_id": RUN_ID, "name": "x", "status": "TRAINING", "attempts": [{"number": 1, "job_name": "j", "instance_count": 1, "instance_type": "ml.m5.xlarge"}]}  # fmt: skip
+
+    def transport(method, url, headers, body):
+        if url.endswith("/_local"):
+            return 403, b'{"message": "Missing Authentication Token"}'
+        return 200, json.dumps(run).encode()
+
+    code, _, err = cli(capsys, "--local", "logs", RUN_ID, transport=transport)
+    assert code == USAGE
+    assert one_line(err) == (
+        "sagewarden: http://127.0.0.1:8765 does not answer like `python -m drill serve` (GET /_local gave "
+        "HTTP 403); pass --logs-endpoint-url to read logs elsewhere"
+    )
+
+
+def test_an_unforeseen_error_is_one_line_too(capsys, monkeypatch):
+    def transport(*_):
+        raise ValueError("something nobody expected")
+
+    monkeypatch.delenv("SAGEWARDEN_DEBUG", raising=False)
+    code, _, err = cli(capsys, "--api-url", API, "list", transport=transport)
+    assert code == API_ERROR
+    assert one_line(err) == (
+        "sagewarden: internal error: ValueError: something nobody expected (SAGEWARDEN_DEBUG=1 shows the traceback)"
+    )

@@ -161,3 +161,35 @@ def test_the_readme_cli_walkthrough_runs_as_written(server, capsys, monkeypatch)
             continue
         assert code == 0, (line, out, err)
         assert out or err, line
+
+
+def test_serve_a_scenario_with_its_runs_and_read_logs_from_a_named_endpoint(template, capsys, monkeypatch):
+    from drill.account import BUCKET, EXECUTION_ROLE
+    from drill.scenario import parse
+
+    scenario = parse(
+        {
+            "name": "served",
+            "runs": [{"name": "demo", "submit_at_min": 0, "profile": {"total_steps": 10**7}}],
+            "faults": [{"kind": "hardware", "run": "demo", "attempt": 1, "after_training_min": 5}],
+        },
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+    with LocalServer(template, port=0, speed=3000, tick_s=0.02, scenario=scenario, submit=True) as srv:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            code, out, _ = cli(capsys, "--api-url", srv.url, "--json", "get", "demo")
+            if code == 0 and json.loads(out)["attempt_count"] >= 2:
+                break
+            time.sleep(0.1)
+        run = json.loads(out)
+        assert run["restarts_by_class"] == {"INFRASTRUCTURE": 1}  # the scenario's fault, resumed
+        assert (
+            "scenario       served (account, profiles and faults; runs submitted on schedule)" in srv.banner()
+        )
+        # --logs-endpoint-url names the endpoint instead of asking the server for it
+        code, out, _ = cli(
+            capsys, "--api-url", srv.url, "--logs-endpoint-url", srv.aws_url, "logs", "demo", "--attempt", "1"
+        )
+        assert code == 0 and "(algo-1) " in out
