@@ -345,9 +345,7 @@ def cmd_submit(env: Env) -> int:
     headers = {"Idempotency-Key": a.idempotency_key} if a.idempotency_key else None
     client = env.ctx().client
     resp = client.send("POST", "/runs", body=body, headers=headers)
-    if resp.status >= 400:
-        raise client.api_error(resp)
-    run = json.loads(resp.body)
+    run = client.decode(resp)
     if env.json:
         env.emit_json(run)
         return OK
@@ -423,7 +421,11 @@ def _quota_review(env: Env, req: Any) -> list[Any]:
             ]
         if session.get_credentials() is None:
             return [preflight.Finding("note", "quota", "quotas not checked: no AWS credentials")]
-        client = session.client("service-quotas", region_name=region)
+        from botocore.config import Config
+
+        # a review must not hang on a network that cannot reach Service Quotas
+        config = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 2})
+        client = session.client("service-quotas", region_name=region, config=config)
     except Exception as exc:
         from botocore.exceptions import ProfileNotFound
 
@@ -687,7 +689,7 @@ def cmd_cancel(env: Env) -> int:
             env.note(f"sagewarden: {run['name']} ({run['run_id']}): {err}")
             worst = worst or err.code
             continue
-        after = json.loads(resp.body)
+        after = client.decode(resp)
         results.append(after)
         if not env.json:
             if after["status"] == "CANCELLED":
@@ -711,9 +713,7 @@ def cmd_resume(env: Env) -> int:
     if resp.status == 409:
         err = client.api_error(resp)
         raise CliError(f"{err}: only a FAILED or CANCELLED run can be resumed", API_ERROR)
-    if resp.status >= 400:
-        raise client.api_error(resp)
-    run = json.loads(resp.body)
+    run = client.decode(resp)
     if env.json:
         env.emit_json(run)
     else:

@@ -157,7 +157,10 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> Any:
         """The JSON body of a 2xx answer; any other answer raises CliError (see `api_error`)."""
-        resp = self.send(method, path, body=body, query=query, headers=headers)
+        return self.decode(self.send(method, path, body=body, query=query, headers=headers))
+
+    def decode(self, resp: Response) -> Any:
+        """The JSON body of a 2xx answer; any other answer raises CliError (see `api_error`)."""
         if resp.status >= 400:
             raise self.api_error(resp)
         if not resp.body:

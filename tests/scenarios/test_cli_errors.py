@@ -296,7 +296,7 @@ def test_bad_set_assignments(capsys, tmp_path, assignment, message):
     assert one_line(err).startswith(f"sagewarden: {message}")
 
 
-def test_set_paths_indexes_and_removal(capsys, tmp_path):
+def test_set_paths_indexes_and_removal(capsys, tmp_path, aws):  # aws: the quota look-up stays in moto
     body = run_body("x")
     body["training_job"]["InputDataConfig"] = [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://sagewarden-drill/d/"}}}]  # fmt: skip
     path = write_yaml(tmp_path / "run.yaml", body)
