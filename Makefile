@@ -29,6 +29,12 @@ demo: setup ## local drill on a simulated account (no AWS needed)
 
 drill: demo ## alias of demo; SCENARIO=path/to.json picks another scenario
 
+PORT ?= 8765
+SPEED ?= 600
+.PHONY: demo-serve
+demo-serve: setup ## the API on a simulated account for `sagewarden --local ...` (PORT=8765 SPEED=600)
+	$(PY) -m drill serve --port $(PORT) --speed $(SPEED)
+
 test: setup ## every test: unit, adapters, infrastructure, scenarios
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
