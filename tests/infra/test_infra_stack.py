@@ -227,12 +227,14 @@ def test_api_stage_logs_traces_and_throttles(synth_any: SynthResult) -> None:
     assert settings["ThrottlingBurstLimit"] == constants.API_THROTTLE_BURST_LIMIT
 
 
-def test_api_is_regional_and_sets_the_cloudwatch_role(synth_any: SynthResult) -> None:
+def test_api_is_regional_and_leaves_the_account_setting_alone_by_default(synth_any: SynthResult) -> None:
     _, api = synth_any.one("AWS::ApiGateway::RestApi")
 
     assert api["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
     assert "Body" not in api["Properties"]  # plain Resource/Method tree, no OpenAPI body
-    synth_any.one("AWS::ApiGateway::Account")
+    # The account-wide API Gateway CloudWatch role is opt-in (apiGatewayAccountRole=true)
+    assert synth_any.resources("AWS::ApiGateway::Account") == {}
+    assert "apigateway.amazonaws.com" not in json.dumps(synth_any.resources("AWS::IAM::Role"))
 
 
 # --- IAM -----------------------------------------------------------------------------------------
@@ -632,6 +634,18 @@ def test_training_log_group_is_never_owned_by_the_stack(synth_any: SynthResult) 
 )
 def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) -> None:
     synth_full.template.has_output(output, {"Value": Match.any_value()})
+
+
+def test_stack_outputs_are_exactly_the_documented_four(synth_any: SynthResult) -> None:
+    # RestApi adds an `Endpoint` output of its own, a duplicate of ApiUrl: removed.
+    assert sorted(synth_any.raw["Outputs"]) == sorted(
+        [
+            constants.OUTPUT_API_URL,
+            constants.OUTPUT_TABLE_NAME,
+            constants.OUTPUT_TOPIC_ARN,
+            constants.OUTPUT_DLQ_URL,
+        ]
+    )
 
 
 def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: SynthResult) -> None:
