@@ -130,10 +130,6 @@ def _denied(exc: Exception) -> bool:
     )
 
 
-def _is_client_error(exc: Exception) -> bool:
-    return bool(getattr(exc, "response", None))
-
-
 def trusts_sagemaker(document: Any) -> bool:
     """Whether a role trust policy lets SageMaker assume the role (an Allow of sts:AssumeRole
     for the sagemaker.amazonaws.com service principal). Conditions are not evaluated."""

@@ -104,6 +104,10 @@ class FunctionSpec:
     description: str
     timeout_seconds: int
     memory_mb: int
+    # X-Ray active tracing. Off for the heartbeat: it makes no AWS call (nothing to trace), and
+    # it runs for every training job of the region, so sampled traces would cost more than its
+    # Lambda requests (scripts/heartbeat_cost.py).
+    tracing: bool = True
 
 
 API_FUNCTION = FunctionSpec(
@@ -142,6 +146,7 @@ HEARTBEAT_FUNCTION = FunctionSpec(
     description="sagewarden: turn training log events into per-job heartbeat metrics",
     timeout_seconds=60,
     memory_mb=256,
+    tracing=False,
 )
 ALL_FUNCTIONS = (
     API_FUNCTION,

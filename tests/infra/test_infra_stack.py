@@ -322,6 +322,16 @@ def test_heartbeat_function_gets_only_logs_tracing_and_its_failure_queue(synth_a
     assert "logs:PutLogEvents" in actions
 
 
+def test_heartbeat_function_is_not_traced(synth_any: SynthResult) -> None:
+    # It runs for every training job of the region and calls no AWS API: X-Ray's sampled traces
+    # would cost more than its invocations (scripts/heartbeat_cost.py) and show nothing.
+    _, function = synth_any.function_by_handler(keys.HANDLER_HEARTBEAT)
+    statements = synth_any.statements_of_role(synth_any.role_of(function))
+
+    assert function["Properties"].get("TracingConfig", {"Mode": "PassThrough"}) == {"Mode": "PassThrough"}
+    assert not [a for s in statements for a in as_list(s["Action"]) if a.startswith("xray:")]
+
+
 def test_functions_write_only_to_their_own_log_group(synth_any: SynthResult) -> None:
     for handler in ALL_HANDLERS:
         _, function = synth_any.function_by_handler(handler)
@@ -522,7 +532,8 @@ def test_functions_run_python312_with_the_powertools_layer_and_tracing(synth_any
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["Layers"] == [{"Ref": layer_parameter}]
-        assert props["TracingConfig"] == {"Mode": "Active"}
+        tracing = {"Mode": "PassThrough"} if handler == keys.HANDLER_HEARTBEAT else {"Mode": "Active"}
+        assert props.get("TracingConfig", {"Mode": "PassThrough"}) == tracing
 
 
 def test_functions_timeouts_fit_their_triggers(synth_any: SynthResult) -> None:
