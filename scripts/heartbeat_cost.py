@@ -38,9 +38,9 @@ XRAY_TRACE_USD = 5.00 / 1e6  # per trace recorded
 XRAY_SAMPLED_SHARE = 0.05  # the default sampling rule beyond its 1 request/second reservoir
 MEMORY_MB = 256
 FULL_VCPU_MB = 1769  # Lambda gives one vCPU at 1,769 MB, CPU share in proportion below
-# START, END and REPORT lines Lambda writes for every invocation (REPORT with its XRAY line),
-# plus CloudWatch Logs' 26 billable bytes per event.
-PLATFORM_LOG_BYTES = 70 + 50 + 260 + 3 * 26
+# START, END and REPORT lines Lambda writes for every invocation (untraced: no XRAY line), plus
+# CloudWatch Logs' 26 billable bytes per event.
+PLATFORM_LOG_BYTES = 70 + 50 + 180 + 3 * 26
 
 
 def subscription_event(job: str, events: int, line_bytes: int) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  Lambda requests     ${requests:.4f}")
     print(f"  Lambda duration     ${duration:.4f}")
     print(f"  function's own log lines (START/END/REPORT) ${own_logs:.4f}")
-    print(f"  X-Ray traces (if tracing were active, 5% sampled) ${traces:.4f}")
+    print(f"  X-Ray traces        ${traces:.4f} if it were traced (5% sampled; it is not)")
     print(f"  total               ${requests + duration + own_logs:.4f} (+${traces:.4f} with X-Ray)")
     return 0
 
