@@ -710,12 +710,15 @@ class Preflight:
 # --- entry points -------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The doctor's options (the `sagewarden doctor` subcommand reuses them)."""
-    parser.add_argument("--profile", help="AWS CLI profile (default: AWS_PROFILE or the default chain)")
-    parser.add_argument(
-        "--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's)"
-    )
+def add_arguments(parser: argparse.ArgumentParser, *, include_global: bool = True) -> None:
+    """The doctor's options. The `sagewarden doctor` subcommand reuses them; a CLI whose main
+    parser already has --profile/--region/--json passes ``include_global=False`` (a subparser
+    repeating them would overwrite the main parser's values with its own defaults)."""
+    if include_global:
+        parser.add_argument("--profile", help="AWS CLI profile (default: AWS_PROFILE or the default chain)")
+        parser.add_argument(
+            "--region", help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's)"
+        )
     parser.add_argument(
         "-c",
         "--context",
@@ -731,7 +734,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TYPE",
         help="also check the quotas of this instance type (repeatable), e.g. ml.p5.48xlarge",
     )
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    if include_global:
+        parser.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -698,3 +698,21 @@ def test_doctor_summary_says_how_make_deploy_takes_context_flags(session: boto3.
 
     assert code == 1
     assert "CONTEXT='-c key=value'" in out.getvalue().splitlines()[-1]
+
+
+def test_doctor_arguments_plug_into_a_cli_subcommand_with_global_options(ready: boto3.Session) -> None:
+    import argparse
+
+    main = argparse.ArgumentParser(prog="sagewarden")
+    main.add_argument("--profile")
+    main.add_argument("--region")
+    main.add_argument("--json", action="store_true")
+    sub = main.add_subparsers(dest="command")
+    doctor.add_arguments(sub.add_parser("doctor"), include_global=False)
+    args = main.parse_args(["--region", REGION, "--json", "doctor", "-c", f"allowedRoleArns={ROLE}"])
+    out = io.StringIO()
+
+    code = doctor.run(args, session=ready, out=out)
+
+    assert code == 0
+    assert {f["check"] for f in json.loads(out.getvalue())} >= {"credentials", "roles"}
