@@ -7,6 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 export PYTHONDONTWRITEBYTECODE = 1
 SCENARIO ?= default
 PYTEST_WORKERS ?= 2
+SOAK_EXAMPLES ?= 10000
 
 # --- deployment settings (make deploy / bootstrap / destroy) ----------------------------------
 #   ALERT_EMAIL, ALLOWED_ROLE_ARNS   the alertEmail / allowedRoleArns context
@@ -28,7 +29,7 @@ AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 # The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
 CDK = npx --no-install cdk
 
-.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast lint format synth bench bootstrap doctor \
+.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint format synth bench bootstrap doctor \
 	deploy destroy clean openapi soak-api
 
 help:
@@ -61,6 +62,11 @@ test: setup ## every test: unit, adapters, infrastructure, scenarios
 
 test-fast: setup ## unit tests only
 	$(PY) -m pytest tests/unit
+
+soak: setup ## 10,000 random interleavings + a crash at every port call (prints counts, rate, counterexample)
+	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 \
+	  $(PY) -m pytest tests/soak -p no:randomly
+	$(MAKE) soak-api
 
 lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .

@@ -35,6 +35,7 @@ from sagewarden.domain.actions import (
 )
 from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import (
+    RESUMABLE,
     Decision,
     decide,
     next_due_ms,
@@ -53,6 +54,7 @@ from sagewarden.domain.events import (
     LaunchAccepted,
     LaunchRejected,
     Observations,
+    ResumeRequested,
     Submitted,
     Tick,
     event_name,
@@ -115,6 +117,15 @@ class RunFinished(Exception):
     def __init__(self, run: Run) -> None:
         super().__init__(run.run_id)
         self.run = run
+
+
+class RunNotResumable(Exception):
+    """Only a FAILED or CANCELLED run can be resumed (or its checkpoints cannot be read now)."""
+
+    def __init__(self, run: Run, reason: str) -> None:
+        super().__init__(reason)
+        self.run = run
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,23 @@ class Supervisor:
             raise RunFinished(run)
         self.handle(run_id, CancelRequested(by))
         return self.store.get(run_id, all_attempts=True) or run
+
+    def resume(self, run_id: str, by: str) -> Run:
+        """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
+        with fresh restart and wall-clock budgets. Audited like every decision."""
+        run = self.store.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        if run.status not in RESUMABLE:
+            raise RunNotResumable(
+                run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
+            )
+        after = self.handle(run_id, ResumeRequested(by))
+        if after is None or after.status in RESUMABLE:
+            raise RunNotResumable(
+                run, "its checkpoints cannot be read right now (see the audit trail); try again"
+            )
+        return self.store.get(run_id, all_attempts=True) or after
 
     def get(self, run_id: str) -> Run:
         run = self.store.get(run_id, all_attempts=True)
@@ -528,6 +556,8 @@ def _describe_event(event: Event) -> str:
         return f"capacity released: {event.count} x {event.instance_type}"
     if isinstance(event, CancelRequested):
         return f"cancel requested by {event.by}"
+    if isinstance(event, ResumeRequested):
+        return f"resume requested by {event.by}"
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())
     return f"{event_name(event)}({fields})"
 

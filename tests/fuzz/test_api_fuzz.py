@@ -281,12 +281,17 @@ def _check(w: World, req: dict[str, Any], resp: RawResponse, before: tuple[int, 
             assert body["errors"] and all(e["field"] and e["message"] for e in body["errors"]), where
     created = req["template"] == "/runs" and resp.status == 201
     cancelled = req["template"].endswith("/cancel") and resp.status < 300
+    resumed = req["template"].endswith("/resume") and resp.status < 300
     if created:
         # one run stored; at most one job (the launch may wait for quota or capacity: RETRY_WAIT)
         assert after[1] > before[1] and after[2] - before[2] in (0, 1), f"201 stored {after} after {before}"
         assert after[0] - before[0] == (0 if before[0] < 0 else 1), f"201 stored {after} after {before}"
     elif cancelled:
         assert (after[0], after[2]) == (before[0], before[2]), f"a cancel created something: {where}"
+    elif resumed:  # the same run, one new attempt (at most one job)
+        assert after[0] == before[0] and after[2] - before[2] in (0, 1), (
+            f"resume stored {after} after {before}"
+        )
     else:  # refused, replayed or read-only: nothing new anywhere
         assert after == before, f"{resp.status} changed what is stored ({before} -> {after}): {where}"
 
@@ -349,6 +354,7 @@ def test_api_fuzz_strategies_cover_every_route_and_every_issue_11_shape() -> Non
         ("GET", "/runs/{run_id}"),
         ("GET", "/runs/{run_id}/events"),
         ("POST", "/runs/{run_id}/cancel"),
+        ("POST", "/runs/{run_id}/resume"),
     }
     seen: set[str] = set()
 

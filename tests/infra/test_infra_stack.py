@@ -187,7 +187,7 @@ def test_api_every_method_uses_iam_authorization(synth_any: SynthResult) -> None
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
 
 
-def test_api_exposes_exactly_the_five_routes(synth_any: SynthResult) -> None:
+def test_api_exposes_exactly_the_six_routes(synth_any: SynthResult) -> None:
     assert synth_any.routes() == set(ROUTES)
     assert set(ROUTES) == {
         ("POST", "/runs"),
@@ -195,6 +195,7 @@ def test_api_exposes_exactly_the_five_routes(synth_any: SynthResult) -> None:
         ("GET", "/runs/{id}"),
         ("GET", "/runs/{id}/events"),
         ("POST", "/runs/{id}/cancel"),
+        ("POST", "/runs/{id}/resume"),
     }
 
 

@@ -150,6 +150,23 @@ def test_api_cancel_then_cancel_again_is_409(acct):
     assert status == 409 and resp["status"] == "CANCELLED"
 
 
+def test_api_resume_reopens_a_cancelled_run_and_is_audited(acct):
+    _, run = acct.api("POST", "/runs", body=_body())
+    rid = run["run_id"]
+    assert acct.api("POST", f"/runs/{rid}/resume")[0] == 409  # still running
+    assert acct.api("POST", "/runs/01KE5Q86000DNQ47GXEV9VZMPH/resume")[0] == 404
+    acct.api("POST", f"/runs/{rid}/cancel")
+    acct.sagemaker.advance(acct.clock.now_ms + 10 * 60_000)
+    acct.deliver_due()
+    assert acct.api("GET", f"/runs/{rid}")[1]["status"] == "CANCELLED"
+    status, resumed = acct.api("POST", f"/runs/{rid}/resume")
+    assert status == 202 and resumed["status"] == "STARTING" and resumed["attempt_count"] == 2
+    assert [a["launch"] for a in resumed["attempts"]][-1] in ("PENDING", "SUBMITTED")
+    _, events = acct.api("GET", f"/runs/{rid}/events", query={"limit": "100"})
+    assert any("resume requested by" in e["summary"] for e in events["events"])
+    assert len(acct.sagemaker.jobs()) == 2
+
+
 def test_api_lists_filters_and_paginates(acct):
     ids = [acct.api("POST", "/runs", body=_body(name=f"run-{i}"))[1]["run_id"] for i in range(3)]
     acct.api("POST", f"/runs/{ids[0]}/cancel")

@@ -34,6 +34,7 @@ def test_openapi_document_describes_routes_parameters_bodies_and_responses():
         ("/runs/{run_id}", "get"): {"200", "404"},
         ("/runs/{run_id}/events", "get"): {"200", "400", "404"},
         ("/runs/{run_id}/cancel", "post"): {"200", "202", "404", "409"},
+        ("/runs/{run_id}/resume", "post"): {"202", "404", "409"},
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == set(expected)
     for (path, method), codes in expected.items():

@@ -365,3 +365,43 @@ def test_late_events_of_earlier_attempts_of_a_finished_run_stop_nothing():
     )
     d = step(only_current, late, end + 2 * HOUR)
     assert d.ignored is not None and d.actions == () and d.run.strays == ()
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 10: resume a FAILED or CANCELLED run
+
+
+def _failed_by_crash_loop():
+    pol = RunPolicy(max_no_progress_restarts=1)
+    run = training_run(pol, resume=ckpt(300))
+    end = run.current.training_started_ms + HOUR
+    internal = "InternalServerError: We encountered an internal error.  Please try again."
+    d = step(run, observed(run, "Failed", "Failed", end, internal), end, Observations(checkpoint=ckpt(300)))
+    assert d.run.status == RunStatus.FAILED
+    return d.run, end
+
+
+def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoint():
+    from sagewarden.domain.events import ResumeRequested
+
+    failed, end = _failed_by_crash_loop()
+    d = step(failed, ResumeRequested("carol"), end + 2 * HOUR, Observations(checkpoint=ckpt(450)))
+    assert d.run.status == RunStatus.STARTING and d.run.outcome is None
+    assert d.run.restarts == 0 and d.run.no_progress_streak == 0 and d.run.resumes == 1
+    assert d.run.budget_started_ms == end + 2 * HOUR and d.run.resumed_by == "carol"
+    (launch,) = _launches(d)
+    assert launch.attempt == failed.attempt_count + 1
+    assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "450"
+    assert [n.event for n in _notifies(d)] == ["run.resumed"]
+
+
+def test_resume_refuses_succeeded_and_running_runs_and_unreadable_checkpoints():
+    from sagewarden.domain.events import ResumeRequested
+
+    run = training_run()
+    assert step(run, ResumeRequested("carol"), HOUR).ignored  # still running
+    done = step(run, observed(run, "Completed", "Completed", HOUR), HOUR).run
+    assert step(done, ResumeRequested("carol"), 2 * HOUR).ignored  # succeeded: nothing to resume
+    failed, end = _failed_by_crash_loop()
+    blind = step(failed, ResumeRequested("carol"), end + HOUR, Observations(checkpoint_error=S3_DOWN))
+    assert blind.ignored is not None and "checkpoints" in blind.ignored  # never from "no checkpoint"

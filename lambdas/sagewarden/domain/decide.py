@@ -59,6 +59,7 @@ from sagewarden.domain.events import (
     LaunchAccepted,
     LaunchRejected,
     Observations,
+    ResumeRequested,
     Submitted,
     Tick,
 )
@@ -84,6 +85,7 @@ __all__ = [
 ]
 
 NO_OBSERVATIONS = Observations()
+RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,12 @@ def decide(
     run: Run, event: Event, now_ms: int, policy: RunPolicy, obs: Observations = NO_OBSERVATIONS
 ) -> Decision:
     d = Draft(run, now_ms, policy, obs)
+    if isinstance(event, ResumeRequested):
+        reason = _on_resume(d, event)
+        if reason is not None and not d.actions:
+            return Decision(run=run, ignored=reason, notes=(reason,))
+        d.set(updated_ms=now_ms)
+        return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes))
     if run.status.terminal:
         # terminal runs never change (status, outcome, attempts); the only bookkeeping left is
         # stopping stray jobs until SageMaker confirms they ended
@@ -135,6 +143,8 @@ def _dispatch(d: Draft, event: Event) -> str | None:
         return _on_capacity_released(d, event)
     if isinstance(event, AlarmsObserved):
         return on_alarms_observed(d, event)
+    if isinstance(event, ResumeRequested):
+        return _on_resume(d, event)
     return on_hang_signal(d, event)
 
 
@@ -144,6 +154,8 @@ def _dispatch(d: Draft, event: Event) -> str | None:
 
 def wants_checkpoint(run: Run, event: Event) -> bool:
     """True when this event may lead to a launch (or an ending), so the newest checkpoint matters."""
+    if isinstance(event, ResumeRequested):
+        return run.status in RESUMABLE
     if run.status.terminal:
         return False
     cur = run.current
@@ -480,6 +492,45 @@ def _on_cancel(d: Draft, e: CancelRequested) -> str | None:
         request_stop(d, cur, INTENT_CANCEL, f"cancel requested by {e.by}")
         return None
     finish_cancelled(d, "nothing was running")
+    return None
+
+
+def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
+    run = d.run
+    if run.status not in RESUMABLE:
+        return f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
+    if d.obs.checkpoint_error:  # resuming from "no checkpoint" would throw the work away
+        return f"cannot read the checkpoints to resume from: {d.obs.checkpoint_error}"
+    was = f"{run.status.value}: {run.outcome}" if run.outcome else run.status.value
+    d.set(
+        status=RunStatus.SUBMITTED,
+        outcome=None,
+        cancel_requested_by=None,
+        restarts=0,
+        no_progress_streak=0,
+        wait_count=0,
+        wait_started_ms=None,
+        fallback_index=0 if 0 not in run.skipped_choices else run.fallback_index,
+        resumes=run.resumes + 1,
+        resumed_by=e.by,
+        budget_started_ms=d.now,
+    )
+    d.note(f"resumed by {e.by} (was {was}); fresh restart and wall-clock budgets")
+    ckpt = d.obs.checkpoint or run.last_checkpoint
+    d.act(
+        notify(
+            d,
+            "info",
+            "run.resumed",
+            f"{run.name}: resumed by {e.by}",
+            [
+                f"Was: {was}",
+                f"Resuming from: {ckpt.uri if ckpt else 'no checkpoint (fresh start)'}",
+                f"Restart budget: {d.policy.max_restarts} (fresh); wall clock: {d.policy.max_wall_clock_hours:g} h from now",
+            ],
+        )
+    )
+    start_attempt(d, reuse_current=False)
     return None
 
 

@@ -62,6 +62,15 @@ class CancelRequested:
 
 
 @dataclass(frozen=True)
+class ResumeRequested:
+    """A person asks a FAILED or CANCELLED run to continue from its newest verified checkpoint
+    with a fresh restart budget (POST /runs/{id}/resume): the one intent that reopens a
+    finished run."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class CapacityReleased:
     """One of the account's supervised jobs ended and gave back instances of this type."""
 
@@ -102,6 +111,7 @@ Event = (
     | JobMissing
     | Tick
     | CancelRequested
+    | ResumeRequested
     | CapacityReleased
     | HangSignal
     | AlarmsObserved

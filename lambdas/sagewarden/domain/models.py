@@ -134,6 +134,16 @@ class Run:
     # terminal run's job still in progress): job name -> when the last stop was requested.
     # The only thing that may change on a terminal run; kept until SageMaker confirms the end.
     strays: tuple[tuple[str, int], ...] = ()
+    # POST /runs/{id}/resume reopened a FAILED or CANCELLED run: how often, by whom, and when its
+    # budgets (restarts, wall clock) started afresh
+    resumes: int = 0
+    resumed_by: str | None = None
+    budget_started_ms: int | None = None
+
+    @property
+    def budget_origin_ms(self) -> int:
+        """Where the wall-clock budget counts from (the submission, or the last resume)."""
+        return self.budget_started_ms if self.budget_started_ms is not None else self.created_ms
 
     @property
     def current(self) -> Attempt | None:

@@ -27,7 +27,7 @@ from sagewarden.api.validation import idempotency_key_problem, validate_submit
 from sagewarden.domain.models import RunStatus
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
-from sagewarden.service import RunFinished, RunNotFound
+from sagewarden.service import RunFinished, RunNotFound, RunNotResumable
 
 app = APIGatewayRestResolver()
 MAX_PAGE = 100
@@ -215,6 +215,33 @@ def get_events(
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     run = composition.supervisor().cancel(_run_id(run_id), by=_caller())
     return _json(202 if not run.status.terminal else 200, run_json(run))
+
+
+@app.post(
+    "/runs/<run_id>/resume",
+    summary="Resume a FAILED or CANCELLED run",
+    responses={
+        202: schema.response(
+            "a new attempt was launched from the newest verified checkpoint, with fresh budgets", schema.Run
+        ),
+        404: schema.NOT_FOUND,
+        409: schema.response(
+            "the run is not FAILED or CANCELLED (or its checkpoints cannot be read)", schema.Error
+        ),
+        500: schema.INTERNAL,
+    },
+)
+def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
+    run = composition.supervisor().resume(_run_id(run_id), by=_caller())
+    return _json(202, run_json(run))
+
+
+@app.exception_handler(RunNotResumable)
+def _not_resumable(exc: RunNotResumable) -> Response:
+    return _json(
+        409,
+        {"message": f"run {exc.run.run_id} cannot be resumed: {exc.reason}", "status": exc.run.status.value},
+    )
 
 
 @app.exception_handler(InvalidRequest)
