@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import sys
@@ -258,10 +257,17 @@ def build_parser() -> Parser:
     )
     p.add_argument("run", metavar="RUN", help="run id or run name")
 
-    if importlib.util.find_spec("cli.doctor") is not None:
-        _command(
-            sub, "doctor", parent, "check this account and region before a deploy", "  sagewarden doctor"
-        )
+    from cli import doctor
+
+    p = _command(
+        sub,
+        "doctor",
+        parent,
+        "check this account and region before a deploy (credentials, bootstrap, roles, log slots, "
+        "buckets, quotas)",
+        "  sagewarden doctor --profile prod -c allowedRoleArns='[\"arn:aws:iam::123456789012:role/Train\"]'",
+    )
+    doctor.add_arguments(p, include_global=False)
     return parser
 
 
@@ -723,7 +729,7 @@ def cmd_resume(env: Env) -> int:
 
 
 def cmd_doctor(env: Env) -> int:
-    from cli import doctor  # type: ignore[attr-defined]
+    from cli import doctor
 
     return int(doctor.run(env.args))
 

@@ -749,7 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resolve_region(args: argparse.Namespace, session: Any) -> str | None:
-    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = (
+        getattr(args, "region", None) or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    )
     return region or getattr(session, "region_name", None)
 
 

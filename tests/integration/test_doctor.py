@@ -716,3 +716,16 @@ def test_doctor_arguments_plug_into_a_cli_subcommand_with_global_options(ready: 
 
     assert code == 0
     assert {f["check"] for f in json.loads(out.getvalue())} >= {"credentials", "roles"}
+
+
+def test_doctor_is_a_sagewarden_subcommand(ready: boto3.Session, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.app import build_parser
+
+    args = build_parser().parse_args(["--json", "doctor", "-c", f"allowedRoleArns={ROLE}"])
+    assert args.command == "doctor" and args.json
+    out = io.StringIO()
+    assert doctor.run(args, session=ready, out=out) == 0
+    assert {f["check"] for f in json.loads(out.getvalue())} >= {"credentials", "roles"}
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["doctor", "--help"])
+    assert done.value.code == 0 and "--context" in capsys.readouterr().out
