@@ -6,28 +6,62 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 export PYTHONDONTWRITEBYTECODE = 1
 SCENARIO ?= default
-ALERT_EMAIL ?=
-ALLOWED_ROLE_ARNS ?=
 PYTEST_WORKERS ?= 2
 SOAK_EXAMPLES ?= 10000
 
-.PHONY: help setup demo drill test test-fast soak lint format synth bench deploy destroy clean openapi soak-api
+# --- deployment settings (make deploy / bootstrap / destroy) ----------------------------------
+#   ALERT_EMAIL, ALLOWED_ROLE_ARNS   the alertEmail / allowedRoleArns context
+#   CONTEXT           more CDK context, as cdk takes it: CONTEXT='-c logSubscription=false'
+#   PROFILE           an AWS CLI profile (AWS_PROFILE and AWS_REGION work as well)
+#   FORCE=1           make destroy without a confirmation prompt (CI, no terminal)
+#   REQUIRE_APPROVAL  e.g. never: make deploy without the IAM-change prompt (CI, no terminal)
+#   PREFLIGHT=0       make deploy without the preflight (python -m cli.doctor)
+ALERT_EMAIL ?=
+ALLOWED_ROLE_ARNS ?=
+CONTEXT ?=
+PROFILE ?=
+FORCE ?=
+REQUIRE_APPROVAL ?=
+PREFLIGHT ?= 1
+CDK_CONTEXT = $(if $(ALERT_EMAIL),-c alertEmail=$(ALERT_EMAIL)) \
+              $(if $(ALLOWED_ROLE_ARNS),-c allowedRoleArns='$(ALLOWED_ROLE_ARNS)') $(CONTEXT)
+AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
+# The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
+CDK = npx --no-install cdk
+
+.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint format synth bench bootstrap doctor \
+	deploy destroy clean openapi soak-api
 
 help:
 	@grep -E '^[a-z-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(VENV)/.installed: pyproject.toml
+# Every target starts here: one line per missing prerequisite, then stop.
+prereqs:
+	@sh scripts/check-prereqs.sh "$(if $(wildcard $(PY)),$(PY),$(PYTHON))"
+
+prereqs-cdk:
+	@sh scripts/check-prereqs.sh "$(if $(wildcard $(PY)),$(PY),$(PYTHON))" --npm
+
+$(VENV)/.installed: pyproject.toml | prereqs
+	@echo "==> creating $(VENV) and installing the pinned Python packages (first time: about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet ".[infra,dev]"
+	$(PY) -m pip install --upgrade --progress-bar off pip
+	$(PY) -m pip install --progress-bar off ".[infra,dev]"
+	@echo "==> $(VENV) ready"
 	touch $@
 
-setup: $(VENV)/.installed ## create .venv with the pinned dependencies
+setup: prereqs $(VENV)/.installed ## create .venv with the pinned dependencies
 
 demo: setup ## local drill on a simulated account (no AWS needed)
 	$(PY) -m drill $(SCENARIO)
 
 drill: demo ## alias of demo; SCENARIO=path/to.json picks another scenario
+
+PORT ?= 8765
+SPEED ?= 600
+.PHONY: demo-serve
+demo-serve: setup ## the API on a simulated account for `sagewarden --local ...` (PORT=8765 SPEED=600)
+	$(PY) -m drill serve --port $(PORT) --speed $(SPEED)
 
 test: setup ## every test: unit, adapters, infrastructure, scenarios
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
@@ -44,7 +78,7 @@ lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
-	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli
+	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts
 
 format: setup
 	$(PY) -m ruff format .
@@ -67,17 +101,30 @@ bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
 iam-report: setup ## IAM replay over the shipped scenarios: each call's decision, grants no call needed
 	$(PY) -m drill.iam --table
 
-node_modules/.installed: package.json
-	npm install --no-audit --no-fund
+node_modules/.installed: package.json package-lock.json | prereqs-cdk
+	@echo "==> installing the pinned CDK CLI into node_modules (npm ci)"
+	npm ci --no-audit --no-fund
 	touch $@
 
-deploy: setup node_modules/.installed ## cdk deploy to the current AWS account (needs credentials)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk deploy \
-	  $(if $(ALERT_EMAIL),-c alertEmail=$(ALERT_EMAIL)) \
-	  $(if $(ALLOWED_ROLE_ARNS),-c allowedRoleArns='$(ALLOWED_ROLE_ARNS)')
+cdk-cli: prereqs-cdk node_modules/.installed
 
-destroy: setup node_modules/.installed ## remove the stack (the state table is retained)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk destroy
+bootstrap: setup cdk-cli ## cdk bootstrap the current AWS account and region (once per account and region)
+	$(CDK) bootstrap $(AWS_ARGS)
+
+doctor: setup ## deploy preflight: credentials, bootstrap, roles, log subscription slots, buckets, quotas
+	$(PY) -m cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
+
+deploy: setup cdk-cli ## preflight, then cdk deploy to the current AWS account (ALLOWED_ROLE_ARNS=..., ALERT_EMAIL=...)
+ifneq ($(PREFLIGHT),0)
+	$(PY) -m cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
+endif
+	$(CDK) deploy $(AWS_ARGS) $(CDK_CONTEXT) $(if $(REQUIRE_APPROVAL),--require-approval $(REQUIRE_APPROVAL))
+
+destroy: setup cdk-cli ## remove the stack (the state table is retained); FORCE=1 without a prompt
+ifeq ($(FORCE),)
+	@if [ ! -t 0 ]; then echo "sagewarden: no terminal to confirm in: run make destroy FORCE=1" >&2; exit 2; fi
+endif
+	$(CDK) destroy $(AWS_ARGS) $(CDK_CONTEXT) $(if $(FORCE),--force)
 
 clean:
 	rm -rf cdk.out .cache .pytest_cache .mypy_cache .ruff_cache

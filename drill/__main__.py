@@ -1,5 +1,8 @@
 """`python -m drill [SCENARIO] [--json] [--seed N] [--verbose]`: run a drill on a simulated account.
 
+`python -m drill serve [--port P] [--speed X]` serves the API on a simulated account instead, for
+the CLI's local mode (drill/server.py).
+
 SCENARIO is a path to a scenario JSON file or the name of one in drill/scenarios/ (default:
 "default"). Prints a timeline (virtual time, run, kind, what happened) and a per-run summary;
 with --json prints only the JSON summary. Exits 1 if an invariant or an `expect` failed.
@@ -82,6 +85,11 @@ def _secs(v: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        from drill.server import main as serve
+
+        return serve(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m drill", description=__doc__.split("\n")[0])
     parser.add_argument("scenario", nargs="?", default="default")
     parser.add_argument("--json", action="store_true", help="print the JSON summary only")

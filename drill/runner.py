@@ -9,6 +9,7 @@ virtual time take seconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,49 @@ class DrillResult:
         }
 
 
+class AccountStepper:
+    """One step of a simulated account's world on its virtual clock: the simulated SageMaker's next
+    change, EventBridge deliveries, alarm evaluation and the every-minute sweep, in that order.
+
+    Shared by the drill's loop (below) and the local API server (``drill/server.py``), which
+    steps the same world in real time while API requests arrive between steps.
+    """
+
+    def __init__(self, acct: LocalAccount, evaluator: Any = None) -> None:
+        self.acct = acct
+        self.evaluator = evaluator
+
+    def next_time(self, *, sweeping: bool) -> int | None:
+        """The earliest virtual time at which something happens (never before now); None if idle.
+        ``sweeping`` is False before any run exists (the drill skips the sweep's look-ups then)."""
+        acct = self.acct
+        candidates = [
+            acct.sagemaker.next_event_time(),
+            acct.next_delivery_ms(),
+            acct.next_sweep_ms() if sweeping else None,
+            self.evaluator.next_time() if self.evaluator else None,
+        ]
+        times = [t for t in candidates if t is not None]
+        return max(min(times), acct.clock.now_ms) if times else None
+
+    def step(
+        self, t: int, *, sweeping: Callable[[], bool], scripted: Callable[[], None] | None = None
+    ) -> None:
+        """Advance to ``t`` and let everything due happen; ``scripted`` runs after the deliveries
+        (the drill's scripted submissions and actions)."""
+        acct = self.acct
+        acct.sagemaker.advance(t)
+        acct.deliver_due()
+        if scripted is not None:
+            scripted()
+        if self.evaluator is not None:
+            self.evaluator.evaluate_due()
+            acct.deliver_due()
+        nxt = acct.next_sweep_ms() if sweeping() else None
+        if nxt is not None and nxt <= acct.clock.now_ms:
+            acct.run_sweep()
+
+
 class DrillRunner:
     def __init__(
         self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None
@@ -113,13 +157,17 @@ class DrillRunner:
                 (start + int(s.submit_at_min * MINUTE), "submit", s) for s in sc.runs
             ] + [(start + int(a["at_min"] * MINUTE), "action", a) for a in sc.actions]
             scripted.sort(key=lambda t: (t[0], t[1]))
+            world = AccountStepper(acct, evaluator)
+
+            def run_scripted() -> None:
+                while scripted and scripted[0][0] <= acct.clock.now_ms:
+                    _, what, payload = scripted.pop(0)
+                    self._scripted(what, payload)
+
             while True:
                 candidates = [
-                    acct.sagemaker.next_event_time(),
-                    acct.next_delivery_ms(),
-                    acct.next_sweep_ms() if self.run_ids else None,
+                    world.next_time(sweeping=bool(self.run_ids)),
                     scripted[0][0] if scripted else None,
-                    evaluator.next_time() if evaluator else None,
                 ]
                 times = [t for t in candidates if t is not None]
                 if not times:
@@ -127,17 +175,7 @@ class DrillRunner:
                 t = max(min(times), acct.clock.now_ms)
                 if t > end_limit:
                     break
-                acct.sagemaker.advance(t)
-                acct.deliver_due()
-                while scripted and scripted[0][0] <= acct.clock.now_ms:
-                    _, what, payload = scripted.pop(0)
-                    self._scripted(what, payload)
-                if evaluator is not None:
-                    evaluator.evaluate_due()
-                    acct.deliver_due()
-                nxt = acct.next_sweep_ms() if self.run_ids else None
-                if nxt is not None and nxt <= acct.clock.now_ms:
-                    acct.run_sweep()
+                world.step(t, sweeping=lambda: bool(self.run_ids), scripted=run_scripted)
                 self._check_invariants()
                 if not scripted and self._all_done() and acct.next_delivery_ms() is None:
                     break
@@ -333,4 +371,4 @@ def run_scenario(scenario: Scenario, template: dict[str, Any], **kwargs: Any) ->
     return DrillRunner(scenario, template, **kwargs).run()
 
 
-__all__ = ["BUCKET", "EXECUTION_ROLE", "DrillResult", "DrillRunner", "run_scenario"]
+__all__ = ["BUCKET", "EXECUTION_ROLE", "AccountStepper", "DrillResult", "DrillRunner", "run_scenario"]

@@ -28,6 +28,9 @@ CTX_CHECKPOINT_BUCKETS = "checkpointBuckets"
 CTX_LOG_SUBSCRIPTION = "logSubscription"
 CTX_POWERTOOLS_VERSION = "powertoolsVersion"
 CTX_ARCHITECTURE = "architecture"
+CTX_API_GATEWAY_ACCOUNT_ROLE = "apiGatewayAccountRole"
+CTX_API_LOGGING = "apiLogging"
+CTX_CHECKPOINT_KMS_KEY_ARNS = "checkpointKmsKeyArns"
 
 CONTEXT_KEYS = (
     CTX_ALERT_EMAIL,
@@ -38,6 +41,9 @@ CONTEXT_KEYS = (
     CTX_LOG_SUBSCRIPTION,
     CTX_POWERTOOLS_VERSION,
     CTX_ARCHITECTURE,
+    CTX_API_GATEWAY_ACCOUNT_ROLE,
+    CTX_API_LOGGING,
+    CTX_CHECKPOINT_KMS_KEY_ARNS,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -45,6 +51,8 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/(?:[\w+=,.@-]+/)*[\w+=
 _JOB_PREFIX = re.compile(r"^[a-z0-9]{1,8}$")
 # S3 general purpose bucket naming rules (no upper case, no underscores, 3-63 chars).
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# A KMS key ARN (not an alias: IAM authorises kms:Decrypt against the key's ARN).
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/(?:mrk-)?[0-9a-fA-F-]{32,36}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _TRUE = {"true", "1", "yes", "on"}
@@ -70,6 +78,14 @@ class SupervisorConfig:
     log_subscription: bool = True
     powertools_version: str = constants.DEFAULT_POWERTOOLS_VERSION
     architecture: str = constants.DEFAULT_ARCHITECTURE
+    # Set the region's account-wide API Gateway CloudWatch Logs role (AWS::ApiGateway::Account).
+    # Off by default: it changes a setting shared by every REST API of the account and region
+    # and outlives the stack. The API's logs need that role to be set, by this stack or otherwise.
+    api_gateway_account_role: bool = False
+    # API Gateway access and execution logs (need the account role above to be set in the region).
+    api_logging: bool = True
+    # KMS keys of SSE-KMS checkpoint buckets: checkpoint discovery gets kms:Decrypt on them.
+    checkpoint_kms_key_arns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.alert_email is not None and not _EMAIL.match(self.alert_email):
@@ -87,6 +103,12 @@ class SupervisorConfig:
         for bucket in self.checkpoint_buckets:
             if not _BUCKET.match(bucket) or ".." in bucket:
                 raise ConfigError(f"{CTX_CHECKPOINT_BUCKETS}: not an S3 bucket name: {bucket!r}")
+        for key_arn in self.checkpoint_kms_key_arns:
+            if not _KMS_KEY_ARN.match(key_arn):
+                raise ConfigError(
+                    f"{CTX_CHECKPOINT_KMS_KEY_ARNS}: not a KMS key ARN: {key_arn!r} "
+                    "(expected arn:aws:kms:<region>:<account>:key/<key id>; an alias does not work in IAM)"
+                )
         if not isinstance(self.policy_defaults, Mapping) or not all(
             isinstance(k, str) for k in self.policy_defaults
         ):
@@ -159,6 +181,16 @@ class SupervisorConfig:
         arch = _optional_str(context.get(CTX_ARCHITECTURE))
         if arch is not None:
             kwargs["architecture"] = arch
+        for ctx_key, attr in (
+            (CTX_API_GATEWAY_ACCOUNT_ROLE, "api_gateway_account_role"),
+            (CTX_API_LOGGING, "api_logging"),
+        ):
+            flag = context.get(ctx_key)
+            if flag is not None:
+                kwargs[attr] = parse_bool(flag, ctx_key)
+        kms_keys = context.get(CTX_CHECKPOINT_KMS_KEY_ARNS)
+        if kms_keys is not None:
+            kwargs["checkpoint_kms_key_arns"] = parse_str_list(kms_keys, CTX_CHECKPOINT_KMS_KEY_ARNS)
         return cls(**kwargs)
 
 

@@ -27,6 +27,7 @@ API_ID = "Api"
 HANG_SIGNALS_ID = "HangSignals"
 PERMISSIONS_ID = "Permissions"
 HEALTH_ID = "Health"
+DASHBOARD_ID = "Dashboard"
 
 # --- Stack outputs ----------------------------------------------------------------------------
 OUTPUT_API_URL = "ApiUrl"
@@ -76,6 +77,17 @@ ASYNC_MAX_EVENT_AGE_SECONDS = 6 * 3600
 
 DLQ_RETENTION_DAYS = 14
 
+# --- Dashboard and the cost estimate ----------------------------------------------------------
+DASHBOARD_PERIOD_MINUTES = 5
+DASHBOARD_DEFAULT_DAYS = 1
+# CloudWatch list prices (us-east-1, first tier) used for the supervision-cost estimate; check
+# them against the current pricing page.
+CW_PRICES_AS_OF = "us-east-1 list prices as read in 2025"
+CW_CUSTOM_METRIC_MONTH_USD = 0.30  # per custom metric (a heartbeat series) per month
+CW_ALARM_METRIC_MONTH_USD = 0.10  # per standard-resolution alarm metric per month
+CW_DASHBOARD_MONTH_USD = 3.00  # per dashboard per month beyond the account's free three
+DAYS_PER_BILLING_MONTH = 30
+
 # --- API --------------------------------------------------------------------------------------
 API_STAGE_NAME = "v1"
 API_THROTTLE_RATE_LIMIT = 20  # requests per second, steady state
@@ -92,6 +104,10 @@ class FunctionSpec:
     description: str
     timeout_seconds: int
     memory_mb: int
+    # X-Ray active tracing. Off for the heartbeat: it makes no AWS call (nothing to trace), and
+    # it runs for every training job of the region, so sampled traces would cost more than its
+    # Lambda requests (scripts/heartbeat_cost.py).
+    tracing: bool = True
 
 
 API_FUNCTION = FunctionSpec(
@@ -130,6 +146,7 @@ HEARTBEAT_FUNCTION = FunctionSpec(
     description="sagewarden: turn training log events into per-job heartbeat metrics",
     timeout_seconds=60,
     memory_mb=256,
+    tracing=False,
 )
 ALL_FUNCTIONS = (
     API_FUNCTION,

@@ -62,34 +62,52 @@ class SupervisorApi(Construct):
 
     Attributes:
         rest_api: the ``apigw.RestApi``.
-        access_log_group: the stage's access ``logs.LogGroup``.
+        access_log_group: the stage's access ``logs.LogGroup`` (``None`` with logging off).
         methods: ``{(http_method, path): apigw.Method}`` for every route.
         url: the invoke URL of the deployed stage.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, handler: lambda_.IFunction) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: lambda_.IFunction,
+        account_cloud_watch_role: bool = False,
+        logging: bool = True,
+    ) -> None:
         super().__init__(scope, construct_id)
 
-        self.access_log_group = logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=logs.RetentionDays[constants.LOG_RETENTION],
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.access_log_group: logs.LogGroup | None = None
+        access_log_destination: apigw.IAccessLogDestination | None = None
+        if logging:
+            self.access_log_group = logs.LogGroup(
+                self,
+                "AccessLogs",
+                retention=logs.RetentionDays[constants.LOG_RETENTION],
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            access_log_destination = apigw.LogGroupLogDestination(self.access_log_group)
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
             description="sagewarden: submit and supervise SageMaker training runs",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            # Execution logging needs the account-level API Gateway CloudWatch role; this sets it.
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            # Access and execution logging need the region's account-level API Gateway CloudWatch
+            # Logs role. Setting it (AWS::ApiGateway::Account) changes a setting every REST API of
+            # the account and region shares, and it outlives this stack: opt-in only
+            # (apiGatewayAccountRole=true). Otherwise the role must already be set in the region
+            # (the deploy preflight checks) or logging is turned off (apiLogging=false).
+            cloud_watch_role=account_cloud_watch_role,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if account_cloud_watch_role else None,
             default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
             deploy_options=apigw.StageOptions(
                 stage_name=constants.API_STAGE_NAME,
-                access_log_destination=apigw.LogGroupLogDestination(self.access_log_group),
-                access_log_format=apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)),
-                logging_level=apigw.MethodLoggingLevel.INFO,
+                access_log_destination=access_log_destination,
+                access_log_format=(
+                    apigw.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FORMAT)) if logging else None
+                ),
+                logging_level=apigw.MethodLoggingLevel.INFO if logging else apigw.MethodLoggingLevel.OFF,
                 data_trace_enabled=False,  # never log full request/response bodies
                 metrics_enabled=True,
                 tracing_enabled=True,
@@ -97,6 +115,8 @@ class SupervisorApi(Construct):
                 throttling_burst_limit=constants.API_THROTTLE_BURST_LIMIT,
             ),
         )
+        # RestApi adds an `Endpoint` output of its own; the stack's `ApiUrl` output is the one.
+        self.rest_api.node.try_remove_child("Endpoint")
         self.url = self.rest_api.url
 
         body_validator = self.rest_api.add_request_validator(
@@ -149,19 +169,34 @@ class SupervisorApi(Construct):
             ),
         }
 
-        # The account-level CloudWatch role that `cloud_watch_role=True` adds under the API.
-        cloud_watch_role = self.rest_api.node.try_find_child("CloudWatchRole") or self.rest_api
-        acknowledge(
-            cloud_watch_role,
-            "AwsSolutions-IAM4",
-            "The account-wide API Gateway CloudWatch role (AWS::ApiGateway::Account) serves every "
-            "REST API of the account and region, so it must keep AWS's managed push-to-logs policy; "
-            "a policy scoped to this API would break other APIs' execution logging.",
-            findings=[
-                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AmazonAPIGatewayPushToCloudWatchLogs"
-            ],
-        )
+        if account_cloud_watch_role:
+            # The account-level CloudWatch role that `cloud_watch_role=True` adds under the API.
+            cloud_watch_role = self.rest_api.node.try_find_child("CloudWatchRole") or self.rest_api
+            acknowledge(
+                cloud_watch_role,
+                "AwsSolutions-IAM4",
+                "The account-wide API Gateway CloudWatch role (AWS::ApiGateway::Account) serves every "
+                "REST API of the account and region, so it must keep AWS's managed push-to-logs policy; "
+                "a policy scoped to this API would break other APIs' execution logging.",
+                findings=[
+                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AmazonAPIGatewayPushToCloudWatchLogs"
+                ],
+            )
+        if not logging:
+            acknowledge(
+                self.rest_api.deployment_stage,
+                "AwsSolutions-APIG1",
+                "apiLogging=false, chosen by the deployer because the region has no API Gateway "
+                "CloudWatch Logs role and the account setting must not change; the API function logs "
+                "every request it serves (caller identity and outcome) in its own log group.",
+            )
+            acknowledge(
+                self.rest_api.deployment_stage,
+                "AwsSolutions-APIG6",
+                "apiLogging=false (see AwsSolutions-APIG1): no execution logging; the API function "
+                "logs every request it serves.",
+            )
         acknowledge(
             self.rest_api.deployment_stage,
             "AwsSolutions-APIG3",

@@ -2,7 +2,7 @@
 
 Every function shares one plain code asset (``<repo>/lambdas``, no bundling, no Docker), the
 public Powertools layer of the pinned version (resolved at deploy time from AWS's public SSM
-parameter, so synth stays offline), Python 3.12, active tracing, its own role and its own log
+parameter, so synth stays offline), Python 3.12, active tracing (all but the heartbeat), its own role and its own log
 group with a retention. The roles start with nothing but write access to their own log group
 and X-Ray; everything else is granted by the supervisor composition.
 """
@@ -74,7 +74,7 @@ class SupervisorFunction(Construct):
             layers=[layer],
             memory_size=spec.memory_mb,
             timeout=Duration.seconds(spec.timeout_seconds),
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if spec.tracing else lambda_.Tracing.DISABLED,
             role=self.role,
             log_group=self.log_group,
             environment=dict(environment),
@@ -85,13 +85,14 @@ class SupervisorFunction(Construct):
             "Pinned to python3.12 on purpose: the Powertools layer parameter, the project's "
             "tooling and its tests all target 3.12; the runtime moves with them, not alone.",
         )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5",
-            "X-Ray PutTraceSegments/PutTelemetryRecords (added by active tracing) support no "
-            "resource-level permissions, so they are granted on '*'.",
-            findings=["Resource::*"],
-        )
+        if spec.tracing:
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5",
+                "X-Ray PutTraceSegments/PutTelemetryRecords (added by active tracing) support no "
+                "resource-level permissions, so they are granted on '*'.",
+                findings=["Resource::*"],
+            )
 
 
 class SupervisorFunctions(Construct):

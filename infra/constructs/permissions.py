@@ -12,6 +12,7 @@ publish alerts (SNS)     x        x        x      x
 SageMaker jobs           x        x        x      x
 iam:PassRole (allow)     x        x        x      x
 checkpoint discovery     x        x        x      x
+checkpoint keys (KMS)    x        x        x      x     (only with checkpointKmsKeyArns)
 hang alarms              x        x        x      x
 training logs read       x        x        x      x
 metric data read         x        x        x      x
@@ -68,6 +69,10 @@ ALARM_LIST_ACTIONS = ("cloudwatch:DescribeAlarms",)
 LOG_READ_ACTIONS = ("logs:FilterLogEvents", "logs:GetLogEvents", "logs:DescribeLogStreams")
 CHECKPOINT_BUCKET_ACTIONS = ("s3:ListBucket",)
 CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
+# Reading an object of an SSE-KMS bucket (e.g. Megatron's latest_checkpointed_iteration.txt) is
+# also authorised as kms:Decrypt on the object's key, requested by S3 on the caller's behalf.
+CHECKPOINT_KEY_ACTIONS = ("kms:Decrypt",)
+S3_VIA_SERVICE = "s3.*.amazonaws.com"
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
 
 
@@ -155,22 +160,29 @@ class SupervisorPermissions(Construct):
         buckets = list(config.checkpoint_buckets) or ["*"]
         bucket_arns = [self._bucket_arn(b) for b in buckets]
         object_arns = [f"{arn}/*" for arn in bucket_arns]
-        self.checkpoint_policy = self._policy(
-            "CheckpointDiscovery",
-            control,
-            [
+        checkpoint_statements = [
+            iam.PolicyStatement(
+                sid="ListCheckpointPrefixes",
+                actions=list(CHECKPOINT_BUCKET_ACTIONS),
+                resources=bucket_arns,
+            ),
+            iam.PolicyStatement(
+                sid="ReadCheckpointMarkers",
+                actions=list(CHECKPOINT_OBJECT_ACTIONS),
+                resources=object_arns,
+            ),
+        ]
+        if config.checkpoint_kms_key_arns:
+            # SSE-KMS checkpoint buckets: decrypt with the named keys, and only through S3.
+            checkpoint_statements.append(
                 iam.PolicyStatement(
-                    sid="ListCheckpointPrefixes",
-                    actions=list(CHECKPOINT_BUCKET_ACTIONS),
-                    resources=bucket_arns,
-                ),
-                iam.PolicyStatement(
-                    sid="ReadCheckpointMarkers",
-                    actions=list(CHECKPOINT_OBJECT_ACTIONS),
-                    resources=object_arns,
-                ),
-            ],
-        )
+                    sid="DecryptCheckpointObjectsThroughS3",
+                    actions=list(CHECKPOINT_KEY_ACTIONS),
+                    resources=list(config.checkpoint_kms_key_arns),
+                    conditions={"StringLike": {"kms:ViaService": S3_VIA_SERVICE}},
+                )
+            )
+        self.checkpoint_policy = self._policy("CheckpointDiscovery", control, checkpoint_statements)
         if config.checkpoint_buckets:
             acknowledge(
                 self.checkpoint_policy,

@@ -15,6 +15,7 @@ from infra import constants
 from infra.config import SupervisorConfig
 from infra.constructs.alerts import Alerts
 from infra.constructs.api import SupervisorApi
+from infra.constructs.dashboard import SupervisorDashboard
 from infra.constructs.event_rules import EventRules
 from infra.constructs.functions import SupervisorFunctions
 from infra.constructs.hang_signals import HangSignals
@@ -37,6 +38,7 @@ class Supervisor(Construct):
         api: ``SupervisorApi`` (``rest_api``, ``methods``, ``url``).
         hang_signals: ``HangSignals`` (subscription filter when ``config.log_subscription``).
         permissions: ``SupervisorPermissions`` (one policy per capability).
+        dashboard: ``SupervisorDashboard`` (``dashboard``: the deployment's CloudWatch dashboard).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: SupervisorConfig) -> None:
@@ -82,7 +84,13 @@ class Supervisor(Construct):
                 retry_attempts=constants.ASYNC_RETRY_ATTEMPTS,
                 max_event_age=Duration.seconds(constants.ASYNC_MAX_EVENT_AGE_SECONDS),
             )
-        self.api = SupervisorApi(self, constants.API_ID, handler=self.functions.api.function)
+        self.api = SupervisorApi(
+            self,
+            constants.API_ID,
+            handler=self.functions.api.function,
+            account_cloud_watch_role=config.api_gateway_account_role,
+            logging=config.api_logging,
+        )
         self.hang_signals = HangSignals(
             self,
             constants.HANG_SIGNALS_ID,
@@ -100,3 +108,18 @@ class Supervisor(Construct):
             state_table=self.state,
             alerts=self.alerts,
         )
+
+        # --- Dashboard (infra/constructs/dashboard.py) -----------------------------------------
+        # Reads only: the health alarms, the DLQ and its alarm, the functions' metrics and the
+        # domain metrics named in sagewarden.keys. It grants nothing and changes no other construct.
+        self.dashboard = SupervisorDashboard(
+            self,
+            constants.DASHBOARD_ID,
+            job_prefix=config.job_prefix,
+            health_alarms=list(self.health.alarms.values()),
+            dead_letter_queue=self.event_rules.dead_letter_queue,
+            dead_letter_alarm=self.event_rules.dead_letter_alarm,
+            functions=self.functions,
+            log_subscription=config.log_subscription,
+        )
+        # --- end of dashboard ------------------------------------------------------------------

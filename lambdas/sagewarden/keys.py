@@ -65,6 +65,35 @@ METRIC_EVENTS_IGNORED = "EventsIgnored"
 METRIC_SWEEP_ERRORS = "SweepErrors"
 METRIC_SWEEP_OUT_OF_TIME = "SweepOutOfTime"
 
+# Domain metrics for the dashboard (infra/constructs/dashboard.py). Same namespace; dimensions
+# are `service` plus the one named below, so each value is its own series. Units are CloudWatch
+# units; "event" means: emit value 1 each time it happens (the dashboard sums them).
+# RunStatus{service,status}: a run entered `status` (a RunStatus value). Count, event.
+METRIC_RUN_STATUS = "RunStatus"
+DIM_STATUS = "status"
+# Restarts{service,class}: a new attempt was launched to resume a run; `class` is the ending
+# class it resumes from (EndingClass value: INFRASTRUCTURE, UNKNOWN, SPOT_INTERRUPTED,
+# SEGMENT_DONE), or HANG after a supervisor stop for a hang. Count, event.
+METRIC_RESTARTS = "Restarts"
+DIM_CLASS = "class"
+RESTART_CLASS_HANG = "HANG"
+# HangDetections{service,signal}: a hang was confirmed; one per signal in ALARM at confirmation
+# (log_silence, gpu_idle, progress_stalled, checkpoint_stale). Count, event.
+METRIC_HANG_DETECTIONS = "HangDetections"
+DIM_SIGNAL = "signal"
+# RecoverySeconds{service}: from an attempt's ending (fault) to its replacement reaching
+# Training. Seconds, one value per recovery.
+METRIC_RECOVERY_SECONDS = "RecoverySeconds"
+# Waits{service,reason}: a run entered RETRY_WAIT; reason quota | capacity | throttle. Count, event.
+METRIC_WAITS = "Waits"
+DIM_REASON = "reason"
+# Gauges from the sweep's periodic alarm cleanup (one DescribeAlarms listing of the deployment's
+# hang-alarm prefix): how many hang alarms exist, and for how many distinct training jobs.
+# Count, one value per cleanup pass; the dashboard plots their Maximum. They drive the
+# supervision-cost estimate (alarms x alarm price + jobs x heartbeat metric price).
+METRIC_HANG_ALARMS = "HangAlarms"
+METRIC_WATCHED_JOBS = "WatchedJobs"
+
 # --- SageMaker ------------------------------------------------------------------------------
 TAG_RUN_ID = "sagewarden:run-id"
 TAG_ATTEMPT = "sagewarden:attempt"

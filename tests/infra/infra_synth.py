@@ -29,6 +29,16 @@ FULL_CONTEXT: dict[str, Any] = {
     "policyDefaults": {"max_restarts": 5},
     "logSubscription": False,
 }
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+# The opt-ins: the account-wide API Gateway CloudWatch role, and an SSE-KMS checkpoint bucket.
+OPT_IN_CONTEXT: dict[str, Any] = {
+    "allowedRoleArns": [ROLE_A],
+    "checkpointBuckets": ["team-checkpoints"],
+    "checkpointKmsKeyArns": [KMS_KEY],
+    "apiGatewayAccountRole": True,
+}
+# A region without an API Gateway CloudWatch role, and the account setting left alone.
+NO_API_LOGS_CONTEXT: dict[str, Any] = {"allowedRoleArns": [ROLE_A], "apiLogging": False}
 
 
 @dataclass

@@ -166,3 +166,36 @@ def test_config_policy_defaults_are_validated_with_the_run_policy_schema():
             assert field in str(exc)
         else:
             raise AssertionError(f"{bad} accepted")
+
+
+def test_config_account_wide_api_gateway_role_is_opt_in_and_api_logging_on_by_default() -> None:
+    assert SupervisorConfig().api_gateway_account_role is False
+    assert SupervisorConfig().api_logging is True
+    config = SupervisorConfig.from_mapping({"apiGatewayAccountRole": "true", "apiLogging": "false"})
+    assert (config.api_gateway_account_role, config.api_logging) == (True, False)
+    with pytest.raises(ConfigError, match="apiGatewayAccountRole"):
+        SupervisorConfig.from_mapping({"apiGatewayAccountRole": "maybe"})
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "arn:aws:kms:eu-west-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab",
+    ],
+)
+def test_config_checkpoint_kms_key_arns_accept_key_arns(key: str) -> None:
+    assert SupervisorConfig.from_mapping({"checkpointKmsKeyArns": key}).checkpoint_kms_key_arns == (key,)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "arn:aws:kms:us-east-1:123456789012:alias/checkpoints",
+        "1234abcd-12ab-34cd-56ef-1234567890ab",
+        "arn:aws:kms:us-east-1:123456789012:key/*",
+    ],
+)
+def test_config_checkpoint_kms_key_arns_reject_aliases_ids_and_wildcards(bad: str) -> None:
+    with pytest.raises(ConfigError, match="checkpointKmsKeyArns"):
+        SupervisorConfig.from_mapping({"checkpointKmsKeyArns": [bad]})

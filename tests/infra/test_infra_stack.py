@@ -228,12 +228,14 @@ def test_api_stage_logs_traces_and_throttles(synth_any: SynthResult) -> None:
     assert settings["ThrottlingBurstLimit"] == constants.API_THROTTLE_BURST_LIMIT
 
 
-def test_api_is_regional_and_sets_the_cloudwatch_role(synth_any: SynthResult) -> None:
+def test_api_is_regional_and_leaves_the_account_setting_alone_by_default(synth_any: SynthResult) -> None:
     _, api = synth_any.one("AWS::ApiGateway::RestApi")
 
     assert api["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
     assert "Body" not in api["Properties"]  # plain Resource/Method tree, no OpenAPI body
-    synth_any.one("AWS::ApiGateway::Account")
+    # The account-wide API Gateway CloudWatch role is opt-in (apiGatewayAccountRole=true)
+    assert synth_any.resources("AWS::ApiGateway::Account") == {}
+    assert "apigateway.amazonaws.com" not in json.dumps(synth_any.resources("AWS::IAM::Role"))
 
 
 # --- IAM -----------------------------------------------------------------------------------------
@@ -320,6 +322,16 @@ def test_heartbeat_function_gets_only_logs_tracing_and_its_failure_queue(synth_a
         "sqs:GetQueueUrl",
     }
     assert "logs:PutLogEvents" in actions
+
+
+def test_heartbeat_function_is_not_traced(synth_any: SynthResult) -> None:
+    # It runs for every training job of the region and calls no AWS API: X-Ray's sampled traces
+    # would cost more than its invocations (scripts/heartbeat_cost.py) and show nothing.
+    _, function = synth_any.function_by_handler(keys.HANDLER_HEARTBEAT)
+    statements = synth_any.statements_of_role(synth_any.role_of(function))
+
+    assert function["Properties"].get("TracingConfig", {"Mode": "PassThrough"}) == {"Mode": "PassThrough"}
+    assert not [a for s in statements for a in as_list(s["Action"]) if a.startswith("xray:")]
 
 
 def test_functions_write_only_to_their_own_log_group(synth_any: SynthResult) -> None:
@@ -522,7 +534,8 @@ def test_functions_run_python312_with_the_powertools_layer_and_tracing(synth_any
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["Layers"] == [{"Ref": layer_parameter}]
-        assert props["TracingConfig"] == {"Mode": "Active"}
+        tracing = {"Mode": "PassThrough"} if handler == keys.HANDLER_HEARTBEAT else {"Mode": "Active"}
+        assert props.get("TracingConfig", {"Mode": "PassThrough"}) == tracing
 
 
 def test_functions_timeouts_fit_their_triggers(synth_any: SynthResult) -> None:
@@ -634,6 +647,18 @@ def test_training_log_group_is_never_owned_by_the_stack(synth_any: SynthResult) 
 )
 def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) -> None:
     synth_full.template.has_output(output, {"Value": Match.any_value()})
+
+
+def test_stack_outputs_are_exactly_the_documented_four(synth_any: SynthResult) -> None:
+    # RestApi adds an `Endpoint` output of its own, a duplicate of ApiUrl: removed.
+    assert sorted(synth_any.raw["Outputs"]) == sorted(
+        [
+            constants.OUTPUT_API_URL,
+            constants.OUTPUT_TABLE_NAME,
+            constants.OUTPUT_TOPIC_ARN,
+            constants.OUTPUT_DLQ_URL,
+        ]
+    )
 
 
 def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: SynthResult) -> None:

@@ -1,18 +1,18 @@
-"""The sagewarden CLI, its signed requests routed into the drill's API (the template's routes)."""
+"""Every `sagewarden` command end to end, its signed requests routed into the drill's API (the
+template's routes, the real handler) and its --follow polls advancing the simulated world."""
 
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl, urlsplit
+import re
 
-import boto3
 import pytest
 
-from cli.__main__ import main
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account import LocalAccount
+from drill.sim_sagemaker import Fault, JobProfile
+from tests.scenarios.cli_support import API, REPR, CliHarness, run_body, write_yaml
 
-API = "https://abc123.execute-api.us-east-1.amazonaws.com/prod"
+SHORT = JobProfile(total_steps=600, steps_per_minute=10, checkpoint_every_steps=200)
 
 
 @pytest.fixture
@@ -22,90 +22,354 @@ def acct(template):
 
 
 @pytest.fixture
-def session():
-    return boto3.Session(
-        aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret", region_name="us-east-1"
-    )
+def h(acct, capsys):
+    return CliHarness(acct, capsys)
 
 
-def _transport(acct, seen):
-    def send(method, url, headers, body):
-        parts = urlsplit(url)
-        assert parts.path.startswith("/prod")
-        seen.append(headers)
-        status, payload = acct.api(
-            method,
-            parts.path.removeprefix("/prod"),
-            raw_body=body.decode() if body else None,
-            query=dict(parse_qsl(parts.query)) or None,
-            headers={k: v for k, v in headers.items() if k == "Idempotency-Key"},
-        )
-        return status, json.dumps(payload).encode() if payload is not None else b""
-
-    return send
-
-
-def _cli(acct, session, seen, *args):
-    return main(["--api-url", API, "--json", *args], transport=_transport(acct, seen), session=session)
-
-
-def test_cli_submit_get_list_events_cancel(acct, session, tmp_path, capsys):
-    seen: list[dict] = []
-    run_file = tmp_path / "run.json"
-    run_file.write_text(
-        json.dumps(
-            {"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)}
-        )
-    )
-    assert _cli(acct, session, seen, "submit", str(run_file), "--idempotency-key", "k1") == 0
-    run = json.loads(capsys.readouterr().out)
+def test_submit_yaml_with_overrides_and_idempotency_then_get_list_events_cancel(h, tmp_path):
+    path = write_yaml(tmp_path / "run.yaml", run_body("llama-8b"))
+    r = h.cli(
+        "submit", path, "--set", "instance_count=4", "--set", "max_restarts=7",
+        "--set", "training_job.Environment.NCCL_DEBUG=1", "--idempotency-key", "k1", json_out=True,
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    run = r.json()
     assert run["status"] == "STARTING"
-    assert seen[0]["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/")
-    assert "/us-east-1/execute-api/aws4_request" in seen[0]["Authorization"]
-    assert _cli(acct, session, seen, "submit", str(run_file), "--idempotency-key", "k1") == 0
-    assert json.loads(capsys.readouterr().out)["run_id"] == run["run_id"]
+    assert run["attempts"][0]["instance_count"] == 4
+    assert run["policy"]["max_restarts"] == 7
+    assert run["training_job"]["Environment"]["NCCL_DEBUG"] == "1"  # a string, as SageMaker needs
+    auth = h.seen[0]["Authorization"]
+    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/")
+    assert "/us-east-1/execute-api/aws4_request" in auth
 
-    assert _cli(acct, session, seen, "get", run["run_id"]) == 0
-    assert json.loads(capsys.readouterr().out)["attempts"][0]["number"] == 1
-    assert _cli(acct, session, seen, "list", "--status", "STARTING", "--all") == 0
-    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [run["run_id"]]
-    assert _cli(acct, session, seen, "events", run["run_id"]) == 0
-    assert any("LaunchAttempt" in e["summary"] for e in json.loads(capsys.readouterr().out))
-    assert _cli(acct, session, seen, "cancel", run["run_id"]) == 0
-    assert json.loads(capsys.readouterr().out)["status"] == "STOPPING"
+    again = h.cli("submit", path, "--set", "instance_count=4", "--set", "max_restarts=7",
+                  "--set", "training_job.Environment.NCCL_DEBUG=1", "--idempotency-key", "k1")  # fmt: skip
+    assert again.code == 0 and run["run_id"] in again.out
+    assert "already submitted with this Idempotency-Key" in again.err
 
-
-def test_cli_reports_field_errors_and_exit_codes(acct, session, tmp_path, capsys):
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"name": "bad name", "training_job": {}}))
-    assert _cli(acct, session, [], "submit", str(bad)) == 1
-    err = capsys.readouterr().err
-    assert "HTTP 400" in err and "name:" in err and "training_job.RoleArn: required" in err
-    assert _cli(acct, session, [], "get", "01JNOPE0000000000000000000") == 1
-    assert "HTTP 404" in capsys.readouterr().err
-    assert _cli(acct, session, [], "submit", str(tmp_path / "missing.json")) == 2
+    r = h.cli("get", run["run_id"], json_out=True)
+    assert r.code == 0 and r.json()["attempts"][0]["number"] == 1
+    r = h.cli("list", "--status", "starting", "--all", json_out=True)  # statuses are case-insensitive
+    assert [x["run_id"] for x in r.json()] == [run["run_id"]]
+    r = h.cli("events", "llama-8b", json_out=True)
+    assert any("LaunchAttempt" in e["summary"] for e in r.json())
+    r = h.cli("cancel", "llama-8b", "--yes", json_out=True)
+    assert r.code == 0 and r.json()[0]["status"] == "STOPPING"
 
 
-def test_cli_human_output_for_a_run(acct, session, tmp_path, capsys):
-    run_file = tmp_path / "run.json"
-    run_file.write_text(
-        json.dumps({"name": "gemma", "training_job": default_training_job("gemma", BUCKET, EXECUTION_ROLE)})
+def test_submit_reads_json_from_stdin_and_prints_the_run(h):
+    r = h.cli("submit", "-", stdin=json.dumps(run_body("gemma")))
+    assert r.code == 0, r.err
+    assert r.out.startswith("gemma  ") and "STARTING" in r.out.splitlines()[0]
+    assert "attempt 1  2 x ml.p4d.24xlarge  from scratch" in r.out
+    assert "sagewarden get gemma --follow" in r.err
+    assert not REPR.search(r.out), r.out
+
+
+def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
+    body = run_body("llama-70b")
+    body["training_job"]["Environment"] = {}
+    body["training_job"]["StoppingCondition"] = {"MaxRuntimeInSeconds": 86_400}
+    path = write_yaml(tmp_path / "run.yaml", body)
+
+    def no_network(*_):
+        raise AssertionError("a dry run must not call the API")
+
+    r = h.cli("submit", path, "--dry-run", "--set", "instance_type=ml.p5.48xlarge", "--set", "max_wall_clock_hours=240",
+              "--set", "checkpoint_layout=megatron", transport=no_network)  # fmt: skip
+    assert r.code == 0, r.err
+    assert "the API would accept this run (nothing was sent)" in r.out
+    assert re.search(r"first job   sw-llama-70b-[0-9A-Z]{26}-a001\b", r.out)
+    assert re.search(r"max_wall_clock_hours\s+240\n", r.out) and re.search(
+        r"checkpoint_layout\s+megatron\n", r.out
     )
-    seen: list[dict] = []
+    review = r.out.split("preflight review")[1]
+    assert "warning  [efa] 2 x ml.p5.48xlarge runs NCCL across hosts" in review
+    assert "FI_PROVIDER=efa FI_EFA_USE_DEVICE_RDMA=1 RDMAV_FORK_SAFE=1 NCCL_DEBUG=WARN" in " ".join(
+        review.split()
+    )
+    assert "[collective-timeout] no collective timeout set" in review
+    assert "[max-runtime] MaxRuntime 1 d is shorter than the run's wall-clock budget 10 d" in " ".join(
+        review.split()
+    )
+    assert "[checkpoint]" not in review  # the layout was named
+    assert not REPR.search(r.out), r.out
+
+    r = h.cli("submit", path, "--dry-run", json_out=True, transport=no_network)
+    result = r.json()
+    assert result["valid"] is True and result["policy"]["checkpoint_layout"] == "auto"
+    assert {f["check"] for f in result["review"]} >= {
+        "checkpoint",
+        "efa",
+        "collective-timeout",
+        "max-runtime",
+    }
+    assert h.requests == []
+
+
+def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
+    body = run_body("llama")
+    body["training_job"]["ResourceConfig"]["InstanceCont"] = 2
+    path = write_yaml(tmp_path / "bad.yaml", body)
+    r = h.cli("submit", path, "--dry-run", "--set", "max_restarts=-1", "--idempotency-key", "has space")
+    assert r.code == 1
     assert (
-        main(["--api-url", API, "submit", str(run_file)], transport=_transport(acct, seen), session=session)
-        == 0
+        r.err.splitlines()[0]
+        == "sagewarden: dry run: the API would refuse this run (HTTP 400): invalid request"
     )
-    out = capsys.readouterr().out
-    assert "gemma  STARTING  attempts 1" in out and "attempt 1: 2 x ml.p4d.24xlarge" in out
+    assert "  training_job.ResourceConfig.InstanceCont: unknown field; did you mean InstanceCount?" in r.err
+    assert "  policy.max_restarts: out of range" in r.err
+    assert "  Idempotency-Key: must be 1-128 printable ASCII" in r.err
+    assert h.requests == []
 
 
-def test_cli_needs_an_api_url_or_a_stack(session, capsys):
-    class NoStack:
-        region_name = "us-east-1"
+class _Quotas:
+    """A Service Quotas client: `values` by quota name, or `error` raised on every read."""
 
-        def client(self, name):
-            raise RuntimeError("no credentials for CloudFormation")
+    def __init__(self, values=None, error=None):
+        self.values, self.error = values or {}, error
 
-    assert main(["get", "x"], session=NoStack()) == 2
-    assert "pass --api-url" in capsys.readouterr().err
+    def get_paginator(self, operation):
+        quotas = self
+
+        class Pages:
+            def paginate(self, **kw):
+                assert kw == {"ServiceCode": "sagemaker"}
+                if quotas.error:
+                    raise quotas.error
+                if operation == "list_aws_default_service_quotas":
+                    return [{"Quotas": [{"QuotaName": k, "Value": 0.0} for k in quotas.values]}]
+                return [{"Quotas": [{"QuotaName": k, "Value": v} for k, v in quotas.values.items()]}]
+
+        return Pages()
+
+
+class _Session:
+    def __init__(self, quotas):
+        import boto3
+
+        self._real = boto3.Session(
+            aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x", region_name="us-east-1"
+        )
+        self.region_name = "us-east-1"
+        self.quotas = quotas
+
+    def get_credentials(self):
+        return self._real.get_credentials()
+
+    def client(self, service, **kw):
+        assert service == "service-quotas"
+        return self.quotas
+
+
+def test_dry_run_checks_instance_counts_against_service_quotas(h, tmp_path):
+    from botocore.exceptions import ClientError
+
+    body = run_body("llama")
+    body["policy"] = {"instance_fallbacks": [{"instance_type": "ml.p5.48xlarge", "instance_count": 1}]}
+    path = write_yaml(tmp_path / "run.yaml", body)
+    quotas = _Quotas(
+        {"ml.p4d.24xlarge for training job usage": 1.0, "ml.p5.48xlarge for training job usage": 4.0}
+    )
+    r = h.cli("submit", path, "--dry-run", session=_Session(quotas))
+    text = " ".join(r.out.split())
+    assert r.code == 0
+    assert (
+        "warning [quota] 2 x ml.p4d.24xlarge needs 2 instances but the quota 'ml.p4d.24xlarge for training job usage' is 1"
+        in text
+    )
+    assert (
+        "note [quota] 1 x ml.p5.48xlarge fits the quota 'ml.p5.48xlarge for training job usage' (4)" in text
+    )
+
+    denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "ListServiceQuotas")
+    r = h.cli("submit", path, "--dry-run", session=_Session(_Quotas(error=denied)))
+    assert r.code == 0  # a quota that cannot be read is a note, never an error
+    assert (
+        "note [quota] quotas not checked: cannot read Service Quotas (AccessDeniedException: no)"
+        in " ".join(r.out.split())
+    )
+
+
+def test_list_and_ls_print_a_table_that_fits(h, acct):
+    a = h.submit(run_body("llama-8b-pretraining-longer"))
+    h.advance(30)
+    b = h.submit(run_body("gemma"))
+    h.until(lambda: h.run(a)["status"] == "TRAINING" and h.run(b)["status"] == "TRAINING")
+    for cmd in ("list", "ls"):
+        r = h.cli(cmd)
+        assert r.code == 0, r.err
+        lines = r.out.splitlines()
+        assert lines[0].split() == [
+            "NAME",
+            "ID",
+            "STATUS",
+            "ATTEMPT",
+            "RESTARTS",
+            "AGE",
+            "DURATION",
+            "EST.",
+            "COST",
+        ]
+        assert [line.split()[1] for line in lines[1:]] == [b, a]  # newest first
+        assert all(len(line) <= 100 for line in lines)
+        assert "TRAINING" in lines[1] and re.search(r"\b\d+m( \d+s)?\b", lines[2])
+        assert not REPR.search(r.out), r.out
+    r = h.cli("list", "--status", "FAILED")
+    assert r.code == 0 and r.out.strip() == "no runs"
+    r = h.cli("ls", "--limit", "1")
+    assert len(r.out.splitlines()) == 2 and "--all lists every run" in r.err
+
+
+def test_get_and_show_address_a_run_by_name_or_id(h):
+    run_id = h.submit(run_body("llama-8b"))
+    h.until(lambda: h.run(run_id)["status"] == "TRAINING")
+    by_name = h.cli("get", "llama-8b")
+    by_id = h.cli("show", run_id)
+    assert by_name.code == by_id.code == 0
+    assert by_name.out.splitlines()[0] == f"llama-8b  {run_id}  TRAINING"
+    assert "attempt 1  2 x ml.p4d.24xlarge  from scratch  InProgress/Training  live" in by_name.out
+    assert re.search(r"trained from \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+m", by_name.out)
+    assert not REPR.search(by_name.out), by_name.out
+    assert by_id.out == by_name.out
+
+
+def test_get_follow_prints_each_change_until_the_run_finishes(h, acct):
+    acct.sagemaker.set_profile("llama-8b", SHORT)
+    h.submit(run_body("llama-8b"))
+    r = h.cli("get", "llama-8b", "--follow", "--interval", "60")
+    assert r.code == 0, r.err
+    follow = r.out.split("\n\n")[-1].splitlines()
+    statuses = [line.split()[1] for line in follow if re.match(r"\d{4}-", line)]
+    assert statuses[0] in ("STARTING", "TRAINING") and statuses[-1] == "SUCCEEDED"
+    assert "TRAINING" in statuses
+    assert len(follow) == len(set(follow))  # a line per change, no repeats
+    assert not REPR.search(r.out), r.out
+
+    r = h.cli("show", "llama-8b", "--watch", json_out=True)  # already finished: one object
+    assert r.code == 0 and [json.loads(x)["status"] for x in r.out.splitlines()] == ["SUCCEEDED"]
+
+
+def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
+    acct.sagemaker.set_profile("llama-8b", SHORT)
+    run_id = h.submit(run_body("llama-8b"))
+    r = h.cli("events", "llama-8b", "--follow")
+    assert r.code == 0, r.err
+    everything = h.cli("events", run_id, json_out=True).json()
+    assert r.out.splitlines() == [f"{e['at']}  {e['kind']:<8}  {e['summary']}" for e in everything]
+    assert any("SUCCEEDED" in line for line in r.out.splitlines()[-5:])
+    tail = h.cli("events", run_id, "--tail", "2")
+    assert tail.out.splitlines() == r.out.splitlines()[-2:]
+
+
+def test_logs_prints_every_host_prefixed_in_numeric_order(h, acct):
+    body = run_body("wide")
+    body["training_job"]["ResourceConfig"]["InstanceCount"] = 11
+    run_id = h.submit(body)
+    h.until(lambda: h.run(run_id)["status"] == "TRAINING")
+    h.advance(60)
+    r = h.cli("logs", "wide")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    hosts = [int(m.group(1)) for m in (re.match(r"\(algo-(\d+)\) ", line) for line in lines) if m]
+    assert len(hosts) == len(lines) and set(hosts) == set(range(1, 12))
+    assert list(dict.fromkeys(hosts)) == list(range(1, 12))  # algo-2 before algo-10
+    assert "==> attempt 1: sw-wide-" in r.err
+
+    one = h.cli("logs", run_id, "--host", "10", "--timestamps")
+    assert one.code == 0 and one.out
+    assert all(
+        re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(algo-10\) ", line) for line in one.out.splitlines()
+    )
+    tail = h.cli("logs", run_id, "--host", "3", "--tail", "2")
+    assert len(tail.out.splitlines()) == 2
+    missing = h.cli("logs", run_id, "--host", "12")
+    assert missing.code == 4 and "no host algo-12" in missing.err and "algo-11" in missing.err
+    js = h.cli("logs", run_id, "--host", "1", "--tail", "1", json_out=True)
+    assert json.loads(js.out)["host"] == "algo-1"
+
+
+def test_logs_follow_continues_into_the_next_attempt_until_the_run_ends(h, acct):
+    acct.sagemaker.set_profile("llama-8b", SHORT)
+    watchdog = (
+        "[rank8] NCCL watchdog thread terminated with exception: Watchdog caught collective operation timeout"
+    )
+    acct.sagemaker.inject(
+        Fault(
+            kind="hardware", run="llama-8b", attempt=1, after_training_min=25, host=2, log_lines=(watchdog,)
+        )
+    )
+    h.submit(run_body("llama-8b"))
+    r = h.cli("logs", "llama-8b", "--follow")
+    assert r.code == 0, r.err
+    assert "==> attempt 1: sw-llama-8b-" in r.err and "==> attempt 2: sw-llama-8b-" in r.err
+    assert "==> run llama-8b is SUCCEEDED" in r.err
+    assert "waiting: run llama-8b has not launched a job yet" not in r.err
+    first, second = r.out.split(f"(algo-2) {watchdog}\n")  # the crash, in the host's own stream
+    assert re.search(r"\(algo-1\) step \d+ ", first) and re.search(r"\(algo-1\) step \d+ ", second)
+    resumed = [int(x) for x in re.findall(r"\(algo-1\) step (\d+) ", second)]
+    assert min(resumed) >= 200 and max(resumed) >= 500  # attempt 2 resumed from a checkpoint and finished
+
+
+def test_logs_before_a_job_logs_and_of_an_unknown_attempt(h):
+    run_id = h.submit(run_body("llama-8b"))  # the job is Starting: no stream yet
+    r = h.cli("logs", run_id)
+    assert r.code == 4 and "no logs yet for job sw-llama-8b-" in r.err and "use --follow" in r.err
+    r = h.cli("logs", run_id, "--attempt", "3")
+    assert r.code == 4 and "has no attempt 3 (it has 1)" in r.err
+
+
+def test_cancel_asks_first_and_takes_several_runs(h, acct):
+    a, b, c = (h.submit(run_body(n)) for n in ("a1", "b2", "c3"))
+    r = h.cli("cancel", "a1", b, stdin="n\n")
+    assert r.code == 1 and "Cancel 2 run(s): a1 (" in r.err and "nothing cancelled" in r.err
+    assert h.run(a)["status"] == "STARTING"
+    r = h.cli("cancel", "a1")  # no answer at all (stdin closed): refuse, do not guess
+    assert r.code == 2 and "pass --yes" in r.err
+    r = h.cli("cancel", "a1", b, stdin="y\n")
+    assert r.code == 0, r.err
+    assert [line.split()[2] for line in r.out.splitlines()] == ["STOPPING;", "STOPPING;"]
+    h.until(lambda: h.run(a)["status"] == "CANCELLED" and h.run(b)["status"] == "CANCELLED")
+    r = h.cli("cancel", "a1", c, "--yes")  # a1 finished: 409, c3 is still cancelled
+    assert r.code == 1
+    assert f"a1 ({a}): HTTP 409: run {a} already finished (CANCELLED)" in r.err
+    assert h.run(c)["status"] == "STOPPING"
+
+
+def test_resume_a_failed_or_cancelled_run(h, acct):
+    run_id = h.submit(run_body("llama-8b"))
+    r = h.cli("resume", "llama-8b")
+    assert r.code == 1 and "HTTP 409" in r.err and "only a FAILED or CANCELLED run can be resumed" in r.err
+    h.cli("cancel", run_id, "--yes")
+    h.until(lambda: h.run(run_id)["status"] == "CANCELLED")
+    r = h.cli("resume", "llama-8b")
+    assert r.code == 0, r.err
+    assert r.out.startswith(f"llama-8b  {run_id}  ") and "sagewarden get llama-8b --follow" in r.err
+    assert ("POST", f"/runs/{run_id}/resume") in h.requests
+    r = h.cli("resume", "01KE5Q86000000000000000000")
+    assert r.code == 4 and "no run with id 01KE5Q86000000000000000000" in r.err
+
+
+def test_a_run_name_that_is_unknown_or_ambiguous(h):
+    first = h.submit(run_body("llama-8b"))
+    second = h.submit(run_body("llama-8b"))
+    r = h.cli("get", "llama-8b")
+    assert r.code == 2
+    listed = {f"{first} (STARTING)", f"{second} (STARTING)"}
+    assert r.err.startswith("sagewarden: 2 runs are named 'llama-8b': ") and r.err.count("\n") == 1
+    assert set(r.err.split(": ", 2)[2].split("; ")[0].split(", ")) == listed
+    assert r.err.strip().endswith("; give the run id instead")
+    r = h.cli("logs", "gemma")
+    assert r.code == 4 and "no run named 'gemma'" in r.err
+    r = h.cli("get", "01KE5Q86000000000000000000")
+    assert r.code == 4 and r.err.strip() == "sagewarden: no run with id 01KE5Q86000000000000000000"
+    r = h.cli("events", "01KE5Q86000000000000000000")
+    assert r.code == 4 and "HTTP 404" in r.err
+
+
+def test_global_options_work_after_the_command(h):
+    run_id = h.submit(run_body("llama-8b"))
+    r = h.cli("get", run_id, "--json", "--api-url", API, api=False)
+    assert r.code == 0 and r.json()["run_id"] == run_id
+    r = h.cli("--json", "list", "--api-url", API, api=False)  # one before, one after
+    assert r.code == 0 and [x["run_id"] for x in r.json()] == [run_id]

@@ -1,0 +1,282 @@
+"""Human output: ISO times and durations, tables that fit the terminal, no Python reprs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+WIDTH = 100  # the widest a table or wrapped text gets (narrower terminals get narrower output)
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+# restart causes, shortened for the list table (restarts_by_class keys are ending classes)
+_CAUSES = {
+    "INFRASTRUCTURE": "infra",
+    "SUPERVISOR_STOP": "hang",
+    "HANG": "hang",
+    "SPOT_INTERRUPTED": "spot",
+    "SEGMENT_DONE": "chain",  # a MaxRuntime segment chained to the next
+    "CAPACITY": "capacity",
+    "QUOTA": "quota",
+    "THROTTLED": "throttled",
+    "UNKNOWN": "unknown",
+}
+
+
+def width() -> int:
+    return max(60, min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
+
+
+def ms_of(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def duration(ms: float | None) -> str:
+    """`45s`, `12m 5s`, `3h 2m`, `2d 4h` (the two largest units)."""
+    if ms is None:
+        return "-"
+    s = max(0, int(ms // 1000))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h {m}m" if m else f"{h}h"
+    d, h = divmod(h, 24)
+    return f"{d}d {h}h" if h else f"{d}d"
+
+
+def ago(when: str | None, now_ms: int) -> str:
+    at = ms_of(when)
+    if at is None:
+        return "-"
+    return "just now" if now_ms - at < 1000 else f"{duration(now_ms - at)} ago"
+
+
+def money(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"${usd:,.2f}" if usd < 100 else f"${usd:,.0f}"
+
+
+def value(v: Any) -> str:
+    """A JSON value for people: `-` for null, true/false, compact JSON for lists and objects."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return f"{v:g}"
+    if isinstance(v, list | dict):
+        return json.dumps(v, separators=(", ", ": ")) if v else ("[]" if isinstance(v, list) else "{}")
+    return str(v)
+
+
+def causes(by_class: Mapping[str, int] | None) -> str:
+    if not by_class:
+        return "-"
+    return ", ".join(f"{_CAUSES.get(k, k.lower())} {n}" for k, n in sorted(by_class.items()) if n) or "-"
+
+
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], *, shrink: Sequence[str] = (), max_width: int = 0
+) -> str:
+    """Columns sized to their content; when too wide, the `shrink` columns are cut with `…`."""
+    rows = [list(r) for r in rows]
+    limit = max_width or width()
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    gap = 2
+    over = sum(widths) + gap * (len(widths) - 1) - limit
+    for name in shrink:
+        if over <= 0:
+            break
+        i = list(headers).index(name)
+        cut = min(over, widths[i] - max(len(name), 8))
+        if cut > 0:
+            widths[i] -= cut
+            over -= cut
+
+    def fit(text: str, w: int) -> str:
+        return text if len(text) <= w else text[: max(0, w - 1)] + "…"
+
+    lines = []
+    for r in [list(headers), *rows]:
+        cells = [fit(c, widths[i]) for i, c in enumerate(r)]
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip())
+    return "\n".join(lines)
+
+
+def wrap(text: str, indent: str, subsequent: str | None = None) -> list[str]:
+    """Wrapped at the output width; long words (URIs, ARNs) are never broken."""
+    return textwrap.wrap(
+        text,
+        width=width(),
+        initial_indent=indent,
+        subsequent_indent=indent if subsequent is None else subsequent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
+
+
+# -- runs ------------------------------------------------------------------------------------------
+def run_duration_ms(run: Mapping[str, Any], now_ms: int) -> int | None:
+    start = ms_of(run.get("created_at"))
+    if start is None:
+        return None
+    end = ms_of(run.get("updated_at")) if run.get("status") in TERMINAL else now_ms
+    return None if end is None else max(0, end - start)
+
+
+def run_table(runs: Sequence[Mapping[str, Any]], now_ms: int) -> str:
+    if not runs:
+        return "no runs"
+    rows = [
+        [
+            str(r["name"]),
+            str(r["run_id"]),
+            str(r["status"]),
+            str(r.get("attempt_count", "-")),
+            causes(r.get("restarts_by_class")),
+            ago(r.get("created_at"), now_ms).removesuffix(" ago"),
+            duration(run_duration_ms(r, now_ms)),
+            money(r.get("estimated_cost_usd")),
+        ]
+        for r in runs
+    ]
+    headers = ["NAME", "ID", "STATUS", "ATTEMPT", "RESTARTS", "AGE", "DURATION", "EST. COST"]
+    return table(headers, rows, shrink=("RESTARTS", "NAME"))
+
+
+def run_line(run: Mapping[str, Any], now_ms: int) -> str:
+    """One line per change while following a run."""
+    attempts = run.get("attempts") or []
+    current = attempts[-1] if attempts else None
+    sm = ""
+    if current is not None:
+        state = "/".join(s for s in (current.get("sagemaker_status"), current.get("secondary_status")) if s)
+        sm = f"  attempt {current['number']} {state or current.get('launch', '')}"
+    at = run.get("updated_at") or "-"
+    restarts = f"  restarts {run.get('restarts', 0)}" if run.get("restarts") else ""
+    return f"{at}  {run['status']}{sm}{restarts}  est. {money(run.get('estimated_cost_usd'))}"
+
+
+def run_view(run: Mapping[str, Any], now_ms: int) -> str:
+    status = str(run["status"])
+    lines = [f"{run['name']}  {run['run_id']}  {status}"]
+
+    def row(label: str, text: str) -> None:
+        lines.extend(wrap(text, f"  {label:<11}", " " * 13))
+
+    row(
+        "submitted",
+        f"{run.get('created_at') or '-'} ({ago(run.get('created_at'), now_ms)}) by {run.get('owner', '-')}",
+    )
+    elapsed = duration(run_duration_ms(run, now_ms))
+    row(
+        "updated",
+        f"{run.get('updated_at') or '-'}; {'ran' if status in TERMINAL else 'running for'} {elapsed}",
+    )
+    policy = run.get("policy") or {}
+    budget = f" of {policy['max_restarts']}" if "max_restarts" in policy else ""
+    by_cause = causes(run.get("restarts_by_class"))
+    row(
+        "restarts",
+        f"{run.get('restarts', 0)}{budget}"
+        + (f" ({by_cause})" if by_cause != "-" else "")
+        + f"; attempts {run.get('attempt_count', 0)}; MaxRuntime segments {run.get('segments', 0)}",
+    )
+    wait = run.get("wait")
+    if wait:
+        until = wait.get("until")
+        when = f" until {until} (in {duration((ms_of(until) or now_ms) - now_ms)})" if until else ""
+        on = f" for {wait['instance_type']}" if wait.get("instance_type") else ""
+        row("waiting", f"{wait.get('reason', '-')}{on}{when}")
+    ckpt = run.get("last_checkpoint")
+    if ckpt:
+        row(
+            "checkpoint",
+            f"step {ckpt['step']} {ckpt['uri']} ({ckpt.get('layout', '-')}, {ckpt.get('written_at') or '-'})",
+        )
+    if run.get("outcome"):
+        row("outcome", str(run["outcome"]))
+    attempts = run.get("attempts") or []
+    live = live_cost(attempts[-1], policy, now_ms) if attempts else None
+    cost = f"{money(run.get('estimated_cost_usd'))} for ended attempts"
+    row("est. cost", cost + (f" + {money(live)} for the live attempt so far" if live else ""))
+    for a in attempts:
+        lines += ["", *attempt_lines(a, now_ms, policy)]
+    return "\n".join(lines)
+
+
+def live_cost(a: Mapping[str, Any], policy: Mapping[str, Any], now_ms: int) -> float | None:
+    """A live attempt's cost so far, as the supervisor's budget check counts it (instances x price x
+    hours since Training started); None once it ended (the API reports ended attempts' cost)."""
+    from sagewarden.domain.pricing import price_per_instance_hour
+
+    started = ms_of(a.get("training_started_at"))
+    if started is None or a.get("ended_at"):
+        return None
+    price = price_per_instance_hour(str(a["instance_type"]), policy.get("instance_hour_price_usd"))
+    return max(0, now_ms - started) / 3_600_000 * int(a["instance_count"]) * price
+
+
+def attempt_lines(a: Mapping[str, Any], now_ms: int, policy: Mapping[str, Any] | None = None) -> list[str]:
+    state = "/".join(s for s in (a.get("sagemaker_status"), a.get("secondary_status")) if s)
+    resumed = a.get("resumed_from")
+    start = f"from step {resumed['step']}" if resumed else "from scratch"
+    ended = (
+        f"ended {a['end_class']}" if a.get("end_class") else ("live" if not a.get("ended_at") else "ended")
+    )
+    out = [
+        f"  attempt {a['number']}  {a['instance_count']} x {a['instance_type']}  {start}  "
+        f"{state or a.get('launch', '-')}  {ended}"
+    ]
+    pad = " " * 4
+    out.append(f"{pad}job {a['job_name']}")
+    started, stopped = a.get("training_started_at"), a.get("ended_at")
+    if started:
+        until = stopped or None
+        span = (ms_of(until) if until else now_ms) or now_ms
+        out.append(
+            f"{pad}trained from {started}"
+            + (f" to {until}" if until else "")
+            + f" ({duration(span - (ms_of(started) or span))}); est. {money(a.get('estimated_cost_usd'))}"
+        )
+    elif a.get("requested_at"):
+        out.append(f"{pad}requested {a['requested_at']}")
+    for label, key in (("reason", "end_reason"), ("failure", "failure_reason")):
+        if a.get(key):
+            out += wrap(f"{label}: {a[key]}", pad, pad + " " * (len(label) + 2))
+    if a.get("hang_signals"):
+        out.append(f"{pad}hang signals: {', '.join(a['hang_signals'])}")
+    evidence = [e for e in a.get("evidence") or [] if e != a.get("failure_reason")]
+    for line in evidence[:5]:
+        out += wrap(f"| {line}", pad, pad + "  ")
+    if len(evidence) > 5:
+        out.append(f"{pad}| ... {len(evidence) - 5} more evidence lines (--json shows them)")
+    return out
+
+
+def event_line(e: Mapping[str, Any]) -> str:
+    return f"{e.get('at') or '-'}  {e.get('kind', '-'):<8}  {e.get('summary', '')}"
+
+
+def policy_lines(policy: Mapping[str, Any], indent: str = "  ") -> list[str]:
+    keys = sorted(policy)
+    w = max((len(k) for k in keys), default=0)
+    return [f"{indent}{k:<{w}}  {value(policy[k])}" for k in keys]

@@ -1,0 +1,252 @@
+"""Deployment ergonomics: make's prerequisite check, the deploy/destroy/bootstrap recipes, the
+cdk.json app wrapper and the pinned CDK CLI. Runs `make -n` (prints, runs nothing) and the
+scripts themselves against fake PATHs and fake checkouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import REPO_ROOT
+
+CHECK = REPO_ROOT / "scripts" / "check-prereqs.sh"
+WRAPPER = REPO_ROOT / "scripts" / "cdk_app.py"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+SH = shutil.which("sh") or "/bin/sh"
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _make(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), *args],
+        capture_output=True,
+        text=True,
+        stdin=stdin,
+        timeout=60,
+        check=False,
+    )
+
+
+def _lines_starting(output: str, prefix: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if line.strip().startswith(prefix)]
+
+
+# --- make deploy / bootstrap / destroy ------------------------------------------------------------
+
+
+@needs_make
+def test_make_deploy_runs_the_preflight_first_with_the_same_context_and_profile() -> None:
+    result = _make(
+        "-n",
+        "deploy",
+        f'ALLOWED_ROLE_ARNS=["{ROLE}"]',
+        "ALERT_EMAIL=oncall@example.com",
+        "CONTEXT=-c logSubscription=false",
+        "PROFILE=ml",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    doctor = [i for i, line in enumerate(lines) if "-m cli.doctor" in line]
+    deploy = [i for i, line in enumerate(lines) if "npx --no-install cdk deploy" in line]
+
+    assert len(doctor) == 1 and len(deploy) == 1 and doctor[0] < deploy[0]
+    for line in (lines[doctor[0]], lines[deploy[0]]):
+        assert f"-c allowedRoleArns='[\"{ROLE}\"]'" in line
+        assert "-c alertEmail=oncall@example.com" in line
+        assert "-c logSubscription=false" in line
+        assert "--profile ml" in line
+
+
+@needs_make
+def test_make_deploy_preflight_can_be_skipped_and_approval_passed_for_ci() -> None:
+    result = _make("-n", "deploy", "PREFLIGHT=0", "REQUIRE_APPROVAL=never")
+
+    assert result.returncode == 0, result.stderr
+    assert not _lines_starting(result.stdout, ".venv/bin/python -m cli.doctor")
+    (deploy,) = [line for line in result.stdout.splitlines() if "cdk deploy" in line]
+    assert deploy.rstrip().endswith("--require-approval never")
+
+
+@needs_make
+def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
+    result = _make("-n", "bootstrap", "PROFILE=ml")
+
+    assert result.returncode == 0, result.stderr
+    assert _lines_starting(result.stdout, "npx --no-install cdk bootstrap --profile ml")
+    assert "npm ci" in result.stdout or (REPO_ROOT / "node_modules" / ".installed").exists()
+
+
+@needs_make
+def test_make_destroy_with_force_passes_force_to_cdk() -> None:
+    result = _make("-n", "destroy", "FORCE=1")
+
+    assert result.returncode == 0, result.stderr
+    (destroy,) = [line for line in result.stdout.splitlines() if "cdk destroy" in line]
+    assert destroy.split()[-1] == "--force"
+    assert "[ ! -t 0 ]" not in result.stdout  # no terminal check when forced
+
+
+@needs_make
+def test_make_destroy_without_a_terminal_says_to_use_force_and_runs_nothing() -> None:
+    # -o: treat the installed environments as up to date, so only the guard and prereqs run
+    result = _make("-o", ".venv/.installed", "-o", "node_modules/.installed", "-o", "setup", "destroy")
+
+    assert result.returncode != 0
+    assert "make destroy FORCE=1" in result.stderr
+    assert "cdk destroy" not in result.stdout.replace("make destroy", "")
+
+
+# --- the prerequisite check -------------------------------------------------------------------
+
+
+def _fake_bin(tmp_path: Path, tools: dict[str, str]) -> Path:
+    """A directory holding only the given fake tools, each printing its version line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, output in tools.items():
+        tool = bin_dir / name
+        tool.write_text(f"#!{SH}\necho '{output}'\n")
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def _check(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SH, str(CHECK), *args],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_prereqs_all_present_is_silent(tmp_path: Path) -> None:
+    bin_dir = _fake_bin(tmp_path, {"python3": "3.12", "node": "v22.11.0", "npm": "10.9.0"})
+
+    result = _check(bin_dir, "python3", "--npm")
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("tools", "args", "expected"),
+    [
+        ({"node": "v22.1.0"}, ("python3",), "Python 3.11+ not found"),
+        ({"python3": "3.9", "node": "v22.1.0"}, ("python3",), "is Python 3.9; sagewarden needs 3.11+"),
+        ({"python3": "3.12"}, ("python3",), "Node.js not found"),
+        ({"python3": "3.12", "node": "v16.20.2"}, ("python3",), "Node.js 16.20.2 is too old"),
+        ({"python3": "3.12", "node": "v20.1.0"}, ("python3", "--npm"), "npm not found"),
+    ],
+    ids=["no-python", "old-python", "no-node", "old-node", "no-npm"],
+)
+def test_prereqs_each_missing_tool_is_one_line_saying_what_to_install(
+    tmp_path: Path, tools: dict[str, str], args: tuple[str, ...], expected: str
+) -> None:
+    result = _check(_fake_bin(tmp_path, tools), *args)
+
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert expected in lines[0] and "install" in lines[0]
+
+
+def test_prereqs_npm_is_only_required_for_the_cdk_cli(tmp_path: Path) -> None:
+    bin_dir = _fake_bin(tmp_path, {"python3": "3.11", "node": "v18.20.0"})
+
+    assert _check(bin_dir, "python3").returncode == 0
+    assert _check(bin_dir, "python3", "--npm").returncode == 1
+
+
+def test_prereqs_reports_every_problem_at_once(tmp_path: Path) -> None:
+    result = _check(_fake_bin(tmp_path, {"python3": "3.8"}), "python3", "--npm")
+
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 3  # old Python, no Node, no npm
+
+
+# --- cdk.json's app: the project's interpreter ----------------------------------------------------
+
+
+def test_cdk_json_runs_the_wrapper_and_package_json_pins_cdk_2() -> None:
+    cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text())
+    package = json.loads((REPO_ROOT / "package.json").read_text())
+    lock = json.loads((REPO_ROOT / "package-lock.json").read_text())
+
+    assert cdk_json["app"] == "python3 scripts/cdk_app.py"
+    assert package["devDependencies"]["aws-cdk"].startswith("^2.")
+    assert lock["packages"]["node_modules/aws-cdk"]["version"].startswith("2.")
+
+
+def _fake_checkout(tmp_path: Path, *, with_venv: bool) -> Path:
+    repo = tmp_path / "checkout"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(WRAPPER, repo / "scripts" / "cdk_app.py")
+    (repo / "app.py").write_text("raise SystemExit('the real app must not run here')\n")
+    if with_venv:
+        python = repo / ".venv" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(f'#!{SH}\necho "venv python ran: $*"\necho "cwd: $(pwd)"\n')
+        python.chmod(0o755)
+    return repo
+
+
+def test_cdk_app_wrapper_hands_over_to_the_project_venv(tmp_path: Path) -> None:
+    repo = _fake_checkout(tmp_path, with_venv=True)
+
+    result = subprocess.run(
+        [sys.executable, "-S", str(repo / "scripts" / "cdk_app.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"venv python ran: {repo / 'app.py'}" in result.stdout
+    assert f"cwd: {repo}" in result.stdout
+
+
+def test_cdk_app_wrapper_without_venv_or_cdk_says_to_run_make_setup(tmp_path: Path) -> None:
+    repo = _fake_checkout(tmp_path, with_venv=False)
+
+    # -S: no site-packages, so this interpreter has no aws_cdk (like a system python3)
+    result = subprocess.run(
+        [sys.executable, "-S", str(repo / "scripts" / "cdk_app.py")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "sagewarden: no project environment: run `make setup` first (it creates .venv with the pinned CDK "
+        "packages; Python >= 3.11 needed), then retry the cdk command."
+    ]
+
+
+def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        import cdk_app
+    finally:
+        sys.path.remove(str(REPO_ROOT / "scripts"))
+    repo = _fake_checkout(tmp_path, with_venv=False)
+
+    assert cdk_app.command(repo, "/opt/py/bin/python3", True) == ["/opt/py/bin/python3", str(repo / "app.py")]
+    assert cdk_app.command(repo, "/opt/py/bin/python3", False) is None
+    venv_repo = _fake_checkout(tmp_path / "other", with_venv=True)
+    assert cdk_app.command(venv_repo, "/opt/py/bin/python3", True) == [
+        str(venv_repo / ".venv" / "bin" / "python"),
+        str(venv_repo / "app.py"),
+    ]

@@ -1,0 +1,74 @@
+"""Every `make` command the README shows exists and takes the variables shown (make -n: nothing
+runs), every `npx` is the pinned CLI, and every context key the README names is one the app reads."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from infra import REPO_ROOT
+from infra.config import CONTEXT_KEYS
+
+README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _bash_blocks() -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+
+
+def _make_commands() -> list[str]:
+    commands = []
+    for block in _bash_blocks():
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith("make "):
+                commands.append(line)
+    commands += [m for m in re.findall(r"`(make [^`]+)`", README) if "..." not in m]
+    return sorted(set(commands))
+
+
+MAKE_COMMANDS = _make_commands()
+
+
+def test_readme_shows_the_deploy_commands() -> None:
+    for needed in ("make bootstrap", "make doctor", "make deploy", "make destroy FORCE=1", "make synth"):
+        assert any(c.startswith(needed) for c in MAKE_COMMANDS), needed
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("command", MAKE_COMMANDS)
+def test_readme_make_command_dry_runs(command: str) -> None:
+    args = shlex.split(command)[1:]
+
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    assert "No rule to make target" not in result.stderr
+
+
+def test_readme_npx_always_uses_the_pinned_cli() -> None:
+    uses = re.findall(r"\bnpx [^`\n;)]*", README)
+
+    assert uses
+    for use in uses:
+        assert use.startswith("npx --no-install cdk"), use
+
+
+def test_readme_context_keys_are_the_apps() -> None:
+    named = set(re.findall(r"-c ([A-Za-z]+)=", README)) - {"key"}  # `-c key=value`, the form
+    table = set(re.findall(r"^\| `([A-Za-z]+)` \|", README, flags=re.M))
+
+    assert named <= set(CONTEXT_KEYS), named - set(CONTEXT_KEYS)
+    assert set(CONTEXT_KEYS) <= table, set(CONTEXT_KEYS) - table
