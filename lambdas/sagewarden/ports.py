@@ -144,11 +144,16 @@ class MetricsReader(Protocol):
 
 
 class Counters(Protocol):
-    """Operational counters (CloudWatch metrics via EMF in Lambda), e.g. FailedActions."""
+    """Operational metrics (CloudWatch metrics via EMF in Lambda), e.g. FailedActions, and the
+    dashboard's domain metrics (RunStatus{status}, Restarts{class}, ...)."""
 
-    def add(self, name: str, value: float = 1.0) -> None: ...
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None: ...
 
 
 class NoCounters:
-    def add(self, name: str, value: float = 1.0) -> None:
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
         return None

@@ -61,6 +61,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
+from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
@@ -138,6 +139,7 @@ class SupervisorSettings:
     reconcile_interval_ms: int = 10 * 60_000
     log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
     sweep_lease_ms: int = 70_000  # a sweep holds the lease at most this long (its timeout + margin)
+    region: str = ""  # for the console links in alerts (none when empty)
 
 
 class Supervisor:
@@ -343,7 +345,11 @@ class Supervisor:
             version = run.version + 1
             outbox = [
                 OutboxMessage(
-                    run_id, f"{run_id}-{version:06d}-{i:02d}", now, action, due_ms=now + OUTBOX_GRACE_MS
+                    run_id,
+                    f"{run_id}-{version:06d}-{i:02d}",
+                    now,
+                    self._with_links(decision.run, action),
+                    due_ms=now + OUTBOX_GRACE_MS,
                 )
                 for i, action in enumerate(a for a in decision.actions if isinstance(a, Notify))
             ]
@@ -352,8 +358,44 @@ class Supervisor:
             except ConcurrentUpdate:
                 log.info("run %s changed concurrently; deciding again", run_id)
                 continue
+            self._measure(run, saved)
             return saved, decision, outbox
         raise ConcurrentUpdate(run_id)
+
+    def _with_links(self, run: Run, message: Notify) -> Notify:
+        """Alerts about a run carry where to look closer: the console pages of its current job
+        (the job, its log streams, its metrics) and the CLI commands."""
+        cur = run.current
+        if not self.settings.region or cur is None:
+            return message
+        lines = link_lines(self.settings.region, run.run_id, cur.job_name)
+        return dataclasses.replace(message, body="\n".join([message.body, "", *lines]))
+
+    def _measure(self, before: Run, after: Run) -> None:
+        """The dashboard's domain metrics, from what a saved decision changed."""
+        try:
+            if after.status != before.status:
+                self.counters.add(keys.METRIC_RUN_STATUS, dimension=(keys.DIM_STATUS, after.status.value))
+                if after.status == RunStatus.RETRY_WAIT and after.wait_reason:
+                    self.counters.add(keys.METRIC_WAITS, dimension=(keys.DIM_REASON, after.wait_reason))
+            for cls, n in after.restarts_by_class.items():
+                for _ in range(n - int(before.restarts_by_class.get(cls, 0))):
+                    self.counters.add(keys.METRIC_RESTARTS, dimension=(keys.DIM_CLASS, cls))
+            was, now = before.current, after.current
+            if now is not None and now.stop_intent == "hang" and (was is None or was.stop_intent != "hang"):
+                for signal in now.hang_signals:
+                    self.counters.add(keys.METRIC_HANG_DETECTIONS, dimension=(keys.DIM_SIGNAL, signal))
+            if (
+                before.recovering_since_ms is not None
+                and after.recovering_since_ms is None
+                and now is not None
+            ):
+                started = now.training_started_ms
+                if started is not None and started >= before.recovering_since_ms:
+                    seconds = (started - before.recovering_since_ms) / 1000
+                    self.counters.add(keys.METRIC_RECOVERY_SECONDS, seconds, unit="Seconds")
+        except Exception:  # metrics never break a decision that is already saved
+            log.exception("could not emit the metrics of %s", after.run_id)
 
     def _observe(self, run: Run, event: Event) -> Observations:
         checkpoint, ckpt_error = None, None

@@ -586,7 +586,9 @@ class Counting:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def add(self, name: str, value: float = 1.0) -> None:
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
         self.counts[name] += int(value)
 
 

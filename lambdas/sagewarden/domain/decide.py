@@ -424,7 +424,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         d.put_attempt(att)
         if d.run.status != RunStatus.STOPPING:
             d.set(status=RunStatus.TRAINING)
-        d.set(wait_started_ms=None, wait_count=0)
+        d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None)
         step = att.resume_from.step if att.resume_from else None
         d.act(
             notify(

@@ -240,7 +240,10 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     by_class = dict(run.restarts_by_class)
     by_class[label] = by_class.get(label, 0) + 1
     d.set(
-        restarts=run.restarts + (1 if counted else 0), restarts_by_class=by_class, no_progress_streak=streak
+        restarts=run.restarts + (1 if counted else 0),
+        restarts_by_class=by_class,
+        no_progress_streak=streak,
+        recovering_since_ms=ended.ended_ms if cls.kind != EndingClass.SEGMENT_DONE else None,
     )
     lost_s, lost_usd = lost_work(d, ended)
     nxt = run.attempt_count + 1

@@ -145,6 +145,9 @@ class Run:
     # -1 when unmeasured), oldest first, at most CHECKPOINT_HISTORY; and training time of ended attempts
     checkpoint_history: tuple[tuple[int, int, float], ...] = ()
     training_ms: int = 0
+    # when the fault the run is recovering from ended its attempt (time to recovery is measured
+    # to the replacement's Training); None when not recovering
+    recovering_since_ms: int | None = None
     resumes: int = 0
     resumed_by: str | None = None
     budget_started_ms: int | None = None
