@@ -37,13 +37,14 @@ from botocore.exceptions import ClientError
 from drill.clock import VirtualClock, from_ms
 from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
-from drill.sim.model import Fault, FaultState, JobProfile, SimJob, StartupTimes, int_tag
+from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CAPACITY_FAILURE_REASON,
     CAPACITY_STATUS_MESSAGE,
     DEFAULT_MAX_RUNTIME_S,
     FAULT_KINDS,
+    HANG_PHASES,
     HARDWARE_FAILURE_REASON,
     INTERNAL_ERROR_REASON,
     MAX_PENDING_RANGE_S,
@@ -270,14 +271,14 @@ class SimSageMaker(SimCore):
 
     def inject(self, fault: Fault) -> None:
         """Arm a fault. Training faults also bind to matching jobs already in Training."""
-        state = FaultState(fault=fault, seq=self._fault_seq)
-        self._fault_seq += 1
-        self._faults.append(state)
+        state = self.arm(fault)
         if fault.kind in TRAINING_FAULTS:
             now = self.clock.now_ms
             for job in self._live.values():
                 if job.secondary == "Training" and job.status == "InProgress" and faults.matches(fault, job):
-                    faults.bind(job, state, now)
+                    if fault.after_run_training_min is not None and job._phase in HANG_PHASES:
+                        continue  # a hung job's healthy clock has stopped
+                    faults.bind(self, job, state, now)
 
     def throttle_next(self, n: int) -> None:
         """The next ``n`` API calls (create, describe or stop) raise ThrottlingException."""

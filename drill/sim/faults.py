@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drill.sim.model import Fault, FaultState, SimJob, int_tag
+from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CRASH_KINDS,
@@ -54,11 +54,32 @@ def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:
     return None
 
 
-def bind(job: SimJob, state: FaultState, now: int) -> None:
-    assert job.training_started_ms is not None
-    at = max(now, job.training_started_ms + round(state.fault.after_training_min * MINUTE_MS))
+def bind(sim: SimCore, job: SimJob, state: FaultState, now: int) -> None:
+    """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks)."""
+    f = state.fault
+    if f.after_run_training_min is not None:
+        # healthy time passes at the wall clock's rate while the job trains; a hang unbinds it
+        left = round(f.after_run_training_min * MINUTE_MS) - sim.run_healthy_ms(job.run_name, now)
+        at = now + max(left, 0)
+    else:
+        start = job._try_started_ms if job._try_started_ms is not None else job.training_started_ms
+        assert start is not None
+        at = max(now, start + round(f.after_training_min * MINUTE_MS))
     job._bound.append((at, state.seq, state))
     job._bound.sort(key=lambda b: (b[0], b[1]))
+
+
+def _unbind_run_clock(job: SimJob) -> None:
+    """A hung job's healthy clock stops: trace faults wait for the run's next job in Training."""
+    job._bound = [b for b in job._bound if b[2].fault.after_run_training_min is None]
+
+
+def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
+    same_run = [j for j in sim._jobs.values() if j.run_name == job.run_name] if job.run_name else [job]
+    checkpoint = max((max(j.checkpoints, default=0) for j in same_run), default=0)
+    sim.fault_records.append(
+        FaultRecord(t, job.name, job.run_name, f.kind, host, f.label, job.current_step(t), checkpoint)
+    )
 
 
 def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
@@ -79,29 +100,35 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     job.faults_fired.append(f.kind)
     host = min(max(f.host, 1), job.instance_count)
     sim.fault_log.append((t, job.name, f.kind, host))
-    lines = f.log_lines
-    if f.kind == "algorithm_error" and not lines:
-        lines = (DEFAULT_ALGORITHM_LOG_LINE,)
-    for line in lines:
-        sim.logs.write_line(job, host, t, line)
-
-    if f.kind in CRASH_KINDS:
-        if f.half_written_checkpoint:
-            sim.checkpoint_writer.write_half(job)
-        job._save = None
-        job.ended_reason = f.kind
-        if f.kind == "internal_error":
-            reason = f.failure_reason or INTERNAL_ERROR_REASON
-        elif f.kind == "hardware":
-            reason = f.failure_reason or HARDWARE_FAILURE_REASON.format(host=host)
-        else:
-            reason = f.failure_reason or ALGORITHM_ERROR_REASON.format(
-                message=lines[-1].replace('"', "'"),
-                nodes=job.instance_count,
-                gpus=job.profile.gpus_per_host,
+    if f.kind not in PAUSE_KINDS:
+        _record(sim, job, f, host, t)
+    if f.retire_instances:
+        job._retire_pool = True
+    if f.restart_capacity_min is not None and job.run_name is not None:
+        sim.arm(
+            Fault(
+                kind="capacity",
+                run=job.run_name,
+                after_training_min=2.0,
+                duration_min=f.restart_capacity_min,
+                label=f.label,
             )
-        sim._fail(job, t, reason)
-    elif f.kind == "spot_interruption":
+        )
+
+    if f.kind in CRASH_KINDS and f.hang_before_crash_min is not None:
+        sim._close_segment(job, t)
+        job._dead_host = 0
+        sim._open_segment(job, t, "hang_spin")
+        _unbind_run_clock(job)
+        job._pending_crash = state
+        sim._set_timer(job, t + round(f.hang_before_crash_min * MINUTE_MS), "fault_crash")
+        return
+    if f.kind in CRASH_KINDS:
+        crash(sim, job, state, t)
+        return
+    for line in f.log_lines:
+        sim.logs.write_line(job, host, t, line)
+    if f.kind == "spot_interruption":
         sim._begin_stop(job, t, "Interrupted", "spot_interruption")
     elif f.kind in HANG_KINDS:
         sim._close_segment(job, t)
@@ -109,6 +136,7 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         phase = {"stuck_dataloader": "stuck", "hang_spin_logging": "spin_logging"}.get(f.kind, f.kind)
         sim._open_segment(job, t, phase)
         sim._set_timer(job, None, "")
+        _unbind_run_clock(job)
     elif f.kind == "checkpoint_save_long":
         sim._close_segment(job, t)
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_SAVE_LONG_MIN
@@ -121,3 +149,32 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_EVAL_MIN
         sim._open_segment(job, t, "eval")
         sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
+
+
+def crash(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
+    """The crash of a crash fault: its log lines, then Failed (or a RetryStrategy retry)."""
+    f = state.fault
+    host = min(max(f.host, 1), job.instance_count)
+    lines = f.log_lines
+    if f.kind == "algorithm_error" and not lines:
+        lines = (DEFAULT_ALGORITHM_LOG_LINE,)
+    for line in lines:
+        sim.logs.write_line(job, host, t, line)
+    if f.half_written_checkpoint:
+        sim.checkpoint_writer.write_half(job)
+    job._save = None
+    job.ended_reason = f.kind
+    if f.kind == "internal_error":
+        reason = f.failure_reason or INTERNAL_ERROR_REASON
+    elif f.kind == "hardware":
+        reason = f.failure_reason or HARDWARE_FAILURE_REASON.format(host=host)
+    else:
+        reason = f.failure_reason or ALGORITHM_ERROR_REASON.format(
+            message=lines[-1].replace('"', "'"),
+            nodes=job.instance_count,
+            gpus=job.profile.gpus_per_host,
+        )
+    if f.kind == "internal_error" and sim._retries_left(job) > 0:
+        sim._retry(job, t, reason)
+    else:
+        sim._fail(job, t, reason)

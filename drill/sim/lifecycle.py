@@ -26,15 +26,26 @@ from drill.clock import VirtualClock
 from drill.sim import faults
 from drill.sim.checkpoints import CheckpointWriter
 from drill.sim.logs import SimLogs
-from drill.sim.model import FaultState, JobProfile, SimJob, StartupTimes, WarmPool, stepf_at
+from drill.sim.model import (
+    Fault,
+    FaultRecord,
+    FaultState,
+    JobProfile,
+    SimJob,
+    StartupTimes,
+    WarmPool,
+    stepf_at,
+)
 from drill.sim.texts import (
     CAPACITY_FAILURE_REASON,
     CAPACITY_STATUS_MESSAGE,
     DEFAULT_CAPACITY_WAIT_MIN,
     DEFAULT_MAX_RUNTIME_S,
     HANG_PHASES,
+    HEALTHY_PHASES,
     KILL_AFTER_MS,
     MINUTE_MS,
+    RETRY_STARTING_MESSAGE,
     STATUS_MESSAGES,
     TERMINAL,
     TRAINING_FAULTS,
@@ -86,6 +97,8 @@ class SimCore:
         self._profiles: dict[str, JobProfile] = {}
         self._faults: list[FaultState] = []
         self._fault_seq = 0
+        self.fault_records: list[FaultRecord] = []  # every training fault that fired, in order
+        self._run_healthy_ms: dict[str, int] = {}  # per run name: healthy Training ms of ended phases
         self._warm_pools: list[WarmPool] = []
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
@@ -103,6 +116,23 @@ class SimCore:
     def log_events_rejected(self) -> int:
         """Events moto CloudWatch Logs refused (outside its time window)."""
         return self.logs.events_rejected
+
+    def arm(self, fault: Fault) -> FaultState:
+        """Register a fault (binding to jobs already in Training is the caller's business)."""
+        state = FaultState(fault=fault, seq=self._fault_seq)
+        self._fault_seq += 1
+        self._faults.append(state)
+        return state
+
+    def run_healthy_ms(self, run_name: str | None, now_ms: int) -> int:
+        """How long the run's jobs have been in Training healthy (train, save, eval phases) by now."""
+        if run_name is None:
+            return 0
+        total = self._run_healthy_ms.get(run_name, 0)
+        for job in self._live.values():
+            if job.run_name == run_name and job._phase in HEALTHY_PHASES:
+                total += max(0, now_ms - job._phase_start)
+        return total
 
     def next_event_time(self) -> int | None:
         """Earliest virtual time at which something is pending, never earlier than now; None if idle.
@@ -170,7 +200,11 @@ class SimCore:
         keep_alive = int(job.request["ResourceConfig"].get("KeepAlivePeriodInSeconds") or 0)
         if keep_alive <= 0:
             return
-        if job.provisioned_ms is None or job.ended_reason in ("hardware", "internal_error"):
+        if (
+            job.provisioned_ms is None
+            or job._retire_pool
+            or job.ended_reason in ("hardware", "internal_error")
+        ):
             job._warm_pool_state = "Terminated"
             return
         job._warm_pool_state = "Available"
@@ -220,8 +254,9 @@ class SimCore:
         if job._timer_at is not None:
             yield job._timer_at, 1, "timer"
         if job._phase is not None and job.status == "InProgress":
-            assert job.training_started_ms is not None
-            yield job.training_started_ms + self._max_runtime_ms(job), 2, "max_runtime"
+            assert job._try_started_ms is not None
+            # with RetryStrategy, MaxRuntimeInSeconds bounds all the tries together
+            yield job._try_started_ms + self._max_runtime_ms(job) - job._runtime_used_ms, 2, "max_runtime"
         if job._bound and job._phase is not None:
             yield job._bound[0][0], 3, "fault"
 
@@ -248,7 +283,8 @@ class SimCore:
     def _on_timer(self, job: SimJob, timer: str, t: int) -> None:
         st = self.startup
         if timer == "downloading":
-            job.provisioned_ms = t
+            if job.provisioned_ms is None:  # a retry keeps the first TrainingStartTime
+                job.provisioned_ms = t
             self._transition(job, t, "InProgress", "Downloading")
             download = st.warm_download_s if job.warm_pool_used else st.download_s
             self._set_timer(job, t + download * 1000, "training")
@@ -281,6 +317,10 @@ class SimCore:
             job.ended_reason = "completed"
             self._transition(job, t, "Completed", "Completed")
             self._finish(job, t)
+        elif timer == "fault_crash":
+            state, job._pending_crash = job._pending_crash, None
+            assert state is not None
+            faults.crash(self, job, state, t)
         elif timer == "stopped":
             job._save = None
             self._transition(job, t, "Stopped", job._stop_final)
@@ -290,18 +330,24 @@ class SimCore:
 
     def _enter_training(self, job: SimJob, t: int) -> None:
         job._bound = []
-        job.training_started_ms = t
+        if job.training_started_ms is None:  # a retry keeps the first one
+            job.training_started_ms = t
+        job._try_started_ms = t
+        job.training_ended_ms = None
+        if job.retries:
+            job.retries[-1]["training_ms"] = t
         job._lines_until = t
         self._transition(job, t, "InProgress", "Training")
+        resume = int(job._stepf)
         for host in range(1, job.instance_count + 1):
             for line in job.profile.startup_log_lines:
                 self.logs.write_line(job, host, t, line)
-            if job.start_step > 0:
-                self.logs.write_line(job, host, t, f"Resuming training from global step {job.start_step}")
+            if resume > 0:
+                self.logs.write_line(job, host, t, f"Resuming training from global step {resume}")
         for state in self._faults:
             f = state.fault
             if f.kind in TRAINING_FAULTS and not state.consumed and faults.matches(f, job):
-                faults.bind(job, state, t)
+                faults.bind(self, job, state, t)
         self._start_train(job, t)
 
     # --- Training phases --------------------------------------------------------------------------
@@ -323,6 +369,8 @@ class SimCore:
         start, _, kind, dead = job._segs[-1]
         job._segs[-1] = (start, t, kind, dead)
         job._phase = None
+        if kind in HEALTHY_PHASES and job.run_name is not None:
+            self._run_healthy_ms[job.run_name] = self._run_healthy_ms.get(job.run_name, 0) + t - start
 
     def _start_train(self, job: SimJob, t: int) -> None:
         p = job.profile
@@ -413,6 +461,46 @@ class SimCore:
                     stopped_at = max(t + stop_ms, min(job._save.end_ms, t + KILL_AFTER_MS))
         self._transition(job, t, "Stopping", "Stopping")
         self._set_timer(job, stopped_at, "stopped")
+
+    def _retries_left(self, job: SimJob) -> int:
+        limit = int((job.request.get("RetryStrategy") or {}).get("MaximumRetryAttempts") or 0)
+        return limit - len(job.retries)
+
+    def _retry(self, job: SimJob, t: int, reason: str) -> None:
+        """SageMaker's RetryStrategy after an InternalServerError, within the same job.
+
+        Documented: only InternalServerError is retried; "when the job is retried, its
+        SecondaryStatus is changed to STARTING"; with a RetryStrategy, MaxRuntimeInSeconds is "the
+        maximum time for all of the attempts in total". Assumed (not documented): the status stays
+        InProgress and no Failed event is emitted in between; the retry provisions instances again
+        (cold: provision + download, no warm pool); TrainingStartTime keeps the first try's value;
+        the script resumes from the newest complete checkpoint in CheckpointConfig (SageMaker
+        restores S3Uri into LocalPath); MaxRuntime counts Training time of all the tries.
+        """
+        step = job.current_step(t)
+        self._leave_training(job, t)
+        assert job._try_started_ms is not None
+        job._runtime_used_ms += t - job._try_started_ms
+        job._save = None
+        job.ended_reason = None
+        resume = max([job.start_step, *job.checkpoints])
+        limit = len(job.retries) + self._retries_left(job)
+        job.retries.append(
+            {"failed_ms": t, "reason": reason, "step": step, "start_step": resume, "training_ms": None}
+        )
+        job._stepf, job.step, job._last_saved_step = float(resume), resume, resume
+        capacity = faults.take_capacity_fault(self, job)
+        self._transition(
+            job, t, "InProgress", "Starting", RETRY_STARTING_MESSAGE.format(n=len(job.retries), limit=limit)
+        )
+        if capacity is not None:
+            job.capacity_wait = True
+            job._capacity = capacity
+            self._set_timer(
+                job, t + max(round(capacity.fault.after_training_min * MINUTE_MS), 1000), "pending"
+            )
+        else:
+            self._set_timer(job, t + self.startup.provision_s * 1000, "downloading")
 
     def _fail(self, job: SimJob, t: int, reason: str) -> None:
         self._leave_training(job, t)

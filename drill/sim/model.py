@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.sim.texts import FAULT_KINDS, MINUTE_MS, TERMINAL
+from drill.sim.texts import CRASH_KINDS, FAULT_KINDS, MINUTE_MS, TERMINAL
 
 
 @dataclass
@@ -46,6 +46,13 @@ class Fault:
     stopped; benign phases (checkpoint_save_long, eval_phase) pause progress for ``duration_min``.
     Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds) and
     throttle (the next matching CreateTrainingJob raises ThrottlingException).
+
+    When a training fault fires is either ``after_training_min`` after the matching attempt entered
+    Training, or -- with ``after_run_training_min`` -- once the run (every job tagged with its
+    run name, across attempts) has spent that many minutes in Training *healthy* (training,
+    saving or evaluating; a hung job's minutes do not count). The second form is a fault trace
+    over operating time: every supervisor driving the run meets the same faults after the same
+    amount of healthy operation, however long it took to recover from the earlier ones.
     """
 
     kind: str
@@ -59,10 +66,21 @@ class Fault:
     half_written_checkpoint: bool = False  # at a crash, leave a newest checkpoint dir without its marker
     once: bool = True  # consumed after firing once
     instance_type: str | None = None  # only jobs of this ResourceConfig.InstanceType
+    after_run_training_min: float | None = None  # healthy Training minutes of the run (see above)
+    # crashes only: the collective spins (GPUs busy, no log lines) this long before the crash, e.g. a
+    # NCCL watchdog timeout after a network fault; the fault's log lines appear at the crash
+    hang_before_crash_min: float | None = None
+    retire_instances: bool = False  # a bad instance: the job's warm pool is not kept after it ends
+    # the run's next CreateTrainingJob waits Pending this long, then fails with a CapacityError
+    # (a replacement for the failed host is not available at once)
+    restart_capacity_min: float | None = None
+    label: str | None = None  # free text carried into SimSageMaker.fault_records (e.g. a root cause)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
+        if self.hang_before_crash_min is not None and self.kind not in CRASH_KINDS:
+            raise ValueError("hang_before_crash_min applies to crash kinds only")
 
 
 @dataclass
@@ -94,6 +112,20 @@ class FaultState:
     fault: Fault
     seq: int
     consumed: bool = False
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    """One fired training fault, with what the run had at its onset (for loss accounting)."""
+
+    at_ms: int
+    job: str
+    run: str | None
+    kind: str
+    host: int
+    label: str | None
+    step: int  # the job's step at the onset
+    checkpoint_step: int  # the run's newest complete checkpoint at the onset (0 if none)
 
 
 @dataclass
@@ -141,6 +173,9 @@ class SimJob:
     ended_reason: str | None = None
     stop_requested_ms: int | None = None
     faults_fired: list[str] = field(default_factory=list)
+    # RetryStrategy retries (SageMaker restarting the same job after an InternalServerError): per
+    # retry {"failed_ms", "reason", "step" (at the failure), "start_step" (resumed), "training_ms"}
+    retries: list[dict[str, Any]] = field(default_factory=list)
     # --- internals -----------------------------------------------------------------------------
     _salt: int = 0
     _stepf: float = 0.0
@@ -164,6 +199,10 @@ class SimJob:
     _warm_pool_state: str | None = None  # Available | Reused | Terminated (after the end)
     _warm_reused_by: str | None = None
     _warm_expires_ms: int | None = None
+    _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
+    _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
+    _retire_pool: bool = False
+    _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
 
     @property
     def is_terminal(self) -> bool:

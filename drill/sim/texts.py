@@ -37,6 +37,7 @@ STATUS_MESSAGES = {
     "Interrupted": "The training job was interrupted because spot capacity was reclaimed",
 }
 WARM_STARTING_MESSAGE = "Reusing instances from a warm pool"
+RETRY_STARTING_MESSAGE = "Retrying the training job after an internal error (retry {n} of {limit})"
 
 # ----------------------------------------------------------------------------------------------
 # Constants
@@ -63,6 +64,7 @@ HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
 # writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops
 LOGGING_PHASES = frozenset({"train", "eval", "spin_logging"})
+HEALTHY_PHASES = frozenset({"train", "save", "eval"})  # the run's operating clock for trace faults
 STATS = frozenset({"Average", "Minimum", "Maximum", "Sum", "SampleCount"})
 MASK64 = (1 << 64) - 1
 
