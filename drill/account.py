@@ -23,7 +23,7 @@ from moto import mock_aws
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
-from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch
+from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -112,7 +112,11 @@ class LocalAccount:
         store: str = "dynamodb",
         progress_log_interval_s: int = 600,
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
+        logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
     ) -> None:
+        if logs not in ("moto", "simulated"):
+            raise ValueError("logs must be 'moto' or 'simulated'")
+        self._logs_kind = logs
         self._progress_log_interval_s = progress_log_interval_s
         self._log_flush_interval_s = log_flush_interval_s
         if store not in ("dynamodb", "memory"):
@@ -181,7 +185,7 @@ class LocalAccount:
         self.sagemaker = SimSageMaker(
             self.clock,
             s3_client=self.s3,
-            logs_client=self.logs,
+            logs_client=self.logs if self._logs_kind == "moto" else None,
             account_id=ACCOUNT,
             region=REGION,
             quotas=self._quotas,
@@ -201,7 +205,11 @@ class LocalAccount:
             checkpoints=S3CheckpointFinder(self.s3),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
-            logs=CloudWatchLogsReader(FlushOnReadLogs(self.logs, self.sagemaker)),
+            logs=CloudWatchLogsReader(
+                FlushOnReadLogs(self.logs, self.sagemaker)
+                if self._logs_kind == "moto"
+                else SimulatedLogs(self.sagemaker)
+            ),
             metrics=CloudWatchMetricsReader(SimulatedCloudWatch(self.cloudwatch, self.sagemaker)),
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),

@@ -4,17 +4,22 @@ Each step jumps to the earliest of: the next simulated SageMaker change, the nex
 delivery, the next minute at which the every-minute sweep would find a run due, the next
 alarm evaluation, and the next scripted action. Nothing happens in between, so weeks of
 virtual time take seconds.
+
+Hooks (optional) act alongside the supervisor, e.g. a person on call who resubmits a run that
+sagewarden gave up on: each has ``next_time() -> int | None`` (when it wants to act),
+``step(runner)`` (called after every step; may call ``runner.submit(spec)``) and ``done() ->
+bool`` (the drill does not end while a hook has something pending).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
-from drill.scenario import Scenario
-from sagewarden.domain.models import SM_TERMINAL
+from drill.scenario import RunSpec, Scenario
 
 MINUTE = 60_000
 
@@ -73,11 +78,19 @@ class DrillResult:
 
 class DrillRunner:
     def __init__(
-        self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None
+        self,
+        scenario: Scenario,
+        template: dict[str, Any],
+        *,
+        evaluator_factory: Any = None,
+        hooks: Sequence[Any] = (),
+        account_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.scenario = scenario
         self.template = template
         self.evaluator_factory = evaluator_factory
+        self.hooks = list(hooks)
+        self.account_options = dict(account_options or {})  # extra LocalAccount keyword arguments
         self.run_ids: dict[str, str] = {}
         self.api_calls: list[dict[str, Any]] = []
         self.violations: list[str] = []
@@ -97,6 +110,7 @@ class DrillRunner:
             policy_defaults=sc.policy_defaults,
             reconcile_interval_min=sc.reconcile_interval_min,
             store=sc.store,
+            **self.account_options,
         ) as acct:
             self.acct = acct
             start = acct.clock.now_ms
@@ -117,6 +131,7 @@ class DrillRunner:
                     acct.next_sweep_ms() if self.run_ids else None,
                     scripted[0][0] if scripted else None,
                     evaluator.next_time() if evaluator else None,
+                    *(h.next_time() for h in self.hooks),
                 ]
                 times = [t for t in candidates if t is not None]
                 if not times:
@@ -135,6 +150,8 @@ class DrillRunner:
                 nxt = acct.next_sweep_ms() if self.run_ids else None
                 if nxt is not None and nxt <= acct.clock.now_ms:
                     acct.run_sweep()
+                for hook in self.hooks:
+                    hook.step(self)
                 self._check_invariants()
                 if not scripted and self._all_done() and acct.next_delivery_ms() is None:
                     break
@@ -166,19 +183,29 @@ class DrillRunner:
         else:
             raise ValueError(f"unknown scenario action {payload}")
 
+    def submit(self, spec: RunSpec) -> None:
+        """Submit a run now (POST /runs), as a scenario's scripted submission does."""
+        self._scripted("submit", spec)
+
     def _all_done(self) -> bool:
+        if any(not h.done() for h in self.hooks):
+            return False
         if len(self.run_ids) < len(self.scenario.runs):
+            return False
+        # every simulated job of the account has ended too (nothing left burning money); checked
+        # first: it is one counter, the runs' states are store reads
+        if self.acct.sagemaker.live_count:
             return False
         for run_id in self.run_ids.values():
             run = self.acct.supervisor.store.get(run_id)
             if run is None or not run.status.terminal:
                 return False
-        # every simulated job of the account has ended too (nothing left burning money)
-        return all(j.status in SM_TERMINAL for j in self.acct.sagemaker.jobs())
+        return True
 
     def _check_invariants(self) -> None:
+        by_run = self.acct.sagemaker.live_jobs_by_run()  # one pass over the live jobs, not one per run
         for name, run_id in self.run_ids.items():
-            live = self.acct.sagemaker.live_jobs(run_id)
+            live = by_run.get(run_id, [])
             if len(live) > 1:
                 msg = f"{name}: {len(live)} live jobs at once ({', '.join(live)})"
                 if msg not in self.violations:

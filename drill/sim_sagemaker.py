@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -37,6 +37,7 @@ from botocore.exceptions import ClientError
 from drill.clock import VirtualClock, from_ms
 from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
+from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
@@ -128,6 +129,7 @@ class SimSageMaker(SimCore):
         self.total_instance_quota = total_instance_quota
         self._throttle = 0
         self._request_seq = 0
+        self._bounds_cache: dict[tuple[Any, ...], tuple[list[Any], set[int]]] = {}
 
     # ------------------------------------------------------------------------------------------
     # boto3-shaped API
@@ -297,11 +299,113 @@ class SimSageMaker(SimCore):
     def live_jobs(self, run_id: str) -> list[str]:
         return [j.name for j in self._live.values() if j.run_id == run_id]
 
+    def live_jobs_by_run(self) -> dict[str | None, list[str]]:
+        """Every non-terminal job, grouped by its run id (one pass, for invariant checks)."""
+        out: dict[str | None, list[str]] = {}
+        for job in self._live.values():
+            out.setdefault(job.run_id, []).append(job.name)
+        return out
+
+    @property
+    def live_count(self) -> int:
+        """How many jobs are not terminal."""
+        return len(self._live)
+
     def log_tail(self, job_name: str, host: int, n: int) -> list[str]:
         job = self._jobs.get(job_name)
         if job is None:
             return []
         return self.logs.tail(job, host, n)
+
+    def log_streams(self, prefix: str) -> list[tuple[str, SimJob, int]]:
+        """The log streams (name, job, host) whose names start with ``prefix``, sorted by name:
+        ``<job>/algo-<host>-<epoch>`` for every host that has written a line."""
+        job_part = prefix.split("/", 1)[0]
+        if "/" in prefix:
+            job = self._jobs.get(job_part)
+            jobs = [job] if job is not None else []
+        else:
+            jobs = [j for name, j in self._jobs.items() if name.startswith(job_part)]
+        out = []
+        for job in jobs:
+            for host in job._tails:
+                name = SimLogs.stream(job, host)
+                if name.startswith(prefix):
+                    out.append((name, job, host))
+        return sorted(out, key=lambda x: x[0])
+
+    def log_events(self, job: SimJob, host: int) -> list[tuple[int, str]]:
+        """The newest lines (up to 2,000) a host of the job wrote so far: (ms, text), oldest first."""
+        return self.logs.events(job, host)
+
+    def has_logs(self) -> bool:
+        return any(job._tails for job in self._jobs.values())
+
+    def _gpu_host(
+        self, namespace: str, metric: str, dimensions: dict[str, str], period_s: int, stat: str
+    ) -> tuple[SimJob | None, int] | None:
+        """(job, host) of a per-minute GPUUtilization series that can be bounded, else None."""
+        if (
+            namespace != TRAINING_METRIC_NAMESPACE
+            or metric != "GPUUtilization"
+            or set(dimensions) != {"Host"}
+        ):
+            return None
+        if period_s != 60 or stat not in ("Average", "Minimum", "Maximum", "Sum"):
+            return None
+        job_name, _, algo = dimensions["Host"].rpartition("/")
+        job = self._jobs.get(job_name)
+        host = int_tag(algo[5:]) if algo.startswith("algo-") else None
+        if job is None or host is None or not 1 <= host <= job.instance_count:
+            return None, 0
+        return job, host
+
+    def metric_bounds(
+        self,
+        namespace: str,
+        metric: str,
+        dimensions: dict[str, str],
+        start_ms: int,
+        end_ms: int,
+        period_s: int,
+        stat: str,
+    ) -> list[tuple[int, int, float, float]] | None:
+        """What ``metric_datapoints`` would answer, bounded instead of computed: stretches of
+        buckets ``(first, end, lo, hi)`` in which every bucket has a datapoint within [lo, hi];
+        buckets outside every stretch have none. Only per-minute GPUUtilization can be bounded
+        (None otherwise: ask ``metric_datapoints``). The drill's alarm evaluator classifies long
+        healthy stretches from these bounds and computes values only where they matter."""
+        found = self._gpu_host(namespace, metric, dimensions, period_s, stat)
+        if found is None:
+            return None
+        job, host = found
+        if job is None:
+            return []
+        now = self.clock.now_ms
+        # every host but a dead one has the same bounds: the evaluator asks for all of a job's
+        # hosts over one window at one time, so compute them once
+        key = (job.name, start_ms, end_ms, now, len(job._segs), job._phase, job.training_ended_ms)
+        cached = self._bounds_cache.get(key)
+        if cached is None:
+            dead = {d for _, _, kind, d in job._segs if kind == "dead_host"}
+            cached = (series.gpu_bounds(job, 0, start_ms, end_ms, now), dead)
+            self._bounds_cache = {key: cached}
+        if host in cached[1]:
+            return series.gpu_bounds(job, host, start_ms, end_ms, now)
+        return cached[0]
+
+    def metric_bound_now(
+        self, namespace: str, metric: str, dimensions: dict[str, str], period_s: int, stat: str
+    ) -> tuple[bool, tuple[float, float] | None]:
+        """(bounded?, range) of the datapoints a bounded series will have from now on, until the
+        job's phase changes (see ``add_phase_listener``): None if it will have none."""
+        found = self._gpu_host(namespace, metric, dimensions, period_s, stat)
+        if found is None:
+            return False, None
+        job, host = found
+        if job is None or job._phase is None:
+            return True, None
+        return True, series.gpu_phase_bound(job, host, job._phase, job._dead_host)
 
     def metric_datapoints(
         self,
@@ -324,7 +428,7 @@ class SimSageMaker(SimCore):
             raise ValueError(f"unsupported stat {stat!r}")
         if period_s <= 0 or period_s % 60:
             raise ValueError("period_s must be a positive multiple of 60")
-        samples: Iterator[tuple[int, float]]
+        samples: Iterable[tuple[int, float]]
         gpu = namespace == TRAINING_METRIC_NAMESPACE and metric == "GPUUtilization"
         heartbeat = namespace == HEARTBEAT_NAMESPACE and metric == HEARTBEAT_METRIC
         if gpu and set(dimensions) == {"Host"}:

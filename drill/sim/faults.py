@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag
+from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CRASH_KINDS,
@@ -77,8 +77,11 @@ def _unbind_run_clock(job: SimJob) -> None:
 def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
     same_run = [j for j in sim._jobs.values() if j.run_name == job.run_name] if job.run_name else [job]
     checkpoint = max((max(j.checkpoints, default=0) for j in same_run), default=0)
+    progress = min(stepf_at(job, t), job._phase_target) if job._phase == "train" else job._stepf
     sim.fault_records.append(
-        FaultRecord(t, job.name, job.run_name, f.kind, host, f.label, job.current_step(t), checkpoint)
+        FaultRecord(
+            t, job.name, job.run_name, f.kind, host, f.label, job.current_step(t), checkpoint, progress
+        )
     )
 
 

@@ -103,6 +103,7 @@ class SimCore:
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
         self._advancing = False
+        self._phase_listeners: list[Callable[[str, int], None]] = []
 
     # ------------------------------------------------------------------------------------------
     # Simulation control
@@ -116,6 +117,11 @@ class SimCore:
     def log_events_rejected(self) -> int:
         """Events moto CloudWatch Logs refused (outside its time window)."""
         return self.logs.events_rejected
+
+    def add_phase_listener(self, listener: Callable[[str, int], None]) -> None:
+        """Call ``listener(job name, ms)`` whenever a job's Training phase opens or closes (the
+        only moments its metric series change character)."""
+        self._phase_listeners.append(listener)
 
     def arm(self, fault: Fault) -> FaultState:
         """Register a fault (binding to jobs already in Training is the caller's business)."""
@@ -357,6 +363,8 @@ class SimCore:
         job._phase_start = t
         job._seg_starts.append(t)
         job._segs.append((t, None, kind, job._dead_host))
+        for listener in self._phase_listeners:
+            listener(job.name, t)
 
     def _close_segment(self, job: SimJob, t: int) -> None:
         """Freeze progress at ``t`` and close the open Training segment."""
@@ -371,6 +379,8 @@ class SimCore:
         job._phase = None
         if kind in HEALTHY_PHASES and job.run_name is not None:
             self._run_healthy_ms[job.run_name] = self._run_healthy_ms.get(job.run_name, 0) + t - start
+        for listener in self._phase_listeners:
+            listener(job.name, t)
 
     def _start_train(self, job: SimJob, t: int) -> None:
         p = job.profile

@@ -47,7 +47,7 @@ class SimLogs:
         tail = job._tails.get(host)
         if tail is None:
             tail = job._tails[host] = deque(maxlen=2000)
-        tail.append(text)
+        tail.append((t, text))
         if discrete:
             if job._line_times and t < job._line_times[-1]:
                 bisect.insort(job._line_times, t)
@@ -81,12 +81,13 @@ class SimLogs:
                 self.write_line(job, host, mark, text, discrete=False)
 
     def tail(self, job: SimJob, host: int, n: int) -> list[str]:
+        return [text for _, text in self.events(job, host)[-n:]] if n > 0 else []
+
+    def events(self, job: SimJob, host: int) -> list[tuple[int, str]]:
+        """The newest lines (up to 2,000) the host wrote so far, oldest first: (ms, text)."""
         if not job.is_terminal:
             self.progress_lines(job, self.clock.now_ms)
-        lines = job._tails.get(host)
-        if not lines or n <= 0:
-            return []
-        return list(lines)[-n:]
+        return list(job._tails.get(host) or ())
 
     def flush_if_due(self) -> None:
         if self.clock.now_ms - self.last_flush_ms >= self.flush_ms:

@@ -126,6 +126,7 @@ class FaultRecord:
     label: str | None
     step: int  # the job's step at the onset
     checkpoint_step: int  # the run's newest complete checkpoint at the onset (0 if none)
+    progress: float = 0.0  # the job's exact (fractional) step at the onset
 
 
 @dataclass
@@ -195,7 +196,7 @@ class SimJob:
     _segs: list[tuple[int, int | None, str, int]] = field(default_factory=list)  # start, end, kind, dead host
     _line_times: list[int] = field(default_factory=list)  # discrete log lines (not periodic progress)
     _lines_until: int = 0
-    _tails: dict[int, deque[str]] = field(default_factory=dict)
+    _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)
     _warm_pool_state: str | None = None  # Available | Reused | Terminated (after the end)
     _warm_reused_by: str | None = None
     _warm_expires_ms: int | None = None

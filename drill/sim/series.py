@@ -9,7 +9,7 @@ any window can be asked for at any time and gets the same answer.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from drill.sim.model import SimJob
 from drill.sim.texts import LOGGING_PHASES, MASK64, MINUTE_MS
@@ -63,26 +63,95 @@ def training_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> It
             return
 
 
-def gpu_samples(
-    job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int
-) -> Iterator[tuple[int, float]]:
+def gpu_samples(job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int) -> list[tuple[int, float]]:
+    """One GPUUtilization value (summed over the host's GPUs) per Training minute of the window."""
+    window = training_window(job, start_ms, end_ms, now_ms)
+    if window is None:
+        return []
+    first, hi = window
     p = job.profile
-    full = 100.0 * p.gpus_per_host
-    for m, kind, dead in training_minutes(job, start_ms, end_ms, now_ms):
-        n = noise(job._salt, host, m // MINUTE_MS)
-        if kind == "train":
-            v = p.gpu_util_per_host * (1.0 + 0.02 * n)
-        elif kind == "save":
-            v = 5.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-        elif kind == "eval":
-            v = 10.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-        elif kind == "stuck":
-            v = 2.0 * p.gpus_per_host * (1.0 + 0.2 * n)
-        elif kind == "dead_host" and host == dead:
-            v = 0.0
-        else:  # hang_spin, spin_logging, and the live hosts of dead_host
-            v = full - 0.5 * p.gpus_per_host * abs(n)
-        yield m, min(max(v, 0.0), full)
+    gpus = p.gpus_per_host
+    full = 100.0 * gpus
+    host_hash = mix64(job._salt ^ host)  # noise(salt, host, minute), with the host's part hoisted
+    scale = float(1 << 52)
+    out: list[tuple[int, float]] = []
+    m = first
+    for seg_start, seg_end, kind, dead in _segments_from(job, first):
+        stop = hi if seg_end is None else min(hi, seg_end)
+        if m < seg_start:
+            m = -(-seg_start // MINUTE_MS) * MINUTE_MS
+        if m < stop:
+            if kind == "dead_host" and host == dead:
+                out.extend((t, 0.0) for t in range(m, stop, MINUTE_MS))
+                m += -(-(stop - m) // MINUTE_MS) * MINUTE_MS
+            else:
+                if kind == "train":
+                    base, spread, spin = p.gpu_util_per_host, 0.02, False
+                elif kind == "save":
+                    base, spread, spin = 5.0 * gpus, 0.2, False
+                elif kind == "eval":
+                    base, spread, spin = 10.0 * gpus, 0.2, False
+                elif kind == "stuck":
+                    base, spread, spin = 2.0 * gpus, 0.2, False
+                else:  # hang_spin, spin_logging, and the live hosts of dead_host
+                    base, spread, spin = full, 0.5 * gpus, True
+                while m < stop:
+                    n = (mix64(host_hash ^ ((m // MINUTE_MS) & MASK64)) >> 11) / scale - 1.0
+                    v = full - spread * abs(n) if spin else base * (1.0 + spread * n)
+                    out.append((m, min(max(v, 0.0), full)))
+                    m += MINUTE_MS
+        if m >= hi:
+            break
+    return out
+
+
+def gpu_phase_bound(job: SimJob, host: int, kind: str, dead: int) -> tuple[float, float]:
+    """The range every GPUUtilization sample of one host lies in during one kind of phase."""
+    p = job.profile
+    gpus = p.gpus_per_host
+    full = 100.0 * gpus
+    if kind == "dead_host" and host == dead:
+        return 0.0, 0.0
+    if kind in ("train", "save", "eval", "stuck"):
+        base, spread = {
+            "train": (p.gpu_util_per_host, 0.02),
+            "save": (5.0 * gpus, 0.2),
+            "eval": (10.0 * gpus, 0.2),
+            "stuck": (2.0 * gpus, 0.2),
+        }[kind]
+        # noise is in [-1, 1): values within base x (1 -/+ spread), clamped to [0, full]
+        lo = min(max(base * (1.0 - spread), 0.0), full)
+        hi = min(max(base * (1.0 + spread), 0.0), full)
+        return min(lo, hi), max(lo, hi)
+    return max(full - 0.5 * gpus, 0.0), full  # spinning
+
+
+def gpu_bounds(
+    job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int
+) -> list[tuple[int, int, float, float]]:
+    """Stretches of minutes [first, end) in which every GPUUtilization value of ``gpu_samples`` lies
+    within [lo, hi] (one stretch per Training phase); minutes outside every stretch have none."""
+    window = training_window(job, start_ms, end_ms, now_ms)
+    if window is None:
+        return []
+    first, hi = window
+    out: list[tuple[int, int, float, float]] = []
+    m = first
+    for seg_start, seg_end, kind, dead in _segments_from(job, first):
+        stop = hi if seg_end is None else min(hi, seg_end)
+        if m < seg_start:
+            m = -(-seg_start // MINUTE_MS) * MINUTE_MS
+        if m < stop:
+            lo_v, hi_v = gpu_phase_bound(job, host, kind, dead)
+            last = m + -(-(stop - m) // MINUTE_MS) * MINUTE_MS
+            if out and out[-1][1] == m and out[-1][2:] == (lo_v, hi_v):
+                out[-1] = (out[-1][0], last, lo_v, hi_v)  # same range on both sides of a phase change
+            else:
+                out.append((m, last, lo_v, hi_v))
+            m = last
+        if m >= hi:
+            break
+    return out
 
 
 def progress_samples(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, float]]:
@@ -111,7 +180,11 @@ def log_samples(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterato
         yield minute, counts[minute]
 
 
-def aggregate(samples: Iterator[tuple[int, float]], period_ms: int, stat: str) -> list[tuple[int, float]]:
+def aggregate(samples: Iterable[tuple[int, float]], period_ms: int, stat: str) -> list[tuple[int, float]]:
+    if period_ms == MINUTE_MS:  # samples are per minute, one per bucket, in time order
+        if stat == "SampleCount":
+            return [(t, 1.0) for t, _ in samples]
+        return list(samples)
     buckets: dict[int, list[float]] = {}
     for t, v in samples:
         b = t - t % period_ms
