@@ -47,8 +47,8 @@ format: setup
 synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 	CDK_OUTDIR=cdk.out $(PY) app.py && ls -1 cdk.out/*.template.json
 
-bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
-	$(PY) -m benchmarks
+bench: setup ## benchmarks: regenerate BENCHMARKS.md and docs/bench-*.png
+	$(PY) -m benchmarks --write
 
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund

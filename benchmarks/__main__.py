@@ -1,6 +1,11 @@
 """`make bench`: measure what users judge sagewarden by, on the local drill (virtual time).
 
-For each fault kind, over several seeds:
+First the side-by-side benchmark (:mod:`benchmarks.sidebyside`): one 30-day fault trace for a
+2,048-GPU run, and a 16x stress variant, driven through SageMaker's RetryStrategy + a person, a
+polling script + the same person, and sagewarden (default and recommended policy); lost GPU-hours
+by cause against the physical floor, and the chart docs/bench-lost-gpu-hours.png.
+
+Then, for each fault kind on a small job, over several seeds:
   detect   = fault onset -> the supervisor's action (stop or relaunch)
   recover  = fault onset -> a replacement attempt in Training
   GPU-h lost per fault = GPUs x (recover + work since the checkpoint the replacement resumed from)
@@ -17,6 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import sidebyside
+from benchmarks.person import Person
+from benchmarks.trace import generate
+from benchmarks.workload import Workload
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import load, parse
@@ -94,16 +103,54 @@ def _stats(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
+HORIZON_HOURS = 60 * 24  # healthy operation the traces cover (the run needs about 30 days of it)
+STRESS_MULTIPLIER = 16
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md")
+    parser.add_argument("--trace-seed", type=int, default=1, help="seed of the side-by-side fault trace")
+    parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md and the chart")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     from infra.template import synthesized_template
 
     template = synthesized_template()
     seeds = list(range(1, args.seeds + 1))
     out: list[str] = []
+
+    workload = Workload()
+    person = Person(seed=args.trace_seed)
+    runs = []
+    for title, multiplier in (
+        ("30-day run", 1.0),
+        (f"stress {STRESS_MULTIPLIER}x", float(STRESS_MULTIPLIER)),
+    ):
+        trace = generate(
+            seed=args.trace_seed,
+            hosts=workload.hosts,
+            gpus_per_host=workload.gpus_per_host,
+            horizon_hours=HORIZON_HOURS,
+            rate_multiplier=multiplier,
+        )
+        runs.append(
+            sidebyside.run_side_by_side(
+                title, workload, trace, person, template, seed=args.trace_seed, progress=_progress
+            )
+        )
+    normal, stress = runs
+    out += sidebyside.render(normal, stress, person)
+    if args.write:
+        sidebyside.chart(normal, stress)
+        _progress(f"wrote {sidebyside.CHART}")
+    out.append("")
+    out.append("## Per fault on a small job")
+    out.append("")
     out.append(
         f"Setup: {NODES} x ml.p4d.24xlarge ({NODES * GPUS} GPUs), checkpoint every 30 min, fault 95 min into "
         f"attempt 1, instance start 6 min + 2 min download, events delayed 1-20 s with 10 % duplicates, "
@@ -205,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     out.append(
         f"| 40-day 16 x p5 run, 5-day segments, 3 faults ({run['status']}, {len(run['attempts'])} attempts) "
         f"| {hours / 24:.1f} days | {wall:.1f} s | {hours / wall:.0f} |"
+    )
+    out += sidebyside.drill_speed_rows(normal, stress)
+    out.append("")
+    total = time.perf_counter() - started
+    out.append(
+        f"This file and the chart took {total / 60:.1f} min of wall clock to regenerate (`make bench`: "
+        "synthesis, every table above, the chart) on this machine."
     )
     text = "\n".join(out)
     print(text)

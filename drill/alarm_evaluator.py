@@ -285,6 +285,67 @@ class AlarmConfig:
     series: tuple[SeriesKey, ...] = ()  # the MetricStats, in order
 
 
+def _state_of(entry: dict[str, Any]) -> tuple[Any, Any]:
+    return entry.get("StateValue"), entry.get("StateReason")
+
+
+def _flag(value: Any) -> bool:
+    """A ReturnData flag as moto may keep it (bool, or the query protocol's string)."""
+    if isinstance(value, str):
+        return value.strip().lower() != "false"
+    return True if value is None else bool(value)
+
+
+def _entry_from_backend(alarm: Any) -> dict[str, Any]:
+    """A describe_alarms MetricAlarms entry built from moto's stored alarm (see _read_changed)."""
+    entry: dict[str, Any] = {
+        "AlarmName": alarm.name,
+        "AlarmDescription": alarm.description,
+        "ComparisonOperator": alarm.comparison_operator,
+        "EvaluationPeriods": alarm.evaluation_periods,
+        "Threshold": alarm.threshold,
+        "StateValue": alarm.state_value,
+        "StateReason": alarm.state_reason,
+    }
+    for key, attr in (
+        ("DatapointsToAlarm", "datapoints_to_alarm"),
+        ("TreatMissingData", "treat_missing_data"),
+        ("ExtendedStatistic", "extended_statistic"),
+        ("ThresholdMetricId", "threshold_metric_id"),
+    ):
+        value = getattr(alarm, attr, None)
+        if value is not None:
+            entry[key] = value
+    if alarm.metric_data_queries:
+        metrics: list[dict[str, Any]] = []
+        for q in alarm.metric_data_queries:
+            query: dict[str, Any] = {"Id": q.id, "ReturnData": _flag(q.return_data)}
+            if q.metric_stat is not None:
+                ms = q.metric_stat
+                query["MetricStat"] = {
+                    "Metric": {
+                        "Namespace": ms.metric.namespace,
+                        "MetricName": ms.metric.metric_name,
+                        "Dimensions": [{"Name": d.name, "Value": d.value} for d in ms.metric.dimensions],
+                    },
+                    "Period": int(ms.period),
+                    "Stat": ms.stat,
+                }
+            if q.expression is not None:
+                query["Expression"] = q.expression
+            if q.label is not None:
+                query["Label"] = q.label
+            metrics.append(query)
+        entry["Metrics"] = metrics
+    else:
+        entry["Namespace"] = alarm.namespace
+        entry["MetricName"] = alarm.metric_name
+        entry["Dimensions"] = [{"Name": d.name, "Value": d.value} for d in alarm.dimensions]
+        entry["Period"] = alarm.period
+        entry["Statistic"] = alarm.statistic
+    return entry
+
+
 def _job_of(key: SeriesKey) -> str:
     """The training job a series belongs to (its Host or job-name dimension)."""
     for name, value in key.dimensions:
@@ -617,6 +678,7 @@ class AlarmEvaluator:
         self._evaluated_to = self._boundary(self.clock.now_ms)
         self._backend = self._moto_backend()
         self._fingerprint: dict[str, tuple[int, Any]] | None = None
+        self._backend_reads: bool | None = None  # None until a read through the API has compared
         self._users: dict[SeriesKey, set[str]] = {}  # series -> names of the alarms reading it
         self._dirty = True
         self._last_refresh_minute: int | None = None
@@ -709,7 +771,7 @@ class AlarmEvaluator:
         if previous is not None and fingerprint is not None:
             # read only the alarms that are new or were re-put since the last read
             changed = sorted(n for n, v in fingerprint.items() if previous.get(n) != v)
-            raw = self._describe(changed) if changed else {}
+            raw = self._read_changed(changed) if changed else {}
             gone = [n for n in self._alarms if n not in fingerprint]
             if sorted(raw) != changed:  # not the backend behind this client after all
                 fingerprint = None
@@ -844,7 +906,37 @@ class AlarmEvaluator:
         points = {key: self._series.setdefault(key, _SeriesData()).points for key in config.series}
         return _value_function(config, points)
 
+    def _read_changed(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """New or re-put alarms, by name. The evaluator is CloudWatch's own evaluation engine in
+        the drill, so once a read through the API has shown that the backend's alarms convert to
+        the same entries, it reads them from moto's backend directly (no API round trip, which
+        costs ~50 ms for two dozen 10-metric alarms)."""
+        backend = self._backend
+        if self._backend_reads and backend is not None:
+            found = {n: _entry_from_backend(backend.alarms[n]) for n in names if n in backend.alarms}
+            if sorted(found) == names:
+                return found
+        raw = self._describe(names)
+        if self._backend_reads is None and raw and self._backend is not None:
+            try:
+                same = all(
+                    parse_alarm(entry) == parse_alarm(_entry_from_backend(self._backend.alarms[name]))
+                    and _state_of(entry) == _state_of(_entry_from_backend(self._backend.alarms[name]))
+                    for name, entry in raw.items()
+                )
+            except Exception:  # an attribute moto renamed: keep reading through the API
+                same = False
+            self._backend_reads = same
+        return raw
+
     def _set_moto_state(self, name: str, value: str, reason: str, data: str) -> None:
+        if self._backend_reads and self._backend is not None:  # the engine writes its own state
+            alarm = self._backend.alarms.get(name)
+            if alarm is None:
+                self._dirty = True  # deleted meanwhile: forgotten at the next refresh
+            else:
+                alarm.update_state(reason, data or "{}", value)
+            return
         try:
             self.cloudwatch.set_alarm_state(
                 AlarmName=name, StateValue=value, StateReason=reason, StateReasonData=data or "{}"

@@ -8,7 +8,9 @@ that would not survive DynamoDB does not survive here either.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import heapq
 import json
 import zlib
 from collections.abc import Sequence
@@ -36,6 +38,9 @@ class InMemoryRunStore:
         self._due: dict[str, int] = {}
         self._idem: dict[str, tuple[str, str]] = {}
         self._seq = 0
+        # indexes, so that no lookup reads every run (drill speed with many runs)
+        self._due_heap: list[tuple[int, str]] = []  # (due, run id), stale entries skipped
+        self._waiting: dict[str, tuple[str | None, str | None]] = {}  # RETRY_WAIT runs: (reason, type)
 
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
@@ -49,7 +54,8 @@ class InMemoryRunStore:
             raise ConcurrentUpdate(run.run_id)
         self._runs[run.run_id] = (run.version, json.dumps(run_to_dict(run), sort_keys=True))
         self._attempts[run.run_id] = {}
-        self._due[run.run_id] = run.created_ms
+        self._set_due(run, run.created_ms)
+        self._index_waiting(run)
         self._append(run.run_id, run.version, audit, salt=False)
         return run
 
@@ -64,6 +70,7 @@ class InMemoryRunStore:
             if before.get(att.number) != att:
                 self._attempts[run.run_id][att.number] = json.dumps(attempt_to_dict(att), sort_keys=True)
         self._set_due(saved, due_ms)
+        self._index_waiting(saved)
         self._append(run.run_id, saved.version, audit, salt=False)
         return saved
 
@@ -81,14 +88,21 @@ class InMemoryRunStore:
             self._due.pop(run.run_id, None)
         else:
             self._due[run.run_id] = due_ms
+            heapq.heappush(self._due_heap, (due_ms, run.run_id))
+
+    def _index_waiting(self, run: Run) -> None:
+        if run.status == RunStatus.RETRY_WAIT:
+            data = run_to_dict(run)
+            self._waiting[run.run_id] = (data.get("wait_reason"), data.get("wait_instance_type"))
+        else:
+            self._waiting.pop(run.run_id, None)
 
     def _append(self, run_id: str, version: int, entries: Sequence[AuditEntry], *, salt: bool) -> None:
         log = self._audit.setdefault(run_id, [])
         for i, e in enumerate(entries):
             self._seq += 1
             key = (e.at_ms, version, "B" if salt else "A", self._seq if salt else 0, i)
-            log.append((key, e))
-        log.sort(key=lambda t: t[0])
+            bisect.insort(log, (key, e), key=lambda t: t[0])  # keeps the order, no re-sort
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None:
@@ -129,13 +143,14 @@ class InMemoryRunStore:
 
     def runs_waiting_for(self, reason: str, instance_type: str) -> list[str]:
         out = []
-        for rid in sorted(self._runs, reverse=True):
-            data = json.loads(self._runs[rid][1])
-            if data["status"] != RunStatus.RETRY_WAIT.value or data.get("wait_reason") != reason:
-                continue
-            if data.get("wait_instance_type") in (None, instance_type):
+        for rid in sorted(self._waiting, reverse=True):
+            wait_reason, wait_type = self._waiting[rid]
+            if wait_reason == reason and wait_type in (None, instance_type):
                 out.append(rid)
         return out
 
     def earliest_due(self) -> int | None:
-        return min(self._due.values(), default=None)
+        heap = self._due_heap
+        while heap and self._due.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # superseded or removed
+        return heap[0][0] if heap else None

@@ -13,6 +13,7 @@ bool`` (the drill does not end while a hook has something pending).
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -312,24 +313,29 @@ class DrillRunner:
         """Per fault: when it happened, when the supervisor acted, when a replacement trained."""
         out = []
         jobs = {j.name: j for j in self.acct.sagemaker.jobs()}
+        # per run, sorted: action times, and (Training start, job) -- bisected per fault, so the
+        # report does not grow with faults x timeline
+        actions: dict[str | None, list[int]] = {}
+        for r in timeline:
+            if r.kind == "action":
+                actions.setdefault(r.run, []).append(r.at_ms)
+        trainings: dict[str | None, list[tuple[int, str]]] = {}
+        for j in jobs.values():
+            if j.training_started_ms is not None:
+                trainings.setdefault(j.run_name, []).append((j.training_started_ms, j.name))
+        for times in actions.values():
+            times.sort()
+        for started in trainings.values():
+            started.sort()
         for at_ms, job_name, kind, host in self.acct.sagemaker.fault_log:
             job = jobs.get(job_name)
             run = job.run_name if job else None
-            action_ms = next(
-                (r.at_ms for r in timeline if r.run == run and r.kind == "action" and r.at_ms > at_ms),
-                None,
-            )
-            replacement = [
-                j
-                for j in jobs.values()
-                if j.run_name == run
-                and j.training_started_ms is not None
-                and j.training_started_ms > at_ms
-                and j.name != job_name
-            ]
-            healthy_ms = min(
-                (j.training_started_ms for j in replacement if j.training_started_ms), default=None
-            )
+            run_actions = actions.get(run, [])
+            i = bisect.bisect_right(run_actions, at_ms)
+            action_ms = run_actions[i] if i < len(run_actions) else None
+            run_trainings = trainings.get(run, [])
+            i = bisect.bisect_right(run_trainings, (at_ms, "\uffff"))
+            healthy_ms = next((t for t, name in run_trainings[i:] if name != job_name and t), None)
             out.append(
                 {
                     "at_ms": at_ms,

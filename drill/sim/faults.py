@@ -54,8 +54,9 @@ def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:
     return None
 
 
-def bind(sim: SimCore, job: SimJob, state: FaultState, now: int) -> None:
-    """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks)."""
+def bind(sim: SimCore, job: SimJob, state: FaultState, now: int, *, sort: bool = True) -> None:
+    """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks);
+    with ``sort=False`` the caller sorts ``job._bound`` once after binding several."""
     f = state.fault
     if f.after_run_training_min is not None:
         # healthy time passes at the wall clock's rate while the job trains; a hang unbinds it
@@ -66,7 +67,8 @@ def bind(sim: SimCore, job: SimJob, state: FaultState, now: int) -> None:
         assert start is not None
         at = max(now, start + round(f.after_training_min * MINUTE_MS))
     job._bound.append((at, state.seq, state))
-    job._bound.sort(key=lambda b: (b[0], b[1]))
+    if sort:
+        job._bound.sort(key=lambda b: (b[0], b[1]))
 
 
 def _unbind_run_clock(job: SimJob) -> None:

@@ -353,7 +353,8 @@ class SimCore:
         for state in self._faults:
             f = state.fault
             if f.kind in TRAINING_FAULTS and not state.consumed and faults.matches(f, job):
-                faults.bind(self, job, state, t)
+                faults.bind(self, job, state, t, sort=False)
+        job._bound.sort(key=lambda b: (b[0], b[1]))
         self._start_train(job, t)
 
     # --- Training phases --------------------------------------------------------------------------
