@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import itertools
 import json
 import math
@@ -613,6 +614,7 @@ class _AlarmState:
     value_of: Callable[[int], float | None]
     bound_of: Callable[[dict[SeriesKey, Bound | None]], Bound | None]
     base: int = 0  # bucket start of classes[0]
+    queued: bool = False  # its next_check is in the evaluator's queue
     promise: int | None = None  # the class the last evaluation assumed every later period has
     changed_ms: int | None = None  # the last phase change of its jobs that broke that promise
     classes: bytearray = field(default_factory=bytearray)
@@ -679,6 +681,10 @@ class AlarmEvaluator:
         self._backend = self._moto_backend()
         self._fingerprint: dict[str, tuple[int, Any]] | None = None
         self._backend_reads: bool | None = None  # None until a read through the API has compared
+        self._queue: list[tuple[int, str]] = []  # (next_check, alarm name); stale entries skipped
+        self._touched: set[str] = set()  # alarm names put or deleted through the client since the last read
+        self._backend_size = -1
+        self._hooked = self._hook_client()
         self._users: dict[SeriesKey, set[str]] = {}  # series -> names of the alarms reading it
         self._dirty = True
         self._last_refresh_minute: int | None = None
@@ -697,9 +703,10 @@ class AlarmEvaluator:
         nxt = self._evaluated_to + self.period_ms
         if self._backend is None or self._changed():
             return nxt
-        if not self._alarms:
+        earliest = self._earliest_check()
+        if earliest is None:
             return None
-        return max(nxt, min(a.next_check for a in self._alarms.values()))
+        return max(nxt, earliest)
 
     def evaluate_due(self) -> list[dict[str, Any]]:
         """Evaluate every alarm at every boundary up to now; returns the events published."""
@@ -709,7 +716,7 @@ class AlarmEvaluator:
         found = self._refresh(now, target)
         # an alarm is evaluated (every boundary since its last evaluation, exactly) once a change
         # has become possible; until then its state provably stays, and its fetches are batched
-        pending = [a for a in self._alarms.values() if a.evaluated_to < target and a.next_check <= target]
+        pending = self._due_alarms(target)
         if pending:
             self._fetch(pending, target)
             for alarm in pending:
@@ -726,6 +733,54 @@ class AlarmEvaluator:
     # -- alarms ----------------------------------------------------------------------------------
     def _boundary(self, ms: int) -> int:
         return ms - ms % self.period_ms
+
+    def _schedule(self, alarm: _AlarmState, at: int) -> None:
+        """Set the alarm's next check; the queue keeps the earliest at hand (no scan per step)."""
+        if at != alarm.next_check or not alarm.queued:
+            alarm.next_check = at
+            alarm.queued = True
+            heapq.heappush(self._queue, (at, alarm.config.name))
+
+    def _earliest_check(self) -> int | None:
+        queue = self._queue
+        while queue:
+            at, name = queue[0]
+            alarm = self._alarms.get(name)
+            if alarm is not None and alarm.next_check == at:
+                return at
+            heapq.heappop(queue)  # stale: the alarm was forgotten or rescheduled
+        return None
+
+    def _due_alarms(self, target: int) -> list[_AlarmState]:
+        due: dict[str, _AlarmState] = {}
+        queue = self._queue
+        while queue and queue[0][0] <= target:
+            at, name = heapq.heappop(queue)
+            alarm = self._alarms.get(name)
+            if alarm is not None and alarm.next_check == at:
+                alarm.queued = False
+                if alarm.evaluated_to < target:
+                    due[name] = alarm
+                else:  # pragma: no cover - a check is always after the last evaluation
+                    self._schedule(alarm, alarm.evaluated_to + self.period_ms)
+        return [due[name] for name in sorted(due)]
+
+    def _hook_client(self) -> bool:
+        """Note the alarms put or deleted through the account's CloudWatch client, so that a
+        change is seen without scanning every alarm at every step."""
+        events = getattr(getattr(self.cloudwatch, "meta", None), "events", None)
+        if events is None or self._backend is None:
+            return False
+
+        def put(params: dict[str, Any], **_: Any) -> None:
+            self._touched.add(str(params.get("AlarmName", "")))
+
+        def delete(params: dict[str, Any], **_: Any) -> None:
+            self._touched.update(str(n) for n in params.get("AlarmNames", []))
+
+        events.register("before-parameter-build.cloudwatch.PutMetricAlarm", put)
+        events.register("before-parameter-build.cloudwatch.DeleteAlarms", delete)
+        return True
 
     def _moto_backend(self) -> Any | None:
         try:
@@ -750,6 +805,12 @@ class AlarmEvaluator:
     def _changed(self) -> bool:
         if self._dirty:
             return True
+        if self._hooked:
+            # alarms put or deleted through the client are noted; anyone else's creation or
+            # deletion shows in the backend's size (a re-put by another client would be missed)
+            if self._touched or len(self._backend.alarms) != self._backend_size:  # type: ignore[union-attr]
+                self._dirty = True
+            return self._dirty
         if self._backend_fingerprint() != self._fingerprint:
             self._dirty = True
         return self._dirty
@@ -767,7 +828,30 @@ class AlarmEvaluator:
             self._last_refresh_minute = minute
         self.refreshes += 1
         previous = self._fingerprint
-        fingerprint = self._backend_fingerprint() if self._backend is not None else None
+        touched, self._touched = self._touched, set()
+        if self._backend is None:
+            fingerprint = None
+        elif (
+            previous is not None
+            and self._hooked
+            and len(self._backend.alarms)
+            == self._backend_size + sum((n in self._backend.alarms) - (n in previous) for n in touched)
+        ):
+            # only the touched alarms can differ: update their entries, keep the rest
+            fingerprint = dict(previous)
+            for name in touched:
+                alarm = self._backend.alarms.get(name)
+                if (
+                    alarm is not None
+                    and name.startswith(self.prefix)
+                    and getattr(alarm, "rule", None) is None
+                ):
+                    fingerprint[name] = (id(alarm), getattr(alarm, "configuration_updated_timestamp", None))
+                else:
+                    fingerprint.pop(name, None)
+        else:
+            fingerprint = self._backend_fingerprint()
+        self._backend_size = len(self._backend.alarms) if self._backend is not None else -1
         if previous is not None and fingerprint is not None:
             # read only the alarms that are new or were re-put since the last read
             changed = sorted(n for n, v in fingerprint.items() if previous.get(n) != v)
@@ -798,13 +882,14 @@ class AlarmEvaluator:
                     reason_data="",
                     state_ms=now,
                     evaluated_to=target,
-                    next_check=target + self.period_ms,
+                    next_check=-1,
                     value_of=self._bind(config),
                     bound_of=_bound_function(config),
                 )
                 self._alarms[name] = alarm
                 self.states[name] = alarm.state
                 self._use(name, config)
+                self._schedule(alarm, target + self.period_ms)
             elif alarm.config != config:  # updated: same state, new configuration
                 # boundaries passed before the update was noticed are evaluated with the old one
                 if alarm.evaluated_to < self._evaluated_to:
@@ -818,7 +903,7 @@ class AlarmEvaluator:
                 alarm.classes = bytearray()
                 alarm.values = []
                 alarm.last_end = None
-                alarm.next_check = alarm.evaluated_to + self.period_ms
+                self._schedule(alarm, alarm.evaluated_to + self.period_ms)
             if (entry.get("StateValue"), entry.get("StateReason")) != (alarm.state, alarm.reason):
                 # moto starts a new (or re-put) alarm in OK; CloudWatch in INSUFFICIENT_DATA (or unchanged)
                 self._set_moto_state(name, alarm.state, alarm.reason, alarm.reason_data)
@@ -871,7 +956,7 @@ class AlarmEvaluator:
                 if alarm is None:
                     continue
                 if unsure or alarm.promise is None or self._future_class(alarm) != alarm.promise:
-                    alarm.next_check = min(alarm.next_check, self._first_check_after(alarm, first))
+                    self._schedule(alarm, min(alarm.next_check, self._first_check_after(alarm, first)))
                     alarm.changed_ms = last
 
     def _first_check_after(self, alarm: _AlarmState, at_ms: int) -> int:
@@ -1161,11 +1246,12 @@ class AlarmEvaluator:
                     j = max(j, promised)
             change = alarm.last_end + j * p  # first window end whose outcome may differ
             change = -(-change // self.period_ms) * self.period_ms
-            alarm.next_check = max(change, target + self.period_ms)
+            at = max(change, target + self.period_ms)
             if changed is not None and changed >= alarm.last_end:  # changed since that window: look again
-                alarm.next_check = min(alarm.next_check, self._first_check_after(alarm, changed))
+                at = min(at, self._first_check_after(alarm, changed))
+            self._schedule(alarm, at)
         else:
-            alarm.next_check = target + self.period_ms
+            self._schedule(alarm, target + self.period_ms)
         return found
 
     def _future_class(self, alarm: _AlarmState) -> int | None:

@@ -175,14 +175,15 @@ class SimSageMaker(SimCore):
             created_ms=now,
             seq=len(self._jobs),
             start_step=start_step,
-            step=start_step,
+            _step=start_step,
+            _clock=self.clock,
             _salt=self._rng.getrandbits(64),
             _stepf=float(start_step),
             _last_saved_step=start_step,
             _lines_until=now,
         )
         self._jobs[name] = job
-        self._live[name] = job
+        self._go_live(job)
 
         keep_alive = int(rc.get("KeepAlivePeriodInSeconds") or 0)
         if keep_alive > 0:
@@ -198,6 +199,7 @@ class SimSageMaker(SimCore):
         else:
             provision = self.startup.warm_provision_s if job.warm_pool_used else self.startup.provision_s
             self._set_timer(job, now + provision * 1000, "downloading")
+        self._reschedule(job)
         return {"TrainingJobArn": arn, "ResponseMetadata": self._response_metadata()}
 
     def describe_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
@@ -259,6 +261,7 @@ class SimSageMaker(SimCore):
             )
         if job.status == "InProgress":
             self._begin_stop(job, self.clock.now_ms, "Stopped", "stopped")
+            self._reschedule(job)
         return {"ResponseMetadata": self._response_metadata()}
 
     # ------------------------------------------------------------------------------------------
@@ -281,6 +284,7 @@ class SimSageMaker(SimCore):
                     if fault.after_run_training_min is not None and job._phase in HANG_PHASES:
                         continue  # a hung job's healthy clock has stopped
                     faults.bind(self, job, state, now)
+                    self._reschedule(job)
 
     def throttle_next(self, n: int) -> None:
         """The next ``n`` API calls (create, describe or stop) raise ThrottlingException."""
@@ -297,14 +301,12 @@ class SimSageMaker(SimCore):
         return self._jobs[name]
 
     def live_jobs(self, run_id: str) -> list[str]:
-        return [j.name for j in self._live.values() if j.run_id == run_id]
+        return sorted(self._live_by_run.get(run_id, ()), key=lambda n: self._jobs[n].seq)
 
-    def live_jobs_by_run(self) -> dict[str | None, list[str]]:
-        """Every non-terminal job, grouped by its run id (one pass, for invariant checks)."""
-        out: dict[str | None, list[str]] = {}
-        for job in self._live.values():
-            out.setdefault(job.run_id, []).append(job.name)
-        return out
+    def runs_with_several_live_jobs(self) -> dict[str, list[str]]:
+        """Runs (by run id) that have more than one non-terminal job now: kept up to date as jobs
+        start and end, so checking it costs nothing however many runs there are."""
+        return {run: self.live_jobs(run) for run in self._crowded}
 
     @property
     def live_count(self) -> int:
@@ -559,11 +561,11 @@ class SimSageMaker(SimCore):
     def _check_quota(self, itype: str, count: int, op: str) -> None:
         limit = self.quotas.get(itype)
         if limit is not None:
-            used = sum(j.instance_count for j in self._live.values() if j.instance_type == itype)
+            used = self._live_instances.get(itype, 0)
             if used + count > limit:
                 raise self._limit_error(f"{itype} for training job usage", limit, used, count, op)
         if self.total_instance_quota is not None:
-            used = sum(j.instance_count for j in self._live.values())
+            used = sum(self._live_instances.values())
             if used + count > self.total_instance_quota:
                 raise self._limit_error(
                     "Number of instances across all training jobs", self.total_instance_quota, used, count, op

@@ -16,6 +16,7 @@ Completed. Stops: Stopping for stop_s, longer while a SIGTERM checkpoint is writ
 from __future__ import annotations
 
 import copy
+import heapq
 import math
 import random
 import uuid
@@ -103,6 +104,14 @@ class SimCore:
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
         self._advancing = False
+        # the event queue: per live job its earliest item, (t, prio, seq, stamp, kind, job name);
+        # an entry whose stamp is not the job's current one is stale and skipped
+        self._sched: list[tuple[int, int, int, int, str, str]] = []
+        self._stamps: dict[str, int] = {}
+        # live jobs per run id and instances per type, kept as jobs start and end
+        self._live_by_run: dict[str | None, set[str]] = {}
+        self._crowded: set[str] = set()  # run ids with more than one live job
+        self._live_instances: dict[str, int] = {}
         self._phase_listeners: list[Callable[[str, int], None]] = []
 
     # ------------------------------------------------------------------------------------------
@@ -174,10 +183,11 @@ class SimCore:
                     break
                 self._move_clock(item[0])
                 self._fire(item[3], item[4], item[0])
+                self._reschedule(item[3])
             self._move_clock(to_ms)
-            for job in list(self._live.values()):
-                self.logs.progress_lines(job, to_ms)
-                job.step = job.current_step(to_ms)
+            if self.logs.client is not None:  # lines go to CloudWatch Logs: write them out now
+                for job in list(self._live.values()):
+                    self.logs.progress_lines(job, to_ms)
             self.logs.flush_if_due()
         finally:
             self._advancing = False
@@ -244,13 +254,49 @@ class SimCore:
             self.clock.advance_to(t)
 
     def _earliest_item(self) -> tuple[int, int, int, SimJob, str] | None:
-        best: tuple[int, int, int, SimJob, str] | None = None
-        for job in self._live.values():
-            for t, prio, kind in self._job_items(job):
-                cand = (t, prio, job.seq, job, kind)
-                if best is None or cand[:3] < best[:3]:
-                    best = cand
-        return best
+        sched = self._sched
+        while sched:
+            t, prio, seq, stamp, kind, name = sched[0]
+            job = self._live.get(name)
+            if job is None or self._stamps.get(name) != stamp:
+                heapq.heappop(sched)  # the job ended, or its items changed since
+                continue
+            return t, prio, seq, job, kind
+        return None
+
+    def _reschedule(self, job: SimJob) -> None:
+        """Queue the job's earliest item again after anything that may have changed its items
+        (an item fired, an API call, a fault bound); older queue entries become stale."""
+        stamp = self._stamps.get(job.name, 0) + 1
+        self._stamps[job.name] = stamp
+        if job.name not in self._live:
+            return
+        best = min(self._job_items(job), default=None)
+        if best is not None:
+            t, prio, kind = best
+            heapq.heappush(self._sched, (t, prio, job.seq, stamp, kind, job.name))
+
+    def _go_live(self, job: SimJob) -> None:
+        self._live[job.name] = job
+        names = self._live_by_run.setdefault(job.run_id, set())
+        names.add(job.name)
+        if len(names) > 1 and job.run_id is not None:
+            self._crowded.add(job.run_id)
+        self._live_instances[job.instance_type] = (
+            self._live_instances.get(job.instance_type, 0) + job.instance_count
+        )
+
+    def _leave_live(self, job: SimJob) -> None:
+        if self._live.pop(job.name, None) is None:
+            return
+        names = self._live_by_run.get(job.run_id)
+        if names is not None:
+            names.discard(job.name)
+            if len(names) <= 1 and job.run_id is not None:
+                self._crowded.discard(job.run_id)
+            if not names:
+                del self._live_by_run[job.run_id]
+        self._live_instances[job.instance_type] -= job.instance_count
 
     def _job_items(self, job: SimJob) -> Iterator[tuple[int, int, str]]:
         if job._save is not None:
@@ -526,7 +572,7 @@ class SimCore:
         job._save = None
         job._bound = []
         job.step = int(job._stepf)
-        self._live.pop(job.name, None)
+        self._leave_live(job)
         self._leave_warm_pool(job, t)
 
     # --- State changes and events -------------------------------------------------------------

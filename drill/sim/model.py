@@ -165,7 +165,7 @@ class SimJob:
     ended_ms: int | None = None  # terminal; describe's TrainingEndTime
     last_modified_ms: int = 0
     start_step: int = 0  # from Environment SAGEWARDEN_RESUME_STEP
-    step: int = 0  # refreshed at phase changes and at the end of every advance()
+    _step: int = 0  # ``step`` when not training (see the property)
     checkpoints: list[int] = field(default_factory=list)  # steps whose completion marker was written
     warm_pool_used: bool = False
     capacity_wait: bool = False
@@ -204,6 +204,7 @@ class SimJob:
     _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
     _retire_pool: bool = False
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
+    _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock
 
     @property
     def is_terminal(self) -> bool:
@@ -225,6 +226,17 @@ class SimJob:
             "ended": self.ended_ms,
             "last_modified": self.last_modified_ms,
         }
+
+    @property
+    def step(self) -> int:
+        """The script's global step now (it only moves while training normally)."""
+        if self._phase == "train" and self._clock is not None:
+            return self.current_step(self._clock.now_ms)
+        return self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._step = value
 
     def current_step(self, now_ms: int) -> int:
         """The script's global step at ``now_ms`` (only moves while training normally)."""
