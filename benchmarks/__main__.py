@@ -265,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         header = Path(__file__).with_name("HEADER.md").read_text()
         Path("BENCHMARKS.md").write_text(header + "\n" + text + "\n")
-        print("\nwrote BENCHMARKS.md", file=sys.stderr)
+        readme = Path("README.md")
+        readme.write_text(sidebyside.update_readme(readme.read_text(), normal))
+        print("\nwrote BENCHMARKS.md and the README's benchmark summary", file=sys.stderr)
     return 0
 
 

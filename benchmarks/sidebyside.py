@@ -278,7 +278,8 @@ def render(normal: SideBySide, stress: SideBySide, person: Person) -> list[str]:
         "(restart budget, crash loop, a user error by policy) it pages, and the person resubmits it. "
         f"(d)'s policy: `{RECOMMENDED_POLICY}` (`benchmarks/supervised.py`).",
         "- **Buckets** per fault: *detection* = onset -> first decision (stop, relaunch, or SageMaker's "
-        "own retry); *stop* = decision -> replacement requested; *instance start* = requested -> "
+        "own retry); *stop* = decision -> replacement requested (the job's Stopping, and the wait for "
+        "the person when sagewarden gives up after stopping a hung job); *instance start* = requested -> "
         "Training again (capacity errors included); *work lost* = steps since the resumed checkpoint. "
         "**Physical floor**: detection one metric period (60 s) + event delivery (10.5 s) for anything "
         "that does not end the job by itself, delivery only for a crash; stop 120 s (SIGKILL of a hung "
@@ -290,6 +291,51 @@ def render(normal: SideBySide, stress: SideBySide, person: Person) -> list[str]:
         "and checkpoint writes).",
     ]
     return out
+
+
+README_START = "<!-- bench:summary:start (written by `make bench`) -->"
+README_END = "<!-- bench:summary:end -->"
+
+
+def readme_summary(normal: SideBySide) -> list[str]:
+    """The README's table and sentences, from the same numbers as BENCHMARKS.md."""
+    out = [
+        "| supervisor | lost GPU-hours | above the physical floor | effective training |",
+        "|---|---|---|---|",
+    ]
+    for key in SUPERVISORS:
+        a = normal.accounts[key]
+        out.append(
+            f"| {LABELS[key]} | {_gh(a.total_gpu_hours())} | {_gh(a.excess_gpu_hours())} | "
+            f"{100 * a.effective_training:.1f} % |"
+        )
+    best_total, best_excess = normal.best_alternative(), normal.best_alternative(excess=True)
+    c, d = normal.accounts["c"], normal.accounts["d"]
+    gave_up = normal.gave_up.get("c", 0)
+    out += [
+        "",
+        f"The physical floor ({_gh(d.floor_gpu_hours())} GPU-hours for (d)) is what no supervisor avoids: a fault "
+        "is seen one metric period after it starts, a hung job takes 120 s to kill, instances take minutes to "
+        "start, and the work since the last checkpoint is redone. Above that floor, sagewarden loses "
+        f"{_ratio(c.excess_gpu_hours(), best_excess)} (default policy) and {_ratio(d.excess_gpu_hours(), best_excess)} "
+        "(recommended policy) of the best alternative's GPU-hours; counting the floor too, "
+        f"{_ratio(c.total_gpu_hours(), best_total)} and {_ratio(d.total_gpu_hours(), best_total)}. Crashes cost "
+        "about the floor for anyone quick to react; the gain is on hangs, which the alternatives leave to a "
+        "person."
+        + (
+            f" The default policy gave up {gave_up} time(s) on this run (its restart budget is small for a fault "
+            "a day) and paged the person."
+            if gave_up
+            else ""
+        ),
+    ]
+    return out
+
+
+def update_readme(text: str, normal: SideBySide) -> str:
+    """Replace the README's generated block (between the markers) with the current numbers."""
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    return text[:start] + "\n" + "\n".join(readme_summary(normal)) + "\n" + text[end:]
 
 
 def chart(normal: SideBySide, stress: SideBySide, path: Path = CHART) -> Path:

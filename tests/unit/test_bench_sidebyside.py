@@ -14,7 +14,7 @@ from benchmarks.accounting import DELIVERY_MS, account
 from benchmarks.baselines import BaselineResult, run_baseline
 from benchmarks.chart import write_chart
 from benchmarks.person import Person
-from benchmarks.sidebyside import TICKS
+from benchmarks.sidebyside import README_END, README_START, TICKS, SideBySide, _gh, update_readme
 from benchmarks.trace import (
     GPU_FAULT_RATE_PER_GPU_HOUR,
     MANIFESTATIONS,
@@ -230,6 +230,22 @@ def test_chart_is_written(tmp_path: Path) -> None:
     path = write_chart([("one", accounts), ("two", dict(accounts))], TICKS, tmp_path / "docs" / "chart.png")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_readme_block_is_rewritten_between_its_markers() -> None:
+    crash = _one("xid_crash")
+    accounts = {
+        "a": _account(run_baseline("retry", SMALL, crash, PERSON), crash),
+        "b": _account(run_baseline("poll", SMALL, crash, PERSON), crash),
+    }
+    accounts["c"], accounts["d"] = accounts["a"], accounts["b"]
+    sbs = SideBySide("t", SMALL, crash, accounts=accounts, gave_up={"c": 2})
+    text = f"intro\n{README_START}\nold table\n{README_END}\nafter\n"
+    out = update_readme(text, sbs)
+    assert out.startswith(f"intro\n{README_START}\n| supervisor |") and out.endswith(f"{README_END}\nafter\n")
+    assert "old table" not in out and "gave up 2 time(s)" in out
+    assert f"| {_gh(accounts['b'].total_gpu_hours())} |" in out
+    assert update_readme(out, sbs) == out  # idempotent
 
 
 def test_small_workload_is_what_the_expectations_assume() -> None:
