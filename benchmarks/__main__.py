@@ -177,21 +177,28 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")
 
     out.append("")
-    out.append("False positives on benign slow phases (must be 0):")
+    out.append("False positives on benign slow phases (must be 0), default and recommended policy:")
     out.append("")
-    out.append("| phase | runs | hang stops |")
-    out.append("|---|---|---|")
-    for label, fault in BENIGN:
+    out.append("| phase | runs | hang stops, default policy | hang stops, recommended policy |")
+    out.append("|---|---|---|---|")
+
+    def hang_stops(faults: list[dict[str, Any]], policy: dict[str, Any] | None, **account: Any) -> int:
         stops = 0
         for seed in seeds:
-            result, _ = _run(_scenario(seed, [fault]), template)
+            result, _ = _run(_scenario(seed, faults, policy, **account), template)
             stops += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
-        out.append(f"| {label} | {len(seeds)} | {stops} |")
-    slow = 0
-    for seed in seeds:
-        result, _ = _run(_scenario(seed, [], startup={"provision_s": 3000, "download_s": 2400}), template)
-        slow += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
-    out.append(f"| 90-minute Starting + Downloading | {len(seeds)} | {slow} |")
+        return stops
+
+    recommended = sidebyside.RECOMMENDED_POLICY
+    for label, fault in BENIGN:
+        out.append(
+            f"| {label} | {len(seeds)} | {hang_stops([fault], None)} | {hang_stops([fault], recommended)} |"
+        )
+    slow = {"startup": {"provision_s": 3000, "download_s": 2400}}
+    out.append(
+        f"| 90-minute Starting + Downloading | {len(seeds)} | {hang_stops([], None, **slow)} | "
+        f"{hang_stops([], recommended, **slow)} |"
+    )
 
     out.append("")
     out.append("Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog):")
