@@ -10,7 +10,6 @@ SageMaker; where the GPU-hours went, against the physical floor.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import time
 from collections.abc import Callable
@@ -364,8 +363,3 @@ def drill_speed_rows(*results: SideBySide) -> list[str]:
                 f"{LABELS[key]} | {hours / 24:.1f} days | {wall:.1f} s | {hours / wall:.0f} |"
             )
     return rows
-
-
-def smaller(workload: Workload, **changes: Any) -> Workload:
-    """The same workload with some fields changed (tests use a few hosts and days)."""
-    return dataclasses.replace(workload, **changes)

@@ -249,3 +249,20 @@ def test_restart_capacity_applies_to_a_retry_too(sim: SimSageMaker) -> None:
     job = sim.job("job-a01")
     assert len(job.retries) == 1 and job.status == "Failed"
     assert job.failure_reason == CAPACITY_FAILURE_REASON
+
+
+# ----------------------------------------------------------------------------------------------
+# What the drill's invariant check reads
+# ----------------------------------------------------------------------------------------------
+
+
+def test_runs_with_several_live_jobs_are_kept_up_to_date(sim: SimSageMaker) -> None:
+    sim.create_training_job(**request("job-a01", run_id="RUN-A"))
+    sim.create_training_job(**request("job-b01", run="r2", run_id="RUN-B"))
+    assert sim.runs_with_several_live_jobs() == {} and sim.live_count == 2
+    sim.create_training_job(**request("job-a02", attempt=2, run_id="RUN-A"))  # two at once for RUN-A
+    assert sim.runs_with_several_live_jobs() == {"RUN-A": ["job-a01", "job-a02"]}
+    sim.stop_training_job(TrainingJobName="job-a01")
+    _run_until_ended(sim, "job-a01")
+    assert sim.runs_with_several_live_jobs() == {} and sim.live_jobs("RUN-A") == ["job-a02"]
+    assert sim.live_count == 2
