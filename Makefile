@@ -9,8 +9,9 @@ SCENARIO ?= default
 ALERT_EMAIL ?=
 ALLOWED_ROLE_ARNS ?=
 PYTEST_WORKERS ?= 2
+SOAK_EXAMPLES ?= 10000
 
-.PHONY: help setup demo drill test test-fast lint format synth bench deploy destroy clean
+.PHONY: help setup demo drill test test-fast soak lint format synth bench deploy destroy clean openapi soak-api
 
 help:
 	@grep -E '^[a-z-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -34,6 +35,11 @@ test: setup ## every test: unit, adapters, infrastructure, scenarios
 test-fast: setup ## unit tests only
 	$(PY) -m pytest tests/unit
 
+soak: setup ## 10,000 random interleavings + a crash at every port call (prints counts, rate, counterexample)
+	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 \
+	  $(PY) -m pytest tests/soak -p no:randomly
+	$(MAKE) soak-api
+
 lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -47,8 +53,19 @@ format: setup
 synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 	CDK_OUTDIR=cdk.out $(PY) app.py && ls -1 cdk.out/*.template.json
 
+openapi: setup ## regenerate docs/openapi.json from the API's resolver (a test fails when it is stale)
+	PYTHONPATH=lambdas $(PY) -m sagewarden.api.openapi --write docs/openapi.json
+
+FUZZ_REQUESTS ?= 20000
+soak-api: setup ## fuzz the API from docs/openapi.json with FUZZ_REQUESTS requests (default 20,000)
+	SAGEWARDEN_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/fuzz -m fuzz -s -q
+
 bench: setup ## benchmarks: regenerate BENCHMARKS.md and docs/bench-*.png
 	$(PY) -m benchmarks --write
+
+.PHONY: iam-report
+iam-report: setup ## IAM replay over the shipped scenarios: each call's decision, grants no call needed
+	$(PY) -m drill.iam --table
 
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund

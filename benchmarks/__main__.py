@@ -47,6 +47,7 @@ FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"progress_metric": "train:throughput"},
     ),
 ]
+METRIC = {"Name": "train:throughput", "Regex": "throughput=(\\S+)"}
 BENIGN = [
     ("12-minute checkpoint save", {"kind": "checkpoint_save_long", "duration_min": 12}),
     ("15-minute eval (low GPU)", {"kind": "eval_phase", "duration_min": 15}),
@@ -69,6 +70,10 @@ def _scenario(
                     "instance_count": NODES,
                     "profile": PROFILE,
                     "policy": policy or {},
+                    # a progress_metric must be one of the job's MetricDefinitions (the API checks)
+                    "training_job": {"AlgorithmSpecification": {"MetricDefinitions": [METRIC]}}
+                    if (policy or {}).get("progress_metric")
+                    else {},
                 }
             ],
             "faults": [{"run": "bench", "attempt": 1, "after_training_min": 95, **f} for f in faults],
@@ -118,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md and the chart")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    from infra.template import synthesized_template
+    from drill.account import drill_template
 
-    template = synthesized_template()
+    template = drill_template()
     seeds = list(range(1, args.seeds + 1))
     out: list[str] = []
 

@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="show routine sweep look-ups too")
     args = parser.parse_args(argv)
 
-    from infra.template import synthesized_template
+    from drill.account import drill_template
 
     scenario = load(args.scenario, bucket=BUCKET, role_arn=EXECUTION_ROLE)
     if args.seed is not None:
         scenario.seed = args.seed
-    result = run_scenario(scenario, synthesized_template())
+    result = run_scenario(scenario, drill_template())
     if args.json:
         print(json.dumps(result.summary(), indent=2, default=str))
     else:

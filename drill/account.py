@@ -21,6 +21,7 @@ import boto3
 from moto import mock_aws
 
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
+from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
@@ -45,6 +46,16 @@ BUCKET = "sagewarden-drill"
 EXECUTION_ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole"
 CALLER = f"arn:aws:iam::{ACCOUNT}:role/ml-engineer"
 ALARM_PREFIX = keys.DEFAULT_ALARM_PREFIX
+# The deployment this account represents (CDK context): its template is what the IAM replay
+# checks the supervisor's calls against. ``drill_template()`` synthesizes it (cached on disk).
+DEPLOY_CONTEXT: dict[str, Any] = {"allowedRoleArns": [EXECUTION_ROLE], "checkpointBuckets": [BUCKET]}
+
+
+def drill_template() -> dict[str, Any]:
+    """The template synthesized with :data:`DEPLOY_CONTEXT` (what the drill and tests run on)."""
+    from infra.template import synthesized_template
+
+    return synthesized_template(context=DEPLOY_CONTEXT)
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,16 @@ class Delivery:
     max_delay_s: float = 20.0
     duplicate_rate: float = 0.0
     drop_rate: float = 0.0  # best-effort events that never arrive (the sweep must catch up)
+
+
+@dataclass
+class MemoryCounters:
+    """The supervisor's operational counters (CloudWatch metrics in a real deployment)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, value: float = 1.0) -> None:
+        self.values[name] = self.values.get(name, 0.0) + value
 
 
 @dataclass
@@ -113,10 +134,13 @@ class LocalAccount:
         progress_log_interval_s: int = 600,
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
         logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
+        iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
     ) -> None:
         if logs not in ("moto", "simulated"):
             raise ValueError("logs must be 'moto' or 'simulated'")
         self._logs_kind = logs
+        self._iam_replay = iam_replay
+        self._iam_report_taken = False
         self._progress_log_interval_s = progress_log_interval_s
         self._log_flush_interval_s = log_flush_interval_s
         if store not in ("dynamodb", "memory"):
@@ -140,6 +164,7 @@ class LocalAccount:
         self._policy_defaults = dict(policy_defaults or {})
         self._reconcile_ms = int(reconcile_interval_min * 60_000)
         self._due_cache: tuple[int | None] | None = None
+        self._last_sweep_ms = -1
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> LocalAccount:
@@ -172,6 +197,10 @@ class LocalAccount:
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.cloudwatch = boto3.client("cloudwatch", region_name=REGION)
         self.logs = boto3.client("logs", region_name=REGION)
+        # The simulator writes checkpoints and training logs with clients of its own: those
+        # writes are SageMaker's, not the supervisor's, and must not be recorded as its calls.
+        sim_s3 = boto3.client("s3", region_name=REGION)
+        sim_logs = boto3.client("logs", region_name=REGION)
         create_table_from_template(self.ddb, self.template, TABLE)
         self.s3.create_bucket(Bucket=BUCKET)
         self.topic_arn = self.sns.create_topic(Name="sagewarden-alerts")["TopicArn"]
@@ -182,10 +211,18 @@ class LocalAccount:
         self.sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn)
         self.alert_queue_url = queue_url
         os.environ[keys.ENV_TOPIC_ARN] = self.topic_arn
+        # --- IAM replay: the clients handed to the supervisor's adapters record its calls ---
+        self.iam, facts = account_iam(
+            self.template, region=REGION, account=ACCOUNT, table=TABLE, topic_arn=self.topic_arn
+        )
+        self.recorder = CallRecorder(facts, enabled=self._iam_replay)
+        for client in (self.ddb, self.s3, self.sns, self.cloudwatch, self.logs):
+            self.recorder.attach(client)
+        # ---
         self.sagemaker = SimSageMaker(
             self.clock,
-            s3_client=self.s3,
-            logs_client=self.logs if self._logs_kind == "moto" else None,
+            s3_client=sim_s3,
+            logs_client=sim_logs if self._logs_kind == "moto" else None,
             account_id=ACCOUNT,
             region=REGION,
             quotas=self._quotas,
@@ -199,18 +236,22 @@ class LocalAccount:
         )
         self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
+        self.counters = MemoryCounters()
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
-            launcher=SageMakerLauncher(self.sagemaker),
+            launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker, "sagemaker")),
             checkpoints=S3CheckpointFinder(self.s3),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
             logs=CloudWatchLogsReader(
                 FlushOnReadLogs(self.logs, self.sagemaker)
                 if self._logs_kind == "moto"
-                else SimulatedLogs(self.sagemaker)
+                else self.recorder.wrap(SimulatedLogs(self.sagemaker), "logs")
             ),
-            metrics=CloudWatchMetricsReader(SimulatedCloudWatch(self.cloudwatch, self.sagemaker)),
+            metrics=CloudWatchMetricsReader(
+                self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
+            ),
+            counters=self.counters,
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),
             settings=SupervisorSettings(
@@ -222,7 +263,10 @@ class LocalAccount:
         composition.use(self.supervisor)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        report = None
+        if self._iam_replay and not self._iam_report_taken and exc_type is None:
+            report = self.iam_report()
         composition.use(None)
         self._clock_patches.close()
         self._mock.stop()
@@ -231,6 +275,20 @@ class LocalAccount:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        if report is not None and report.findings:
+            raise IamReplayError("\n".join([report.summary(), *report.failures()]))
+
+    # -- IAM replay (drill/iam) ----------------------------------------------------------------
+    def iam_report(self) -> ReplayReport:
+        """Every AWS call the supervisor's functions made so far, checked against the template's
+        IAM policies (denied, unknown and unmapped calls are ``report.findings``)."""
+        return check(self.recorder, self.iam)
+
+    def take_iam_report(self) -> ReplayReport:
+        """:meth:`iam_report`, for a caller that reports the findings itself (closing the account
+        then no longer raises :class:`~drill.iam.IamReplayError` for them)."""
+        self._iam_report_taken = True
+        return self.iam_report()
 
     # -- EventBridge ---------------------------------------------------------------------------
     def _on_emit(self, event: dict[str, Any]) -> None:
@@ -271,17 +329,35 @@ class LocalAccount:
         self._due_cache = None
 
     def next_sweep_ms(self) -> int | None:
-        """The next minute boundary at which the every-minute sweep would find a run due.
+        """The next minute boundary at which the every-minute sweep would have work: a run or an
+        owed alert due, or a hang alarm in ALARM (the sweep reads alarm *states* every pass, so
+        an ALARM whose event was dropped or ignored is still acted on). A sweep with none of these
+        is a no-op, so the drill skips it.
 
-        The due index only changes when a handler runs, so the answer is cached until then.
+        The due index only changes when a handler runs, so that part is cached until then.
         """
+        minute = 60_000
         if self._due_cache is None:
             self._due_cache = (self._earliest_due(),)
-        earliest = self._due_cache[0]
-        if earliest is None:
+        candidates = [] if self._due_cache[0] is None else [-(-self._due_cache[0] // minute) * minute]
+        if self._any_alarm_in_alarm():
+            candidates.append(-(-(self._last_sweep_ms + 1) // minute) * minute)
+        if not candidates:
             return None
-        minute = 60_000
-        return max(self.clock.now_ms, -(-earliest // minute) * minute)
+        return max(self.clock.now_ms, min(candidates))
+
+    def _any_alarm_in_alarm(self) -> bool:
+        try:
+            from moto.cloudwatch.models import cloudwatch_backends
+            from moto.core import DEFAULT_ACCOUNT_ID
+
+            backend = cloudwatch_backends[os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)][REGION]
+        except Exception:  # pragma: no cover - not a moto account
+            return False
+        return any(
+            name.startswith(ALARM_PREFIX) and getattr(alarm, "state_value", "") == "ALARM"
+            for name, alarm in backend.alarms.items()
+        )
 
     def _earliest_due(self) -> int | None:
         store = self.supervisor.store
@@ -308,6 +384,7 @@ class LocalAccount:
             raise AssertionError("the template schedules no sweep")
         results = []
         self.mark_dirty()
+        self._last_sweep_ms = self.clock.now_ms
         for _, handler in schedule:
             results.append(
                 self.router.handler(handler)(

@@ -10,24 +10,33 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import heapq
 import json
+import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import (
+    AUDIT_DETAIL_BYTES,
+    AUDIT_SUMMARY_BYTES,
     attempt_from_dict,
     attempt_to_dict,
     decode_cursor,
     encode_cursor,
     idempotency_pk,
+    notify_from_dict,
+    notify_to_dict,
     run_from_dict,
     run_to_dict,
 )
+from sagewarden.domain.bounded import bounded_json, clip_text
 from sagewarden.domain.models import Run, RunStatus
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay, Page
+from sagewarden.ports import AuditEntry, ConcurrentUpdate, DueItem, IdempotentReplay, OutboxMessage, Page
+
+
+def _shard(run_id: str) -> int:
+    return zlib.crc32(run_id.encode()) % keys.DUE_SHARDS
 
 
 class InMemoryRunStore:
@@ -35,12 +44,38 @@ class InMemoryRunStore:
         self._runs: dict[str, tuple[int, str]] = {}  # run id -> (version, JSON)
         self._attempts: dict[str, dict[int, str]] = {}
         self._audit: dict[str, list[tuple[tuple[Any, ...], AuditEntry]]] = {}
-        self._due: dict[str, int] = {}
+        # the due index, like the GSI: per shard a sorted list of (due, kind, run id, key)
+        self._due: dict[tuple[str, str, str], int] = {}
+        self._due_sorted: list[list[tuple[int, str, str, str]]] = [[] for _ in range(keys.DUE_SHARDS)]
+        self._outbox: dict[tuple[str, str], tuple[OutboxMessage, str]] = {}
+        self._waiting: dict[
+            str, tuple[int, str, str | None]
+        ] = {}  # RETRY_WAIT runs: (-priority, reason, type)
         self._idem: dict[str, tuple[str, str]] = {}
+        self._leases: dict[str, tuple[str, int]] = {}
         self._seq = 0
-        # indexes, so that no lookup reads every run (drill speed with many runs)
-        self._due_heap: list[tuple[int, str]] = []  # (due, run id), stale entries skipped
-        self._waiting: dict[str, tuple[str | None, str | None]] = {}  # RETRY_WAIT runs: (reason, type)
+
+    # -- the due index ---------------------------------------------------------------------------
+    def _set_due_entry(self, kind: str, run_id: str, key: str, due_ms: int | None) -> None:
+        ident = (kind, run_id, key)
+        shard = self._due_sorted[_shard(run_id)]
+        old = self._due.pop(ident, None)
+        if old is not None:
+            idx = bisect.bisect_left(shard, (old, kind, run_id, key))
+            if idx < len(shard) and shard[idx] == (old, kind, run_id, key):
+                shard.pop(idx)
+        if due_ms is not None:
+            self._due[ident] = due_ms
+            bisect.insort(shard, (due_ms, kind, run_id, key))
+
+    def iter_due(self, now_ms: int, shard: int) -> Iterator[DueItem]:
+        entries = self._due_sorted[shard]
+        snapshot = entries[: bisect.bisect_right(entries, (now_ms, "~", "~", "~"))]
+        for due, kind, run_id, key in snapshot:
+            yield DueItem(kind, run_id, due, key)
+
+    def earliest_due(self) -> int | None:
+        return min((s[0][0] for s in self._due_sorted if s), default=None)
 
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
@@ -52,25 +87,45 @@ class InMemoryRunStore:
             self._idem[key] = (run.run_id, body_hash or "")
         if run.run_id in self._runs:
             raise ConcurrentUpdate(run.run_id)
-        self._runs[run.run_id] = (run.version, json.dumps(run_to_dict(run), sort_keys=True))
+        self._store_run(run)
         self._attempts[run.run_id] = {}
-        self._set_due(run, run.created_ms)
-        self._index_waiting(run)
+        self._set_due_entry("run", run.run_id, "", run.created_ms)
         self._append(run.run_id, run.version, audit, salt=False)
         return run
 
-    def save(self, run: Run, previous: Run, audit: Sequence[AuditEntry], due_ms: int | None) -> Run:
+    def _store_run(self, run: Run) -> None:
+        self._runs[run.run_id] = (
+            run.version,
+            json.dumps(run_to_dict(run), sort_keys=True, ensure_ascii=False),
+        )
+        if run.status == RunStatus.RETRY_WAIT and run.wait_reason:
+            self._waiting[run.run_id] = (-run.policy.priority, run.wait_reason, run.wait_instance_type)
+        else:
+            self._waiting.pop(run.run_id, None)
+
+    def save(
+        self,
+        run: Run,
+        previous: Run,
+        audit: Sequence[AuditEntry],
+        due_ms: int | None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> Run:
         stored = self._runs.get(run.run_id)
         if stored is None or stored[0] != previous.version:
             raise ConcurrentUpdate(run.run_id)
+        if any((m.run_id, m.dedupe_id) in self._outbox for m in outbox):
+            raise ConcurrentUpdate(run.run_id)  # the transaction's condition on a new item fails
         saved = dataclasses.replace(run, version=previous.version + 1)
-        self._runs[run.run_id] = (saved.version, json.dumps(run_to_dict(saved), sort_keys=True))
+        self._store_run(saved)
         before = {a.number: a for a in previous.attempts}
         for att in run.attempts:
             if before.get(att.number) != att:
                 self._attempts[run.run_id][att.number] = json.dumps(attempt_to_dict(att), sort_keys=True)
-        self._set_due(saved, due_ms)
-        self._index_waiting(saved)
+        self._set_due_entry("run", run.run_id, "", due_ms)
+        for m in outbox:
+            self._outbox[(m.run_id, m.dedupe_id)] = (m, json.dumps(notify_to_dict(m.notify)))
+            self._set_due_entry("outbox", m.run_id, m.dedupe_id, m.due_ms or m.created_ms)
         self._append(run.run_id, saved.version, audit, salt=False)
         return saved
 
@@ -81,37 +136,72 @@ class InMemoryRunStore:
         stored = self._runs.get(run.run_id)
         if stored is None or stored[0] != run.version:
             return  # a newer version already set its own due time
-        self._set_due(run, due_ms)
-
-    def _set_due(self, run: Run, due_ms: int | None) -> None:
-        if due_ms is None or run.status.terminal:
-            self._due.pop(run.run_id, None)
-        else:
-            self._due[run.run_id] = due_ms
-            heapq.heappush(self._due_heap, (due_ms, run.run_id))
-
-    def _index_waiting(self, run: Run) -> None:
-        if run.status == RunStatus.RETRY_WAIT:
-            data = run_to_dict(run)
-            self._waiting[run.run_id] = (data.get("wait_reason"), data.get("wait_instance_type"))
-        else:
-            self._waiting.pop(run.run_id, None)
+        self._set_due_entry("run", run.run_id, "", due_ms)
 
     def _append(self, run_id: str, version: int, entries: Sequence[AuditEntry], *, salt: bool) -> None:
         log = self._audit.setdefault(run_id, [])
         for i, e in enumerate(entries):
             self._seq += 1
             key = (e.at_ms, version, "B" if salt else "A", self._seq if salt else 0, i)
-            bisect.insort(log, (key, e), key=lambda t: t[0])  # keeps the order, no re-sort
+            # bounded exactly as the DynamoDB store bounds its audit items
+            stored = AuditEntry(
+                e.at_ms,
+                e.kind,
+                clip_text(e.summary, AUDIT_SUMMARY_BYTES),
+                json.loads(bounded_json(dict(e.detail), AUDIT_DETAIL_BYTES)),
+            )
+            bisect.insort(log, (key, stored), key=lambda t: t[0])
+
+    # -- outbox ------------------------------------------------------------------------------------
+    def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None:
+        found = self._outbox.get((run_id, dedupe_id))
+        if found is None:
+            return None
+        message, data = found
+        due = self._due.get(("outbox", run_id, dedupe_id), message.due_ms)
+        return dataclasses.replace(message, notify=notify_from_dict(json.loads(data)), due_ms=due)
+
+    def outbox_done(self, run_id: str, dedupe_id: str, at_ms: int) -> None:
+        self._outbox.pop((run_id, dedupe_id), None)
+        self._set_due_entry("outbox", run_id, dedupe_id, None)
+
+    def outbox_retry(self, run_id: str, dedupe_id: str, due_ms: int, tries: int, error: str) -> None:
+        found = self._outbox.get((run_id, dedupe_id))
+        if found is None:
+            return
+        message, data = found
+        self._outbox[(run_id, dedupe_id)] = (
+            dataclasses.replace(message, tries=tries, last_error=error),
+            data,
+        )
+        self._set_due_entry("outbox", run_id, dedupe_id, due_ms)
+
+    def pending_outbox(self) -> list[OutboxMessage]:
+        """Every alert still owed (tests and the drill's invariant checks)."""
+        return [m for m, _ in self._outbox.values()]
+
+    # -- lease ---------------------------------------------------------------------------------------
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool:
+        held = self._leases.get(name)
+        if held is not None and held[1] >= now_ms and held[0] != owner:
+            return False
+        self._leases[name] = (owner, now_ms + ttl_ms)
+        return True
+
+    def release_lease(self, name: str, owner: str) -> None:
+        held = self._leases.get(name)
+        if held is not None and held[0] == owner:
+            del self._leases[name]
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None:
         stored = self._runs.get(run_id)
         if stored is None:
             return None
-        attempts = self._attempts[run_id]
-        numbers = sorted(attempts) if all_attempts else sorted(attempts)[-1:]
-        loaded = [attempt_from_dict(json.loads(attempts[n])) for n in numbers]
+        loaded = None
+        if all_attempts:
+            attempts = self._attempts[run_id]
+            loaded = [attempt_from_dict(json.loads(attempts[n])) for n in sorted(attempts)]
         run = run_from_dict(json.loads(stored[1]), loaded)
         return dataclasses.replace(run, version=stored[0])
 
@@ -119,38 +209,52 @@ class InMemoryRunStore:
         ids = sorted(self._runs, reverse=True)
         if status:
             ids = [i for i in ids if json.loads(self._runs[i][1])["status"] == status]
-        start = decode_cursor(cursor, str) if cursor else None
+        start = _runs_cursor(cursor, status or "") if cursor else None
         ids = [i for i in ids if start is None or i < start]
         page = ids[:limit]
         runs = [self.get(i) for i in page]
         more = len(ids) > limit
-        return Page([r for r in runs if r is not None], encode_cursor(page[-1]) if more and page else None)
+        nxt = {"run_id": page[-1], "status": status or ""} if more and page else None
+        return Page([r for r in runs if r is not None], encode_cursor(nxt))
 
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page:
         log = self._audit.get(run_id, [])
-        start = int(decode_cursor(cursor, str)) if cursor else 0
+        start = _audit_cursor(cursor, run_id, len(log)) if cursor else 0
         items = [e for _, e in log[start : start + limit]]
         nxt = start + limit
-        return Page(items, encode_cursor(str(nxt)) if nxt < len(log) else None)
-
-    def due_run_ids(self, now_ms: int, limit: int) -> list[str]:
-        by_shard = sorted(
-            (str(zlib.crc32(r.encode()) % keys.DUE_SHARDS), due, r)
-            for r, due in self._due.items()
-            if due <= now_ms
-        )
-        return [r for _, _, r in by_shard][:limit]
+        return Page(items, encode_cursor({"run_id": run_id, "offset": nxt}) if nxt < len(log) else None)
 
     def runs_waiting_for(self, reason: str, instance_type: str) -> list[str]:
-        out = []
-        for rid in sorted(self._waiting, reverse=True):
-            wait_reason, wait_type = self._waiting[rid]
-            if wait_reason == reason and wait_type in (None, instance_type):
-                out.append(rid)
-        return out
+        """Highest priority first, then oldest (run ids are time-ordered ULIDs)."""
+        found = [
+            (neg_priority, rid)
+            for rid, (neg_priority, why, itype) in self._waiting.items()
+            if why == reason and itype in (None, instance_type)
+        ]
+        return [rid for _, rid in sorted(found)]
 
-    def earliest_due(self) -> int | None:
-        heap = self._due_heap
-        while heap and self._due.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)  # superseded or removed
-        return heap[0][0] if heap else None
+
+# -- cursors: the same rules as the DynamoDB store's (exact keys and types, bound to the listing) --
+_RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
+def _runs_cursor(cursor: str, status: str) -> str:
+    value = decode_cursor(cursor)
+    if not isinstance(value, dict) or set(value) != {"run_id", "status"}:
+        raise ValueError("invalid cursor")
+    run_id, listing = value["run_id"], value["status"]
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or listing != status:
+        raise ValueError("invalid cursor: not a cursor of this listing")
+    return run_id
+
+
+def _audit_cursor(cursor: str, run_id: str, length: int) -> int:
+    value = decode_cursor(cursor)
+    if not isinstance(value, dict) or set(value) != {"run_id", "offset"}:
+        raise ValueError("invalid cursor")
+    offset = value["offset"]
+    if value["run_id"] != run_id:
+        raise ValueError("invalid cursor: not a cursor of this run's events")
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 < offset < length:
+        raise ValueError("invalid cursor")
+    return offset

@@ -17,6 +17,8 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
+from drill.iam.recorder import invoked_as
+
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
@@ -52,6 +54,16 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 60_000
+
+
+def _attributed(dotted: str, fn: Handler) -> Handler:
+    """``fn``, with the AWS calls it makes attributed to its function (IAM replay, drill/iam)."""
+
+    def invoke(event: dict[str, Any], context: Any) -> Any:
+        with invoked_as(dotted):
+            return fn(event, context)
+
+    return invoke
 
 
 def _function_handler(resources: Mapping[str, Any], target_arn: Any) -> str | None:
@@ -125,7 +137,7 @@ class TemplateRouter:
     def handler(self, dotted: str) -> Handler:
         if dotted not in self._handlers:
             module, func = dotted.rsplit(".", 1)
-            self._handlers[dotted] = getattr(importlib.import_module(module), func)
+            self._handlers[dotted] = _attributed(dotted, getattr(importlib.import_module(module), func))
         return self._handlers[dotted]
 
     def handlers_for_event(self, event: Mapping[str, Any]) -> list[str]:

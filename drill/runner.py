@@ -62,6 +62,8 @@ class DrillResult:
     events_delivered: int = 0
     alerts_sent: list[Any] = field(default_factory=list)  # (virtual ms, Notify) as published
     jobs: list[Any] = field(default_factory=list)  # the simulated SageMaker's jobs at the end (SimJob)
+    counters: dict[str, float] = field(default_factory=dict)  # the supervisor's operational counters
+    iam: Any = None  # drill.iam.ReplayReport: the run's AWS calls checked against the template's IAM
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -73,6 +75,7 @@ class DrillResult:
             "alerts_published": self.alerts,
             "runs": self.runs,
             "faults": self.faults,
+            "counters": self.counters,
             "invariant_violations": self.invariant_violations,
         }
 
@@ -157,6 +160,8 @@ class DrillRunner:
                 if not scripted and self._all_done() and acct.next_delivery_ms() is None:
                     break
             result = self._result(start, time.perf_counter() - wall)
+            result.iam = acct.take_iam_report()  # IAM replay: a denied or unknown call is a violation
+            result.invariant_violations += result.iam.failures()
         return result
 
     # ------------------------------------------------------------------------------------------
@@ -275,7 +280,6 @@ class DrillRunner:
                     for e in audit
                     if e["kind"] == "decision" and not e["summary"].startswith("ignored")
                 ],
-                "ignored_events": sum(1 for e in audit if e["summary"].startswith("ignored")),
             }
         faults = self._fault_report(timeline)
         for f in faults:
@@ -310,6 +314,7 @@ class DrillRunner:
             alerts_sent=list(acct.notifier.sent),
             jobs=list(acct.sagemaker.jobs()),
             events_delivered=len(acct.delivered),
+            counters=dict(acct.counters.values),
         )
 
     def _fault_report(self, timeline: list[TimelineRow]) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ EVENT_RULES_ID = "EventRules"
 API_ID = "Api"
 HANG_SIGNALS_ID = "HangSignals"
 PERMISSIONS_ID = "Permissions"
+HEALTH_ID = "Health"
 
 # --- Stack outputs ----------------------------------------------------------------------------
 OUTPUT_API_URL = "ApiUrl"
@@ -52,8 +53,13 @@ DEFAULT_POWERTOOLS_VERSION = "3.37.0"
 POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/{arch}/" + PYTHON_VERSION + "/{version}"
 LOG_RETENTION = "THREE_MONTHS"  # name of an aws_logs.RetentionDays member (90 days)
 
-POWERTOOLS_SERVICE_NAME = "sagewarden"
-POWERTOOLS_METRICS_NAMESPACE = "Sagewarden"
+
+def powertools_service_name(job_prefix: str) -> str:
+    """The `service` dimension of a deployment's metrics (and its log/trace service name)."""
+    return f"sagewarden-{job_prefix}"
+
+
+POWERTOOLS_METRICS_NAMESPACE = keys.METRICS_NAMESPACE
 POWERTOOLS_LOG_LEVEL = "INFO"
 
 # EventBridge -> Lambda delivery (EventBridge's own retry policy, before the event hits the DLQ)

@@ -15,9 +15,11 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
 @pytest.fixture(scope="session")
 def template():
-    from infra.template import synthesized_template
+    # Synthesized for the deployment the drill's account represents (allowed training role,
+    # checkpoint bucket): the IAM replay checks every scenario's AWS calls against it.
+    from drill.account import drill_template
 
-    return synthesized_template()
+    return drill_template()
 
 
 @pytest.fixture

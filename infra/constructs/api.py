@@ -7,6 +7,7 @@ Routes (all ``AWS_IAM``, all proxied to the API function)::
     GET  /runs/{id}             one run
     GET  /runs/{id}/events      its audit trail
     POST /runs/{id}/cancel      cancel it
+    POST /runs/{id}/resume      resume a FAILED or CANCELLED run
 
 The resource tree is plain ``AWS::ApiGateway::Resource``/``Method`` resources (no OpenAPI
 body), so tools such as the local drill can rebuild the routes from the synthesized template.
@@ -32,6 +33,7 @@ ROUTES = (
     ("GET", "/runs/{id}"),
     ("GET", "/runs/{id}/events"),
     ("POST", "/runs/{id}/cancel"),
+    ("POST", "/runs/{id}/resume"),
 )
 
 _ACCESS_LOG_FORMAT = {
@@ -122,6 +124,7 @@ class SupervisorApi(Construct):
         run = runs.add_resource("{" + constants.RUN_ID_PATH_PARAMETER + "}")
         events = run.add_resource("events")
         cancel = run.add_resource("cancel")
+        resume = run.add_resource("resume")
 
         self.methods: dict[tuple[str, str], apigw.Method] = {
             ("POST", "/runs"): runs.add_method(
@@ -139,6 +142,9 @@ class SupervisorApi(Construct):
             ),
             # The cancel body (an optional reason) is optional, so only the path is validated.
             ("POST", "/runs/{id}/cancel"): cancel.add_method(
+                "POST", integration, request_validator=parameter_validator, request_parameters=id_parameter
+            ),
+            ("POST", "/runs/{id}/resume"): resume.add_method(
                 "POST", integration, request_validator=parameter_validator, request_parameters=id_parameter
             ),
         }

@@ -3,7 +3,7 @@
 1. SageMaker training job state changes of this deployment's jobs (name prefix
    ``<jobPrefix>-``) -> job-state function.
 2. CloudWatch alarm state changes of the supervisor's hang alarms (name prefix
-   ``keys.DEFAULT_ALARM_PREFIX``) -> alarm function.
+   ``keys.alarm_prefix(jobPrefix)``) -> alarm function.
 3. A one-minute schedule -> sweep function (reconciler and durable timers).
 
 Targets are direct Lambda targets with an EventBridge retry policy and a shared, encrypted,
@@ -110,7 +110,7 @@ class EventRules(Construct):
             event_pattern=events.EventPattern(
                 source=[CLOUDWATCH_SOURCE],
                 detail_type=[ALARM_DETAIL_TYPE],
-                detail={"alarmName": [{"prefix": keys.DEFAULT_ALARM_PREFIX}]},
+                detail={"alarmName": [{"prefix": keys.alarm_prefix(job_prefix)}]},
             ),
             targets=[
                 target(

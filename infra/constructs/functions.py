@@ -126,7 +126,7 @@ class SupervisorFunctions(Construct):
         )
         full_environment = {
             **environment,
-            "POWERTOOLS_SERVICE_NAME": constants.POWERTOOLS_SERVICE_NAME,
+            "POWERTOOLS_SERVICE_NAME": constants.powertools_service_name(config.job_prefix),
             "POWERTOOLS_METRICS_NAMESPACE": constants.POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": constants.POWERTOOLS_LOG_LEVEL,
         }

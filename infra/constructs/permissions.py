@@ -13,15 +13,17 @@ SageMaker jobs           x        x        x      x
 iam:PassRole (allow)     x        x        x      x
 checkpoint discovery     x        x        x      x
 hang alarms              x        x        x      x
-training logs read                x        x      x
-metric data read                  x        x      x
+training logs read       x        x        x      x
+metric data read         x        x        x      x
 =====================  =====  =========  =====  =====  =========
 
 Any of the four control functions may carry out the supervisor's actions (submit an attempt,
 stop a job, create or delete alarms, notify), because the run state machine decides them
-whichever event arrives. Reading evidence (log tails, metrics) is what the event and sweep
-handlers do to classify a failure or a hang. The heartbeat function only writes its own logs
-(its metrics are CloudWatch embedded-metric-format log lines).
+whichever event arrives -- and for the same reason any of them may need the evidence a decision
+reads (log tails, metrics): a cancel through the API whose StopTrainingJob is refused because the
+job already failed looks at the job and classifies its failure from the log tail (the IAM replay
+found that path denied). The heartbeat function only writes its own logs (its metrics are
+CloudWatch embedded-metric-format log lines).
 """
 
 from __future__ import annotations
@@ -49,12 +51,18 @@ SAGEMAKER_JOB_ACTIONS = (
     "sagemaker:DescribeTrainingJob",
     "sagemaker:StopTrainingJob",
 )
+# Authorised per alarm ARN, so scoped to the hang-alarm name prefix.
 ALARM_ACTIONS = (
     "cloudwatch:PutMetricAlarm",
     "cloudwatch:DeleteAlarms",
-    "cloudwatch:DescribeAlarms",
+    # PutMetricAlarm with Tags (run id, job name) is also authorised as TagResource.
     "cloudwatch:TagResource",
 )
+# DescribeAlarms with AlarmNamePrefix (with or without StateValue) is authorised against
+# ``alarm:*``, not against the prefix: a grant on ``alarm:<prefix>*`` is denied. Service
+# Authorization Reference, CloudWatch ("DescribeAlarms", resource type alarm):
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html
+ALARM_LIST_ACTIONS = ("cloudwatch:DescribeAlarms",)
 LOG_READ_ACTIONS = ("logs:FilterLogEvents", "logs:GetLogEvents", "logs:DescribeLogStreams")
 CHECKPOINT_BUCKET_ACTIONS = ("s3:ListBucket",)
 CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
@@ -85,7 +93,7 @@ class SupervisorPermissions(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         control = (functions.api, functions.job_state, functions.alarm_state, functions.sweep)
-        evidence = (functions.job_state, functions.alarm_state, functions.sweep)
+        evidence = control
         self.control_roles = tuple(f.role for f in control)
         self.evidence_roles = tuple(f.role for f in evidence)
 
@@ -183,7 +191,13 @@ class SupervisorPermissions(Construct):
         alarm_arn = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
-            resource_name=f"{keys.DEFAULT_ALARM_PREFIX}*",
+            resource_name=f"{keys.alarm_prefix(config.job_prefix)}*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        all_alarms_arn = stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name="*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.alarms_policy = self._policy(
@@ -192,15 +206,21 @@ class SupervisorPermissions(Construct):
             [
                 iam.PolicyStatement(
                     sid="SupervisorAlarmsOnly", actions=list(ALARM_ACTIONS), resources=[alarm_arn]
-                )
+                ),
+                iam.PolicyStatement(
+                    sid="ListAlarmsByPrefix", actions=list(ALARM_LIST_ACTIONS), resources=[all_alarms_arn]
+                ),
             ],
         )
         acknowledge(
             self.alarms_policy,
             "AwsSolutions-IAM5",
-            f"Scoped to alarms named '{keys.DEFAULT_ALARM_PREFIX}*': the supervisor creates and "
-            "deletes one set of hang alarms per running attempt, named after it.",
-            findings=[resource_finding(self, alarm_arn)],
+            f"Create, tag and delete are scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*' "
+            "(one set of hang alarms per running attempt, named after it). cloudwatch:DescribeAlarms "
+            "alone is on alarm:* of this account and region: AWS authorises DescribeAlarms with "
+            "AlarmNamePrefix against alarm:*, so a prefix-scoped grant is denied; it is read-only "
+            "and the function filters by the prefix itself.",
+            findings=[resource_finding(self, alarm_arn), resource_finding(self, all_alarms_arn)],
         )
 
         # --- Evidence: training logs and metrics -----------------------------------------------

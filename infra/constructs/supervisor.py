@@ -18,6 +18,7 @@ from infra.constructs.api import SupervisorApi
 from infra.constructs.event_rules import EventRules
 from infra.constructs.functions import SupervisorFunctions
 from infra.constructs.hang_signals import HangSignals
+from infra.constructs.health import SupervisorHealth
 from infra.constructs.permissions import SupervisorPermissions
 from infra.constructs.state_table import StateTable
 from sagewarden import keys
@@ -54,7 +55,7 @@ class Supervisor(Construct):
                 keys.ENV_ALLOWED_ROLE_ARNS: config.allowed_role_arns_json,
                 keys.ENV_JOB_PREFIX: config.job_prefix,
                 keys.ENV_POLICY_DEFAULTS: config.policy_defaults_json,
-                keys.ENV_ALARM_PREFIX: keys.DEFAULT_ALARM_PREFIX,
+                keys.ENV_ALARM_PREFIX: keys.alarm_prefix(config.job_prefix),
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
                 keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
             },
@@ -87,6 +88,9 @@ class Supervisor(Construct):
             constants.HANG_SIGNALS_ID,
             heartbeat_function=self.functions.heartbeat.function,
             log_subscription=config.log_subscription,
+        )
+        self.health = SupervisorHealth(
+            self, constants.HEALTH_ID, job_prefix=config.job_prefix, alert_topic=self.alerts.topic
         )
         self.permissions = SupervisorPermissions(
             self,

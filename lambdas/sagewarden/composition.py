@@ -26,10 +26,18 @@ def allowed_role_arns() -> frozenset[str]:
     return frozenset(json.loads(os.environ.get(keys.ENV_ALLOWED_ROLE_ARNS, "[]") or "[]"))
 
 
+def job_prefix() -> str:
+    return os.environ.get(keys.ENV_JOB_PREFIX, keys.DEFAULT_JOB_PREFIX)
+
+
+def alarm_prefix() -> str:
+    return os.environ.get(keys.ENV_ALARM_PREFIX) or keys.alarm_prefix(job_prefix())
+
+
 def settings() -> SupervisorSettings:
     defaults = json.loads(os.environ.get(keys.ENV_POLICY_DEFAULTS, "{}") or "{}")
     return SupervisorSettings(
-        job_prefix=os.environ.get(keys.ENV_JOB_PREFIX, keys.DEFAULT_JOB_PREFIX),
+        job_prefix=job_prefix(),
         policy_defaults=RunPolicy.from_dict(defaults),
         log_silence_fallback=os.environ.get(keys.ENV_LOG_SILENCE_FALLBACK, "false") == "true",
     )
@@ -37,6 +45,15 @@ def settings() -> SupervisorSettings:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class PowertoolsCounters:
+    """Counters as CloudWatch metrics (EMF, flushed by the handlers' `metrics.log_metrics`)."""
+
+    def add(self, name: str, value: float = 1.0) -> None:
+        from sagewarden.observability import metrics
+
+        metrics.add_metric(name=name, unit="Count", value=value)
 
 
 _override: Supervisor | None = None
@@ -70,12 +87,10 @@ def _build() -> Supervisor:
         launcher=SageMakerLauncher(boto3.client("sagemaker", config=cfg)),
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),
-        alarms=CloudWatchHangAlarms(
-            boto3.client("cloudwatch", config=cfg),
-            os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX),
-        ),
+        alarms=CloudWatchHangAlarms(boto3.client("cloudwatch", config=cfg), alarm_prefix()),
         logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
         metrics=CloudWatchMetricsReader(boto3.client("cloudwatch", config=cfg)),
+        counters=PowertoolsCounters(),
         clock=now_ms,
         new_id=ulid_factory(now_ms),
         settings=settings(),

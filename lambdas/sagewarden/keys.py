@@ -39,10 +39,31 @@ ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
 ENV_LOG_SILENCE_FALLBACK = "SAGEWARDEN_LOG_SILENCE_FALLBACK"
 
 DEFAULT_JOB_PREFIX = "sw"
-DEFAULT_ALARM_PREFIX = "sagewarden-hang-"
+
+
+def alarm_prefix(job_prefix: str) -> str:
+    """Prefix of every hang alarm a deployment creates. Derived from the deployment's job
+    prefix, so two deployments in one account and region never list, match or delete each
+    other's alarms (their job prefixes must differ anyway: the job-state rules match by it)."""
+    return f"sagewarden-{job_prefix}-hang-"
+
+
+DEFAULT_ALARM_PREFIX = alarm_prefix(DEFAULT_JOB_PREFIX)
+# the sweep's lease item (two sweeps never run at once)
+LEASE_PK_PREFIX = "LEASE#"
 HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
 HEARTBEAT_METRIC = "LogEvents"
 HEARTBEAT_DIMENSION = "TrainingJobName"
+
+# --- The supervisor's own metrics (namespace Sagewarden, dimension service) -------------------
+METRICS_NAMESPACE = "Sagewarden"
+METRIC_FAILED_ACTIONS = "FailedActions"
+METRIC_ALERTS_PUBLISHED = "AlertsPublished"
+METRIC_ALERT_PUBLISH_FAILURES = "AlertPublishFailures"
+METRIC_OBSERVATION_FAILURES = "ObservationFailures"
+METRIC_EVENTS_IGNORED = "EventsIgnored"
+METRIC_SWEEP_ERRORS = "SweepErrors"
+METRIC_SWEEP_OUT_OF_TIME = "SweepOutOfTime"
 
 # --- SageMaker ------------------------------------------------------------------------------
 TAG_RUN_ID = "sagewarden:run-id"

@@ -1,8 +1,12 @@
-"""Ports the service depends on. Adapters implement them; unit tests use in-memory fakes."""
+"""Ports the service depends on. Adapters implement them; unit tests use in-memory fakes.
+
+Every call the service makes to the outside world goes through a method of a Protocol here,
+so the crash-injection tests can enumerate them from this module (not from a hand-kept list).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -13,7 +17,10 @@ from sagewarden.domain.models import Run
 
 
 class ConcurrentUpdate(Exception):
-    """The run changed since it was loaded (conditional write failed)."""
+    """The run changed since it was loaded (conditional write failed) -- by someone else.
+
+    A store raises it only when the write did not commit; a write of ours that committed but
+    whose response was lost is recognised and returned as saved."""
 
 
 class IdempotentReplay(Exception):
@@ -39,21 +46,63 @@ class Page:
     cursor: str | None
 
 
+@dataclass(frozen=True)
+class OutboxMessage:
+    """An alert a decision owes, written in the same transaction as the run (transactional
+    outbox): published by the service right after the save, re-published by the sweep until
+    SNS accepts it. `dedupe_id` is stable, travels as a message attribute, and lets a
+    subscriber drop the rare duplicate (a publish whose response was lost)."""
+
+    run_id: str
+    dedupe_id: str
+    created_ms: int
+    notify: Notify
+    due_ms: int = 0  # when the sweep may (re)publish it if it is still owed
+    tries: int = 0
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class DueItem:
+    kind: str  # run | outbox
+    run_id: str
+    due_ms: int
+    key: str = ""  # the outbox message's dedupe id
+
+
 class RunStore(Protocol):
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run: ...
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None: ...
-    def save(self, run: Run, previous: Run, audit: Sequence[AuditEntry], due_ms: int | None) -> Run: ...
+    def save(
+        self,
+        run: Run,
+        previous: Run,
+        audit: Sequence[AuditEntry],
+        due_ms: int | None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> Run: ...
     def append_audit(self, run_id: str, version: int, entries: Sequence[AuditEntry]) -> None: ...
     def set_due(self, run: Run, due_ms: int | None) -> None: ...
     def list_runs(self, status: str | None, limit: int, cursor: str | None) -> Page: ...
     def list_audit(self, run_id: str, limit: int, cursor: str | None) -> Page: ...
-    def due_run_ids(self, now_ms: int, limit: int) -> list[str]: ...
+    def iter_due(self, now_ms: int, shard: int) -> Iterator[DueItem]: ...
     def runs_waiting_for(self, reason: str, instance_type: str) -> list[str]: ...
+    def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None: ...
+    def outbox_done(self, run_id: str, dedupe_id: str, at_ms: int) -> None: ...
+    def outbox_retry(self, run_id: str, dedupe_id: str, due_ms: int, tries: int, error: str) -> None: ...
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
+    def release_lease(self, name: str, owner: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    accepted: bool  # False: SageMaker says the job cannot be stopped (ended, or does not exist)
+    message: str
 
 
 class Launcher(Protocol):
     def launch(self, attempt: int, request: Mapping[str, Any]) -> LaunchAccepted | LaunchRejected | None: ...
-    def stop(self, job_name: str) -> str: ...
+    def stop(self, job_name: str) -> StopOutcome: ...
     def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing: ...
 
 
@@ -65,10 +114,13 @@ class Notifier(Protocol):
     def publish(self, message: Notify) -> None: ...
 
 
+AlarmInventory = Mapping[str, tuple[tuple[str, str, int], ...]]  # job -> (key, state, since ms)
+
+
 class HangAlarms(Protocol):
     def ensure(self, spec: EnsureHangAlarms, run_id: str = "") -> list[str]: ...
     def delete(self, job_name: str) -> list[str]: ...
-    def list_job_names(self) -> list[str]: ...
+    def inventory(self) -> AlarmInventory: ...
 
 
 class LogReader(Protocol):
@@ -81,3 +133,14 @@ class MetricsReader(Protocol):
     def gpu_by_host(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
     ) -> dict[str, tuple[float, float]]: ...
+
+
+class Counters(Protocol):
+    """Operational counters (CloudWatch metrics via EMF in Lambda), e.g. FailedActions."""
+
+    def add(self, name: str, value: float = 1.0) -> None: ...
+
+
+class NoCounters:
+    def add(self, name: str, value: float = 1.0) -> None:
+        return None

@@ -1,10 +1,16 @@
 """Use cases: apply `decide` to runs and carry out its actions through the ports.
 
-The loop for one event: load the run -> look up what the decision needs (newest verified
-checkpoint, log tail) -> decide -> save the new run and its audit entries conditionally on
-the version (retry on a concurrent update) -> carry out the actions -> feed their results
-(launch accepted/rejected) back in as events. Decision first, action second: if the process
-dies in between, the stored run is the desired state and the sweep finishes the job.
+The loop for one event: load the run (one GetItem: the run item carries its current attempt)
+-> a first, observation-free decision tells a duplicate or stale delivery apart at no further
+cost -> look up what the decision needs (newest verified checkpoint, log tail; a failed lookup
+is passed on as *unknown*, never as "nothing there") -> decide -> save the new run, its audit
+entries and the alerts it owes (the outbox) in one conditional transaction -> carry out the
+actions -> feed their results back in as events (a launch accepted or rejected; a stop that
+SageMaker refused is a reason to look at the job again).
+
+Everything an action does can be re-derived from the stored run, so a crash between the save
+and an action loses nothing: the sweep (`sagewarden.sweep`) observes what AWS holds and
+re-issues what is missing.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagewarden import keys
 from sagewarden.domain.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -27,32 +34,47 @@ from sagewarden.domain.actions import (
     StopJob,
 )
 from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
-from sagewarden.domain.decide import Decision, decide, next_due_ms, wants_checkpoint, wants_log_tail
+from sagewarden.domain.decide import (
+    RESUMABLE,
+    Decision,
+    decide,
+    next_due_ms,
+    wants_checkpoint,
+    wants_log_silence_check,
+    wants_log_tail,
+)
 from sagewarden.domain.events import (
+    AlarmsObserved,
     CancelRequested,
     CapacityReleased,
     Event,
     HangSignal,
     JobMissing,
     JobObserved,
+    LaunchAccepted,
+    LaunchRejected,
     Observations,
+    ResumeRequested,
     Submitted,
     Tick,
     event_name,
 )
-from sagewarden.domain.models import Run, RunStatus
+from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
     ConcurrentUpdate,
+    Counters,
     HangAlarms,
     IdempotentReplay,
     Launcher,
     LogReader,
     MetricsReader,
+    NoCounters,
     Notifier,
+    OutboxMessage,
     Page,
     RunStore,
 )
@@ -60,9 +82,31 @@ from sagewarden.ports import (
 log = logging.getLogger("sagewarden.service")
 
 MAX_SAVE_RETRIES = 5
-SWEEP_RESERVE_MS = 10_000  # leave this much of the sweep's timeout unused
 MAX_FOLLOW_UPS = 20
 LOG_TAIL_LINES = 40
+# an owed alert is published right after the save; the sweep takes it over only if it is still
+# owed this long after (longer than any function's timeout, so the two never race)
+OUTBOX_GRACE_MS = 2 * 60_000
+OUTBOX_RETRY_MS = 60_000
+OUTBOX_RETRY_CAP_MS = 30 * 60_000
+# events whose "nothing new" verdict never depends on observations: decided once without any
+# look-up first, so a duplicate or stale delivery costs one read
+_CHEAP_FIRST = (
+    JobObserved,
+    HangSignal,
+    AlarmsObserved,
+    LaunchAccepted,
+    LaunchRejected,
+    JobMissing,
+    CancelRequested,
+)
+
+# counter names (CloudWatch metrics in the Sagewarden namespace; alarms in infra watch them)
+FAILED_ACTIONS = keys.METRIC_FAILED_ACTIONS
+ALERTS_PUBLISHED = keys.METRIC_ALERTS_PUBLISHED
+ALERT_PUBLISH_FAILURES = keys.METRIC_ALERT_PUBLISH_FAILURES
+OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
+EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 
 
 class RunNotFound(Exception):
@@ -75,23 +119,22 @@ class RunFinished(Exception):
         self.run = run
 
 
+class RunNotResumable(Exception):
+    """Only a FAILED or CANCELLED run can be resumed (or its checkpoints cannot be read now)."""
+
+    def __init__(self, run: Run, reason: str) -> None:
+        super().__init__(reason)
+        self.run = run
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class SupervisorSettings:
     job_prefix: str = "sw"
     policy_defaults: RunPolicy = field(default_factory=RunPolicy)
     reconcile_interval_ms: int = 10 * 60_000
-    sweep_batch: int = 200
     log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
-
-
-@dataclass
-class SweepReport:
-    due: int = 0
-    observed: int = 0
-    acted: int = 0
-    alarms_deleted: int = 0
-    deferred: int = 0
-    errors: list[str] = field(default_factory=list)
+    sweep_lease_ms: int = 70_000  # a sweep holds the lease at most this long (its timeout + margin)
 
 
 class Supervisor:
@@ -106,6 +149,7 @@ class Supervisor:
         logs: LogReader,
         clock: Callable[[], int],
         metrics: MetricsReader | None = None,
+        counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
     ) -> None:
@@ -116,6 +160,7 @@ class Supervisor:
         self.alarms = alarms
         self.logs = logs
         self.metrics = metrics
+        self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id
         self.settings = settings or SupervisorSettings()
@@ -172,6 +217,23 @@ class Supervisor:
         self.handle(run_id, CancelRequested(by))
         return self.store.get(run_id, all_attempts=True) or run
 
+    def resume(self, run_id: str, by: str) -> Run:
+        """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
+        with fresh restart and wall-clock budgets. Audited like every decision."""
+        run = self.store.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        if run.status not in RESUMABLE:
+            raise RunNotResumable(
+                run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
+            )
+        after = self.handle(run_id, ResumeRequested(by))
+        if after is None or after.status in RESUMABLE:
+            raise RunNotResumable(
+                run, "its checkpoints cannot be read right now (see the audit trail); try again"
+            )
+        return self.store.get(run_id, all_attempts=True) or after
+
     def get(self, run_id: str) -> Run:
         run = self.store.get(run_id, all_attempts=True)
         if run is None:
@@ -194,10 +256,8 @@ class Supervisor:
         parsed = parse_job_name(name)
         tags = detail.get("Tags") or {}
         if isinstance(tags, list):  # API shape, in case a caller forwards DescribeTrainingJob output
-            tags = {t.get("Key"): t.get("Value") for t in tags}
+            tags = {t.get("Key"): t.get("Value") for t in tags if isinstance(t, Mapping)}
         if parsed is None:
-            from sagewarden import keys
-
             run_id, attempt = tags.get(keys.TAG_RUN_ID), tags.get(keys.TAG_ATTEMPT)
             if not run_id or not str(attempt or "").isdigit():
                 log.info("ignoring state change of %s: not a sagewarden job", name)
@@ -214,81 +274,17 @@ class Supervisor:
             return None
         return self.handle(parsed[0], dataclasses.replace(signal, attempt=parsed[1]))
 
-    # -- the sweep (reconciler + durable timers) ----------------------------------------------
+    # -- the sweep (reconciler + durable timers + outbox) --------------------------------------
     def sweep(
-        self, *, cleanup_alarms: bool = False, time_left_ms: Callable[[], int] | None = None
-    ) -> SweepReport:
-        """One pass over the runs that are due. Stops taking work when the invocation is about to
-        time out (what is left stays due and is taken by the next minute's sweep)."""
-        report = SweepReport()
-        now = self.clock()
-        ids = self.store.due_run_ids(now, self.settings.sweep_batch)
-        report.due = len(ids)
-        for run_id in ids:
-            if time_left_ms is not None and time_left_ms() < SWEEP_RESERVE_MS:
-                report.deferred = report.due - ids.index(run_id)
-                break
-            try:
-                self._sweep_one(run_id, now, report)
-            except Exception as exc:  # one broken run must not stop the others
-                log.exception("sweep of %s failed", run_id)
-                report.errors.append(f"{run_id}: {exc}")
-        if cleanup_alarms:
-            report.alarms_deleted = self.cleanup_alarms()
-        return report
+        self,
+        *,
+        cleanup_alarms: bool = False,
+        time_left_ms: Callable[[], int] | None = None,
+        owner: str = "sweep",
+    ) -> Any:
+        from sagewarden.sweep import Sweep
 
-    def _sweep_one(self, run_id: str, now: int, report: SweepReport) -> None:
-        run = self.store.get(run_id)
-        if run is None:
-            return
-        cur = run.current
-        if cur is not None and cur.live and not run.status.terminal and run.status != RunStatus.RETRY_WAIT:
-            seen: JobObserved | JobMissing = self.launcher.observe(cur.job_name, cur.number)
-            report.observed += 1
-            run = self.handle(run_id, seen) or run
-            silent = self._log_silence_fallback(run, now)
-            if silent is not None:
-                run = self.handle(run_id, silent) or run
-        before = run.version
-        after = self.handle(run_id, Tick())
-        if after is not None and after.version != before:
-            report.acted += 1
-
-    def _log_silence_fallback(self, run: Run, now: int) -> HangSignal | None:
-        """Without the log subscription, ask CloudWatch Logs whether the job wrote anything in
-        the last `log_silence_minutes` (FilterLogEvents with a startTime window sees events as
-        they are ingested; stream timestamps would lag by up to an hour)."""
-        cur = run.current
-        pol = run.policy
-        if not (
-            self.settings.log_silence_fallback and pol.hang_detection and cur is not None and cur.in_training
-        ):
-            return None
-        started = cur.training_started_ms or now
-        window_ms = pol.log_silence_minutes * 60_000
-        if now - started < window_ms or cur.stop_intent is not None:
-            return None
-        if self.logs.has_events_since(cur.job_name, now - window_ms):
-            return None
-        return HangSignal(
-            job_name=cur.job_name,
-            attempt=cur.number,
-            signal="log_silence",
-            state="ALARM",
-            since_ms=now,
-            reason=f"no log events in the last {pol.log_silence_minutes} min (sweep check, no log subscription)",
-        )
-
-    def cleanup_alarms(self) -> int:
-        """Delete hang alarms whose attempt is no longer live (missed deletes, crashed handlers)."""
-        deleted = 0
-        for job in self.alarms.list_job_names():
-            parsed = parse_job_name(job)
-            run = self.store.get(parsed[0]) if parsed else None
-            cur = run.current if run else None
-            if run is None or run.status.terminal or cur is None or cur.job_name != job or not cur.live:
-                deleted += len(self.alarms.delete(job))
-        return deleted
+        return Sweep(self, time_left_ms=time_left_ms, owner=owner).run(cleanup_alarms=cleanup_alarms)
 
     # -- the loop -----------------------------------------------------------------------------
     def handle(self, run_id: str, event: Event) -> Run | None:
@@ -301,54 +297,67 @@ class Supervisor:
             outcome = self._decide_and_save(run_id, ev)
             if outcome is None:
                 return None
-            run, decision = outcome
-            queue += self._carry_out(run, decision.actions)
+            run, decision, outbox = outcome
+            queue += self._carry_out(run, decision.actions, outbox)
         return run
 
-    def _decide_and_save(self, run_id: str, event: Event) -> tuple[Run, Decision] | None:
+    def _decide_and_save(self, run_id: str, event: Event) -> tuple[Run, Decision, list[OutboxMessage]] | None:
         for _ in range(MAX_SAVE_RETRIES):
             run = self.store.get(run_id)
             if run is None:
                 log.warning("event %s for unknown run %s", event_name(event), run_id)
                 return None
-            obs = self._observe(run, event)
             now = self.clock()
+            if isinstance(event, _CHEAP_FIRST):
+                first = decide(run, event, now, run.policy)
+                if first.ignored is not None and not first.actions:
+                    self.counters.add(EVENTS_IGNORED)
+                    log.info("%s for %s ignored: %s", event_name(event), run_id, first.ignored)
+                    return run, first, []
+            obs = self._observe(run, event)
             decision = decide(run, event, now, run.policy, obs)
-            entries = [AuditEntry(now, "event", _describe_event(event), _event_detail(event, obs))]
             due = next_due_ms(decision.run, now, self.settings.reconcile_interval_ms)
-            if decision.ignored is not None:
-                if decision.actions or not _routine(event):
-                    entries.append(AuditEntry(now, "decision", f"ignored: {decision.ignored}", {}))
-                    if decision.actions:
-                        entries.append(AuditEntry(now, "decision", "; ".join(decision.notes), {}))
-                    self.store.append_audit(run_id, run.version, entries)
+            if decision.ignored is not None and not decision.actions:
                 if isinstance(event, Tick):
                     self.store.set_due(run, due)
-                return run, decision
-            entries.append(
+                else:
+                    self.counters.add(EVENTS_IGNORED)
+                return run, decision, []
+            entries = [
+                AuditEntry(now, "event", _describe_event(event), _event_detail(event, obs)),
                 AuditEntry(
                     now,
                     "decision",
-                    "; ".join(decision.notes) or f"{run.status.value} -> {decision.run.status.value}",
+                    "; ".join(n for n in decision.notes if n)
+                    or f"{run.status.value} -> {decision.run.status.value}",
                     {
                         "from": run.status.value,
                         "to": decision.run.status.value,
                         "actions": [type(a).__name__ for a in decision.actions],
                     },
+                ),
+            ]
+            version = run.version + 1
+            outbox = [
+                OutboxMessage(
+                    run_id, f"{run_id}-{version:06d}-{i:02d}", now, action, due_ms=now + OUTBOX_GRACE_MS
                 )
-            )
+                for i, action in enumerate(a for a in decision.actions if isinstance(a, Notify))
+            ]
             try:
-                saved = self.store.save(decision.run, run, entries, due)
+                saved = self.store.save(decision.run, run, entries, due, outbox)
             except ConcurrentUpdate:
                 log.info("run %s changed concurrently; deciding again", run_id)
                 continue
-            return saved, decision
+            return saved, decision, outbox
         raise ConcurrentUpdate(run_id)
 
     def _observe(self, run: Run, event: Event) -> Observations:
-        checkpoint, error = None, None
+        checkpoint, ckpt_error = None, None
         tail: tuple[str, ...] = ()
         triage: tuple[str, ...] = ()
+        log_error: str | None = None
+        silent: bool | None = None
         if wants_checkpoint(run, event) and run.checkpoint_uri:
             pol = run.policy
             try:
@@ -356,20 +365,49 @@ class Supervisor:
                     LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
                 )
                 checkpoint = self.checkpoints.latest(run.checkpoint_uri, layout)
-            except Exception as exc:  # S3 access problems must not stop a resume
+            except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
-                error = str(exc)
+                self.counters.add(OBSERVATION_FAILURES)
+                ckpt_error = _error_text(exc)
         if wants_log_tail(run, event):
-            job = event.job_name if isinstance(event, (JobObserved, HangSignal)) else ""
+            job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
             try:
                 tail = self.logs.tail(job, LOG_TAIL_LINES)
-                if isinstance(event, HangSignal):
+                if isinstance(event, (HangSignal, AlarmsObserved)):
                     triage = self.logs.host_triage(job, self.clock())
             except Exception as exc:
                 log.warning("could not read logs of %s: %s", job, exc)
-            if isinstance(event, HangSignal) and self.metrics is not None and run.current is not None:
+                self.counters.add(OBSERVATION_FAILURES)
+                log_error = _error_text(exc)
+            if (
+                isinstance(event, (HangSignal, AlarmsObserved))
+                and self.metrics is not None
+                and run.current is not None
+            ):
                 triage = self._gpu_triage(run) + triage
-        return Observations(checkpoint=checkpoint, checkpoint_error=error, log_tail=tail, hosts_triage=triage)
+        if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
+            cur = run.current
+            now = self.clock()
+            window_ms = run.policy.log_silence_minutes * 60_000
+            if (
+                cur is not None
+                and cur.training_started_ms is not None
+                and now - cur.training_started_ms >= window_ms
+            ):
+                try:
+                    silent = not self.logs.has_events_since(cur.job_name, now - window_ms)
+                except Exception as exc:  # an error is not silence
+                    log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
+                    self.counters.add(OBSERVATION_FAILURES)
+                    log_error = _error_text(exc)
+        return Observations(
+            checkpoint=checkpoint,
+            checkpoint_error=ckpt_error,
+            log_tail=tail,
+            log_error=log_error,
+            hosts_triage=triage,
+            logs_silent=silent,
+        )
 
     def _gpu_triage(self, run: Run) -> tuple[str, ...]:
         from sagewarden.adapters.cloudwatch_metrics_reader import gpu_triage_lines
@@ -384,28 +422,42 @@ class Supervisor:
             by_host = self.metrics.gpu_by_host(cur.job_name, cur.instance_count, now - window, now)
         except Exception as exc:
             log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
-            return ()
+            self.counters.add(OBSERVATION_FAILURES)
+            return (f"GPU metrics unavailable: {_error_text(exc)}",)
         threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
         return gpu_triage_lines(by_host, threshold, cur.instance_count)
 
-    def _carry_out(self, run: Run, actions: Sequence[Action]) -> list[Event]:
+    def _carry_out(self, run: Run, actions: Sequence[Action], outbox: Sequence[OutboxMessage]) -> list[Event]:
         follow_ups: list[Event] = []
         entries: list[AuditEntry] = []
         released: list[AnnounceCapacityReleased] = []
+        messages = iter(outbox)
         for action in actions:
             now = self.clock()
             try:
-                result = self._do(run, action, follow_ups, released)
+                if isinstance(action, Notify):
+                    result = self.publish(next(messages))
+                else:
+                    result = self._do(run, action, follow_ups, released)
                 entries.append(
                     AuditEntry(now, "action", f"{type(action).__name__}: {result}", _action_detail(action))
                 )
             except Exception as exc:
                 log.exception("action %s failed", type(action).__name__)
+                self.counters.add(FAILED_ACTIONS)
                 entries.append(
-                    AuditEntry(now, "error", f"{type(action).__name__} failed: {exc}", _action_detail(action))
+                    AuditEntry(
+                        now,
+                        "error",
+                        f"{type(action).__name__} failed: {_error_text(exc)}",
+                        _action_detail(action),
+                    )
                 )
         if entries:
-            self.store.append_audit(run.run_id, run.version, entries)
+            try:
+                self.store.append_audit(run.run_id, run.version, entries)
+            except Exception:  # the audit of results is best effort; the state is already saved
+                log.exception("audit of %s's action results failed", run.run_id)
         for rel in released:
             self._release_capacity(run.run_id, rel)
         return follow_ups
@@ -420,34 +472,73 @@ class Supervisor:
             follow_ups.append(result)
             return f"{action.job_name}: {type(result).__name__}"
         if isinstance(action, StopJob):
-            return f"{action.job_name}: {self.launcher.stop(action.job_name)}"
+            outcome = self.launcher.stop(action.job_name)
+            if not outcome.accepted:
+                # the refusal is evidence ("job is in status Failed"): look at the job now
+                parsed = parse_job_name(action.job_name)
+                if parsed is not None:
+                    follow_ups.append(self.launcher.observe(action.job_name, parsed[1]))
+            return f"{action.job_name}: {outcome.message}"
         if isinstance(action, EnsureHangAlarms):
             return f"created {', '.join(self.alarms.ensure(action, run.run_id))}"
         if isinstance(action, DeleteHangAlarms):
             return f"deleted {len(self.alarms.delete(action.job_name))} alarms"
-        if isinstance(action, Notify):
-            self.notifier.publish(action)
-            return f"{action.severity} {action.event}: {action.subject}"
-        released.append(action)
-        return f"{action.count} x {action.instance_type} released"
+        if isinstance(action, AnnounceCapacityReleased):
+            released.append(action)
+            return f"{action.count} x {action.instance_type} released"
+        raise TypeError(f"unknown action {action!r}")  # pragma: no cover
 
+    # -- alerts: the outbox ---------------------------------------------------------------------
+    def publish(self, message: OutboxMessage) -> str:
+        """Publish one owed alert; on success the outbox item is done, on failure it is retried
+        by the sweep with backoff (and counted, so an alarm can page on it)."""
+        notify = dataclasses.replace(
+            message.notify, attributes={**message.notify.attributes, "dedupe_id": message.dedupe_id}
+        )
+        try:
+            self.notifier.publish(notify)
+        except Exception as exc:
+            self.counters.add(ALERT_PUBLISH_FAILURES)
+            tries = message.tries + 1
+            delay = min(OUTBOX_RETRY_CAP_MS, OUTBOX_RETRY_MS * 2 ** min(tries - 1, 10))
+            self.store.outbox_retry(
+                message.run_id, message.dedupe_id, self.clock() + delay, tries, _error_text(exc)
+            )
+            raise
+        self.counters.add(ALERTS_PUBLISHED)
+        self.store.outbox_done(message.run_id, message.dedupe_id, self.clock())
+        return f"{message.notify.severity} {message.notify.event}: {message.notify.subject} [{message.dedupe_id}]"
+
+    # -- capacity released: wake runs waiting for it, in a stated order -----------------------
     def _release_capacity(self, source_run_id: str, rel: AnnounceCapacityReleased) -> None:
+        """Wake runs waiting for quota on this instance type, highest `priority` first, then in
+        submission order, until the released instances are taken."""
+        remaining = rel.count
         for other in self.store.runs_waiting_for("quota", rel.instance_type):
             if other == source_run_id:
                 continue
             try:
-                self.handle(other, CapacityReleased(rel.instance_type, rel.count))
+                woken = self.handle(other, CapacityReleased(rel.instance_type, remaining))
             except Exception:
                 log.exception("waking %s after capacity release failed", other)
+                continue
+            cur = woken.current if woken is not None else None
+            if (
+                cur is not None
+                and cur.instance_type == rel.instance_type
+                and cur.launch == LaunchState.SUBMITTED
+            ):
+                remaining -= cur.instance_count
+            if remaining <= 0:
+                break
 
 
 # --- audit helpers ----------------------------------------------------------------------------
 
 
-def _routine(event: Event) -> bool:
-    """The sweep's own looks (timers, describe): when they change nothing they are not audited,
-    so a months-long run's trail holds what happened, not tens of thousands of 'still fine'."""
-    return isinstance(event, Tick) or (isinstance(event, JobObserved) and event.source == "describe")
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def _describe_event(event: Event) -> str:
@@ -455,11 +546,18 @@ def _describe_event(event: Event) -> str:
         text = f"{event.job_name}: {event.status}/{event.secondary} ({event.source})"
         return text + (f": {event.failure_reason}" if event.failure_reason else "")
     if isinstance(event, HangSignal):
-        return f"{event.job_name}: {event.signal} {event.state}"
+        return f"{event.job_name}: {event.signal} {event.state} ({event.source})"
+    if isinstance(event, AlarmsObserved):
+        in_alarm = [k for k, s, _ in event.states if s == "ALARM"]
+        return f"{event.job_name}: {len(event.states)} hang alarms in CloudWatch" + (
+            f", in ALARM: {', '.join(in_alarm)}" if in_alarm else ""
+        )
     if isinstance(event, CapacityReleased):
         return f"capacity released: {event.count} x {event.instance_type}"
     if isinstance(event, CancelRequested):
         return f"cancel requested by {event.by}"
+    if isinstance(event, ResumeRequested):
+        return f"resume requested by {event.by}"
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())
     return f"{event_name(event)}({fields})"
 
@@ -470,10 +568,14 @@ def _event_detail(event: Event, obs: Observations) -> dict[str, Any]:
         detail["checkpoint"] = {"uri": obs.checkpoint.uri, "step": obs.checkpoint.step}
     if obs.checkpoint_error:
         detail["checkpoint_error"] = obs.checkpoint_error
+    if obs.log_error:
+        detail["log_error"] = obs.log_error
     if obs.log_tail:
         detail["log_tail"] = list(obs.log_tail[-20:])
     if obs.hosts_triage:
         detail["hosts_triage"] = list(obs.hosts_triage)
+    if obs.logs_silent is not None:
+        detail["logs_silent"] = obs.logs_silent
     return detail
 
 

@@ -67,8 +67,13 @@ def test_event_rules_alarm_pattern_matches_hang_alarm_prefix(synth_any: SynthRes
     assert rule["Properties"]["EventPattern"] == {
         "source": ["aws.cloudwatch"],
         "detail-type": ["CloudWatch Alarm State Change"],
-        "detail": {"alarmName": [{"prefix": keys.DEFAULT_ALARM_PREFIX}]},
+        "detail": {"alarmName": [{"prefix": _alarm_prefix(synth_any)}]},
     }
+
+
+def _alarm_prefix(synth: SynthResult) -> str:
+    """Each deployment's alarm prefix is derived from its job prefix (no two stacks collide)."""
+    return keys.alarm_prefix(synth.context.get("jobPrefix", keys.DEFAULT_JOB_PREFIX))
 
 
 def test_event_rules_route_to_the_right_functions(synth_full: SynthResult) -> None:
@@ -182,7 +187,7 @@ def test_api_every_method_uses_iam_authorization(synth_any: SynthResult) -> None
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
 
 
-def test_api_exposes_exactly_the_five_routes(synth_any: SynthResult) -> None:
+def test_api_exposes_exactly_the_six_routes(synth_any: SynthResult) -> None:
     assert synth_any.routes() == set(ROUTES)
     assert set(ROUTES) == {
         ("POST", "/runs"),
@@ -190,6 +195,7 @@ def test_api_exposes_exactly_the_five_routes(synth_any: SynthResult) -> None:
         ("GET", "/runs/{id}"),
         ("GET", "/runs/{id}/events"),
         ("POST", "/runs/{id}/cancel"),
+        ("POST", "/runs/{id}/resume"),
     }
 
 
@@ -364,15 +370,25 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
     assert set(as_list(statements[0]["Action"])) == {
         "cloudwatch:PutMetricAlarm",
         "cloudwatch:DeleteAlarms",
-        "cloudwatch:DescribeAlarms",
         "cloudwatch:TagResource",
     }
     assert [_joined(r) for r in as_list(statements[0]["Resource"])] == [
         "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
-        f"{keys.DEFAULT_ALARM_PREFIX}*"
+        f"{_alarm_prefix(synth_any)}*"
     ]
     (metric_read,) = _statements_with_action(synth_any, "cloudwatch:GetMetricData")
     assert metric_read["Action"] == "cloudwatch:GetMetricData"  # the only action granted on "*"
+
+
+def test_alarm_listing_is_granted_on_all_alarms_of_the_account_and_region(synth_any: SynthResult) -> None:
+    # DescribeAlarms(AlarmNamePrefix=...) is authorised against alarm:*; a prefix grant is denied.
+    (statement,) = _statements_with_action(synth_any, "cloudwatch:DescribeAlarms")
+
+    assert as_list(statement["Action"]) == ["cloudwatch:DescribeAlarms"]
+    assert [_joined(r) for r in as_list(statement["Resource"])] == [
+        "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*"
+    ]
+    assert "Condition" not in statement
 
 
 def test_training_log_reads_are_scoped_to_the_training_log_group(synth_any: SynthResult) -> None:
@@ -528,9 +544,9 @@ def test_functions_get_the_shared_environment(synth_full: SynthResult) -> None:
         assert json.loads(env[keys.ENV_ALLOWED_ROLE_ARNS]) == [ROLE_A, ROLE_B]
         assert env[keys.ENV_JOB_PREFIX] == FULL_CONTEXT["jobPrefix"]
         assert json.loads(env[keys.ENV_POLICY_DEFAULTS]) == FULL_CONTEXT["policyDefaults"]
-        assert env[keys.ENV_ALARM_PREFIX] == keys.DEFAULT_ALARM_PREFIX
+        assert env[keys.ENV_ALARM_PREFIX] == keys.alarm_prefix(FULL_CONTEXT["jobPrefix"])
         assert env[keys.ENV_HEARTBEAT_NAMESPACE] == keys.HEARTBEAT_NAMESPACE
-        assert env["POWERTOOLS_SERVICE_NAME"] == "sagewarden"
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"sagewarden-{FULL_CONTEXT['jobPrefix']}"
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Sagewarden"
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
 
@@ -617,3 +633,19 @@ def test_training_log_group_is_never_owned_by_the_stack(synth_any: SynthResult) 
 )
 def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) -> None:
     synth_full.template.has_output(output, {"Value": Match.any_value()})
+
+
+def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: SynthResult) -> None:
+    from infra.constructs.health import HEALTH_ALARMS
+
+    service = f"sagewarden-{synth_any.context.get('jobPrefix', keys.DEFAULT_JOB_PREFIX)}"
+    alarms = {
+        r["Properties"]["MetricName"]: r["Properties"]
+        for r in synth_any.resources("AWS::CloudWatch::Alarm").values()
+        if r["Properties"].get("Namespace") == "Sagewarden"
+    }
+    assert set(alarms) == {spec.metric for spec in HEALTH_ALARMS} >= {"FailedActions", "AlertPublishFailures"}
+    for props in alarms.values():
+        assert props["Dimensions"] == [{"Name": "service", "Value": service}]
+        assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
+        assert len(props["AlarmActions"]) == 1  # the alert topic

@@ -14,9 +14,11 @@ from moto import mock_aws
 from drill.memory_store import InMemoryRunStore
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+from sagewarden.domain.actions import Notify
 from sagewarden.domain.events import LaunchAccepted, Submitted
 from sagewarden.domain.models import RunStatus
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay, OutboxMessage
 from tests.builders import ckpt, make_run, step
 
 TABLE = "runs"
@@ -103,18 +105,24 @@ def test_store_get_loads_only_latest_attempt_by_default(store):
     assert r1s.version == 1
 
 
-def test_store_due_index_holds_only_active_runs(store):
+def _due(store, now_ms):
+    return [
+        (i.kind, i.run_id, i.key) for shard in range(keys.DUE_SHARDS) for i in store.iter_due(now_ms, shard)
+    ]
+
+
+def test_store_due_index_holds_only_runs_with_work(store):
     run = make_run()
     store.create(run, [])
     active = step(run, Submitted(), 0).run
     saved = store.save(active, run, [], due_ms=1_000)
-    assert store.due_run_ids(999, 10) == []
-    assert store.due_run_ids(1_000, 10) == [run.run_id]
+    assert _due(store, 999) == []
+    assert _due(store, 1_000) == [("run", run.run_id, "")]
     store.set_due(saved, 5_000)
-    assert store.due_run_ids(1_000, 10) == []
+    assert _due(store, 1_000) == []
     done = dataclasses.replace(saved, status=RunStatus.CANCELLED)
     store.save(done, saved, [], due_ms=None)
-    assert store.due_run_ids(10**13, 10) == []
+    assert _due(store, 10**13) == []
 
 
 def test_store_lists_runs_by_status_with_pagination(store):
@@ -173,3 +181,76 @@ def test_store_finds_runs_waiting_for_quota_on_an_instance_type(store):
     store.save(waiting, run, [], due_ms=5)
     assert store.runs_waiting_for("quota", "ml.p5.48xlarge") == [run.run_id]
     assert store.runs_waiting_for("quota", "ml.p4d.24xlarge") == []
+
+
+# --- outbox, lease, waiting order, strays (issue 7 items 8, 9, 11) ------------------------------
+
+
+def _notify(event: str = "run.failed") -> Notify:
+    return Notify("critical", event, f"[sagewarden] x: {event}", "body ü", {"run_id": "r", "event": event})
+
+
+def test_store_outbox_is_written_with_the_run_and_due_until_done(store):
+    run = make_run()
+    store.create(run, [])
+    decided = step(run, Submitted(), 0).run
+    msg = OutboxMessage(run.run_id, f"{run.run_id}-000001-00", 10, _notify(), due_ms=120_010)
+    store.save(decided, run, [], due_ms=None, outbox=[msg])
+    assert _due(store, 120_009) == []
+    assert _due(store, 120_010) == [("outbox", run.run_id, msg.dedupe_id)]
+    got = store.get_outbox(run.run_id, msg.dedupe_id)
+    assert got is not None and got.notify == msg.notify and got.tries == 0
+    store.outbox_retry(run.run_id, msg.dedupe_id, 500_000, 1, "KMS throttled")
+    assert _due(store, 400_000) == []
+    assert store.get_outbox(run.run_id, msg.dedupe_id).tries == 1
+    store.outbox_done(run.run_id, msg.dedupe_id, 500_001)
+    assert _due(store, 10**13) == [] and store.get_outbox(run.run_id, msg.dedupe_id) is None
+
+
+def test_store_terminal_run_with_stray_jobs_stays_due(store):
+    run = make_run()
+    store.create(run, [])
+    done = dataclasses.replace(run, status=RunStatus.CANCELLED, strays=(("sw-llama-x-a002", 5),))
+    saved = store.save(done, run, [], due_ms=300_005)
+    assert store.get(run.run_id).strays == (("sw-llama-x-a002", 5),)
+    assert _due(store, 300_005) == [("run", run.run_id, "")]
+    store.save(dataclasses.replace(saved, strays=()), saved, [], due_ms=None)
+    assert _due(store, 10**13) == []
+
+
+def test_store_lease_is_held_by_one_owner_until_it_expires(store):
+    assert store.acquire_lease("sweep", "a", 1_000, 60_000)
+    assert store.acquire_lease("sweep", "a", 2_000, 60_000)  # the holder may renew
+    assert not store.acquire_lease("sweep", "b", 30_000, 60_000)
+    assert store.acquire_lease("sweep", "b", 62_001, 60_000)  # a's lease expired
+    store.release_lease("sweep", "a")  # not a's any more: no effect
+    assert not store.acquire_lease("sweep", "c", 70_000, 60_000)
+    store.release_lease("sweep", "b")
+    assert store.acquire_lease("sweep", "c", 70_000, 60_000)
+
+
+def test_store_runs_waiting_for_quota_highest_priority_then_oldest_first(store):
+    ids = []
+    for i, priority in enumerate([0, 5, 0, 5, -1]):
+        run = make_run(run_id=f"01JC0FFEE0BADC0DE00000000{i}", policy=RunPolicy(priority=priority))
+        store.create(run, [])
+        waiting = dataclasses.replace(
+            run, status=RunStatus.RETRY_WAIT, wait_reason="quota", wait_instance_type="ml.p4d.24xlarge"
+        )
+        store.save(waiting, run, [], due_ms=10)
+        ids.append(run.run_id)
+    assert store.runs_waiting_for("quota", "ml.p4d.24xlarge") == [ids[1], ids[3], ids[0], ids[2], ids[4]]
+    assert store.runs_waiting_for("quota", "ml.p5.48xlarge") == []
+
+
+def test_store_loads_a_run_whose_policy_predates_todays_ranges_and_fields():
+    from sagewarden.adapters.dynamodb_run_store import run_from_dict, run_to_dict
+
+    data = run_to_dict(make_run())
+    data["policy"] = {
+        **data["policy"],
+        "log_silence_minutes": 5000,
+        "retired_field": 1,
+    }  # out of today's range
+    run = run_from_dict(data)
+    assert run.policy.log_silence_minutes == 5000 and run.policy.extra == {"retired_field": 1}

@@ -86,7 +86,7 @@ def test_handler_alarm_event_routes_and_parses(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     event = load_event("cloudwatch_alarm_state_change.json", job)
     assert acct.router.handlers_for_event(event) == ["sagewarden.handlers.on_alarm_state_change.handler"]
-    signal = hang_signal_from_event(event, "sagewarden-hang-")
+    signal = hang_signal_from_event(event, "sagewarden-sw-hang-")
     assert signal is not None
     assert (signal.job_name, signal.signal, signal.state) == (job, "log_silence", "ALARM")
     assert signal.since_ms == 1767618000000
@@ -95,12 +95,16 @@ def test_handler_alarm_event_routes_and_parses(acct, submitted):
     assert acct.router.handlers_for_event(foreign) == []
 
 
-def test_handler_alarm_for_attempt_not_training_is_recorded_not_acted_on(acct, submitted):
+def test_handler_alarm_for_attempt_not_training_is_counted_not_acted_on(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
+    _, before = acct.api("GET", f"/runs/{submitted['run_id']}/events", query={"limit": "100"})
     results = acct.router.deliver(load_event("cloudwatch_alarm_state_change.json", job))
     assert results[0][1]["status"] == "STARTING"
-    _, events = acct.api("GET", f"/runs/{submitted['run_id']}/events")
-    assert any("is not training" in e["summary"] for e in events["events"])
+    _, after = acct.api("GET", f"/runs/{submitted['run_id']}/events", query={"limit": "100"})
+    # ignored: nothing written (a stale or early signal costs one read), only counted
+    assert after["events"] == before["events"]
+    assert acct.counters.values.get("EventsIgnored", 0) >= 1
+    assert acct.supervisor.store.get(submitted["run_id"]).version == submitted["version"]
 
 
 def _awslogs(payload: dict) -> dict:

@@ -95,7 +95,9 @@ def test_sweep_stops_taking_work_before_its_timeout(acct):
         _submit(acct, f"run-{i}")
     acct.clock.advance_to(acct.clock.now_ms + 20 * MIN)
     report = acct.supervisor.sweep(time_left_ms=lambda: 5_000)
-    assert report.due == 3 and report.deferred == 3 and report.observed == 0
+    assert report.due == 0 and report.out_of_time and report.observed == 0
+    report = acct.supervisor.sweep(time_left_ms=lambda: 50_000)
+    assert report.due == 3 and not report.out_of_time and report.observed == 3
 
 
 def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
@@ -104,9 +106,9 @@ def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
     acct.supervisor.alarms.ensure(spec, "01KE5Q86000DNQ47GXEV9VZMPH")
     job = live["attempts"][0]["job_name"]
     acct.supervisor.alarms.ensure(dataclasses.replace(spec, job_name=job), live["run_id"])
-    deleted = acct.supervisor.cleanup_alarms()
-    assert deleted == 2  # log-silence + gpu-idle of the unknown job
-    assert acct.supervisor.alarms.list_job_names() == [job]
+    report = acct.supervisor.sweep(cleanup_alarms=True)
+    assert report.alarms_deleted == 2  # log-silence + gpu-idle of the unknown job
+    assert sorted(acct.supervisor.alarms.inventory()) == [job]
 
 
 def test_sweep_log_silence_fallback_without_subscription(template):

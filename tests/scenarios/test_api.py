@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 
@@ -10,6 +11,7 @@ import pytest
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from sagewarden.domain.models import RunStatus
+from tests.fuzz.harness import raw_call
 
 
 def _body(name="llama-8b", **job_changes):
@@ -122,13 +124,6 @@ def test_api_reports_every_problem_at_once(acct):
     assert {"name", "training_job.RoleArn", "training_job.CheckpointConfig.S3Uri"} <= _fields(resp)
 
 
-def test_api_oversized_body_is_400(acct):
-    body = _body()
-    body["training_job"]["HyperParameters"] = {f"k{i}": "v" * 100 for i in range(3000)}
-    status, resp = acct.api("POST", "/runs", raw_body=json.dumps(body))
-    assert status == 400 and "body" in _fields(resp)
-
-
 def test_api_bad_idempotency_key_is_400(acct):
     status, resp = acct.api("POST", "/runs", body=_body(), headers={"Idempotency-Key": "has spaces in it"})
     assert status == 400 and "Idempotency-Key" in _fields(resp)
@@ -155,6 +150,23 @@ def test_api_cancel_then_cancel_again_is_409(acct):
     assert status == 409 and resp["status"] == "CANCELLED"
 
 
+def test_api_resume_reopens_a_cancelled_run_and_is_audited(acct):
+    _, run = acct.api("POST", "/runs", body=_body())
+    rid = run["run_id"]
+    assert acct.api("POST", f"/runs/{rid}/resume")[0] == 409  # still running
+    assert acct.api("POST", "/runs/01KE5Q86000DNQ47GXEV9VZMPH/resume")[0] == 404
+    acct.api("POST", f"/runs/{rid}/cancel")
+    acct.sagemaker.advance(acct.clock.now_ms + 10 * 60_000)
+    acct.deliver_due()
+    assert acct.api("GET", f"/runs/{rid}")[1]["status"] == "CANCELLED"
+    status, resumed = acct.api("POST", f"/runs/{rid}/resume")
+    assert status == 202 and resumed["status"] == "STARTING" and resumed["attempt_count"] == 2
+    assert [a["launch"] for a in resumed["attempts"]][-1] in ("PENDING", "SUBMITTED")
+    _, events = acct.api("GET", f"/runs/{rid}/events", query={"limit": "100"})
+    assert any("resume requested by" in e["summary"] for e in events["events"])
+    assert len(acct.sagemaker.jobs()) == 2
+
+
 def test_api_lists_filters_and_paginates(acct):
     ids = [acct.api("POST", "/runs", body=_body(name=f"run-{i}"))[1]["run_id"] for i in range(3)]
     acct.api("POST", f"/runs/{ids[0]}/cancel")
@@ -175,3 +187,273 @@ def test_api_events_return_the_audit_trail(acct):
     kinds = [e["kind"] for e in body["events"]]
     assert kinds[0] == "event" and "decision" in kinds and "action" in kinds
     assert any("LaunchAttempt" in e["summary"] for e in body["events"])
+
+
+# --- hostile input (issue 11): every shape a 400/413 with a field, nothing stored, strict JSON out ----
+
+
+def _stored(acct):
+    """Everything the account holds for runs: list (all pages) and every run's audit trail."""
+    runs, cursor = [], None
+    while True:
+        page = raw_call(
+            acct, "GET", "/runs", query={"limit": "100", **({"cursor": cursor} if cursor else {})}
+        )
+        body = page.json()
+        runs += body["runs"]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return runs, acct.sagemaker.jobs()
+
+
+def _splice_policy(field_name: str, value: str) -> str:
+    body = _body()
+    body["policy"] = {field_name: "__VALUE__"}
+    return json.dumps(body).replace('"__VALUE__"', value)
+
+
+def _splice_job(path: list[str], value: str) -> str:
+    body = _body()
+    node = body["training_job"]
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = "__VALUE__"
+    return json.dumps(body).replace('"__VALUE__"', value)
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
+HOSTILE = [
+    ("deep-list", '{"name": "x", "training_job": ' + "[" * 5000 + "]" * 5000 + "}", 400, "body"),
+    ("deep-object", '{"a": ' * 5000 + "1" + "}" * 5000, 400, "body"),
+    ("deep-but-parseable", '{"name": "x", "training_job": ' + "[" * 200 + "]" * 200 + "}", 400, "body"),
+    ("long-int-policy", _splice_policy("max_restarts", "9" * 5000), 400, "policy.max_restarts"),
+    (
+        "long-int-job",
+        _splice_job(["ResourceConfig", "InstanceCount"], "1" * 4301),
+        400,
+        "training_job.ResourceConfig.InstanceCount",
+    ),
+    ("nan-body", "NaN", 400, "body"),
+    ("surrogate-name", json.dumps(_body()).replace('"llama-8b"', '"\\ud800"', 1), 400, "name"),
+    (
+        "surrogate-hyperparameter",
+        _splice_job(["HyperParameters", "epochs"], '"1\\udfff"'),
+        400,
+        "training_job.HyperParameters.epochs",
+    ),
+    ("surrogate-key", _splice_job(["HyperParameters", "__KEY__"], '"1"').replace("__KEY__", "\\ud83d"), 400, "training_job.HyperParameters"),
+    ("literal-surrogate", json.dumps(_body()).replace("llama-8b", "llama\ud800", 1), 400, "name"),
+    ("wall-clock-1e306", _splice_policy("max_wall_clock_hours", "1e306"), 400, "policy.max_wall_clock_hours"),
+] + [
+    (f"{v}-{f}", _splice_policy(f, v), 400, f"policy.{f}")
+    for f in ("max_cost_usd", "quota_wait_max_hours", "gpu_idle_percent", "max_wall_clock_hours")
+    for v in NON_FINITE
+] + [
+    (f"{v}-job", _splice_job(["ResourceConfig", "VolumeSizeInGB"], v), 400, "training_job.ResourceConfig.VolumeSizeInGB")
+    for v in NON_FINITE
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "status", "field"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_api_hostile_body_is_rejected_with_field_and_nothing_stored(acct, text, status, field):
+    resp = raw_call(acct, "POST", "/runs", body=text)
+    body = resp.json()  # strict: no NaN/Infinity in any response
+    assert resp.status == status, body
+    assert field in _fields(body), body
+    assert _stored(acct) == ([], [])
+
+
+def test_api_progress_metric_must_name_a_metric_definition(acct):
+    body = _body()
+    body["training_job"]["AlgorithmSpecification"]["MetricDefinitions"] = [
+        {"Name": "train:loss", "Regex": "loss=([0-9.]+)"}
+    ]
+    body["policy"] = {"progress_metric": "train:throughput"}
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 400 and "policy.progress_metric" in _fields(resp), resp
+    assert "train:loss" in next(
+        e["message"] for e in resp["errors"] if e["field"] == "policy.progress_metric"
+    )
+    body["policy"] = {"progress_metric": "train:loss"}
+    assert acct.api("POST", "/runs", body=body)[0] == 201
+
+
+def test_api_oversized_body_is_413_with_field_and_nothing_stored(acct):
+    body = _body()
+    body["training_job"]["HyperParameters"] = {f"k{i}": "v" * 2500 for i in range(100)}
+    body["policy"] = {"environment_defaults": {"PAD": "p" * 20_000}}
+    resp = raw_call(acct, "POST", "/runs", body=json.dumps(body))
+    assert resp.status == 413 and "body" in _fields(resp.json())
+    assert _stored(acct) == ([], [])
+
+
+@pytest.fixture
+def ddb_acct(template):
+    with LocalAccount(template, store="dynamodb") as account:
+        yield account
+
+
+def test_api_250kb_of_non_ascii_text_is_stored_without_inflation(ddb_acct):
+    body = _body()
+    # 100 values of 1,250 two-byte characters: 250 KB of UTF-8, under the 256 KiB body limit; stored
+    # with \\u escapes it would be 750 KB, far past DynamoDB's 400 KB item limit.
+    body["training_job"]["HyperParameters"] = {f"h{i:02d}": "é" * 1250 for i in range(100)}
+    text = json.dumps(body, ensure_ascii=False)
+    assert 240_000 < len(text.encode()) < 256 * 1024
+    resp = raw_call(ddb_acct, "POST", "/runs", body=text)
+    assert resp.status == 201, resp.text[:500]
+    run = ddb_acct.api("GET", f"/runs/{resp.json()['run_id']}")[1]
+    assert run["training_job"]["HyperParameters"] == body["training_job"]["HyperParameters"]
+
+
+# --- forged cursors: 400 on `cursor`, and an audit cursor is bound to its run --------------------
+
+
+def _b64(value) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
+FORGED_CURSORS = [
+    ("empty-object", _b64({})),
+    ("stray-key", _b64({"a": 1})),
+    ("list", _b64([1, 2])),
+    ("string", _b64("01JAAAAAAAAAAAAAAAAAAAAAAA")),
+    ("number", _b64(7)),
+    ("null", _b64(None)),
+    ("wrong-key-type", _b64({"pk": {"N": "1"}, "sk": {"S": "RUN"}, "entity": {"S": "RUN"}, "run_id": {"S": "x"}})),
+    ("key-not-string", _b64({"pk": 5, "sk": "RUN"})),
+    ("not-base64", "%%%not-base64%%%"),
+    ("not-json", base64.urlsafe_b64encode(b"\xff\xfe garbage").decode()),
+    ("deep", base64.urlsafe_b64encode(b"[" * 3000).decode()),
+    ("nan", base64.urlsafe_b64encode(b'{"pk": NaN}').decode()),
+    ("surrogate", "\ud800abc"),
+    ("huge", "A" * 100_000),
+]  # fmt: skip
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def any_acct(request, template):
+    with LocalAccount(template, store=request.param) as account:
+        yield account
+
+
+@pytest.mark.parametrize("cursor", [c[1] for c in FORGED_CURSORS], ids=[c[0] for c in FORGED_CURSORS])
+def test_api_forged_cursor_is_400_on_cursor(any_acct, cursor):
+    run_id = any_acct.api("POST", "/runs", body=_body())[1]["run_id"]
+    for path in ("/runs", f"/runs/{run_id}/events"):
+        resp = raw_call(any_acct, "GET", path, query={"cursor": cursor})
+        assert resp.status == 400, (path, resp.text)
+        assert _fields(resp.json()) == {"cursor"}
+
+
+def test_api_cursor_of_another_runs_events_is_rejected(any_acct):
+    a = any_acct.api("POST", "/runs", body=_body(name="run-a"))[1]["run_id"]
+    b = any_acct.api("POST", "/runs", body=_body(name="run-b"))[1]["run_id"]
+    status, page = any_acct.api("GET", f"/runs/{a}/events", query={"limit": "1"})
+    assert status == 200 and page["next_cursor"]
+    resp = raw_call(any_acct, "GET", f"/runs/{b}/events", query={"limit": "1", "cursor": page["next_cursor"]})
+    assert resp.status == 400 and _fields(resp.json()) == {"cursor"}, resp.text
+
+
+def test_api_cursor_of_another_listing_is_rejected(any_acct):
+    ids = [any_acct.api("POST", "/runs", body=_body(name=f"r-{i}"))[1]["run_id"] for i in range(3)]
+    _, page = any_acct.api("GET", "/runs", query={"limit": "1"})
+    assert page["next_cursor"]
+    resp = raw_call(any_acct, "GET", "/runs", query={"status": "STARTING", "cursor": page["next_cursor"]})
+    assert resp.status == 400 and _fields(resp.json()) == {"cursor"}, resp.text
+    _, by_status = any_acct.api("GET", "/runs", query={"status": "STARTING", "limit": "1"})
+    resp = raw_call(any_acct, "GET", "/runs", query={"cursor": by_status["next_cursor"]})
+    assert resp.status == 400 and _fields(resp.json()) == {"cursor"}, resp.text
+    assert len(ids) == 3
+
+
+def test_api_real_cursors_still_page_through_everything(any_acct):
+    ids = [any_acct.api("POST", "/runs", body=_body(name=f"r-{i}"))[1]["run_id"] for i in range(3)]
+    for query in ({}, {"status": "STARTING"}):
+        seen, cursor = [], None
+        while True:
+            _, page = any_acct.api(
+                "GET", "/runs", query={**query, "limit": "2", **({"cursor": cursor} if cursor else {})}
+            )
+            seen += [r["run_id"] for r in page["runs"]]
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        assert seen == sorted(ids, reverse=True)
+    _, everything = any_acct.api("GET", f"/runs/{ids[0]}/events", query={"limit": "100"})
+    paged, cursor = [], None
+    while True:
+        _, page = any_acct.api(
+            "GET", f"/runs/{ids[0]}/events", query={"limit": "2", **({"cursor": cursor} if cursor else {})}
+        )
+        paged += page["events"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert paged == everything["events"] and len(paged) > 2
+
+
+# --- last resort: an unforeseen error is a JSON 500 with a request id, never an exception (502) ------
+
+
+def test_api_unforeseen_error_in_a_route_is_a_json_500_with_request_id(acct, monkeypatch):
+    run_id = acct.api("POST", "/runs", body=_body())[1]["run_id"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug nobody foresaw")
+
+    monkeypatch.setattr(acct.supervisor, "get", broken)
+    resp = raw_call(acct, "GET", f"/runs/{run_id}")
+    body = resp.json()
+    assert resp.status == 500 and body["request_id"] and "bug" not in resp.text
+
+
+def test_api_non_finite_number_in_a_response_is_a_json_500_not_invalid_json(acct, monkeypatch):
+    import sagewarden.handlers.api as api_handler
+
+    run_id = acct.api("POST", "/runs", body=_body())[1]["run_id"]
+    monkeypatch.setattr(api_handler, "run_json", lambda run: {"estimated_cost_usd": float("nan")})
+    resp = raw_call(acct, "GET", f"/runs/{run_id}")
+    assert resp.status == 500 and "NaN" not in resp.text and resp.json()["request_id"]
+
+
+def test_api_error_outside_the_routes_is_still_a_json_500(acct, monkeypatch):
+    import sagewarden.handlers.api as api_handler
+
+    def broken(event, context):
+        raise RecursionError("resolver blew up")
+
+    monkeypatch.setattr(api_handler.app, "resolve", broken)
+    resp = raw_call(acct, "GET", "/runs")
+    assert resp.status == 500 and resp.json()["request_id"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"limit": "²"}, "limit"),  # str.isdigit() is true for it, int() is not
+        ({"limit": "٣"}, "limit"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "1e2"}, "limit"),
+        ({"status": "running"}, "status"),
+        ({"cursor": ""}, "cursor"),
+    ],
+)
+def test_api_bad_query_parameters_are_400_on_the_parameter(acct, query, field):
+    resp = raw_call(acct, "GET", "/runs", query=query)
+    assert resp.status == 400 and _fields(resp.json()) == {field}, resp.text
+
+
+@pytest.mark.parametrize("run_id", ["x", "01jnope", "A" * 5000, "\ud800" * 26, "01KE5Q86000DNQ47GXEV9VZMP%"])
+def test_api_malformed_run_id_is_404_without_touching_the_store(acct, monkeypatch, run_id):
+    def never(*args, **kwargs):
+        raise AssertionError("the store was asked about a malformed id")
+
+    monkeypatch.setattr(acct.supervisor.store, "get", never)
+    for method, path in (
+        ("GET", f"/runs/{run_id}"),
+        ("GET", f"/runs/{run_id}/events"),
+        ("POST", f"/runs/{run_id}/cancel"),
+    ):
+        resp = raw_call(acct, method, path)
+        assert resp.status == 404 and resp.json()["message"] in ("no such run", "not found"), resp.text

@@ -36,6 +36,7 @@ def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, An
     trace = _trace((75.0, "xid_crash"), (400.0, "nccl_spin"))
     result = run_sagewarden(SMALL, trace, PERSON, template, policy={"log_silence_minutes": 15})
     assert result.completed and result.actions == []  # nobody was paged
+    assert result.drill.invariant_violations == []  # one job at a time, every AWS call allowed by IAM
     a = account(
         "c",
         SMALL,
@@ -58,7 +59,7 @@ def test_the_person_resubmits_when_sagewarden_gives_up(template: dict[str, Any])
     # an OOM is a user error by default policy: sagewarden fails the run and pages
     trace = _trace((75.0, "oom"))
     result = run_sagewarden(SMALL, trace, PERSON, template)
-    assert result.completed
+    assert result.completed and result.drill.invariant_violations == []
     page, resubmit = result.actions
     assert page[1] == "page: sagewarden gave up" and resubmit[1] == "person: resubmit run"
     assert resubmit[0] - page[0] == PERSON.paged_delay_ms(1, 0)

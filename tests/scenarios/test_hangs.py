@@ -10,16 +10,27 @@ from tests.scenarios.helpers import classes, run_drill, run_spec
 PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
 
 
+# A progress_metric must name one of the job's MetricDefinitions (the API refuses it otherwise).
+THROUGHPUT = {
+    "AlgorithmSpecification": {
+        "MetricDefinitions": [{"Name": "train:throughput", "Regex": "throughput=(\\S+)"}]
+    }
+}
+
+
 def _hang_drill(
     template, fault: dict, *, seed: int = 21, policy: dict | None = None, instance_count: int = 4
 ):
+    extra = {"training_job": THROUGHPUT} if (policy or {}).get("progress_metric") else {}
     return run_drill(
         template,
         {
             "seed": seed,
             "max_days": 3,
             "delivery": {"min_delay_s": 1, "max_delay_s": 10},
-            "runs": [run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {})],
+            "runs": [
+                run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {}, **extra)
+            ],
             "faults": [{"run": "hang", "attempt": 1, "after_training_min": 90, **fault}],
         },
     )
@@ -134,3 +145,27 @@ def test_scenario_without_progress_metric_a_logging_hang_goes_unnoticed(template
     run = result.runs["quiet"]
     assert run["status"] == "TRAINING" and len(run["attempts"]) == 1
     assert result.end_ms - result.start_ms >= 11 * 3_600_000  # still "training" half a day later
+
+
+def test_scenario_hang_is_caught_when_every_alarm_event_is_lost(template):
+    # EventBridge drops every event (alarm edges and job state changes alike): the sweep reads the
+    # alarms' states every pass and DescribeTrainingJob every reconcile interval, so the hang is
+    # still stopped within a minute or two of its alarm entering ALARM
+    result = run_drill(
+        template,
+        {
+            "seed": 23,
+            "max_days": 3,
+            "delivery": {"min_delay_s": 1, "max_delay_s": 10, "drop_rate": 1.0},
+            "runs": [run_spec("lossy", instance_count=4, profile=PROFILE)],
+            "faults": [
+                {"run": "lossy", "attempt": 1, "after_training_min": 90, "kind": "dead_host", "host": 2}
+            ],
+        },
+    )
+    run = result.runs["lossy"]
+    assert result.events_delivered == 0
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
+    hang = next(d for d in run["decisions"] if "hang confirmed" in d)
+    assert "gpu_idle" in hang
+    assert result.faults[0]["to_action_s"] / 60 <= 25  # the gpu-idle window (20 min) + a sweep or two

@@ -1,9 +1,10 @@
 """Per-attempt hang alarms in CloudWatch.
 
-Names: `<alarm prefix><job name>--<signal>[-gNN]`. The prefix is what the EventBridge rule
-filters on; the job name carries the run id and attempt, so the alarm handler finds the run
-without a scan. Alarms have no actions: their state changes reach the supervisor through
-EventBridge ("CloudWatch Alarm State Change").
+Names: `<alarm prefix><job name>--<signal>[-gNN]`. The prefix (derived from the deployment's job
+prefix, `keys.alarm_prefix`) is what the EventBridge rule filters on; the job name carries the
+run id and attempt, so the alarm handler finds the run without a scan. Alarms have no actions:
+their state changes reach the supervisor through EventBridge ("CloudWatch Alarm State Change"),
+and the sweep reads their *states* every pass (`inventory`) because those events are edges.
 
 - log-silence: the heartbeat metric (log events per minute, published by the log-subscription
   function) summed per minute; missing data is BREACHING, so a silent job alarms after
@@ -13,8 +14,9 @@ EventBridge ("CloudWatch Alarm State Change").
   missing data is BREACHING. Catches a loop stuck while another thread keeps logging.
 - gpu-idle: MIN over the job's hosts of GPUUtilization (summed over a host's GPUs, so the
   threshold is gpu_idle_percent x GPUs per host) for `gpu_idle_minutes`. Metric math allows
-  at most 10 metrics per alarm, so hosts are grouped by 10 (`-g01`, `-g02`, ...); any group in
-  ALARM is the gpu_idle signal. Missing data is not breaching (no data before Training).
+  at most 10 metrics per alarm, so hosts are split into balanced groups of at most 10 (`-g01`,
+  `-g02`, ...); any group in ALARM is the gpu_idle signal. Missing data is not breaching (no
+  data before Training).
 """
 
 from __future__ import annotations
@@ -24,18 +26,24 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sagewarden import keys
+from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.hang_alarms import (
+    GROUP_SEP,
+    SIGNAL_GPU_IDLE,
+    SIGNAL_LOG_SILENCE,
+    SIGNAL_PROGRESS,
+    gpu_groups,
+    key_group,
+    key_signal,
+)
 
-SIGNAL_LOG_SILENCE = "log_silence"
-SIGNAL_GPU_IDLE = "gpu_idle"
-SIGNAL_PROGRESS = "progress_stalled"
 _SIGNAL_SLUG = {
     SIGNAL_LOG_SILENCE: "log-silence",
     SIGNAL_GPU_IDLE: "gpu-idle",
     SIGNAL_PROGRESS: "progress-stall",
 }
 _SLUG_SIGNAL = {v: k for k, v in _SIGNAL_SLUG.items()}
-HOSTS_PER_ALARM = 10
 SEP = "--"
 
 
@@ -44,14 +52,29 @@ def alarm_name(prefix: str, job_name: str, signal: str, group: int | None = None
     return f"{name}-g{group:02d}" if group is not None else name
 
 
-def parse_alarm_name(prefix: str, name: str) -> tuple[str, str] | None:
-    """(job name, signal) of one of our alarms, else None."""
+def alarm_name_for_key(prefix: str, job_name: str, key: str) -> str:
+    return alarm_name(prefix, job_name, key_signal(key), key_group(key))
+
+
+def parse_alarm_key(prefix: str, name: str) -> tuple[str, str] | None:
+    """(job name, key) of one of our alarms (key as in `domain.hang_alarms`), else None."""
     if not name.startswith(prefix) or SEP not in name:
         return None
     job, slug = name[len(prefix) :].rsplit(SEP, 1)
-    slug = slug.split("-g", 1)[0] if "-g" in slug and slug.rsplit("-g", 1)[-1].isdigit() else slug
+    group: int | None = None
+    head, sep, tail = slug.rpartition("-g")
+    if sep and tail.isdigit():
+        slug, group = head, int(tail)
     signal = _SLUG_SIGNAL.get(slug)
-    return (job, signal) if signal else None
+    if signal is None:
+        return None
+    return job, signal if group is None else f"{signal}{GROUP_SEP}{group}"
+
+
+def parse_alarm_name(prefix: str, name: str) -> tuple[str, str] | None:
+    """(job name, signal) of one of our alarms, else None."""
+    parsed = parse_alarm_key(prefix, name)
+    return (parsed[0], key_signal(parsed[1])) if parsed else None
 
 
 def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[str, Any]]:
@@ -98,8 +121,7 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
             }
         )
     threshold = spec.gpu_idle_percent * spec.gpus_per_host
-    hosts = list(range(1, spec.instance_count + 1))
-    groups = [hosts[i : i + HOSTS_PER_ALARM] for i in range(0, len(hosts), HOSTS_PER_ALARM)]
+    groups = gpu_groups(spec.instance_count)
     for gi, group in enumerate(groups, start=1):
         metrics: list[dict[str, Any]] = [
             {
@@ -152,6 +174,10 @@ class CloudWatchHangAlarms:
         self._cw = client
         self._prefix = prefix
 
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
     def ensure(self, spec: EnsureHangAlarms, run_id: str = "") -> list[str]:
         names = []
         for request in alarm_specs(spec, self._prefix, run_id):
@@ -177,13 +203,17 @@ class CloudWatchHangAlarms:
                     raise
         return names
 
-    def list_job_names(self) -> list[str]:
-        jobs: set[str] = set()
+    def inventory(self) -> dict[str, tuple[tuple[str, str, int], ...]]:
+        """Every hang alarm of this deployment, by job: (key, state, state-updated ms). One
+        DescribeAlarms by prefix, every page followed (100 alarms a page)."""
+        found: dict[str, list[tuple[str, str, int]]] = {}
         for page in self._cw.get_paginator("describe_alarms").paginate(
             AlarmNamePrefix=self._prefix, AlarmTypes=["MetricAlarm"]
         ):
             for a in page.get("MetricAlarms", []):
-                parsed = parse_alarm_name(self._prefix, a["AlarmName"])
-                if parsed:
-                    jobs.add(parsed[0])
-        return sorted(jobs)
+                parsed = parse_alarm_key(self._prefix, a["AlarmName"])
+                if parsed is None:
+                    continue
+                since = to_ms(a.get("StateUpdatedTimestamp")) or 0
+                found.setdefault(parsed[0], []).append((parsed[1], str(a.get("StateValue", "")), since))
+        return {job: tuple(sorted(rows)) for job, rows in found.items()}

@@ -1,82 +1,351 @@
-"""Reads the tail of a training job's logs (all hosts) for classification and hang triage.
+"""Reads a training job's logs (every host) for classification, hang triage and log silence.
 
-Streams are `<job>/algo-<n>-<epoch>`; they are found by prefix (DescribeLogStreams) and read
-from the end (GetLogEvents startFromHead=False). Stream timestamps from DescribeLogStreams are
-eventually consistent, so they are never used to judge silence; triage reports the time of
-each host's newest event as returned by GetLogEvents.
+Streams are `<job>/algo-<n>-<epoch>` (a host that restarted has several; its newest, by the
+epoch in the name, is the one read). They are listed by prefix with DescribeLogStreams,
+following `nextToken` to the end, grouped per host and ordered numerically (algo-2 before
+algo-10); each host is read from the end (GetLogEvents startFromHead=False). Stream timestamps
+from DescribeLogStreams are eventually consistent, so they are never used to judge silence.
+
+Work is bounded by time, not by host count: `tail` and `host_triage` stop reading when their
+time budget runs out and then say, in an explicit line starting with `[sagewarden]`, how many
+hosts were not read and why. Hosts are never dropped silently.
+
+Which lines matter (`tail`): a line is scored by a simple keyword heuristic (`line_score`):
+3 = GPU/hardware words (Xid, ECC, NVRM, fell off the bus, GPU is lost, unspecified launch
+failure), 1 = collective symptoms that every healthy peer of a failed host also prints (NCCL,
+watchdog, timeout, connection reset/closed, rendezvous, c10d, gloo, TCPStore), 2 = other
+error-looking text (error, exception, traceback, fatal, killed, out of memory, segfault, exit
+code). Hosts are ranked by their best score, then by who printed it first (the first host to
+fail is usually the cause). The tail always includes the top host's lines around its first
+best-scoring line and one best-scoring line of every other error-looking host (in rank
+order, up to half the room left), then the newest lines overall; it is returned in time order,
+followed (jobs with several hosts) by one `[sagewarden] first error-looking line: ...` line
+so a reader that keeps only the last few lines still sees it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from sagewarden import keys
+from sagewarden.domain.bounded import clip_text
 
 log = logging.getLogger(__name__)
-MAX_STREAMS = 16
+
+TAIL_BUDGET_S = 15.0  # tail and triage run one after the other inside a 90 s handler
+TRIAGE_BUDGET_S = 15.0
+SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
+TRIAGE_MAX_ROWS = 50
+LINE_MAX_BYTES = 1024  # one log event can be 256 KB; evidence and alerts need lines, not pages
+TOP_CONTEXT_BEFORE = 2  # lines kept before the top host's first best-scoring line
+TOP_CONTEXT_AFTER = 6  # ... and after it
+MARK = "[sagewarden]"
+
+_NOT_FOUND = "ResourceNotFoundException"
+_STREAM = re.compile(r"^algo-(\d+)(?:-(\d+))?$")
+_HARDWARE = re.compile(
+    r"\bxid\b|\becc\b|uncorrectable|\bnvrm\b|off the bus|gpu is lost|unspecified launch failure", re.I
+)
+_SYMPTOM = re.compile(
+    r"nccl|watchdog|time[d ]?out|connection (?:reset|closed)|rendezvous|c10d|gloo|tcpstore", re.I
+)
+_ERROR = re.compile(
+    r"error|exception|traceback|fatal|\bkilled\b|out of memory|segmentation fault|core dumped|exit ?code",
+    re.I,
+)
+
+
+def line_score(text: str) -> int:
+    """How much a log line matters for finding the host that failed first (see module doc)."""
+    if _HARDWARE.search(text):
+        return 3
+    if _SYMPTOM.search(text):
+        return 1
+    if _ERROR.search(text):
+        return 2
+    return 0
+
+
+class LogReadIncomplete(TimeoutError):
+    """The time budget ran out before CloudWatch Logs gave an answer: nothing is known."""
+
+
+@dataclass(frozen=True)
+class _Host:
+    name: str  # "algo-37" (or the stream suffix when it is not SageMaker's pattern)
+    number: int | None
+    stream: str  # the host's newest stream
+
+
+@dataclass
+class _Read:
+    """What was read of one host: its lines (oldest first) as (timestamp, text, score)."""
+
+    host: _Host
+    lines: list[tuple[int, str, int]] = field(default_factory=list)
+
+    @property
+    def score(self) -> int:
+        return max((s for _, _, s in self.lines), default=0)
+
+    @property
+    def first_hit(self) -> int:
+        """Index of the host's first best-scoring line."""
+        best = self.score
+        return next(i for i, (_, _, s) in enumerate(self.lines) if s == best)
+
+
+@dataclass
+class _Listing:
+    hosts: list[_Host]
+    complete: bool
 
 
 class CloudWatchLogsReader:
-    def __init__(self, client: Any, group: str = keys.TRAINING_LOG_GROUP) -> None:
+    def __init__(
+        self,
+        client: Any,
+        group: str = keys.TRAINING_LOG_GROUP,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._logs = client
         self._group = group
+        self._clock = clock
 
-    def _streams(self, job_name: str) -> list[str]:
+    # -- listing ------------------------------------------------------------------------------
+    def _hosts(self, job_name: str, deadline: float) -> _Listing:
+        """Every host of the job with its newest stream, algo-1, algo-2, ... algo-10 ...; stops
+        early (complete=False) when the deadline passes between pages."""
+        prefix = f"{job_name}/"
+        streams: list[dict[str, Any]] = []
+        token: str | None = None
+        complete = True
+        while True:
+            kwargs: dict[str, Any] = {"logGroupName": self._group, "logStreamNamePrefix": prefix, "limit": 50}
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                resp = self._logs.describe_log_streams(**kwargs)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == _NOT_FOUND:
+                    return _Listing([], True)
+                raise
+            streams += resp.get("logStreams", [])
+            nxt = resp.get("nextToken")
+            if not nxt or nxt == token:
+                break
+            token = nxt
+            if self._clock() >= deadline:
+                complete = False
+                break
+        newest: dict[str, tuple[tuple[int, int, str], _Host]] = {}
+        for s in streams:
+            name = s["logStreamName"]
+            suffix = name[len(prefix) :]
+            m = _STREAM.match(suffix)
+            host = _Host(f"algo-{int(m[1])}", int(m[1]), name) if m else _Host(suffix, None, name)
+            age = (int(m[2]) if m and m[2] else -1, int(s.get("creationTime", 0)), name)
+            if host.name not in newest or age > newest[host.name][0]:
+                newest[host.name] = (age, host)
+        hosts = sorted(
+            (h for _, h in newest.values()),
+            key=lambda h: (h.number is None, h.number or 0, h.name),
+        )
+        return _Listing(hosts, complete)
+
+    def _last_events(self, host: _Host, limit: int) -> list[dict[str, Any]]:
         try:
-            resp = self._logs.describe_log_streams(
-                logGroupName=self._group, logStreamNamePrefix=f"{job_name}/", limit=50
+            resp = self._logs.get_log_events(
+                logGroupName=self._group, logStreamName=host.stream, limit=limit, startFromHead=False
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            if exc.response["Error"]["Code"] == _NOT_FOUND:
                 return []
             raise
-        return sorted(s["logStreamName"] for s in resp.get("logStreams", []))[:MAX_STREAMS]
+        return sorted(resp.get("events", []), key=lambda e: int(e["timestamp"]))
 
-    def _events(self, stream: str, limit: int) -> list[dict[str, Any]]:
-        resp = self._logs.get_log_events(
-            logGroupName=self._group, logStreamName=stream, limit=limit, startFromHead=False
-        )
-        return list(resp.get("events", []))
-
-    def tail(self, job_name: str, lines: int) -> tuple[str, ...]:
-        out: list[tuple[int, str]] = []
-        for stream in self._streams(job_name):
-            host = stream.split("/", 1)[-1].rsplit("-", 1)[0]
-            out += [
-                (e["timestamp"], f"[{host}] {e['message'].rstrip()}") for e in self._events(stream, lines)
-            ]
-        out.sort(key=lambda t: t[0])
-        return tuple(text for _, text in out[-lines:])
-
-    def has_events_since(self, job_name: str, since_ms: int) -> bool:
-        try:
-            resp = self._logs.filter_log_events(
-                logGroupName=self._group, logStreamNamePrefix=f"{job_name}/", startTime=since_ms, limit=1
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-                return False
-            raise
-        return bool(resp.get("events"))
-
-    def host_triage(self, job_name: str, now_ms: int) -> tuple[str, ...]:
-        rows: list[tuple[int, str]] = []
-        for stream in self._streams(job_name):
-            host = stream.split("/", 1)[-1].rsplit("-", 1)[0]
-            events = self._events(stream, 1)
-            if not events:
-                rows.append((0, f"{host}: no log events"))
+    def _read_hosts(
+        self, job_name: str, limit: int, deadline: float
+    ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
+        """Read up to `limit` newest events of every host until the deadline. Returns what was
+        read, the hosts not read with why, and the listing."""
+        listing = self._hosts(job_name, deadline)
+        reads: list[_Read] = []
+        unread: list[tuple[str, str]] = []
+        first_error: ClientError | None = None
+        for host in listing.hosts:
+            if self._clock() >= deadline:
+                unread.append((host.name, "time budget ran out"))
                 continue
-            last = events[-1]
-            age = (now_ms - int(last["timestamp"])) / 60_000
-            rows.append(
-                (
-                    int(last["timestamp"]),
-                    f"{host}: last log {age:.0f} min ago: {last['message'].strip()[:160]}",
-                )
+            try:
+                events = self._last_events(host, limit)
+            except ClientError as exc:
+                log.warning("could not read %s of %s: %s", host.stream, job_name, exc)
+                unread.append((host.name, exc.response["Error"]["Code"]))
+                first_error = first_error or exc
+                continue
+            read = _Read(host)
+            for e in events:
+                text = clip_text(f"[{host.name}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
+                read.lines.append((int(e["timestamp"]), text, line_score(text)))
+            reads.append(read)
+        if first_error is not None and not reads and len(unread) == len(listing.hosts):
+            raise first_error  # nothing was observed: an error, not an empty log
+        return reads, unread, listing
+
+    # -- public -------------------------------------------------------------------------------
+    def tail(self, job_name: str, lines: int, *, budget_s: float = TAIL_BUDGET_S) -> tuple[str, ...]:
+        """At most `lines` lines from all the job's hosts, in time order. The most relevant
+        hosts' lines are always among them (see the module doc): the top host's lines around its
+        first error-looking line, then one line from each other error-looking host (up to half
+        of the room left), then the newest lines. `[sagewarden]` lines at the end point at the
+        first error-looking line (jobs with several hosts) and say which hosts were not read
+        (time budget, read errors)."""
+        if lines <= 0:
+            return ()
+        deadline = self._clock() + budget_s
+        reads, unread, listing = self._read_hosts(job_name, lines, deadline)
+        trailer: list[str] = []
+        ranked = sorted(
+            (r for r in reads if r.score > 0),
+            key=lambda r: (-r.score, r.lines[r.first_hit][0], r.host.number or 0, r.host.name),
+        )
+        if ranked and len(reads) > 1:
+            top = ranked[0]
+            trailer.append(
+                clip_text(f"{MARK} first error-looking line: {top.lines[top.first_hit][1]}", LINE_MAX_BYTES)
             )
-        rows.sort(key=lambda r: r[0])  # the host that went quiet first comes first
-        return tuple(text for _, text in rows)
+        notice = _unread_notice(unread, len(listing.hosts), listing.complete, "log tail")
+        if notice:
+            trailer.append(notice)
+        trailer = trailer[-lines:]  # with no room the unread notice wins over the pointer
+        room = lines - len(trailer)
+        chosen: set[tuple[int, int]] = set()  # (read index, line index)
+        index = {id(r): i for i, r in enumerate(reads)}
+        if ranked and room:
+            top = ranked[0]
+            ti, hit = index[id(top)], top.first_hit
+            lo = max(0, hit - TOP_CONTEXT_BEFORE)
+            hi = min(len(top.lines), hit + TOP_CONTEXT_AFTER + 1)
+            block = [hit, *range(lo, hit), *range(hit + 1, hi)]  # the hit survives a small room
+            for j in block[: max(1, room // 2)]:
+                chosen.add((ti, j))
+            peers = len(chosen) + (room - len(chosen)) // 2
+            for r in ranked[1:]:
+                if len(chosen) >= peers:
+                    break
+                chosen.add((index[id(r)], r.first_hit))
+        newest_first = sorted(
+            ((ts, i, j) for i, r in enumerate(reads) for j, (ts, _, _) in enumerate(r.lines)),
+            reverse=True,
+        )
+        for _, i, j in newest_first:
+            if len(chosen) >= room:
+                break
+            chosen.add((i, j))
+        body = sorted(chosen, key=lambda ij: (reads[ij[0]].lines[ij[1]][0], ij[0], ij[1]))
+        return (*(reads[i].lines[j][1] for i, j in body), *trailer)
+
+    def has_events_since(self, job_name: str, since_ms: int, *, budget_s: float = SILENCE_BUDGET_S) -> bool:
+        """Did the job write any log event at or after `since_ms`? (The log-silence check used
+        when the log subscription is off.)
+
+        FilterLogEvents may answer a page with no events and a `nextToken` (it scans the group
+        in slices): that is not silence, so pages are followed until an event is found (True) or
+        the token ends (False). A missing log group or stream (ResourceNotFoundException) is an
+        answer: no events, False. Any other error propagates, and `LogReadIncomplete` is raised
+        when the time budget runs out before an answer: unknown is not empty, and the caller
+        must not read an error as silence (retry on the next sweep instead).
+        """
+        deadline = self._clock() + budget_s
+        prefix = f"{job_name}/"
+        token: str | None = None
+        pages = 0
+        while True:
+            kwargs: dict[str, Any] = {
+                "logGroupName": self._group,
+                "logStreamNamePrefix": prefix,
+                "startTime": since_ms,
+                "limit": 1,
+            }
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                resp = self._logs.filter_log_events(**kwargs)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == _NOT_FOUND:
+                    return False
+                raise
+            pages += 1
+            # Only this job's streams count (CloudWatch filters by prefix already; moto does not).
+            if any(str(e.get("logStreamName", prefix)).startswith(prefix) for e in resp.get("events", [])):
+                return True
+            nxt = resp.get("nextToken")
+            if not nxt:
+                return False
+            if nxt == token:
+                raise LogReadIncomplete(f"FilterLogEvents for {job_name} returned the same nextToken twice")
+            token = nxt
+            if self._clock() >= deadline:
+                raise LogReadIncomplete(
+                    f"no answer about log events of {job_name} after {pages} pages ({budget_s:g} s budget)"
+                )
+
+    def host_triage(
+        self,
+        job_name: str,
+        now_ms: int,
+        *,
+        budget_s: float = TRIAGE_BUDGET_S,
+        max_rows: int = TRIAGE_MAX_ROWS,
+    ) -> tuple[str, ...]:
+        """One row per host, the host whose newest event is oldest (went quiet first) first:
+        `algo-3: last log 31 min ago: <its last line>`; hosts without events come first. Every
+        host's newest event is read (one call per host) until the time budget runs out; a first
+        `[sagewarden]` row then says which hosts were not read. Past `max_rows` the healthiest
+        hosts are folded into one closing row that says how many and how recent they are."""
+        deadline = self._clock() + budget_s
+        reads, unread, listing = self._read_hosts(job_name, 1, deadline)
+        rows: list[tuple[int, str]] = []
+        for r in reads:
+            if not r.lines:
+                rows.append((0, f"{r.host.name}: no log events"))
+                continue
+            ts, text, _ = r.lines[-1]
+            message = text.split("] ", 1)[-1].strip()
+            age = (now_ms - ts) / 60_000
+            rows.append((ts, clip_text(f"{r.host.name}: last log {age:.0f} min ago: {message}", 256)))
+        rows.sort(key=lambda row: row[0])  # the host that went quiet first comes first
+        out = [text for _, text in rows]
+        if len(out) > max(1, max_rows):
+            keep = max(1, max_rows) - 1
+            rest = rows[keep:]
+            ages = [(now_ms - ts) / 60_000 for ts, _ in rest if ts]
+            span = f"; last log {min(ages):.0f}-{max(ages):.0f} min ago" if ages else ""
+            out = [*out[:keep], f"{MARK} ... and {len(rest):,} more hosts{span}"]
+        notice = _unread_notice(unread, len(listing.hosts), listing.complete, "host triage")
+        return (notice, *out) if notice else tuple(out)
+
+
+def _unread_notice(unread: Sequence[tuple[str, str]], total: int, complete: bool, what: str) -> str | None:
+    """`[sagewarden] log tail: 12 of 64 hosts not read (time budget ran out: algo-53, ...)`."""
+    parts: list[str] = []
+    if unread:
+        reasons: dict[str, list[str]] = {}
+        for host, why in unread:
+            reasons.setdefault(why, []).append(host)
+        detail = "; ".join(f"{why}: {', '.join(hosts)}" for why, hosts in reasons.items())
+        parts.append(f"{len(unread):,} of {total:,} hosts not read ({detail})")
+    if not complete:
+        parts.append("the stream listing stopped at the time budget: more hosts may exist")
+    if not parts:
+        return None
+    return clip_text(f"{MARK} {what}: {'; '.join(parts)}", LINE_MAX_BYTES)

@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+from sagewarden.ports import StopOutcome
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +93,17 @@ class SageMakerLauncher:
             return None
         return LaunchAccepted(attempt, job_arn=str(resp.get("TrainingJobArn", "")))
 
-    def stop(self, job_name: str) -> str:
+    def stop(self, job_name: str) -> StopOutcome:
+        """Ask SageMaker to stop the job. A refusal ("job is in status Failed", "not found") is
+        not an error but evidence: the caller looks at the job again instead of waiting."""
         try:
             self._sm.stop_training_job(TrainingJobName=job_name)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("ValidationException", "ResourceNotFound"):
-                return f"not stoppable ({exc.response['Error'].get('Message', code)})"
+                return StopOutcome(False, f"not stoppable ({exc.response['Error'].get('Message', code)})")
             raise
-        return "stop requested"
+        return StopOutcome(True, "stop requested")
 
     def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing:
         try:

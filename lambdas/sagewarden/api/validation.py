@@ -1,44 +1,50 @@
-"""Validation of API input: field-level problems, nothing stored when any exist."""
+"""Validation of API input: field-level problems, nothing stored when any exist.
+
+`training_job` is checked to its full depth against SageMaker's own model of CreateTrainingJob
+(`sagemaker_model`), then against what sagewarden itself needs (an allowed role, a checkpoint
+location, room for the tags and environment variables it adds ...). `policy` is checked by the
+domain's RunPolicy (types and the ranges in `domain.policy.RANGES`) and here against the job
+(a progress metric must be one of its MetricDefinitions, fallback instance types must exist).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sagewarden.api import sagemaker_model
+from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
+from sagewarden.api.json_body import MAX_BODY_BYTES, join
+from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import PolicyError, RunPolicy
 
-MAX_BODY_BYTES = 256 * 1024
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_STORED_REQUEST_BYTES",
+    "FieldError",
+    "InvalidRequest",
+    "RequestTooLarge",
+    "SubmitRun",
+    "idempotency_key_problem",
+    "validate_submit",
+]
+
 MAX_IDEMPOTENCY_KEY = 128
-IDEMPOTENCY_KEY_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
-
-# Top-level keys of CreateTrainingJob a run may set (TrainingJobName is the supervisor's).
-TRAINING_JOB_KEYS = frozenset(
-    {
-        "AlgorithmSpecification", "RoleArn", "HyperParameters", "InputDataConfig", "OutputDataConfig",
-        "ResourceConfig", "VpcConfig", "StoppingCondition", "Tags", "EnableNetworkIsolation",
-        "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
-        "DebugHookConfig", "DebugRuleConfigurations", "TensorBoardOutputConfig", "ExperimentConfig",
-        "ProfilerConfig", "ProfilerRuleConfigurations", "Environment", "RetryStrategy",
-        "RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig",
-    }
-)  # fmt: skip
-REQUIRED_TRAINING_JOB_KEYS = ("AlgorithmSpecification", "RoleArn", "OutputDataConfig", "ResourceConfig")
-RUN_BODY_KEYS = frozenset({"name", "training_job", "policy"})
-
-
-@dataclass(frozen=True)
-class FieldError:
-    field: str
-    message: str
-
-
-class InvalidRequest(Exception):
-    def __init__(self, errors: list[FieldError]) -> None:
-        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
-        self.errors = errors
+IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,128}")
+RUN_BODY_KEYS = ("name", "training_job", "policy")
+# The run item stores name, training_job and policy as UTF-8 JSON next to the run's own state
+# (attempt counters, the latest checkpoint, wait reasons: a few KB). DynamoDB's item limit is
+# 400 KB; keeping the request part under 350,000 bytes leaves room for that state to grow.
+MAX_STORED_REQUEST_BYTES = 350_000
+# Tags and environment variables sagewarden adds to every attempt (domain.launch.build_request).
+SUPERVISOR_TAGS = 3
+SUPERVISOR_ENV_VARS = 5
+ROOT = "CreateTrainingJobRequest"
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,13 @@ class SubmitRun:
 def validate_submit(
     body: Any, *, allowed_roles: frozenset[str], job_prefix: str, policy_defaults: RunPolicy
 ) -> SubmitRun:
-    errors: list[FieldError] = []
     if not isinstance(body, Mapping):
         raise InvalidRequest([FieldError("body", "must be a JSON object")])
-    errors += [FieldError(k, "unknown field") for k in sorted(set(body) - RUN_BODY_KEYS)]
+    errors = [
+        FieldError(join("", k), "unknown field" + did_you_mean(k, RUN_BODY_KEYS))
+        for k in body
+        if k not in RUN_BODY_KEYS
+    ]
 
     name = body.get("name")
     if not isinstance(name, str):
@@ -69,102 +78,171 @@ def validate_submit(
         )
         job = {}
     else:
-        errors += _training_job_errors(job, allowed_roles)
+        errors += training_job_errors(job, allowed_roles)
 
     policy = policy_defaults
     raw_policy = body.get("policy", {})
     try:
         policy = RunPolicy.from_dict(raw_policy if raw_policy is not None else {}, base=policy_defaults)
     except PolicyError as exc:
-        errors.append(FieldError(f"policy.{exc.field}" if exc.field != "policy" else "policy", exc.message))
+        message = exc.message
+        if message == "unknown policy field":
+            message += did_you_mean(
+                exc.field, [f.name for f in dataclasses.fields(RunPolicy) if f.name != "extra"]
+            )
+        errors.append(FieldError(join("policy", exc.field) if exc.field != "policy" else "policy", message))
+    else:
+        errors += policy_errors(policy, job)
     if errors:
-        raise InvalidRequest(errors)
+        raise InvalidRequest(_unique(errors))
+    size = stored_request_bytes(str(name), job, policy)
+    if size > MAX_STORED_REQUEST_BYTES:
+        raise RequestTooLarge(
+            [
+                FieldError(
+                    "body",
+                    f"the run would be stored as {size:,} bytes of JSON; at most "
+                    f"{MAX_STORED_REQUEST_BYTES:,} fit in one DynamoDB item next to the run's state",
+                )
+            ]
+        )
     return SubmitRun(name=str(name), training_job=dict(job), policy=policy)
 
 
-def _training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -> list[FieldError]:
-    errors: list[FieldError] = []
+def stored_request_bytes(name: str, job: Mapping[str, Any], policy: RunPolicy) -> int:
+    """UTF-8 size of the part of the run item that comes from the request (as the store writes it)."""
+    data = {"name": name, "request": job, "policy": policy.to_dict()}
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
+
+
+def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -> list[FieldError]:
     p = "training_job"
+    errors = sagemaker_model.training_job_problems(job, p)
+    known = {e.field for e in errors}
+
+    def add(field: str, message: str) -> None:
+        if field not in known:
+            known.add(field)
+            errors.append(FieldError(field, message))
+
     if "TrainingJobName" in job:
-        errors.append(FieldError(f"{p}.TrainingJobName", "must not be set: sagewarden names every attempt"))
-    errors += [
-        FieldError(f"{p}.{k}", "unknown CreateTrainingJob field")
-        for k in sorted(set(job) - TRAINING_JOB_KEYS - {"TrainingJobName"})
-    ]
-    errors += [FieldError(f"{p}.{k}", "required") for k in REQUIRED_TRAINING_JOB_KEYS if k not in job]
+        add(f"{p}.TrainingJobName", "must not be set: sagewarden names every attempt")
 
     role = job.get("RoleArn")
     if "RoleArn" in job and (not isinstance(role, str) or role not in allowed_roles):
-        errors.append(
-            FieldError(
-                f"{p}.RoleArn", "not one of the execution roles this deployment allows (allowedRoleArns)"
-            )
-        )
+        add(f"{p}.RoleArn", "not one of the execution roles this deployment allows (allowedRoleArns)")
 
     algo = job.get("AlgorithmSpecification")
-    if "AlgorithmSpecification" in job and (
-        not isinstance(algo, Mapping) or not (algo.get("TrainingImage") or algo.get("AlgorithmName"))
-    ):
-        errors.append(FieldError(f"{p}.AlgorithmSpecification", "needs TrainingImage or AlgorithmName"))
+    if isinstance(algo, Mapping) and not (algo.get("TrainingImage") or algo.get("AlgorithmName")):
+        add(f"{p}.AlgorithmSpecification", "needs TrainingImage or AlgorithmName")
+    elif "AlgorithmSpecification" not in job:
+        add(f"{p}.AlgorithmSpecification", "required")
 
     out = job.get("OutputDataConfig")
-    if "OutputDataConfig" in job and (not isinstance(out, Mapping) or not _is_s3(out.get("S3OutputPath"))):
-        errors.append(FieldError(f"{p}.OutputDataConfig.S3OutputPath", "required s3:// URI"))
+    if isinstance(out, Mapping) and not _is_s3(out.get("S3OutputPath")):
+        add(f"{p}.OutputDataConfig.S3OutputPath", "required s3:// URI")
 
     rc = job.get("ResourceConfig")
-    if "ResourceConfig" in job:
-        if not isinstance(rc, Mapping):
-            errors.append(FieldError(f"{p}.ResourceConfig", "must be an object"))
-        else:
-            itype, count = rc.get("InstanceType"), rc.get("InstanceCount")
-            if not isinstance(itype, str) or not itype.startswith("ml."):
-                errors.append(FieldError(f"{p}.ResourceConfig.InstanceType", "required, like ml.p5.48xlarge"))
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                errors.append(FieldError(f"{p}.ResourceConfig.InstanceCount", "required positive integer"))
-            vol = rc.get("VolumeSizeInGB", 1)
-            if not isinstance(vol, int) or isinstance(vol, bool) or vol < 1:
-                errors.append(FieldError(f"{p}.ResourceConfig.VolumeSizeInGB", "must be a positive integer"))
+    if "ResourceConfig" not in job:
+        add(
+            f"{p}.ResourceConfig",
+            "required: sagewarden launches every attempt with InstanceType and InstanceCount",
+        )
+    elif isinstance(rc, Mapping):
+        if not isinstance(rc.get("InstanceType"), str):
+            add(f"{p}.ResourceConfig.InstanceType", "required, like ml.p5.48xlarge")
+        count = rc.get("InstanceCount")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            add(f"{p}.ResourceConfig.InstanceCount", "required positive integer")
+        if "InstanceGroups" in rc:
+            add(f"{p}.ResourceConfig.InstanceGroups", "not supported: sagewarden launches one instance group")
 
     ckpt = job.get("CheckpointConfig")
     if not isinstance(ckpt, Mapping) or not _is_s3(ckpt.get("S3Uri")):
-        errors.append(
-            FieldError(
-                f"{p}.CheckpointConfig.S3Uri",
-                "required s3:// URI: without checkpoints there is nothing to resume from",
-            )
+        add(
+            f"{p}.CheckpointConfig.S3Uri",
+            "required s3:// URI: without checkpoints there is nothing to resume from",
         )
 
-    stop = job.get("StoppingCondition", {})
-    if not isinstance(stop, Mapping):
-        errors.append(FieldError(f"{p}.StoppingCondition", "must be an object"))
-    else:
-        for key in ("MaxRuntimeInSeconds", "MaxWaitTimeInSeconds", "MaxPendingTimeInSeconds"):
-            v = stop.get(key)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                errors.append(FieldError(f"{p}.StoppingCondition.{key}", "must be a positive integer"))
-        mrt = stop.get("MaxRuntimeInSeconds")
-        if isinstance(mrt, int) and mrt > 28 * 24 * 3600:
+    stop = job.get("StoppingCondition")
+    mrt = stop.get("MaxRuntimeInSeconds") if isinstance(stop, Mapping) else None
+    if isinstance(mrt, int) and mrt > MAX_RUNTIME_API_LIMIT_S:
+        add(
+            f"{p}.StoppingCondition.MaxRuntimeInSeconds",
+            "SageMaker allows at most 28 days per job; sagewarden chains longer runs",
+        )
+
+    env = job.get("Environment")
+    if isinstance(env, Mapping) and any(isinstance(k, str) and k.startswith("SAGEWARDEN_") for k in env):
+        add(f"{p}.Environment", "SAGEWARDEN_* variables are set by the supervisor")
+
+    tags = job.get("Tags")
+    max_tags = sagemaker_model.limit(ROOT, "Tags", "max")
+    if isinstance(tags, list) and max_tags is not None:
+        own = [
+            t
+            for t in tags
+            if not (isinstance(t, Mapping) and str(t.get("Key", "")).startswith(OUR_TAG_PREFIX))
+        ]
+        if len(own) + SUPERVISOR_TAGS > max_tags:
+            add(
+                f"{p}.Tags",
+                f"at most {max_tags - SUPERVISOR_TAGS} tags: sagewarden adds {SUPERVISOR_TAGS} of its own",
+            )
+    return errors
+
+
+def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]:
+    """Policy problems that need the job or SageMaker's model (RunPolicy checked the rest)."""
+    errors: list[FieldError] = []
+    for i, choice in enumerate(policy.instance_fallbacks):
+        errors += sagemaker_model.value_problems(
+            choice.instance_type,
+            "ResourceConfig",
+            "InstanceType",
+            f"policy.instance_fallbacks[{i}].instance_type",
+        )
+    defaults = dict(policy.environment_defaults)
+    if defaults:
+        errors += sagemaker_model.value_problems(defaults, ROOT, "Environment", "policy.environment_defaults")
+        if any(k.startswith("SAGEWARDEN_") for k in defaults):
+            errors.append(
+                FieldError("policy.environment_defaults", "SAGEWARDEN_* variables are set by the supervisor")
+            )
+    env = job.get("Environment")
+    max_env = sagemaker_model.limit(ROOT, "Environment", "max")
+    if isinstance(env, Mapping) and max_env is not None:
+        total = len(set(env) | set(defaults)) + SUPERVISOR_ENV_VARS
+        if total > max_env:
             errors.append(
                 FieldError(
-                    f"{p}.StoppingCondition.MaxRuntimeInSeconds",
-                    "SageMaker allows at most 28 days per job; sagewarden chains longer runs",
+                    "training_job.Environment",
+                    f"with policy.environment_defaults and the {SUPERVISOR_ENV_VARS} variables sagewarden "
+                    f"sets, an attempt would have {total} variables; SageMaker allows {max_env}",
                 )
             )
-
-    env = job.get("Environment", {})
-    if not isinstance(env, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-    ):
-        errors.append(FieldError(f"{p}.Environment", "must be an object of string to string"))
-    elif any(k.startswith("SAGEWARDEN_") for k in env):
-        errors.append(FieldError(f"{p}.Environment", "SAGEWARDEN_* variables are set by the supervisor"))
-
-    tags = job.get("Tags", [])
-    if not isinstance(tags, list) or not all(
-        isinstance(t, Mapping) and set(t) == {"Key", "Value"} for t in tags
-    ):
-        errors.append(FieldError(f"{p}.Tags", "must be a list of {Key, Value}"))
+    if policy.progress_metric is not None:
+        algo = job.get("AlgorithmSpecification")
+        algo = algo if isinstance(algo, Mapping) else {}
+        if algo.get("TrainingImage"):  # a custom container reports only the metrics it defines
+            defs = algo.get("MetricDefinitions")
+            names = [d.get("Name") for d in defs if isinstance(d, Mapping)] if isinstance(defs, list) else []
+            if policy.progress_metric not in names:
+                known = ", ".join(str(n) for n in names if isinstance(n, str)) or "none defined"
+                errors.append(
+                    FieldError(
+                        "policy.progress_metric",
+                        "must be the Name of one of training_job.AlgorithmSpecification.MetricDefinitions "
+                        f"({known})"
+                        + did_you_mean(policy.progress_metric, [n for n in names if isinstance(n, str)]),
+                    )
+                )
     return errors
+
+
+def _unique(errors: list[FieldError]) -> list[FieldError]:
+    seen: set[FieldError] = set()
+    return [e for e in errors if not (e in seen or seen.add(e))]  # type: ignore[func-returns-value]
 
 
 def _is_s3(value: Any) -> bool:
@@ -172,6 +250,6 @@ def _is_s3(value: Any) -> bool:
 
 
 def idempotency_key_problem(key: str) -> str | None:
-    if not IDEMPOTENCY_KEY_RE.match(key):
+    if not IDEMPOTENCY_KEY_RE.fullmatch(key):
         return f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces"
     return None

@@ -62,6 +62,15 @@ class CancelRequested:
 
 
 @dataclass(frozen=True)
+class ResumeRequested:
+    """A person asks a FAILED or CANCELLED run to continue from its newest verified checkpoint
+    with a fresh restart budget (POST /runs/{id}/resume): the one intent that reopens a
+    finished run."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class CapacityReleased:
     """One of the account's supervised jobs ended and gave back instances of this type."""
 
@@ -80,6 +89,18 @@ class HangSignal:
     since_ms: int
     reason: str = ""
     host: str | None = None
+    source: str = "event"  # event (EventBridge, an edge) | sweep (the supervisor's own check)
+
+
+@dataclass(frozen=True)
+class AlarmsObserved:
+    """What CloudWatch holds for an attempt's hang alarms, read by the sweep (the level, not the
+    edge): every alarm present, as (key, state, state-updated ms). Keys are
+    `sagewarden.domain.hang_alarms.alarm_keys` values (e.g. "log_silence", "gpu_idle#2")."""
+
+    job_name: str
+    attempt: int
+    states: tuple[tuple[str, str, int], ...]
 
 
 Event = (
@@ -90,8 +111,10 @@ Event = (
     | JobMissing
     | Tick
     | CancelRequested
+    | ResumeRequested
     | CapacityReleased
     | HangSignal
+    | AlarmsObserved
 )
 
 
@@ -100,9 +123,13 @@ class Observations:
     """Facts the service looked up before deciding (I/O happens outside the domain)."""
 
     checkpoint: Checkpoint | None = None
-    checkpoint_error: str | None = None
+    checkpoint_error: str | None = None  # the lookup failed: the checkpoint is UNKNOWN, not absent
     log_tail: tuple[str, ...] = ()
+    log_error: str | None = None  # the log read failed: the tail is unknown, not empty
     hosts_triage: tuple[str, ...] = ()  # one line per host: what it was doing when the hang fired
+    # log-silence fallback (no log subscription): True = no log event in the window, False = some
+    # event, None = not checked (or the check failed: see log_error)
+    logs_silent: bool | None = None
 
 
 def event_name(event: Event) -> str:

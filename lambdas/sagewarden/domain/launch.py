@@ -27,7 +27,7 @@ OUR_TAG_PREFIX = "sagewarden:"
 
 
 def wall_clock_remaining_s(run: Run, at_ms: int) -> float:
-    return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.created_ms) / 1000
+    return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.budget_origin_ms) / 1000
 
 
 def segment_runtime_s(run: Run, at_ms: int) -> int:

@@ -33,6 +33,9 @@ class LaunchState(StrEnum):
     PENDING = "PENDING"  # intent recorded; CreateTrainingJob not yet confirmed (may be retried by name)
     SUBMITTED = "SUBMITTED"  # SageMaker accepted the job (or it already existed)
     WAITING = "WAITING"  # CreateTrainingJob was rejected (quota, throttling); the same number is retried
+    # the run was cancelled while this launch was unconfirmed and SageMaker has no such job long
+    # after the request (longer than any invocation that could still be issuing it): never created
+    ABANDONED = "ABANDONED"
 
 
 SM_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
@@ -63,7 +66,8 @@ class Attempt:
     checkpoint_at_end: Checkpoint | None = None
     stop_intent: str | None = None
     stop_requested_ms: int | None = None
-    alarms_active: bool = False
+    alarms_active: bool = False  # hang alarms are wanted for this attempt (it reached Training)
+    alarms_confirmed: bool = False  # the sweep saw every expected alarm in CloudWatch
     hang_signals: tuple[str, ...] = ()
     cost_usd: float = 0.0
 
@@ -79,6 +83,12 @@ class Attempt:
     @property
     def in_training(self) -> bool:
         return self.live and self.sm_status == "InProgress" and self.sm_secondary == "Training"
+
+    @property
+    def end_pending(self) -> bool:
+        """SageMaker reported a terminal state but the decision about it was deferred (an
+        observation it needs, such as the newest checkpoint, could not be read)."""
+        return not self.ended and self.sm_status in SM_TERMINAL
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,28 @@ class Run:
     outcome: str | None = None  # one line: why the run is where it is
     cancel_requested_by: str | None = None
     idempotency_key: str | None = None
+    # instance choices (0 = the request's own, k = policy.instance_fallbacks[k-1]) skipped because
+    # their quota can never fit one attempt
+    skipped_choices: tuple[int, ...] = ()
+    # a decision that needs an observation which could not be made (S3/Logs error) is deferred,
+    # never taken on "nothing there"; the sweep retries and an alert goes out if it persists
+    deferred_since_ms: int | None = None
+    deferred_reason: str | None = None
+    deferred_alerted: bool = False
+    # jobs of this run that must not run (a launch that landed after a cancel, an event of a
+    # terminal run's job still in progress): job name -> when the last stop was requested.
+    # The only thing that may change on a terminal run; kept until SageMaker confirms the end.
+    strays: tuple[tuple[str, int], ...] = ()
+    # POST /runs/{id}/resume reopened a FAILED or CANCELLED run: how often, by whom, and when its
+    # budgets (restarts, wall clock) started afresh
+    resumes: int = 0
+    resumed_by: str | None = None
+    budget_started_ms: int | None = None
+
+    @property
+    def budget_origin_ms(self) -> int:
+        """Where the wall-clock budget counts from (the submission, or the last resume)."""
+        return self.budget_started_ms if self.budget_started_ms is not None else self.created_ms
 
     @property
     def current(self) -> Attempt | None:

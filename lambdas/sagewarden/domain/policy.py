@@ -7,12 +7,18 @@ domain and the tests agree on one definition of every field and its default.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 HANG_CONFIRMATIONS = ("any", "2-of-3")
 CHECKPOINT_LAYOUTS = ("auto", "hf", "megatron", "dcp", "regex")
+MAX_TEXT = 256  # checkpoint_dir_regex, checkpoint_marker, progress_metric
+MAX_FALLBACKS = 10
+MAX_FALLBACK_INSTANCES = 10_000
+MAX_ENVIRONMENT_DEFAULTS = 50
 
 
 class PolicyError(ValueError):
@@ -22,6 +28,60 @@ class PolicyError(ValueError):
         super().__init__(f"{field_name}: {message}")
         self.field = field_name
         self.message = message
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of one numeric policy field: low..high, each end open or closed."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self) -> str:
+        """`1 ≤ x ≤ 1,440`, `0 < x ≤ 100`, `0 ≤ x < 1`: the README's range column quotes this."""
+        return f"{_num(self.low)} {'<' if self.low_open else '≤'} x {'<' if self.high_open else '≤'} {_num(self.high)}"
+
+
+def _num(x: float) -> str:
+    if x >= 1e6 and float(x).is_integer() and f"{x:.0e}".startswith("1e"):
+        return f"1e{len(str(int(x))) - 1}"
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+HOUR_S, DAY_MIN, WEEK_H = 3600, 24 * 60, 24 * 7
+
+# THE table of numeric ranges: validation uses it, the README's "Policy fields" table quotes it
+# (a test keeps them equal). Every int/float field of RunPolicy has an entry (a test checks that).
+RANGES: Mapping[str, Range] = {
+    "max_restarts": Range(0, 1000),
+    "max_no_progress_restarts": Range(1, 100),
+    "max_wall_clock_hours": Range(0, 24 * 365, low_open=True),  # a year
+    "max_cost_usd": Range(0, 1e9, low_open=True),
+    "instance_hour_price_usd": Range(0, 10_000, low_open=True),
+    "backoff_base_seconds": Range(1, 24 * HOUR_S),
+    "backoff_cap_seconds": Range(1, 24 * HOUR_S),
+    "backoff_jitter": Range(0, 1, high_open=True),
+    "throttle_backoff_seconds": Range(1, 24 * HOUR_S),
+    "quota_wait_max_hours": Range(0, 4 * WEEK_H, low_open=True),
+    "capacity_wait_max_hours": Range(0, 4 * WEEK_H, low_open=True),
+    "keep_alive_seconds": Range(0, HOUR_S),  # an idle warm pool is billed; SageMaker itself allows 6 h
+    "log_silence_minutes": Range(1, DAY_MIN),
+    "gpu_idle_percent": Range(0, 100, low_open=True),
+    "gpu_idle_minutes": Range(1, DAY_MIN),
+    "checkpoint_stale_minutes": Range(1, 7 * DAY_MIN),
+    "progress_stall_minutes": Range(1, DAY_MIN),
+    "hang_grace_minutes": Range(0, DAY_MIN),
+    "priority": Range(-1000, 1000),
+}
 
 
 @dataclass(frozen=True)
@@ -65,24 +125,43 @@ class RunPolicy:
     progress_stall_minutes: int = 30  # ... that reported nothing for this long
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
+    # --- sharing the account's quota ------------------------------------------------------------
+    priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # ----------------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], base: RunPolicy | None = None) -> RunPolicy:
         """Apply `data` (JSON-shaped overrides) on top of `base` (or the defaults)."""
+        policy = cls._apply(data, base, stored=False)
+        policy.validate()
+        return policy
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> RunPolicy:
+        """The policy of a stored run, as it was accepted: not re-validated against today's
+        ranges (a run accepted before a range was narrowed must still load), and fields this
+        version does not know are kept aside in `extra` instead of failing the load."""
+        return cls._apply(data, None, stored=True)
+
+    @classmethod
+    def _apply(cls, data: Mapping[str, Any], base: RunPolicy | None, *, stored: bool) -> RunPolicy:
         if not isinstance(data, Mapping):
             raise PolicyError("policy", "must be an object")
         current = base or cls()
         known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
         changes: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
+                if stored:
+                    extra[key] = value
+                    continue
                 raise PolicyError(key, "unknown policy field")
             changes[key] = _coerce(key, value)
-        policy = dataclasses.replace(current, **changes)
-        policy.validate()
-        return policy
+        if extra:
+            changes["extra"] = extra
+        return dataclasses.replace(current, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -100,48 +179,37 @@ class RunPolicy:
         return out
 
     def validate(self) -> None:
-        _positive_int("max_restarts", self.max_restarts, allow_zero=True)
-        _positive_int("max_no_progress_restarts", self.max_no_progress_restarts)
-        _positive_number("max_wall_clock_hours", self.max_wall_clock_hours)
-        if self.max_cost_usd is not None:
-            _positive_number("max_cost_usd", self.max_cost_usd)
-        if self.instance_hour_price_usd is not None:
-            _positive_number("instance_hour_price_usd", self.instance_hour_price_usd)
-        _positive_int("backoff_base_seconds", self.backoff_base_seconds)
-        _positive_int("backoff_cap_seconds", self.backoff_cap_seconds)
+        for name, allowed in RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not allowed.contains(value):
+                raise PolicyError(name, f"out of range: allowed {allowed.describe()}")
         if self.backoff_cap_seconds < self.backoff_base_seconds:
             raise PolicyError("backoff_cap_seconds", "must be >= backoff_base_seconds")
-        if not 0 <= self.backoff_jitter < 1:
-            raise PolicyError("backoff_jitter", "must be in [0, 1)")
-        _positive_int("throttle_backoff_seconds", self.throttle_backoff_seconds)
-        _positive_number("quota_wait_max_hours", self.quota_wait_max_hours)
-        _positive_number("capacity_wait_max_hours", self.capacity_wait_max_hours)
-        _positive_int("keep_alive_seconds", self.keep_alive_seconds, allow_zero=True)
-        if self.keep_alive_seconds > 3600:
-            raise PolicyError("keep_alive_seconds", "SageMaker allows at most 3600")
         if self.checkpoint_layout not in CHECKPOINT_LAYOUTS:
             raise PolicyError("checkpoint_layout", f"must be one of {', '.join(CHECKPOINT_LAYOUTS)}")
         if self.checkpoint_layout == "regex" and not (self.checkpoint_dir_regex and self.checkpoint_marker):
             raise PolicyError(
                 "checkpoint_dir_regex", "regex layout needs checkpoint_dir_regex and checkpoint_marker"
             )
-        _positive_int("log_silence_minutes", self.log_silence_minutes)
-        _positive_number("gpu_idle_percent", self.gpu_idle_percent)
-        _positive_int("gpu_idle_minutes", self.gpu_idle_minutes)
-        if self.checkpoint_stale_minutes is not None:
-            _positive_int("checkpoint_stale_minutes", self.checkpoint_stale_minutes)
-        if self.progress_metric is not None and not 1 <= len(self.progress_metric) <= 255:
-            raise PolicyError("progress_metric", "must be the Name of one of the job's MetricDefinitions")
-        _positive_int("progress_stall_minutes", self.progress_stall_minutes)
+        for name in ("checkpoint_dir_regex", "checkpoint_marker", "progress_metric"):
+            text = getattr(self, name)
+            if text is not None and not 1 <= len(text) <= MAX_TEXT:
+                raise PolicyError(name, f"must be 1 to {MAX_TEXT} characters")
+        if self.checkpoint_dir_regex is not None:
+            try:
+                re.compile(self.checkpoint_dir_regex)
+            except re.error as exc:
+                raise PolicyError("checkpoint_dir_regex", f"not a valid regular expression: {exc}") from exc
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
-        _positive_int("hang_grace_minutes", self.hang_grace_minutes, allow_zero=True)
 
 
 def _coerce(key: str, value: Any) -> Any:
     if key == "instance_fallbacks":
-        if not isinstance(value, list):
-            raise PolicyError(key, "must be a list of {instance_type, instance_count}")
+        if not isinstance(value, list) or len(value) > MAX_FALLBACKS:
+            raise PolicyError(
+                key, f"must be a list of at most {MAX_FALLBACKS} {{instance_type, instance_count}}"
+            )
         choices = []
         for i, item in enumerate(value):
             if not isinstance(item, Mapping) or set(item) != {"instance_type", "instance_count"}:
@@ -149,8 +217,14 @@ def _coerce(key: str, value: Any) -> Any:
             itype, count = item["instance_type"], item["instance_count"]
             if not isinstance(itype, str) or not itype.startswith("ml."):
                 raise PolicyError(f"{key}[{i}].instance_type", "must look like ml.<family>.<size>")
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise PolicyError(f"{key}[{i}].instance_count", "must be a positive integer")
+            if (
+                not isinstance(count, int)
+                or isinstance(count, bool)
+                or not 1 <= count <= MAX_FALLBACK_INSTANCES
+            ):
+                raise PolicyError(
+                    f"{key}[{i}].instance_count", f"must be an integer from 1 to {MAX_FALLBACK_INSTANCES:,}"
+                )
             choices.append(InstanceChoice(itype, count))
         return tuple(choices)
     if key == "environment_defaults":
@@ -158,6 +232,8 @@ def _coerce(key: str, value: Any) -> Any:
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
             raise PolicyError(key, "must be an object of string to string")
+        if len(value) > MAX_ENVIRONMENT_DEFAULTS:
+            raise PolicyError(key, f"at most {MAX_ENVIRONMENT_DEFAULTS} variables")
         return tuple(sorted(value.items()))
     default = dataclasses.fields(RunPolicy)
     annotation = next(f.type for f in default if f.name == key)
@@ -177,19 +253,15 @@ def _coerce(key: str, value: Any) -> Any:
     if text.startswith("float"):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise PolicyError(key, "must be a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            number = math.inf
+        if not math.isfinite(number):
+            raise PolicyError(key, "must be a finite number")
+        return number
     if text.startswith("str"):
         if not isinstance(value, str):
             raise PolicyError(key, "must be a string")
         return value
     raise PolicyError(key, "unsupported field")  # pragma: no cover - every field is handled above
-
-
-def _positive_int(name: str, value: int, *, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
-        raise PolicyError(name, "must be a positive integer" if not allow_zero else "must be >= 0")
-
-
-def _positive_number(name: str, value: float) -> None:
-    if value <= 0:
-        raise PolicyError(name, "must be a positive number")

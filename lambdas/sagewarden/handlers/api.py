@@ -1,33 +1,51 @@
-"""Run API (API Gateway REST, every route AWS_IAM-authorised): thin routes over the service."""
+"""Run API (API Gateway REST, every route AWS_IAM-authorised): thin routes over the service.
 
-from __future__ import annotations
+The routes are annotated for the OpenAPI document (`api.openapi` renders it from this resolver),
+but the resolver's own validation stays off: its JSON parsing is the plain `json.loads` this API
+must not trust with hostile input, and its errors are 422s in another shape. Each route reads
+its input through the hardened parsers below (`_query_*`, `_submission`), so every rejection
+is a 400/413 with field-level `errors`, and the annotated parameters only describe the API.
+
+Every response body is strict JSON (`allow_nan=False`); an unforeseen exception still answers a
+JSON 500 with a request id instead of escaping to API Gateway as a 502.
+"""
 
 import json
-from typing import Any
+import re
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from sagewarden import composition
+from sagewarden.api import schema
+from sagewarden.api.errors import FieldError, InvalidRequest
+from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
-from sagewarden.api.validation import (
-    MAX_BODY_BYTES,
-    FieldError,
-    InvalidRequest,
-    idempotency_key_problem,
-    validate_submit,
-)
+from sagewarden.api.validation import idempotency_key_problem, validate_submit
 from sagewarden.domain.models import RunStatus
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
-from sagewarden.service import RunFinished, RunNotFound
+from sagewarden.service import RunFinished, RunNotFound, RunNotResumable
 
 app = APIGatewayRestResolver()
 MAX_PAGE = 100
+DEFAULT_PAGE = 25
+_LIMIT_RE = re.compile(r"[0-9]{1,3}")
+_RUN_ID_RE = re.compile(schema.RUN_ID_PATTERN)
+RUN_ID = Annotated[str, Path(description="the run's id (a ULID)", pattern=schema.RUN_ID_PATTERN)]
+CURSOR = Annotated[
+    str | None,
+    Query(description="next_cursor of the previous page", max_length=schema.MAX_CURSOR_CHARS),
+]
 
 
 def _json(status: int, body: Any) -> Response:
     return Response(
-        status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body, default=str)
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, default=str, allow_nan=False),
     )
 
 
@@ -37,31 +55,77 @@ def _caller() -> str:
     return identity.user_arn or identity.caller or identity.account_id or "unknown"
 
 
-def _limit() -> int:
-    raw = app.current_event.get_query_string_value("limit", "25") or "25"
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+def _query(name: str) -> str | None:
+    return app.current_event.get_query_string_value(name, None)
+
+
+def _query_limit() -> int:
+    raw = _query("limit")
+    if raw is None:
+        return DEFAULT_PAGE
+    if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE:
         raise InvalidRequest([FieldError("limit", f"must be an integer from 1 to {MAX_PAGE}")])
     return int(raw)
 
 
-@app.post("/runs")
+def _query_cursor() -> str | None:
+    raw = _query("cursor")
+    if raw is not None and not 1 <= len(raw) <= schema.MAX_CURSOR_CHARS:
+        raise InvalidRequest([FieldError("cursor", "invalid cursor: use next_cursor of the previous page")])
+    return raw
+
+
+def _query_status() -> str | None:
+    raw = _query("status")
+    if raw is not None and raw not in RunStatus.__members__:
+        raise InvalidRequest([FieldError("status", f"must be one of {', '.join(RunStatus.__members__)}")])
+    return raw
+
+
+def _run_id(raw: str) -> str:
+    """A well-formed run id; anything else names no run (404) and never reaches the store."""
+    if not _RUN_ID_RE.fullmatch(raw):
+        raise RunNotFound(raw)
+    return raw
+
+
+def _store_cursor_error(exc: ValueError) -> InvalidRequest:
+    return InvalidRequest([FieldError("cursor", str(exc) or "invalid cursor")])
+
+
+@app.post(
+    "/runs",
+    summary="Submit a run",
+    description="Stores the run and launches its first attempt. Nothing is stored when any input is invalid.",
+    responses={
+        201: schema.response("the run, created; its first attempt was launched", schema.Run),
+        200: schema.response("the run an earlier request with this Idempotency-Key created", schema.Run),
+        400: schema.BAD_REQUEST,
+        409: schema.response("the Idempotency-Key was used with a different body", schema.Error),
+        413: schema.TOO_LARGE,
+        500: schema.INTERNAL,
+    },
+)
 @tracer.capture_method
-def submit_run() -> Response:
-    raw = app.current_event.body or ""
-    if len(raw.encode()) > MAX_BODY_BYTES:
-        raise InvalidRequest([FieldError("body", f"larger than {MAX_BODY_BYTES // 1024} KiB")])
-    try:
-        body = json.loads(raw) if raw else None
-    except json.JSONDecodeError as exc:
-        raise InvalidRequest(
-            [FieldError("body", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
-        ) from exc
-    key = app.current_event.headers.get("Idempotency-Key") or app.current_event.headers.get("idempotency-key")
+def submit_run(
+    body: Annotated[schema.RunSubmission, Body(description="what to run and how to supervise it")] = None,  # type: ignore[assignment]
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="makes a repeat return the same run (200); 1-128 printable ASCII characters",
+            max_length=128,
+        ),
+    ] = None,
+) -> Response[schema.Run]:
+    event = app.current_event
+    parsed = parse_json(body_text(event.body, bool(event.is_base64_encoded)))
+    key = event.headers.get("Idempotency-Key") or event.headers.get("idempotency-key")
     if key is not None and (problem := idempotency_key_problem(key)):
         raise InvalidRequest([FieldError("Idempotency-Key", problem)])
     sup = composition.supervisor()
     req = validate_submit(
-        body,
+        parsed,
         allowed_roles=composition.allowed_role_arns(),
         job_prefix=sup.settings.job_prefix,
         policy_defaults=sup.settings.policy_defaults,
@@ -81,56 +145,126 @@ def submit_run() -> Response:
     return _json(201 if created else 200, run_json(run))
 
 
-@app.get("/runs")
-def list_runs() -> Response:
-    status = app.current_event.get_query_string_value("status", None)
-    if status is not None and status not in RunStatus.__members__:
-        raise InvalidRequest([FieldError("status", f"must be one of {', '.join(RunStatus.__members__)}")])
-    cursor = app.current_event.get_query_string_value("cursor", None)
+@app.get(
+    "/runs",
+    summary="List runs, newest first",
+    responses={
+        200: schema.response("a page of runs", schema.RunPage),
+        400: schema.BAD_REQUEST,
+        500: schema.INTERNAL,
+    },
+)
+def list_runs(
+    status: Annotated[schema.RunStatusName | None, Query(description="only runs in this status")] = None,  # type: ignore[valid-type]
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")] = DEFAULT_PAGE,
+    cursor: CURSOR = None,
+) -> Response[schema.RunPage]:
     try:
-        page = composition.supervisor().list_runs(status, _limit(), cursor)
-    except ValueError as exc:
-        raise InvalidRequest([FieldError("cursor", str(exc))]) from exc
+        page = composition.supervisor().list_runs(_query_status(), _query_limit(), _query_cursor())
+    except ValueError as exc:  # the store refused the cursor
+        raise _store_cursor_error(exc) from exc
     return _json(
         200, {"runs": [run_json(r, with_attempts=False) for r in page.items], "next_cursor": page.cursor}
     )
 
 
-@app.get("/runs/<run_id>")
-def get_run(run_id: str) -> Response:
-    return _json(200, run_json(composition.supervisor().get(run_id)))
+@app.get(
+    "/runs/<run_id>",
+    summary="A run with all its attempts",
+    responses={200: schema.response("the run", schema.Run), 404: schema.NOT_FOUND, 500: schema.INTERNAL},
+)
+def get_run(run_id: RUN_ID) -> Response[schema.Run]:
+    return _json(200, run_json(composition.supervisor().get(_run_id(run_id))))
 
 
-@app.get("/runs/<run_id>/events")
-def get_events(run_id: str) -> Response:
-    cursor = app.current_event.get_query_string_value("cursor", None)
+@app.get(
+    "/runs/<run_id>/events",
+    summary="The run's audit trail, oldest first",
+    responses={
+        200: schema.response("a page of events", schema.EventPage),
+        400: schema.BAD_REQUEST,
+        404: schema.NOT_FOUND,
+        500: schema.INTERNAL,
+    },
+)
+def get_events(
+    run_id: RUN_ID,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")] = DEFAULT_PAGE,
+    cursor: CURSOR = None,
+) -> Response[schema.EventPage]:
     try:
-        page = composition.supervisor().events(run_id, _limit(), cursor)
-    except ValueError as exc:
-        raise InvalidRequest([FieldError("cursor", str(exc))]) from exc
+        page = composition.supervisor().events(_run_id(run_id), _query_limit(), _query_cursor())
+    except ValueError as exc:  # the store refused the cursor (malformed, or another run's)
+        raise _store_cursor_error(exc) from exc
     return _json(200, {"events": [audit_json(e) for e in page.items], "next_cursor": page.cursor})
 
 
-@app.post("/runs/<run_id>/cancel")
-def cancel_run(run_id: str) -> Response:
-    run = composition.supervisor().cancel(run_id, by=_caller())
+@app.post(
+    "/runs/<run_id>/cancel",
+    summary="Cancel a run",
+    responses={
+        202: schema.response(
+            "the stop was requested; the run becomes CANCELLED when SageMaker confirms", schema.Run
+        ),
+        200: schema.response("the run had no live job and is now CANCELLED", schema.Run),
+        404: schema.NOT_FOUND,
+        409: schema.response("the run already finished", schema.Error),
+        500: schema.INTERNAL,
+    },
+)
+def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
+    run = composition.supervisor().cancel(_run_id(run_id), by=_caller())
     return _json(202 if not run.status.terminal else 200, run_json(run))
+
+
+@app.post(
+    "/runs/<run_id>/resume",
+    summary="Resume a FAILED or CANCELLED run",
+    responses={
+        202: schema.response(
+            "a new attempt was launched from the newest verified checkpoint, with fresh budgets", schema.Run
+        ),
+        404: schema.NOT_FOUND,
+        409: schema.response(
+            "the run is not FAILED or CANCELLED (or its checkpoints cannot be read)", schema.Error
+        ),
+        500: schema.INTERNAL,
+    },
+)
+def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
+    run = composition.supervisor().resume(_run_id(run_id), by=_caller())
+    return _json(202, run_json(run))
+
+
+@app.exception_handler(RunNotResumable)
+def _not_resumable(exc: RunNotResumable) -> Response:
+    return _json(
+        409,
+        {"message": f"run {exc.run.run_id} cannot be resumed: {exc.reason}", "status": exc.run.status.value},
+    )
 
 
 @app.exception_handler(InvalidRequest)
 def _invalid(exc: InvalidRequest) -> Response:
     return _json(
-        400,
-        {
-            "message": "invalid request",
-            "errors": [{"field": e.field, "message": e.message} for e in exc.errors],
-        },
+        exc.status,
+        {"message": exc.message, "errors": [{"field": e.field, "message": e.message} for e in exc.errors]},
     )
 
 
 @app.exception_handler(RunNotFound)
 def _not_found(exc: RunNotFound) -> Response:
-    return _json(404, {"message": f"run {exc} not found"})
+    run_id = str(exc)
+    return _json(
+        404, {"message": f"run {run_id} not found" if _RUN_ID_RE.fullmatch(run_id) else "no such run"}
+    )
+
+
+@app.not_found
+def _no_route(exc: NotFoundError) -> Response:
+    # A path the resolver cannot match (e.g. a run id with characters no route pattern takes).
+    # Registered explicitly: otherwise the catch-all handler below would answer it with a 500.
+    return _json(404, {"message": "not found"})
 
 
 @app.exception_handler(RunFinished)
@@ -144,8 +278,39 @@ def _finished(exc: RunFinished) -> Response:
     )
 
 
+def _request_id() -> str:
+    try:
+        return str(app.current_event.request_context.request_id or app.lambda_context.aws_request_id)
+    except Exception:  # pragma: no cover - only when the event itself is malformed
+        return "unknown"
+
+
+def _internal_error_body(request_id: str) -> str:
+    return json.dumps({"message": "internal error", "request_id": request_id})
+
+
+@app.exception_handler(Exception)
+def _unexpected(exc: Exception) -> Response:
+    request_id = _request_id()
+    logger.error("unhandled error in the API", exc_info=exc, extra={"request_id": request_id})
+    metrics.add_metric(name="ApiErrors", unit="Count", value=1)
+    return Response(
+        status_code=500, content_type=content_types.APPLICATION_JSON, body=_internal_error_body(request_id)
+    )
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+    try:
+        return app.resolve(event, context)
+    except Exception:  # last resort: never let API Gateway turn an exception into a 502
+        request_id = str(getattr(context, "aws_request_id", "unknown"))
+        logger.exception("unhandled error outside the routes", extra={"request_id": request_id})
+        return {
+            "statusCode": 500,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "body": _internal_error_body(request_id),
+            "isBase64Encoded": False,
+        }

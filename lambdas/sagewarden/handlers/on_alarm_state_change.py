@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from sagewarden import composition, keys
+from sagewarden import composition
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_name
 from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.events import HangSignal
@@ -33,7 +32,7 @@ def hang_signal_from_event(event: dict[str, Any], prefix: str) -> HangSignal | N
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    signal = hang_signal_from_event(event, os.environ.get(keys.ENV_ALARM_PREFIX, keys.DEFAULT_ALARM_PREFIX))
+    signal = hang_signal_from_event(event, composition.alarm_prefix())
     if signal is None:
         logger.info("not a sagewarden hang alarm")
         return {"run_id": None}

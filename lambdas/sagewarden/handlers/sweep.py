@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagewarden import composition
+from sagewarden import composition, keys
 from sagewarden.observability import logger, metrics, tracer
 
-CLEANUP_EVERY_MINUTES = 15
+CLEANUP_EVERY_MINUTES = 5
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -17,16 +17,23 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     sup = composition.supervisor()
     minute = sup.clock() // 60_000
     time_left = getattr(context, "get_remaining_time_in_millis", None)
-    report = sup.sweep(cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0, time_left_ms=time_left)
-    metrics.add_metric(name="SweepDueRuns", unit="Count", value=report.due)
-    metrics.add_metric(name="SweepErrors", unit="Count", value=len(report.errors))
+    owner = getattr(context, "aws_request_id", None) or "sweep"
+    report = sup.sweep(
+        cleanup_alarms=minute % CLEANUP_EVERY_MINUTES == 0, time_left_ms=time_left, owner=owner
+    )
+    metrics.add_metric(name="SweepDueItems", unit="Count", value=report.due)
+    metrics.add_metric(name=keys.METRIC_SWEEP_ERRORS, unit="Count", value=len(report.errors))
+    metrics.add_metric(name=keys.METRIC_SWEEP_OUT_OF_TIME, unit="Count", value=1 if report.out_of_time else 0)
     logger.info(
-        "sweep done",
+        "sweep done" if not report.skipped else "sweep skipped: another sweep holds the lease",
         extra={
             "due": report.due,
             "observed": report.observed,
             "acted": report.acted,
+            "alarms_in_alarm": report.alarms_in_alarm,
             "alarms_deleted": report.alarms_deleted,
+            "alerts_published": report.alerts_published,
+            "out_of_time": report.out_of_time,
             "errors": report.errors[:10],
         },
     )
@@ -34,5 +41,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "due": report.due,
         "observed": report.observed,
         "acted": report.acted,
+        "skipped": report.skipped,
         "errors": len(report.errors),
     }

@@ -1,0 +1,186 @@
+"""Shapes of the API for its OpenAPI document (pydantic models the resolver renders as JSON Schema).
+
+These describe; they do not validate at run time (see `handlers/api.py`: the API parses and
+validates with `api.json_body` and `api.validation`, whose answers are field-level 400s). They are
+derived from the same sources validation uses where one exists: the policy model from RunPolicy's
+fields and `domain.policy.RANGES`, `training_job` from SageMaker's service model (filled in by
+`api.openapi`). Tests check every API response against these shapes, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from sagewarden.domain.models import LaunchState, RunStatus
+from sagewarden.domain.policy import CHECKPOINT_LAYOUTS, HANG_CONFIRMATIONS, MAX_TEXT, RANGES, RunPolicy
+
+RunStatusName = Literal[tuple(s.value for s in RunStatus)]  # type: ignore[valid-type]
+RUN_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+MAX_CURSOR_CHARS = 1024
+
+
+class InstanceChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    instance_type: str = Field(description="like ml.p4d.24xlarge (a SageMaker training instance type)")
+    instance_count: int = Field(ge=1)
+
+
+def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
+    name, text = f.name, str(f.type)
+    optional = "None" in text
+    if name in RANGES:
+        r = RANGES[name]
+        base: Any = int if text.startswith("int") else float
+        info = Field(
+            default=None,
+            description=r.describe(),
+            gt=r.low if r.low_open else None,
+            ge=None if r.low_open else r.low,
+            lt=r.high if r.high_open else None,
+            le=None if r.high_open else r.high,
+        )
+        return (base | None if optional else base), info
+    if name == "instance_fallbacks":
+        return list[InstanceChoice], Field(default=None, max_length=10)
+    if name == "environment_defaults":
+        return dict[str, str], Field(default=None)
+    if name == "checkpoint_layout":
+        return Literal[CHECKPOINT_LAYOUTS], Field(default=None)
+    if name == "hang_confirmation":
+        return Literal[HANG_CONFIRMATIONS], Field(default=None)
+    if text.startswith("bool"):
+        return bool, Field(default=None)
+    return (str | None), Field(default=None, min_length=1, max_length=MAX_TEXT)
+
+
+# Every RunPolicy field, optional (unset fields take the deployment's defaults).
+Policy: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "Policy",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="Per-run policy; every field is optional and defaults to the deployment's policyDefaults.",
+    **{f.name: _policy_field(f) for f in dataclasses.fields(RunPolicy) if f.name != "extra"},
+)
+
+
+class RunSubmission(BaseModel):
+    """POST /runs body."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(
+        min_length=1,
+        max_length=26,
+        pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$",
+        description="part of every job name: letters, digits and hyphens",
+    )
+    training_job: dict[str, Any] = Field(
+        description="the native CreateTrainingJob request without TrainingJobName"
+    )
+    policy: Policy | None = None  # type: ignore[valid-type]
+
+
+class FieldProblem(BaseModel):
+    field: str = Field(
+        description="path of the offending value, e.g. training_job.ResourceConfig.InstanceCount"
+    )
+    message: str
+
+
+class Error(BaseModel):
+    message: str
+    errors: list[FieldProblem] | None = Field(default=None, description="400 and 413: every problem found")
+    status: RunStatusName | None = Field(default=None, description="409: the finished run's status")  # type: ignore[valid-type]
+    request_id: str | None = Field(default=None, description="500: quote it when reporting the problem")
+
+
+class Checkpoint(BaseModel):
+    uri: str
+    step: int
+    layout: str
+    written_at: str | None
+
+
+class Attempt(BaseModel):
+    number: int
+    job_name: str
+    instance_type: str
+    instance_count: int
+    launch: Literal[tuple(s.value for s in LaunchState)]  # type: ignore[valid-type]
+    sagemaker_status: str | None
+    secondary_status: str | None
+    requested_at: str | None
+    training_started_at: str | None
+    ended_at: str | None
+    resumed_from: Checkpoint | None
+    resumed_checkpoint_age_s: int | None
+    checkpoint_at_end: Checkpoint | None
+    end_class: str | None
+    end_reason: str | None
+    failure_reason: str | None
+    evidence: list[str]
+    stop_intent: str | None
+    hang_signals: list[str]
+    estimated_cost_usd: float
+
+
+class Wait(BaseModel):
+    reason: str
+    until: str | None
+    instance_type: str | None
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    name: str
+    owner: str
+    status: RunStatusName  # type: ignore[valid-type]
+    outcome: str | None
+    created_at: str | None
+    updated_at: str | None
+    attempt_count: int
+    restarts: int
+    restarts_by_class: dict[str, int]
+    no_progress_streak: int
+    segments: int
+    wait: Wait | None
+    last_checkpoint: Checkpoint | None
+    estimated_cost_usd: float
+    policy: dict[str, Any] = Field(description="the run's resolved policy (every field of Policy)")
+    version: int
+
+
+class Run(RunSummary):
+    attempts: list[Attempt]
+    training_job: dict[str, Any]
+
+
+class RunPage(BaseModel):
+    runs: list[RunSummary]
+    next_cursor: str | None
+
+
+class AuditEvent(BaseModel):
+    at: str | None
+    at_ms: int
+    kind: str = Field(description="event | decision | action | error")
+    summary: str
+    detail: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    events: list[AuditEvent]
+    next_cursor: str | None
+
+
+def response(description: str, model: type[BaseModel]) -> OpenAPIResponse:
+    """An OpenAPI response whose JSON body has the shape of `model`."""
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+BAD_REQUEST = response("invalid input: `errors` names each problem; nothing was stored", Error)
+TOO_LARGE = response("the request (or the run it would store) is too large; nothing was stored", Error)
+NOT_FOUND = response("no run has this id", Error)
+INTERNAL = response("an unexpected error; the body carries a request_id", Error)

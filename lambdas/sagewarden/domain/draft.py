@@ -1,0 +1,380 @@
+"""The decision being drafted and the building blocks every event handler of `decide` shares:
+starting, re-issuing and stopping attempts, waiting, deferring, finishing, alerting.
+
+Pure, like the rest of the domain. Two rules live here so no handler can get them wrong:
+- **Intent is final.** Once a cancel is recorded nothing launches again (`start_attempt` and
+  `relaunch_same` refuse, and a run with no live job becomes CANCELLED).
+- **Unknown is not empty.** A launch needs the newest verified checkpoint; when the lookup
+  failed the launch is deferred (`defer`), never made from "no checkpoint".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagewarden.domain.actions import Action, EnsureHangAlarms, LaunchAttempt, Notify, StopJob
+from sagewarden.domain.bounded import clip_lines, clip_text
+from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.classifier import Classification
+from sagewarden.domain.events import Observations
+from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, wall_clock_remaining_s
+from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.names import job_name
+from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.pricing import gpus_per_instance, price_per_instance_hour
+
+RECONCILE_INTERVAL_MS = 10 * 60_000  # how often the sweep re-observes a live job
+LAUNCH_RETRY_AFTER_MS = 2 * 60_000  # a launch intent still unconfirmed after this is re-issued
+# A cancelled run's unconfirmed launch counts as never created once SageMaker has had no such job
+# for this long after the request: longer than any function that could still be issuing it.
+LAUNCH_SETTLE_MS = 5 * 60_000
+STOP_RETRY_AFTER_MS = 5 * 60_000  # a stop still not observed after this is re-issued
+DEFER_RETRY_MS = 60_000  # a deferred decision is retried on the next sweep
+DEFER_ALERT_AFTER_MS = 10 * 60_000  # ... and a person is told when it stays deferred this long
+ALARM_VERIFY_AFTER_MS = 60_000  # hang alarms not yet seen in CloudWatch are checked this soon
+
+INTENT_CANCEL = "cancel"
+INTENT_HANG = "hang"
+INTENT_WALL_CLOCK = "wall_clock"
+INTENT_COST = "cost_budget"
+INTENT_ORPHAN = "orphan"
+
+ALERT_BODY_MAX_BYTES = 64 * 1024  # stored in the outbox (DynamoDB) and published (SNS, 256 KiB)
+EVIDENCE_MAX_BYTES = 16 * 1024  # per attempt item (DynamoDB 400 KB per item)
+
+
+@dataclass
+class Draft:
+    run: Run
+    now: int
+    policy: RunPolicy
+    obs: Observations
+    actions: list[Action] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def set(self, **changes: Any) -> None:
+        self.run = dataclasses.replace(self.run, **changes)
+
+    def put_attempt(self, attempt: Attempt) -> None:
+        self.run = dataclasses.replace(self.run, attempts=self.run.with_attempt(attempt))
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def act(self, action: Action) -> None:
+        self.actions.append(action)
+
+
+# --------------------------------------------------------------------------------------------
+# instance choices
+
+
+def choices(d: Draft) -> list[InstanceChoice]:
+    rc = d.run.request.get("ResourceConfig", {})
+    primary = InstanceChoice(str(rc.get("InstanceType", "")), int(rc.get("InstanceCount", 1)))
+    return [primary, *d.policy.instance_fallbacks]
+
+
+def choice(d: Draft) -> InstanceChoice:
+    options = choices(d)
+    return options[d.run.fallback_index % len(options)]
+
+
+def next_usable_choice(d: Draft, after: int) -> int | None:
+    """The index after `after` (wrapping) whose quota is not known never to fit; None if none."""
+    options = choices(d)
+    for k in range(1, len(options) + 1):
+        idx = (after + k) % len(options)
+        if idx not in d.run.skipped_choices:
+            return idx
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# launching and stopping
+
+
+def cancel_pending(d: Draft) -> bool:
+    return d.run.cancel_requested_by is not None
+
+
+def start_attempt(d: Draft, *, reuse_current: bool) -> None:
+    run, cur = d.run, d.run.current
+    if cancel_pending(d):  # intent is final: nothing launches after a cancel
+        if cur is None or not cur.live:
+            finish_cancelled(d, "nothing was running")
+        else:
+            d.note("cancel recorded: not launching")
+        return
+    if cur is not None and cur.live and not reuse_current:
+        d.note(f"refusing to launch: attempt {cur.number} may still be running")  # invariant guard
+        return
+    if wall_clock_remaining_s(run, d.now) < MIN_SEGMENT_S:
+        fail(d, "wall-clock budget exhausted", ())
+        return
+    if d.obs.checkpoint_error:
+        defer(d, f"cannot read the checkpoints to resume from: {d.obs.checkpoint_error}")
+        return
+    clear_deferral(d)
+    ckpt = d.obs.checkpoint or d.run.last_checkpoint
+    pick = choice(d)
+    if reuse_current and cur is not None:
+        number, tries = cur.number, cur.launch_tries + 1
+    else:
+        number, tries = run.attempt_count + 1, 1
+    att = Attempt(
+        number=number,
+        job_name=job_name(run.job_prefix, run.name, run.run_id, number),
+        instance_type=pick.instance_type,
+        instance_count=pick.instance_count,
+        requested_at_ms=d.now,
+        launch_tries=tries,
+        resume_from=ckpt,
+    )
+    d.put_attempt(att)
+    d.set(
+        status=RunStatus.STARTING,
+        attempt_count=max(run.attempt_count, number),
+        wake_at_ms=None,
+        wait_reason=None,
+        wait_instance_type=None,
+        last_checkpoint=ckpt,
+    )
+    d.act(LaunchAttempt(number, att.job_name, build_request(d.run, att)))
+    d.note(f"launch attempt {number} as {att.job_name} resuming from {ckpt_text(ckpt)}")
+
+
+def relaunch_same(d: Draft, cur: Attempt, why: str) -> None:
+    if cancel_pending(d):
+        d.note(f"{why}: not re-issuing the launch of {cur.job_name} (cancel recorded)")
+        return
+    att = dataclasses.replace(cur, requested_at_ms=d.now, launch_tries=cur.launch_tries + 1)
+    d.put_attempt(att)
+    # the request is rebuilt from the attempt as first recorded (deterministic), so a job that
+    # was in fact created answers ResourceInUse instead of starting twice
+    d.act(LaunchAttempt(cur.number, cur.job_name, build_request(d.run, cur)))
+    d.note(f"{why}: re-issuing the launch of {cur.job_name} (try {att.launch_tries})")
+
+
+def request_stop(d: Draft, cur: Attempt, intent: str, why: str) -> None:
+    d.put_attempt(dataclasses.replace(cur, stop_intent=intent, stop_requested_ms=d.now))
+    d.set(status=RunStatus.STOPPING)
+    d.act(StopJob(cur.job_name, intent))
+    d.note(f"{why}: intent '{intent}' recorded, stopping {cur.job_name}")
+
+
+def stop_stray(d: Draft, job: str, why: str) -> None:
+    """Stop a job of this run that must not run, and keep asking until SageMaker confirms."""
+    strays = dict(d.run.strays)
+    strays[job] = d.now
+    d.set(strays=tuple(sorted(strays.items())))
+    d.act(StopJob(job, INTENT_ORPHAN))
+    d.note(f"{why}: stopping {job}")
+
+
+# --------------------------------------------------------------------------------------------
+# waiting, deferring, finishing
+
+
+def wait(
+    d: Draft,
+    reason: str,
+    delay_ms: int,
+    max_hours: float,
+    cls: Classification,
+    instance_type: str | None = None,
+) -> None:
+    run = d.run
+    started = run.wait_started_ms if run.wait_started_ms is not None else d.now
+    if (d.now - started) / 3_600_000 > max_hours:
+        fail(d, f"gave up after waiting {max_hours:g} h ({reason})", cls.evidence)
+        return
+    first = run.wait_count == 0
+    d.set(
+        status=RunStatus.RETRY_WAIT,
+        wake_at_ms=d.now + delay_ms,
+        wait_reason=reason,
+        wait_instance_type=instance_type,
+        wait_started_ms=started,
+        wait_count=run.wait_count + 1,
+    )
+    d.note(f"waiting ({reason}) {delay_ms / 1000:.0f} s")
+    if first and reason != "throttle":
+        lines = [
+            f"Reason: {cls.reason}",
+            f"Next try in {delay_ms / 60_000:.0f} min; gives up after {max_hours:g} h",
+        ]
+        if reason == "quota":
+            lines.append("Also retries as soon as another supervised job releases these instances.")
+        d.act(
+            notify(
+                d, "warning", "run.waiting", f"{run.name}: waiting for {reason}", [*lines, *cls.evidence[:3]]
+            )
+        )
+
+
+def defer(d: Draft, reason: str) -> None:
+    """Take no decision now: an observation it needs is unknown. Retried on the next sweep;
+    a person is told once when it stays deferred for DEFER_ALERT_AFTER_MS."""
+    run = d.run
+    since = run.deferred_since_ms if run.deferred_since_ms is not None else d.now
+    d.set(deferred_since_ms=since, deferred_reason=clip_text(reason, 1_000))
+    d.note(f"decision deferred: {reason}")
+    if not run.deferred_alerted and d.now - since >= DEFER_ALERT_AFTER_MS:
+        d.set(deferred_alerted=True)
+        d.act(
+            notify(
+                d,
+                "warning",
+                "run.deferred",
+                f"{run.name}: decision deferred for {(d.now - since) / 60_000:.0f} min",
+                [
+                    f"Reason: {reason}",
+                    "sagewarden will not act on a guess: it retries every minute and decides as soon "
+                    "as the observation can be made. Fix the access or wait for the service to recover.",
+                ],
+            )
+        )
+
+
+def clear_deferral(d: Draft) -> None:
+    if d.run.deferred_since_ms is not None:
+        d.note(f"deferral resolved after {(d.now - d.run.deferred_since_ms) / 60_000:.0f} min")
+        d.set(deferred_since_ms=None, deferred_reason=None, deferred_alerted=False)
+
+
+def fail(d: Draft, why: str, evidence: tuple[str, ...] = ()) -> None:
+    finish(d, RunStatus.FAILED, why, "critical", "run.failed", evidence)
+
+
+def finish_cancelled(d: Draft, detail: str) -> None:
+    finish(
+        d,
+        RunStatus.CANCELLED,
+        f"cancelled by {d.run.cancel_requested_by} ({detail})",
+        "warning",
+        "run.cancelled",
+    )
+
+
+def finish(
+    d: Draft, status: RunStatus, why: str, severity: str, event: str, evidence: tuple[str, ...] = ()
+) -> None:
+    run = d.run
+    d.set(
+        status=status,
+        outcome=why,
+        wake_at_ms=None,
+        wait_reason=None,
+        wait_instance_type=None,
+        deferred_since_ms=None,
+        deferred_reason=None,
+        deferred_alerted=False,
+    )
+    lines = [
+        f"Outcome: {why}",
+        f"Attempts: {run.attempt_count}; restarts {run.restarts} of {d.policy.max_restarts}; "
+        f"MaxRuntime segments {run.segments}",
+        f"Last verified checkpoint: {ckpt_text(run.last_checkpoint)}",
+        f"Estimated cost: ${run.cost_usd:,.2f}",
+    ]
+    if evidence:
+        lines += ["Evidence:", *evidence[:10]]
+    d.act(notify(d, severity, event, f"{run.name}: {status.value.lower()}", lines))
+    d.note(f"run {status.value}: {why}")
+
+
+# --------------------------------------------------------------------------------------------
+# actions as data
+
+
+def hang_alarms(d: Draft, att: Attempt) -> EnsureHangAlarms:
+    return EnsureHangAlarms(
+        job_name=att.job_name,
+        attempt=att.number,
+        instance_count=att.instance_count,
+        gpus_per_host=gpus_per_instance(att.instance_type),
+        log_silence_minutes=d.policy.log_silence_minutes,
+        gpu_idle_percent=d.policy.gpu_idle_percent,
+        gpu_idle_minutes=d.policy.gpu_idle_minutes,
+        checkpoint_stale_minutes=d.policy.checkpoint_stale_minutes,
+        progress_metric=d.policy.progress_metric,
+        progress_stall_minutes=d.policy.progress_stall_minutes,
+    )
+
+
+def notify(d: Draft, severity: str, event: str, subject: str, lines: list[str]) -> Notify:
+    run = d.run
+    body_lines = clip_lines(
+        [*lines, "", f"Run: {run.name} ({run.run_id})"], ALERT_BODY_MAX_BYTES, keep="head"
+    )
+    return Notify(
+        severity=severity,
+        event=event,
+        subject=clip_text(f"[sagewarden] {subject}", 99),
+        body="\n".join(body_lines),
+        attributes={"severity": severity, "run_id": run.run_id, "event": event},
+    )
+
+
+def bounded_evidence(lines: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return clip_lines(list(lines), EVIDENCE_MAX_BYTES, keep="head")
+
+
+# --------------------------------------------------------------------------------------------
+# arithmetic
+
+
+def backoff_ms(d: Draft) -> int:
+    pol, run = d.policy, d.run
+    base = min(pol.backoff_cap_seconds, pol.backoff_base_seconds * 2 ** min(run.wait_count, 20))
+    return int(base * 1000 * jitter(run.run_id, run.wait_count, pol.backoff_jitter))
+
+
+def throttle_ms(d: Draft) -> int:
+    return int(d.policy.throttle_backoff_seconds * 1000 * jitter(d.run.run_id, d.run.wait_count, 0.5))
+
+
+def jitter(seed: str, k: int, spread: float) -> float:
+    """Deterministic factor in [1 - spread, 1 + spread] (decide stays pure and replayable)."""
+    frac = (zlib.crc32(f"{seed}:{k}".encode()) % 10_000) / 10_000
+    return 1 + spread * (2 * frac - 1)
+
+
+def running_cost(d: Draft, cur: Attempt) -> float:
+    if cur.training_started_ms is None:
+        return 0.0
+    hours = max(0, d.now - cur.training_started_ms) / 3_600_000
+    return (
+        hours
+        * cur.instance_count
+        * price_per_instance_hour(cur.instance_type, d.policy.instance_hour_price_usd)
+    )
+
+
+def lost_work(d: Draft, ended: Attempt) -> tuple[float, float]:
+    """Training time since the newest checkpoint the next attempt resumes from, and its cost."""
+    if ended.training_started_ms is None or ended.ended_ms is None:
+        return 0.0, 0.0
+    since = ended.training_started_ms
+    ck = ended.checkpoint_at_end
+    if ck is not None and ck.written_at_ms is not None:
+        since = max(since, ck.written_at_ms)
+    lost_s = max(0.0, (ended.ended_ms - since) / 1000)
+    price = price_per_instance_hour(ended.instance_type, d.policy.instance_hour_price_usd)
+    return lost_s, lost_s / 3600 * ended.instance_count * price
+
+
+def step_of(ckpt: Checkpoint | None) -> int:
+    return ckpt.step if ckpt is not None else -1
+
+
+def ckpt_text(ckpt: Checkpoint | None) -> str:
+    return f"step {ckpt.step} ({ckpt.uri})" if ckpt is not None else "no checkpoint (fresh start)"
+
+
+def waiting_launch(cur: Attempt | None) -> bool:
+    return cur is not None and cur.launch == LaunchState.WAITING

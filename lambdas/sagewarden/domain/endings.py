@@ -1,0 +1,261 @@
+"""What `decide` does when SageMaker reports that an attempt ended: classify the ending, then
+finish the run, resume it from the newest verified checkpoint, fall back to another instance
+type, or wait. Pure.
+
+A cancel wins over every classification: a job that ends Failed (or Stopped for another reason)
+while the cancel's stop is in flight ends the run CANCELLED; only `Completed` before the stop
+took effect ends it SUCCEEDED, and the outcome says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagewarden.domain.actions import AnnounceCapacityReleased, DeleteHangAlarms
+from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
+from sagewarden.domain.draft import (
+    INTENT_CANCEL,
+    INTENT_HANG,
+    INTENT_WALL_CLOCK,
+    Draft,
+    backoff_ms,
+    bounded_evidence,
+    cancel_pending,
+    choices,
+    ckpt_text,
+    clear_deferral,
+    defer,
+    fail,
+    finish,
+    finish_cancelled,
+    lost_work,
+    next_usable_choice,
+    notify,
+    start_attempt,
+    step_of,
+    wait,
+)
+from sagewarden.domain.events import JobObserved
+from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
+from sagewarden.domain.models import Attempt, LaunchState, RunStatus
+from sagewarden.domain.pricing import price_per_instance_hour
+
+# Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
+_FINAL_CLASSES = frozenset(
+    {EndingClass.SUCCEEDED, EndingClass.USER_STOPPED, EndingClass.USER_ERROR, EndingClass.CLIENT_ERROR}
+)
+
+
+def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
+    if e.status == "Failed" and d.obs.log_error:
+        _defer_ending(d, att, f"cannot read the job's logs to classify its failure: {d.obs.log_error}")
+        return
+    end = e.ended_ms or e.modified_ms
+    started = att.training_started_ms
+    training_s = max(0.0, (end - started) / 1000) if started else 0.0
+    created = att.created_ms or att.requested_at_ms
+    pending_s = max(0.0, ((started or end) - created) / 1000)
+    max_pending = d.run.request.get("StoppingCondition", {}).get("MaxPendingTimeInSeconds")
+    cls = classify(
+        Ending(
+            status=e.status,
+            secondary_status=e.secondary,
+            failure_reason=att.failure_reason,
+            log_tail=d.obs.log_tail,
+            stop_intent=att.stop_intent,
+            reached_training=started is not None,
+            training_seconds=training_s,
+            pending_seconds=pending_s,
+            max_pending_seconds=int(max_pending) if max_pending else None,
+        ),
+        oom_is_user_error=d.policy.oom_is_user_error,
+    )
+    final = (
+        cancel_pending(d)
+        or cls.kind in _FINAL_CLASSES
+        or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent != INTENT_HANG)
+    )
+    if d.obs.checkpoint_error and not final:
+        _defer_ending(
+            d, att, f"cannot read the checkpoints to decide how to resume: {d.obs.checkpoint_error}"
+        )
+        return
+    clear_deferral(d)
+    ckpt = d.run.last_checkpoint if d.obs.checkpoint_error else d.obs.checkpoint
+    price = price_per_instance_hour(att.instance_type, d.policy.instance_hour_price_usd)
+    cost = price * att.instance_count * training_s / 3600
+    evidence = cls.evidence if cls.kind != EndingClass.SUPERVISOR_STOP else att.evidence + cls.evidence
+    ended = dataclasses.replace(
+        att,
+        ended_ms=end,
+        end_class=cls.kind.value,
+        end_reason=cls.reason,
+        evidence=bounded_evidence(evidence),
+        checkpoint_at_end=ckpt,
+        alarms_active=False,
+        hang_signals=(),
+        cost_usd=round(cost, 2),
+    )
+    d.put_attempt(ended)
+    d.set(cost_usd=round(d.run.cost_usd + cost, 2), last_checkpoint=ckpt or d.run.last_checkpoint)
+    if att.alarms_active:
+        d.act(DeleteHangAlarms(att.job_name))
+    d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
+    _next_step(d, ended, cls)
+    _announce_release(d, ended)
+
+
+def _defer_ending(d: Draft, att: Attempt, reason: str) -> None:
+    """Record what SageMaker reported (the attempt is no longer training, so its hang signals
+    are moot) but take no decision: the sweep re-observes the ended job and decides then."""
+    d.put_attempt(att)
+    defer(d, reason)
+
+
+def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
+    kind = cls.kind
+    if cancel_pending(d):
+        if kind == EndingClass.SUCCEEDED:
+            finish(
+                d,
+                RunStatus.SUCCEEDED,
+                f"training completed before the cancel requested by {d.run.cancel_requested_by} took effect",
+                "info",
+                "run.succeeded",
+            )
+        else:
+            finish_cancelled(d, f"the job ended {ended.sm_status}/{ended.sm_secondary}: {kind.value}")
+        return
+    if kind == EndingClass.SUCCEEDED:
+        finish(d, RunStatus.SUCCEEDED, "training completed", "info", "run.succeeded")
+    elif kind == EndingClass.USER_STOPPED:
+        finish(d, RunStatus.CANCELLED, "the job was stopped outside sagewarden", "warning", "run.cancelled")
+    elif kind in (EndingClass.USER_ERROR, EndingClass.CLIENT_ERROR):
+        fail(d, f"{kind.value.lower().replace('_', ' ')}: {cls.reason}", evidence=cls.evidence)
+    elif kind == EndingClass.CAPACITY:
+        _capacity(d, ended, cls)
+    elif kind == EndingClass.SUPERVISOR_STOP:
+        intent = ended.stop_intent
+        if intent == INTENT_CANCEL:  # pragma: no cover - cancel_pending() handled it above
+            finish_cancelled(d, "stopped")
+        elif intent == INTENT_HANG:
+            _resume(d, ended, cls, label="HANG", counted=True)
+        elif intent == INTENT_WALL_CLOCK:
+            fail(d, "wall-clock budget exhausted", evidence=cls.evidence)
+        else:
+            fail(d, f"stopped by sagewarden: {intent}", evidence=cls.evidence)
+    elif kind == EndingClass.SEGMENT_DONE:
+        d.set(segments=d.run.segments + 1)
+        _resume(d, ended, cls, label=kind.value, counted=False)
+    elif kind == EndingClass.SPOT_INTERRUPTED:
+        _resume(d, ended, cls, label=kind.value, counted=False)
+    else:  # INFRASTRUCTURE, UNKNOWN (and anything new defaults to a counted resume)
+        _resume(d, ended, cls, label=kind.value, counted=True)
+
+
+def _announce_release(d: Draft, ended: Attempt) -> None:
+    """Tell runs waiting for quota that instances were released -- minus what this run is
+    about to take again itself (a resume must not lose its instances to runs submitted later)."""
+    if ended.launch == LaunchState.WAITING:
+        return  # no job was created, nothing was held
+    released = ended.instance_count
+    nxt = d.run.current
+    if (
+        nxt is not None
+        and nxt.number != ended.number
+        and nxt.live
+        and nxt.instance_type == ended.instance_type
+    ):
+        released -= nxt.instance_count
+    if released > 0:
+        d.act(AnnounceCapacityReleased(ended.instance_type, released))
+
+
+def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counted: bool) -> None:
+    run, pol = d.run, d.policy
+    progressed = step_of(ended.checkpoint_at_end) > step_of(ended.resume_from)
+    streak = 0 if progressed else run.no_progress_streak + 1
+    budget_line = f"restarts used {run.restarts} of {pol.max_restarts}"
+    if cls.kind == EndingClass.UNKNOWN and not progressed:
+        fail(
+            d,
+            "unexplained failure with no checkpoint progress since the last resume: likely a bug",
+            cls.evidence,
+        )
+        return
+    if streak >= pol.max_no_progress_restarts:
+        fail(
+            d,
+            f"crash loop: {streak} consecutive attempts ended without a newer checkpoint "
+            f"(still at {ckpt_text(ended.checkpoint_at_end)})",
+            cls.evidence,
+        )
+        return
+    if counted and run.restarts >= pol.max_restarts:
+        fail(d, f"restart budget exhausted ({budget_line})", cls.evidence)
+        return
+    if wall_clock_remaining_s(run, d.now) < MIN_SEGMENT_S:
+        fail(d, "wall-clock budget exhausted", cls.evidence)
+        return
+    if pol.max_cost_usd is not None and run.cost_usd >= pol.max_cost_usd:
+        fail(d, f"cost budget ${pol.max_cost_usd:,.0f} reached (${run.cost_usd:,.0f} spent)", cls.evidence)
+        return
+    by_class = dict(run.restarts_by_class)
+    by_class[label] = by_class.get(label, 0) + 1
+    d.set(
+        restarts=run.restarts + (1 if counted else 0), restarts_by_class=by_class, no_progress_streak=streak
+    )
+    lost_s, lost_usd = lost_work(d, ended)
+    nxt = run.attempt_count + 1
+    severity = "info" if cls.kind == EndingClass.SEGMENT_DONE else "warning"
+    event = "attempt.segment" if cls.kind == EndingClass.SEGMENT_DONE else "attempt.resumed"
+    lines = [
+        f"Class: {label}" + (" (counted against max_restarts)" if counted else " (not counted)"),
+        f"Reason: {cls.reason}",
+        f"Restarts: {d.run.restarts} of {pol.max_restarts}; no-progress streak {streak} of {pol.max_no_progress_restarts}",
+        f"Resuming from: {ckpt_text(ended.checkpoint_at_end or run.last_checkpoint)}",
+        f"Work lost since that checkpoint: {lost_s / 60:.0f} min (~${lost_usd:,.0f})",
+    ]
+    if ended.evidence:
+        lines += ["Evidence:", *ended.evidence[:12]]
+    d.act(
+        notify(
+            d,
+            severity,
+            event,
+            f"{run.name}: attempt {ended.number} {label.lower()}, resuming as attempt {nxt}",
+            lines,
+        )
+    )
+    start_attempt(d, reuse_current=False)
+
+
+def _capacity(d: Draft, ended: Attempt, cls: Classification) -> None:
+    options = choices(d)
+    nxt = next_usable_choice(d, d.run.fallback_index)
+    by_class = dict(d.run.restarts_by_class)
+    by_class["CAPACITY"] = by_class.get("CAPACITY", 0) + 1
+    d.set(restarts_by_class=by_class)
+    started = d.run.wait_started_ms or d.now
+    if (d.now - started) / 3_600_000 > d.policy.capacity_wait_max_hours:
+        fail(d, f"no capacity for {d.policy.capacity_wait_max_hours:g} h", cls.evidence)
+        return
+    if nxt is not None and nxt != 0 and nxt != d.run.fallback_index:
+        pick = options[nxt]
+        d.set(fallback_index=nxt, wait_started_ms=started)
+        d.note(f"capacity: falling back to {pick.instance_count} x {pick.instance_type}")
+        d.act(
+            notify(
+                d,
+                "warning",
+                "attempt.fallback",
+                f"{d.run.name}: no capacity for {ended.instance_type}, trying {pick.instance_type}",
+                [f"Reason: {cls.reason}", *cls.evidence[:3]],
+            )
+        )
+        start_attempt(d, reuse_current=False)
+        return
+    # back to the first usable choice after a backoff
+    first = next_usable_choice(d, len(options) - 1)
+    d.set(fallback_index=first if first is not None else 0)
+    wait(d, "capacity", backoff_ms(d), d.policy.capacity_wait_max_hours, cls)

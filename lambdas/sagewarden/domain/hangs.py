@@ -1,0 +1,249 @@
+"""Hang signals: confirm a hang and stop the job, level-triggered. Pure.
+
+CloudWatch sends ONE event when an alarm enters ALARM and none while it stays there, and
+EventBridge may drop or delay it. So an ALARM edge is only a hint to look sooner; the sweep
+reads the alarms' current states (`AlarmsObserved`) and feeds them here every pass. An ALARM
+ignored for a good reason (inside the grace period, before Training was recorded) is acted on
+as soon as that reason has passed and the alarm is still in ALARM; a signal whose alarm went
+back to OK is forgotten even if its OK event was lost. The same observation repairs missing
+alarms from what CloudWatch actually holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagewarden.domain.draft import (
+    INTENT_HANG,
+    Draft,
+    bounded_evidence,
+    cancel_pending,
+    clear_deferral,
+    defer,
+    hang_alarms,
+    notify,
+    request_stop,
+)
+from sagewarden.domain.events import AlarmsObserved, HangSignal
+from sagewarden.domain.hang_alarms import SIGNAL_CHECKPOINT, SIGNAL_LOG_SILENCE, alarm_keys, key_signal
+from sagewarden.domain.models import Attempt
+
+
+def _current_training(d: Draft, job_name: str, attempt: int) -> tuple[Attempt | None, str | None]:
+    cur = d.run.current
+    if cur is None or cur.number != attempt or cur.job_name != job_name:
+        return None, f"alarm for {job_name}, which is not the current attempt"
+    if not cur.in_training:
+        return None, f"attempt {cur.number} is not training ({cur.sm_status}/{cur.sm_secondary})"
+    if cur.stop_intent is not None:
+        return None, f"already stopping ({cur.stop_intent})"
+    if cancel_pending(d):
+        return None, "cancel recorded"
+    return cur, None
+
+
+def on_hang_signal(d: Draft, e: HangSignal) -> str | None:
+    cur, why = _current_training(d, e.job_name, e.attempt)
+    if cur is None:
+        return why
+    signals = set(cur.hang_signals)
+    if e.state != "ALARM":
+        if e.signal not in signals:
+            return f"{e.signal} is {e.state}; nothing to clear"
+        signals.discard(e.signal)
+        d.put_attempt(dataclasses.replace(cur, hang_signals=tuple(sorted(signals))))
+        d.note(f"{e.signal} cleared ({e.state})")
+        return None
+    return _raise_signals(d, cur, [e])
+
+
+def on_alarms_observed(d: Draft, e: AlarmsObserved) -> str | None:
+    cur, why = _current_training(d, e.job_name, e.attempt)
+    if cur is None:
+        return why
+    changed = False
+    if d.policy.hang_detection:
+        expected = set(alarm_keys(hang_alarms(d, cur)))
+        present = {key for key, _, _ in e.states}
+        missing = sorted(expected - present)
+        if missing:
+            d.put_attempt(dataclasses.replace(cur, alarms_active=True, alarms_confirmed=False))
+            d.act(hang_alarms(d, cur))
+            d.note(f"hang alarms missing in CloudWatch ({', '.join(missing)}): creating them")
+            cur = d.run.current or cur
+            changed = True
+        elif not cur.alarms_confirmed:
+            d.put_attempt(dataclasses.replace(cur, alarms_active=True, alarms_confirmed=True))
+            d.note(f"hang alarms confirmed in CloudWatch ({len(expected)})")
+            cur = d.run.current or cur
+            changed = True
+    in_alarm: dict[str, int] = {}
+    for key, state, since in e.states:
+        if state == "ALARM":
+            signal = key_signal(key)
+            in_alarm[signal] = min(since, in_alarm.get(signal, since))
+    # the level wins over remembered edges: a signal whose alarm is no longer in ALARM is dropped
+    kept = tuple(s for s in cur.hang_signals if s in in_alarm or s == SIGNAL_CHECKPOINT)
+    if kept != cur.hang_signals:
+        d.put_attempt(dataclasses.replace(cur, hang_signals=kept))
+        d.note(
+            f"hang signals no longer in ALARM dropped: {', '.join(sorted(set(cur.hang_signals) - set(kept)))}"
+        )
+        cur = d.run.current or cur
+        changed = True
+    fresh = [
+        HangSignal(
+            e.job_name, e.attempt, signal, "ALARM", since, reason="alarm in ALARM (sweep)", source="sweep"
+        )
+        for signal, since in sorted(in_alarm.items())
+        if signal not in cur.hang_signals
+    ]
+    if fresh:
+        why = _raise_signals(d, cur, fresh)
+        if why is None:
+            return None
+        if not changed:
+            return why
+    return None if changed else "alarms as expected"
+
+
+def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | None:
+    started = cur.training_started_ms or d.now
+    grace_ms = d.policy.hang_grace_minutes * 60_000
+    if d.now - started < grace_ms:
+        names = ", ".join(e.signal for e in events)
+        return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
+    signals = set(cur.hang_signals)
+    new = [e for e in events if e.signal not in signals]
+    if not new:
+        return f"{', '.join(e.signal for e in events)} already in ALARM; waiting for a second signal"
+    signals |= {e.signal for e in new}
+    cur = dataclasses.replace(cur, hang_signals=tuple(sorted(signals)))
+    needed = 1 if d.policy.hang_confirmation == "any" else 2
+    if len(signals) < needed:
+        d.put_attempt(cur)
+        d.note(
+            f"{', '.join(e.signal for e in new)} in ALARM; waiting for a second signal ({d.policy.hang_confirmation})"
+        )
+        return None
+    _confirm(d, cur, new[-1], signals)
+    return None
+
+
+def _window_minutes(d: Draft, signal: str) -> int:
+    return {
+        SIGNAL_LOG_SILENCE: d.policy.log_silence_minutes,
+        "gpu_idle": d.policy.gpu_idle_minutes,
+        SIGNAL_CHECKPOINT: d.policy.checkpoint_stale_minutes or 0,
+        "progress_stalled": d.policy.progress_stall_minutes,
+    }.get(signal, 0)
+
+
+def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
+    window = _window_minutes(d, e.signal)
+    silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
+    evidence = bounded_evidence(
+        (
+            f"signal: {', '.join(sorted(signals))} ({e.source})",
+            f"host: {e.host or 'see triage'}; for {silent_for:.0f} min",
+            f"alarm reason: {e.reason[:200]}",
+            *d.obs.hosts_triage,
+            *d.obs.log_tail[-10:],
+        )
+    )
+    cur = dataclasses.replace(cur, evidence=evidence)
+    request_stop(d, cur, INTENT_HANG, f"hang confirmed ({', '.join(sorted(signals))})")
+    d.act(
+        notify(
+            d,
+            "critical",
+            "hang.detected",
+            f"{d.run.name}: hang on attempt {cur.number} ({e.signal}), stopping",
+            [
+                f"Signal: {e.signal} on {e.host or 'the job (see host triage)'} for {silent_for:.0f} min",
+                f"Alarm: {e.reason[:200]}",
+                f"Restarts used: {d.run.restarts} of {d.policy.max_restarts}",
+                "Host triage:",
+                *(d.obs.hosts_triage or ("(unavailable: " + (d.obs.log_error or "no data") + ")",)),
+                "Log tail:",
+                *d.obs.log_tail[-20:],
+            ],
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# signals the sweep judges itself on ticks
+
+
+def tick_signal(d: Draft, cur: Attempt) -> HangSignal | str | None:
+    """A hang signal the sweep's own observations show (checkpoint freshness, log silence
+    without a subscription); a string when a needed observation failed (deferred)."""
+    if not cur.in_training or cur.training_started_ms is None or cur.stop_intent is not None:
+        return None
+    limit = d.policy.checkpoint_stale_minutes
+    if limit is not None:
+        if d.obs.checkpoint_error:
+            return f"cannot read the checkpoints to judge their freshness: {d.obs.checkpoint_error}"
+        newest = d.obs.checkpoint
+        written = newest.written_at_ms if newest is not None and newest.written_at_ms is not None else None
+        fresh_since = max(cur.training_started_ms, written or 0)
+        if d.now - fresh_since >= limit * 60_000:
+            step = f"step {newest.step}" if newest is not None else "none"
+            return HangSignal(
+                job_name=cur.job_name,
+                attempt=cur.number,
+                signal=SIGNAL_CHECKPOINT,
+                state="ALARM",
+                since_ms=d.now,
+                reason=f"no new complete checkpoint for {(d.now - fresh_since) / 60_000:.0f} min (newest: {step})",
+                source="sweep",
+            )
+    if d.obs.logs_silent is True:
+        return HangSignal(
+            job_name=cur.job_name,
+            attempt=cur.number,
+            signal=SIGNAL_LOG_SILENCE,
+            state="ALARM",
+            since_ms=d.now,
+            reason=f"no log events in the last {d.policy.log_silence_minutes} min (sweep check, no log subscription)",
+            source="sweep",
+        )
+    if d.obs.log_error and d.obs.logs_silent is None:
+        return f"cannot read the job's logs to judge log silence: {d.obs.log_error}"
+    return None
+
+
+def on_tick_signals(d: Draft, cur: Attempt) -> str | None:
+    """Returns None when it acted, a reason when it did not (see `decide`)."""
+    found = tick_signal(d, cur)
+    _drop_cleared_tick_signals(d, cur, found)
+    if found is None:
+        if d.run.deferred_since_ms is not None:
+            clear_deferral(d)
+            return None
+        return None if d.run.current != cur else "nothing due"
+    if isinstance(found, str):
+        before = d.run
+        defer(d, found)
+        return None if d.actions or d.run != before else f"deferred: {found}"
+    return on_hang_signal(d, found)
+
+
+def _drop_cleared_tick_signals(d: Draft, cur: Attempt, found: HangSignal | str | None) -> None:
+    """Signals judged on ticks are levels too: a fresh checkpoint clears checkpoint_stale, and
+    (without a log subscription) a log event clears log_silence."""
+    cleared = set()
+    stale_now = isinstance(found, HangSignal) and found.signal == SIGNAL_CHECKPOINT
+    judged_fresh = d.policy.checkpoint_stale_minutes is None or (
+        not d.obs.checkpoint_error and not isinstance(found, str) and not stale_now
+    )
+    if SIGNAL_CHECKPOINT in cur.hang_signals and judged_fresh:
+        cleared.add(SIGNAL_CHECKPOINT)
+    if SIGNAL_LOG_SILENCE in cur.hang_signals and d.obs.logs_silent is False:
+        cleared.add(SIGNAL_LOG_SILENCE)
+    if cleared:
+        d.put_attempt(
+            dataclasses.replace(cur, hang_signals=tuple(s for s in cur.hang_signals if s not in cleared))
+        )
+        d.note(f"{', '.join(sorted(cleared))} cleared")

@@ -1,0 +1,192 @@
+"""The sweep: reconciler, durable timers and outbox publisher, every minute.
+
+One pass:
+1. takes the sweep lease (two sweeps never run at once; a lease instead of reserved
+   concurrency, which new accounts cannot spare: they have 10 unreserved executions);
+2. reads every hang alarm of this deployment once (DescribeAlarms by prefix, all pages) and
+   feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge;
+3. serves what is due -- runs (timers, re-observation of live jobs with DescribeTrainingJob,
+   hang-alarm presence, stray stops) and owed alerts -- round-robin over the due index's
+   shards, oldest first within a shard, until the invocation's time budget runs out (what is
+   left stays due, oldest first, for the next pass: no shard starves);
+4. every few minutes, deletes alarms whose attempt is no longer live.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sagewarden import keys
+from sagewarden.domain.decide import decide
+from sagewarden.domain.events import AlarmsObserved, JobMissing, JobObserved, Tick
+from sagewarden.domain.models import RunStatus
+from sagewarden.domain.names import parse_job_name
+from sagewarden.ports import AlarmInventory, DueItem
+
+if TYPE_CHECKING:
+    from sagewarden.service import Supervisor
+
+log = logging.getLogger("sagewarden.sweep")
+
+SWEEP_RESERVE_MS = 10_000  # leave this much of the invocation's time unused
+LEASE_NAME = "sweep"
+
+
+@dataclass
+class SweepReport:
+    due: int = 0
+    observed: int = 0
+    acted: int = 0
+    alarms_in_alarm: int = 0
+    alarms_deleted: int = 0
+    alerts_published: int = 0
+    out_of_time: bool = False  # the time budget ran out; what is left stays due for the next pass
+    skipped: bool = False  # another sweep holds the lease
+    errors: list[str] = field(default_factory=list)
+
+
+class Sweep:
+    def __init__(self, sup: Supervisor, *, time_left_ms: Callable[[], int] | None, owner: str) -> None:
+        self.sup = sup
+        self.time_left_ms = time_left_ms
+        self.owner = owner
+        self.report = SweepReport()
+        self.inventory: AlarmInventory | None = None
+
+    def _out_of_time(self) -> bool:
+        if self.time_left_ms is not None and self.time_left_ms() < SWEEP_RESERVE_MS:
+            self.report.out_of_time = True
+            return True
+        return False
+
+    def run(self, *, cleanup_alarms: bool = False) -> SweepReport:
+        sup = self.sup
+        now = sup.clock()
+        if not sup.store.acquire_lease(LEASE_NAME, self.owner, now, sup.settings.sweep_lease_ms):
+            self.report.skipped = True
+            return self.report
+        try:
+            self._read_alarms()
+            self._feed_alarms_in_alarm()
+            self._serve_due(now)
+            if cleanup_alarms and not self._out_of_time():
+                self._cleanup_alarms()
+        finally:
+            try:
+                sup.store.release_lease(LEASE_NAME, self.owner)
+            except Exception:  # the lease expires on its own
+                log.exception("releasing the sweep lease failed")
+        return self.report
+
+    # -- alarms ---------------------------------------------------------------------------------
+    def _read_alarms(self) -> None:
+        try:
+            self.inventory = self.sup.alarms.inventory()
+        except Exception as exc:  # unknown, not "no alarms": nothing alarm-related is judged
+            log.exception("reading the hang alarms failed")
+            self.sup.counters.add(keys.METRIC_OBSERVATION_FAILURES)
+            self.report.errors.append(f"DescribeAlarms: {exc}")
+            self.inventory = None
+
+    def _feed_alarms_in_alarm(self) -> None:
+        for job, states in sorted((self.inventory or {}).items()):
+            if not any(state == "ALARM" for _, state, _ in states):
+                continue
+            parsed = parse_job_name(job)
+            if parsed is None:
+                continue
+            self.report.alarms_in_alarm += 1
+            if self._out_of_time():
+                return
+            event = AlarmsObserved(job, parsed[1], states)
+            self._guarded(parsed[0], functools.partial(self._feed, parsed[0], event))
+
+    def _cleanup_alarms(self) -> None:
+        for job in sorted(self.inventory or {}):
+            if self._out_of_time():
+                return
+            parsed = parse_job_name(job)
+            run = self.sup.store.get(parsed[0]) if parsed else None
+            cur = run.current if run else None
+            if run is None or run.status.terminal or cur is None or cur.job_name != job or not cur.live:
+                try:
+                    self.report.alarms_deleted += len(self.sup.alarms.delete(job))
+                except Exception as exc:
+                    self.sup.counters.add(keys.METRIC_FAILED_ACTIONS)
+                    self.report.errors.append(f"delete alarms of {job}: {exc}")
+
+    # -- due items, round-robin over shards ---------------------------------------------------
+    def _serve_due(self, now: int) -> None:
+        iterators: list[Iterator[DueItem]] = [self.sup.store.iter_due(now, s) for s in range(keys.DUE_SHARDS)]
+        seen: set[tuple[str, str, str]] = set()
+        while iterators:
+            for it in list(iterators):
+                if self._out_of_time():
+                    self.report.out_of_time = True
+                    return
+                item = next(it, None)
+                if item is None:
+                    iterators.remove(it)
+                    continue
+                ident = (item.kind, item.run_id, item.key)
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                self.report.due += 1
+                if item.kind == "outbox":
+                    self._guarded(item.run_id, functools.partial(self._publish, item))
+                else:
+                    self._guarded(item.run_id, functools.partial(self._sweep_run, item.run_id))
+
+    def _guarded(self, run_id: str, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:  # one broken run must not stop the others
+            log.exception("sweep of %s failed", run_id)
+            self.report.errors.append(f"{run_id}: {exc}")
+
+    def _publish(self, item: DueItem) -> None:
+        message = self.sup.store.get_outbox(item.run_id, item.key)
+        if message is None:
+            return
+        self.sup.publish(message)
+        self.report.alerts_published += 1
+
+    def _feed(self, run_id: str, event: AlarmsObserved) -> None:
+        self.sup.handle(run_id, event)
+
+    def _sweep_run(self, run_id: str) -> None:
+        sup = self.sup
+        run = sup.store.get(run_id)
+        if run is None:
+            return
+        version = run.version
+        if run.status.terminal:
+            for job, _ in run.strays:  # stray jobs of a finished run: stopped until confirmed
+                parsed = parse_job_name(job)
+                if parsed is not None:
+                    self.report.observed += 1
+                    run = sup.handle(run_id, sup.launcher.observe(job, parsed[1])) or run
+            self._tick(run_id, version)
+            return
+        cur = run.current
+        if cur is not None and cur.live and run.status != RunStatus.RETRY_WAIT:
+            seen: JobObserved | JobMissing = sup.launcher.observe(cur.job_name, cur.number)
+            self.report.observed += 1
+            run = sup.handle(run_id, seen) or run
+            cur = run.current
+        if cur is not None and cur.in_training and self.inventory is not None:
+            states = self.inventory.get(cur.job_name, ())
+            event = AlarmsObserved(cur.job_name, cur.number, states)
+            if not decide(run, event, sup.clock(), run.policy).ignored:  # as expected: nothing to save
+                sup.handle(run_id, event)
+        self._tick(run_id, version)
+
+    def _tick(self, run_id: str, version: int) -> None:
+        after = self.sup.handle(run_id, Tick())
+        if after is not None and after.version != version:
+            self.report.acted += 1

@@ -1,0 +1,306 @@
+"""Issues 7 and 11 at the service level, on the local account (moto + simulated SageMaker).
+
+Each test pins one defect: lost alarm edges, alarms that were never created, alerts lost on a
+publish error or on a finished run, a stop refused because the job already failed, the cost of
+a duplicate delivery, the sweep's fairness and its lease, write tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.memory_store import InMemoryRunStore
+from drill.scenario import default_training_job
+from drill.sim_sagemaker import Fault
+from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, alarm_name
+from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.models import RunStatus
+
+MIN = 60_000
+
+
+@pytest.fixture
+def acct(template):
+    with LocalAccount(template, store="memory") as account:
+        yield account
+
+
+def _submit(acct: LocalAccount, name: str = "llama-8b", **policy: Any) -> dict[str, Any]:
+    status, run = acct.api(
+        "POST",
+        "/runs",
+        body={
+            "name": name,
+            "training_job": default_training_job(name, BUCKET, EXECUTION_ROLE),
+            "policy": policy,
+        },
+    )
+    assert status == 201, run
+    return run
+
+
+def _until_training(acct: LocalAccount, run_id: str) -> Any:
+    acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+    acct.deliver_due()
+    stored = acct.supervisor.store.get(run_id)
+    assert stored.status == RunStatus.TRAINING, stored.status
+    return stored
+
+
+def _alarm_names(acct: LocalAccount) -> list[str]:
+    return sorted(a["AlarmName"] for a in acct.cloudwatch.describe_alarms()["MetricAlarms"])
+
+
+# --- 2. an alarm whose ALARM event was lost (DLQ) is acted on by the sweep ------------------------
+
+
+def test_sweep_acts_on_an_alarm_in_alarm_whose_event_never_arrived(acct):
+    run = _submit(acct)
+    stored = _until_training(acct, run["run_id"])
+    job = stored.current.job_name
+    name = alarm_name(acct.supervisor.alarms.prefix, job, "gpu_idle")
+    acct.clock.advance_to(stored.current.training_started_ms + 40 * MIN)
+    # CloudWatch holds the alarm in ALARM; its one state-change event went to the DLQ
+    acct.cloudwatch.set_alarm_state(AlarmName=name, StateValue="ALARM", StateReason="Threshold Crossed")
+    report = acct.supervisor.sweep()
+    assert report.alarms_in_alarm == 1
+    after = acct.supervisor.store.get(run["run_id"])
+    assert after.status == RunStatus.STOPPING and after.current.stop_intent == "hang"
+
+
+# --- 3. alarms are repaired from what CloudWatch holds -------------------------------------------
+
+
+class _ThrottledAlarms:
+    """PutMetricAlarm throttled for the first `failures` calls."""
+
+    def __init__(self, inner: CloudWatchHangAlarms, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def ensure(self, spec: EnsureHangAlarms, run_id: str = "") -> list[str]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "PutMetricAlarm")
+        return self.inner.ensure(spec, run_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_alarm_creation_that_failed_is_repaired_by_the_next_sweep_and_counted(acct):
+    acct.supervisor.alarms = _ThrottledAlarms(acct.supervisor.alarms, failures=1)
+    run = _submit(acct)
+    stored = _until_training(acct, run["run_id"])
+    assert _alarm_names(acct) == []  # the creation failed...
+    assert stored.current.alarms_active  # ...although the attempt wants them
+    assert acct.counters.values["FailedActions"] == 1
+    acct.clock.advance_to(acct.clock.now_ms + MIN)  # due within a minute: alarms not yet confirmed
+    acct.supervisor.sweep()
+    assert len(_alarm_names(acct)) == 2
+    acct.clock.advance_to(acct.clock.now_ms + MIN)
+    acct.supervisor.sweep()
+    assert acct.supervisor.store.get(run["run_id"]).current.alarms_confirmed
+
+
+# --- 11. alerts are at least once: the outbox ------------------------------------------------------
+
+
+class _FlakyNotifier:
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+        self.sent: list[Any] = []
+
+    def publish(self, message: Any) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ClientError(
+                {"Error": {"Code": "KMSThrottlingException", "Message": "throttled"}}, "Publish"
+            )
+        self.inner.publish(message)
+        self.sent.append(message)
+
+
+def test_alert_whose_publish_failed_is_published_by_the_sweep_exactly_once(acct):
+    flaky = _FlakyNotifier(acct.supervisor.notifier, failures=1)
+    acct.supervisor.notifier = flaky
+    run = _submit(acct)
+    assert flaky.sent == []  # run.submitted failed to publish
+    assert acct.counters.values["AlertPublishFailures"] == 1
+    acct.clock.advance_to(acct.clock.now_ms + 3 * MIN)
+    report = acct.supervisor.sweep()
+    assert report.alerts_published == 1
+    assert [m.event for m in flaky.sent] == ["run.submitted"]
+    dedupe = flaky.sent[0].attributes["dedupe_id"]
+    assert dedupe.startswith(run["run_id"])
+    acct.clock.advance_to(acct.clock.now_ms + 60 * MIN)
+    acct.supervisor.sweep()
+    assert [m.attributes["dedupe_id"] for m in flaky.sent].count(dedupe) == 1
+    received = acct.alerts_received()
+    assert [m["MessageAttributes"]["dedupe_id"]["Value"] for m in received].count(dedupe) == 1
+
+
+def test_a_finished_runs_failure_alert_is_re_sent_although_the_run_is_not_swept_any_more(acct):
+    flaky = _FlakyNotifier(acct.supervisor.notifier, failures=100)
+    acct.supervisor.notifier = flaky
+    run = _submit(acct)
+    acct.api("POST", f"/runs/{run['run_id']}/cancel")
+    acct.sagemaker.advance(acct.clock.now_ms + 5 * MIN)
+    acct.deliver_due()
+    assert acct.supervisor.store.get(run["run_id"]).status == RunStatus.CANCELLED
+    assert flaky.sent == []
+    flaky.failures = 0  # SNS recovers (e.g. the KMS key policy was fixed)
+    acct.clock.advance_to(acct.clock.now_ms + 2 * 60 * MIN)
+    acct.supervisor.sweep()
+    assert sorted(m.event for m in flaky.sent) == ["run.cancelled", "run.submitted"]
+    assert (
+        isinstance(acct.supervisor.store, InMemoryRunStore) and acct.supervisor.store.pending_outbox() == []
+    )
+
+
+# --- issue 11: a stop refused because the job already failed is evidence ------------------------
+
+
+def test_cancel_of_a_job_that_already_failed_unnoticed_ends_cancelled_not_resumed(acct):
+    acct.delivery = dataclasses.replace(acct.delivery, drop_rate=1.0)  # EventBridge loses everything
+    run = _submit(acct)
+    acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+    acct.supervisor.sweep()  # learns Training from DescribeTrainingJob
+    assert acct.supervisor.store.get(run["run_id"]).status == RunStatus.TRAINING
+    acct.sagemaker.inject(Fault(kind="internal_error", run="llama-8b", after_training_min=0))
+    acct.sagemaker.advance(acct.clock.now_ms + 2 * MIN)
+    (job,) = acct.sagemaker.jobs()
+    assert job.status == "Failed"
+    status, _ = acct.api("POST", f"/runs/{run['run_id']}/cancel")
+    assert status in (200, 202)
+    # StopTrainingJob answered "job is in status Failed": the supervisor looked and ended the run
+    after = acct.supervisor.store.get(run["run_id"])
+    assert after.status == RunStatus.CANCELLED
+    assert len(acct.sagemaker.jobs()) == 1  # nothing resumed
+
+
+# --- 12. duplicates are cheap ------------------------------------------------------------------------
+
+
+class _CountingClient:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr) or name.startswith("_") or name in ("get_paginator", "meta", "exceptions"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def test_a_duplicate_state_change_costs_one_dynamodb_call(template):
+    with LocalAccount(template, store="dynamodb") as acct:
+        run = _submit(acct)
+        _until_training(acct, run["run_id"])
+        job = acct.sagemaker.jobs()[0]
+        detail = acct.sagemaker.describe_training_job(TrainingJobName=job.name)
+        event = {
+            "detail": {
+                **json.loads(json.dumps(detail, default=str)),
+                "LastModifiedTime": detail["LastModifiedTime"],
+            }
+        }
+        counting = _CountingClient(acct.supervisor.store._ddb)  # type: ignore[attr-defined]
+        acct.supervisor.store._ddb = counting  # type: ignore[attr-defined]
+        assert acct.supervisor.on_job_state_change(event["detail"]) is not None
+        assert counting.calls == ["get_item"]
+
+
+# --- 9. the sweep is fair and never overlaps itself -------------------------------------------------
+
+
+def test_sweep_serves_every_shard_when_time_runs_short(acct):
+    from sagewarden import keys
+    from sagewarden.adapters.dynamodb_run_store import _shard
+
+    runs = [_submit(acct, f"run-{i}")["run_id"] for i in range(16)]
+    shards = {_shard(r) for r in runs}
+    assert len(shards) == keys.DUE_SHARDS  # the 16 runs spread over every shard
+    acct.clock.advance_to(acct.clock.now_ms + 20 * MIN)
+    store = acct.supervisor.store
+    swept: list[str] = []
+    real_get = store.get
+
+    def get(run_id: str, **kw: Any) -> Any:
+        swept.append(run_id)
+        return real_get(run_id, **kw)
+
+    store.get = get  # type: ignore[method-assign]
+    budget = iter([60_000] * 8 + [0] * 1000)  # time for eight of the sixteen due runs
+    report = acct.supervisor.sweep(time_left_ms=lambda: next(budget))
+    served = set(swept)
+    assert report.out_of_time and report.due == 8 and len(served) == 8
+    assert {_shard(r) for r in served} == shards  # round-robin: no shard waits for another
+
+
+def test_two_sweeps_never_run_at_once(acct):
+    store = acct.supervisor.store
+    assert store.acquire_lease("sweep", "other-invocation", acct.clock.now_ms, 70_000)
+    report = acct.supervisor.sweep(owner="me")
+    assert report.skipped
+    acct.clock.advance_to(acct.clock.now_ms + 71_000)  # the other invocation died; its lease expired
+    assert not acct.supervisor.sweep(owner="me").skipped
+
+
+# --- 10. deployments do not touch each other ------------------------------------------------------------
+
+
+def test_two_deployments_never_see_or_delete_each_others_alarms(acct):
+    from sagewarden import keys
+
+    mine = CloudWatchHangAlarms(acct.cloudwatch, keys.alarm_prefix("sw"))
+    theirs = CloudWatchHangAlarms(acct.cloudwatch, keys.alarm_prefix("team2"))
+    spec = EnsureHangAlarms("team2-x-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 2, 8, 30, 1.0, 20)
+    theirs.ensure(spec, "01KE5Q86000DNQ47GXEV9VZMPH")
+    assert mine.inventory() == {}
+    report = acct.supervisor.sweep(cleanup_alarms=True)
+    assert report.alarms_deleted == 0 and sorted(theirs.inventory()) == [spec.job_name]
+
+
+# --- issue 11: a committed write whose response was lost is not a conflict ------------------------
+
+
+class _LostResponse:
+    """transact_write_items commits, then the connection drops before the answer arrives."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.armed = True
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        result = self.inner.transact_write_items(**kwargs)
+        if self.armed:
+            self.armed = False
+            raise ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_committed_decision_whose_response_was_lost_still_carries_out_its_actions(template):
+    with LocalAccount(template, store="dynamodb") as acct:
+        store = acct.supervisor.store
+        store._ddb = _LostResponse(store._ddb)  # type: ignore[attr-defined]
+        run = _submit(acct)  # create commits normally; the Submitted decision's save loses its answer
+        stored = acct.supervisor.store.get(run["run_id"])
+        assert stored.status == RunStatus.STARTING and len(acct.sagemaker.jobs()) == 1
+        assert [m.event for _, m in acct.notifier.sent] == ["run.submitted"]

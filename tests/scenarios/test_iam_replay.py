@@ -1,0 +1,330 @@
+"""IAM proven by replay: the shipped drill scenarios' AWS calls against the synthesized template.
+
+Every drill run and every LocalAccount already checks its calls (DrillRunner reports findings
+as invariant violations; LocalAccount raises on close). This module runs the shipped scenarios
+and proves the check itself: mutations of the template that must be caught, and the report.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import drill.iam.__main__ as iam_cli
+from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, TABLE, LocalAccount
+from drill.iam import IamReplayError, ReplayReport, account_iam, check
+from drill.runner import DrillResult, run_scenario
+from drill.scenario import default_training_job, load
+from tests.scenarios.helpers import run_spec
+
+pytestmark = pytest.mark.xdist_group("iam_replay")  # one worker runs the shipped scenarios once
+
+TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:sagewarden-alerts"
+ALARMS = f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:"
+SHIPPED = iam_cli.shipped_scenarios()
+
+
+@pytest.fixture(scope="module")
+def shipped(template: dict[str, Any]) -> dict[str, DrillResult]:
+    return {p.stem: run_scenario(load(p, bucket=BUCKET, role_arn=EXECUTION_ROLE), template) for p in SHIPPED}
+
+
+@pytest.fixture(scope="module")
+def default_report(shipped: dict[str, DrillResult]) -> ReplayReport:
+    report: ReplayReport = shipped["default"].iam
+    return report
+
+
+def recheck(report: ReplayReport, template: dict[str, Any]) -> ReplayReport:
+    """The recorded calls of ``report``, checked against another template."""
+    iam, _ = account_iam(template, region=REGION, account=ACCOUNT, table=TABLE, topic_arn=TOPIC)
+    first, *rest = report.recorders
+    return check(first, iam, recorders=rest)
+
+
+def mutated(template: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    copy_ = copy.deepcopy(template)
+    change(copy_["Resources"])
+    return copy_
+
+
+def policy(resources: dict[str, Any], prefix: str) -> dict[str, Any]:
+    (found,) = [r for k, r in resources.items() if k.startswith(prefix) and r["Type"] == "AWS::IAM::Policy"]
+    return dict(found["Properties"]["PolicyDocument"])
+
+
+def statements(resources: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return list(policy(resources, prefix)["Statement"])
+
+
+def set_statements(resources: dict[str, Any], prefix: str, new: list[dict[str, Any]]) -> None:
+    (key,) = [k for k, r in resources.items() if k.startswith(prefix) and r["Type"] == "AWS::IAM::Policy"]
+    resources[key]["Properties"]["PolicyDocument"]["Statement"] = new
+
+
+def actions_of(findings: list[Any]) -> set[str]:
+    return {f.verdict.request.action for f in findings if f.verdict is not None}
+
+
+# -- the shipped scenarios ------------------------------------------------------------------------
+
+
+def test_iam_replay_shipped_scenarios_exist() -> None:
+    assert [p.name for p in SHIPPED] == sorted(p.name for p in Path("drill/scenarios").glob("*.json"))
+    assert SHIPPED, "no shipped scenario to replay"
+
+
+@pytest.mark.parametrize("name", [p.stem for p in SHIPPED])
+def test_iam_replay_shipped_scenario_makes_only_allowed_calls(
+    shipped: dict[str, DrillResult], name: str
+) -> None:
+    report: ReplayReport = shipped[name].iam
+
+    assert report.denied == [] and report.unknown == [] and report.unmapped == [], report.render()
+    assert shipped[name].invariant_violations == []
+    assert report.calls > 0 and report.allowed == report.distinct_requests > 0
+
+
+def test_iam_replay_default_scenario_covers_the_calls_that_matter(default_report: ReplayReport) -> None:
+    # The check is only as good as what was recorded: these requests must have been seen.
+    seen = {(r.action, r.resource) for rec in default_report.recorders for _, r in rec.requests}
+    actions = {a for a, _ in seen}
+
+    assert ("cloudwatch:DescribeAlarms", f"{ALARMS}*") in seen
+    assert ("iam:PassRole", EXECUTION_ROLE) in seen
+    assert {
+        "sagemaker:CreateTrainingJob",
+        "sagemaker:AddTags",
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "cloudwatch:PutMetricAlarm",
+        "cloudwatch:TagResource",
+        "cloudwatch:DeleteAlarms",
+        "cloudwatch:GetMetricData",
+        "kms:GenerateDataKey",
+        "kms:Decrypt",
+        "sns:Publish",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+        "dynamodb:BatchWriteItem",
+        "logs:GetLogEvents",
+        "logs:DescribeLogStreams",
+        "s3:ListBucket",
+        "s3:GetObject",
+    } <= actions
+    assert any(a == "dynamodb:Query" and "/index/" in r for a, r in seen)
+    # the simulator's own writes (checkpoints, training logs) are not the supervisor's calls
+    assert "s3:PutObject" not in actions and "logs:PutLogEvents" not in actions
+
+
+# -- mutations the check must catch ---------------------------------------------------------------
+
+
+def test_iam_replay_catches_the_describe_alarms_prefix_grant(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    def revert_fix(resources: dict[str, Any]) -> None:
+        stmts = statements(resources, "SupervisorPermissionsHangAlarms")
+        scoped = next(s for s in stmts if s.get("Sid") == "SupervisorAlarmsOnly")
+        scoped = {**scoped, "Action": [*scoped["Action"], "cloudwatch:DescribeAlarms"]}
+        set_statements(resources, "SupervisorPermissionsHangAlarms", [scoped])
+
+    report = recheck(default_report, mutated(template, revert_fix))
+
+    assert actions_of(report.denied) == {"cloudwatch:DescribeAlarms"}
+    assert report.unknown == []
+    text = "\n".join(report.failures())
+    assert "DENIED" in text and "cloudwatch.DescribeAlarms(AlarmNamePrefix=" in text
+    assert f"cloudwatch:DescribeAlarms on {ALARMS}*" in text
+    assert "closest:" in text and "SupervisorAlarmsOnly" in text
+
+
+def test_iam_replay_removing_a_grant_is_a_deny(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    def drop_pass_role(resources: dict[str, Any]) -> None:
+        (key,) = [k for k in resources if k.startswith("SupervisorPermissionsPassTrainingRoles")]
+        del resources[key]
+
+    report = recheck(default_report, mutated(template, drop_pass_role))
+
+    assert actions_of(report.denied) == {"iam:PassRole"}
+    assert "allowedRoleArns" in report.denied[0].render()
+
+
+def test_iam_replay_removing_the_kms_grant_denies_publishing(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    def drop_kms(resources: dict[str, Any]) -> None:
+        for key, res in resources.items():
+            if res["Type"] == "AWS::IAM::Policy" and "DefaultPolicy" in key:
+                doc = res["Properties"]["PolicyDocument"]
+                doc["Statement"] = [
+                    s for s in doc["Statement"] if "kms:Decrypt" not in json.dumps(s["Action"])
+                ]
+
+    report = recheck(default_report, mutated(template, drop_kms))
+
+    assert actions_of(report.denied) == {"kms:GenerateDataKey", "kms:Decrypt"}
+
+
+def test_iam_replay_an_explicit_deny_wins(template: dict[str, Any], default_report: ReplayReport) -> None:
+    def deny_stop(resources: dict[str, Any]) -> None:
+        stmts = statements(resources, "SupervisorPermissionsSageMakerTrainingJobs")
+        stmts.append(
+            {"Effect": "Deny", "Action": "sagemaker:StopTrainingJob", "Resource": "*", "Sid": "NoStops"}
+        )
+        set_statements(resources, "SupervisorPermissionsSageMakerTrainingJobs", stmts)
+
+    report = recheck(default_report, mutated(template, deny_stop))
+
+    assert actions_of(report.denied) == {"sagemaker:StopTrainingJob"}
+    assert all(f.verdict and f.verdict.reason == "explicit Deny" for f in report.denied)
+    assert "NoStops" in report.denied[0].render()
+
+
+def test_iam_replay_a_wildcard_grant_allows(template: dict[str, Any], default_report: ReplayReport) -> None:
+    def wildcard(resources: dict[str, Any]) -> None:
+        set_statements(
+            resources,
+            "SupervisorPermissionsHangAlarms",
+            [
+                {"Effect": "Allow", "Action": "cloudwatch:*Alarm*", "Resource": f"{ALARMS}*"},
+                {"Effect": "Allow", "Action": "cloudwatch:TagResource", "Resource": "*"},
+            ],
+        )
+
+    report = recheck(default_report, mutated(template, wildcard))
+
+    assert report.findings == []
+
+
+def test_iam_replay_not_action_and_not_resource(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    def not_action(resources: dict[str, Any]) -> None:
+        set_statements(
+            resources,
+            "SupervisorPermissionsHangAlarms",
+            [
+                {
+                    "Effect": "Allow",
+                    "NotAction": ["cloudwatch:DeleteAlarms", "iam:*"],
+                    "Resource": f"{ALARMS}*",
+                }
+            ],
+        )
+
+    def not_resource(resources: dict[str, Any]) -> None:
+        set_statements(
+            resources,
+            "SupervisorPermissionsHangAlarms",
+            [{"Effect": "Allow", "Action": "cloudwatch:*", "NotResource": f"{ALARMS}*"}],
+        )
+
+    assert actions_of(recheck(default_report, mutated(template, not_action)).denied) == {
+        "cloudwatch:DeleteAlarms"
+    }
+    assert actions_of(recheck(default_report, mutated(template, not_resource)).denied) == {
+        "cloudwatch:PutMetricAlarm",
+        "cloudwatch:TagResource",
+        "cloudwatch:DeleteAlarms",
+        "cloudwatch:DescribeAlarms",
+    }
+
+
+def test_iam_replay_an_unmodelled_condition_is_unknown(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    def time_bound(resources: dict[str, Any]) -> None:
+        (stmt,) = statements(resources, "SupervisorPermissionsTrainingLogsRead")
+        stmt = {**stmt, "Condition": {"DateLessThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}
+        set_statements(resources, "SupervisorPermissionsTrainingLogsRead", [stmt])
+
+    report = recheck(default_report, mutated(template, time_bound))
+
+    logs_reads = {
+        r.action for rec in default_report.recorders for _, r in rec.requests if r.action.startswith("logs:")
+    }
+    assert report.denied == []
+    assert actions_of(report.unknown) == logs_reads >= {"logs:GetLogEvents", "logs:DescribeLogStreams"}
+    assert "DateLessThan is not modelled" in report.unknown[0].render()
+
+
+def test_iam_replay_fails_a_local_account_on_close(template: dict[str, Any]) -> None:
+    def drop_pass_role(resources: dict[str, Any]) -> None:
+        (key,) = [k for k in resources if k.startswith("SupervisorPermissionsPassTrainingRoles")]
+        del resources[key]
+
+    body = {"name": "llama", "training_job": default_training_job("llama", BUCKET, EXECUTION_ROLE)}
+    denied = r"(?s)DENIED: sagewarden\.handlers\.api\.handler: sagemaker\.CreateTrainingJob.*iam:PassRole"
+    with (
+        pytest.raises(IamReplayError, match=denied),
+        LocalAccount(mutated(template, drop_pass_role), store="memory") as acct,
+    ):
+        status, _ = acct.api("POST", "/runs", body=body)
+        assert status == 201  # the simulated SageMaker does not check IAM; the replay does
+
+
+def test_iam_replay_findings_are_drill_violations(template: dict[str, Any]) -> None:
+    def drop_alarm_listing(resources: dict[str, Any]) -> None:
+        stmts = statements(resources, "SupervisorPermissionsHangAlarms")
+        set_statements(
+            resources,
+            "SupervisorPermissionsHangAlarms",
+            [s for s in stmts if s.get("Sid") != "ListAlarmsByPrefix"],
+        )
+
+    from drill.scenario import parse
+
+    scenario = parse(
+        {"seed": 3, "runs": [run_spec("llama", instance_count=1)]}, bucket=BUCKET, role_arn=EXECUTION_ROLE
+    )
+    result = run_scenario(scenario, mutated(template, drop_alarm_listing))
+
+    assert [v for v in result.invariant_violations if "cloudwatch:DescribeAlarms" in v]
+    assert all(v.startswith("IAM replay: DENIED") for v in result.invariant_violations)
+
+
+# -- least privilege: the report ------------------------------------------------------------------
+
+
+def test_iam_replay_report_lists_grants_no_call_needed(default_report: ReplayReport) -> None:
+    candidates = {(g.role, g.action, g.resource) for g in default_report.candidates_for_removal}
+    needed = {(g.role, g.action) for g in default_report.grants if g.used_by == "code"}
+    api_role = next(
+        role
+        for role, handlers in default_report.roles.items()
+        if "sagewarden.handlers.api.handler" in handlers
+    )
+    table = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}"
+
+    # certain by AWS semantics: item writes are authorised on the table, never on an index ARN
+    # (grant_read_write grants them on the indexes too)
+    assert (api_role, "dynamodb:PutItem", f"{table}/index/due") in candidates
+    # certain for this code base: no adapter calls BatchGetItem
+    assert (api_role, "dynamodb:BatchGetItem", table) in candidates
+    # certain: submitting a run creates a job and passes the role
+    assert (api_role, "sagemaker:CreateTrainingJob") in needed and (api_role, "iam:PassRole") in needed
+    assert not any(
+        g.action == "iam:PassRole" for g in default_report.candidates_for_removal if g.role == api_role
+    )
+
+
+def test_iam_replay_report_command_prints_the_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shipped: dict[str, DrillResult]
+) -> None:
+    monkeypatch.setattr(
+        iam_cli, "run_scenario", lambda scenario, template: shipped[Path(scenario.source).stem]
+    )
+
+    assert iam_cli.main(["--table"]) == 0
+    out = capsys.readouterr().out
+    assert "0 denied, 0 unknown, 0 unmapped" in out
+    assert "candidates for removal (no recorded call needed them):" in out
+    assert "dynamodb.TransactWriteItems" in out  # the mapping table

@@ -1,0 +1,407 @@
+"""The reliability defects of issues 7 and 11, one test each, at the level of the pure decision.
+
+Each test names the defect it pins down; every one of them failed on the supervisor before the
+level-triggered rework (intent is final, unknown is not empty, levels over edges, strays).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagewarden.domain.actions import (
+    AnnounceCapacityReleased,
+    EnsureHangAlarms,
+    LaunchAttempt,
+    Notify,
+    StopJob,
+)
+from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
+from sagewarden.domain.draft import DEFER_ALERT_AFTER_MS, EVIDENCE_MAX_BYTES, LAUNCH_SETTLE_MS
+from sagewarden.domain.events import (
+    AlarmsObserved,
+    CancelRequested,
+    HangSignal,
+    JobMissing,
+    LaunchAccepted,
+    LaunchRejected,
+    Observations,
+    Submitted,
+    Tick,
+)
+from sagewarden.domain.models import LaunchState, RunStatus
+from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
+
+QUOTA_MSG = (
+    "The account-level service limit '{itype} for training job usage' is {limit} Instances, with current "
+    "utilization of {used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
+    "request an increase for this limit."
+)
+UNKNOWN_FAILURE = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
+S3_DOWN = "CheckpointLookupError: cannot list s3://bucket/ckpt/: S3 error SlowDown"
+
+
+def _launches(d) -> list[LaunchAttempt]:
+    return [a for a in d.actions if isinstance(a, LaunchAttempt)]
+
+
+def _notifies(d, event: str | None = None) -> list[Notify]:
+    return [a for a in d.actions if isinstance(a, Notify) and (event is None or a.event == event)]
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. a cancel is final on every path
+
+
+def test_cancel_then_inflight_launch_rejected_for_quota_ends_cancelled_not_waiting():
+    run = step(make_run(), Submitted(), 0).run
+    cancelling = step(run, CancelRequested("alice"), MIN).run
+    msg = QUOTA_MSG.format(itype="ml.p4d.24xlarge", limit=4, used=4, delta=2)
+    d = step(cancelling, LaunchRejected(1, "ResourceLimitExceeded", msg), MIN + 1)
+    assert d.run.status == RunStatus.CANCELLED and d.run.wake_at_ms is None
+    assert _launches(d) == []
+    # and no timer can bring it back
+    assert next_due_ms(d.run, 2 * HOUR) is None
+    assert _launches(step(d.run, Tick(), 2 * HOUR)) == []
+
+
+def test_cancel_then_inflight_launch_throttled_ends_cancelled():
+    run = step(make_run(), Submitted(), 0).run
+    cancelling = step(run, CancelRequested("alice"), MIN).run
+    d = step(cancelling, LaunchRejected(1, "ThrottlingException", "Rate exceeded"), MIN + 1)
+    assert d.run.status == RunStatus.CANCELLED and _launches(d) == []
+
+
+def test_cancel_with_unconfirmed_launch_is_never_reissued_and_ends_cancelled_once_settled():
+    run = step(make_run(), Submitted(), 0).run  # launch intent recorded, never confirmed
+    cancelling = step(run, CancelRequested("alice"), 30_000).run
+    later = step(cancelling, Tick(), 10 * MIN)
+    assert _launches(later) == []  # the sweep does not re-issue a launch of a cancelled run
+    early = step(cancelling, JobMissing(run.current.job_name, 1), LAUNCH_SETTLE_MS - 1)
+    assert early.ignored is not None  # an invocation could still be issuing it: wait
+    settled = step(cancelling, JobMissing(run.current.job_name, 1), LAUNCH_SETTLE_MS)
+    assert settled.run.status == RunStatus.CANCELLED
+    assert settled.run.current.launch == LaunchState.ABANDONED and not settled.run.current.live
+    assert _launches(settled) == []
+
+
+def test_launch_accepted_after_cancel_stops_the_job_it_created():
+    run = step(make_run(), Submitted(), 0).run
+    cancelling = step(run, CancelRequested("alice"), 1_000).run
+    d = step(cancelling, LaunchAccepted(1), 2_000)
+    assert StopJob(run.current.job_name, INTENT_CANCEL) in d.actions
+
+
+def test_launch_landing_after_the_run_was_cancelled_is_a_stray_stopped_until_confirmed():
+    run = step(make_run(), Submitted(), 0).run
+    cancelling = step(run, CancelRequested("alice"), 1_000).run
+    done = step(cancelling, JobMissing(run.current.job_name, 1), LAUNCH_SETTLE_MS).run
+    assert done.status == RunStatus.CANCELLED
+    late = step(done, LaunchAccepted(1), LAUNCH_SETTLE_MS + 1)  # a slow invocation's answer
+    assert StopJob(run.current.job_name, "orphan") in late.actions
+    assert dict(late.run.strays) == {run.current.job_name: LAUNCH_SETTLE_MS + 1}
+    assert next_due_ms(late.run, LAUNCH_SETTLE_MS + 1) is not None  # the sweep keeps asking
+    again = step(late.run, Tick(), LAUNCH_SETTLE_MS + 1 + 5 * MIN)
+    assert StopJob(run.current.job_name, "orphan") in again.actions
+    ended = step(
+        again.run, observed(run, "Stopped", "Stopped", LAUNCH_SETTLE_MS + 7 * MIN), LAUNCH_SETTLE_MS + 7 * MIN
+    )
+    assert ended.run.strays == () and next_due_ms(ended.run, LAUNCH_SETTLE_MS + 7 * MIN) is None
+    assert dataclasses.replace(ended.run, strays=()) == done
+
+
+def test_job_failing_while_stopped_for_cancel_ends_cancelled_not_resumed():
+    run = training_run()
+    stopping = step(run, CancelRequested("alice"), HOUR).run
+    d = step(
+        stopping,
+        observed(
+            stopping, "Failed", "Failed", HOUR + MIN, "InternalServerError: We encountered an internal error."
+        ),
+        HOUR + MIN,
+        Observations(checkpoint=ckpt(600)),
+    )
+    assert d.run.status == RunStatus.CANCELLED and _launches(d) == []
+    assert "alice" in (d.run.outcome or "") and "INFRASTRUCTURE" in (d.run.outcome or "")
+
+
+def test_job_completing_before_the_cancel_took_effect_succeeds_and_says_so():
+    run = training_run()
+    stopping = step(run, CancelRequested("alice"), HOUR).run
+    d = step(stopping, observed(stopping, "Completed", "Completed", HOUR + MIN), HOUR + MIN)
+    assert d.run.status == RunStatus.SUCCEEDED
+    assert "before the cancel" in (d.run.outcome or "")
+
+
+def test_cancel_wins_over_a_hang_stop_in_flight():
+    run = training_run()
+    now = run.current.training_started_ms + HOUR
+    hung = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", now), now).run
+    assert hung.current.stop_intent == INTENT_HANG
+    cancelling = step(hung, CancelRequested("alice"), now + MIN).run
+    d = step(cancelling, observed(cancelling, "Stopped", "Stopped", now + 2 * MIN), now + 2 * MIN)
+    assert d.run.status == RunStatus.CANCELLED and _launches(d) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. alarm signals are edges; the supervisor acts on the level
+
+
+def _states(run, *rows):
+    return AlarmsObserved(run.current.job_name, run.current.number, tuple(rows))
+
+
+def test_alarm_that_fired_inside_the_grace_period_is_acted_on_once_grace_has_passed():
+    run = training_run(RunPolicy(gpu_idle_minutes=5))
+    t0 = run.current.training_started_ms
+    edge = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", t0 + 6 * MIN), t0 + 6 * MIN)
+    assert edge.ignored is not None and "grace" in edge.ignored  # no further event will ever come
+    level = step(
+        run, _states(run, ("gpu_idle", "ALARM", t0 + 6 * MIN), ("log_silence", "OK", t0)), t0 + 16 * MIN
+    )
+    assert level.run.status == RunStatus.STOPPING
+    assert StopJob(run.current.job_name, INTENT_HANG) in level.actions
+    assert any("(sweep)" in line for line in level.run.current.evidence)
+
+
+def test_alarm_that_fired_before_training_was_recorded_is_acted_on_later():
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchAccepted(1), 1).run
+    run = step(run, observed(run, "InProgress", "Downloading", 2 * MIN), 2 * MIN).run
+    early = step(run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", 3 * MIN), 3 * MIN)
+    assert early.ignored is not None and "not training" in early.ignored
+    training = step(run, observed(run, "InProgress", "Training", 4 * MIN), 4 * MIN).run
+    later = step(training, _states(training, ("log_silence", "ALARM", 3 * MIN)), 40 * MIN)
+    assert later.run.status == RunStatus.STOPPING
+
+
+def test_a_lost_ok_edge_does_not_count_towards_two_of_three():
+    run = training_run(RunPolicy(hang_confirmation="2-of-3"))
+    now = run.current.training_started_ms + HOUR
+    first = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", now), now).run
+    assert first.current.hang_signals == ("gpu_idle",)
+    # the OK event was lost; the sweep sees the level: gpu_idle is OK again
+    level = step(
+        first, _states(first, ("gpu_idle", "OK", now + 5 * MIN), ("log_silence", "OK", now)), now + 10 * MIN
+    )
+    assert level.run.current.hang_signals == ()
+    second = step(
+        level.run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", now + HOUR), now + HOUR
+    )
+    assert second.run.status == RunStatus.TRAINING  # one signal, not two
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. hang alarms are repaired from what CloudWatch holds, not from a flag
+
+
+def test_missing_alarms_are_recreated_even_though_the_attempt_says_they_are_active():
+    run = training_run()
+    assert run.current.alarms_active and not run.current.alarms_confirmed
+    assert next_due_ms(run, run.current.training_started_ms) == run.current.training_started_ms + MIN
+    now = run.current.training_started_ms + 2 * MIN
+    missing = step(
+        run, _states(run, ("log_silence", "INSUFFICIENT_DATA", now)), now
+    )  # gpu_idle never created
+    assert any(isinstance(a, EnsureHangAlarms) for a in missing.actions)
+    present = step(missing.run, _states(run, ("log_silence", "OK", now), ("gpu_idle", "OK", now)), now + MIN)
+    assert present.run.current.alarms_confirmed and present.actions == ()
+    steady = present.run
+    assert step(
+        steady, _states(run, ("log_silence", "OK", now), ("gpu_idle", "OK", now)), now + 2 * MIN
+    ).ignored
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. unknown is not empty
+
+
+def test_s3_error_never_reads_as_a_stale_checkpoint():
+    run = training_run(RunPolicy(checkpoint_stale_minutes=60))
+    now = run.current.training_started_ms + 3 * HOUR
+    d = step(run, Tick(), now, Observations(checkpoint_error=S3_DOWN))
+    assert d.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in d.actions)
+    assert d.run.deferred_since_ms == now and "SlowDown" in (d.run.deferred_reason or "")
+    quiet = step(d.run, Tick(), now + 5 * MIN, Observations(checkpoint_error=S3_DOWN))
+    assert quiet.ignored is not None  # still deferred: nothing new to save
+    loud = step(d.run, Tick(), now + DEFER_ALERT_AFTER_MS, Observations(checkpoint_error=S3_DOWN))
+    assert [n.event for n in _notifies(loud)] == ["run.deferred"] and loud.run.deferred_alerted
+    once = step(loud.run, Tick(), now + DEFER_ALERT_AFTER_MS + MIN, Observations(checkpoint_error=S3_DOWN))
+    assert _notifies(once) == []  # told once
+    fine = step(loud.run, Tick(), now + HOUR, Observations(checkpoint=ckpt(900, now + HOUR - MIN)))
+    assert fine.run.deferred_since_ms is None and fine.run.status == RunStatus.TRAINING
+
+
+def test_s3_error_after_an_unrecognised_failure_defers_instead_of_failing_as_a_bug():
+    run = training_run(resume=ckpt(300))
+    end = run.current.training_started_ms + HOUR
+    failed = observed(run, "Failed", "Failed", end, UNKNOWN_FAILURE)
+    d = step(run, failed, end, Observations(checkpoint_error=S3_DOWN))
+    assert d.run.status != RunStatus.FAILED and not d.run.current.ended
+    assert d.run.current.end_pending and d.run.deferred_since_ms == end
+    assert next_due_ms(d.run, end) == end + MIN
+    # the sweep looks again (DescribeTrainingJob): same terminal state, S3 readable now
+    again = step(d.run, failed, end + MIN, Observations(checkpoint=ckpt(900)))
+    assert again.run.attempts[0].ended and again.run.status == RunStatus.STARTING
+    assert again.run.deferred_since_ms is None and again.run.current.resume_from.step == 900
+
+
+def test_log_read_error_defers_the_classification_of_a_failure():
+    run = training_run()
+    end = run.current.training_started_ms + HOUR
+    failed = observed(run, "Failed", "Failed", end, UNKNOWN_FAILURE)
+    d = step(
+        run, failed, end, Observations(checkpoint=ckpt(900), log_error="ThrottlingException: Rate exceeded")
+    )
+    assert not d.run.current.ended and d.run.deferred_reason and "logs" in d.run.deferred_reason
+    assert not any(isinstance(a, StopJob) for a in d.actions) and _launches(d) == []
+
+
+def test_failed_log_silence_check_is_not_silence():
+    run = training_run()
+    now = run.current.training_started_ms + 2 * HOUR
+    d = step(run, Tick(), now, Observations(log_error="AccessDeniedException: logs:FilterLogEvents"))
+    assert d.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in d.actions)
+    assert d.run.deferred_since_ms == now
+    silent = step(run, Tick(), now, Observations(logs_silent=True))
+    assert silent.run.status == RunStatus.STOPPING
+
+
+def test_checkpoint_error_defers_a_launch_instead_of_starting_from_scratch():
+    run = make_run()
+    d = step(run, Submitted(), 0, Observations(checkpoint_error=S3_DOWN))
+    assert _launches(d) == [] and d.run.deferred_since_ms == 0 and d.run.status == RunStatus.SUBMITTED
+    assert [n.event for n in _notifies(d)] == ["run.submitted"]
+    retry = step(d.run, Tick(), MIN, Observations(checkpoint=ckpt(1200)))
+    (launch,) = _launches(retry)
+    assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "1200"
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. bounded sizes
+
+
+def test_evidence_and_alert_bodies_are_bounded_by_bytes():
+    run = training_run()
+    now = run.current.training_started_ms + HOUR
+    huge = tuple(f"[algo-{h}] " + "ü" * 5_000 for h in range(1, 200))
+    d = step(
+        run,
+        HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", now),
+        now,
+        Observations(log_tail=huge, hosts_triage=huge),
+    )
+    evidence = "\n".join(d.run.current.evidence).encode()
+    assert len(evidence) <= EVIDENCE_MAX_BYTES
+    (alert,) = _notifies(d, "hang.detected")
+    assert len(alert.body.encode()) <= 64 * 1024 and "cut" in alert.body
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. quota and capacity
+
+
+def test_fallback_whose_quota_can_never_fit_is_skipped_not_fatal():
+    pol = RunPolicy(
+        instance_fallbacks=(InstanceChoice("ml.p4de.24xlarge", 8), InstanceChoice("ml.p5.48xlarge", 2))
+    )
+    run = training_run(pol)
+    end = run.current.training_started_ms + HOUR
+    cap = "CapacityError: Unable to provision requested ML compute capacity."
+    fell_back = step(
+        run, observed(run, "Failed", "Failed", end, cap), end, Observations(checkpoint=ckpt(100))
+    ).run
+    assert fell_back.current.instance_type == "ml.p4de.24xlarge"
+    never = QUOTA_MSG.format(itype="ml.p4de.24xlarge", limit=4, used=0, delta=8)
+    d = step(fell_back, LaunchRejected(fell_back.current.number, "ResourceLimitExceeded", never), end + 1)
+    assert d.run.status == RunStatus.STARTING and 1 in d.run.skipped_choices
+    (launch,) = _launches(d)
+    assert launch.request["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
+    assert launch.attempt == fell_back.current.number  # no job was created: the number is reused
+    assert any("skipped" in n.body for n in _notifies(d, "attempt.fallback"))
+
+
+def test_resuming_run_does_not_announce_the_instances_it_takes_back():
+    run = training_run()
+    end = run.current.training_started_ms + HOUR
+    internal = "InternalServerError: We encountered an internal error.  Please try again."
+    d = step(run, observed(run, "Failed", "Failed", end, internal), end, Observations(checkpoint=ckpt(100)))
+    assert d.run.status == RunStatus.STARTING
+    assert not any(isinstance(a, AnnounceCapacityReleased) for a in d.actions)
+    done = step(run, observed(run, "Completed", "Completed", end), end)
+    assert AnnounceCapacityReleased("ml.p4d.24xlarge", 2) in done.actions
+
+
+# ------------------------------------------------------------------------------------------------
+# 9 / issue 11. the sweep's first launch, strays of earlier attempts
+
+
+def test_first_launch_reissued_by_the_sweep_wants_the_newest_checkpoint():
+    from sagewarden.domain.decide import wants_checkpoint
+
+    run = make_run()
+    assert wants_checkpoint(run, Tick())
+    d = step(run, Tick(), MIN, Observations(checkpoint=ckpt(4_000)))
+    (launch,) = _launches(d)
+    assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "4000"
+
+
+def test_late_events_of_earlier_attempts_of_a_finished_run_stop_nothing():
+    run = training_run()
+    end = run.current.training_started_ms + HOUR
+    internal = "InternalServerError: We encountered an internal error.  Please try again."
+    first = run.current
+    resumed = step(
+        run, observed(run, "Failed", "Failed", end, internal), end, Observations(checkpoint=ckpt(1))
+    ).run
+    resumed = step(resumed, LaunchAccepted(2), end + 1).run
+    resumed = step(resumed, observed(resumed, "InProgress", "Training", end + 10 * MIN), end + 10 * MIN).run
+    done = step(resumed, observed(resumed, "Completed", "Completed", end + HOUR), end + HOUR).run
+    assert done.status == RunStatus.SUCCEEDED
+    # the store loads only the current attempt: attempt 1's late InProgress must not look stray
+    only_current = dataclasses.replace(done, attempts=(done.current,))
+    late = dataclasses.replace(
+        observed(run, "InProgress", "Training", end - MIN), job_name=first.job_name, attempt=1
+    )
+    d = step(only_current, late, end + 2 * HOUR)
+    assert d.ignored is not None and d.actions == () and d.run.strays == ()
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 10: resume a FAILED or CANCELLED run
+
+
+def _failed_by_crash_loop():
+    pol = RunPolicy(max_no_progress_restarts=1)
+    run = training_run(pol, resume=ckpt(300))
+    end = run.current.training_started_ms + HOUR
+    internal = "InternalServerError: We encountered an internal error.  Please try again."
+    d = step(run, observed(run, "Failed", "Failed", end, internal), end, Observations(checkpoint=ckpt(300)))
+    assert d.run.status == RunStatus.FAILED
+    return d.run, end
+
+
+def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoint():
+    from sagewarden.domain.events import ResumeRequested
+
+    failed, end = _failed_by_crash_loop()
+    d = step(failed, ResumeRequested("carol"), end + 2 * HOUR, Observations(checkpoint=ckpt(450)))
+    assert d.run.status == RunStatus.STARTING and d.run.outcome is None
+    assert d.run.restarts == 0 and d.run.no_progress_streak == 0 and d.run.resumes == 1
+    assert d.run.budget_started_ms == end + 2 * HOUR and d.run.resumed_by == "carol"
+    (launch,) = _launches(d)
+    assert launch.attempt == failed.attempt_count + 1
+    assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "450"
+    assert [n.event for n in _notifies(d)] == ["run.resumed"]
+
+
+def test_resume_refuses_succeeded_and_running_runs_and_unreadable_checkpoints():
+    from sagewarden.domain.events import ResumeRequested
+
+    run = training_run()
+    assert step(run, ResumeRequested("carol"), HOUR).ignored  # still running
+    done = step(run, observed(run, "Completed", "Completed", HOUR), HOUR).run
+    assert step(done, ResumeRequested("carol"), 2 * HOUR).ignored  # succeeded: nothing to resume
+    failed, end = _failed_by_crash_loop()
+    blind = step(failed, ResumeRequested("carol"), end + HOUR, Observations(checkpoint_error=S3_DOWN))
+    assert blind.ignored is not None and "checkpoints" in blind.ignored  # never from "no checkpoint"

@@ -1,0 +1,118 @@
+"""Strict JSON parsing of request bodies: every hostile shape is a field-level problem, never a crash."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sagewarden.api.errors import InvalidRequest, RequestTooLarge
+from sagewarden.api.json_body import MAX_BODY_BYTES, MAX_DEPTH, body_text, parse_json
+
+
+def _fields(text: str) -> dict[str, str]:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(text)
+    return {e.field: e.message for e in caught.value.errors}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "says"),
+    [
+        ('{"policy": {"max_cost_usd": NaN}}', "policy.max_cost_usd", "NaN is not a JSON number"),
+        ('{"policy": {"max_cost_usd": Infinity}}', "policy.max_cost_usd", "finite"),
+        ('{"policy": {"max_cost_usd": -Infinity}}', "policy.max_cost_usd", "finite"),
+        ('{"policy": {"gpu_idle_percent": 1e400}}', "policy.gpu_idle_percent", "finite"),
+        ('{"a": [1, 2, -1E999]}', "a[2]", "finite"),
+        ("NaN", "body", "finite"),
+        ('{"n": ' + "7" * 4301 + "}", "n", "4301 digits"),
+        ('{"n": -' + "7" * 31 + "}", "n", "31 digits"),
+        ('{"name": "\\ud800"}', "name", "lone surrogate"),
+        ('{"a": {"\\udfff": 1}}', "a", "a key contains a lone surrogate"),
+        ('{"a": 1, "a": 2}', "body", "repeats key(s) a"),
+        ('{"x": {"b": 1, "b": 1}}', "x", "repeats key(s) b"),
+        ("[" * 5000 + "]" * 5000, "body", "nested deeper"),
+        ('{"a": ' * 3000 + "1" + "}" * 3000, "body", "nested deeper"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "body", f"nested deeper than {MAX_DEPTH} levels"),
+        ("{not json", "body", "malformed JSON"),
+        ('{"a": 1} trailing', "body", "malformed JSON"),
+    ],
+)
+def test_json_body_hostile_shape_is_a_field_problem(text, field, says):
+    errors = _fields(text)
+    assert field in errors, errors
+    assert says in errors[field], errors[field]
+
+
+def test_json_body_nesting_up_to_the_limit_is_fine():
+    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+
+
+def test_json_body_reports_every_bad_number_with_its_path():
+    errors = _fields('{"p": {"a": NaN, "b": Infinity, "c": 1}, "q": [1e400]}')
+    assert set(errors) == {"p.a", "p.b", "q[0]"}
+
+
+def test_json_body_long_keys_are_cut_in_paths():
+    errors = _fields(json.dumps({"k" * 10_000: 1}).replace("1}", "NaN}"))
+    (field,) = errors
+    assert len(field) < 100 and field.endswith("…")
+
+
+def test_json_body_size_is_counted_in_utf8_bytes_and_oversize_is_413():
+    text = '"' + "é" * (MAX_BODY_BYTES // 2) + '"'
+    with pytest.raises(RequestTooLarge) as caught:
+        body_text(text, False)
+    assert caught.value.status == 413
+    with pytest.raises(RequestTooLarge):
+        body_text('"' + "\ud800" * (MAX_BODY_BYTES // 2) + '"', False)  # surrogates are counted, not fatal
+
+
+def test_json_body_empty_base64_and_non_utf8_bodies():
+    for empty in (None, ""):
+        with pytest.raises(InvalidRequest):
+            body_text(empty, False)
+    assert body_text(base64.b64encode(b'{"a": 1}').decode(), True) == '{"a": 1}'
+    for bad in ("%%%", base64.b64encode(b"\xff\xfe").decode()):
+        with pytest.raises(InvalidRequest) as caught:
+            body_text(bad, True)
+        assert caught.value.errors[0].field == "body"
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _depth(value) -> int:
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return 0 if children is None else 1 + max((_depth(c) for c in children), default=0)
+
+
+@given(JSON)
+def test_json_body_round_trips_any_storable_value(value):
+    if _depth(value) <= MAX_DEPTH:
+        assert parse_json(json.dumps(value)) == value
+    else:
+        assert "body" in _fields(json.dumps(value))
+
+
+@given(st.text(max_size=200))
+def test_json_body_any_text_parses_or_is_a_field_problem(text):
+    try:
+        parse_json(text)
+    except InvalidRequest as exc:
+        assert exc.errors and all(e.field and e.message for e in exc.errors)
+
+
+def test_json_body_empty_key_has_a_visible_path():
+    assert set(_fields('{"": {"x": NaN}}')) == {'"".x'}
