@@ -60,18 +60,59 @@ class SideBySide:
         return min(values)
 
 
-def run_side_by_side(
+@dataclass
+class Supervised:
+    """What one sagewarden drill of the side-by-side hands back (picklable: it may run in a worker)."""
+
+    key: str
+    account: Account
+    wall_s: float
+    person: int
+    gave_up: int
+
+
+def run_supervised(
+    key: str, workload: Workload, trace: Trace, person: Person, template: dict[str, Any], seed: int
+) -> Supervised:
+    """Supervisor (c) or (d) on the trace, through the drill; a process-pool worker may run it."""
+    policy = {} if key == "c" else RECOMMENDED_POLICY
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
+        s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)
+    wall = time.perf_counter() - t0
+    if s.drill.invariant_violations:
+        raise RuntimeError(f"invariant violated in {LABELS[key]}: {s.drill.invariant_violations}")
+    acc = account(
+        LABELS[key],
+        workload,
+        trace,
+        s.jobs,
+        s.records,
+        start_ms=s.start_ms,
+        end_ms=s.end_ms,
+        completed=s.completed,
+        faultfree_wall_min=workload.faultfree_minutes,
+    )
+    return Supervised(
+        key,
+        acc,
+        wall,
+        sum(1 for _, who, _ in s.actions if who.startswith("person")),
+        sum(1 for _, who, _ in s.actions if who.startswith("page")),
+    )
+
+
+def run_baselines(
     title: str,
     workload: Workload,
     trace: Trace,
     person: Person,
-    template: dict[str, Any],
     *,
     seed: int = 1,
     progress: Callable[[str], None] = lambda _: None,
 ) -> SideBySide:
+    """The side-by-side with (a) and (b) filled in (they take seconds); add (c), (d) with ``add``."""
     out = SideBySide(title, workload, trace)
-    faultfree = workload.faultfree_minutes
     for key, kind in (("a", "retry"), ("b", "poll")):
         t0 = time.perf_counter()
         r = run_baseline(kind, workload, trace, person, seed=seed, retry_attempts=RETRY_ATTEMPTS)
@@ -85,31 +126,37 @@ def run_side_by_side(
             start_ms=r.start_ms,
             end_ms=r.end_ms,
             completed=r.completed,
-            faultfree_wall_min=faultfree,
+            faultfree_wall_min=workload.faultfree_minutes,
         )
         out.person[key] = sum(1 for _, who, _ in r.actions if who.startswith("person"))
         progress(f"{title}: {LABELS[key]} done in {out.wall_s[key]:.1f} s")
-    for key, policy in (("c", {}), ("d", RECOMMENDED_POLICY)):
-        t0 = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
-            s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)
-        out.wall_s[key] = time.perf_counter() - t0
-        if s.drill.invariant_violations:
-            raise SystemExit(f"invariant violated in {LABELS[key]}: {s.drill.invariant_violations}")
-        out.accounts[key] = account(
-            LABELS[key],
-            workload,
-            trace,
-            s.jobs,
-            s.records,
-            start_ms=s.start_ms,
-            end_ms=s.end_ms,
-            completed=s.completed,
-            faultfree_wall_min=faultfree,
-        )
-        out.person[key] = sum(1 for _, who, _ in s.actions if who.startswith("person"))
-        out.gave_up[key] = sum(1 for _, who, _ in s.actions if who.startswith("page"))
+    return out
+
+
+def add(sbs: SideBySide, result: Supervised) -> None:
+    sbs.accounts[result.key] = result.account
+    sbs.wall_s[result.key] = result.wall_s
+    sbs.person[result.key] = result.person
+    sbs.gave_up[result.key] = result.gave_up
+
+
+def run_side_by_side(
+    title: str,
+    workload: Workload,
+    trace: Trace,
+    person: Person,
+    template: dict[str, Any],
+    *,
+    seed: int = 1,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SideBySide:
+    """All four supervisors in this process, one after the other."""
+    out = run_baselines(title, workload, trace, person, seed=seed, progress=progress)
+    for key in ("c", "d"):
+        add(out, run_supervised(key, workload, trace, person, template, seed))
         progress(f"{title}: {LABELS[key]} done in {out.wall_s[key]:.1f} s")
+    accounts = out.accounts
+    out.accounts = {k: accounts[k] for k in SUPERVISORS}
     return out
 
 
