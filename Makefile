@@ -94,8 +94,8 @@ FUZZ_REQUESTS ?= 20000
 soak-api: setup ## fuzz the API from docs/openapi.json with FUZZ_REQUESTS requests (default 20,000)
 	SAGEWARDEN_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/fuzz -m fuzz -s -q
 
-bench: setup ## benchmarks (numbers in BENCHMARKS.md come from here)
-	$(PY) -m benchmarks
+bench: setup ## benchmarks: regenerate BENCHMARKS.md and docs/bench-*.png
+	$(PY) -m benchmarks --write
 
 .PHONY: iam-report
 iam-report: setup ## IAM replay over the shipped scenarios: each call's decision, grants no call needed

@@ -1,6 +1,11 @@
 """`make bench`: measure what users judge sagewarden by, on the local drill (virtual time).
 
-For each fault kind, over several seeds:
+First the side-by-side benchmark (:mod:`benchmarks.sidebyside`): one 30-day fault trace for a
+2,048-GPU run, and a 16x stress variant, driven through SageMaker's RetryStrategy + a person, a
+polling script + the same person, and sagewarden (default and recommended policy); lost GPU-hours
+by cause against the physical floor, and the chart docs/bench-lost-gpu-hours.png.
+
+Then, for each fault kind on a small job, over several seeds:
   detect   = fault onset -> the supervisor's action (stop or relaunch)
   recover  = fault onset -> a replacement attempt in Training
   GPU-h lost per fault = GPUs x (recover + work since the checkpoint the replacement resumed from)
@@ -11,12 +16,18 @@ Plus false positives on benign slow phases, warm-pool vs cold restarts, and dril
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks import sidebyside
+from benchmarks.person import Person
+from benchmarks.trace import generate
+from benchmarks.workload import Workload
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import load, parse
@@ -99,16 +110,58 @@ def _stats(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
+HORIZON_HOURS = 60 * 24  # healthy operation the traces cover (the run needs about 30 days of it)
+STRESS_MULTIPLIER = 16
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md")
+    parser.add_argument("--trace-seed", type=int, default=1, help="seed of the side-by-side fault trace")
+    parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md and the chart")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes for the side-by-side drills")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     from drill.account import drill_template
 
     template = drill_template()
     seeds = list(range(1, args.seeds + 1))
     out: list[str] = []
+
+    # the four sagewarden drills (minutes each) run in worker processes while this one does the rest
+    workload = Workload()
+    person = Person(seed=args.trace_seed)
+    traces = {
+        title: generate(
+            seed=args.trace_seed,
+            hosts=workload.hosts,
+            gpus_per_host=workload.gpus_per_host,
+            horizon_hours=HORIZON_HOURS,
+            rate_multiplier=multiplier,
+        )
+        for title, multiplier in (
+            ("30-day run", 1.0),
+            (f"stress {STRESS_MULTIPLIER}x", float(STRESS_MULTIPLIER)),
+        )
+    }
+    pool = ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"))
+    drills = {  # the longest first
+        (title, key): pool.submit(
+            sidebyside.run_supervised, key, workload, trace, person, template, args.trace_seed
+        )
+        for title, trace in reversed(traces.items())
+        for key in ("c", "d")
+    }
+    runs = [
+        sidebyside.run_baselines(title, workload, trace, person, seed=args.trace_seed, progress=_progress)
+        for title, trace in traces.items()
+    ]
+    normal, stress = runs
+    small: list[str] = ["", "## Per fault on a small job", ""]
     out.append(
         f"Setup: {NODES} x ml.p4d.24xlarge ({NODES * GPUS} GPUs), checkpoint every 30 min, fault 95 min into "
         f"attempt 1, instance start 6 min + 2 min download, events delayed 1-20 s with 10 % duplicates, "
@@ -135,21 +188,28 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")
 
     out.append("")
-    out.append("False positives on benign slow phases (must be 0):")
+    out.append("False positives on benign slow phases (must be 0), default and recommended policy:")
     out.append("")
-    out.append("| phase | runs | hang stops |")
-    out.append("|---|---|---|")
-    for label, fault in BENIGN:
+    out.append("| phase | runs | hang stops, default policy | hang stops, recommended policy |")
+    out.append("|---|---|---|---|")
+
+    def hang_stops(faults: list[dict[str, Any]], policy: dict[str, Any] | None, **account: Any) -> int:
         stops = 0
         for seed in seeds:
-            result, _ = _run(_scenario(seed, [fault]), template)
+            result, _ = _run(_scenario(seed, faults, policy, **account), template)
             stops += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
-        out.append(f"| {label} | {len(seeds)} | {stops} |")
-    slow = 0
-    for seed in seeds:
-        result, _ = _run(_scenario(seed, [], startup={"provision_s": 3000, "download_s": 2400}), template)
-        slow += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
-    out.append(f"| 90-minute Starting + Downloading | {len(seeds)} | {slow} |")
+        return stops
+
+    recommended = sidebyside.RECOMMENDED_POLICY
+    for label, fault in BENIGN:
+        out.append(
+            f"| {label} | {len(seeds)} | {hang_stops([fault], None)} | {hang_stops([fault], recommended)} |"
+        )
+    slow = {"startup": {"provision_s": 3000, "download_s": 2400}}
+    out.append(
+        f"| 90-minute Starting + Downloading | {len(seeds)} | {hang_stops([], None, **slow)} | "
+        f"{hang_stops([], recommended, **slow)} |"
+    )
 
     out.append("")
     out.append("Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog):")
@@ -211,12 +271,33 @@ def main(argv: list[str] | None = None) -> int:
         f"| 40-day 16 x p5 run, 5-day segments, 3 faults ({run['status']}, {len(run['attempts'])} attempts) "
         f"| {hours / 24:.1f} days | {wall:.1f} s | {hours / wall:.0f} |"
     )
-    text = "\n".join(out)
+    by_title = {sbs.title: sbs for sbs in runs}
+    for (title, key), drill in drills.items():
+        supervised = drill.result()
+        sidebyside.add(by_title[title], supervised)
+        _progress(f"{title}: {sidebyside.LABELS[key]} done in {supervised.wall_s:.1f} s")
+    pool.shutdown()
+    for sbs in runs:
+        sbs.accounts = {k: sbs.accounts[k] for k in sidebyside.SUPERVISORS}
+    if args.write:
+        sidebyside.chart(normal, stress)
+        _progress(f"wrote {sidebyside.CHART}")
+    out += sidebyside.drill_speed_rows(normal, stress)
+    out.append("")
+    total = time.perf_counter() - started
+    out.append(
+        f"This file and the chart took {total / 60:.1f} min of wall clock to regenerate (`make bench`: "
+        f"synthesis, every table above, the chart; the four sagewarden drills of the side-by-side in "
+        f"{args.jobs} worker process(es) next to the rest, so their wall times above overlap) on this machine."
+    )
+    text = "\n".join([*sidebyside.render(normal, stress, person), *small, *out])
     print(text)
     if args.write:
         header = Path(__file__).with_name("HEADER.md").read_text()
         Path("BENCHMARKS.md").write_text(header + "\n" + text + "\n")
-        print("\nwrote BENCHMARKS.md", file=sys.stderr)
+        readme = Path("README.md")
+        readme.write_text(sidebyside.update_readme(readme.read_text(), normal))
+        print("\nwrote BENCHMARKS.md and the README's benchmark summary", file=sys.stderr)
     return 0
 
 

@@ -24,7 +24,7 @@ from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
-from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch
+from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -138,8 +138,12 @@ class LocalAccount:
         store: str = "dynamodb",
         progress_log_interval_s: int = 600,
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
+        logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
         iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
     ) -> None:
+        if logs not in ("moto", "simulated"):
+            raise ValueError("logs must be 'moto' or 'simulated'")
+        self._logs_kind = logs
         self._iam_replay = iam_replay
         self._iam_report_taken = False
         self._progress_log_interval_s = progress_log_interval_s
@@ -223,7 +227,7 @@ class LocalAccount:
         self.sagemaker = SimSageMaker(
             self.clock,
             s3_client=sim_s3,
-            logs_client=sim_logs,
+            logs_client=sim_logs if self._logs_kind == "moto" else None,
             account_id=ACCOUNT,
             region=REGION,
             quotas=self._quotas,
@@ -244,7 +248,11 @@ class LocalAccount:
             checkpoints=S3CheckpointFinder(self.s3),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
-            logs=CloudWatchLogsReader(FlushOnReadLogs(self.logs, self.sagemaker)),
+            logs=CloudWatchLogsReader(
+                FlushOnReadLogs(self.logs, self.sagemaker)
+                if self._logs_kind == "moto"
+                else self.recorder.wrap(SimulatedLogs(self.sagemaker), "logs")
+            ),
             metrics=CloudWatchMetricsReader(
                 self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
             ),

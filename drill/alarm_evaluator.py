@@ -53,15 +53,28 @@ minute. An alarm is evaluated when that minute has come: every boundary since it
 exactly, with one ``metric_datapoints`` call per series for all of them. Its state in between is
 the one it had (``late_transitions`` counts transitions found after their minute: 0 unless that
 bound were wrong; the unit tests check it against exhaustive futures). New, changed and deleted
-alarms are noticed cheaply through moto's in-memory backend, and only then read again with
+alarms are noticed cheaply through moto's in-memory backend, and only those are read again with
 ``describe_alarms``; without a moto backend the evaluator re-reads once per virtual minute and
 wakes every minute.
+
+With the simulated SageMaker it goes further (hundreds of hosts over weeks): per-minute GPU series
+are *bounded* (``metric_bounds``: stretches of minutes whose values lie in a known range, one per
+Training phase), so a stretch far from the threshold is classified at once and values are
+computed only where a stretch straddles the threshold or a transition reports them; and the
+simulator says which range a series keeps until its job's next phase change
+(``metric_bound_now``, ``add_phase_listener``), so an alarm whose state cannot change while the
+phases last is not looked at again until one changes the class of its data. A unit test checks
+that this decides exactly what the plain path decides minute by minute.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import heapq
+import itertools
 import json
+import math
 import operator
 import os
 import re
@@ -86,6 +99,8 @@ ALARM = "ALARM"
 INSUFFICIENT_DATA = "INSUFFICIENT_DATA"
 INITIAL_REASON = "Unchecked: Initial alarm creation"
 MINUTE_MS = 60_000
+MAX_MS = 1 << 62
+PROMISE_FOREVER = 1 << 40  # periods: the state cannot change until a phase change re-checks it
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_EVALUATION_RANGE_EXTRA = 2
 
@@ -271,6 +286,74 @@ class AlarmConfig:
     series: tuple[SeriesKey, ...] = ()  # the MetricStats, in order
 
 
+def _state_of(entry: dict[str, Any]) -> tuple[Any, Any]:
+    return entry.get("StateValue"), entry.get("StateReason")
+
+
+def _flag(value: Any) -> bool:
+    """A ReturnData flag as moto may keep it (bool, or the query protocol's string)."""
+    if isinstance(value, str):
+        return value.strip().lower() != "false"
+    return True if value is None else bool(value)
+
+
+def _entry_from_backend(alarm: Any) -> dict[str, Any]:
+    """A describe_alarms MetricAlarms entry built from moto's stored alarm (see _read_changed)."""
+    entry: dict[str, Any] = {
+        "AlarmName": alarm.name,
+        "AlarmDescription": alarm.description,
+        "ComparisonOperator": alarm.comparison_operator,
+        "EvaluationPeriods": alarm.evaluation_periods,
+        "Threshold": alarm.threshold,
+        "StateValue": alarm.state_value,
+        "StateReason": alarm.state_reason,
+    }
+    for key, attr in (
+        ("DatapointsToAlarm", "datapoints_to_alarm"),
+        ("TreatMissingData", "treat_missing_data"),
+        ("ExtendedStatistic", "extended_statistic"),
+        ("ThresholdMetricId", "threshold_metric_id"),
+    ):
+        value = getattr(alarm, attr, None)
+        if value is not None:
+            entry[key] = value
+    if alarm.metric_data_queries:
+        metrics: list[dict[str, Any]] = []
+        for q in alarm.metric_data_queries:
+            query: dict[str, Any] = {"Id": q.id, "ReturnData": _flag(q.return_data)}
+            if q.metric_stat is not None:
+                ms = q.metric_stat
+                query["MetricStat"] = {
+                    "Metric": {
+                        "Namespace": ms.metric.namespace,
+                        "MetricName": ms.metric.metric_name,
+                        "Dimensions": [{"Name": d.name, "Value": d.value} for d in ms.metric.dimensions],
+                    },
+                    "Period": int(ms.period),
+                    "Stat": ms.stat,
+                }
+            if q.expression is not None:
+                query["Expression"] = q.expression
+            if q.label is not None:
+                query["Label"] = q.label
+            metrics.append(query)
+        entry["Metrics"] = metrics
+    else:
+        entry["Namespace"] = alarm.namespace
+        entry["MetricName"] = alarm.metric_name
+        entry["Dimensions"] = [{"Name": d.name, "Value": d.value} for d in alarm.dimensions]
+        entry["Period"] = alarm.period
+        entry["Statistic"] = alarm.statistic
+    return entry
+
+
+def _job_of(key: SeriesKey) -> str:
+    """The training job a series belongs to (its Host or job-name dimension)."""
+    for name, value in key.dimensions:
+        return value.rpartition("/")[0] if name == "Host" else value
+    return ""
+
+
 def _dims(raw: Sequence[dict[str, str]] | None) -> tuple[tuple[str, str], ...]:
     return tuple((d["Name"], d["Value"]) for d in raw or ())
 
@@ -432,6 +515,41 @@ def _value_function(
     return build(config.return_id)
 
 
+Bound = tuple[float, float]
+
+
+def _bound_function(config: AlarmConfig) -> Callable[[dict[SeriesKey, Bound | None]], Bound | None]:
+    """Each series' (lo, hi) over a stretch (None = no datapoint) -> the alarm value's (lo, hi)."""
+    by_id = {q.id: q for q in config.queries}
+
+    def build(qid: str) -> Callable[[dict[SeriesKey, Bound | None]], Bound | None]:
+        q = by_id[qid]
+        if q.series is not None:
+            key = q.series
+            return lambda states: states[key]
+        parts = [build(a) for a in q.args]
+        if q.func is None:
+            return parts[0]
+        func = q.func
+
+        def combined(states: dict[SeriesKey, Bound | None]) -> Bound | None:
+            present = [b for part in parts if (b := part(states)) is not None]
+            if not present:
+                return None
+            los, his = [b[0] for b in present], [b[1] for b in present]
+            if func == "MIN":
+                return min(los), min(his)
+            if func == "MAX":
+                return max(los), max(his)
+            if func == "SUM":
+                return sum(los), sum(his)
+            return sum(los) / len(los), sum(his) / len(his)  # AVG
+
+        return combined
+
+    return build(config.return_id)
+
+
 # ----------------------------------------------------------------------------------------------
 # Formatting
 # ----------------------------------------------------------------------------------------------
@@ -478,6 +596,10 @@ class _SeriesData:
     points: dict[int, float] = field(default_factory=dict)
     lo: int = 0  # fetched range [lo, hi)
     hi: int = 0
+    # bounded series (see "Speed" in the module docstring): stretches (first, end, lo, hi) of the
+    # fetched range, sorted; ``points`` then holds only the values computed on demand
+    bounded: bool | None = None  # None until the first fetch decides
+    bounds: list[tuple[int, int, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -490,7 +612,11 @@ class _AlarmState:
     evaluated_to: int  # last evaluation boundary (ms)
     next_check: int  # first boundary at which the state may change
     value_of: Callable[[int], float | None]
+    bound_of: Callable[[dict[SeriesKey, Bound | None]], Bound | None]
     base: int = 0  # bucket start of classes[0]
+    queued: bool = False  # its next_check is in the evaluator's queue
+    promise: int | None = None  # the class the last evaluation assumed every later period has
+    changed_ms: int | None = None  # the last phase change of its jobs that broke that promise
     classes: bytearray = field(default_factory=bytearray)
     values: list[float | None] = field(default_factory=list)
     last_end: int | None = None  # window end of the last evaluation
@@ -553,28 +679,44 @@ class AlarmEvaluator:
         self._series: dict[SeriesKey, _SeriesData] = {}
         self._evaluated_to = self._boundary(self.clock.now_ms)
         self._backend = self._moto_backend()
-        self._fingerprint: tuple[Any, ...] | None = None
+        self._fingerprint: dict[str, tuple[int, Any]] | None = None
+        self._backend_reads: bool | None = None  # None until a read through the API has compared
+        self._queue: list[tuple[int, str]] = []  # (next_check, alarm name); stale entries skipped
+        self._touched: set[str] = set()  # alarm names put or deleted through the client since the last read
+        self._backend_size = -1
+        self._hooked = self._hook_client()
+        self._users: dict[SeriesKey, set[str]] = {}  # series -> names of the alarms reading it
         self._dirty = True
         self._last_refresh_minute: int | None = None
+        # phase changes of the simulated jobs (see "Speed" in the module docstring)
+        self._job_alarms: dict[str, set[str]] = {}  # job name -> alarms reading one of its series
+        self._dirty_jobs: dict[str, list[int]] = {}  # job -> [first, last, unsure] changes not yet settled
+        listen = getattr(self.sagemaker, "add_phase_listener", None)
+        self._promises = listen is not None and hasattr(self.sagemaker, "metric_bound_now")
+        if listen is not None and self._promises:
+            listen(self._on_phase_change)
 
     # -- public ----------------------------------------------------------------------------------
     def next_time(self) -> int | None:
         """The next minute boundary at which an alarm may change state (None without alarms)."""
+        self._settle()
         nxt = self._evaluated_to + self.period_ms
         if self._backend is None or self._changed():
             return nxt
-        if not self._alarms:
+        earliest = self._earliest_check()
+        if earliest is None:
             return None
-        return max(nxt, min(a.next_check for a in self._alarms.values()))
+        return max(nxt, earliest)
 
     def evaluate_due(self) -> list[dict[str, Any]]:
         """Evaluate every alarm at every boundary up to now; returns the events published."""
         now = self.clock.now_ms
         target = self._boundary(now)
+        self._settle()
         found = self._refresh(now, target)
         # an alarm is evaluated (every boundary since its last evaluation, exactly) once a change
         # has become possible; until then its state provably stays, and its fetches are batched
-        pending = [a for a in self._alarms.values() if a.evaluated_to < target and a.next_check <= target]
+        pending = self._due_alarms(target)
         if pending:
             self._fetch(pending, target)
             for alarm in pending:
@@ -592,6 +734,54 @@ class AlarmEvaluator:
     def _boundary(self, ms: int) -> int:
         return ms - ms % self.period_ms
 
+    def _schedule(self, alarm: _AlarmState, at: int) -> None:
+        """Set the alarm's next check; the queue keeps the earliest at hand (no scan per step)."""
+        if at != alarm.next_check or not alarm.queued:
+            alarm.next_check = at
+            alarm.queued = True
+            heapq.heappush(self._queue, (at, alarm.config.name))
+
+    def _earliest_check(self) -> int | None:
+        queue = self._queue
+        while queue:
+            at, name = queue[0]
+            alarm = self._alarms.get(name)
+            if alarm is not None and alarm.next_check == at:
+                return at
+            heapq.heappop(queue)  # stale: the alarm was forgotten or rescheduled
+        return None
+
+    def _due_alarms(self, target: int) -> list[_AlarmState]:
+        due: dict[str, _AlarmState] = {}
+        queue = self._queue
+        while queue and queue[0][0] <= target:
+            at, name = heapq.heappop(queue)
+            alarm = self._alarms.get(name)
+            if alarm is not None and alarm.next_check == at:
+                alarm.queued = False
+                if alarm.evaluated_to < target:
+                    due[name] = alarm
+                else:  # pragma: no cover - a check is always after the last evaluation
+                    self._schedule(alarm, alarm.evaluated_to + self.period_ms)
+        return [due[name] for name in sorted(due)]
+
+    def _hook_client(self) -> bool:
+        """Note the alarms put or deleted through the account's CloudWatch client, so that a
+        change is seen without scanning every alarm at every step."""
+        events = getattr(getattr(self.cloudwatch, "meta", None), "events", None)
+        if events is None or self._backend is None:
+            return False
+
+        def put(params: dict[str, Any], **_: Any) -> None:
+            self._touched.add(str(params.get("AlarmName", "")))
+
+        def delete(params: dict[str, Any], **_: Any) -> None:
+            self._touched.update(str(n) for n in params.get("AlarmNames", []))
+
+        events.register("before-parameter-build.cloudwatch.PutMetricAlarm", put)
+        events.register("before-parameter-build.cloudwatch.DeleteAlarms", delete)
+        return True
+
     def _moto_backend(self) -> Any | None:
         try:
             from moto.cloudwatch.models import cloudwatch_backends
@@ -604,17 +794,23 @@ class AlarmEvaluator:
         except Exception:  # pragma: no cover - not a moto account
             return None
 
-    def _backend_fingerprint(self) -> tuple[Any, ...]:
+    def _backend_fingerprint(self) -> dict[str, tuple[int, Any]]:
         prefix = self.prefix
-        return tuple(
-            (name, id(alarm), getattr(alarm, "configuration_updated_timestamp", None))
+        return {
+            name: (id(alarm), getattr(alarm, "configuration_updated_timestamp", None))
             for name, alarm in self._backend.alarms.items()  # type: ignore[union-attr]
             if name.startswith(prefix) and getattr(alarm, "rule", None) is None
-        )
+        }
 
     def _changed(self) -> bool:
         if self._dirty:
             return True
+        if self._hooked:
+            # alarms put or deleted through the client are noted; anyone else's creation or
+            # deletion shows in the backend's size (a re-put by another client would be missed)
+            if self._touched or len(self._backend.alarms) != self._backend_size:  # type: ignore[union-attr]
+                self._dirty = True
+            return self._dirty
         if self._backend_fingerprint() != self._fingerprint:
             self._dirty = True
         return self._dirty
@@ -630,17 +826,50 @@ class AlarmEvaluator:
             if minute == self._last_refresh_minute:
                 return found
             self._last_refresh_minute = minute
-        raw = self._describe()
         self.refreshes += 1
-        if self._backend is not None:
+        previous = self._fingerprint
+        touched, self._touched = self._touched, set()
+        if self._backend is None:
+            fingerprint = None
+        elif (
+            previous is not None
+            and self._hooked
+            and len(self._backend.alarms)
+            == self._backend_size + sum((n in self._backend.alarms) - (n in previous) for n in touched)
+        ):
+            # only the touched alarms can differ: update their entries, keep the rest
+            fingerprint = dict(previous)
+            for name in touched:
+                alarm = self._backend.alarms.get(name)
+                if (
+                    alarm is not None
+                    and name.startswith(self.prefix)
+                    and getattr(alarm, "rule", None) is None
+                ):
+                    fingerprint[name] = (id(alarm), getattr(alarm, "configuration_updated_timestamp", None))
+                else:
+                    fingerprint.pop(name, None)
+        else:
             fingerprint = self._backend_fingerprint()
-            if sorted(f[0] for f in fingerprint) != sorted(raw):
+        self._backend_size = len(self._backend.alarms) if self._backend is not None else -1
+        if previous is not None and fingerprint is not None:
+            # read only the alarms that are new or were re-put since the last read
+            changed = sorted(n for n, v in fingerprint.items() if previous.get(n) != v)
+            raw = self._read_changed(changed) if changed else {}
+            gone = [n for n in self._alarms if n not in fingerprint]
+            if sorted(raw) != changed:  # not the backend behind this client after all
+                fingerprint = None
+        if previous is None or fingerprint is None:
+            raw = self._describe()
+            gone = [n for n in self._alarms if n not in raw]
+            if fingerprint is not None and sorted(fingerprint) != sorted(raw):
+                fingerprint = None
+            if fingerprint is None:
                 self._backend = None  # not the backend behind this client: re-read every minute
-            self._fingerprint = fingerprint
+        self._fingerprint = fingerprint
         self._dirty = False
-        for name in [n for n in self._alarms if n not in raw]:
-            del self._alarms[name]  # deleted: forgotten, no event
-            self.states.pop(name, None)
+        for name in gone:
+            self._forget(name)  # deleted: forgotten, no event
         for name in sorted(raw):
             entry = raw[name]
             config = parse_alarm(entry)
@@ -653,42 +882,146 @@ class AlarmEvaluator:
                     reason_data="",
                     state_ms=now,
                     evaluated_to=target,
-                    next_check=target + self.period_ms,
+                    next_check=-1,
                     value_of=self._bind(config),
+                    bound_of=_bound_function(config),
                 )
                 self._alarms[name] = alarm
                 self.states[name] = alarm.state
+                self._use(name, config)
+                self._schedule(alarm, target + self.period_ms)
             elif alarm.config != config:  # updated: same state, new configuration
                 # boundaries passed before the update was noticed are evaluated with the old one
                 if alarm.evaluated_to < self._evaluated_to:
                     self._fetch([alarm], self._evaluated_to)
                     found += self._evaluate(alarm, self._evaluated_to)
+                self._unuse(name, alarm.config)
                 alarm.config = config
+                self._use(name, config)
                 alarm.value_of = self._bind(config)
+                alarm.bound_of = _bound_function(config)
                 alarm.classes = bytearray()
                 alarm.values = []
                 alarm.last_end = None
-                alarm.next_check = alarm.evaluated_to + self.period_ms
+                self._schedule(alarm, alarm.evaluated_to + self.period_ms)
             if (entry.get("StateValue"), entry.get("StateReason")) != (alarm.state, alarm.reason):
                 # moto starts a new (or re-put) alarm in OK; CloudWatch in INSUFFICIENT_DATA (or unchanged)
                 self._set_moto_state(name, alarm.state, alarm.reason, alarm.reason_data)
-        for key in [k for k in self._series if all(k not in a.config.series for a in self._alarms.values())]:
-            del self._series[key]
         return found
 
-    def _describe(self) -> dict[str, dict[str, Any]]:
+    def _use(self, name: str, config: AlarmConfig) -> None:
+        for key in config.series:
+            self._users.setdefault(key, set()).add(name)
+            self._job_alarms.setdefault(_job_of(key), set()).add(name)
+
+    def _unuse(self, name: str, config: AlarmConfig) -> None:
+        for key in config.series:
+            users = self._users.get(key)
+            if users is None:
+                continue
+            users.discard(name)
+            if not users:  # no alarm reads this series any more
+                del self._users[key]
+                self._series.pop(key, None)
+            job = _job_of(key)
+            readers = self._job_alarms.get(job)
+            if readers is not None and not any(name in self._users.get(k, ()) for k in config.series):
+                readers.discard(name)
+                if not readers:
+                    del self._job_alarms[job]
+
+    def _on_phase_change(self, job: str, at_ms: int) -> None:
+        """A job's phase opened or closed (called by the simulator while it changes the job):
+        noted, and settled once the simulator is done (``_settle``)."""
+        if job not in self._job_alarms:
+            return
+        seen = self._dirty_jobs.get(job)
+        if seen is None:
+            self._dirty_jobs[job] = [at_ms, at_ms, 0]
+            return
+        if -(-seen[1] // MINUTE_MS) * MINUTE_MS < at_ms:  # a phase in between held a sample
+            seen[2] = 1
+        seen[1] = at_ms
+
+    def _settle(self) -> None:
+        """Alarms reading a job whose phase changed look again from the first minute after the
+        change, unless the data they were promised keeps its class (e.g. training -> checkpoint
+        save, both far above an idle threshold)."""
+        if not self._dirty_jobs:
+            return
+        dirty, self._dirty_jobs = self._dirty_jobs, {}
+        for job, (first, last, unsure) in dirty.items():
+            for name in self._job_alarms.get(job, ()):
+                alarm = self._alarms.get(name)
+                if alarm is None:
+                    continue
+                if unsure or alarm.promise is None or self._future_class(alarm) != alarm.promise:
+                    self._schedule(alarm, min(alarm.next_check, self._first_check_after(alarm, first)))
+                    alarm.changed_ms = last
+
+    def _first_check_after(self, alarm: _AlarmState, at_ms: int) -> int:
+        bucket = -(-at_ms // MINUTE_MS) * MINUTE_MS  # the first sample of the new phase
+        end = -(-(bucket + 1) // alarm.period_ms) * alarm.period_ms  # its period's end
+        return max(-(-end // self.period_ms) * self.period_ms, alarm.evaluated_to + self.period_ms)
+
+    def _forget(self, name: str) -> None:
+        alarm = self._alarms.pop(name)
+        self.states.pop(name, None)
+        self._unuse(name, alarm.config)
+
+    def _describe(self, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The alarms under the prefix (all of them, or only ``names``), by name."""
         out: dict[str, dict[str, Any]] = {}
         paginator = self.cloudwatch.get_paginator("describe_alarms")
-        for page in paginator.paginate(AlarmNamePrefix=self.prefix, AlarmTypes=["MetricAlarm"]):
-            for entry in page.get("MetricAlarms", []):
-                out[entry["AlarmName"]] = entry
+        if names is None:
+            pages = [paginator.paginate(AlarmNamePrefix=self.prefix, AlarmTypes=["MetricAlarm"])]
+        else:
+            pages = [
+                paginator.paginate(AlarmNames=names[i : i + 100], AlarmTypes=["MetricAlarm"])
+                for i in range(0, len(names), 100)
+            ]
+        for pager in pages:
+            for page in pager:
+                for entry in page.get("MetricAlarms", []):
+                    if entry["AlarmName"].startswith(self.prefix):
+                        out[entry["AlarmName"]] = entry
         return out
 
     def _bind(self, config: AlarmConfig) -> Callable[[int], float | None]:
         points = {key: self._series.setdefault(key, _SeriesData()).points for key in config.series}
         return _value_function(config, points)
 
+    def _read_changed(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """New or re-put alarms, by name. The evaluator is CloudWatch's own evaluation engine in
+        the drill, so once a read through the API has shown that the backend's alarms convert to
+        the same entries, it reads them from moto's backend directly (no API round trip, which
+        costs ~50 ms for two dozen 10-metric alarms)."""
+        backend = self._backend
+        if self._backend_reads and backend is not None:
+            found = {n: _entry_from_backend(backend.alarms[n]) for n in names if n in backend.alarms}
+            if sorted(found) == names:
+                return found
+        raw = self._describe(names)
+        if self._backend_reads is None and raw and self._backend is not None:
+            try:
+                same = all(
+                    parse_alarm(entry) == parse_alarm(_entry_from_backend(self._backend.alarms[name]))
+                    and _state_of(entry) == _state_of(_entry_from_backend(self._backend.alarms[name]))
+                    for name, entry in raw.items()
+                )
+            except Exception:  # an attribute moto renamed: keep reading through the API
+                same = False
+            self._backend_reads = same
+        return raw
+
     def _set_moto_state(self, name: str, value: str, reason: str, data: str) -> None:
+        if self._backend_reads and self._backend is not None:  # the engine writes its own state
+            alarm = self._backend.alarms.get(name)
+            if alarm is None:
+                self._dirty = True  # deleted meanwhile: forgotten at the next refresh
+            else:
+                alarm.update_state(reason, data or "{}", value)
+            return
         try:
             self.cloudwatch.set_alarm_state(
                 AlarmName=name, StateValue=value, StateReason=reason, StateReasonData=data or "{}"
@@ -733,6 +1066,7 @@ class AlarmEvaluator:
             return
         if data.hi <= data.lo or start > data.hi:  # empty, or a gap: start over
             data.points.clear()
+            data.bounds.clear()
             self._load(key, data, start, end)
             data.lo, data.hi = start, end
             return
@@ -744,11 +1078,39 @@ class AlarmEvaluator:
             data.hi = end
 
     def _load(self, key: SeriesKey, data: _SeriesData, start: int, end: int) -> None:
+        if data.bounded is not False:
+            bounds = self._bounds(key, start, end)
+            if data.bounded is None:
+                data.bounded = bounds is not None
+            if bounds is not None:
+                self.fetches += 1
+                data.bounds.extend(bounds)
+                data.bounds.sort()
+                return
+        self._exact(key, data, start, end)
+
+    def _bounds(self, key: SeriesKey, start: int, end: int) -> list[tuple[int, int, float, float]] | None:
+        get = getattr(self.sagemaker, "metric_bounds", None)
+        if get is None or key.period_s * 1000 != self.period_ms:
+            return None
+        found = get(key.namespace, key.metric, dict(key.dimensions), start, end, key.period_s, key.stat)
+        return None if found is None else [(int(a), int(b), float(lo), float(hi)) for a, b, lo, hi in found]
+
+    def _exact(self, key: SeriesKey, data: _SeriesData, start: int, end: int) -> None:
         self.fetches += 1
         for bucket, value in self.sagemaker.metric_datapoints(
             key.namespace, key.metric, dict(key.dimensions), start, end, key.period_s, key.stat
         ):
             data.points[int(bucket)] = float(value)
+
+    def _exact_value(self, alarm: _AlarmState, bucket: int) -> float | None:
+        """The alarm's exact value for one period (bounded series compute it on demand)."""
+        p = alarm.period_ms
+        for key in alarm.config.series:
+            data = self._series[key]
+            if data.bounded and bucket not in data.points:
+                self._exact(key, data, bucket, bucket + p)
+        return alarm.value_of(bucket)
 
     def _classify(self, alarm: _AlarmState, start: int, end: int) -> bool:
         """Compute and classify the alarm's periods up to ``end``; True if old ones were dropped."""
@@ -761,10 +1123,13 @@ class AlarmEvaluator:
         threshold = alarm.config.threshold
         value_of = alarm.value_of
         classes, values = alarm.classes, alarm.values
-        for bucket in range(alarm.filled_to, end, p):
-            v = value_of(bucket)
-            values.append(v)
-            classes.append(_MISSING if v is None else (_BREACH if compare(v, threshold) else _GOOD))
+        if all(self._series[key].bounded for key in alarm.config.series):
+            self._classify_bounded(alarm, alarm.filled_to, end)
+        else:
+            for bucket in range(alarm.filled_to, end, p):
+                v = value_of(bucket)
+                values.append(v)
+                classes.append(_MISSING if v is None else (_BREACH if compare(v, threshold) else _GOOD))
         keep = self._range(alarm)
         drop = (start - alarm.base) // p
         if drop <= 4 * keep + 64:
@@ -774,15 +1139,66 @@ class AlarmEvaluator:
         alarm.base += drop * p
         return True
 
+    def _classify_bounded(self, alarm: _AlarmState, start: int, end: int) -> None:
+        """Classify [start, end) stretch by stretch from the series' bounds: a stretch whose value
+        bounds lie on one side of the threshold is classified at once (values computed later, only
+        if a state change reports them); only a stretch straddling the threshold is computed."""
+        if start >= end:
+            return
+        cfg = alarm.config
+        p = alarm.period_ms
+        compare = _OPERATORS[cfg.comparison]
+        threshold = cfg.threshold
+        keys = list(dict.fromkeys(cfg.series))
+        cuts = {start, end}
+        covering: dict[SeriesKey, list[tuple[int, int, float, float]]] = {}
+        for key in keys:
+            bounds = self._series[key].bounds
+            i = bisect.bisect_right(bounds, (start, MAX_MS)) - 1
+            near = [b for b in bounds[max(i, 0) :] if b[0] < end]
+            covering[key] = [b for b in near if b[1] > start]
+            for a, b, _, _ in covering[key]:
+                cuts.update(x for x in (a, b) if start < x < end)
+        edges = sorted(cuts)
+        cursor = dict.fromkeys(keys, 0)
+        bound_of = alarm.bound_of
+        for a, b in itertools.pairwise(edges):
+            states: dict[SeriesKey, Bound | None] = {}
+            for key in keys:
+                spans, i = covering[key], cursor[key]
+                while i < len(spans) and spans[i][1] <= a:
+                    i += 1
+                cursor[key] = i
+                span = spans[i] if i < len(spans) else None
+                states[key] = (span[2], span[3]) if span is not None and span[0] <= a else None
+            n = (b - a) // p
+            bound = bound_of(states)
+            if bound is None:
+                alarm.classes.extend(bytes([_MISSING]) * n)
+                alarm.values.extend([None] * n)
+            elif compare(bound[0], threshold) == compare(bound[1], threshold):  # the operators are monotone
+                alarm.classes.extend(bytes([_BREACH if compare(bound[0], threshold) else _GOOD]) * n)
+                alarm.values.extend([math.nan] * n)  # computed on demand
+            else:
+                for key in keys:
+                    self._exact(key, self._series[key], a, b)
+                for bucket in range(a, b, p):
+                    v = alarm.value_of(bucket)
+                    alarm.values.append(v)
+                    alarm.classes.append(
+                        _MISSING if v is None else (_BREACH if compare(v, threshold) else _GOOD)
+                    )
+
     def _prune(self, key: SeriesKey) -> None:
-        keep_from = min(
-            (a.base for a in self._alarms.values() if key in a.config.series and a.classes), default=None
-        )
+        users = (self._alarms[name] for name in self._users.get(key, ()))
+        keep_from = min((a.base for a in users if a.classes), default=None)
         data = self._series.get(key)
         if data is None or keep_from is None or keep_from <= data.lo:
             return
         for bucket in [b for b in data.points if b < keep_from]:
             del data.points[bucket]
+        if data.bounds:
+            data.bounds = [b for b in data.bounds if b[1] > keep_from]
         data.lo = min(keep_from, data.hi)
 
     # -- evaluation ------------------------------------------------------------------------------
@@ -820,13 +1236,66 @@ class AlarmEvaluator:
         alarm.evaluated_to = target
         if alarm.last_end is not None:
             hi = (alarm.last_end - alarm.base) // p
-            j = _stable_periods(window[hi - rng : hi], n, m, treat, alarm.state)
+            last = window[hi - rng : hi]
+            j = _stable_periods(last, n, m, treat, alarm.state)
+            changed = alarm.changed_ms
+            alarm.promise = None
+            if changed is None or changed < alarm.last_end:
+                promised = self._promise(alarm, last)
+                if promised is not None:  # the data to come is known until a phase change
+                    j = max(j, promised)
             change = alarm.last_end + j * p  # first window end whose outcome may differ
             change = -(-change // self.period_ms) * self.period_ms
-            alarm.next_check = max(change, target + self.period_ms)
+            at = max(change, target + self.period_ms)
+            if changed is not None and changed >= alarm.last_end:  # changed since that window: look again
+                at = min(at, self._first_check_after(alarm, changed))
+            self._schedule(alarm, at)
         else:
-            alarm.next_check = target + self.period_ms
+            self._schedule(alarm, target + self.period_ms)
         return found
+
+    def _future_class(self, alarm: _AlarmState) -> int | None:
+        """The class every period will have while the alarm's jobs keep their current phases
+        (bounded series only; None when it cannot be told)."""
+        cfg = alarm.config
+        states: dict[SeriesKey, Bound | None] = {}
+        for key in cfg.series:
+            if key in states:
+                continue
+            bounded, bound = self.sagemaker.metric_bound_now(
+                key.namespace, key.metric, dict(key.dimensions), key.period_s, key.stat
+            )
+            if not bounded:
+                return None
+            states[key] = bound
+        future = alarm.bound_of(states)
+        compare = _OPERATORS[cfg.comparison]
+        if future is None:
+            return _MISSING
+        if compare(future[0], cfg.threshold) == compare(future[1], cfg.threshold):
+            return _BREACH if compare(future[0], cfg.threshold) else _GOOD
+        return None
+
+    def _promise(self, alarm: _AlarmState, window: bytes | bytearray) -> int | None:
+        """Periods until the state may change if every series keeps the datapoints it has now
+        (a bounded series does until its job's next phase change, which ``_settle`` looks at):
+        None when that cannot be promised; a very large number when it never changes."""
+        cfg = alarm.config
+        if not self._promises or alarm.last_end is None:
+            return None
+        c = self._future_class(alarm)
+        if c is None:
+            return None
+        alarm.promise = c
+        n, m, treat = cfg.evaluation_periods, cfg.datapoints_to_alarm, cfg.treat_missing
+        win, state = bytes(window), alarm.state
+        for j in range(1, len(win) + 2):
+            win = win[1:] + bytes([c])
+            new, _ = _decide(win, n, m, treat, state)
+            if new != alarm.state:
+                return j
+            state = new
+        return PROMISE_FOREVER
 
     def _reason(
         self, alarm: _AlarmState, win: bytearray, offset: int, kind: str, state: str, at_ms: int
@@ -837,6 +1306,10 @@ class AlarmEvaluator:
         n, m = cfg.evaluation_periods, cfg.datapoints_to_alarm
         used = _evaluated(win, n, kind)  # newest first
         when = [alarm.base + (offset + i) * p for i, _ in used]
+        for i, filled in used:
+            v = alarm.values[offset + i]
+            if not filled and v is not None and math.isnan(v):  # a bounded period: compute it now
+                alarm.values[offset + i] = self._exact_value(alarm, alarm.base + (offset + i) * p)
         vals = [None if filled else alarm.values[offset + i] for i, filled in used]
         real = [(v, t) for v, t in zip(vals, when, strict=True) if v is not None]
         fills = len(vals) - len(real)

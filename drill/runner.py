@@ -4,18 +4,23 @@ Each step jumps to the earliest of: the next simulated SageMaker change, the nex
 delivery, the next minute at which the every-minute sweep would find a run due, the next
 alarm evaluation, and the next scripted action. Nothing happens in between, so weeks of
 virtual time take seconds.
+
+Hooks (optional) act alongside the supervisor, e.g. a person on call who resubmits a run that
+sagewarden gave up on: each has ``next_time() -> int | None`` (when it wants to act),
+``step(runner)`` (called after every step; may call ``runner.submit(spec)``) and ``done() ->
+bool`` (the drill does not end while a hook has something pending).
 """
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
-from drill.scenario import Scenario
-from sagewarden.domain.models import SM_TERMINAL
+from drill.scenario import RunSpec, Scenario
 
 MINUTE = 60_000
 
@@ -120,11 +125,19 @@ class AccountStepper:
 
 class DrillRunner:
     def __init__(
-        self, scenario: Scenario, template: dict[str, Any], *, evaluator_factory: Any = None
+        self,
+        scenario: Scenario,
+        template: dict[str, Any],
+        *,
+        evaluator_factory: Any = None,
+        hooks: Sequence[Any] = (),
+        account_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.scenario = scenario
         self.template = template
         self.evaluator_factory = evaluator_factory
+        self.hooks = list(hooks)
+        self.account_options = dict(account_options or {})  # extra LocalAccount keyword arguments
         self.run_ids: dict[str, str] = {}
         self.api_calls: list[dict[str, Any]] = []
         self.violations: list[str] = []
@@ -144,6 +157,7 @@ class DrillRunner:
             policy_defaults=sc.policy_defaults,
             reconcile_interval_min=sc.reconcile_interval_min,
             store=sc.store,
+            **self.account_options,
         ) as acct:
             self.acct = acct
             start = acct.clock.now_ms
@@ -168,6 +182,7 @@ class DrillRunner:
                 candidates = [
                     world.next_time(sweeping=bool(self.run_ids)),
                     scripted[0][0] if scripted else None,
+                    *(h.next_time() for h in self.hooks),
                 ]
                 times = [t for t in candidates if t is not None]
                 if not times:
@@ -176,6 +191,8 @@ class DrillRunner:
                 if t > end_limit:
                     break
                 world.step(t, sweeping=lambda: bool(self.run_ids), scripted=run_scripted)
+                for hook in self.hooks:
+                    hook.step(self)
                 self._check_invariants()
                 if not scripted and self._all_done() and acct.next_delivery_ms() is None:
                     break
@@ -209,19 +226,32 @@ class DrillRunner:
         else:
             raise ValueError(f"unknown scenario action {payload}")
 
+    def submit(self, spec: RunSpec) -> None:
+        """Submit a run now (POST /runs), as a scenario's scripted submission does."""
+        self._scripted("submit", spec)
+
     def _all_done(self) -> bool:
+        if any(not h.done() for h in self.hooks):
+            return False
         if len(self.run_ids) < len(self.scenario.runs):
+            return False
+        # every simulated job of the account has ended too (nothing left burning money); checked
+        # first: it is one counter, the runs' states are store reads
+        if self.acct.sagemaker.live_count:
             return False
         for run_id in self.run_ids.values():
             run = self.acct.supervisor.store.get(run_id)
             if run is None or not run.status.terminal:
                 return False
-        # every simulated job of the account has ended too (nothing left burning money)
-        return all(j.status in SM_TERMINAL for j in self.acct.sagemaker.jobs())
+        return True
 
     def _check_invariants(self) -> None:
+        # the simulator keeps the runs with several live jobs up to date: no scan per step
+        crowded = self.acct.sagemaker.runs_with_several_live_jobs()
+        if not crowded:
+            return
         for name, run_id in self.run_ids.items():
-            live = self.acct.sagemaker.live_jobs(run_id)
+            live = crowded.get(run_id, [])
             if len(live) > 1:
                 msg = f"{name}: {len(live)} live jobs at once ({', '.join(live)})"
                 if msg not in self.violations:
@@ -328,24 +358,29 @@ class DrillRunner:
         """Per fault: when it happened, when the supervisor acted, when a replacement trained."""
         out = []
         jobs = {j.name: j for j in self.acct.sagemaker.jobs()}
+        # per run, sorted: action times, and (Training start, job) -- bisected per fault, so the
+        # report does not grow with faults x timeline
+        actions: dict[str | None, list[int]] = {}
+        for r in timeline:
+            if r.kind == "action":
+                actions.setdefault(r.run, []).append(r.at_ms)
+        trainings: dict[str | None, list[tuple[int, str]]] = {}
+        for j in jobs.values():
+            if j.training_started_ms is not None:
+                trainings.setdefault(j.run_name, []).append((j.training_started_ms, j.name))
+        for times in actions.values():
+            times.sort()
+        for started in trainings.values():
+            started.sort()
         for at_ms, job_name, kind, host in self.acct.sagemaker.fault_log:
             job = jobs.get(job_name)
             run = job.run_name if job else None
-            action_ms = next(
-                (r.at_ms for r in timeline if r.run == run and r.kind == "action" and r.at_ms > at_ms),
-                None,
-            )
-            replacement = [
-                j
-                for j in jobs.values()
-                if j.run_name == run
-                and j.training_started_ms is not None
-                and j.training_started_ms > at_ms
-                and j.name != job_name
-            ]
-            healthy_ms = min(
-                (j.training_started_ms for j in replacement if j.training_started_ms), default=None
-            )
+            run_actions = actions.get(run, [])
+            i = bisect.bisect_right(run_actions, at_ms)
+            action_ms = run_actions[i] if i < len(run_actions) else None
+            run_trainings = trainings.get(run, [])
+            i = bisect.bisect_right(run_trainings, (at_ms, "\uffff"))
+            healthy_ms = next((t for t, name in run_trainings[i:] if name != job_name and t), None)
             out.append(
                 {
                     "at_ms": at_ms,

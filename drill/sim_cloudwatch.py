@@ -3,6 +3,11 @@
 SageMaker's per-host metrics and the heartbeat metric are answered analytically by the
 simulated SageMaker (weeks of one-minute datapoints would be too slow to push into moto), so
 GetMetricData for those namespaces is served from it; every other call goes to moto.
+
+Training-job logs reach the supervisor one of two ways: written to moto's CloudWatch Logs and
+read back from it (:class:`FlushOnReadLogs`, the default), or read straight from the simulator's
+in-memory lines (:class:`SimulatedLogs`) -- hundreds of hosts over weeks would otherwise cost
+one moto call per host stream at every flush.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from drill.sim.texts import client_error
 from drill.sim_sagemaker import SimSageMaker
+from sagewarden.keys import TRAINING_LOG_GROUP
 
 
 class SimulatedCloudWatch:
@@ -61,3 +68,122 @@ class FlushOnReadLogs:
         if name in self.READS:
             self._sim.flush_logs()
         return attr
+
+
+class SimulatedLogs:
+    """The CloudWatch Logs reads the supervisor makes, answered from the simulator's own lines.
+
+    Supports DescribeLogStreams (by name prefix, ordered by name), GetLogEvents (from the end or
+    the head, with a limit and a time window) and FilterLogEvents (by stream prefix and time
+    window, no pattern), in the API's response shapes. Each host's newest 2,000 lines are kept; a
+    read reaching further back sees only those. Anything else is not supported.
+    """
+
+    def __init__(self, sim: SimSageMaker, group: str = TRAINING_LOG_GROUP) -> None:
+        self._sim = sim
+        self._group = group
+
+    def _check_group(self, group: str, operation: str) -> None:
+        if group != self._group or not self._sim.has_logs():
+            raise client_error(
+                "ResourceNotFoundException", "The specified log group does not exist.", operation
+            )
+
+    def describe_log_streams(
+        self,
+        *,
+        logGroupName: str,
+        logStreamNamePrefix: str = "",
+        orderBy: str = "LogStreamName",
+        descending: bool = False,
+        limit: int = 50,
+        nextToken: str | None = None,
+    ) -> dict[str, Any]:
+        self._check_group(logGroupName, "DescribeLogStreams")
+        if orderBy != "LogStreamName" or descending:
+            raise NotImplementedError("SimulatedLogs lists streams by name, ascending")
+        streams = self._sim.log_streams(logStreamNamePrefix)
+        if nextToken is not None:
+            streams = [s for s in streams if s[0] > nextToken]
+        page = streams[:limit]
+        out: list[dict[str, Any]] = []
+        for name, job, host in page:
+            events = self._sim.log_events(job, host)
+            entry: dict[str, Any] = {
+                "logStreamName": name,
+                "creationTime": events[0][0] if events else job.created_ms,
+                "arn": f"arn:aws:logs:{self._sim.region}:{self._sim.account_id}:log-group:{self._group}:log-stream:{name}",
+                "storedBytes": 0,
+            }
+            if events:
+                entry["firstEventTimestamp"] = events[0][0]
+                entry["lastEventTimestamp"] = events[-1][0]
+                entry["lastIngestionTime"] = events[-1][0]
+            out.append(entry)
+        resp: dict[str, Any] = {"logStreams": out}
+        if len(streams) > limit and page:
+            resp["nextToken"] = page[-1][0]
+        return resp
+
+    def get_log_events(
+        self,
+        *,
+        logGroupName: str,
+        logStreamName: str,
+        startTime: int | None = None,
+        endTime: int | None = None,
+        limit: int = 10_000,
+        startFromHead: bool = False,
+        **_: Any,
+    ) -> dict[str, Any]:
+        self._check_group(logGroupName, "GetLogEvents")
+        match = [s for s in self._sim.log_streams(logStreamName) if s[0] == logStreamName]
+        if not match:
+            raise client_error(
+                "ResourceNotFoundException", "The specified log stream does not exist.", "GetLogEvents"
+            )
+        job, host = match[0][1], match[0][2]
+        events = [
+            (t, m)
+            for t, m in self._sim.log_events(job, host)
+            if (startTime is None or t >= startTime) and (endTime is None or t < endTime)
+        ]
+        events = events[:limit] if startFromHead else events[-limit:]
+        return {
+            "events": [{"timestamp": t, "message": m, "ingestionTime": t} for t, m in events],
+            "nextForwardToken": f"f/{events[-1][0] if events else 0:020d}",
+            "nextBackwardToken": f"b/{events[0][0] if events else 0:020d}",
+        }
+
+    def filter_log_events(
+        self,
+        *,
+        logGroupName: str,
+        logStreamNamePrefix: str = "",
+        startTime: int | None = None,
+        endTime: int | None = None,
+        limit: int = 10_000,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        self._check_group(logGroupName, "FilterLogEvents")
+        if kwargs.get("filterPattern"):
+            raise NotImplementedError("SimulatedLogs does not match filter patterns")
+        found: list[tuple[int, str, str]] = []
+        for name, job, host in self._sim.log_streams(logStreamNamePrefix):
+            for t, m in self._sim.log_events(job, host):
+                if (startTime is None or t >= startTime) and (endTime is None or t < endTime):
+                    found.append((t, name, m))
+        found.sort(key=lambda e: (e[0], e[1]))
+        return {
+            "events": [
+                {
+                    "logStreamName": name,
+                    "timestamp": t,
+                    "message": m,
+                    "ingestionTime": t,
+                    "eventId": f"{t}-{i}",
+                }
+                for i, (t, name, m) in enumerate(found[:limit])
+            ],
+            "searchedLogStreams": [],
+        }

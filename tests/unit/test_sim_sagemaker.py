@@ -97,6 +97,7 @@ def request(
     keep_alive: int = 0,
     resume: int | None = None,
     checkpoint_uri: str | None = CKPT_URI,
+    retries: int | None = None,
 ) -> dict[str, Any]:
     stopping: dict[str, Any] = {}
     if max_runtime is not None:
@@ -115,7 +116,6 @@ def request(
         "StoppingCondition": stopping,
         "HyperParameters": {"lr": "0.001"},
         "Environment": {} if resume is None else {"SAGEWARDEN_RESUME_STEP": str(resume)},
-        "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": [
             {"Key": "sagewarden:run-name", "Value": run},
             {"Key": "sagewarden:attempt", "Value": str(attempt)},
@@ -123,6 +123,8 @@ def request(
             {"Key": "team", "Value": "ml"},
         ],
     }
+    if retries is not None:
+        req["RetryStrategy"] = {"MaximumRetryAttempts": retries}
     if checkpoint_uri is not None:
         req["CheckpointConfig"] = {"S3Uri": checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
     return req
@@ -232,9 +234,9 @@ def test_sim_lifecycle_completes_with_timed_transitions_and_checkpoints(
 
 
 def test_sim_event_envelope_and_detail_in_millis(sim: SimSageMaker, rec: Recorder) -> None:
-    sim.create_training_job(**request("job-a01"))
+    sim.create_training_job(**request("job-a01", retries=2))
     drain(sim, until_ms=sim.clock.now_ms + 10 * MIN)
-    sim.inject(Fault(kind="internal_error"))
+    sim.inject(Fault(kind="internal_error", once=False))  # every try: SageMaker retries twice, then Failed
     drain(sim)
     event = rec.events[-1]
     assert set(event) == {
@@ -268,9 +270,7 @@ def test_sim_event_envelope_and_detail_in_millis(sim: SimSageMaker, rec: Recorde
     assert detail["HyperParameters"] == {"lr": "0.001"}
     assert detail["ResourceConfig"]["InstanceCount"] == 2
     assert [t["Status"] for t in detail["SecondaryStatusTransitions"]] == [
-        "Starting",
-        "Downloading",
-        "Training",
+        *(["Starting", "Downloading", "Training"] * 3),
         "Failed",
     ]
     assert all(isinstance(t["StartTime"], int) for t in detail["SecondaryStatusTransitions"])
@@ -297,7 +297,7 @@ def test_sim_event_timestamps_as_iso_strings(clock: VirtualClock, s3: Any, rec: 
 
 
 def test_sim_describe_returns_boto3_shape(sim: SimSageMaker) -> None:
-    sim.create_training_job(**request("job-a01", resume=2000))
+    sim.create_training_job(**request("job-a01", resume=2000, retries=2))
     drain(sim, until_ms=sim.clock.now_ms + 20 * MIN)
     d = sim.describe_training_job(TrainingJobName="job-a01")
     assert d["TrainingJobStatus"] == "InProgress" and d["SecondaryStatus"] == "Training"

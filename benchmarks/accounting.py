@@ -1,0 +1,180 @@
+"""Where the GPU-hours went: per fault, from the simulated SageMaker's own records.
+
+The accounting reads only what the simulator recorded (jobs, their retries, the faults that
+fired with the step and the newest complete checkpoint at onset), so it treats every supervisor
+alike. For each fault, with onset ``t0``:
+
+- **detection**: ``t0`` -> the supervisor's first decision: a StopTrainingJob of the faulted job,
+  a new CreateTrainingJob for the run, or SageMaker's own retry of the job;
+- **stop**: that decision -> the replacement requested (for a hang: the job's Stopping, and the
+  reaction to its end; 0 for a crash, whose decision is the relaunch);
+- **instance start**: replacement requested -> a job of the run in Training again (capacity
+  errors and further relaunches included);
+- **work lost**: the steps between the resumed checkpoint and the step at onset, redone.
+
+GPU-hours = GPUs x minutes / 60. The **physical floor** of each fault is what no supervisor can
+avoid: detection one metric period (60 s) plus event delivery for anything that does not end the
+job by itself (a crash is reported by SageMaker: event delivery only); for those, a stop of 120 s
+(a hung script ignores SIGTERM; SIGKILL comes at 120 s) plus delivery of the end; an instance
+start cold (new instances) when an instance is bad, warm (a warm pool) otherwise, plus any
+capacity wait on the way; and the work since the newest complete checkpoint at onset (half a
+checkpoint interval on average).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmarks.trace import Trace, TraceFault
+from benchmarks.workload import Workload
+from drill.sim.model import FaultRecord
+from drill.sim.texts import KILL_AFTER_MS
+from drill.sim_sagemaker import SimJob
+
+MINUTE_MS = 60_000
+METRIC_PERIOD_MS = 60_000
+DELIVERY_MS = 10_500  # EventBridge delivery in the drill: 1-20 s, uniform
+CAPACITY_PENDING_AFTER_MS = 2 * MINUTE_MS  # a restart that meets no capacity goes Pending after 2 min
+BUCKETS = ("detection", "stop", "instance start", "work lost")
+
+
+@dataclass(frozen=True)
+class FaultLoss:
+    fault: TraceFault
+    onset_ms: int
+    minutes: tuple[float, float, float, float]  # detection, stop, instance start, work lost
+    floor: tuple[float, float, float, float]
+    recovered: bool = True
+
+    @property
+    def total_min(self) -> float:
+        return sum(self.minutes)
+
+    @property
+    def floor_min(self) -> float:
+        return sum(self.floor)
+
+
+@dataclass
+class Account:
+    """The losses of one supervisor on one trace."""
+
+    supervisor: str
+    gpus: int
+    losses: list[FaultLoss]
+    wall_min: float  # submission to completion
+    useful_min: float  # what the work needs with no fault and no overhead
+    faultfree_wall_min: float  # the same run with no fault
+    completed: bool
+    notes: list[str] = field(default_factory=list)
+
+    def gpu_hours(self, minutes: float) -> float:
+        return self.gpus * minutes / 60.0
+
+    def bucket_gpu_hours(self, cls: str | None = None) -> tuple[float, ...]:
+        rows = [x for x in self.losses if cls is None or x.fault.cls == cls]
+        return tuple(self.gpu_hours(sum(x.minutes[i] for x in rows)) for i in range(4))
+
+    def floor_gpu_hours(self, cls: str | None = None) -> float:
+        return self.gpu_hours(sum(x.floor_min for x in self.losses if cls is None or x.fault.cls == cls))
+
+    def total_gpu_hours(self, cls: str | None = None) -> float:
+        return sum(self.bucket_gpu_hours(cls))
+
+    def excess_gpu_hours(self, cls: str | None = None) -> float:
+        return self.total_gpu_hours(cls) - self.floor_gpu_hours(cls)
+
+    def count(self, cls: str | None = None) -> int:
+        return sum(1 for x in self.losses if cls is None or x.fault.cls == cls)
+
+    @property
+    def effective_training(self) -> float:
+        return self.useful_min / self.wall_min if self.wall_min else 0.0
+
+    @property
+    def unattributed_gpu_hours(self) -> float:
+        """Wall-clock GPU-hours beyond the fault-free run that no fault's buckets explain."""
+        return self.gpu_hours(self.wall_min - self.faultfree_wall_min) - self.total_gpu_hours()
+
+
+def _launches(jobs: list[SimJob]) -> list[tuple[int, int | None, int]]:
+    """(requested ms, Training ms or None, resumed step) of every relaunch: new jobs and retries."""
+    out: list[tuple[int, int | None, int]] = []
+    for job in jobs:
+        out.append((job.created_ms, job.training_started_ms, job.start_step))
+        for retry in job.retries:
+            out.append((retry["failed_ms"], retry["training_ms"], retry["start_step"]))
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def account(
+    supervisor: str,
+    workload: Workload,
+    trace: Trace,
+    jobs: list[SimJob],
+    records: list[FaultRecord],
+    *,
+    start_ms: int,
+    end_ms: int,
+    completed: bool,
+    faultfree_wall_min: float,
+) -> Account:
+    by_index = {f.index: f for f in trace.faults}
+    run_jobs = sorted((j for j in jobs if j.run_name == workload.name), key=lambda j: j.created_ms)
+    named = {j.name: j for j in run_jobs}
+    launches = _launches(run_jobs)
+    trainings = sorted((t, step) for req, t, step in launches if t is not None)
+    spm = workload.steps_per_minute
+    st = workload.startup
+    losses: list[FaultLoss] = []
+    for rec in records:
+        if rec.label is None or rec.run != workload.name or rec.kind in ("capacity", "throttle"):
+            continue
+        tf = by_index[int(rec.label.split(" ", 1)[0])]
+        t0 = rec.at_ms
+        job = named[rec.job]
+        relaunch = next((req for req, _, _ in launches if req >= t0), None)
+        stop_req = (
+            job.stop_requested_ms
+            if job.stop_requested_ms is not None and job.stop_requested_ms >= t0
+            else None
+        )
+        decision_candidates = [t for t in (relaunch, stop_req) if t is not None]
+        healthy = next(((t, step) for t, step in trainings if t > t0), None)
+        silent = tf.hang or tf.manifestation == "nccl_watchdog"  # does not end the job at once
+        floor_detect = (METRIC_PERIOD_MS + DELIVERY_MS) if silent else DELIVERY_MS
+        floor_stop = (KILL_AFTER_MS + DELIVERY_MS) if silent else 0
+        start_ms_floor = (
+            (st.provision_s + st.download_s) * 1000
+            if tf.hardware
+            else (st.warm_provision_s + st.warm_download_s) * 1000
+        )
+        if tf.restart_capacity_min is not None:
+            start_ms_floor += CAPACITY_PENDING_AFTER_MS + round(tf.restart_capacity_min * MINUTE_MS)
+        floor_work = max(0.0, rec.progress - rec.checkpoint_step) / spm
+        floor = (floor_detect / MINUTE_MS, floor_stop / MINUTE_MS, start_ms_floor / MINUTE_MS, floor_work)
+        if relaunch is None or healthy is None or not decision_candidates:
+            # never recovered before the end of the drill: everything after onset is detection
+            losses.append(
+                FaultLoss(tf, t0, ((end_ms - t0) / MINUTE_MS, 0.0, 0.0, 0.0), floor, recovered=False)
+            )
+            continue
+        decision = min(decision_candidates)
+        healthy_ms, resumed = healthy
+        minutes = (
+            (decision - t0) / MINUTE_MS,
+            (relaunch - decision) / MINUTE_MS,
+            (healthy_ms - relaunch) / MINUTE_MS,
+            max(0.0, rec.progress - resumed) / spm,
+        )
+        losses.append(FaultLoss(tf, t0, minutes, floor))
+    return Account(
+        supervisor=supervisor,
+        gpus=workload.gpus,
+        losses=losses,
+        wall_min=(end_ms - start_ms) / MINUTE_MS,
+        useful_min=workload.useful_minutes,
+        faultfree_wall_min=faultfree_wall_min,
+        completed=completed,
+    )

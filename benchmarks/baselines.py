@@ -1,0 +1,218 @@
+"""The alternatives sagewarden is compared with, each driving the simulated SageMaker for real.
+
+(a) ``retry``: SageMaker's own RetryStrategy (``MaximumRetryAttempts``; SageMaker retries only an
+    InternalServerError, within the same job) plus a person on call. Every other failure pages
+    the person, who resubmits after their delay; hangs page nobody and last until the person
+    notices them (see :mod:`benchmarks.person`).
+(b) ``poll``: a script calls DescribeTrainingJob every ``poll_minutes`` (5) and resubmits a
+    ``Failed`` job from the newest complete checkpoint at once; it has no hang detection, so
+    hangs wait for the same person.
+
+Both run on the simulator and a virtual clock with no AWS account (no moto: checkpoint objects
+are not stored, the simulator's own records say which checkpoints completed -- what the
+training script's resume logic would find in CheckpointConfig). A resubmission is a new
+CreateTrainingJob with ``SAGEWARDEN_RESUME_STEP`` set to that checkpoint, the way the simulated
+script resumes. Event delivery to the person's pager takes 1-20 s, like the drill's EventBridge.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.person import Person
+from benchmarks.trace import Trace
+from benchmarks.workload import Workload
+from drill.clock import VirtualClock
+from drill.sim.texts import HANG_PHASES
+from drill.sim_sagemaker import SimJob, SimSageMaker
+
+BUCKET = "sagewarden-bench"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+MINUTE_MS = 60_000
+
+
+class NullS3:
+    """Checkpoint objects go nowhere (the baselines never list them; the simulator records them)."""
+
+    def put_object(self, **_: Any) -> dict[str, Any]:
+        return {}
+
+
+@dataclass
+class BaselineResult:
+    kind: str
+    sim: SimSageMaker
+    start_ms: int
+    end_ms: int
+    completed: bool
+    actions: list[tuple[int, str, str]] = field(default_factory=list)  # (ms, who: what, job)
+
+    @property
+    def jobs(self) -> list[SimJob]:
+        return self.sim.jobs()
+
+
+class BaselineDriver:
+    """Drives one run of ``workload`` through ``trace`` on a fresh simulator (see module docstring)."""
+
+    def __init__(
+        self,
+        kind: str,
+        workload: Workload,
+        trace: Trace,
+        person: Person,
+        *,
+        seed: int = 1,
+        retry_attempts: int = 3,
+        poll_minutes: float = 5.0,
+        max_days: float = 400.0,
+    ) -> None:
+        if kind not in ("retry", "poll"):
+            raise ValueError("kind must be 'retry' (a) or 'poll' (b)")
+        self.kind = kind
+        self.workload = workload
+        self.trace = trace
+        self.person = person
+        self.retry_attempts = retry_attempts
+        self.poll_ms = round(poll_minutes * MINUTE_MS)
+        self.max_ms = round(max_days * 24 * 60 * MINUTE_MS)
+        self.clock = VirtualClock()
+        self.sim = SimSageMaker(
+            self.clock, s3_client=NullS3(), emit=self._on_event, seed=seed, startup=workload.startup
+        )
+        self.sim.set_profile(workload.name, workload.profile())
+        for tf in trace.faults:
+            self.sim.inject(tf.sim_fault(workload.name))
+        self._delivery = random.Random(seed * 7919 + 3)
+        self._timers: list[tuple[int, int, str, Callable[[], None]]] = []
+        self._seq = 0
+        self._attempt = 0
+        self._current: str | None = None
+        self._done = False
+        self._faults_seen = 0
+        self._pages: dict[int, int] = {}  # fault index -> pages so far
+        self._stopping_for_hang: str | None = None
+        self.actions: list[tuple[int, str, str]] = []
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> BaselineResult:
+        start = self.clock.now_ms
+        self._submit("start")
+        if self.kind == "poll":
+            self._at(start + self.poll_ms, "poll", self._poll)
+        limit = start + self.max_ms
+        while not self._done:
+            candidates = [t for t in (self.sim.next_event_time(), self._next_timer()) if t is not None]
+            if not candidates:
+                break
+            t = max(min(candidates), self.clock.now_ms)
+            if t > limit:
+                break
+            self.sim.advance(t)
+            self._watch_faults()
+            while self._timers and self._timers[0][0] <= self.clock.now_ms and not self._done:
+                _, _, _, action = heapq.heappop(self._timers)
+                action()
+        return BaselineResult(self.kind, self.sim, start, self.clock.now_ms, self._done, self.actions)
+
+    def _at(self, ms: int, what: str, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (ms, self._seq, what, action))
+
+    def _next_timer(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    # -- SageMaker ---------------------------------------------------------------------------------
+    def _newest_checkpoint(self) -> int:
+        return max((max(j.checkpoints, default=0) for j in self.sim.jobs()), default=0)
+
+    def _submit(self, who: str) -> None:
+        self._attempt += 1
+        name = f"{self.workload.name}-{self.kind}-{self._attempt:03d}"
+        request = self.workload.training_job(BUCKET, ROLE)
+        request["TrainingJobName"] = name
+        request["Tags"] = self.workload.tags(f"baseline-{self.kind}", self._attempt)
+        request["Environment"] = {
+            **request.get("Environment", {}),
+            "SAGEWARDEN_RESUME_STEP": str(self._newest_checkpoint()),
+        }
+        if self.kind == "retry":
+            request["RetryStrategy"] = {"MaximumRetryAttempts": self.retry_attempts}
+        self.sim.create_training_job(**request)
+        self._current = name
+        self.actions.append((self.clock.now_ms, f"{who}: resubmit", name))
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        """A job state change (delivered to the pager and to whoever watches)."""
+        detail = event["detail"]
+        if detail["TrainingJobName"] != self._current:
+            return
+        status = detail["TrainingJobStatus"]
+        if status == "Completed":
+            self._done = True
+            return
+        if status not in ("Failed", "Stopped"):
+            return
+        delivered = self.clock.now_ms + round(self._delivery.uniform(1.0, 20.0) * 1000)
+        if status == "Stopped" and self._stopping_for_hang == self._current:
+            self._stopping_for_hang = None
+            self._at(delivered, "person resubmits after the stop", lambda: self._submit("person"))
+            return
+        if self.kind == "poll" and status == "Failed":
+            return  # the script finds it at its next poll
+        fault = self._fault_index()
+        k = self._pages.get(fault, 0)
+        self._pages[fault] = k + 1
+        self.actions.append((delivered, "page", detail["TrainingJobName"]))
+        self._at(
+            delivered + self.person.paged_delay_ms(fault, k),
+            "person handles the page",
+            lambda: self._submit("person"),
+        )
+
+    def _poll(self) -> None:
+        if self._done:
+            return
+        name = self._current
+        if name is not None:
+            d = self.sim.describe_training_job(TrainingJobName=name)
+            if d["TrainingJobStatus"] == "Failed":
+                self._submit("script")
+        self._at(self.clock.now_ms + self.poll_ms, "poll", self._poll)
+
+    # -- the person's eyes ----------------------------------------------------------------------
+    def _fault_index(self) -> int:
+        """The trace index of the fault being recovered from (the newest one that fired)."""
+        records = self.sim.fault_records
+        if not records or records[-1].label is None:
+            return 0
+        return int(records[-1].label.split(" ", 1)[0])
+
+    def _watch_faults(self) -> None:
+        records = self.sim.fault_records
+        while self._faults_seen < len(records):
+            record = records[self._faults_seen]
+            self._faults_seen += 1
+            fault = int(record.label.split(" ", 1)[0]) if record.label else 0
+            notice = record.at_ms + self.person.hang_notice_delay_ms(fault)
+            self._at(notice, "person looks", functools.partial(self._notice, record.job))
+
+    def _notice(self, job_name: str) -> None:
+        """The person looks at the run: a job still hung is stopped (then resubmitted)."""
+        job = self.sim.job(job_name)
+        if job.is_terminal or job.status != "InProgress" or job._phase not in HANG_PHASES:
+            return
+        self.actions.append((self.clock.now_ms, "person: stop hung job", job_name))
+        self._stopping_for_hang = job_name
+        self.sim.stop_training_job(TrainingJobName=job_name)
+
+
+def run_baseline(
+    kind: str, workload: Workload, trace: Trace, person: Person, **kwargs: Any
+) -> BaselineResult:
+    return BaselineDriver(kind, workload, trace, person, **kwargs).run()

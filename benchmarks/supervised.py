@@ -1,0 +1,164 @@
+"""sagewarden driving the benchmark's run through the real drill (handlers, service, adapters on
+moto, the simulated SageMaker, the alarm evaluator), with the same person on call as the
+alternatives: when sagewarden gives up on a run (restart budget, crash loop, a user error by
+policy) it pages, and the person resubmits the run -- a new sagewarden run with the same
+request, which resumes from the newest checkpoint -- after their paged delay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.person import Person
+from benchmarks.trace import Trace
+from benchmarks.workload import Workload
+from drill.account import BUCKET, EXECUTION_ROLE
+from drill.alarm_evaluator import AlarmEvaluator
+from drill.runner import DrillResult, DrillRunner
+from drill.scenario import RunSpec, parse
+from drill.sim_sagemaker import SimJob
+from sagewarden.domain.models import RunStatus
+
+# The policy this benchmark recommends for a long, large run (one place, so it can be tuned):
+RECOMMENDED_POLICY: dict[str, Any] = {
+    # warm restarts: a retained warm pool turns an 8-minute cold start into ~35 s after endings
+    # that did not involve a bad instance (SageMaker keeps no pool after a hardware ending)
+    "keep_alive_seconds": 1800,
+    # a fault a day is normal at 2,048 GPUs: a 30-day run must not exhaust its budget
+    "max_restarts": 200,
+    # the shortest windows the benign set allows: a 12-minute checkpoint save is silent, so log
+    # silence needs more than 12 minutes; only a dead host drops a host's GPUs to ~0 %
+    "log_silence_minutes": 15,
+    "gpu_idle_minutes": 5,
+    # an OOM after days of training is fragmentation or a leak more often than a code bug
+    "oom_is_user_error": False,
+}
+
+
+@dataclass
+class PersonOnCall:
+    """A drill hook: resubmits the run after the person's paged delay when sagewarden gives up."""
+
+    person: Person
+    spec: RunSpec
+    max_resubmissions: int = 100
+    actions: list[tuple[int, str, str]] = field(default_factory=list)
+    _pending: int | None = None
+    _handled: set[str] = field(default_factory=set)
+    _pages: dict[int, int] = field(default_factory=dict)
+
+    def next_time(self) -> int | None:
+        return self._pending
+
+    def done(self) -> bool:
+        return self._pending is None
+
+    def step(self, runner: DrillRunner) -> None:
+        now = runner.acct.clock.now_ms
+        if self._pending is not None:
+            if now >= self._pending:
+                self._pending = None
+                runner.submit(self.spec)
+                self.actions.append((now, "person: resubmit run", runner.run_ids[self.spec.name]))
+            return
+        run_id = runner.run_ids.get(self.spec.name)
+        if run_id is None or run_id in self._handled or runner.acct.sagemaker.live_jobs(run_id):
+            return  # a run with a live job has not given up (cheap: no store read)
+        run = runner.acct.supervisor.store.get(run_id)
+        if run is None or run.status != RunStatus.FAILED:
+            return
+        self._handled.add(run_id)
+        if len(self._handled) > self.max_resubmissions:
+            return
+        records = runner.acct.sagemaker.fault_records
+        fault = int(records[-1].label.split(" ", 1)[0]) if records and records[-1].label else 0
+        k = self._pages.get(fault, 0)
+        self._pages[fault] = k + 1
+        self.actions.append((now, "page: sagewarden gave up", run_id))
+        self._pending = now + self.person.paged_delay_ms(fault, k)
+
+
+@dataclass
+class SupervisedResult:
+    drill: DrillResult
+    jobs: list[SimJob]
+    records: list[Any]
+    start_ms: int
+    end_ms: int
+    completed: bool
+    actions: list[tuple[int, str, str]]
+    decisions: list[str]
+
+
+def scenario_for(
+    workload: Workload, trace: Trace, policy: dict[str, Any], *, seed: int, max_days: float = 400.0
+) -> Any:
+    return parse(
+        {
+            "name": f"bench-{workload.name}",
+            "seed": seed,
+            "max_days": max_days,
+            # the hourly reconcile changes no decision here (no event is lost); it only costs drill time
+            "account": {
+                "store": "memory",
+                "startup": dataclasses.asdict(workload.startup),
+                "reconcile_interval_min": 60,
+            },
+            "delivery": {"min_delay_s": 1, "max_delay_s": 20},
+            "runs": [
+                {
+                    "name": workload.name,
+                    "instance_type": workload.instance_type,
+                    "instance_count": workload.hosts,
+                    "max_runtime_hours": workload.max_runtime_days * 24,
+                    "profile": dataclasses.asdict(workload.profile()),
+                    "policy": policy,
+                }
+            ],
+            "faults": [tf.scenario_fault(workload.name) for tf in trace.faults],
+        },
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+
+
+def run_sagewarden(
+    workload: Workload,
+    trace: Trace,
+    person: Person,
+    template: dict[str, Any],
+    *,
+    policy: dict[str, Any] | None = None,
+    seed: int = 1,
+    max_days: float = 400.0,
+) -> SupervisedResult:
+    scenario = scenario_for(workload, trace, policy or {}, seed=seed, max_days=max_days)
+    hook = PersonOnCall(person, scenario.runs[0])
+    runner = DrillRunner(
+        scenario,
+        template,
+        evaluator_factory=AlarmEvaluator,
+        hooks=[hook],
+        # log reads are answered by the simulator: 256 host streams flushed into moto would cost
+        # one moto call per stream and flush, minutes over 30 days (see drill.sim_cloudwatch)
+        account_options={"logs": "simulated"},
+    )
+    result = runner.run()
+    sim = runner.acct.sagemaker
+    jobs = sim.jobs()
+    completed = any(j.status == "Completed" for j in jobs if j.run_name == workload.name)
+    done = [j.ended_ms for j in jobs if j.run_name == workload.name and j.status == "Completed"]
+    end = max(t for t in done if t is not None) if completed else result.end_ms
+    decisions = [d for run in result.runs.values() for d in run["decisions"]]
+    return SupervisedResult(
+        drill=result,
+        jobs=jobs,
+        records=list(sim.fault_records),
+        start_ms=result.start_ms,
+        end_ms=end,
+        completed=completed,
+        actions=hook.actions,
+        decisions=decisions,
+    )

@@ -1,0 +1,254 @@
+"""The fault trace of the side-by-side benchmark: what goes wrong in a long, large training run,
+when, and how it shows on SageMaker.
+
+Root causes are drawn in the proportions of the Llama 3 paper's interruption table (54 days on
+16,384 H100; the counts of its table, which sum to 421 -- two more than the 419 unexpected
+interruptions it reports; its "faulty GPU 30.1 %" does not match 148/419 either, so the counts
+are used). Faults arrive as a Poisson process over the run's *healthy operating time* (time in
+Training that is not hung) at 1.97e-5 per GPU-hour, the paper's overall rate: every supervisor
+meets the same faults after the same amount of operation, however slowly it recovered from the
+earlier ones.
+
+How a root cause shows on SageMaker is the table below (``ROOT_CAUSES``, with the
+manifestations in ``MANIFESTATIONS``): plain data with one comment per row saying why. The split
+between manifestations is a judgement from how these failures surface in PyTorch + NCCL on
+SageMaker, not a measurement -- edit the table to try another view; tests check that the
+generator follows it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from drill.sim_sagemaker import Fault
+
+GPU_FAULT_RATE_PER_GPU_HOUR = 1.97e-5  # Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 days)
+RUN_NAME = "llm-30d"
+
+XID_79 = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
+CUDA_LAUNCH = "RuntimeError: CUDA error: unspecified launch failure"
+ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+XID_48 = "NVRM: Xid (PCI:0000:64:00): 48, pid=1234, An uncorrectable double bit error (DBE) has been detected"
+WATCHDOG = (
+    "[E ProcessGroupNCCL.cpp:616] [Rank 17] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1843, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600004 milliseconds before timing out."
+)
+EFA = "NCCL WARN NET/OFI Request 0x7f error: libfabric EFA completion error (provider errno 15)"
+SEGFAULT = "torch.distributed.elastic.multiprocessing.api: failed (exitcode: -11) local_rank: 3 (pid: 4242) of binary"
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB"
+NAN = "RuntimeError: loss is NaN at step 35012 (found inf in gradients on rank 201)"
+
+
+@dataclass(frozen=True)
+class Manifestation:
+    """How a fault shows on SageMaker: the simulated fault's fields and the report's class."""
+
+    cls: str  # the per-class row of the report
+    fault: dict[str, Any]  # drill.sim_sagemaker.Fault fields (kind, log_lines, ...)
+    hang: bool = False  # the job stops making progress but does not end by itself
+
+
+# Manifestations, one per way a fault surfaces. Classes group what a supervisor sees alike.
+MANIFESTATIONS: dict[str, Manifestation] = {
+    # SageMaker's own verdict for platform-side losses; the only thing its RetryStrategy retries
+    "internal_error": Manifestation("crash: InternalServerError", {"kind": "internal_error"}),
+    # SageMaker's health checks caught the instance; FailureReason names the hardware
+    "hardware_reason": Manifestation("crash: hardware FailureReason", {"kind": "hardware"}),
+    # the rank on the failing GPU dies with a CUDA error, the kernel logged an Xid
+    "xid_crash": Manifestation(
+        "crash: GPU/network error in logs", {"kind": "algorithm_error", "log_lines": (XID_79, CUDA_LAUNCH)}
+    ),
+    # HBM double-bit error: the CUDA context is lost with an ECC error
+    "ecc_crash": Manifestation(
+        "crash: GPU/network error in logs", {"kind": "algorithm_error", "log_lines": (XID_48, ECC)}
+    ),
+    # the EFA provider reports a completion error and NCCL aborts the communicator
+    "efa_crash": Manifestation(
+        "crash: GPU/network error in logs", {"kind": "algorithm_error", "log_lines": (EFA,)}
+    ),
+    # a collective never completes: the GPUs spin for torch's 10-minute NCCL timeout, then the
+    # watchdog (TORCH_NCCL_ASYNC_ERROR_HANDLING=1) aborts the job with its line in the log
+    "nccl_watchdog": Manifestation(
+        "crash: NCCL watchdog after a 10-min spin",
+        {"kind": "algorithm_error", "log_lines": (WATCHDOG,), "hang_before_crash_min": 10.0},
+    ),
+    # a collective never completes and nothing aborts it: GPUs at 100 %, no log lines
+    "nccl_spin": Manifestation("hang: NCCL spin", {"kind": "hang_spin"}, hang=True),
+    # a host stops (GPU wedged, host lost): its GPUs idle, the others spin waiting for it
+    "dead_host": Manifestation("hang: dead host", {"kind": "dead_host"}, hang=True),
+    # the input pipeline or a dependency blocks: GPUs near idle, no log lines
+    "loader_hang": Manifestation("hang: stuck data loader", {"kind": "stuck_dataloader"}, hang=True),
+    # a worker dies with a signal and no recognisable text
+    "segfault": Manifestation("crash: unknown cause", {"kind": "algorithm_error", "log_lines": (SEGFAULT,)}),
+    # corrupted numbers surface as a NaN loss the script refuses to continue with
+    "nan_crash": Manifestation("crash: unknown cause", {"kind": "algorithm_error", "log_lines": (NAN,)}),
+    # fragmentation or a leak after days of training; an OOM is a user error by default policy
+    "oom": Manifestation("crash: CUDA OOM", {"kind": "algorithm_error", "log_lines": (OOM,)}),
+}
+
+
+@dataclass(frozen=True)
+class RootCause:
+    name: str
+    count: int  # interruptions in the Llama 3 table: the weight of this cause
+    hardware: bool  # an instance is bad: the replacement needs new instances (no warm restart)
+    shows_as: tuple[tuple[str, float], ...]  # (manifestation, probability), summing to 1
+    restart_capacity: float = 0.0  # chance the restart finds no capacity for a while
+    why: str = ""
+
+
+HOST_LOSS = (("internal_error", 0.4), ("hardware_reason", 0.3), ("dead_host", 0.3))
+GPU_LOSS = (("xid_crash", 0.6), ("dead_host", 0.4))
+
+ROOT_CAUSES: tuple[RootCause, ...] = (
+    # most GPU failures kill their rank with a CUDA error (Xid in the log); a GPU that stops
+    # answering without an error leaves its host silent while the others wait (dead host)
+    RootCause("faulty GPU", 148, True, GPU_LOSS, 0.10),
+    # uncorrectable HBM errors end the CUDA context (ECC error); some are caught by SageMaker's checks
+    RootCause("GPU HBM3 memory", 72, True, (("ecc_crash", 0.85), ("hardware_reason", 0.15)), 0.10),
+    # bugs in the training stack: unexplained deaths, deadlocks in the input pipeline, slow leaks
+    RootCause("software bug", 54, False, (("segfault", 0.5), ("loader_hang", 0.3), ("oom", 0.2))),
+    # a flapping link stalls a collective: the watchdog aborts it after its timeout, or it spins
+    RootCause("network switch/cable", 35, False, (("nccl_watchdog", 0.6), ("nccl_spin", 0.4))),
+    # the instance is taken away: SageMaker reports an internal error or names the hardware
+    RootCause("host maintenance", 32, True, (("internal_error", 0.5), ("hardware_reason", 0.5)), 0.25),
+    RootCause("GPU SRAM", 19, True, GPU_LOSS, 0.10),  # as a faulty GPU
+    RootCause("GPU system processor", 17, True, GPU_LOSS, 0.10),  # as a faulty GPU
+    # the NIC dies: EFA reports errors and NCCL aborts, or the collective just spins
+    RootCause("NIC", 7, True, (("efa_crash", 0.5), ("nccl_spin", 0.5)), 0.10),
+    RootCause("NCCL watchdog timeouts", 7, False, (("nccl_watchdog", 1.0),)),  # what it says
+    # silent corruption is noticed only as a NaN/inf loss
+    RootCause("silent data corruption", 6, True, (("nan_crash", 1.0),)),
+    RootCause("GPU thermal interface + sensor", 6, True, GPU_LOSS, 0.10),  # throttling, then a GPU loss
+    # host-level parts: the host is lost, reported by SageMaker or noticed as a silent host
+    RootCause("SSD", 3, True, HOST_LOSS, 0.10),
+    RootCause("power supply", 3, True, HOST_LOSS, 0.10),
+    RootCause("server chassis", 2, True, HOST_LOSS, 0.10),
+    RootCause("IO expansion board", 2, True, HOST_LOSS, 0.10),
+    # an outside dependency (storage, a service) blocks the input pipeline
+    RootCause("dependency", 2, False, (("loader_hang", 1.0),)),
+    RootCause("CPU", 2, True, HOST_LOSS, 0.10),
+    RootCause("system memory", 2, True, HOST_LOSS, 0.10),
+)
+
+# a restart that finds no capacity waits Pending this long (uniform, minutes), then fails CapacityError
+RESTART_CAPACITY_MIN = (20.0, 60.0)
+
+
+@dataclass(frozen=True)
+class TraceFault:
+    index: int
+    healthy_min: float  # the run's healthy operating minutes at the onset
+    cause: str
+    manifestation: str
+    host: int
+    hardware: bool
+    restart_capacity_min: float | None
+
+    @property
+    def cls(self) -> str:
+        return MANIFESTATIONS[self.manifestation].cls
+
+    @property
+    def hang(self) -> bool:
+        return MANIFESTATIONS[self.manifestation].hang
+
+    @property
+    def label(self) -> str:
+        return f"{self.index:03d} {self.cause} / {self.manifestation}"
+
+    def sim_fault(self, run: str = RUN_NAME) -> Fault:
+        spec = MANIFESTATIONS[self.manifestation].fault
+        return Fault(
+            run=run,
+            after_run_training_min=self.healthy_min,
+            host=self.host,
+            retire_instances=self.hardware,
+            restart_capacity_min=self.restart_capacity_min,
+            label=self.label,
+            **spec,
+        )
+
+    def scenario_fault(self, run: str = RUN_NAME) -> dict[str, Any]:
+        """The same fault as a drill scenario's ``faults`` entry."""
+        f = self.sim_fault(run)
+        out = {
+            k: getattr(f, k)
+            for k in f.__dataclass_fields__
+            if getattr(f, k) != Fault.__dataclass_fields__[k].default
+        }
+        out["kind"] = f.kind
+        if "log_lines" in out:
+            out["log_lines"] = list(out["log_lines"])
+        return out
+
+
+@dataclass(frozen=True)
+class Trace:
+    seed: int
+    gpus: int
+    hosts: int
+    rate_multiplier: float
+    horizon_hours: float
+    faults: tuple[TraceFault, ...] = field(default_factory=tuple)
+
+    @property
+    def mtbf_hours(self) -> float:
+        return 1.0 / (GPU_FAULT_RATE_PER_GPU_HOUR * self.gpus * self.rate_multiplier)
+
+
+def draw_cause(rng: random.Random) -> RootCause:
+    return rng.choices(ROOT_CAUSES, weights=[c.count for c in ROOT_CAUSES])[0]
+
+
+def draw_manifestation(rng: random.Random, cause: RootCause) -> str:
+    names = [m for m, _ in cause.shows_as]
+    return rng.choices(names, weights=[p for _, p in cause.shows_as])[0]
+
+
+def generate(
+    *, seed: int, hosts: int = 256, gpus_per_host: int = 8, horizon_hours: float, rate_multiplier: float = 1.0
+) -> Trace:
+    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed)."""
+    for cause in ROOT_CAUSES:
+        total = sum(p for _, p in cause.shows_as)
+        if abs(total - 1.0) > 1e-9 or any(m not in MANIFESTATIONS for m, _ in cause.shows_as):
+            raise ValueError(f"root cause {cause.name!r}: manifestations must be known and sum to 1")
+    gpus = hosts * gpus_per_host
+    rate_per_hour = GPU_FAULT_RATE_PER_GPU_HOUR * gpus * rate_multiplier
+    rng = random.Random(seed)
+    faults: list[TraceFault] = []
+    t_hours = 0.0
+    while True:
+        t_hours += rng.expovariate(rate_per_hour)
+        if t_hours >= horizon_hours:
+            break
+        cause = draw_cause(rng)
+        manifestation = draw_manifestation(rng, cause)
+        host = rng.randint(1, hosts)
+        capacity = None
+        if rng.random() < cause.restart_capacity:
+            capacity = round(rng.uniform(*RESTART_CAPACITY_MIN), 1)
+        faults.append(
+            TraceFault(
+                index=len(faults) + 1,
+                healthy_min=round(t_hours * 60.0, 3),
+                cause=cause.name,
+                manifestation=manifestation,
+                host=host,
+                hardware=cause.hardware,
+                restart_capacity_min=capacity,
+            )
+        )
+    return Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
+
+
+def class_order() -> list[str]:
+    """Report classes in table order (first appearance in MANIFESTATIONS)."""
+    out: list[str] = []
+    for m in MANIFESTATIONS.values():
+        if m.cls not in out:
+            out.append(m.cls)
+    return out

@@ -1,0 +1,185 @@
+"""Faults of the simulated SageMaker: which jobs a fault matches, when it fires, what it does.
+
+A training fault is bound to a matching job when the job enters Training (or when the fault is
+injected while the job trains) at ``after_training_min``; it then fires as one of the job's
+events. Crashes end the job Failed, spot interruptions Stopped/Interrupted, hangs change the open
+phase for good, benign phases pause progress. Start-time faults act on CreateTrainingJob.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
+from drill.sim.texts import (
+    ALGORITHM_ERROR_REASON,
+    CRASH_KINDS,
+    DEFAULT_ALGORITHM_LOG_LINE,
+    DEFAULT_EVAL_MIN,
+    DEFAULT_SAVE_LONG_MIN,
+    HANG_KINDS,
+    HANG_PHASES,
+    HARDWARE_FAILURE_REASON,
+    INTERNAL_ERROR_REASON,
+    MINUTE_MS,
+    PAUSE_KINDS,
+)
+from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_NAME
+
+if TYPE_CHECKING:
+    from drill.sim.lifecycle import SimCore
+
+
+def matches_tags(f: Fault, tags: dict[str, str], itype: str | None) -> bool:
+    if f.run is not None and tags.get(TAG_RUN_NAME) != f.run:
+        return False
+    if f.attempt is not None and int_tag(tags.get(TAG_ATTEMPT)) != f.attempt:
+        return False
+    return not (f.instance_type is not None and itype != f.instance_type)
+
+
+def matches(f: Fault, job: SimJob) -> bool:
+    return matches_tags(f, job.tags, job.instance_type)
+
+
+def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:
+    """The first armed capacity fault matching a new job (consumed when ``once``)."""
+    for state in sim._faults:
+        if state.fault.kind == "capacity" and not state.consumed and matches(state.fault, job):
+            if state.fault.once:
+                state.consumed = True
+            job.faults_fired.append("capacity")
+            sim.fault_log.append((job.created_ms, job.name, "capacity", state.fault.host))
+            return state
+    return None
+
+
+def bind(sim: SimCore, job: SimJob, state: FaultState, now: int, *, sort: bool = True) -> None:
+    """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks);
+    with ``sort=False`` the caller sorts ``job._bound`` once after binding several."""
+    f = state.fault
+    if f.after_run_training_min is not None:
+        # healthy time passes at the wall clock's rate while the job trains; a hang unbinds it
+        left = round(f.after_run_training_min * MINUTE_MS) - sim.run_healthy_ms(job.run_name, now)
+        at = now + max(left, 0)
+    else:
+        start = job._try_started_ms if job._try_started_ms is not None else job.training_started_ms
+        assert start is not None
+        at = max(now, start + round(f.after_training_min * MINUTE_MS))
+    job._bound.append((at, state.seq, state))
+    if sort:
+        job._bound.sort(key=lambda b: (b[0], b[1]))
+
+
+def _unbind_run_clock(job: SimJob) -> None:
+    """A hung job's healthy clock stops: trace faults wait for the run's next job in Training."""
+    job._bound = [b for b in job._bound if b[2].fault.after_run_training_min is None]
+
+
+def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
+    same_run = [j for j in sim._jobs.values() if j.run_name == job.run_name] if job.run_name else [job]
+    checkpoint = max((max(j.checkpoints, default=0) for j in same_run), default=0)
+    progress = min(stepf_at(job, t), job._phase_target) if job._phase == "train" else job._stepf
+    sim.fault_records.append(
+        FaultRecord(
+            t, job.name, job.run_name, f.kind, host, f.label, job.current_step(t), checkpoint, progress
+        )
+    )
+
+
+def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
+    """A bound fault's time has come: apply it to the job (or defer it, or drop it)."""
+    f = state.fault
+    if (state.consumed and f.once) or job.secondary != "Training" or job._phase is None:
+        return
+    if f.kind in HANG_KINDS or f.kind in PAUSE_KINDS:
+        if job._phase in HANG_PHASES:
+            return  # nothing more happens to a hung job
+        if job._phase in ("save", "eval"):
+            assert job._timer_at is not None
+            job._bound.append((job._timer_at, state.seq, state))  # defer to the end of the phase
+            job._bound.sort(key=lambda b: (b[0], b[1]))
+            return
+    if f.once:
+        state.consumed = True
+    job.faults_fired.append(f.kind)
+    host = min(max(f.host, 1), job.instance_count)
+    sim.fault_log.append((t, job.name, f.kind, host))
+    if f.kind not in PAUSE_KINDS:
+        _record(sim, job, f, host, t)
+    if f.retire_instances:
+        job._retire_pool = True
+    if f.restart_capacity_min is not None and job.run_name is not None:
+        sim.arm(
+            Fault(
+                kind="capacity",
+                run=job.run_name,
+                after_training_min=2.0,
+                duration_min=f.restart_capacity_min,
+                label=f.label,
+            )
+        )
+
+    if f.kind in CRASH_KINDS and f.hang_before_crash_min is not None:
+        sim._close_segment(job, t)
+        job._dead_host = 0
+        sim._open_segment(job, t, "hang_spin")
+        _unbind_run_clock(job)
+        job._pending_crash = state
+        sim._set_timer(job, t + round(f.hang_before_crash_min * MINUTE_MS), "fault_crash")
+        return
+    if f.kind in CRASH_KINDS:
+        crash(sim, job, state, t)
+        return
+    for line in f.log_lines:
+        sim.logs.write_line(job, host, t, line)
+    if f.kind == "spot_interruption":
+        sim._begin_stop(job, t, "Interrupted", "spot_interruption")
+    elif f.kind in HANG_KINDS:
+        sim._close_segment(job, t)
+        job._dead_host = host if f.kind == "dead_host" else 0
+        phase = {"stuck_dataloader": "stuck", "hang_spin_logging": "spin_logging"}.get(f.kind, f.kind)
+        sim._open_segment(job, t, phase)
+        sim._set_timer(job, None, "")
+        _unbind_run_clock(job)
+    elif f.kind == "checkpoint_save_long":
+        sim._close_segment(job, t)
+        minutes = f.duration_min if f.duration_min is not None else DEFAULT_SAVE_LONG_MIN
+        job._after_save = "train"
+        sim.checkpoint_writer.begin_save(job, t, int(job._stepf), round(minutes * MINUTE_MS), "long")
+        sim._open_segment(job, t, "save")
+        sim._set_timer(job, job._save.end_ms if job._save else t, "phase_end")
+    elif f.kind == "eval_phase":
+        sim._close_segment(job, t)
+        minutes = f.duration_min if f.duration_min is not None else DEFAULT_EVAL_MIN
+        sim._open_segment(job, t, "eval")
+        sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
+
+
+def crash(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
+    """The crash of a crash fault: its log lines, then Failed (or a RetryStrategy retry)."""
+    f = state.fault
+    host = min(max(f.host, 1), job.instance_count)
+    lines = f.log_lines
+    if f.kind == "algorithm_error" and not lines:
+        lines = (DEFAULT_ALGORITHM_LOG_LINE,)
+    for line in lines:
+        sim.logs.write_line(job, host, t, line)
+    if f.half_written_checkpoint:
+        sim.checkpoint_writer.write_half(job)
+    job._save = None
+    job.ended_reason = f.kind
+    if f.kind == "internal_error":
+        reason = f.failure_reason or INTERNAL_ERROR_REASON
+    elif f.kind == "hardware":
+        reason = f.failure_reason or HARDWARE_FAILURE_REASON.format(host=host)
+    else:
+        reason = f.failure_reason or ALGORITHM_ERROR_REASON.format(
+            message=lines[-1].replace('"', "'"),
+            nodes=job.instance_count,
+            gpus=job.profile.gpus_per_host,
+        )
+    if f.kind == "internal_error" and sim._retries_left(job) > 0:
+        sim._retry(job, t, reason)
+    else:
+        sim._fail(job, t, reason)

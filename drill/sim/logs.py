@@ -1,0 +1,141 @@
+"""The simulated jobs' log lines: in-memory tails, and buffered writes to CloudWatch Logs.
+
+Every line is kept in memory (``tail``); with a ``logs_client`` lines are also buffered and
+written to ``/aws/sagemaker/TrainingJobs`` with one put_log_events per stream per flush (streams
+``<job>/algo-<n>-<epoch>``). Periodic progress lines ("step N loss L") are written lazily, one
+per ``progress_ms`` per host, whenever something needs the stream up to a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import warnings
+from collections import deque
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from drill.clock import VirtualClock
+from drill.sim.model import SimJob, stepf_at
+from drill.sim.series import noise
+from drill.sim.texts import LOGGING_PHASES, MINUTE_MS
+from sagewarden.keys import TRAINING_LOG_GROUP
+
+
+class SimLogs:
+    def __init__(self, client: Any | None, clock: VirtualClock, *, progress_ms: int, flush_ms: int) -> None:
+        self.client = client
+        self.clock = clock
+        self.progress_ms = progress_ms
+        self.flush_ms = flush_ms
+        self.last_flush_ms = clock.now_ms
+        self.events_rejected = 0  # events moto CloudWatch Logs refused (outside its time window)
+        self._buffer: dict[str, list[tuple[int, int, str]]] = {}
+        self._seq = 0
+        self._streams: set[str] = set()
+        self._group_ready = False
+        self._warned_rejects = False
+
+    @staticmethod
+    def stream(job: SimJob, host: int) -> str:
+        return f"{job.name}/algo-{host}-{job.created_ms // 1000}"
+
+    def write_line(self, job: SimJob, host: int, t: int, text: str, *, discrete: bool = True) -> None:
+        if discrete:
+            self.progress_lines(job, t)  # keep each stream in time order
+        tail = job._tails.get(host)
+        if tail is None:
+            tail = job._tails[host] = deque(maxlen=2000)
+        tail.append((t, text))
+        if discrete:
+            if job._line_times and t < job._line_times[-1]:
+                bisect.insort(job._line_times, t)
+            else:
+                job._line_times.append(t)
+        if self.client is not None:
+            self._buffer.setdefault(self.stream(job, host), []).append((t, self._seq, text))
+            self._seq += 1
+
+    def progress_lines(self, job: SimJob, upto: int) -> None:
+        """Write the periodic progress lines of the open phase up to ``upto`` (lazily, per host)."""
+        since = job._lines_until
+        if upto <= since:
+            return
+        job._lines_until = upto
+        if job._phase not in LOGGING_PHASES:
+            return
+        every = self.progress_ms
+        first = max(since, job._phase_start - 1) // every * every + every
+        for mark in range(first, upto + 1, every):
+            if job._phase == "train":
+                step = int(min(stepf_at(job, mark), job._phase_target))
+                loss = 1.2 + 2.8 * math.exp(-3.0 * step / max(job.profile.total_steps, 1))
+                loss += 0.02 * noise(job._salt, 0, mark // MINUTE_MS)
+                text = f"step {step} loss {loss:.4f}"
+            elif job._phase == "spin_logging":
+                text = f"[watchdog] rank 0 alive, waiting in collective since step {int(job._stepf)}"
+            else:
+                text = f"eval at step {int(job._stepf)}: batch {(mark - job._phase_start) // every + 1}"
+            for host in range(1, job.instance_count + 1):
+                self.write_line(job, host, mark, text, discrete=False)
+
+    def tail(self, job: SimJob, host: int, n: int) -> list[str]:
+        return [text for _, text in self.events(job, host)[-n:]] if n > 0 else []
+
+    def events(self, job: SimJob, host: int) -> list[tuple[int, str]]:
+        """The newest lines (up to 2,000) the host wrote so far, oldest first: (ms, text)."""
+        if not job.is_terminal:
+            self.progress_lines(job, self.clock.now_ms)
+        return list(job._tails.get(host) or ())
+
+    def flush_if_due(self) -> None:
+        if self.clock.now_ms - self.last_flush_ms >= self.flush_ms:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered log lines to CloudWatch Logs now (one put_log_events per stream)."""
+        self.last_flush_ms = self.clock.now_ms
+        if self.client is None or not self._buffer:
+            return
+        buffer, self._buffer = self._buffer, {}
+        if not self._group_ready:
+            try:
+                self.client.create_log_group(logGroupName=TRAINING_LOG_GROUP)
+            except ClientError as err:
+                if err.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                    raise
+            self._group_ready = True
+        for stream in sorted(buffer):
+            if stream not in self._streams:
+                try:
+                    self.client.create_log_stream(logGroupName=TRAINING_LOG_GROUP, logStreamName=stream)
+                except ClientError as err:
+                    if err.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                        raise
+                self._streams.add(stream)
+            events = sorted(buffer[stream])
+            for i in range(0, len(events), 5000):
+                chunk = [{"timestamp": t, "message": m} for t, _, m in events[i : i + 5000]]
+                resp = self.client.put_log_events(
+                    logGroupName=TRAINING_LOG_GROUP, logStreamName=stream, logEvents=chunk
+                )
+                self._count_rejects(resp.get("rejectedLogEventsInfo") or {}, len(chunk))
+
+    def _count_rejects(self, info: dict[str, int], size: int) -> None:
+        rejected = 0
+        if "tooOldLogEventEndIndex" in info:
+            rejected += info["tooOldLogEventEndIndex"] + 1
+        if "tooNewLogEventStartIndex" in info:
+            rejected += size - info["tooNewLogEventStartIndex"]
+        if rejected:
+            self.events_rejected += rejected
+            if not self._warned_rejects:
+                self._warned_rejects = True
+                warnings.warn(
+                    "CloudWatch Logs (moto) rejected simulated log events outside its accepted window "
+                    "(14 days before to 2 hours after the wall clock); wrap the run in "
+                    "drill.clock.moto_logs_follow(clock)",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )

@@ -1,0 +1,261 @@
+"""The simulated SageMaker's data classes: what a training script does (JobProfile), how long
+SageMaker takes (StartupTimes), what goes wrong (Fault) and one training job's state (SimJob)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from drill.sim.texts import CRASH_KINDS, FAULT_KINDS, MINUTE_MS, TERMINAL
+
+
+@dataclass
+class JobProfile:
+    """How the user's training script behaves."""
+
+    total_steps: int = 10_000
+    steps_per_minute: float = 10.0
+    checkpoint_every_steps: int = 1_000
+    checkpoint_layout: str = "hf"  # "hf" | "megatron" | "dcp"
+    checkpoint_write_seconds: int = 120  # no log lines, GPU low; objects appear progressively, marker last
+    checkpoint_on_sigterm: bool = True  # final save on StopTrainingJob / MaxRuntime / spot (not when hung)
+    gpus_per_host: int = 8
+    gpu_util_per_host: float = 760.0  # summed over the host's GPUs (0..100*gpus)
+    log_lines_per_minute: int = 6  # per host while training normally
+    progress_metric: str = "train:throughput"  # a MetricDefinitions metric, reported each minute of training
+    startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
+
+
+@dataclass
+class StartupTimes:
+    provision_s: int = 360  # Starting
+    download_s: int = 120  # Downloading (image + data)
+    warm_provision_s: int = 20  # when a warm pool is reused (KeepAlivePeriodInSeconds)
+    warm_download_s: int = 15
+    upload_s: int = 60  # Uploading before Completed
+    stop_s: int = 60  # Stopping -> Stopped after StopTrainingJob (SIGKILL at 120 s)
+
+
+@dataclass
+class Fault:
+    """A failure or phase injected into matching jobs.
+
+    Crashes (internal_error, hardware, algorithm_error) end the job Failed; spot_interruption ends
+    it Stopped/Interrupted; hangs (hang_spin, dead_host, stuck_dataloader) last until the job is
+    stopped; benign phases (checkpoint_save_long, eval_phase) pause progress for ``duration_min``.
+    Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds) and
+    throttle (the next matching CreateTrainingJob raises ThrottlingException).
+
+    When a training fault fires is either ``after_training_min`` after the matching attempt entered
+    Training, or -- with ``after_run_training_min`` -- once the run (every job tagged with its
+    run name, across attempts) has spent that many minutes in Training *healthy* (training,
+    saving or evaluating; a hung job's minutes do not count). The second form is a fault trace
+    over operating time: every supervisor driving the run meets the same faults after the same
+    amount of healthy operation, however long it took to recover from the earlier ones.
+    """
+
+    kind: str
+    run: str | None = None  # tag sagewarden:run-name (None = any job)
+    attempt: int | None = None  # tag sagewarden:attempt as int (None = any attempt)
+    after_training_min: float = 0.0  # after the attempt entered Training (start-time faults: after creation)
+    duration_min: float | None = None  # benign phases and capacity waits
+    host: int = 1  # host-specific faults (algo-<host>)
+    failure_reason: str | None = None  # override FailureReason text
+    log_lines: tuple[str, ...] = ()  # lines the fault's host writes when it fires
+    half_written_checkpoint: bool = False  # at a crash, leave a newest checkpoint dir without its marker
+    once: bool = True  # consumed after firing once
+    instance_type: str | None = None  # only jobs of this ResourceConfig.InstanceType
+    after_run_training_min: float | None = None  # healthy Training minutes of the run (see above)
+    # crashes only: the collective spins (GPUs busy, no log lines) this long before the crash, e.g. a
+    # NCCL watchdog timeout after a network fault; the fault's log lines appear at the crash
+    hang_before_crash_min: float | None = None
+    retire_instances: bool = False  # a bad instance: the job's warm pool is not kept after it ends
+    # the run's next CreateTrainingJob waits Pending this long, then fails with a CapacityError
+    # (a replacement for the failed host is not available at once)
+    restart_capacity_min: float | None = None
+    label: str | None = None  # free text carried into SimSageMaker.fault_records (e.g. a root cause)
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
+        if self.hang_before_crash_min is not None and self.kind not in CRASH_KINDS:
+            raise ValueError("hang_before_crash_min applies to crash kinds only")
+
+
+@dataclass
+class Save:
+    """A checkpoint save in progress: files appear at evenly spaced times, the marker last."""
+
+    step: int
+    start_ms: int
+    end_ms: int
+    files: list[tuple[str, bytes]]
+    reason: str  # periodic | long | sigterm
+    written: int = 0
+    kill_ms: int | None = None
+
+    def file_time(self, index: int) -> int:
+        return self.start_ms + (self.end_ms - self.start_ms) * (index + 1) // len(self.files)
+
+    def next_time(self) -> int | None:
+        if self.written >= len(self.files):
+            return None
+        t = self.file_time(self.written)
+        if self.kill_ms is not None and t > self.kill_ms:
+            return None
+        return t
+
+
+@dataclass
+class FaultState:
+    fault: Fault
+    seq: int
+    consumed: bool = False
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    """One fired training fault, with what the run had at its onset (for loss accounting)."""
+
+    at_ms: int
+    job: str
+    run: str | None
+    kind: str
+    host: int
+    label: str | None
+    step: int  # the job's step at the onset
+    checkpoint_step: int  # the run's newest complete checkpoint at the onset (0 if none)
+    progress: float = 0.0  # the job's exact (fractional) step at the onset
+
+
+@dataclass
+class WarmPool:
+    instance_type: str
+    instance_count: int
+    expires_ms: int
+    source_job: str
+
+
+@dataclass
+class SimJob:
+    """One simulated training job. Times are epoch milliseconds of the virtual clock."""
+
+    name: str
+    arn: str
+    request: dict[str, Any]
+    profile: JobProfile
+    tags: dict[str, str]
+    run_name: str | None
+    run_id: str | None
+    attempt: int | None
+    instance_type: str
+    instance_count: int
+    created_ms: int
+    seq: int
+    status: str = "InProgress"
+    secondary: str = "Starting"
+    status_message: str = ""
+    failure_reason: str | None = None
+    # SecondaryStatusTransitions: Status, StartTime, EndTime (ms or None), StatusMessage
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    provisioned_ms: int | None = None  # instances ready (Downloading); describe's TrainingStartTime
+    training_started_ms: int | None = None  # entered secondary Training (MaxRuntime counts from here)
+    training_ended_ms: int | None = None  # left secondary Training
+    ended_ms: int | None = None  # terminal; describe's TrainingEndTime
+    last_modified_ms: int = 0
+    start_step: int = 0  # from Environment SAGEWARDEN_RESUME_STEP
+    _step: int = 0  # ``step`` when not training (see the property)
+    checkpoints: list[int] = field(default_factory=list)  # steps whose completion marker was written
+    warm_pool_used: bool = False
+    capacity_wait: bool = False
+    # completed | stopped | max_runtime | spot_interruption | internal_error | hardware |
+    # algorithm_error | capacity | max_pending
+    ended_reason: str | None = None
+    stop_requested_ms: int | None = None
+    faults_fired: list[str] = field(default_factory=list)
+    # RetryStrategy retries (SageMaker restarting the same job after an InternalServerError): per
+    # retry {"failed_ms", "reason", "step" (at the failure), "start_step" (resumed), "training_ms"}
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    # --- internals -----------------------------------------------------------------------------
+    _salt: int = 0
+    _stepf: float = 0.0
+    _phase: str | None = None  # train | save | eval | hang_spin | dead_host | stuck (only in Training)
+    _phase_start: int = 0
+    _phase_target: float = 0.0
+    _after_save: str = "train"  # train | upload
+    _dead_host: int = 0
+    _timer_at: int | None = None
+    _timer_kind: str = ""
+    _stop_final: str = "Stopped"
+    _save: Save | None = None
+    _last_saved_step: int = 0
+    _bound: list[tuple[int, int, FaultState]] = field(default_factory=list)
+    _capacity: FaultState | None = None
+    _seg_starts: list[int] = field(default_factory=list)
+    _segs: list[tuple[int, int | None, str, int]] = field(default_factory=list)  # start, end, kind, dead host
+    _line_times: list[int] = field(default_factory=list)  # discrete log lines (not periodic progress)
+    _lines_until: int = 0
+    _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)
+    _warm_pool_state: str | None = None  # Available | Reused | Terminated (after the end)
+    _warm_reused_by: str | None = None
+    _warm_expires_ms: int | None = None
+    _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
+    _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
+    _retire_pool: bool = False
+    _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
+    _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def hosts(self) -> int:
+        return self.instance_count
+
+    @property
+    def times(self) -> dict[str, int | None]:
+        """The job's milestones in epoch ms (None where not reached)."""
+        return {
+            "created": self.created_ms,
+            "provisioned": self.provisioned_ms,
+            "training_started": self.training_started_ms,
+            "training_ended": self.training_ended_ms,
+            "stop_requested": self.stop_requested_ms,
+            "ended": self.ended_ms,
+            "last_modified": self.last_modified_ms,
+        }
+
+    @property
+    def step(self) -> int:
+        """The script's global step now (it only moves while training normally)."""
+        if self._phase == "train" and self._clock is not None:
+            return self.current_step(self._clock.now_ms)
+        return self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._step = value
+
+    def current_step(self, now_ms: int) -> int:
+        """The script's global step at ``now_ms`` (only moves while training normally)."""
+        if self._phase == "train":
+            spm = self.profile.steps_per_minute
+            s = self._stepf + spm * (now_ms - self._phase_start) / MINUTE_MS
+            return int(min(s, self._phase_target))
+        return int(self._stepf)
+
+
+def stepf_at(job: SimJob, t: int) -> float:
+    """The open train phase's fractional step at ``t`` (before capping at the phase target)."""
+    return job._stepf + job.profile.steps_per_minute * (t - job._phase_start) / MINUTE_MS
+
+
+def int_tag(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None

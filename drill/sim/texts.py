@@ -1,0 +1,93 @@
+"""Texts the simulated SageMaker shows (failure reasons, status messages) and its constants."""
+
+from __future__ import annotations
+
+import re
+
+from botocore.exceptions import ClientError
+
+from drill.clock import from_ms
+
+INTERNAL_ERROR_REASON = "InternalServerError: We encountered an internal error.  Please try again."
+HARDWARE_FAILURE_REASON = (
+    "HardwareError: Instance algo-{host} failed its health checks (unhealthy instance) and "
+    "automatic training cluster repair was exhausted. Please retry the training job."
+)
+CAPACITY_FAILURE_REASON = (
+    "CapacityError: Unable to provision requested ML compute capacity. "
+    "Please retry using a different ML instance type."
+)
+CAPACITY_STATUS_MESSAGE = "Insufficient capacity error from EC2 while launching instances, retrying!"
+ALGORITHM_ERROR_REASON = (
+    'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "{message}"\n'
+    'Command "torchrun --nnodes {nodes} --nproc_per_node {gpus} train.py", exit code: 1'
+)
+DEFAULT_ALGORITHM_LOG_LINE = "RuntimeError: simulated failure in the user training script"
+
+STATUS_MESSAGES = {
+    "Starting": "Launching requested ML instances",
+    "Downloading": "Downloading the training image and input data",
+    "Training": "Training image download completed. Training in progress.",
+    "Uploading": "Uploading the generated training model",
+    "Completed": "Training job completed",
+    "Failed": "Training job failed",
+    "Stopping": "Stopping the training job",
+    "Stopped": "The training job was stopped",
+    "MaxRuntimeExceeded": "The training job was stopped because it reached its maximum runtime",
+    "Interrupted": "The training job was interrupted because spot capacity was reclaimed",
+}
+WARM_STARTING_MESSAGE = "Reusing instances from a warm pool"
+RETRY_STARTING_MESSAGE = "Retrying the training job after an internal error (retry {n} of {limit})"
+
+# ----------------------------------------------------------------------------------------------
+# Constants
+# ----------------------------------------------------------------------------------------------
+
+MINUTE_MS = 60_000
+KILL_AFTER_MS = 120_000  # StopTrainingJob: SIGTERM, then SIGKILL after 120 s
+DEFAULT_MAX_RUNTIME_S = 86_400
+MAX_RUNTIME_LIMIT_S = 2_419_200
+MAX_PENDING_RANGE_S = (1_800, 2_419_200)
+DEFAULT_CAPACITY_WAIT_MIN = 30.0
+DEFAULT_SAVE_LONG_MIN = 12.0
+DEFAULT_EVAL_MIN = 10.0
+NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+NAME_PATTERN = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
+TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
+CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
+HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
+PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase"})
+TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
+START_FAULTS = frozenset({"capacity", "throttle"})
+FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
+HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
+# spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
+# writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops
+LOGGING_PHASES = frozenset({"train", "eval", "spin_logging"})
+HEALTHY_PHASES = frozenset({"train", "save", "eval"})  # the run's operating clock for trace faults
+STATS = frozenset({"Average", "Minimum", "Maximum", "Sum", "SampleCount"})
+MASK64 = (1 << 64) - 1
+
+
+def client_error(code: str, message: str, operation: str) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {
+                "RequestId": "sim-error",
+                "HostId": "",
+                "HTTPStatusCode": 400,
+                "HTTPHeaders": {},
+                "RetryAttempts": 0,
+            },
+        },
+        operation,
+    )
+
+
+def iso_ms(ms: int) -> str:
+    return from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def iso_s(ms: int) -> str:
+    return from_ms(ms).strftime("%Y-%m-%dT%H:%M:%SZ")

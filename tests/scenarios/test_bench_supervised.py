@@ -1,0 +1,68 @@
+"""sagewarden driving the side-by-side benchmark's run through the real drill, with the person on
+call taking over when it gives up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.accounting import account
+from benchmarks.person import Person
+from benchmarks.supervised import run_sagewarden
+from benchmarks.trace import Trace, TraceFault
+from benchmarks.workload import Workload
+
+SMALL = Workload(hosts=2, days=1.0)
+PERSON = Person(seed=3)
+MIN = 60_000
+
+
+def _trace(*faults: tuple[float, str]) -> Trace:
+    return Trace(
+        seed=0,
+        gpus=SMALL.gpus,
+        hosts=SMALL.hosts,
+        rate_multiplier=1.0,
+        horizon_hours=48,
+        faults=tuple(
+            TraceFault(i, healthy, "test", manifestation, 2, False, None)
+            for i, (healthy, manifestation) in enumerate(faults, start=1)
+        ),
+    )
+
+
+def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, Any]) -> None:
+    trace = _trace((75.0, "xid_crash"), (400.0, "nccl_spin"))
+    result = run_sagewarden(SMALL, trace, PERSON, template, policy={"log_silence_minutes": 15})
+    assert result.completed and result.actions == []  # nobody was paged
+    assert result.drill.invariant_violations == []  # one job at a time, every AWS call allowed by IAM
+    a = account(
+        "c",
+        SMALL,
+        trace,
+        result.jobs,
+        result.records,
+        start_ms=result.start_ms,
+        end_ms=result.end_ms,
+        completed=True,
+        faultfree_wall_min=SMALL.faultfree_minutes,
+    )
+    crash, hang = a.losses
+    assert crash.minutes[0] < 0.5  # the failure event, 1-20 s
+    assert crash.minutes[3] == pytest.approx(11.0)  # step 71, checkpoint 60
+    assert 15 <= hang.minutes[0] <= 15 + 4  # 15 silent minutes, the evaluation range, delivery
+    assert hang.minutes[1] == pytest.approx(2.0, abs=0.5)  # SIGKILL after 120 s, then the relaunch
+
+
+def test_the_person_resubmits_when_sagewarden_gives_up(template: dict[str, Any]) -> None:
+    # an OOM is a user error by default policy: sagewarden fails the run and pages
+    trace = _trace((75.0, "oom"))
+    result = run_sagewarden(SMALL, trace, PERSON, template)
+    assert result.completed and result.drill.invariant_violations == []
+    page, resubmit = result.actions
+    assert page[1] == "page: sagewarden gave up" and resubmit[1] == "person: resubmit run"
+    assert resubmit[0] - page[0] == PERSON.paged_delay_ms(1, 0)
+    assert len({j.run_id for j in result.jobs}) == 2  # a second sagewarden run
+    last = max(result.jobs, key=lambda j: j.created_ms)
+    assert last.start_step == 60 and last.status == "Completed"  # it resumed from the checkpoint
