@@ -21,7 +21,9 @@ def acct(template):
 
 def test_a_fault_and_its_recovery_are_measured_and_alerts_link_to_the_job(acct):
     status, run = acct.api(
-        "POST", "/runs", body={"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)}
+        "POST",
+        "/runs",
+        body={"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)},
     )
     assert status == 201
     acct.sagemaker.inject(Fault(kind="internal_error", run="llama-8b", attempt=1, after_training_min=30))

@@ -565,8 +565,8 @@ class FakeMetrics:
 
     def gpu_by_host(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float]]:
-        return {f"algo-{h}": (0.0, 0.0) for h in range(1, hosts + 1)}
+    ) -> dict[str, tuple[float, float, float]]:
+        return {f"algo-{h}": (0.0, 0.0, 0.0) for h in range(1, hosts + 1)}
 
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int

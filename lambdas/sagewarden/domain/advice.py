@@ -78,6 +78,8 @@ def record_checkpoint(d: Draft) -> bool:
         return False
     entry = (ckpt.step, ckpt.written_at_ms, ckpt.write_seconds if ckpt.write_seconds is not None else -1.0)
     d.set(checkpoint_history=(*history, entry)[-CHECKPOINT_HISTORY:])
+    took = f", written in {ckpt.write_seconds:.0f} s" if ckpt.write_seconds is not None else ""
+    d.note(f"newest checkpoint: step {ckpt.step}{took}")
     return True
 
 
