@@ -341,7 +341,9 @@ def test_scenario_warm_pool_is_reused_by_a_resume_and_terminated_when_the_run_en
                     "run": "warm",
                     "attempt": 1,
                     "after_training_min": 40,
-                    "log_lines": ["[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout"],
+                    "log_lines": [
+                        "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout"
+                    ],
                 }
             ],
         },
