@@ -523,7 +523,14 @@ def find_source_dir(given: str | None) -> Path:
 def scenario_document(plan: Plan = PLAN, policy: Mapping[str, Any] = POLICY) -> dict[str, Any]:
     """drill/scenarios/selftest.json: the account, the job profile and the faults that do in the
     simulated account what examples/selftest/train.py does in a real one (same log lines, same
-    checkpoints, same moments), for ``python -m drill serve --scenario selftest``."""
+    checkpoints, same moments), for ``python -m drill serve --scenario selftest``. The run's policy
+    (used by ``python -m drill selftest``) has the NEWER_POLICY fields this code's API knows.
+
+    Rewrite the file with ``PYTHONPATH=lambdas:. python -m cli.selftest > drill/scenarios/selftest.json``."""
+    from sagewarden.domain.policy import RunPolicy
+
+    known = set(RunPolicy().to_dict())
+    policy = {**{k: v for k, v in NEWER_POLICY.items() if k in known}, **policy}
     script = _load_script()
     args = script.parse_args([f"--{k}={v}" for k, v in plan.hyperparameters().items()])
     write_s = 1  # a checkpoint of a few bytes
@@ -1113,3 +1120,7 @@ def _summary(test: SelfTest, passed: bool) -> None:
     else:
         assert failed is not None
         env.out(f'FAIL: step "{failed.title}": {failed.detail}')
+
+
+if __name__ == "__main__":  # the scenario file, from the plan
+    print(json.dumps(scenario_document(), indent=2))
