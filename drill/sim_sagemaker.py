@@ -393,6 +393,8 @@ class SimSageMaker(SimCore):
         host = int_tag(algo[5:]) if algo.startswith("algo-") else None
         if job is None or host is None or not 1 <= host <= job.instance_count:
             return None, 0
+        if job.profile.gpus_per_host <= 0:
+            return None, 0  # a CPU instance (gpus_per_host 0) reports no GPUUtilization at all
         return job, host
 
     def metric_bounds(
