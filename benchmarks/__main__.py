@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import sidebyside
+from benchmarks import interval, sidebyside
 from benchmarks.person import Person
 from benchmarks.trace import generate
 from benchmarks.workload import Workload
@@ -33,7 +33,8 @@ from drill.runner import DrillResult, run_scenario
 from drill.scenario import load, parse
 
 NODES, GPUS = 4, 8
-PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
+PROFILE = {"total_steps": 2500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
+FAULT_AT_MIN = 240  # minutes into Training: past the start-up allowance and the learning of windows
 NCCL = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
 FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("internal_error", {"kind": "internal_error"}, {}),
@@ -44,7 +45,12 @@ FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("hang: one dead host", {"kind": "dead_host", "host": 3}, {}),
     ("hang: stuck data loader", {"kind": "stuck_dataloader"}, {}),
     (
-        "hang: loop stuck, a thread still logging (policy progress_metric, 30 min)",
+        "hang: NCCL spin 60 min into training (window not learned yet: the policy's 30 min)",
+        {"kind": "hang_spin", "after_training_min": 60},
+        {},
+    ),
+    (
+        "hang: loop stuck, a thread still logging (policy progress_metric)",
         {"kind": "hang_spin_logging"},
         {"progress_metric": "train:throughput"},
     ),
@@ -78,7 +84,9 @@ def _scenario(
                     else {},
                 }
             ],
-            "faults": [{"run": "bench", "attempt": 1, "after_training_min": 95, **f} for f in faults],
+            "faults": [
+                {"run": "bench", "attempt": 1, "after_training_min": FAULT_AT_MIN, **f} for f in faults
+            ],
         },
         bucket=BUCKET,
         role_arn=EXECUTION_ROLE,
@@ -116,6 +124,31 @@ STRESS_MULTIPLIER = 16
 
 def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def _interval_advice(
+    pool: ProcessPoolExecutor,
+    normal: sidebyside.SideBySide,
+    workload: Workload,
+    trace: Any,
+    person: Person,
+    template: dict[str, Any],
+    seed: int,
+) -> list[str]:
+    """(d) again with the checkpoint interval sagewarden advised during (d), same work and trace."""
+    advice = normal.advice.get("d")
+    advised = interval.advised_workload(workload, advice) if advice is not None else None
+    if advice is None or advised is None:
+        return [
+            "",
+            "### Checkpoint interval",
+            "",
+            f"No interval to try: {advice.line() if advice else 'no advice'}.",
+        ]
+    result = pool.submit(sidebyside.run_supervised, "d", advised, trace, person, template, seed).result()
+    _progress(f"advised checkpoint interval: (d) done in {result.wall_s:.1f} s")
+    cmp = interval.IntervalComparison(advice, workload, advised, normal.accounts["d"], result.account)
+    return interval.render(cmp)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,10 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     normal, stress = runs
     small: list[str] = ["", "## Per fault on a small job", ""]
     out.append(
-        f"Setup: {NODES} x ml.p4d.24xlarge ({NODES * GPUS} GPUs), checkpoint every 30 min, fault 95 min into "
-        f"attempt 1, instance start 6 min + 2 min download, events delayed 1-20 s with 10 % duplicates, "
-        f"default policy (log silence 30 min, GPU idle 20 min, confirmation `any`). Median (min-max) over "
-        f"{len(seeds)} seeds; virtual minutes."
+        f"Setup: {NODES} x ml.p4d.24xlarge ({NODES * GPUS} GPUs) logging every minute, checkpoint every "
+        f"30 min, fault {FAULT_AT_MIN} min into attempt 1 unless named, instance start 6 min + 2 min download, "
+        f"events delayed 1-20 s with 10 % duplicates, default policy (log-silence and progress windows "
+        f"learned from the attempt's cadence after 2 h of training, else 30 min; one host idle among busy "
+        f"ones 3 min; the whole job idle 20 min; confirmation `any`). Median (min-max) over {len(seeds)} "
+        f"seeds; virtual minutes; *detect* is onset -> stop requested or relaunch."
     )
     out.append("")
     out.append(
@@ -276,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         supervised = drill.result()
         sidebyside.add(by_title[title], supervised)
         _progress(f"{title}: {sidebyside.LABELS[key]} done in {supervised.wall_s:.1f} s")
+    tried = _interval_advice(pool, normal, workload, traces["30-day run"], person, template, args.trace_seed)
     pool.shutdown()
     for sbs in runs:
         sbs.accounts = {k: sbs.accounts[k] for k in sidebyside.SUPERVISORS}
@@ -290,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         f"synthesis, every table above, the chart; the four sagewarden drills of the side-by-side in "
         f"{args.jobs} worker process(es) next to the rest, so their wall times above overlap) on this machine."
     )
-    text = "\n".join([*sidebyside.render(normal, stress, person), *small, *out])
+    text = "\n".join([*sidebyside.render(normal, stress, person), *tried, *small, *out])
     print(text)
     if args.write:
         header = Path(__file__).with_name("HEADER.md").read_text()

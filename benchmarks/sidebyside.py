@@ -24,6 +24,7 @@ from benchmarks.person import Person
 from benchmarks.supervised import RECOMMENDED_POLICY, run_sagewarden
 from benchmarks.trace import GPU_FAULT_RATE_PER_GPU_HOUR, MANIFESTATIONS, ROOT_CAUSES, Trace, class_order
 from benchmarks.workload import Workload
+from sagewarden.domain.advice import CheckpointAdvice
 
 SUPERVISORS = ("a", "b", "c", "d")
 LABELS = {
@@ -51,6 +52,7 @@ class SideBySide:
     wall_s: dict[str, float] = field(default_factory=dict)
     person: dict[str, int] = field(default_factory=dict)  # the person's interventions
     gave_up: dict[str, int] = field(default_factory=dict)  # sagewarden runs that ended FAILED
+    advice: dict[str, CheckpointAdvice] = field(default_factory=dict)  # sagewarden's, at the end
 
     def best_alternative(self, excess: bool = False) -> float:
         values = [
@@ -69,6 +71,7 @@ class Supervised:
     wall_s: float
     person: int
     gave_up: int
+    advice: CheckpointAdvice | None = None
 
 
 def run_supervised(
@@ -99,6 +102,7 @@ def run_supervised(
         wall,
         sum(1 for _, who, _ in s.actions if who.startswith("person")),
         sum(1 for _, who, _ in s.actions if who.startswith("page")),
+        s.advice,
     )
 
 
@@ -138,6 +142,8 @@ def add(sbs: SideBySide, result: Supervised) -> None:
     sbs.wall_s[result.key] = result.wall_s
     sbs.person[result.key] = result.person
     sbs.gave_up[result.key] = result.gave_up
+    if result.advice is not None:
+        sbs.advice[result.key] = result.advice
 
 
 def run_side_by_side(

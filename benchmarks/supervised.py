@@ -19,6 +19,7 @@ from drill.alarm_evaluator import AlarmEvaluator
 from drill.runner import DrillResult, DrillRunner
 from drill.scenario import RunSpec, parse
 from drill.sim_sagemaker import SimJob
+from sagewarden.domain.advice import CheckpointAdvice, checkpoint_advice
 from sagewarden.domain.models import RunStatus
 
 # The policy this benchmark recommends for a long, large run (one place, so it can be tuned):
@@ -90,6 +91,7 @@ class SupervisedResult:
     completed: bool
     actions: list[tuple[int, str, str]]
     decisions: list[str]
+    advice: CheckpointAdvice | None = None  # what GET /runs/{id} advised at the end (the last run)
 
 
 def scenario_for(
@@ -152,6 +154,8 @@ def run_sagewarden(
     done = [j.ended_ms for j in jobs if j.run_name == workload.name and j.status == "Completed"]
     end = max(t for t in done if t is not None) if completed else result.end_ms
     decisions = [d for run in result.runs.values() for d in run["decisions"]]
+    last = runner.acct.supervisor.store.get(runner.run_ids[workload.name])
+    advice = checkpoint_advice(last, end) if last is not None else None
     return SupervisedResult(
         drill=result,
         jobs=jobs,
@@ -161,4 +165,5 @@ def run_sagewarden(
         completed=completed,
         actions=hook.actions,
         decisions=decisions,
+        advice=advice,
     )

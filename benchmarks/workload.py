@@ -27,6 +27,7 @@ class Workload:
     checkpoint_every_steps: int = 30  # every 30 minutes of training
     checkpoint_write_seconds: int = 120
     max_runtime_days: int = 28  # the API maximum
+    work_steps: int | None = None  # fixed work (e.g. to compare checkpoint intervals); else from `days`
     startup: StartupTimes = field(
         default_factory=StartupTimes
     )  # 6 min provisioning + 2 min download; warm 20 s + 15 s
@@ -41,6 +42,8 @@ class Workload:
 
     @property
     def total_steps(self) -> int:
+        if self.work_steps is not None:
+            return self.work_steps
         cycle_min = self.checkpoint_minutes + self.checkpoint_write_seconds / 60.0
         cycles = int(self.days * 24 * 60 / cycle_min)
         return cycles * self.checkpoint_every_steps

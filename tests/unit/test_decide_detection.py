@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from sagewarden.domain.actions import EnsureHangAlarms, LaunchAttempt, Notify, ReleaseWarmPool, StopJob
-from sagewarden.domain.advice import checkpoint_advice
+from sagewarden.domain.advice import checkpoint_advice, observed_interval_min
 from sagewarden.domain.decide import INTENT_HANG
 from sagewarden.domain.events import AlarmsObserved, LaunchRejected, Observations, Submitted, Tick
 from sagewarden.domain.models import RunStatus
@@ -155,7 +155,7 @@ def test_no_warm_pool_quota_means_cold_restarts_not_a_failed_run():
 def test_checkpoint_advice_from_the_runs_own_checkpoints_and_faults():
     run = training_run()
     t0 = run.current.training_started_ms
-    history = tuple((100 * i, t0 + i * 30 * MIN, 120.0) for i in range(1, 7))  # every 30 min, 2-min writes
+    history = tuple((100 * i, t0 + i * 30 * MIN, 120.0, 100 * i - 100) for i in range(1, 7))  # every 30 min
     run = dataclasses.replace(
         run, checkpoint_history=history, restarts_by_class={"INFRASTRUCTURE": 3}, training_ms=20 * HOUR
     )
@@ -170,11 +170,22 @@ def test_checkpoint_advice_from_the_runs_own_checkpoints_and_faults():
     assert "Young/Daly" in advice.line()
 
 
+def test_the_interval_is_told_from_the_steps_between_checkpoints_when_sightings_skip_some():
+    """Ticks every hour see every other 30-minute checkpoint: the gap between sightings is 60 min,
+    the interval is 30 (one step a minute; each checkpoint's next older directory is 30 steps back)."""
+    t0 = 1_000 * HOUR
+    seen = tuple((60 * i, t0 + 60 * i * MIN, 120.0, 60 * i - 30) for i in range(1, 6))
+    assert observed_interval_min(seen) == 30
+    unknown = tuple((s, at, w, -1) for s, at, w, _ in seen)  # older items: no previous step stored
+    assert observed_interval_min(unknown) == 60
+    assert observed_interval_min(seen[:1]) is None
+
+
 def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
     run = training_run()
     t0 = run.current.training_started_ms
-    seen = dataclasses.replace(ckpt(300, t0 + 30 * MIN), write_seconds=95.0)
+    seen = dataclasses.replace(ckpt(300, t0 + 30 * MIN), write_seconds=95.0, previous_step=200)
     d = step(run, Tick(), t0 + 35 * MIN, Observations(checkpoint=seen))
-    assert d.run.checkpoint_history == ((300, t0 + 30 * MIN, 95.0),)
+    assert d.run.checkpoint_history == ((300, t0 + 30 * MIN, 95.0, 200),)
     same = step(d.run, Tick(), t0 + 45 * MIN, Observations(checkpoint=seen))
     assert same.ignored is not None  # nothing new

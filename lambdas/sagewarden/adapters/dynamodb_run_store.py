@@ -77,11 +77,23 @@ def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:
     out = {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
     if c.write_seconds is not None:
         out["write_s"] = c.write_seconds
+    if c.previous_step is not None:
+        out["prev"] = c.previous_step
     return out
 
 
 def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
-    return None if not d else Checkpoint(d["uri"], int(d["step"]), d["layout"], d.get("at"), d.get("write_s"))
+    if not d:
+        return None
+    prev = d.get("prev")
+    return Checkpoint(
+        d["uri"],
+        int(d["step"]),
+        d["layout"],
+        d.get("at"),
+        d.get("write_s"),
+        None if prev is None else int(prev),
+    )
 
 
 def attempt_to_dict(a: Attempt) -> dict[str, Any]:
@@ -131,7 +143,9 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
     data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
     data["checkpoint_history"] = tuple(
-        (int(step), int(at), float(write_s)) for step, at, write_s in d.get("checkpoint_history", ())
+        # (step, written at, write seconds or -1, previous step or -1); older items lack the last
+        (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)
+        for h in d.get("checkpoint_history", ())
     )
     if attempts is None:
         current = d.get("current")

@@ -123,7 +123,7 @@ class S3CheckpointFinder:
                 layout.kind,
             )
             return None
-        return to_checkpoint(bucket, prefix, selection.chosen, selection.completion)
+        return to_checkpoint(bucket, prefix, selection.chosen, selection.completion, plan)
 
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
         """How long the checkpoint took to write: from the oldest object of its directory's first

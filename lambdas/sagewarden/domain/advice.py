@@ -76,11 +76,36 @@ def record_checkpoint(d: Draft) -> bool:
     history = d.run.checkpoint_history
     if history and ckpt.step <= history[-1][0]:
         return False
-    entry = (ckpt.step, ckpt.written_at_ms, ckpt.write_seconds if ckpt.write_seconds is not None else -1.0)
+    entry = (
+        ckpt.step,
+        ckpt.written_at_ms,
+        ckpt.write_seconds if ckpt.write_seconds is not None else -1.0,
+        ckpt.previous_step if ckpt.previous_step is not None else -1,
+    )
     d.set(checkpoint_history=(*history, entry)[-CHECKPOINT_HISTORY:])
     took = f", written in {ckpt.write_seconds:.0f} s" if ckpt.write_seconds is not None else ""
     d.note(f"newest checkpoint: step {ckpt.step}{took}")
     return True
+
+
+def observed_interval_min(history: tuple[tuple[int, int, float, int], ...]) -> float | None:
+    """Minutes between checkpoints. The supervisor sees a checkpoint when it happens to look (every
+    reconcile tick, at attempt ends), so two it saw may be several checkpoints apart: the pace
+    (minutes per step) comes from the pairs it saw, and the interval in steps from each
+    checkpoint's next older directory in S3. Without the latter, the median gap between sightings
+    (an upper bound)."""
+    pace = [
+        (b[1] - a[1]) / 60_000 / (b[0] - a[0])
+        for a, b in itertools.pairwise(history)
+        if b[1] > a[1] and b[0] > a[0]
+    ]
+    if not pace:
+        return None
+    steps = [h[0] - h[3] for h in history if 0 <= h[3] < h[0]]
+    if steps:
+        return statistics.median(steps) * statistics.median(pace)
+    gaps = [(b[1] - a[1]) / 60_000 for a, b in itertools.pairwise(history) if b[1] > a[1]]
+    return statistics.median(gaps)
 
 
 def checkpoint_advice(run: Run, now_ms: int) -> CheckpointAdvice | None:
@@ -96,9 +121,8 @@ def checkpoint_advice(run: Run, now_ms: int) -> CheckpointAdvice | None:
     prior_h = 1 / (FLEET_FAULTS_PER_GPU_HOUR * max(1, gpus))
     mtbf_h = (training_h + prior_h) / (faults + 1)
     history = run.checkpoint_history
-    gaps = [(b[1] - a[1]) / 60_000 for a, b in itertools.pairwise(history) if b[1] > a[1]]
-    interval = statistics.median(gaps) if gaps else None
-    writes = [w for _, _, w in history if w >= 0]
+    interval = observed_interval_min(history)
+    writes = [h[2] for h in history if h[2] >= 0]
     write_s = statistics.median(writes) if writes else None
     optimal = lost_now = lost_opt = saved = None
     if write_s is not None and write_s > 0:

@@ -113,6 +113,9 @@ class Checkpoint:
     written_at_ms: int | None = None
     # how long writing it took (its first object to its completion marker), when measured
     write_seconds: float | None = None
+    # the step of the next older checkpoint directory (None: none listed): the checkpoint interval
+    # in steps, however seldom the supervisor happens to look
+    previous_step: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", LayoutKind(self.layout))
@@ -351,10 +354,14 @@ def first_complete(
     return Selection(None, None, tuple(rejected), gave_up=False)
 
 
-def to_checkpoint(bucket: str, prefix: str, probe: Probe, completion: Completion) -> Checkpoint:
+def to_checkpoint(
+    bucket: str, prefix: str, probe: Probe, completion: Completion, plan: Iterable[Probe] = ()
+) -> Checkpoint:
+    """The chosen probe as a Checkpoint; ``plan`` (every candidate) gives the next older step."""
     return Checkpoint(
         uri=checkpoint_uri(bucket, prefix, probe.name),
         step=probe.step,
         layout=probe.kind,
         written_at_ms=completion.written_at_ms,
+        previous_step=max((p.step for p in plan if p.step < probe.step), default=None),
     )

@@ -142,8 +142,9 @@ class Run:
     # budgets (restarts, wall clock) started afresh
     warm_pool_off: bool = False  # the account has no warm-pool quota for this run's instances
     # for checkpoint-interval advice: the newest checkpoints seen, (step, written ms, write s or
-    # -1 when unmeasured), oldest first, at most CHECKPOINT_HISTORY; and training time of ended attempts
-    checkpoint_history: tuple[tuple[int, int, float], ...] = ()
+    # -1 when unmeasured, the next older step in S3 or -1), oldest first, at most CHECKPOINT_HISTORY;
+    # and training time of ended attempts
+    checkpoint_history: tuple[tuple[int, int, float, int], ...] = ()
     training_ms: int = 0
     # when the fault the run is recovering from ended its attempt (time to recovery is measured
     # to the replacement's Training); None when not recovering
