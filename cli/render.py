@@ -212,6 +212,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
             "checkpoint",
             f"step {ckpt['step']} {ckpt['uri']} ({ckpt.get('layout', '-')}, {ckpt.get('written_at') or '-'})",
         )
+    advice = run.get("checkpoint_advice") or {}
+    if advice.get("summary"):
+        row("advice", str(advice["summary"]))
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []

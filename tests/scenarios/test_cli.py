@@ -373,3 +373,17 @@ def test_global_options_work_after_the_command(h):
     assert r.code == 0 and r.json()["run_id"] == run_id
     r = h.cli("--json", "list", "--api-url", API, api=False)  # one before, one after
     assert r.code == 0 and [x["run_id"] for x in r.json()] == [run_id]
+
+
+def test_get_shows_the_checkpoint_interval_advice(h, acct):
+    acct.sagemaker.set_profile("llama-8b", SHORT)
+    acct.sagemaker.inject(Fault(kind="hardware", run="llama-8b", attempt=1, after_training_min=45, host=2))
+    run_id = h.submit(run_body("llama-8b"))
+    h.until(lambda: h.run(run_id)["status"] == "SUCCEEDED")
+    advice = h.run(run_id)["checkpoint_advice"]
+    r = h.cli("get", "llama-8b")
+    assert r.code == 0, r.err
+    shown = re.search(r"\n  advice\s+(Checkpoint interval: every \d+ min.*)", r.out)
+    assert shown, r.out
+    assert advice["summary"].startswith(shown.group(1)[:40])
+    assert advice["faults"] == 1 and advice["observed_interval_min"] is not None
