@@ -137,7 +137,7 @@ class SupervisorDashboard(Construct):
             width=8,
             height=ROW_HEIGHT,
         )
-        alarms_gauge = metric(keys.METRIC_HANG_ALARMS, "Maximum", "hang alarms")
+        alarms_gauge = metric(keys.METRIC_HANG_ALARMS, "Maximum", "hang alarm metrics (billed)")
         jobs_gauge = metric(keys.METRIC_WATCHED_JOBS, "Maximum", "watched jobs")
         cost = cloudwatch.GraphWidget(
             title="Supervision cost (estimate)",

@@ -116,7 +116,12 @@ class Notifier(Protocol):
     def publish(self, message: Notify) -> None: ...
 
 
-AlarmInventory = Mapping[str, tuple[tuple[str, str, int], ...]]  # job -> (key, state, since ms)
+class AlarmInventory(dict[str, tuple[tuple[str, str, int], ...]]):
+    """Every hang alarm of the deployment: job -> (key, state, since ms). ``metrics`` counts the
+    metrics those alarms watch: CloudWatch bills each metric of a metric-math alarm as one alarm
+    metric, so it is what the dashboard's cost estimate multiplies."""
+
+    metrics: int = 0
 
 
 class HangAlarms(Protocol):

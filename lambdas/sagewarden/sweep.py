@@ -86,6 +86,9 @@ class Sweep:
     def _read_alarms(self) -> None:
         try:
             self.inventory = self.sup.alarms.inventory()
+            # gauges for the dashboard's supervision-cost estimate
+            self.sup.counters.add(keys.METRIC_HANG_ALARMS, float(self.inventory.metrics))
+            self.sup.counters.add(keys.METRIC_WATCHED_JOBS, float(len(self.inventory)))
         except Exception as exc:  # unknown, not "no alarms": nothing alarm-related is judged
             log.exception("reading the hang alarms failed")
             self.sup.counters.add(keys.METRIC_OBSERVATION_FAILURES)

@@ -8,6 +8,7 @@ from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from drill.sim_sagemaker import Fault
 from sagewarden import keys
+from sagewarden.domain.actions import EnsureHangAlarms
 from sagewarden.domain.models import RunStatus
 
 MIN = 60_000
@@ -42,3 +43,17 @@ def test_a_fault_and_its_recovery_are_measured_and_alerts_link_to_the_job(acct):
     resumed = next(m for _, m in acct.notifier.sent if m.event == "attempt.resumed")
     assert "console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/" in resumed.body
     assert f"sagewarden get {run['run_id']}" in resumed.body
+
+
+def test_each_sweep_reports_the_billed_alarm_metrics_and_watched_jobs(acct):
+    """The dashboard's cost estimate: every metric of a metric-math alarm is billed."""
+    live = EnsureHangAlarms("sw-a-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 12, 8, 30, 1.0, 20)
+    small = EnsureHangAlarms("sw-b-01KE5Q86000DNQ47GXEV9VZMPJ-a001", 1, 1, 8, 30, 1.0, 20)
+    acct.supervisor.alarms.ensure(live, "01KE5Q86000DNQ47GXEV9VZMPH")
+    acct.supervisor.alarms.ensure(small, "01KE5Q86000DNQ47GXEV9VZMPJ")
+    acct.supervisor.sweep()
+    values = acct.counters.values  # one sweep so far: the sums are the gauges
+    gauges = {k: values.get(k) for k in (keys.METRIC_HANG_ALARMS, keys.METRIC_WATCHED_JOBS)}
+    # 12 hosts: log silence 1 + whole-job idle (hosts 1, 2) 2 + lone idle (6 + 6 hosts) 12;
+    # 1 host: log silence 1 + whole-job idle 1
+    assert gauges == {keys.METRIC_HANG_ALARMS: 17.0, keys.METRIC_WATCHED_JOBS: 2.0}

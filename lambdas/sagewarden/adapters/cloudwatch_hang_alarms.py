@@ -24,6 +24,7 @@ and the sweep reads their *states* every pass (`inventory`) because those events
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -43,6 +44,7 @@ from sagewarden.domain.hang_alarms import (
     key_signal,
     lone_idle_groups,
 )
+from sagewarden.ports import AlarmInventory
 
 _SIGNAL_SLUG = {
     SIGNAL_LOG_SILENCE: "log-silence",
@@ -52,6 +54,13 @@ _SIGNAL_SLUG = {
 }
 _SLUG_SIGNAL = {v: k for k, v in _SIGNAL_SLUG.items()}
 SEP = "--"
+
+
+def billed_metrics(alarm: Mapping[str, Any]) -> int:
+    """Alarm metrics CloudWatch bills for one alarm: one for a single-metric alarm, one per
+    metric (MetricStat) of a metric-math alarm; expressions are free."""
+    queries = alarm.get("Metrics") or []
+    return sum(1 for q in queries if "MetricStat" in q) if queries else 1
 
 
 def alarm_name(prefix: str, job_name: str, signal: str, group: int | None = None) -> str:
@@ -248,10 +257,12 @@ class CloudWatchHangAlarms:
                     raise
         return names
 
-    def inventory(self) -> dict[str, tuple[tuple[str, str, int], ...]]:
-        """Every hang alarm of this deployment, by job: (key, state, state-updated ms). One
-        DescribeAlarms by prefix, every page followed (100 alarms a page)."""
+    def inventory(self) -> AlarmInventory:
+        """Every hang alarm of this deployment, by job: (key, state, state-updated ms), and the
+        number of metrics they watch. One DescribeAlarms by prefix, every page followed (100
+        alarms a page)."""
         found: dict[str, list[tuple[str, str, int]]] = {}
+        metrics = 0
         for page in self._cw.get_paginator("describe_alarms").paginate(
             AlarmNamePrefix=self._prefix, AlarmTypes=["MetricAlarm"]
         ):
@@ -261,4 +272,7 @@ class CloudWatchHangAlarms:
                     continue
                 since = to_ms(a.get("StateUpdatedTimestamp")) or 0
                 found.setdefault(parsed[0], []).append((parsed[1], str(a.get("StateValue", "")), since))
-        return {job: tuple(sorted(rows)) for job, rows in found.items()}
+                metrics += billed_metrics(a)
+        out = AlarmInventory({job: tuple(sorted(rows)) for job, rows in found.items()})
+        out.metrics = metrics
+        return out
