@@ -16,6 +16,8 @@ Plus false positives on benign slow phases, warm-pool vs cold restarts, and dril
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import multiprocessing
 import statistics
 import sys
@@ -106,7 +108,8 @@ def _lost_gpu_hours(result: DrillResult, acct_jobs: list[Any]) -> float | None:
 
 
 def _run(scenario: Any, template: dict[str, Any]) -> tuple[DrillResult, list[Any]]:
-    result = run_scenario(scenario, template)
+    with contextlib.redirect_stdout(io.StringIO()):  # the handlers' EMF metric lines
+        result = run_scenario(scenario, template)
     if result.invariant_violations:
         raise SystemExit(f"invariant violated: {result.invariant_violations}")
     return result, result.jobs
