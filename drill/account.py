@@ -24,7 +24,13 @@ from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
-from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
+from drill.sim_cloudwatch import (
+    BackendAlarmReads,
+    BackendS3Reads,
+    FlushOnReadLogs,
+    SimulatedCloudWatch,
+    SimulatedLogs,
+)
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -140,7 +146,11 @@ class LocalAccount:
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
         logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
         iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
+        # large drills: DescribeAlarms and checkpoint listings read moto's in-memory state directly
+        # (BackendAlarmReads, BackendS3Reads), paged like AWS, without moto's serializer and scans
+        backend_reads: bool = False,
     ) -> None:
+        self._backend_reads = backend_reads
         if logs not in ("moto", "simulated"):
             raise ValueError("logs must be 'moto' or 'simulated'")
         self._logs_kind = logs
@@ -245,9 +255,9 @@ class LocalAccount:
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
             launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker, "sagemaker")),
-            checkpoints=S3CheckpointFinder(self.s3),
+            checkpoints=S3CheckpointFinder(self._checkpoint_client(sim_s3)),
             notifier=self.notifier,
-            alarms=CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX),
+            alarms=CloudWatchHangAlarms(self._alarms_client(), ALARM_PREFIX),
             logs=CloudWatchLogsReader(
                 FlushOnReadLogs(self.logs, self.sagemaker)
                 if self._logs_kind == "moto"
@@ -268,6 +278,33 @@ class LocalAccount:
         )
         composition.use(self.supervisor)
         return self
+
+    def _alarms_client(self) -> Any:
+        """The hang-alarm adapter's client: moto's, or with DescribeAlarms served from its backend
+        (paged like CloudWatch, without moto's serializer: see BackendAlarmReads)."""
+        if not self._backend_reads:
+            return self.cloudwatch
+        from moto.cloudwatch.models import cloudwatch_backends
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        backend = cloudwatch_backends[os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)][REGION]
+        return BackendAlarmReads(
+            self.cloudwatch, backend, lambda op, params: self.recorder.record("cloudwatch", op, params)
+        )
+
+    def _checkpoint_client(self, sim_s3: Any) -> Any:
+        """The checkpoint finder's S3 client: moto's, or (``backend_reads``) listings and heads
+        from a sorted index of moto's keys."""
+        if not self._backend_reads:
+            return self.s3
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)]["global"]
+        reads = BackendS3Reads(self.s3, backend, lambda op, params: self.recorder.record("s3", op, params))
+        reads.watch(sim_s3)
+        reads.watch(self.s3)
+        return reads
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         report = None
@@ -334,19 +371,22 @@ class LocalAccount:
     def mark_dirty(self) -> None:
         self._due_cache = None
 
-    def next_sweep_ms(self) -> int | None:
+    def next_sweep_ms(self, alarms_in_alarm: bool | None = None) -> int | None:
         """The next minute boundary at which the every-minute sweep would have work: a run or an
         owed alert due, or a hang alarm in ALARM (the sweep reads alarm *states* every pass, so
         an ALARM whose event was dropped or ignored is still acted on). A sweep with none of these
         is a no-op, so the drill skips it.
 
         The due index only changes when a handler runs, so that part is cached until then.
+        ``alarms_in_alarm``: the alarm evaluator's answer (it keeps the ALARM set as it evaluates),
+        instead of a scan of every alarm at every step.
         """
         minute = 60_000
         if self._due_cache is None:
             self._due_cache = (self._earliest_due(),)
         candidates = [] if self._due_cache[0] is None else [-(-self._due_cache[0] // minute) * minute]
-        if self._any_alarm_in_alarm():
+        in_alarm = self._any_alarm_in_alarm() if alarms_in_alarm is None else alarms_in_alarm
+        if in_alarm:
             candidates.append(-(-(self._last_sweep_ms + 1) // minute) * minute)
         if not candidates:
             return None

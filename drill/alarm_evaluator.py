@@ -632,6 +632,7 @@ class AlarmEvaluator:
             region or getattr(getattr(self.cloudwatch, "meta", None), "region_name", None) or "us-east-1"
         )
         self.states: dict[str, str] = {}
+        self._in_alarm: set[str] = set()  # names whose state is ALARM (kept with ``states``)
         self.transitions: list[tuple[int, str, str, str]] = []
         self.events: list[dict[str, Any]] = []
         self.late_transitions = 0
@@ -669,6 +670,15 @@ class AlarmEvaluator:
         if earliest is None:
             return None
         return max(nxt, earliest)
+
+    def alarms_in_alarm(self) -> bool | None:
+        """Whether an alarm this evaluator manages is in ALARM and still exists (None without
+        moto's backend: the caller looks itself). A set kept with the states, not a scan of every
+        alarm, so the drill's every-step question does not grow with the number of alarms."""
+        if self._backend is None:
+            return None
+        alarms = self._backend.alarms
+        return any(name in alarms for name in self._in_alarm)
 
     def evaluate_due(self) -> list[dict[str, Any]]:
         """Evaluate every alarm at every boundary up to now; returns the events published."""
@@ -929,6 +939,7 @@ class AlarmEvaluator:
     def _forget(self, name: str) -> None:
         alarm = self._alarms.pop(name)
         self.states.pop(name, None)
+        self._in_alarm.discard(name)
         self._unuse(name, alarm.config)
 
     def _describe(self, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -1195,6 +1206,10 @@ class AlarmEvaluator:
                 )
                 alarm.state, alarm.reason, alarm.reason_data, alarm.state_ms = state, reason, data, boundary
                 self.states[cfg.name] = state
+                if state == ALARM:
+                    self._in_alarm.add(cfg.name)
+                else:
+                    self._in_alarm.discard(cfg.name)
         alarm.evaluated_to = target
         if alarm.last_end is not None:
             hi = (alarm.last_end - alarm.base) // p

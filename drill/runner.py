@@ -99,11 +99,16 @@ class AccountStepper:
         candidates = [
             acct.sagemaker.next_event_time(),
             acct.next_delivery_ms(),
-            acct.next_sweep_ms() if sweeping else None,
+            acct.next_sweep_ms(self._alarms_in_alarm()) if sweeping else None,
             self.evaluator.next_time() if self.evaluator else None,
         ]
         times = [t for t in candidates if t is not None]
         return max(min(times), acct.clock.now_ms) if times else None
+
+    def _alarms_in_alarm(self) -> bool | None:
+        """The evaluator's ALARM set, when it keeps one (None: the account scans its alarms)."""
+        ask = getattr(self.evaluator, "alarms_in_alarm", None)
+        return ask() if ask is not None else None
 
     def step(
         self, t: int, *, sweeping: Callable[[], bool], scripted: Callable[[], None] | None = None
@@ -118,7 +123,7 @@ class AccountStepper:
         if self.evaluator is not None:
             self.evaluator.evaluate_due()
             acct.deliver_due()
-        nxt = acct.next_sweep_ms() if sweeping() else None
+        nxt = acct.next_sweep_ms(self._alarms_in_alarm()) if sweeping() else None
         if nxt is not None and nxt <= acct.clock.now_ms:
             acct.run_sweep()
 

@@ -12,7 +12,9 @@ one moto call per host stream at every flush.
 
 from __future__ import annotations
 
-from datetime import datetime
+import bisect
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from drill.sim.texts import client_error
@@ -187,3 +189,262 @@ class SimulatedLogs:
             ],
             "searchedLogStreams": [],
         }
+
+
+class BackendAlarmReads:
+    """The supervisor's CloudWatch client with DescribeAlarms answered from moto's in-memory alarms.
+
+    moto serializes every alarm of every DescribeAlarms page through its generic response
+    serializer (about 3 ms for a 10-metric alarm), so a sweep reading 4,000 alarms every minute
+    would make the drill, not the supervisor, the bottleneck. This reads the same alarms from
+    moto's backend (entries as ``describe_alarms`` returns them, see
+    ``drill.alarm_evaluator._entry_from_backend``) and pages them as CloudWatch does, which moto
+    does not: ``MaxRecords`` per page (the default page size is not documented; 50 is assumed),
+    ``NextToken`` to continue. Filters: ``AlarmNamePrefix`` or ``AlarmNames``, ``StateValue``,
+    ``AlarmTypes`` (composite alarms are never returned). Every other call goes to moto.
+
+    ``record`` is called with (operation, params) for each DescribeAlarms call (the drill's IAM
+    recorder); the paginator goes through :meth:`describe_alarms`, so each page is one call.
+    """
+
+    DEFAULT_PAGE = 50
+
+    def __init__(
+        self, moto_client: Any, backend: Any, record: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> None:
+        self._moto = moto_client
+        self._backend = backend
+        self._record = record
+        # name -> ((alarm object id, configuration time), entry without its state): an alarm's
+        # configuration is converted once, its state at every read
+        self._entries: dict[str, tuple[tuple[int, Any], dict[str, Any]]] = {}
+
+    def describe_alarms(self, **params: Any) -> dict[str, Any]:
+        from drill.alarm_evaluator import _entry_from_backend
+
+        if self._record is not None:
+            self._record("DescribeAlarms", params)
+        unsupported = set(params) - {
+            "AlarmNamePrefix",
+            "AlarmNames",
+            "StateValue",
+            "AlarmTypes",
+            "MaxRecords",
+            "NextToken",
+        }
+        if unsupported:
+            raise NotImplementedError(f"BackendAlarmReads.describe_alarms: {sorted(unsupported)}")
+        prefix = params.get("AlarmNamePrefix")
+        names = set(params.get("AlarmNames") or ())
+        state = params.get("StateValue")
+        if "MetricAlarm" not in (params.get("AlarmTypes") or ["MetricAlarm"]):
+            return {"MetricAlarms": [], "CompositeAlarms": []}
+        size = int(params.get("MaxRecords") or self.DEFAULT_PAGE)
+        after = params.get("NextToken")
+        found = sorted(
+            name
+            for name, alarm in self._backend.alarms.items()
+            if getattr(alarm, "rule", None) is None
+            and (prefix is None or name.startswith(prefix))
+            and (not names or name in names)
+            and (state is None or alarm.state_value == state)
+            and (after is None or name > after)
+        )
+        page = found[:size]
+        out: list[dict[str, Any]] = []
+        for name in page:
+            alarm = self._backend.alarms[name]
+            version = (id(alarm), alarm.configuration_updated_timestamp)
+            cached = self._entries.get(name)
+            if cached is None or cached[0] != version:
+                base = _entry_from_backend(alarm)
+                base["AlarmArn"] = alarm.alarm_arn
+                base["ActionsEnabled"] = bool(alarm.actions_enabled)
+                cached = self._entries[name] = (version, base)
+            entry = dict(cached[1])
+            entry["StateValue"] = alarm.state_value
+            entry["StateReason"] = alarm.state_reason
+            stamp = alarm.state_updated_timestamp
+            entry["StateUpdatedTimestamp"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+            out.append(entry)
+        resp: dict[str, Any] = {"MetricAlarms": out, "CompositeAlarms": []}
+        if len(found) > size:
+            resp["NextToken"] = page[-1]
+        return resp
+
+    def get_paginator(self, name: str) -> Any:
+        if name != "describe_alarms":
+            return self._moto.get_paginator(name)
+        return _DescribeAlarmsPaginator(self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._moto, name)
+
+
+class _DescribeAlarmsPaginator:
+    def __init__(self, client: BackendAlarmReads) -> None:
+        self._client = client
+
+    def paginate(self, **params: Any) -> Iterator[dict[str, Any]]:
+        token = None
+        while True:
+            page = self._client.describe_alarms(**params, **({"NextToken": token} if token else {}))
+            yield page
+            token = page.get("NextToken")
+            if not token:
+                return
+
+
+class BackendS3Reads:
+    """The checkpoint finder's S3 client with ListObjectsV2 and HeadObject answered from moto's
+    in-memory buckets through a sorted key index.
+
+    moto lists a prefix by scanning every key of the bucket and serializing the answer as XML: with
+    1,000 runs writing checkpoints all day, each sweep tick's listing would cost time in proportion
+    to every checkpoint of every run (the drill's quadratic hot spot, not the supervisor's). Keys
+    are indexed as the simulator and the account write them (``watch`` a client: PutObject,
+    DeleteObject(s)); a listing bisects to its prefix and skips each common prefix in one step.
+
+    Supported: ListObjectsV2 with Prefix, Delimiter, MaxKeys (<= 1,000), StartAfter and
+    ContinuationToken (its paginator with PaginationConfig PageSize), and HeadObject (a ``404``
+    ClientError for a missing key). Every other call goes to moto. ``record`` gets (operation,
+    params) for each answered call (the drill's IAM recorder).
+    """
+
+    def __init__(
+        self, moto_client: Any, backend: Any, record: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> None:
+        self._moto = moto_client
+        self._backend = backend
+        self._record = record
+        self._keys: dict[str, list[str]] = {}  # bucket -> sorted keys
+
+    def watch(self, client: Any) -> None:
+        """Index the keys ``client`` writes or deletes from now on."""
+        events = client.meta.events
+
+        def put(params: dict[str, Any], **_: Any) -> None:
+            keys = self._keys.setdefault(str(params["Bucket"]), [])
+            key = str(params["Key"])
+            i = bisect.bisect_left(keys, key)
+            if i == len(keys) or keys[i] != key:
+                keys.insert(i, key)
+
+        def delete(params: dict[str, Any], **_: Any) -> None:
+            keys = self._keys.get(str(params["Bucket"]), [])
+            names = (
+                [str(params["Key"])]
+                if "Key" in params
+                else [str(o["Key"]) for o in params.get("Delete", {}).get("Objects", [])]
+            )
+            for key in names:
+                i = bisect.bisect_left(keys, key)
+                if i < len(keys) and keys[i] == key:
+                    del keys[i]
+
+        events.register("before-parameter-build.s3.PutObject", put)
+        events.register("before-parameter-build.s3.DeleteObject", delete)
+        events.register("before-parameter-build.s3.DeleteObjects", delete)
+
+    def _object(self, bucket: str, key: str, operation: str) -> Any:
+        found = self._backend.buckets.get(bucket)
+        if found is None:
+            raise client_error("NoSuchBucket", "The specified bucket does not exist", operation)
+        return found.keys.get(key)
+
+    def head_object(self, *, Bucket: str, Key: str, **params: Any) -> dict[str, Any]:
+        if self._record is not None:
+            self._record("HeadObject", {"Bucket": Bucket, "Key": Key, **params})
+        obj = self._object(Bucket, Key, "HeadObject")
+        if obj is None:
+            raise client_error("404", "Not Found", "HeadObject")
+        return {
+            "LastModified": obj.last_modified.replace(tzinfo=UTC),
+            "ContentLength": obj.size,
+            "ETag": obj.etag,
+        }
+
+    def list_objects_v2(self, **params: Any) -> dict[str, Any]:
+        if self._record is not None:
+            self._record("ListObjectsV2", params)
+        bucket = str(params["Bucket"])
+        self._object(bucket, "", "ListObjectsV2")
+        prefix = str(params.get("Prefix") or "")
+        delimiter = str(params.get("Delimiter") or "")
+        limit = min(int(params.get("MaxKeys") or 1000), 1000)
+        after = params.get("ContinuationToken") or params.get("StartAfter") or ""
+        keys = self._keys.get(bucket, [])
+        i = bisect.bisect_left(keys, prefix)
+        if after:
+            i = max(i, bisect.bisect_right(keys, after))
+            if delimiter and after.endswith(delimiter):  # continue after a common prefix
+                i = max(i, bisect.bisect_left(keys, after[:-1] + chr(ord(delimiter[-1]) + 1)))
+        contents: list[dict[str, Any]] = []
+        common: list[dict[str, str]] = []
+        last = ""
+        while i < len(keys) and keys[i].startswith(prefix) and len(contents) + len(common) < limit:
+            key = keys[i]
+            cut = key.find(delimiter, len(prefix)) if delimiter else -1
+            if cut >= 0:
+                last = key[: cut + len(delimiter)]
+                common.append({"Prefix": last})
+                i = bisect.bisect_left(keys, last[:-1] + chr(ord(last[-1]) + 1))
+                continue
+            obj = self._backend.buckets[bucket].keys.get(key)
+            i += 1
+            if obj is None:
+                continue
+            last = key
+            contents.append(
+                {
+                    "Key": key,
+                    "LastModified": obj.last_modified.replace(tzinfo=UTC),
+                    "ETag": obj.etag,
+                    "Size": obj.size,
+                    "StorageClass": "STANDARD",
+                }
+            )
+        truncated = i < len(keys) and keys[i].startswith(prefix)
+        resp: dict[str, Any] = {
+            "IsTruncated": truncated,
+            "Name": bucket,
+            "Prefix": prefix,
+            "MaxKeys": limit,
+            "KeyCount": len(contents) + len(common),
+        }
+        if contents:
+            resp["Contents"] = contents
+        if common:
+            resp["CommonPrefixes"] = common
+        if delimiter:
+            resp["Delimiter"] = delimiter
+        if truncated:
+            resp["NextContinuationToken"] = last
+        return resp
+
+    def get_paginator(self, name: str) -> Any:
+        if name != "list_objects_v2":
+            return self._moto.get_paginator(name)
+        return _ListObjectsPaginator(self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._moto, name)
+
+
+class _ListObjectsPaginator:
+    def __init__(self, client: BackendS3Reads) -> None:
+        self._client = client
+
+    def paginate(
+        self, *, PaginationConfig: dict[str, Any] | None = None, **params: Any
+    ) -> Iterator[dict[str, Any]]:
+        size = (PaginationConfig or {}).get("PageSize")
+        if size:
+            params["MaxKeys"] = size
+        token = None
+        while True:
+            page = self._client.list_objects_v2(**params, **({"ContinuationToken": token} if token else {}))
+            yield page
+            token = page.get("NextContinuationToken")
+            if not token:
+                return

@@ -25,7 +25,7 @@ import contextlib
 import contextvars
 import inspect
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,10 +93,17 @@ class CallRecorder:
     # (function, service, operation) -> the first such call
     unmapped: dict[tuple[str, str, str], RecordedCall] = field(default_factory=dict)
     enabled: bool = True
+    # called with (function, service, operation, params) for every call of a function, enabled or
+    # not (e.g. the scale benchmark's per-minute call counter, benchmarks/scale.py)
+    listeners: list[Callable[[str, str, str, Mapping[str, Any]], None]] = field(default_factory=list)
 
     def record(self, service: str, operation: str, params: Mapping[str, Any]) -> None:
         function = CURRENT_FUNCTION.get()
-        if function is None or not self.enabled:
+        if function is None:
+            return
+        for listener in self.listeners:
+            listener(function, service, operation, params)
+        if not self.enabled:
             return
         self.calls += 1
         self.calls_by_function[function] += 1

@@ -1,0 +1,33 @@
+"""The scale benchmark on a small account: ten runs with faults, every call counted, every run
+finished, nothing left behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.scale import QUOTA_TPS, BigJob, measure, render
+
+
+def test_ten_runs_finish_and_every_call_is_counted(template: dict[str, Any]) -> None:
+    r = measure(10, template, hours=8, steps=240)
+    assert r.drill.invariant_violations == []  # one live job per run, every AWS call allowed by IAM
+    assert dict(r.statuses) == {"SUCCEEDED": 10}
+    assert r.live_jobs_at_end == 0 and r.alarms_left == 0  # no job burning, no alarm billed
+    assert len(r.drill.faults) >= 10  # one or two per run
+    rates = r.counter.rates(r.drill.end_ms)
+    # each run was created at least once, its alarms put and deleted, the sweep read the alarms
+    assert sum(n for (_, op), n in r.counter.counts.items() if op == "sagemaker.CreateTrainingJob") >= 10
+    assert rates["cloudwatch.PutMetricAlarm"].peak_per_min >= 3
+    assert rates["cloudwatch.DeleteAlarms"].peak_per_min >= 1
+    assert rates["cloudwatch.DescribeAlarms"].mean_per_min > 0
+    assert r.sweeps.due > 0 and r.sweeps.passes > 0
+    assert set(r.counter.peak_by_run) and min(r.counter.peak_by_run.values()) >= 3  # log, idle, lone-idle
+    assert r.counter.max_metrics_per_alarm <= 10
+    assert 0 < r.cost.total / r.run_days < 0.1
+    big = BigJob(250, 27, 27, 10, {"logs.GetLogEvents": 250}, 4.0, "SUCCEEDED")
+    text = "\n".join(render([r], big, 1.0))
+    assert (
+        "| 10 runs |" in text
+        and "PutMetricAlarm" in text
+        and str(QUOTA_TPS["cloudwatch.DescribeAlarms"]) in text
+    )
