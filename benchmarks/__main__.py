@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     out += sidebyside.drill_speed_rows(normal, stress)
     from benchmarks import scale  # 10, 100 and 1,000 concurrent runs over a virtual day
 
-    out += scale.run(template, progress=_progress)
+    out += scale.run(template, scale.BENCH_SIZES, progress=_progress)
     out.append("")
     total = time.perf_counter() - started
     out.append(
