@@ -304,3 +304,38 @@ def test_a_committed_decision_whose_response_was_lost_still_carries_out_its_acti
         stored = acct.supervisor.store.get(run["run_id"])
         assert stored.status == RunStatus.STARTING and len(acct.sagemaker.jobs()) == 1
         assert [m.event for _, m in acct.notifier.sent] == ["run.submitted"]
+
+
+def test_the_alarm_inventory_follows_every_page_at_the_largest_page_size():
+    """DescribeAlarms answers at most 100 alarms a page; asking for 100 halves the calls against its
+    9 TPS quota, and every page is still followed."""
+    import boto3
+    from botocore.stub import Stubber
+
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    prefix = "sagewarden-sw-hang-"
+    job = "sw-x-01KE5Q86000DNQ47GXEV9VZMPH-a001"
+    STAT = {
+        "Metric": {"Namespace": "Sagewarden/Heartbeat", "MetricName": "LogEvents"},
+        "Period": 60,
+        "Stat": "Sum",
+    }
+
+    def page(keys: list[str], token: str | None) -> dict[str, Any]:
+        alarms = [
+            {
+                "AlarmName": alarm_name(prefix, job, k),
+                "StateValue": "OK",
+                "Metrics": [{"Id": "m", "MetricStat": STAT}],
+            }
+            for k in keys
+        ]
+        return {"MetricAlarms": alarms, **({"NextToken": token} if token else {})}
+
+    expected = {"AlarmNamePrefix": prefix, "AlarmTypes": ["MetricAlarm"], "MaxRecords": 100}
+    with Stubber(cw) as stub:
+        stub.add_response("describe_alarms", page(["log_silence"], "t1"), expected)
+        stub.add_response("describe_alarms", page(["gpu_idle"], None), {**expected, "NextToken": "t1"})
+        found = CloudWatchHangAlarms(cw, prefix).inventory()
+        stub.assert_no_pending_responses()
+    assert [k for k, _, _ in found[job]] == ["gpu_idle", "log_silence"] and found.metrics == 2
