@@ -235,6 +235,12 @@ class SimJob:
         }
 
     @property
+    def phase_intervals(self) -> list[tuple[int, int | None, str]]:
+        """The Training phases so far: (start ms, end ms or None while open, kind) with kind one of
+        train, save, eval, hang_spin, dead_host, stuck, spin_logging (for reports and plots)."""
+        return [(start, end, kind) for start, end, kind, _ in self._segs]
+
+    @property
     def step(self) -> int:
         """The script's global step now (it only moves while training normally)."""
         if self._phase == "train" and self._clock is not None:
