@@ -14,8 +14,11 @@ or an `expect` failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from drill.account import BUCKET, EXECUTION_ROLE
@@ -71,7 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     from drill.account import drill_template
     from drill.runner import run_scenario
 
-    result = run_scenario(scenario, drill_template())
+    # the handlers' Powertools metrics warn when an invocation published none (routine in a drill)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+    # Powertools writes a metric batch to stdout when a metric reaches 100 values, even with
+    # POWERTOOLS_METRICS_DISABLED: in a long drill those raw EMF lines would bury the output
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = run_scenario(scenario, drill_template())
     if args.json:
         print(json.dumps(result.summary(), indent=2, ensure_ascii=False))
     else:

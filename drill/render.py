@@ -214,7 +214,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: set[i
     n = len(headers)
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(n)]
     lead = sum(widths[:-1]) + 2 * (n - 1)
-    last = min(widths[-1], max(20, cols - lead))
+    last = max(1, min(widths[-1], max(20, cols - lead)))
     widths[-1] = last
     out = []
     for cells in [list(headers), *rows]:
@@ -340,12 +340,20 @@ def summary(result: DrillResult, cols: int) -> list[str]:
                 )
             total = sum(f["gpu_hours_lost"]["total"] for f in costly)
             rows.append(["total", "", "", "", "", "", "", gpu_hours(total), ""])
-            out += table(
-                ["run", "fault", "GPUs", "detection", "stop", "instance start", "work redone", "total", ""],
-                rows,
-                right={2, 3, 4, 5, 6, 7},
-                cols=cols,
-            )
+            headers = [
+                "run",
+                "fault",
+                "GPUs",
+                "detection",
+                "stop",
+                "instance start",
+                "work redone",
+                "total",
+                "",
+            ]
+            if not any(r[-1] for r in rows):
+                headers, rows = headers[:-1], [r[:-1] for r in rows]
+            out += table(headers, rows, right={2, 3, 4, 5, 6, 7}, cols=cols)
     return out
 
 

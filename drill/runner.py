@@ -22,6 +22,7 @@ from typing import Any
 from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
 from drill.report import check_expectations, fault_summary, from_iso, hang_signals, iso, run_times
 from drill.scenario import RunSpec, Scenario
+from drill.sim.texts import PAUSE_KINDS
 
 MINUTE = 60_000
 
@@ -440,6 +441,9 @@ class DrillRunner:
             run_trainings = trainings.get(run, [])
             i = bisect.bisect_right(run_trainings, (at_ms, "\uffff"))
             healthy_ms = next((t for t, name in run_trainings[i:] if name != job_name and t), None)
+            # a benign phase: nothing should follow it (a false alarm shows in its class)
+            if f["kind"] in PAUSE_KINDS:
+                action_ms = healthy_ms = None
             f["to_action_s"] = None if action_ms is None else round((action_ms - at_ms) / 1000, 1)
             f["to_healthy_replacement_s"] = (
                 None if healthy_ms is None else round((healthy_ms - at_ms) / 1000, 1)

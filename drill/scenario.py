@@ -450,7 +450,8 @@ class _Checker:
         types = spec.types.split("|")
         if not any(_matches(v, t) for t in types):
             want = " or ".join(_EXPECTED[t] for t in types)
-            self.add(path, f"expected {want}, got {_type_name(v)} ({_show(v)})")
+            shown = "" if isinstance(v, dict | list | tuple) else f" ({_show(v)})"
+            self.add(path, f"expected {want}, got {_type_name(v)}{shown}")
             return False
         if v is not None and spec.check is not None and not isinstance(v, dict | list | tuple):
             problem = spec.check(v)
@@ -470,8 +471,7 @@ def _join(path: str, key: str) -> str:
 
 def _list(check: _Checker, path: str, value: Any) -> list[Any]:
     if not isinstance(value, list | tuple):
-        check.add(path, f"expected a list, got {_type_name(value)}")
-        return []
+        return []  # the type is reported by the top-level check
     return list(value)
 
 
@@ -525,6 +525,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
                 f"{runs[-1].submit_at_min:g} min is after the drill stops (max_days {max_days:g})",
             )
 
+    runs_known = "runs" in top or "runs" not in (data if isinstance(data, dict) else {})
     faults: list[Fault] = []
     fault_paths: list[str] = []
     for i, raw in enumerate(_list(check, "faults", top.get("faults", []))):
@@ -532,6 +533,8 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         f = check.obj(where, raw, FAULT_FIELDS)
         if "kind" not in f or (isinstance(raw, dict) and set(raw) - set(f)):
             continue  # already reported
+        if not runs_known:
+            continue  # the runs are wrong: no reference to them can be checked
         if "run" in f and f["run"] is not None and f["run"] not in run_paths:
             check.add(f"{where}.run", f'no run named "{f["run"]}"' + _did_you_mean(f["run"], list(run_paths)))
             continue
@@ -553,6 +556,8 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         if "cancel" not in a or "at_min" not in a:
             continue
         target = a["cancel"]
+        if not runs_known:
+            continue
         if target not in run_paths:
             check.add(f"{where}.cancel", f'no run named "{target}"' + _did_you_mean(target, list(run_paths)))
         elif a["at_min"] <= submit_at[target]:
@@ -569,6 +574,8 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
     expect: dict[str, dict[str, Any]] = {}
     for run_name, raw in top.get("expect", {}).items():
         where = f"expect.{run_name}"
+        if not runs_known:
+            continue
         if run_name not in run_paths:
             check.add(where, f'no run named "{run_name}"' + _did_you_mean(run_name, list(run_paths)))
             continue
