@@ -236,9 +236,25 @@ def check_expectations(
                 missing = [e for e in want if e not in alerts.get(name, [])]
                 if missing:
                     out.append(f"expect: {name} published no {', '.join(missing)} alert")
+            elif key == "hangs_detected_by":
+                out += _hang_expectation(name, got["attempts"], want)
             elif actual[key] != want:
                 out.append(f"expect: {name} {key} {_text(actual[key])}, expected {_text(want)}")
     return out
+
+
+def _hang_expectation(name: str, attempts: list[Mapping[str, Any]], signals: list[str]) -> list[str]:
+    stops = [a for a in attempts if a.get("stop_intent") == "hang"]
+    if not stops:
+        return [
+            f"expect: {name} had no attempt stopped as hung (expected one caught by {' or '.join(signals)})"
+        ]
+    return [
+        f"expect: {name} attempt {a['number']} was stopped as hung on "
+        f"{', '.join(a['hang_signals']) or 'no recorded signal'}, expected {' or '.join(signals)}"
+        for a in stops
+        if not set(a["hang_signals"]) & set(signals)
+    ]
 
 
 def _text(v: Any) -> str:

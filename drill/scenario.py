@@ -74,6 +74,10 @@ EXPECT_FIELDS: dict[str, str] = {
     "resumed_from_steps": "each attempt's resumed checkpoint step, in order (null for a fresh start)",
     "max_gpu_hours_lost": "an upper bound on the GPU-hours the run's faults cost",
     "alerts_include": 'alert events that must have been published for the run, e.g. ["hang.detected"]',
+    "hangs_detected_by": (
+        'hang signals any of which may catch the run\'s hangs, e.g. ["log_silence"]: the supervisor stopped '
+        "at least one attempt as hung, and each such stop names one of them"
+    ),
 }
 
 
@@ -346,6 +350,7 @@ EXPECT_SPECS = {
     "resumed_from_steps": Spec("list"),
     "max_gpu_hours_lost": Spec("number", check=_at_least(0)),
     "alerts_include": Spec("str[]"),
+    "hangs_detected_by": Spec("str[]"),
 }
 assert set(EXPECT_SPECS) == set(EXPECT_FIELDS)
 
@@ -788,6 +793,13 @@ def _expect_problems(check: _Checker, where: str, e: dict[str, Any]) -> None:
         check.value(f"{where}.end_classes[{i}]", v, Spec("str|null"))
     for i, v in enumerate(e.get("resumed_from_steps", [])):
         check.value(f"{where}.resumed_from_steps[{i}]", v, Spec("int|null", check=_at_least(0)))
+    for i, v in enumerate(e.get("hangs_detected_by", [])):
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", v):
+            check.add(
+                f"{where}.hangs_detected_by[{i}]", f"{_show(v)} is not a signal name (e.g. log_silence)"
+            )
+    if e.get("hangs_detected_by") == []:
+        check.add(f"{where}.hangs_detected_by", "names no signal")
     n = e.get("attempts")
     for key in ("end_classes", "resumed_from_steps"):
         if n is not None and key in e and len(e[key]) != n:

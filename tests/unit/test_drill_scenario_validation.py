@@ -244,6 +244,15 @@ def test_scenario_duplicate_run_name() -> None:
             {"llama-8b": {"restarts_by_class": {"HANG": "1"}}},
             'expect.llama-8b.restarts_by_class.HANG: expected an integer, got a string ("1")',
         ),
+        (
+            {"llama-8b": {"hangs_detected_by": ["log silence"]}},
+            'expect.llama-8b.hangs_detected_by[0]: "log silence" is not a signal name (e.g. log_silence)',
+        ),
+        ({"llama-8b": {"hangs_detected_by": []}}, "expect.llama-8b.hangs_detected_by: names no signal"),
+        (
+            {"llama-8b": {"hangs_detected_by": "gpu_idle"}},
+            'expect.llama-8b.hangs_detected_by: expected a list of strings, got a string ("gpu_idle")',
+        ),
     ],
 )
 def test_scenario_expectation_on_an_unknown_field_or_run(expect: dict[str, Any], problem: str) -> None:
