@@ -9,6 +9,7 @@ Commands (each has --help with its arguments, allowed values and an example):
   logs RUN           the current attempt's CloudWatch logs, every host; --follow, --host N
   cancel RUN...      stop runs (asks first unless --yes)
   resume RUN         continue a FAILED or CANCELLED run from its newest checkpoint
+  selftest           rehearse a crash and a hang in your account through the deployed API
 
 RUN is a run id or a run name. Global options work before or after the command.
 """
@@ -268,6 +269,24 @@ def build_parser() -> Parser:
         "  sagewarden doctor --profile prod -c allowedRoleArns='[\"arn:aws:iam::123456789012:role/Train\"]'",
     )
     doctor.add_arguments(p, include_global=False)
+
+    # --- selftest (cli/selftest.py) ---------------------------------------------------------------
+    from cli import selftest
+
+    p = _command(
+        sub,
+        "selftest",
+        parent,
+        "rehearse a crash and a hang in this account: a tiny ml.m5.large job, through the deployed API "
+        "(costs a few cents; asks first)",
+        "  sagewarden selftest --role arn:aws:iam::123456789012:role/SageMakerTrainingRole --bucket my-bucket\n"
+        "  sagewarden --local selftest --yes     # against `python -m drill serve --scenario selftest`",
+    )
+    selftest.add_arguments(p)
+    p.epilog = (p.epilog or "").replace(
+        "exit codes:\n", "exit codes (1 also when a step did not happen within its deadline):\n"
+    )
+    # --- end selftest -----------------------------------------------------------------------------
     return parser
 
 
@@ -734,6 +753,12 @@ def cmd_doctor(env: Env) -> int:
     return int(doctor.run(env.args))
 
 
+def cmd_selftest(env: Env) -> int:  # --- selftest (cli/selftest.py) ---
+    from cli import selftest
+
+    return selftest.run(env)
+
+
 COMMANDS: dict[str, Callable[[Env], int]] = {
     "submit": cmd_submit,
     "list": cmd_list,
@@ -745,6 +770,7 @@ COMMANDS: dict[str, Callable[[Env], int]] = {
     "cancel": cmd_cancel,
     "resume": cmd_resume,
     "doctor": cmd_doctor,
+    "selftest": cmd_selftest,  # --- selftest ---
 }
 
 

@@ -73,9 +73,14 @@ class MemoryCounters:
     """The supervisor's operational counters (CloudWatch metrics in a real deployment)."""
 
     values: dict[str, float] = field(default_factory=dict)
+    samples: list[tuple[str, str, float]] = field(default_factory=list)  # (name, dimension value, value)
 
-    def add(self, name: str, value: float = 1.0) -> None:
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
         self.values[name] = self.values.get(name, 0.0) + value
+        if dimension is not None or unit != "Count":
+            self.samples.append((name, dimension[1] if dimension else "", value))
 
 
 @dataclass
@@ -258,6 +263,7 @@ class LocalAccount:
                 job_prefix=keys.DEFAULT_JOB_PREFIX,
                 policy_defaults=RunPolicy.from_dict(self._policy_defaults),
                 reconcile_interval_ms=self._reconcile_ms,
+                region=REGION,
             ),
         )
         composition.use(self.supervisor)

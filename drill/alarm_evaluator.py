@@ -18,8 +18,9 @@ missing data", and the PutMetricAlarm reference):
   documentation's only example uses 5 for N = 3), so the range here is ``N + evaluation_range_extra``
   periods (default 2; 0 evaluates exactly N periods).
 - Each period's value: a single-metric alarm asks for its metric with ``Statistic``; a
-  metric-math alarm asks for every ``MetricStat`` and evaluates the returned ``Expression``
-  (``MIN``/``MAX``/``AVG``/``SUM`` of ``[ids]``, or a bare id). Where some series are missing the
+  metric-math alarm asks for every ``MetricStat`` and evaluates the returned ``Expression`` (the
+  subset of metric math in ``drill/metric_math.py``: MIN/MAX/SUM/AVG of arrays, IF, comparisons,
+  AND/OR/NOT, arithmetic, FILL, DIFF, ABS). Where some series are missing the
   present ones are used; where all are missing the period is missing. A value is *breaching* when
   ``value <op> Threshold`` holds.
 - With r real (non-missing) periods in the range and M = ``DatapointsToAlarm`` (default N):
@@ -38,7 +39,7 @@ missing data", and the PutMetricAlarm reference):
   ``breaching``, a silent metric alarms once no non-breaching datapoint is left in the range.
 - Operators: GreaterThanOrEqualToThreshold, GreaterThanThreshold, LessThanThreshold,
   LessThanOrEqualToThreshold. Not supported (ValueError): percentiles (ExtendedStatistic),
-  anomaly-detection bands (ThresholdMetricId), other metric-math functions, periods that are not a
+  anomaly-detection bands (ThresholdMetricId), metric-math functions outside that subset, periods that are not a
   multiple of 60 s, composite alarms (not read).
 
 Simplified: metrics have no ingestion delay (a period is final once it ended), the evaluation
@@ -77,13 +78,13 @@ import json
 import math
 import operator
 import os
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from drill import metric_math
 from sagewarden import keys
 
 __all__ = [
@@ -122,14 +123,6 @@ _OPERATOR_TEXT = {
     "LessThanOrEqualToThreshold": "less than or equal to",
 }
 _TREATMENTS = ("breaching", "notBreaching", "ignore", "missing")
-_FUNCS: dict[str, Callable[[list[float]], float]] = {
-    "MIN": min,
-    "MAX": max,
-    "SUM": sum,
-    "AVG": lambda xs: sum(xs) / len(xs),
-}
-_FUNC_RE = re.compile(r"^\s*([A-Za-z]+)\s*\(\s*\[([^\]]*)\]\s*\)\s*$")
-_ID_RE = re.compile(r"^[a-z][A-Za-z0-9_]*$")
 
 # outcome kinds
 _ALL_REAL = "all_real"  # >= N real datapoints in the range
@@ -263,8 +256,8 @@ class SeriesKey:
 class _Query:
     id: str
     series: SeriesKey | None  # a MetricStat
-    func: str | None  # MIN | MAX | AVG | SUM; None with args = an alias of one id
-    args: tuple[str, ...]
+    node: metric_math.Node | None  # a math expression (drill/metric_math.py)
+    args: tuple[str, ...]  # the ids the expression refers to
     label: str | None
     return_data: bool
     expression: str | None = None  # as configured
@@ -403,12 +396,12 @@ def parse_alarm(raw: dict[str, Any]) -> AlarmConfig:
                 )
                 queries.append(_Query(qid, key, None, (), q.get("Label"), bool(q.get("ReturnData", True))))
             elif "Expression" in q:
-                func, args = _parse_expression(str(q["Expression"]), name)
+                node, args = _parse_expression(str(q["Expression"]), name)
                 queries.append(
                     _Query(
                         qid,
                         None,
-                        func,
+                        node,
                         args,
                         q.get("Label"),
                         bool(q.get("ReturnData", True)),
@@ -451,19 +444,12 @@ def parse_alarm(raw: dict[str, Any]) -> AlarmConfig:
     )
 
 
-def _parse_expression(expr: str, alarm: str) -> tuple[str | None, tuple[str, ...]]:
-    text = expr.strip()
-    if _ID_RE.match(text):
-        return None, (text,)
-    match = _FUNC_RE.match(text)
-    if match is None or match.group(1).upper() not in _FUNCS:
-        raise ValueError(
-            f"alarm {alarm}: expression {expr!r} is not supported (MIN/MAX/AVG/SUM([ids]) or an id)"
-        )
-    args = tuple(a.strip() for a in match.group(2).split(",") if a.strip())
-    if not args or not all(_ID_RE.match(a) for a in args):
-        raise ValueError(f"alarm {alarm}: expression {expr!r} must list metric ids")
-    return match.group(1).upper(), args
+def _parse_expression(expr: str, alarm: str) -> tuple[metric_math.Node, tuple[str, ...]]:
+    try:
+        node = metric_math.parse(expr)
+    except metric_math.MathError as exc:
+        raise ValueError(f"alarm {alarm}: expression {expr!r} is not supported: {exc}") from exc
+    return node, tuple(dict.fromkeys(metric_math.references(node)))
 
 
 def _check_references(queries: list[_Query], root: str, alarm: str) -> None:
@@ -488,29 +474,19 @@ def _value_function(
 ) -> Callable[[int], float | None]:
     """bucket start (ms) -> the alarm's value for that period (None = missing)."""
     by_id = {q.id: q for q in config.queries}
+    period_ms = config.period_s * 1000
+    built: dict[str, Callable[[int], float | None]] = {}
 
     def build(qid: str) -> Callable[[int], float | None]:
-        q = by_id[qid]
-        if q.series is not None:
-            return points[q.series].get
-        parts = [build(a) for a in q.args]
-        if q.func is None:
-            return parts[0]
-        func = _FUNCS[q.func]
-        if all(by_id[a].series is not None for a in q.args):  # the common case: one flat call
-            dicts = [points[by_id[a].series] for a in q.args]  # type: ignore[index]
-
-            def flat(bucket: int) -> float | None:
-                present = [v for d in dicts if (v := d.get(bucket)) is not None]
-                return func(present) if present else None
-
-            return flat
-
-        def nested(bucket: int) -> float | None:
-            present = [v for part in parts if (v := part(bucket)) is not None]
-            return func(present) if present else None
-
-        return nested
+        if qid not in built:
+            q = by_id[qid]
+            if q.series is not None:
+                built[qid] = points[q.series].get
+            else:
+                assert q.node is not None
+                refs = {a: build(a) for a in q.args}
+                built[qid] = metric_math.value_function(q.node, refs, period_ms)
+        return built[qid]
 
     return build(config.return_id)
 
@@ -519,7 +495,8 @@ Bound = tuple[float, float]
 
 
 def _bound_function(config: AlarmConfig) -> Callable[[dict[SeriesKey, Bound | None]], Bound | None]:
-    """Each series' (lo, hi) over a stretch (None = no datapoint) -> the alarm value's (lo, hi)."""
+    """Each series' (lo, hi) over a stretch (None = no datapoint) -> the alarm value's (lo, hi)
+    (metric_math.UNBOUNDED when it cannot be told: the stretch is then computed exactly)."""
     by_id = {q.id: q for q in config.queries}
 
     def build(qid: str) -> Callable[[dict[SeriesKey, Bound | None]], Bound | None]:
@@ -527,25 +504,10 @@ def _bound_function(config: AlarmConfig) -> Callable[[dict[SeriesKey, Bound | No
         if q.series is not None:
             key = q.series
             return lambda states: states[key]
-        parts = [build(a) for a in q.args]
-        if q.func is None:
-            return parts[0]
-        func = q.func
-
-        def combined(states: dict[SeriesKey, Bound | None]) -> Bound | None:
-            present = [b for part in parts if (b := part(states)) is not None]
-            if not present:
-                return None
-            los, his = [b[0] for b in present], [b[1] for b in present]
-            if func == "MIN":
-                return min(los), min(his)
-            if func == "MAX":
-                return max(los), max(his)
-            if func == "SUM":
-                return sum(los), sum(his)
-            return sum(los) / len(los), sum(his) / len(his)  # AVG
-
-        return combined
+        assert q.node is not None
+        refs = {a: build(a) for a in q.args}
+        inner = metric_math.bound_function(q.node, refs)  # type: ignore[arg-type]
+        return lambda states: inner(states)  # type: ignore[arg-type]
 
     return build(config.return_id)
 

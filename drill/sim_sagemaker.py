@@ -264,6 +264,39 @@ class SimSageMaker(SimCore):
             self._reschedule(job)
         return {"ResponseMetadata": self._response_metadata()}
 
+    def update_training_job(
+        self, *, TrainingJobName: str, ResourceConfig: dict[str, Any] | None = None, **_: Any
+    ) -> dict[str, Any]:
+        """Only what the supervisor uses: KeepAlivePeriodInSeconds = 0 terminates an ended job's
+        warm pool at once (and stops its billing); a job without an available pool answers a
+        ValidationException, like the API."""
+        op = "UpdateTrainingJob"
+        job = self._existing_job(TrainingJobName, op)
+        keep = (ResourceConfig or {}).get("KeepAlivePeriodInSeconds")
+        if keep is None:
+            raise client_error("ValidationException", "No updatable field was given.", op)
+        if not job.is_terminal:
+            job.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = int(keep)
+            return {"TrainingJobArn": job.arn, "ResponseMetadata": self._response_metadata()}
+        now = self.clock.now_ms
+        available = job._warm_pool_state == "Available" and (job._warm_expires_ms or 0) > now
+        if not available:
+            raise client_error(
+                "ValidationException",
+                f"The training job {job.name} does not have a warm pool in status Available.",
+                op,
+            )
+        if int(keep) == 0:
+            self._warm_pools = [p for p in self._warm_pools if p.source_job != job.name]
+            job._warm_pool_state = "Terminated"
+            job._warm_expires_ms = now
+        else:
+            job._warm_expires_ms = (job.ended_ms or now) + int(keep) * 1000
+            for pool in self._warm_pools:
+                if pool.source_job == job.name:
+                    pool.expires_ms = job._warm_expires_ms
+        return {"TrainingJobArn": job.arn, "ResponseMetadata": self._response_metadata()}
+
     # ------------------------------------------------------------------------------------------
     # Simulation control
     # ------------------------------------------------------------------------------------------
@@ -360,6 +393,8 @@ class SimSageMaker(SimCore):
         host = int_tag(algo[5:]) if algo.startswith("algo-") else None
         if job is None or host is None or not 1 <= host <= job.instance_count:
             return None, 0
+        if job.profile.gpus_per_host <= 0:
+            return None, 0  # a CPU instance (gpus_per_host 0) reports no GPUUtilization at all
         return job, host
 
     def metric_bounds(

@@ -240,7 +240,8 @@ class SimCore:
             state = "Terminated"
         out: dict[str, Any] = {"Status": state}
         if state in ("Terminated", "Reused") and job._warm_expires_ms is not None:
-            out["ResourceRetainedBillableTimeInSeconds"] = keep_alive * job.instance_count
+            retained_s = max(0, (job._warm_expires_ms - (job.ended_ms or job._warm_expires_ms)) // 1000)
+            out["ResourceRetainedBillableTimeInSeconds"] = min(keep_alive, retained_s) * job.instance_count
         if state == "Reused":
             out["ReusedByJob"] = job._warm_reused_by
         return out

@@ -20,7 +20,7 @@ class JobProfile:
     checkpoint_layout: str = "hf"  # "hf" | "megatron" | "dcp"
     checkpoint_write_seconds: int = 120  # no log lines, GPU low; objects appear progressively, marker last
     checkpoint_on_sigterm: bool = True  # final save on StopTrainingJob / MaxRuntime / spot (not when hung)
-    gpus_per_host: int = 8
+    gpus_per_host: int = 8  # 0: a CPU instance (no GPUUtilization metric)
     gpu_util_per_host: float = 760.0  # summed over the host's GPUs (0..100*gpus)
     log_lines_per_minute: int = 6  # per host while training normally
     progress_metric: str = "train:throughput"  # a MetricDefinitions metric, reported each minute of training

@@ -64,9 +64,10 @@ def training_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> It
 
 
 def gpu_samples(job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int) -> list[tuple[int, float]]:
-    """One GPUUtilization value (summed over the host's GPUs) per Training minute of the window."""
+    """One GPUUtilization value (summed over the host's GPUs) per Training minute of the window;
+    none for a CPU instance (``gpus_per_host`` 0), which has no GPUUtilization metric."""
     window = training_window(job, start_ms, end_ms, now_ms)
-    if window is None:
+    if window is None or job.profile.gpus_per_host <= 0:
         return []
     first, hi = window
     p = job.profile

@@ -51,6 +51,8 @@ SAGEMAKER_JOB_ACTIONS = (
     "sagemaker:AddTags",
     "sagemaker:DescribeTrainingJob",
     "sagemaker:StopTrainingJob",
+    # terminates the warm pool an ended attempt left when nothing will reuse it
+    "sagemaker:UpdateTrainingJob",
 )
 # Authorised per alarm ARN, so scoped to the hang-alarm name prefix.
 ALARM_ACTIONS = (

@@ -40,6 +40,7 @@ def settings() -> SupervisorSettings:
         job_prefix=job_prefix(),
         policy_defaults=RunPolicy.from_dict(defaults),
         log_silence_fallback=os.environ.get(keys.ENV_LOG_SILENCE_FALLBACK, "false") == "true",
+        region=os.environ.get("AWS_REGION", ""),
     )
 
 
@@ -48,12 +49,28 @@ def now_ms() -> int:
 
 
 class PowertoolsCounters:
-    """Counters as CloudWatch metrics (EMF, flushed by the handlers' `metrics.log_metrics`)."""
+    """Metrics through Powertools (EMF): plain ones are flushed with the handler's other metrics
+    (`metrics.log_metrics`); a dimensioned one is its own EMF record (`single_metric`) carrying
+    the deployment's `service` dimension too."""
 
-    def add(self, name: str, value: float = 1.0) -> None:
-        from sagewarden.observability import metrics
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-        metrics.add_metric(name=name, unit="Count", value=value)
+        from sagewarden.observability import SERVICE, metrics
+
+        if dimension is None:
+            metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
+            return
+        with single_metric(
+            name=name,
+            unit=MetricUnit(unit),
+            value=value,
+            namespace=keys.METRICS_NAMESPACE,
+            default_dimensions={"service": SERVICE},
+        ) as metric:
+            metric.add_dimension(name=dimension[0], value=dimension[1])
 
 
 _override: Supervisor | None = None

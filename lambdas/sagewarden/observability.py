@@ -8,7 +8,7 @@ import os
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
-_SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "sagewarden"
-logger = Logger(service=_SERVICE)
-tracer = Tracer(service=_SERVICE)
-metrics = Metrics(namespace="Sagewarden", service=_SERVICE)
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "sagewarden"
+logger = Logger(service=SERVICE)
+tracer = Tracer(service=SERVICE)
+metrics = Metrics(namespace="Sagewarden", service=SERVICE)

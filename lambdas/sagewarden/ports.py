@@ -104,10 +104,12 @@ class Launcher(Protocol):
     def launch(self, attempt: int, request: Mapping[str, Any]) -> LaunchAccepted | LaunchRejected | None: ...
     def stop(self, job_name: str) -> StopOutcome: ...
     def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing: ...
+    def release_warm_pool(self, job_name: str) -> str: ...
 
 
 class CheckpointFinder(Protocol):
     def latest(self, s3_uri: str, layout: CheckpointLayout = ...) -> Checkpoint | None: ...
+    def write_seconds(self, checkpoint: Checkpoint) -> float | None: ...
 
 
 class Notifier(Protocol):
@@ -129,18 +131,29 @@ class LogReader(Protocol):
     def host_triage(self, job_name: str, now_ms: int) -> tuple[str, ...]: ...
 
 
+Series = tuple[tuple[int, float], ...]  # (minute start ms, value) of the minutes that had data
+
+
 class MetricsReader(Protocol):
     def gpu_by_host(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float]]: ...
+    ) -> dict[str, tuple[float, float, float]]: ...
+    def activity(
+        self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
+    ) -> tuple[Series, Series | None]: ...
 
 
 class Counters(Protocol):
-    """Operational counters (CloudWatch metrics via EMF in Lambda), e.g. FailedActions."""
+    """Operational metrics (CloudWatch metrics via EMF in Lambda), e.g. FailedActions, and the
+    dashboard's domain metrics (RunStatus{status}, Restarts{class}, ...)."""
 
-    def add(self, name: str, value: float = 1.0) -> None: ...
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None: ...
 
 
 class NoCounters:
-    def add(self, name: str, value: float = 1.0) -> None:
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
         return None

@@ -31,9 +31,11 @@ from sagewarden.domain.actions import (
     EnsureHangAlarms,
     LaunchAttempt,
     Notify,
+    ReleaseWarmPool,
     StopJob,
 )
-from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
+from sagewarden.domain.cadence import HORIZON_MIN, wants_cadence
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import (
     RESUMABLE,
     Decision,
@@ -59,6 +61,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
+from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
@@ -77,6 +80,7 @@ from sagewarden.ports import (
     OutboxMessage,
     Page,
     RunStore,
+    Series,
 )
 
 log = logging.getLogger("sagewarden.service")
@@ -135,6 +139,7 @@ class SupervisorSettings:
     reconcile_interval_ms: int = 10 * 60_000
     log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
     sweep_lease_ms: int = 70_000  # a sweep holds the lease at most this long (its timeout + margin)
+    region: str = ""  # for the console links in alerts (none when empty)
 
 
 class Supervisor:
@@ -340,7 +345,11 @@ class Supervisor:
             version = run.version + 1
             outbox = [
                 OutboxMessage(
-                    run_id, f"{run_id}-{version:06d}-{i:02d}", now, action, due_ms=now + OUTBOX_GRACE_MS
+                    run_id,
+                    f"{run_id}-{version:06d}-{i:02d}",
+                    now,
+                    self._with_links(decision.run, action),
+                    due_ms=now + OUTBOX_GRACE_MS,
                 )
                 for i, action in enumerate(a for a in decision.actions if isinstance(a, Notify))
             ]
@@ -349,8 +358,44 @@ class Supervisor:
             except ConcurrentUpdate:
                 log.info("run %s changed concurrently; deciding again", run_id)
                 continue
+            self._measure(run, saved)
             return saved, decision, outbox
         raise ConcurrentUpdate(run_id)
+
+    def _with_links(self, run: Run, message: Notify) -> Notify:
+        """Alerts about a run carry where to look closer: the console pages of its current job
+        (the job, its log streams, its metrics) and the CLI commands."""
+        cur = run.current
+        if not self.settings.region or cur is None:
+            return message
+        lines = link_lines(self.settings.region, run.run_id, cur.job_name)
+        return dataclasses.replace(message, body="\n".join([message.body, "", *lines]))
+
+    def _measure(self, before: Run, after: Run) -> None:
+        """The dashboard's domain metrics, from what a saved decision changed."""
+        try:
+            if after.status != before.status:
+                self.counters.add(keys.METRIC_RUN_STATUS, dimension=(keys.DIM_STATUS, after.status.value))
+                if after.status == RunStatus.RETRY_WAIT and after.wait_reason:
+                    self.counters.add(keys.METRIC_WAITS, dimension=(keys.DIM_REASON, after.wait_reason))
+            for cls, n in after.restarts_by_class.items():
+                for _ in range(n - int(before.restarts_by_class.get(cls, 0))):
+                    self.counters.add(keys.METRIC_RESTARTS, dimension=(keys.DIM_CLASS, cls))
+            was, now = before.current, after.current
+            if now is not None and now.stop_intent == "hang" and (was is None or was.stop_intent != "hang"):
+                for signal in now.hang_signals:
+                    self.counters.add(keys.METRIC_HANG_DETECTIONS, dimension=(keys.DIM_SIGNAL, signal))
+            if (
+                before.recovering_since_ms is not None
+                and after.recovering_since_ms is None
+                and now is not None
+            ):
+                started = now.training_started_ms
+                if started is not None and started >= before.recovering_since_ms:
+                    seconds = (started - before.recovering_since_ms) / 1000
+                    self.counters.add(keys.METRIC_RECOVERY_SECONDS, seconds, unit="Seconds")
+        except Exception:  # metrics never break a decision that is already saved
+            log.exception("could not emit the metrics of %s", after.run_id)
 
     def _observe(self, run: Run, event: Event) -> Observations:
         checkpoint, ckpt_error = None, None
@@ -369,6 +414,7 @@ class Supervisor:
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
                 self.counters.add(OBSERVATION_FAILURES)
                 ckpt_error = _error_text(exc)
+            checkpoint = self._measure_write_time(run, checkpoint)
         if wants_log_tail(run, event):
             job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
             try:
@@ -385,6 +431,26 @@ class Supervisor:
                 and run.current is not None
             ):
                 triage = self._gpu_triage(run) + triage
+        heartbeat: Series | None = None
+        progress: Series | None = None
+        cur = run.current
+        if (
+            isinstance(event, Tick)
+            and self.metrics is not None
+            and cur is not None
+            and cur.in_training
+            and run.policy.adaptive_windows
+            and run.policy.hang_detection
+            and wants_cadence(cur.training_started_ms, self.clock(), run.policy.startup_silence_minutes)
+        ):
+            now = self.clock()
+            try:
+                heartbeat, progress = self.metrics.activity(
+                    cur.job_name, run.policy.progress_metric, now - HORIZON_MIN * 60_000, now
+                )
+            except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
+                log.warning("could not read the activity of %s: %s", cur.job_name, exc)
+                self.counters.add(OBSERVATION_FAILURES)
         if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
             cur = run.current
             now = self.clock()
@@ -407,7 +473,23 @@ class Supervisor:
             log_error=log_error,
             hosts_triage=triage,
             logs_silent=silent,
+            heartbeat=heartbeat,
+            progress=progress,
         )
+
+    def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
+        """A checkpoint the run has not seen before gets its write time measured (one listing),
+        for the checkpoint-interval advice. Best effort: a failure leaves it unmeasured."""
+        history = run.checkpoint_history
+        if checkpoint is None or checkpoint.write_seconds is not None or run.status.terminal:
+            return checkpoint
+        if history and checkpoint.step <= history[-1][0]:
+            return checkpoint
+        try:
+            return dataclasses.replace(checkpoint, write_seconds=self.checkpoints.write_seconds(checkpoint))
+        except Exception as exc:
+            log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
+            return checkpoint
 
     def _gpu_triage(self, run: Run) -> tuple[str, ...]:
         from sagewarden.adapters.cloudwatch_metrics_reader import gpu_triage_lines
@@ -483,6 +565,8 @@ class Supervisor:
             return f"created {', '.join(self.alarms.ensure(action, run.run_id))}"
         if isinstance(action, DeleteHangAlarms):
             return f"deleted {len(self.alarms.delete(action.job_name))} alarms"
+        if isinstance(action, ReleaseWarmPool):
+            return f"{action.job_name}: {self.launcher.release_warm_pool(action.job_name)}"
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"
@@ -505,8 +589,8 @@ class Supervisor:
                 message.run_id, message.dedupe_id, self.clock() + delay, tries, _error_text(exc)
             )
             raise
-        self.counters.add(ALERTS_PUBLISHED)
         self.store.outbox_done(message.run_id, message.dedupe_id, self.clock())
+        self.counters.add(ALERTS_PUBLISHED)  # after the outbox is settled: a crash here cannot re-send
         return f"{message.notify.severity} {message.notify.event}: {message.notify.subject} [{message.dedupe_id}]"
 
     # -- capacity released: wake runs waiting for it, in a stated order -----------------------

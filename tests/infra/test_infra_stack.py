@@ -276,6 +276,7 @@ def test_sagemaker_actions_are_scoped_to_the_job_prefix(
             "sagemaker:AddTags",
             "sagemaker:DescribeTrainingJob",
             "sagemaker:StopTrainingJob",
+            "sagemaker:UpdateTrainingJob",  # terminates a warm pool nothing will reuse
         }
         for statement in statements:
             assert [_joined(r) for r in as_list(statement["Resource"])] == [

@@ -609,10 +609,12 @@ def test_doctor_quotas_warn_on_zero_and_prefer_applied_values(session: boto3.Ses
         applied={"ml.p4d.24xlarge for training job usage": 4},
     )
 
+    # warm pools off (they are on by default): only the training-job quotas are looked at
+    no_pools = {"policyDefaults": {**FALLBACKS["policyDefaults"], "keep_alive_seconds": 0}}
     with stubber:
         findings = preflight(
             StubbedSession(session, service_quotas=client),
-            {**GOOD_CONTEXT, **FALLBACKS},
+            {**GOOD_CONTEXT, **no_pools},
             instance_types=["ml.p5.48xlarge"],
         ).check_quotas()
 

@@ -144,3 +144,19 @@ def test_handler_alerts_reach_subscribers_with_filterable_attributes(acct, submi
     assert attrs["event"]["Value"] == "run.submitted"
     assert attrs["severity"]["Value"] == "info"
     assert attrs["run_id"]["Value"] == submitted["run_id"]
+
+
+def test_handler_heartbeat_declared_phase_keeps_its_minutes_active():
+    from sagewarden.domain.cadence import phase_marker
+    from sagewarden.handlers.on_training_logs import heartbeat_records
+
+    t0 = 1_767_571_200_000
+    payload = {
+        "messageType": "DATA_MESSAGE",
+        "logStream": "sw-llama-01KE5Q86000DNQ47GXEV9VZMPH-a001/algo-1-1767571200",
+        "logEvents": [{"id": "1", "timestamp": t0 + 5_000, "message": phase_marker("checkpoint_save", 12)}],
+    }
+    records = heartbeat_records(_awslogs(payload), "sw")
+    minutes = [r["_aws"]["Timestamp"] for r in records]
+    assert minutes == [t0 + i * 60_000 for i in range(12)]
+    assert all(r["LogEvents"] >= 1 for r in records)

@@ -103,7 +103,7 @@ def test_alarm_creation_that_failed_is_repaired_by_the_next_sweep_and_counted(ac
     assert acct.counters.values["FailedActions"] == 1
     acct.clock.advance_to(acct.clock.now_ms + MIN)  # due within a minute: alarms not yet confirmed
     acct.supervisor.sweep()
-    assert len(_alarm_names(acct)) == 2
+    assert len(_alarm_names(acct)) == 3  # log silence, whole-job idle, lone idle host
     acct.clock.advance_to(acct.clock.now_ms + MIN)
     acct.supervisor.sweep()
     assert acct.supervisor.store.get(run["run_id"]).current.alarms_confirmed

@@ -107,7 +107,7 @@ def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
     job = live["attempts"][0]["job_name"]
     acct.supervisor.alarms.ensure(dataclasses.replace(spec, job_name=job), live["run_id"])
     report = acct.supervisor.sweep(cleanup_alarms=True)
-    assert report.alarms_deleted == 2  # log-silence + gpu-idle of the unknown job
+    assert report.alarms_deleted == 3  # log silence, whole-job idle and lone idle of the unknown job
     assert sorted(acct.supervisor.alarms.inventory()) == [job]
 
 

@@ -19,7 +19,13 @@ THROUGHPUT = {
 
 
 def _hang_drill(
-    template, fault: dict, *, seed: int = 21, policy: dict | None = None, instance_count: int = 4
+    template,
+    fault: dict,
+    *,
+    seed: int = 21,
+    policy: dict | None = None,
+    instance_count: int = 4,
+    after_min: float = 90,
 ):
     extra = {"training_job": THROUGHPUT} if (policy or {}).get("progress_metric") else {}
     return run_drill(
@@ -31,7 +37,7 @@ def _hang_drill(
             "runs": [
                 run_spec("hang", instance_count=instance_count, profile=PROFILE, policy=policy or {}, **extra)
             ],
-            "faults": [{"run": "hang", "attempt": 1, "after_training_min": 90, **fault}],
+            "faults": [{"run": "hang", "attempt": 1, "after_training_min": after_min, **fault}],
         },
     )
 
@@ -40,7 +46,8 @@ def _hang_drill(
     ("fault", "signal", "max_detect_min"),
     [
         ({"kind": "hang_spin"}, "log_silence", 35),  # GPUs spin at 100 %: only the logs go quiet
-        ({"kind": "dead_host", "host": 3}, "gpu_idle", 25),  # one host at 0 %, the rest wait
+        # one host at 0 % while the rest spin: the lone-idle asymmetry, in minutes
+        ({"kind": "dead_host", "host": 3}, "gpu_lone_idle", 8),
         # no logs and ~2 % per GPU: above the 1 % idle default, so log silence is what catches it
         ({"kind": "stuck_dataloader"}, "log_silence", 35),
     ],
@@ -65,7 +72,7 @@ def test_scenario_dead_host_alert_names_the_host(template):
     assert result.runs["hang"]["status"] == "SUCCEEDED"
     alert = next(msg for at, msg in result.alerts_sent if msg.event == "hang.detected")
     triage = alert.body.split("Host triage:")[1]
-    assert triage.strip().splitlines()[0].startswith("algo-3: GPUUtilization avg 0")
+    assert triage.strip().splitlines()[0].startswith("algo-3: GPUUtilization now 0")
     assert "<- idle" in triage.splitlines()[1] and triage.count("<- idle") == 1  # only the dead host is idle
     assert "12 x" not in triage and "host(s) reported no GPU metrics" not in triage
 
@@ -167,5 +174,16 @@ def test_scenario_hang_is_caught_when_every_alarm_event_is_lost(template):
     assert result.events_delivered == 0
     assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
     hang = next(d for d in run["decisions"] if "hang confirmed" in d)
-    assert "gpu_idle" in hang
-    assert result.faults[0]["to_action_s"] / 60 <= 25  # the gpu-idle window (20 min) + a sweep or two
+    assert "gpu_lone_idle" in hang
+    assert result.faults[0]["to_action_s"] / 60 <= 8  # the lone-idle window (3 min) + the next sweeps
+
+
+def test_scenario_spin_hang_is_caught_in_minutes_once_the_cadence_is_learned(template):
+    # 3.5 h into training the supervisor has learned that this job logs every minute: the
+    # log-silence window shrinks from the policy's 30 minutes to the 5-minute floor
+    result = _hang_drill(template, {"kind": "hang_spin"}, after_min=210)
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
+    learned = [d for d in run["decisions"] if "log_silence window 30 -> " in d]
+    assert learned and int(learned[0].split("window 30 -> ")[1].split()[0]) <= 6
+    assert result.faults[0]["to_action_s"] / 60 <= 8

@@ -327,3 +327,33 @@ def test_scenario_warm_pool_makes_the_resume_start_in_seconds(template):
     warm_s = warm.faults[0]["to_healthy_replacement_s"]
     assert cold.runs["warm"]["status"] == warm.runs["warm"]["status"] == "SUCCEEDED"
     assert warm_s < 120 < cold_s  # ~20 s + 15 s warm start vs ~6 min + 2 min cold start
+
+
+def test_scenario_warm_pool_is_reused_by_a_resume_and_terminated_when_the_run_ends(template):
+    result = run_drill(
+        template,
+        {
+            "seed": 31,
+            "runs": [run_spec("warm")],  # warm pools are on by default (keep_alive_seconds 600)
+            "faults": [
+                {
+                    "kind": "algorithm_error",
+                    "run": "warm",
+                    "attempt": 1,
+                    "after_training_min": 40,
+                    "log_lines": [
+                        "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout"
+                    ],
+                }
+            ],
+        },
+    )
+    run = result.runs["warm"]
+    assert run["status"] == "SUCCEEDED" and classes(result, "warm") == ["INFRASTRUCTURE", "SUCCEEDED"]
+    first, second = sorted(result.jobs, key=lambda j: j.created_ms)
+    assert second.warm_pool_used  # the resume started on the first attempt's instances
+    assert first._warm_pool_state == "Reused"
+    assert second._warm_pool_state == "Terminated"  # the run ended: its pool was released at once
+    assert second._warm_expires_ms is not None and second.ended_ms is not None
+    assert second._warm_expires_ms - second.ended_ms < 60_000  # not kept for its 10 minutes
+    assert result.counters.get("FailedActions", 0) == 0

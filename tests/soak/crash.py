@@ -185,7 +185,7 @@ def scenario_hang_stop_resume(d: Driver) -> None:
     d.submit("hang")
     _to_training(d, "hang")
     d.progress("hang", 1, "checkpoint")
-    d.sweep(minutes=16)  # past the hang grace period
+    d.sweep(minutes=46)  # past the hang grace period and the start-up allowance for silence
     d.alarm("hang", 1, SIGNAL_LOG_SILENCE, "ALARM")
     d.sweep(minutes=1)
     d.stopped("hang", 1)
@@ -234,6 +234,16 @@ def scenario_alert_retry(d: Driver) -> None:
     d.sweep(minutes=3)
 
 
+def scenario_cadence_and_advice(d: Driver) -> None:
+    d.submit("steady")
+    _to_training(d, "steady")
+    for _ in range(4):  # three hours of training, a checkpoint every 45 min: the sweep learns the
+        d.progress("steady", 1, "checkpoint")  # log cadence (alarm re-put) and measures writes
+        d.sweep(minutes=45)
+    d.progress("steady", 1, "complete")
+    d.sweep(minutes=3)
+
+
 def scenario_log_silence_fallback(d: Driver) -> None:
     d.submit("quiet")
     _to_training(d, "quiet")
@@ -266,6 +276,7 @@ SCENARIOS = (
     # the quota free: no wait, no run.waiting alert
     Scenario("quota wait -> capacity released", scenario_quota_release, same=("runs", "jobs")),
     Scenario("alert publish retried by the sweep", scenario_alert_retry),
+    Scenario("cadence learned, checkpoint writes measured", scenario_cadence_and_advice),
     Scenario(
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}
     ),

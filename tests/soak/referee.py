@@ -325,12 +325,17 @@ class Referee:
             if not wants_alarms(run, cur):
                 continue
             assert cur is not None and cur.training_started_ms is not None
-            in_grace = now - cur.training_started_ms < (run.policy.hang_grace_minutes + 4) * MIN
+            since_start = now - cur.training_started_ms
+            in_grace = since_start < (run.policy.hang_grace_minutes + 4) * MIN
+            # log silence and a stalled progress metric also wait out the start-up allowance
+            quiet_ok = since_start < (run.policy.startup_silence_minutes + 4) * MIN
             in_alarm = set()
             for name, alarm in self.world.cloudwatch.alarms.items():
                 parsed = parse_alarm_key(ALARM_PREFIX, name)
                 if parsed and parsed[0] == cur.job_name and alarm["StateValue"] == "ALARM":
-                    in_alarm.add(key_signal(parsed[1]))
+                    signal = key_signal(parsed[1])
+                    if not (quiet_ok and signal in ("log_silence", "progress_stalled")):
+                        in_alarm.add(signal)
             needed = 1 if run.policy.hang_confirmation == "any" else 2
             if len(in_alarm) >= needed:
                 problems.append(

@@ -536,6 +536,9 @@ class FakeCheckpoints:
         step, at = self.steps[s3_uri][-1]
         return Checkpoint(f"{s3_uri.rstrip('/')}/checkpoint-{step}/", step, LayoutKind.HF, at)
 
+    def write_seconds(self, checkpoint: Checkpoint) -> float | None:
+        return 90.0  # every checkpoint of the fake world takes 90 s to write
+
 
 class FakeLogs:
     def __init__(self, world: World) -> None:
@@ -562,15 +565,30 @@ class FakeMetrics:
 
     def gpu_by_host(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float]]:
-        return {f"algo-{h}": (0.0, 0.0) for h in range(1, hosts + 1)}
+    ) -> dict[str, tuple[float, float, float]]:
+        return {f"algo-{h}": (0.0, 0.0, 0.0) for h in range(1, hosts + 1)}
+
+    def activity(
+        self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
+    ) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...] | None]:
+        """A training job logs every minute until it ends (the fake world's jobs do not hang
+        silently unless a scenario flips an alarm), so its cadence is learned as the floor."""
+        job = next((j for j in self.world.sagemaker.jobs.values() if j.name == job_name), None)
+        if job is None or job.training_start_ms is None:
+            return (), None
+        last = min(end_ms, job.end_ms if job.end_ms is not None else end_ms)
+        first = max(start_ms, job.training_start_ms)
+        minutes = tuple((t, 6.0) for t in range(first - first % 60_000, last, 60_000))
+        return minutes, (minutes if progress_metric else None)
 
 
 class Counting:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def add(self, name: str, value: float = 1.0) -> None:
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
         self.counts[name] += int(value)
 
 

@@ -38,7 +38,8 @@ JOB = "sw-llama-a01"
 HB = (keys.HEARTBEAT_NAMESPACE, keys.HEARTBEAT_METRIC)
 GPU = (keys.TRAINING_METRIC_NAMESPACE, "GPUUtilization")
 LOG_ALARM = alarm_name(PREFIX, JOB, "log_silence")
-GPU_ALARM = alarm_name(PREFIX, JOB, "gpu_idle")
+GPU_ALARM = alarm_name(PREFIX, JOB, "gpu_idle")  # the whole job idle (hosts 1-2)
+LONE_ALARM = alarm_name(PREFIX, JOB, "gpu_lone_idle")  # one host idle while a peer is busy
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,7 +106,13 @@ def acct(cw: Any) -> FakeAccount:
 
 
 def hang_spec(
-    *, hosts: int = 2, silence: int = 5, idle: int = 4, idle_percent: float = 1.0, job: str = JOB
+    *,
+    hosts: int = 2,
+    silence: int = 5,
+    idle: int = 4,
+    idle_percent: float = 1.0,
+    lone: int = 3,
+    job: str = JOB,
 ) -> EnsureHangAlarms:
     return EnsureHangAlarms(
         job_name=job,
@@ -115,6 +122,7 @@ def hang_spec(
         log_silence_minutes=silence,
         gpu_idle_percent=idle_percent,
         gpu_idle_minutes=idle,
+        gpu_lone_idle_minutes=lone,
     )
 
 
@@ -314,14 +322,30 @@ def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount,
     ev.evaluate_due()
     drive(ev, acct.clock, t0 + 60 * MIN)
 
-    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (idle_from + 4 * MIN, OK, ALARM)]
+    # one host idle among busy ones: the lone-idle alarm, after its 3 minutes; the whole-job alarm
+    # (hosts 1-2, the busiest of them) stays OK because host 1 is busy
+    assert changes(ev, LONE_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (idle_from + 3 * MIN, OK, ALARM)]
+    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
     event = next(
         e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"]
     )
     data = json.loads(event["detail"]["state"]["reasonData"])
-    assert data["recentDatapoints"] == [0.0] * 4  # MIN over hosts: the idle one
+    assert data["recentDatapoints"] == [1.0] * 3  # IF(MIN < idle AND MAX > busy, 1, 0)
     assert "statistic" not in data  # metric math has no single statistic
-    assert moto_state(cw, GPU_ALARM)["StateValue"] == ALARM
+    assert moto_state(cw, LONE_ALARM)["StateValue"] == ALARM
+
+
+def test_alarm_evaluator_whole_job_idle_fires_when_every_host_is_idle(acct: FakeAccount, cw: Any) -> None:
+    t0 = acct.clock.now_ms
+    idle_from = t0 + 30 * MIN
+    for host in (1, 2, 3):
+        gpu(acct, host, lambda t: 0.0 if t >= idle_from else 760.0)
+    put_hang_alarms(cw, hang_spec(hosts=3, idle=4))
+    ev = AlarmEvaluator(acct)
+    ev.evaluate_due()
+    drive(ev, acct.clock, t0 + 60 * MIN)
+    assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK), (idle_from + 4 * MIN, OK, ALARM)]
+    assert changes(ev, LONE_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]  # nobody is busy: not lone
 
 
 def test_alarm_evaluator_gpu_idle_ignores_hosts_without_data(acct: FakeAccount, cw: Any) -> None:
@@ -428,7 +452,7 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     ev.evaluate_due()
     drive(ev, acct.clock, t0 + 20 * MIN)
 
-    assert acct.published == ev.events and len(ev.events) == 3  # two INSUFFICIENT_DATA -> OK, one ALARM
+    assert acct.published == ev.events and len(ev.events) == 4  # three INSUFFICIENT_DATA -> OK, one ALARM
     event = next(e for e in ev.events if e["detail"]["state"]["value"] == ALARM)
     fixture = json.loads(
         (Path(__file__).parents[1] / "events" / "cloudwatch_alarm_state_change.json").read_text()
@@ -493,13 +517,13 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     }
     gpu_event = next(e for e in ev.events if e["detail"]["alarmName"] == GPU_ALARM)
     metrics = gpu_event["detail"]["configuration"]["metrics"]
-    assert [m["id"] for m in metrics] == ["h1", "h2", "idle"]
+    assert [m["id"] for m in metrics] == ["h1", "h2", "busiest"]
     assert metrics[0]["metricStat"]["metric"]["dimensions"] == {"Host": f"{JOB}/algo-1"}
     assert metrics[0]["returnData"] is False
     assert metrics[2] == {
-        "id": "idle",
-        "expression": "MIN([h1,h2])",
-        "label": "lowest host GPUUtilization",
+        "id": "busiest",
+        "expression": "MAX([h1,h2])",
+        "label": "busiest watched host GPUUtilization",
         "returnData": True,
     }
     # the state is mirrored into moto, so describe_alarms agrees
@@ -611,7 +635,7 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> 
         heartbeat(acct, lambda t: None if 100 <= (t - t0) // MIN % 300 < 140 else 7.0)
         gpu(acct, 1, lambda t: 700.0)
         gpu(acct, 2, lambda t: 0.0 if 200 <= (t - t0) // MIN % 400 < 230 else 700.0)
-        put_hang_alarms(cw, hang_spec(hosts=2, silence=30, idle=20))
+        put_hang_alarms(cw, hang_spec(hosts=2, silence=30, idle=20, lone=20))
         put_alarm(
             cw,
             "rate",
@@ -782,6 +806,7 @@ def test_alarm_evaluator_thirty_days_on_the_simulated_sagemaker(aws: None, cw: A
 
     silence_alarm = alarm_name(PREFIX, job, "log_silence")
     idle_alarm = alarm_name(PREFIX, job, "gpu_idle")
+    lone_alarm = alarm_name(PREFIX, job, "gpu_lone_idle")
     dead_at = next(t for t, name, kind, _ in sim.fault_log if kind == "dead_host")
     dead_minute = -(-dead_at // MIN) * MIN  # first per-minute sample taken while the host is dead
     beats = sim.metric_datapoints(
@@ -797,10 +822,12 @@ def test_alarm_evaluator_thirty_days_on_the_simulated_sagemaker(aws: None, cw: A
     assert (
         changes(ev, silence_alarm)[1][0] == last_beat + MIN + (30 + 2) * MIN
     )  # the 12-min save did not fire
-    idle = changes(ev, idle_alarm)
-    assert [(old, new) for _, old, new in idle] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
-    assert idle[1][0] == dead_minute + 20 * MIN
-    assert idle[2][0] > ended  # data stopped: notBreaching brings it back to OK
+    lone = changes(ev, lone_alarm)  # host 5 idle while its peers spin
+    assert [(old, new) for _, old, new in lone] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
+    assert lone[1][0] == dead_minute + 3 * MIN
+    assert lone[2][0] > ended  # data stopped: notBreaching brings it back to OK
+    # the whole job was never idle (hosts 1-2 kept computing or spinning)
+    assert [(old, new) for _, old, new in changes(ev, idle_alarm)] == [(INSUFFICIENT_DATA, OK)]
     spinning = changes(ev, spin)
     assert [(old, new) for _, old, new in spinning] == [(INSUFFICIENT_DATA, OK), (OK, ALARM), (ALARM, OK)]
     assert spinning[1][0] == dead_minute + 3 * MIN  # the live hosts spin at ~800 while host 5 is dead

@@ -164,7 +164,7 @@ def test_fast_path_decides_like_the_plain_path(aws: None) -> None:
         for _, name, _, new in plain_transitions
     }
     # the scenario exercises what it is meant to: idle, spin, silence and the straddling alarm
-    assert ("gpu-idle-g02", "ALARM") in kinds and ("spin", "ALARM") in kinds
+    assert ("gpu-lone-idle-g02", "ALARM") in kinds and ("spin", "ALARM") in kinds
     assert ("log-silence", "ALARM") in kinds and ("busy", "ALARM") in kinds and ("math", "OK") in kinds
     assert fast.fetches < plain.fetches / 3  # and it is the cheap one
 

@@ -404,7 +404,9 @@ def test_decide_stale_checkpoint_is_a_hang_signal_on_tick():
     run = training_run(RunPolicy(checkpoint_stale_minutes=60))
     t0 = run.current.training_started_ms
     fresh = step(run, Tick(), t0 + 90 * MIN, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
-    assert fresh.ignored == "nothing due"
+    assert fresh.run.status == RunStatus.TRAINING and not fresh.actions  # only recorded (advice)
+    again = step(fresh.run, Tick(), t0 + 100 * MIN, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
+    assert again.ignored == "nothing due"
     stale = step(run, Tick(), t0 + 3 * HOUR, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
     assert stale.run.status == RunStatus.STOPPING
     assert stale.run.current.stop_intent == INTENT_HANG

@@ -171,7 +171,7 @@ def test_alarm_that_fired_before_training_was_recorded_is_acted_on_later():
     early = step(run, HangSignal(run.current.job_name, 1, "log_silence", "ALARM", 3 * MIN), 3 * MIN)
     assert early.ignored is not None and "not training" in early.ignored
     training = step(run, observed(run, "InProgress", "Training", 4 * MIN), 4 * MIN).run
-    later = step(training, _states(training, ("log_silence", "ALARM", 3 * MIN)), 40 * MIN)
+    later = step(training, _states(training, ("log_silence", "ALARM", 3 * MIN)), 50 * MIN)  # after start-up
     assert later.run.status == RunStatus.STOPPING
 
 
@@ -202,14 +202,12 @@ def test_missing_alarms_are_recreated_even_though_the_attempt_says_they_are_acti
     now = run.current.training_started_ms + 2 * MIN
     missing = step(
         run, _states(run, ("log_silence", "INSUFFICIENT_DATA", now)), now
-    )  # gpu_idle never created
+    )  # GPU alarms never created
     assert any(isinstance(a, EnsureHangAlarms) for a in missing.actions)
-    present = step(missing.run, _states(run, ("log_silence", "OK", now), ("gpu_idle", "OK", now)), now + MIN)
+    all_three = (("log_silence", "OK", now), ("gpu_idle", "OK", now), ("gpu_lone_idle", "OK", now))
+    present = step(missing.run, _states(run, *all_three), now + MIN)
     assert present.run.current.alarms_confirmed and present.actions == ()
-    steady = present.run
-    assert step(
-        steady, _states(run, ("log_silence", "OK", now), ("gpu_idle", "OK", now)), now + 2 * MIN
-    ).ignored
+    assert step(present.run, _states(run, *all_three), now + 2 * MIN).ignored
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, alarm_specs, parse_alarm_name
@@ -30,32 +32,66 @@ def test_hang_alarm_specs_log_silence_treats_missing_data_as_breaching():
     assert {"Key": "sagewarden:run-id", "Value": "RUN"} in log["Tags"]
 
 
-@pytest.mark.parametrize(("hosts", "groups"), [(1, 1), (10, 1), (11, 2), (64, 7)])
-def test_hang_alarm_specs_gpu_idle_uses_at_most_ten_metrics_per_alarm(hosts, groups):
-    gpu = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if "--gpu-idle" in a["AlarmName"]]
-    assert len(gpu) == groups
+@pytest.mark.parametrize(("hosts", "groups"), [(1, 0), (2, 1), (10, 1), (11, 2), (64, 7), (256, 26)])
+def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hosts, groups):
+    lone = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if "--gpu-lone-idle" in a["AlarmName"]]
+    assert len(lone) == groups
     covered = []
-    for alarm in gpu:
+    for alarm in lone:
         stats = [m for m in alarm["Metrics"] if "MetricStat" in m]
-        assert len(stats) <= 10
-        expr = next(m for m in alarm["Metrics"] if "Expression" in m)
-        assert expr["Expression"] == f"MIN([{','.join(m['Id'] for m in stats)}])" and expr["ReturnData"]
-        covered += [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in stats]
-        assert alarm["Threshold"] == 8.0  # 1 % per GPU x 8 GPUs (values are summed per host)
+        assert 2 <= len(stats) <= 10  # metric math: at most 10 metrics; never a host without peers
+        (expr,) = [m for m in alarm["Metrics"] if "Expression" in m]
+        filled = ",".join(f"FILL({m['Id']}, 0)" for m in stats)
+        assert expr["Expression"] == f"IF(MIN([{filled}]) < 8 AND MAX([{filled}]) > 400, 1, 0)"
+        assert expr["ReturnData"] and alarm["Threshold"] == 1.0
+        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 3
         assert alarm["TreatMissingData"] == "notBreaching"
-    assert covered == [f"{JOB}/algo-{h}" for h in range(1, hosts + 1)]
+        covered += [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in stats]
+    if groups:
+        assert covered == [f"{JOB}/algo-{h}" for h in range(1, hosts + 1)]
+        sizes = [len([m for m in a["Metrics"] if "MetricStat" in m]) for a in lone]
+        assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize(("hosts", "watched"), [(1, [1]), (2, [1, 2]), (64, [1, 2])])
+def test_hang_alarm_specs_whole_job_idle_watches_at_most_two_hosts(hosts, watched):
+    (idle,) = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if a["AlarmName"].endswith("--gpu-idle")]
+    stats = [m for m in idle["Metrics"] if "MetricStat" in m]
+    assert [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in stats] == [
+        f"{JOB}/algo-{h}" for h in watched
+    ]
+    assert idle["Threshold"] == 8.0 and idle["EvaluationPeriods"] == 20  # 1 % per GPU x 8 GPUs, 20 min
+    assert idle["ComparisonOperator"] == "LessThanThreshold"
+
+
+def test_hang_alarm_specs_names_and_keys_agree_and_only_keys_filters():
+    from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
+    from sagewarden.domain.hang_alarms import alarm_keys
+
+    spec = _spec(23, progress_metric="train:step")
+    specs = alarm_specs(spec, PREFIX, "RUN")
+    assert [parse_alarm_key(PREFIX, a["AlarmName"])[1] for a in specs] == list(alarm_keys(spec))
+    only = alarm_specs(dataclasses.replace(spec, only_keys=("log_silence",)), PREFIX, "RUN")
+    assert [a["AlarmName"] for a in only] == [f"{PREFIX}{JOB}--log-silence"]
+    assert not [
+        a for a in alarm_specs(_spec(23, gpu_lone_idle_minutes=0), PREFIX, "RUN") if "lone" in a["AlarmName"]
+    ]
 
 
 def test_hang_alarm_specs_progress_alarm_only_when_policy_names_a_metric():
     assert not [a for a in alarm_specs(_spec(), PREFIX, "RUN") if "progress" in a["AlarmName"]]
     spec = _spec(progress_metric="train:throughput", progress_stall_minutes=25)
     progress = next(a for a in alarm_specs(spec, PREFIX, "RUN") if "progress" in a["AlarmName"])
-    assert progress["MetricName"] == "train:throughput" and progress["Statistic"] == "SampleCount"
-    assert progress["Dimensions"] == [{"Name": "TrainingJobName", "Value": JOB}]
+    stats = {m["Id"]: m["MetricStat"] for m in progress["Metrics"] if "MetricStat" in m}
+    assert {k: v["Stat"] for k, v in stats.items()} == {"n": "SampleCount", "v": "Maximum"}
+    assert all(v["Metric"]["MetricName"] == "train:throughput" for v in stats.values())
+    assert stats["n"]["Metric"]["Dimensions"] == [{"Name": "TrainingJobName", "Value": JOB}]
+    (expr,) = [m for m in progress["Metrics"] if "Expression" in m]
+    assert "DIFF(v)" in expr["Expression"] and "FILL(n, 0)" in expr["Expression"]  # unreported or unchanged
     assert progress["EvaluationPeriods"] == 25 and progress["TreatMissingData"] == "breaching"
 
 
-@pytest.mark.parametrize("signal", ["log_silence", "gpu_idle", "progress_stalled"])
+@pytest.mark.parametrize("signal", ["log_silence", "gpu_idle", "gpu_lone_idle", "progress_stalled"])
 def test_hang_alarm_names_parse_back_to_job_and_signal(signal):
     assert parse_alarm_name(PREFIX, alarm_name(PREFIX, JOB, signal)) == (JOB, signal)
     assert parse_alarm_name(PREFIX, alarm_name(PREFIX, JOB, signal, 3)) == (JOB, signal)

@@ -1137,3 +1137,18 @@ def test_sim_custom_startup_times(clock: VirtualClock, s3: Any) -> None:
     sim.stop_training_job(TrainingJobName="job-a01")  # step 0: nothing to save on SIGTERM
     drain(sim)
     assert sim.job("job-a01").ended_ms == started + 30_000
+
+
+def test_sim_a_cpu_instance_reports_no_gpu_utilization(sim: SimSageMaker) -> None:
+    # gpus_per_host 0 (e.g. ml.m5.large, the self-test's instance): SageMaker publishes no
+    # GPUUtilization for it, so an idle-GPU alarm sees missing data, never a 0 % host
+    sim.set_profile("cpu", JobProfile(gpus_per_host=0, gpu_util_per_host=0.0))
+    started = training_job(sim, "cpu-a01", run="cpu", count=1, itype="ml.m5.large")
+    drain(sim, until_ms=started + 30 * MIN)
+    now = sim.clock.now_ms
+    dims = {"Host": "cpu-a01/algo-1"}
+
+    assert gpu(sim, "cpu-a01", 1, started, now) == []
+    assert sim.metric_bounds(GPU_NS, "GPUUtilization", dims, started, now, 60, "Average") == []
+    assert sim.metric_bound_now(GPU_NS, "GPUUtilization", dims, 60, "Average") == (True, None)
+    assert heartbeat(sim, "cpu-a01", started, now)  # it still logs

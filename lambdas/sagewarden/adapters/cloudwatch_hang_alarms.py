@@ -7,16 +7,19 @@ their state changes reach the supervisor through EventBridge ("CloudWatch Alarm 
 and the sweep reads their *states* every pass (`inventory`) because those events are edges.
 
 - log-silence: the heartbeat metric (log events per minute, published by the log-subscription
-  function) summed per minute; missing data is BREACHING, so a silent job alarms after
-  `log_silence_minutes` even though nothing is published while it is silent.
+  function; declared long phases count as active) summed per minute; missing data is BREACHING,
+  so a silent job alarms after its window even though nothing is published while it is silent.
+  The window is the attempt's learned one (`domain/cadence.py`) or the policy's.
 - progress-stall (optional, policy `progress_metric`): the job's own MetricDefinitions metric
-  (extracted by SageMaker from its log lines) had no datapoint for `progress_stall_minutes`;
-  missing data is BREACHING. Catches a loop stuck while another thread keeps logging.
-- gpu-idle: MIN over the job's hosts of GPUUtilization (summed over a host's GPUs, so the
-  threshold is gpu_idle_percent x GPUs per host) for `gpu_idle_minutes`. Metric math allows
-  at most 10 metrics per alarm, so hosts are split into balanced groups of at most 10 (`-g01`,
-  `-g02`, ...); any group in ALARM is the gpu_idle signal. Missing data is not breaching (no
-  data before Training).
+  (extracted by SageMaker from its log lines) not reported, or reported with an unchanged value,
+  for the window: `IF(FILL(n, 0) <= 0, 1, IF(ABS(DIFF(v)) <= 0, 1, 0))`. Catches a loop stuck while
+  another thread keeps logging (or keeps printing a stale step counter).
+- gpu-lone-idle (2+ hosts): per balanced group of at most 10 hosts (metric math allows 10 metrics
+  per alarm; `-g01`, `-g02`, ...), `IF(MIN(hosts) < idle AND MAX(hosts) > busy, 1, 0)` for
+  `gpu_lone_idle_minutes`, a host without data counting as idle (`FILL(h, 0)`). GPUUtilization is
+  summed over a host's GPUs, so the thresholds are per-GPU percents x GPUs per host.
+- gpu-idle: the busiest of hosts 1-2 below the idle threshold for `gpu_idle_minutes` (the job as
+  a whole stopped computing). Missing data is not breaching (no data before Training).
 """
 
 from __future__ import annotations
@@ -29,18 +32,22 @@ from sagewarden import keys
 from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.actions import EnsureHangAlarms
 from sagewarden.domain.hang_alarms import (
+    GPU_IDLE_HOSTS,
     GROUP_SEP,
     SIGNAL_GPU_IDLE,
+    SIGNAL_GPU_LONE_IDLE,
     SIGNAL_LOG_SILENCE,
     SIGNAL_PROGRESS,
-    gpu_groups,
+    alarm_keys,
     key_group,
     key_signal,
+    lone_idle_groups,
 )
 
 _SIGNAL_SLUG = {
     SIGNAL_LOG_SILENCE: "log-silence",
     SIGNAL_GPU_IDLE: "gpu-idle",
+    SIGNAL_GPU_LONE_IDLE: "gpu-lone-idle",
     SIGNAL_PROGRESS: "progress-stall",
 }
 _SLUG_SIGNAL = {v: k for k, v in _SIGNAL_SLUG.items()}
@@ -77,96 +84,134 @@ def parse_alarm_name(prefix: str, name: str) -> tuple[str, str] | None:
     return (parsed[0], key_signal(parsed[1])) if parsed else None
 
 
-def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[str, Any]]:
-    """The PutMetricAlarm requests for one attempt (pure; tested without AWS)."""
-    tags = [{"Key": keys.TAG_RUN_ID, "Value": run_id}, {"Key": "sagewarden:job", "Value": spec.job_name}]
-    out: list[dict[str, Any]] = [
-        {
-            "AlarmName": alarm_name(prefix, spec.job_name, SIGNAL_LOG_SILENCE),
-            "AlarmDescription": f"sagewarden: no log events from {spec.job_name} for {spec.log_silence_minutes} min",
-            "Namespace": keys.HEARTBEAT_NAMESPACE,
-            "MetricName": keys.HEARTBEAT_METRIC,
-            "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": spec.job_name}],
-            "Statistic": "Sum",
-            "Period": 60,
-            "EvaluationPeriods": spec.log_silence_minutes,
-            "DatapointsToAlarm": spec.log_silence_minutes,
-            "Threshold": 0.0,
-            "ComparisonOperator": "LessThanOrEqualToThreshold",
-            "TreatMissingData": "breaching",
-            "ActionsEnabled": False,
-            "Tags": tags,
-        }
-    ]
-    if spec.progress_metric:
-        out.append(
-            {
-                "AlarmName": alarm_name(prefix, spec.job_name, SIGNAL_PROGRESS),
-                "AlarmDescription": (
-                    f"sagewarden: {spec.job_name} reported no '{spec.progress_metric}' "
-                    f"for {spec.progress_stall_minutes} min (training loop not advancing)"
-                ),
+def _host_metric(job_name: str, host: int) -> dict[str, Any]:
+    return {
+        "Id": f"h{host}",
+        "MetricStat": {
+            "Metric": {
                 "Namespace": keys.TRAINING_METRIC_NAMESPACE,
-                "MetricName": spec.progress_metric,
-                "Dimensions": [{"Name": "TrainingJobName", "Value": spec.job_name}],
-                "Statistic": "SampleCount",
-                "Period": 60,
-                "EvaluationPeriods": spec.progress_stall_minutes,
-                "DatapointsToAlarm": spec.progress_stall_minutes,
-                "Threshold": 0.0,
-                "ComparisonOperator": "LessThanOrEqualToThreshold",
-                "TreatMissingData": "breaching",
-                "ActionsEnabled": False,
-                "Tags": tags,
-            }
-        )
-    threshold = spec.gpu_idle_percent * spec.gpus_per_host
-    groups = gpu_groups(spec.instance_count)
-    for gi, group in enumerate(groups, start=1):
-        metrics: list[dict[str, Any]] = [
-            {
-                "Id": f"h{h}",
-                "MetricStat": {
-                    "Metric": {
-                        "Namespace": keys.TRAINING_METRIC_NAMESPACE,
-                        "MetricName": "GPUUtilization",
-                        "Dimensions": [{"Name": "Host", "Value": f"{spec.job_name}/algo-{h}"}],
-                    },
-                    "Period": 60,
-                    "Stat": "Average",
+                "MetricName": "GPUUtilization",
+                "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{host}"}],
+            },
+            "Period": 60,
+            "Stat": "Average",
+        },
+        "ReturnData": False,
+    }
+
+
+def _window(minutes: int) -> dict[str, Any]:
+    return {"EvaluationPeriods": minutes, "DatapointsToAlarm": minutes}
+
+
+def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[str, Any]]:
+    """The PutMetricAlarm requests for one attempt (pure; tested without AWS). With
+    `spec.only_keys`, just those alarms (a learned window changed)."""
+    tags = [{"Key": keys.TAG_RUN_ID, "Value": run_id}, {"Key": "sagewarden:job", "Value": spec.job_name}]
+    common = {"ActionsEnabled": False, "Tags": tags}
+    job = spec.job_name
+    out: dict[str, dict[str, Any]] = {}
+    out[SIGNAL_LOG_SILENCE] = {
+        "AlarmName": alarm_name(prefix, job, SIGNAL_LOG_SILENCE),
+        "AlarmDescription": f"sagewarden: no log events from {job} for {spec.log_silence_minutes} min",
+        "Namespace": keys.HEARTBEAT_NAMESPACE,
+        "MetricName": keys.HEARTBEAT_METRIC,
+        "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": job}],
+        "Statistic": "Sum",
+        "Period": 60,
+        **_window(spec.log_silence_minutes),
+        "Threshold": 0.0,
+        "ComparisonOperator": "LessThanOrEqualToThreshold",
+        "TreatMissingData": "breaching",
+        **common,
+    }
+    if spec.progress_metric:
+        metric = {
+            "Namespace": keys.TRAINING_METRIC_NAMESPACE,
+            "MetricName": spec.progress_metric,
+            "Dimensions": [{"Name": "TrainingJobName", "Value": job}],
+        }
+        out[SIGNAL_PROGRESS] = {
+            "AlarmName": alarm_name(prefix, job, SIGNAL_PROGRESS),
+            "AlarmDescription": (
+                f"sagewarden: {job} reported no '{spec.progress_metric}', or the same value, "
+                f"for {spec.progress_stall_minutes} min (training loop not advancing)"
+            ),
+            "Metrics": [
+                {
+                    "Id": "n",
+                    "MetricStat": {"Metric": metric, "Period": 60, "Stat": "SampleCount"},
+                    "ReturnData": False,
                 },
-                "ReturnData": False,
-            }
-            for h in group
-        ]
-        metrics.append(
+                {
+                    "Id": "v",
+                    "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Maximum"},
+                    "ReturnData": False,
+                },
+                {
+                    # 1 in a minute with no report, or whose value did not change since the last one
+                    "Id": "stalled",
+                    "Expression": "IF(FILL(n, 0) <= 0, 1, IF(ABS(DIFF(v)) <= 0, 1, 0))",
+                    "Label": "progress not reported or unchanged",
+                    "ReturnData": True,
+                },
+            ],
+            **_window(spec.progress_stall_minutes),
+            "Threshold": 1.0,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "breaching",
+            **common,
+        }
+    idle = spec.gpu_idle_percent * spec.gpus_per_host
+    busy = spec.gpu_busy_percent * spec.gpus_per_host
+    whole = list(range(1, min(spec.instance_count, GPU_IDLE_HOSTS) + 1))
+    out[SIGNAL_GPU_IDLE] = {
+        "AlarmName": alarm_name(prefix, job, SIGNAL_GPU_IDLE),
+        "AlarmDescription": (
+            f"sagewarden: {job} idle: algo-{'/'.join(str(h) for h in whole)} below {idle:g} GPUUtilization "
+            f"(summed over {spec.gpus_per_host} GPUs) for {spec.gpu_idle_minutes} min"
+        ),
+        "Metrics": [
+            *[_host_metric(job, h) for h in whole],
             {
-                "Id": "idle",
-                "Expression": f"MIN([{','.join(m['Id'] for m in metrics)}])",
-                "Label": "lowest host GPUUtilization",
+                "Id": "busiest",
+                "Expression": f"MAX([{','.join(f'h{h}' for h in whole)}])",
+                "Label": "busiest watched host GPUUtilization",
                 "ReturnData": True,
-            }
-        )
-        out.append(
-            {
-                "AlarmName": alarm_name(
-                    prefix, spec.job_name, SIGNAL_GPU_IDLE, gi if len(groups) > 1 else None
-                ),
-                "AlarmDescription": (
-                    f"sagewarden: a host of {spec.job_name} (algo-{group[0]}..algo-{group[-1]}) below "
-                    f"{threshold:g} GPUUtilization (summed over {spec.gpus_per_host} GPUs) for {spec.gpu_idle_minutes} min"
-                ),
-                "Metrics": metrics,
-                "EvaluationPeriods": spec.gpu_idle_minutes,
-                "DatapointsToAlarm": spec.gpu_idle_minutes,
-                "Threshold": threshold,
-                "ComparisonOperator": "LessThanThreshold",
-                "TreatMissingData": "notBreaching",
-                "ActionsEnabled": False,
-                "Tags": tags,
-            }
-        )
-    return out
+            },
+        ],
+        **_window(spec.gpu_idle_minutes),
+        "Threshold": idle,
+        "ComparisonOperator": "LessThanThreshold",
+        "TreatMissingData": "notBreaching",
+        **common,
+    }
+    groups = lone_idle_groups(spec)
+    for gi, group in enumerate(groups, start=1):
+        filled = ",".join(f"FILL(h{h}, 0)" for h in group)  # a host that stopped reporting is idle
+        key = SIGNAL_GPU_LONE_IDLE if len(groups) == 1 else f"{SIGNAL_GPU_LONE_IDLE}{GROUP_SEP}{gi}"
+        out[key] = {
+            "AlarmName": alarm_name_for_key(prefix, job, key),
+            "AlarmDescription": (
+                f"sagewarden: a host of {job} (algo-{group[0]}..algo-{group[-1]}) below {idle:g} "
+                f"GPUUtilization while a peer is above {busy:g}, for {spec.gpu_lone_idle_minutes} min"
+            ),
+            "Metrics": [
+                *[_host_metric(job, h) for h in group],
+                {
+                    "Id": "lone",
+                    "Expression": f"IF(MIN([{filled}]) < {idle:g} AND MAX([{filled}]) > {busy:g}, 1, 0)",
+                    "Label": "one host idle while a peer is busy",
+                    "ReturnData": True,
+                },
+            ],
+            **_window(spec.gpu_lone_idle_minutes),
+            "Threshold": 1.0,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "notBreaching",
+            **common,
+        }
+    return [out[k] for k in alarm_keys(spec) if not spec.only_keys or k in spec.only_keys]
 
 
 class CloudWatchHangAlarms:

@@ -20,8 +20,9 @@ class CloudWatchMetricsReader:
 
     def gpu_by_host(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float]]:
-        """host -> (average, minimum) GPUUtilization over the window; hosts without data are absent."""
+    ) -> dict[str, tuple[float, float, float]]:
+        """host -> (average, minimum, latest) GPUUtilization over the window; hosts without data
+        are absent. Every page of GetMetricData is followed."""
         queries = [
             {
                 "Id": f"h{h}",
@@ -38,27 +39,100 @@ class CloudWatchMetricsReader:
             }
             for h in range(1, min(hosts, MAX_SERIES) + 1)
         ]
-        resp = self._cw.get_metric_data(
-            MetricDataQueries=queries,
-            StartTime=datetime.fromtimestamp(start_ms / 1000, tz=UTC),
-            EndTime=datetime.fromtimestamp(end_ms / 1000, tz=UTC),
-        )
-        out: dict[str, tuple[float, float]] = {}
-        for series in resp.get("MetricDataResults", []):
-            values = [float(v) for v in series.get("Values", [])]
-            if values:
-                out[f"algo-{series['Id'][1:]}"] = (sum(values) / len(values), min(values))
+        request: dict[str, Any] = {
+            "MetricDataQueries": queries,
+            "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
+            "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
+        }
+        points: dict[str, list[tuple[int, float]]] = {}
+        while True:
+            resp = self._cw.get_metric_data(**request)
+            for series in resp.get("MetricDataResults", []):
+                pairs = zip(series.get("Timestamps", []), series.get("Values", []), strict=False)
+                points.setdefault(series["Id"], []).extend((_ms(t), float(v)) for t, v in pairs)
+            if not resp.get("NextToken"):
+                break
+            request["NextToken"] = resp["NextToken"]
+        out: dict[str, tuple[float, float, float]] = {}
+        for qid, series_points in points.items():
+            if series_points:
+                values = [v for _, v in series_points]
+                latest = max(series_points)[1]
+                out[f"algo-{qid[1:]}"] = (sum(values) / len(values), min(values), latest)
         return out
+
+    def activity(
+        self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
+    ) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...] | None]:
+        """Per-minute activity of a job: its heartbeat (log events, declared phases included) and,
+        with a progress metric, how often that metric was reported. One GetMetricData call with
+        every page followed."""
+        queries: list[dict[str, Any]] = [
+            {
+                "Id": "logs",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": keys.HEARTBEAT_NAMESPACE,
+                        "MetricName": keys.HEARTBEAT_METRIC,
+                        "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": job_name}],
+                    },
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+                "ReturnData": True,
+            }
+        ]
+        if progress_metric:
+            queries.append(
+                {
+                    "Id": "progress",
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": keys.TRAINING_METRIC_NAMESPACE,
+                            "MetricName": progress_metric,
+                            "Dimensions": [{"Name": "TrainingJobName", "Value": job_name}],
+                        },
+                        "Period": 60,
+                        "Stat": "SampleCount",
+                    },
+                    "ReturnData": True,
+                }
+            )
+        found: dict[str, list[tuple[int, float]]] = {"logs": [], "progress": []}
+        request: dict[str, Any] = {
+            "MetricDataQueries": queries,
+            "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
+            "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
+        }
+        while True:
+            resp = self._cw.get_metric_data(**request)
+            for series in resp.get("MetricDataResults", []):
+                pairs = zip(series.get("Timestamps", []), series.get("Values", []), strict=False)
+                found[series["Id"]] += [(_ms(t), float(v)) for t, v in pairs]
+            token = resp.get("NextToken")
+            if not token:
+                break
+            request["NextToken"] = token
+        logs = tuple(sorted(found["logs"]))
+        return logs, (tuple(sorted(found["progress"])) if progress_metric else None)
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
 
 
 def gpu_triage_lines(
-    by_host: dict[str, tuple[float, float]], threshold: float, hosts: int
+    by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
 ) -> tuple[str, ...]:
-    """Readable lines, idlest host first, e.g. 'algo-3: GPUUtilization avg 0 (min 0) <- idle'."""
-    rows = sorted(by_host.items(), key=lambda kv: (kv[1][0], kv[0]))
+    """Readable lines, idlest host now first, e.g.
+    'algo-3: GPUUtilization now 0 (avg 649, min 0 over the window)  <- idle'."""
+    rows = sorted(by_host.items(), key=lambda kv: (kv[1][2], kv[1][0], kv[0]))
     lines = [
-        f"{host}: GPUUtilization avg {avg:.0f} (min {low:.0f})" + ("  <- idle" if avg < threshold else "")
-        for host, (avg, low) in rows
+        f"{host}: GPUUtilization now {last:.0f} (avg {avg:.0f}, min {low:.0f} over the window)"
+        + ("  <- idle" if last < threshold else "")
+        for host, (avg, low, last) in rows
     ]
     missing = hosts - len(by_host)
     if missing > 0:

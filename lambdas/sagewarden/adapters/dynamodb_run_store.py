@@ -72,13 +72,16 @@ def idempotency_pk(owner: str, key: str) -> str:
 
 
 def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:
-    return (
-        None if c is None else {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
-    )
+    if c is None:
+        return None
+    out = {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
+    if c.write_seconds is not None:
+        out["write_s"] = c.write_seconds
+    return out
 
 
 def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
-    return None if not d else Checkpoint(d["uri"], int(d["step"]), d["layout"], d.get("at"))
+    return None if not d else Checkpoint(d["uri"], int(d["step"]), d["layout"], d.get("at"), d.get("write_s"))
 
 
 def attempt_to_dict(a: Attempt) -> dict[str, Any]:
@@ -113,6 +116,7 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["last_checkpoint"] = _ckpt_to(r.last_checkpoint)
     out["skipped_choices"] = list(r.skipped_choices)
     out["strays"] = [list(s) for s in r.strays]
+    out["checkpoint_history"] = [list(h) for h in r.checkpoint_history]
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
     return out
 
@@ -126,6 +130,9 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["last_checkpoint"] = _ckpt_from(d.get("last_checkpoint"))
     data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
     data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
+    data["checkpoint_history"] = tuple(
+        (int(step), int(at), float(write_s)) for step, at, write_s in d.get("checkpoint_history", ())
+    )
     if attempts is None:
         current = d.get("current")
         attempts = [attempt_from_dict(current)] if current else []

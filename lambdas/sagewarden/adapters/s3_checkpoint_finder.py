@@ -125,6 +125,24 @@ class S3CheckpointFinder:
             return None
         return to_checkpoint(bucket, prefix, selection.chosen, selection.completion)
 
+    def write_seconds(self, checkpoint: Checkpoint) -> float | None:
+        """How long the checkpoint took to write: from the oldest object of its directory's first
+        listing page (up to 1,000 objects; a sharded checkpoint's files are written together) to
+        its completion time. One ListObjectsV2 call; None when it cannot be told."""
+        if checkpoint.written_at_ms is None:
+            return None
+        bucket, prefix = parse_s3_uri(checkpoint.uri)
+        try:
+            response = self._s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{prefix}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
+        times = [t for t in (_epoch_ms(o.get("LastModified")) for o in response.get("Contents", ())) if t]
+        if not times:
+            return None
+        return max(0.0, (checkpoint.written_at_ms - min(times)) / 1000)
+
     # --- S3 calls ---------------------------------------------------------------------------
 
     def _list_children(self, bucket: str, prefix: str) -> tuple[list[str], set[str]]:

@@ -105,6 +105,21 @@ class SageMakerLauncher:
             raise
         return StopOutcome(True, "stop requested")
 
+    def release_warm_pool(self, job_name: str) -> str:
+        """Terminate the warm pool an ended job left (KeepAlivePeriodInSeconds -> 0). A job
+        without a pool, or whose pool was already reused or expired, answers a
+        ValidationException: nothing to release."""
+        try:
+            self._sm.update_training_job(
+                TrainingJobName=job_name, ResourceConfig={"KeepAlivePeriodInSeconds": 0}
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ValidationException", "ResourceNotFound"):
+                return f"no warm pool to release ({exc.response['Error'].get('Message', code)})"
+            raise
+        return "warm pool terminated"
+
     def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing:
         try:
             desc = self._sm.describe_training_job(TrainingJobName=job_name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.ports import AuditEntry
@@ -47,11 +48,36 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
         "evidence": list(a.evidence),
         "stop_intent": a.stop_intent,
         "hang_signals": list(a.hang_signals),
+        "learned_windows_min": {
+            k: v
+            for k, v in (("log_silence", a.log_window_min), ("progress_stalled", a.progress_window_min))
+            if v is not None
+        },
         "estimated_cost_usd": a.cost_usd,
     }
 
 
-def run_json(r: Run, *, with_attempts: bool = True) -> dict[str, Any]:
+def advice_json(r: Run, now_ms: int) -> dict[str, Any] | None:
+    advice = checkpoint_advice(r, now_ms)
+    if advice is None:
+        return None
+    return {
+        "observed_interval_min": _round(advice.interval_min),
+        "write_seconds": _round(advice.write_s),
+        "mtbf_hours": _round(advice.mtbf_h),
+        "faults": advice.faults,
+        "training_hours": _round(advice.training_h),
+        "optimal_interval_min": _round(advice.optimal_min),
+        "gpu_hours_per_day_saved": _round(advice.gpu_hours_per_day_saved),
+        "summary": advice.line(),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "run_id": r.run_id,
         "name": r.name,
@@ -74,6 +100,7 @@ def run_json(r: Run, *, with_attempts: bool = True) -> dict[str, Any]:
         "version": r.version,
     }
     if with_attempts:
+        out["checkpoint_advice"] = advice_json(r, now_ms if now_ms is not None else r.updated_ms)
         out["attempts"] = [attempt_json(a) for a in r.attempts]
         out["training_job"] = dict(r.request)
     return out

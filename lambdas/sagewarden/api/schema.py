@@ -123,7 +123,21 @@ class Attempt(BaseModel):
     evidence: list[str]
     stop_intent: str | None
     hang_signals: list[str]
+    learned_windows_min: dict[str, int] = Field(
+        description="hang windows learned from this attempt's cadence (log_silence, progress_stalled)"
+    )
     estimated_cost_usd: float
+
+
+class CheckpointAdvice(BaseModel):
+    observed_interval_min: float | None
+    write_seconds: float | None
+    mtbf_hours: float | None
+    faults: int
+    training_hours: float | None
+    optimal_interval_min: float | None = Field(description="Young/Daly: sqrt(2 x write time x MTBF)")
+    gpu_hours_per_day_saved: float | None
+    summary: str
 
 
 class Wait(BaseModel):
@@ -153,6 +167,7 @@ class RunSummary(BaseModel):
 
 
 class Run(RunSummary):
+    checkpoint_advice: CheckpointAdvice | None
     attempts: list[Attempt]
     training_job: dict[str, Any]
 

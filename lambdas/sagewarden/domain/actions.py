@@ -32,10 +32,22 @@ class EnsureHangAlarms:
     checkpoint_stale_minutes: int | None = None
     progress_metric: str | None = None
     progress_stall_minutes: int = 30
+    gpu_lone_idle_minutes: int = 3  # 0: no lone-idle-host alarms
+    gpu_busy_percent: float = 50.0
+    only_keys: tuple[str, ...] = ()  # re-put just these alarms (a learned window changed); () = all
 
 
 @dataclass(frozen=True)
 class DeleteHangAlarms:
+    job_name: str
+
+
+@dataclass(frozen=True)
+class ReleaseWarmPool:
+    """Terminate the warm pool an ended job left (UpdateTrainingJob KeepAlivePeriodInSeconds=0):
+    nothing will reuse it (the run finished, waits, changes instance type, or restarts cold after
+    a hardware fault), and an idle pool is billed."""
+
     job_name: str
 
 
@@ -54,4 +66,12 @@ class Notify:
     attributes: Mapping[str, str] = field(default_factory=dict)
 
 
-Action = LaunchAttempt | StopJob | EnsureHangAlarms | DeleteHangAlarms | AnnounceCapacityReleased | Notify
+Action = (
+    LaunchAttempt
+    | StopJob
+    | EnsureHangAlarms
+    | DeleteHangAlarms
+    | ReleaseWarmPool
+    | AnnounceCapacityReleased
+    | Notify
+)

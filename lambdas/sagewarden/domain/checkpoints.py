@@ -111,6 +111,8 @@ class Checkpoint:
     step: int
     layout: LayoutKind
     written_at_ms: int | None = None
+    # how long writing it took (its first object to its completion marker), when measured
+    write_seconds: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", LayoutKind(self.layout))

@@ -34,6 +34,7 @@ __all__ = [
     "API_THROTTLE_MESSAGE_SIGNATURES",
     "CODE_BUG_ALWAYS_SIGNATURES",
     "CODE_BUG_STARTUP_SIGNATURES",
+    "HARDWARE_LOG_LABELS",
     "INFRA_LOG_SIGNATURES",
     "OOM_SIGNATURES",
     "REASON_ALGORITHM_ERROR_SIGNATURES",
@@ -116,6 +117,7 @@ class Classification:
     reason: str
     evidence: tuple[str, ...]
     quota: QuotaInfo | None = None
+    hardware: bool = False  # an instance or GPU failed: restart cold, never on a warm pool
 
 
 # --- Signature tables -------------------------------------------------------------------------
@@ -186,6 +188,17 @@ REASON_ALGORITHM_ERROR_SIGNATURES: tuple[Signature, ...] = ((r"^algorithmerror\b
 
 # Log tail (and the body of an AlgorithmError FailureReason). Earlier rows name the alert when
 # several match.
+
+# Labels of INFRA_LOG_SIGNATURES that mean a GPU or its host failed (the job restarts cold).
+HARDWARE_LOG_LABELS = frozenset(
+    {
+        "uncorrectable ECC error",
+        "GPU ECC error",
+        "NVIDIA Xid error",
+        "GPU is lost",
+        "GPU fell off the bus",
+    }
+)
 
 INFRA_LOG_SIGNATURES: tuple[Signature, ...] = (
     (r"watchdog caught collective operation timeout", "NCCL watchdog timeout"),
@@ -535,7 +548,10 @@ def _classify_failed(
         label = _first_label(_REASON_HARDWARE, norm_reason)
         if label is not None:
             return Classification(
-                EndingClass.INFRASTRUCTURE, f"{label} in FailureReason (infrastructure)", evidence
+                EndingClass.INFRASTRUCTURE,
+                f"{label} in FailureReason (infrastructure)",
+                evidence,
+                hardware=True,
             )
         label = _first_label(_REASON_CLIENT, norm_reason)
         if label is not None:
@@ -554,6 +570,7 @@ def _classify_failed(
             EndingClass.INFRASTRUCTURE,
             f"{_what(infra)} in {_where(infra)} (infrastructure)",
             _evidence(reason, infra.texts),
+            hardware=any(label in HARDWARE_LOG_LABELS for label in infra.labels),
         )
     oom = _scan(_OOM, texts)
     if oom:

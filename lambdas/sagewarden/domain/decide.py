@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from sagewarden.domain.actions import Action, StopJob
+from sagewarden.domain.advice import record_checkpoint
 from sagewarden.domain.classifier import Ending, EndingClass, classify
 from sagewarden.domain.draft import (
     ALARM_VERIFY_AFTER_MS,
@@ -63,7 +64,7 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.hangs import on_alarms_observed, on_hang_signal, on_tick_signals
+from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -118,7 +119,8 @@ def decide(
             return Decision(run=run, ignored=reason, notes=(reason,))
         return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes) or (reason or "",))
     reason = _dispatch(d, event)
-    if reason is not None and not d.actions:
+    seen = record_checkpoint(d)
+    if reason is not None and not d.actions and not seen:
         return Decision(run=run, ignored=reason, notes=(reason,))
     d.set(updated_ms=now_ms)
     return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes))
@@ -164,10 +166,12 @@ def wants_checkpoint(run: Run, event: Event) -> bool:
     if isinstance(event, (Submitted, CapacityReleased)):
         return True
     if isinstance(event, Tick):
-        stale_check = run.policy.checkpoint_stale_minutes is not None and cur is not None and cur.in_training
-        # a first launch re-issued by the sweep resumes from checkpoints that may already exist
+        # a training attempt's checkpoints: freshness (checkpoint_stale_minutes) and the
+        # checkpoint-interval advice; a first launch re-issued by the sweep resumes from
+        # checkpoints that may already exist
+        training = cur is not None and cur.in_training
         first_launch = cur is None and run.status == RunStatus.SUBMITTED
-        return run.status == RunStatus.RETRY_WAIT or stale_check or first_launch
+        return run.status == RunStatus.RETRY_WAIT or training or first_launch
     return False
 
 
@@ -313,6 +317,23 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
         return None
     if cls.kind == EndingClass.QUOTA:
         q = cls.quota
+        if q is not None and "warm pool" in q.quota_name.lower() and not d.run.warm_pool_off:
+            # the account has no warm-pool quota for these instances: run without one
+            d.set(warm_pool_off=True)
+            d.act(
+                notify(
+                    d,
+                    "info",
+                    "attempt.warm_pool_off",
+                    f"{d.run.name}: no warm-pool quota for {cur.instance_type}; restarts will start cold",
+                    [
+                        f"Quota '{q.quota_name}' is {q.limit} instances; the run needs {q.delta}.",
+                        "Ask AWS to raise it to get restarts in seconds instead of minutes.",
+                    ],
+                )
+            )
+            start_attempt(d, reuse_current=True)
+            return None
         if q is not None and not q.can_ever_fit:
             nxt = next_usable_choice(d, d.run.fallback_index)
             skipped = d.run.fallback_index
@@ -403,7 +424,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         d.put_attempt(att)
         if d.run.status != RunStatus.STOPPING:
             d.set(status=RunStatus.TRAINING)
-        d.set(wait_started_ms=None, wait_count=0)
+        d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None)
         step = att.resume_from.step if att.resume_from else None
         d.act(
             notify(
@@ -464,6 +485,8 @@ def _on_tick(d: Draft) -> str | None:
         relaunch_same(d, cur, "launch not confirmed")
         return None
     if cur.live and cur.stop_intent is not None:
+        if cur.sm_status == "Stopping":
+            return "SageMaker is stopping the job"  # the sweep's look-up sees it end
         if cur.stop_requested_ms is not None and d.now - cur.stop_requested_ms >= STOP_RETRY_AFTER_MS:
             d.put_attempt(dataclasses.replace(cur, stop_requested_ms=d.now))
             d.act(StopJob(cur.job_name, cur.stop_intent))
@@ -478,7 +501,9 @@ def _on_tick(d: Draft) -> str | None:
         if limit is not None and run.cost_usd + running_cost(d, cur) >= limit:
             request_stop(d, cur, INTENT_COST, f"cost budget ${limit:,.0f} reached")
             return None
-        return on_tick_signals(d, cur)
+        adapted = adapt_windows(d, cur)
+        reason = on_tick_signals(d, d.run.current or cur)
+        return None if adapted else reason
     return "nothing due"
 
 

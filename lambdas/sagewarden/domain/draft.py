@@ -291,18 +291,29 @@ def finish(
 # actions as data
 
 
-def hang_alarms(d: Draft, att: Attempt) -> EnsureHangAlarms:
+def log_window(d: Draft, att: Attempt) -> int:
+    return att.log_window_min or d.policy.log_silence_minutes
+
+
+def progress_window(d: Draft, att: Attempt) -> int:
+    return att.progress_window_min or d.policy.progress_stall_minutes
+
+
+def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> EnsureHangAlarms:
     return EnsureHangAlarms(
         job_name=att.job_name,
         attempt=att.number,
         instance_count=att.instance_count,
         gpus_per_host=gpus_per_instance(att.instance_type),
-        log_silence_minutes=d.policy.log_silence_minutes,
+        log_silence_minutes=log_window(d, att),
         gpu_idle_percent=d.policy.gpu_idle_percent,
         gpu_idle_minutes=d.policy.gpu_idle_minutes,
         checkpoint_stale_minutes=d.policy.checkpoint_stale_minutes,
         progress_metric=d.policy.progress_metric,
-        progress_stall_minutes=d.policy.progress_stall_minutes,
+        progress_stall_minutes=progress_window(d, att),
+        gpu_lone_idle_minutes=d.policy.gpu_lone_idle_minutes,
+        gpu_busy_percent=d.policy.gpu_busy_percent,
+        only_keys=only_keys,
     )
 
 

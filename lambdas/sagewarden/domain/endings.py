@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.actions import AnnounceCapacityReleased, DeleteHangAlarms
+from sagewarden.domain.actions import (
+    AnnounceCapacityReleased,
+    DeleteHangAlarms,
+    LaunchAttempt,
+    ReleaseWarmPool,
+)
+from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
@@ -36,7 +42,7 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
-from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
+from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s, warm_pool_wanted
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 
@@ -97,11 +103,16 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
         cost_usd=round(cost, 2),
     )
     d.put_attempt(ended)
-    d.set(cost_usd=round(d.run.cost_usd + cost, 2), last_checkpoint=ckpt or d.run.last_checkpoint)
+    d.set(
+        cost_usd=round(d.run.cost_usd + cost, 2),
+        last_checkpoint=ckpt or d.run.last_checkpoint,
+        training_ms=d.run.training_ms + int(training_s * 1000),
+    )
     if att.alarms_active:
         d.act(DeleteHangAlarms(att.job_name))
     d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
     _next_step(d, ended, cls)
+    _release_warm_pool(d, ended, cls)
     _announce_release(d, ended)
 
 
@@ -151,6 +162,32 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
         _resume(d, ended, cls, label=kind.value, counted=False)
     else:  # INFRASTRUCTURE, UNKNOWN (and anything new defaults to a counted resume)
         _resume(d, ended, cls, label=kind.value, counted=True)
+
+
+def _release_warm_pool(d: Draft, ended: Attempt, cls: Classification) -> None:
+    """An attempt launched with KeepAlivePeriodInSeconds leaves its instances in a warm pool.
+    Keep it only for a next attempt that will take it over (same instance type and count,
+    launched now); otherwise terminate it at once: nobody pays for idle GPUs. After a hardware
+    fault the next attempt starts cold: the pool goes first (its release precedes the launch)."""
+    if not warm_pool_wanted(d.run):
+        return
+    if ended.training_started_ms is None or ended.launch == LaunchState.WAITING:
+        return  # never provisioned: no pool
+    nxt = d.run.current
+    reused = (
+        nxt is not None
+        and nxt.number != ended.number
+        and nxt.live
+        and (nxt.instance_type, nxt.instance_count) == (ended.instance_type, ended.instance_count)
+        and not cls.hardware
+    )
+    if reused:
+        d.note(f"the next attempt takes over {ended.job_name}'s warm pool")
+        return
+    why = "hardware fault: the next attempt starts cold" if cls.hardware else "nothing will reuse it"
+    d.note(f"terminating the warm pool of {ended.job_name} ({why})")
+    first_launch = next((i for i, a in enumerate(d.actions) if isinstance(a, LaunchAttempt)), len(d.actions))
+    d.actions.insert(first_launch, ReleaseWarmPool(ended.job_name))
 
 
 def _announce_release(d: Draft, ended: Attempt) -> None:
@@ -203,7 +240,10 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     by_class = dict(run.restarts_by_class)
     by_class[label] = by_class.get(label, 0) + 1
     d.set(
-        restarts=run.restarts + (1 if counted else 0), restarts_by_class=by_class, no_progress_streak=streak
+        restarts=run.restarts + (1 if counted else 0),
+        restarts_by_class=by_class,
+        no_progress_streak=streak,
+        recovering_since_ms=ended.ended_ms if cls.kind != EndingClass.SEGMENT_DONE else None,
     )
     lost_s, lost_usd = lost_work(d, ended)
     nxt = run.attempt_count + 1
@@ -216,6 +256,9 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
         f"Resuming from: {ckpt_text(ended.checkpoint_at_end or run.last_checkpoint)}",
         f"Work lost since that checkpoint: {lost_s / 60:.0f} min (~${lost_usd:,.0f})",
     ]
+    advice = checkpoint_advice(d.run, d.now)
+    if advice is not None and advice.worth_telling:
+        lines.append(advice.line())
     if ended.evidence:
         lines += ["Evidence:", *ended.evidence[:12]]
     d.act(

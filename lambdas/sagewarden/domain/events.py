@@ -130,6 +130,9 @@ class Observations:
     # log-silence fallback (no log subscription): True = no log event in the window, False = some
     # event, None = not checked (or the check failed: see log_error)
     logs_silent: bool | None = None
+    # per-minute activity of the attempt, to learn its hang windows from (None: not read)
+    heartbeat: tuple[tuple[int, float], ...] | None = None
+    progress: tuple[tuple[int, float], ...] | None = None
 
 
 def event_name(event: Event) -> str:

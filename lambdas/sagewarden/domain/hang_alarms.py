@@ -1,9 +1,19 @@
 """Which hang alarms an attempt should have: pure, so `decide` can compare it with what the sweep
 saw in CloudWatch (the level) instead of trusting a flag written before the alarms were created.
 
-An alarm is identified within its job by a *key*: the signal, plus `#<group>` for the idle-GPU
+An alarm is identified within its job by a *key*: the signal, plus `#<group>` for the lone-idle
 alarms (metric math allows at most 10 metrics per alarm, so hosts are split into balanced groups
 of at most 10). The CloudWatch adapter turns keys into alarm names and back.
+
+The alarms of one attempt:
+- `log_silence`: no log line (heartbeat metric) for the attempt's window (learned, see cadence);
+- `progress_stalled` (with a progress metric): the metric not reported, or reported unchanged;
+- `gpu_lone_idle#g` (jobs of 2+ hosts): a host of group g is idle while a peer of the group is
+  busy, for `gpu_lone_idle_minutes` (3): a dead host among spinning ones is unmistakable fast,
+  while benign phases (save, eval, data-loader pauses) idle or slow every host together;
+- `gpu_idle`: hosts 1 and 2 (the whole job, for a one-host job) idle for `gpu_idle_minutes`:
+  the job as a whole stopped computing. Two hosts suffice: if the whole job is idle they are,
+  and if only some hosts are, the lone-idle alarms fire first.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ from sagewarden.domain.actions import EnsureHangAlarms
 
 SIGNAL_LOG_SILENCE = "log_silence"
 SIGNAL_GPU_IDLE = "gpu_idle"
+SIGNAL_GPU_LONE_IDLE = "gpu_lone_idle"
+GPU_IDLE_HOSTS = 2  # hosts watched by the whole-job idle alarm
 SIGNAL_PROGRESS = "progress_stalled"
 SIGNAL_CHECKPOINT = "checkpoint_stale"  # judged by the sweep on ticks; no alarm
 HOSTS_PER_ALARM = 10
@@ -32,16 +44,24 @@ def gpu_groups(instance_count: int) -> list[list[int]]:
     return groups
 
 
+def lone_idle_groups(spec: EnsureHangAlarms) -> list[list[int]]:
+    """Host groups of the lone-idle alarms (none for a one-host job or when switched off)."""
+    if spec.instance_count < 2 or spec.gpu_lone_idle_minutes <= 0:
+        return []
+    return gpu_groups(spec.instance_count)
+
+
 def alarm_keys(spec: EnsureHangAlarms) -> tuple[str, ...]:
     """Keys of every alarm `spec` creates."""
     keys = [SIGNAL_LOG_SILENCE]
     if spec.progress_metric:
         keys.append(SIGNAL_PROGRESS)
-    groups = gpu_groups(spec.instance_count)
+    keys.append(SIGNAL_GPU_IDLE)
+    groups = lone_idle_groups(spec)
     if len(groups) == 1:
-        keys.append(SIGNAL_GPU_IDLE)
+        keys.append(SIGNAL_GPU_LONE_IDLE)
     else:
-        keys += [f"{SIGNAL_GPU_IDLE}{GROUP_SEP}{g}" for g in range(1, len(groups) + 1)]
+        keys += [f"{SIGNAL_GPU_LONE_IDLE}{GROUP_SEP}{g}" for g in range(1, len(groups) + 1)]
     return tuple(keys)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sagewarden.domain.cadence import Cadence, learn_window
 from sagewarden.domain.draft import (
     INTENT_HANG,
     Draft,
@@ -21,12 +22,24 @@ from sagewarden.domain.draft import (
     clear_deferral,
     defer,
     hang_alarms,
+    log_window,
     notify,
+    progress_window,
     request_stop,
 )
 from sagewarden.domain.events import AlarmsObserved, HangSignal
-from sagewarden.domain.hang_alarms import SIGNAL_CHECKPOINT, SIGNAL_LOG_SILENCE, alarm_keys, key_signal
+from sagewarden.domain.hang_alarms import (
+    SIGNAL_CHECKPOINT,
+    SIGNAL_GPU_IDLE,
+    SIGNAL_GPU_LONE_IDLE,
+    SIGNAL_LOG_SILENCE,
+    SIGNAL_PROGRESS,
+    alarm_keys,
+    key_signal,
+)
 from sagewarden.domain.models import Attempt
+
+_QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS})
 
 
 def _current_training(d: Draft, job_name: str, attempt: int) -> tuple[Attempt | None, str | None]:
@@ -113,6 +126,15 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     if d.now - started < grace_ms:
         names = ", ".join(e.signal for e in events)
         return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
+    startup_ms = d.policy.startup_silence_minutes * 60_000
+    if d.now - started < startup_ms:
+        # a first-step compile or NCCL init on hundreds of hosts is silent: the quiet signals
+        # wait (the alarm's level is read again once start-up is over)
+        quiet = [e for e in events if e.signal in _QUIET_SIGNALS]
+        events = [e for e in events if e.signal not in _QUIET_SIGNALS]
+        if not events:
+            names = ", ".join(e.signal for e in quiet)
+            return f"{names} within the {d.policy.startup_silence_minutes}-minute start-up allowance"
     signals = set(cur.hang_signals)
     new = [e for e in events if e.signal not in signals]
     if not new:
@@ -130,17 +152,18 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     return None
 
 
-def _window_minutes(d: Draft, signal: str) -> int:
+def _window_minutes(d: Draft, cur: Attempt, signal: str) -> int:
     return {
-        SIGNAL_LOG_SILENCE: d.policy.log_silence_minutes,
-        "gpu_idle": d.policy.gpu_idle_minutes,
+        SIGNAL_LOG_SILENCE: log_window(d, cur),
+        SIGNAL_GPU_IDLE: d.policy.gpu_idle_minutes,
+        SIGNAL_GPU_LONE_IDLE: d.policy.gpu_lone_idle_minutes,
         SIGNAL_CHECKPOINT: d.policy.checkpoint_stale_minutes or 0,
-        "progress_stalled": d.policy.progress_stall_minutes,
+        SIGNAL_PROGRESS: progress_window(d, cur),
     }.get(signal, 0)
 
 
 def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
-    window = _window_minutes(d, e.signal)
+    window = _window_minutes(d, cur, e.signal)
     silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
     evidence = bounded_evidence(
         (
@@ -247,3 +270,53 @@ def _drop_cleared_tick_signals(d: Draft, cur: Attempt, found: HangSignal | str |
             dataclasses.replace(cur, hang_signals=tuple(s for s in cur.hang_signals if s not in cleared))
         )
         d.note(f"{', '.join(sorted(cleared))} cleared")
+
+
+# --------------------------------------------------------------------------------------------
+# windows learned from the attempt's cadence
+
+
+def adapt_windows(d: Draft, cur: Attempt) -> bool:
+    """Learn the log-silence (and progress) window from the attempt's own activity and re-put
+    the alarm whose window changed. True when something changed."""
+    pol = d.policy
+    if not (pol.adaptive_windows and pol.hang_detection and cur.in_training and cur.training_started_ms):
+        return False
+    start = cur.training_started_ms + pol.startup_silence_minutes * 60_000
+
+    def learned(series: tuple[tuple[int, float], ...] | None, ceiling: int, current: int) -> Cadence | None:
+        if series is None:
+            return None
+        cadence = learn_window(series, start_ms=start, now_ms=d.now, ceiling_min=ceiling)
+        return cadence if cadence.window_min is not None and cadence.window_min != current else None
+
+    log = learned(d.obs.heartbeat, pol.log_silence_minutes, log_window(d, cur))
+    prog = (
+        learned(d.obs.progress, pol.progress_stall_minutes, progress_window(d, cur))
+        if pol.progress_metric
+        else None
+    )
+    changed: list[str] = []
+    notes: list[str] = []
+    for signal, cadence, current in (
+        (SIGNAL_LOG_SILENCE, log, log_window(d, cur)),
+        (SIGNAL_PROGRESS, prog, progress_window(d, cur)),
+    ):
+        if cadence is not None:
+            changed.append(signal)
+            notes.append(
+                f"{signal} window {current} -> {cadence.window_min} min (longest quiet stretch "
+                f"{cadence.longest_quiet_min} min in {cadence.observed_min} min of training)"
+            )
+    if not changed:
+        return False
+    cur = dataclasses.replace(
+        cur,
+        log_window_min=log.window_min if log is not None else cur.log_window_min,
+        progress_window_min=prog.window_min if prog is not None else cur.progress_window_min,
+    )
+    d.put_attempt(cur)
+    keys = tuple(k for k in alarm_keys(hang_alarms(d, cur)) if key_signal(k) in changed)
+    d.act(hang_alarms(d, cur, only_keys=keys))
+    d.note("learned from the attempt's cadence: " + "; ".join(notes))
+    return True

@@ -30,6 +30,12 @@ def wall_clock_remaining_s(run: Run, at_ms: int) -> float:
     return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.budget_origin_ms) / 1000
 
 
+def warm_pool_wanted(run: Run) -> bool:
+    """Attempts keep their instances warm after they end (unless the account has no warm-pool
+    quota for them), so a resume after a non-hardware ending starts in seconds."""
+    return run.policy.keep_alive_seconds > 0 and not run.warm_pool_off
+
+
 def segment_runtime_s(run: Run, at_ms: int) -> int:
     """MaxRuntimeInSeconds of a new attempt: the user's, capped by the API and the run's budget."""
     requested = int(
@@ -48,7 +54,7 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     resources = dict(req.get("ResourceConfig", {}))
     resources["InstanceType"] = attempt.instance_type
     resources["InstanceCount"] = attempt.instance_count
-    if run.policy.keep_alive_seconds:
+    if warm_pool_wanted(run):
         resources["KeepAlivePeriodInSeconds"] = run.policy.keep_alive_seconds
     req["ResourceConfig"] = resources
 

@@ -39,6 +39,7 @@ class LaunchState(StrEnum):
 
 
 SM_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
+CHECKPOINT_HISTORY = 8
 # Rank used to keep an attempt's recorded state forward-only when timestamps tie.
 SM_STATUS_RANK = {"InProgress": 0, "Stopping": 1, "Completed": 2, "Failed": 2, "Stopped": 2}
 
@@ -68,6 +69,9 @@ class Attempt:
     stop_requested_ms: int | None = None
     alarms_active: bool = False  # hang alarms are wanted for this attempt (it reached Training)
     alarms_confirmed: bool = False  # the sweep saw every expected alarm in CloudWatch
+    # hang windows learned from this attempt's own cadence (None: the policy's window is in force)
+    log_window_min: int | None = None
+    progress_window_min: int | None = None
     hang_signals: tuple[str, ...] = ()
     cost_usd: float = 0.0
 
@@ -136,6 +140,14 @@ class Run:
     strays: tuple[tuple[str, int], ...] = ()
     # POST /runs/{id}/resume reopened a FAILED or CANCELLED run: how often, by whom, and when its
     # budgets (restarts, wall clock) started afresh
+    warm_pool_off: bool = False  # the account has no warm-pool quota for this run's instances
+    # for checkpoint-interval advice: the newest checkpoints seen, (step, written ms, write s or
+    # -1 when unmeasured), oldest first, at most CHECKPOINT_HISTORY; and training time of ended attempts
+    checkpoint_history: tuple[tuple[int, int, float], ...] = ()
+    training_ms: int = 0
+    # when the fault the run is recovering from ended its attempt (time to recovery is measured
+    # to the replacement's Training); None when not recovering
+    recovering_since_ms: int | None = None
     resumes: int = 0
     resumed_by: str | None = None
     budget_started_ms: int | None = None

@@ -80,6 +80,9 @@ RANGES: Mapping[str, Range] = {
     "checkpoint_stale_minutes": Range(1, 7 * DAY_MIN),
     "progress_stall_minutes": Range(1, DAY_MIN),
     "hang_grace_minutes": Range(0, DAY_MIN),
+    "gpu_lone_idle_minutes": Range(0, DAY_MIN),
+    "gpu_busy_percent": Range(0, 100, low_open=True),
+    "startup_silence_minutes": Range(0, DAY_MIN),
     "priority": Range(-1000, 1000),
 }
 
@@ -107,7 +110,9 @@ class RunPolicy:
     capacity_wait_max_hours: float = 12.0
     instance_fallbacks: tuple[InstanceChoice, ...] = ()
     # --- faster restarts ------------------------------------------------------------------------
-    keep_alive_seconds: int = 0  # SageMaker warm pool (ResourceConfig.KeepAlivePeriodInSeconds)
+    # SageMaker warm pool (ResourceConfig.KeepAlivePeriodInSeconds): a resume after a non-hardware
+    # ending reuses the instances; the pool is terminated at once when nothing will reuse it
+    keep_alive_seconds: int = 600
     environment_defaults: tuple[tuple[str, str], ...] = ()  # added to every attempt, user values win
     # --- classification ---------------------------------------------------------------------
     oom_is_user_error: bool = True
@@ -117,12 +122,18 @@ class RunPolicy:
     checkpoint_marker: str | None = None
     # --- hang detection ---------------------------------------------------------------------
     hang_detection: bool = True
+    # log silence: the window in force until the attempt's own cadence is learned, and the
+    # ceiling of a learned window (adaptive_windows)
     log_silence_minutes: int = 30
     gpu_idle_percent: float = 1.0  # per GPU; alarms scale it by GPUs per host
-    gpu_idle_minutes: int = 20
+    gpu_idle_minutes: int = 20  # every host idle (hosts 1-2 watched) for this long
+    gpu_lone_idle_minutes: int = 3  # one host idle while a peer is busy, for this long (0: off)
+    gpu_busy_percent: float = 50.0  # per GPU: a peer above this counts as busy
     checkpoint_stale_minutes: int | None = None
     progress_metric: str | None = None  # a MetricDefinitions name (e.g. "train:throughput")
-    progress_stall_minutes: int = 30  # ... that reported nothing for this long
+    progress_stall_minutes: int = 30  # ... not reported, or reported unchanged, for this long
+    adaptive_windows: bool = True  # learn the log-silence / progress windows from the attempt's cadence
+    startup_silence_minutes: int = 45  # after Training starts: first-step compile, NCCL init
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
     # --- sharing the account's quota ------------------------------------------------------------

@@ -174,7 +174,8 @@ def list_runs(
     responses={200: schema.response("the run", schema.Run), 404: schema.NOT_FOUND, 500: schema.INTERNAL},
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
-    return _json(200, run_json(composition.supervisor().get(_run_id(run_id))))
+    sup = composition.supervisor()
+    return _json(200, run_json(sup.get(_run_id(run_id)), now_ms=sup.clock()))
 
 
 @app.get(

@@ -4,6 +4,15 @@ Sees log events as they arrive (unlike LogStream lastEventTimestamp, which is ev
 consistent). For each of the supervisor's jobs it writes one Embedded Metric Format record
 per minute of event time: `Sagewarden/Heartbeat LogEvents{TrainingJobName}` = number of log
 events. No API calls: CloudWatch extracts the metric from this function's own log output.
+
+Declared long phases (the training-script contract): a line
+`[sagewarden] phase=<name> max_minutes=<n>` says "a silent phase of up to n minutes starts now"
+(a checkpoint save, an evaluation, a data-loader restart). Its minutes are published as active
+right away -- EMF accepts timestamps up to two hours ahead, so n is capped at 120 -- which keeps
+the log-silence alarm quiet for that phase only, and keeps it out of the cadence the supervisor
+learns its windows from. A hang inside the phase is caught once the phase's time is up.
+
+Events of jobs that are not this deployment's are dropped before anything else is done.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from sagewarden import keys
+from sagewarden.domain.cadence import phase_cover
 
 
 def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, Any]]:
@@ -25,7 +35,12 @@ def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, 
     job = str(payload.get("logStream", "")).split("/", 1)[0]
     if not job.startswith(f"{job_prefix}-"):
         return []
-    per_minute = Counter((int(e["timestamp"]) // 60_000) * 60_000 for e in payload.get("logEvents", []))
+    per_minute: Counter[int] = Counter()
+    for e in payload.get("logEvents", []):
+        ts = int(e["timestamp"])
+        per_minute[ts // 60_000 * 60_000] += 1
+        for minute in phase_cover(str(e.get("message", "")), ts)[1:]:
+            per_minute[minute] += 1
     return [
         {
             "_aws": {

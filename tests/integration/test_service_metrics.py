@@ -1,0 +1,44 @@
+"""The dashboard's domain metrics and the alerts' console links, on the local account."""
+
+from __future__ import annotations
+
+import pytest
+
+from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenario import default_training_job
+from drill.sim_sagemaker import Fault
+from sagewarden import keys
+from sagewarden.domain.models import RunStatus
+
+MIN = 60_000
+
+
+@pytest.fixture
+def acct(template):
+    with LocalAccount(template, store="memory") as account:
+        yield account
+
+
+def test_a_fault_and_its_recovery_are_measured_and_alerts_link_to_the_job(acct):
+    status, run = acct.api(
+        "POST",
+        "/runs",
+        body={"name": "llama-8b", "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE)},
+    )
+    assert status == 201
+    acct.sagemaker.inject(Fault(kind="internal_error", run="llama-8b", attempt=1, after_training_min=30))
+    acct.sagemaker.advance(acct.clock.now_ms + 60 * MIN)
+    acct.deliver_due()
+    acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+    acct.deliver_due()
+    stored = acct.supervisor.store.get(run["run_id"])
+    assert stored.status == RunStatus.TRAINING and stored.attempt_count == 2
+    samples = acct.counters.samples
+    assert (keys.METRIC_RUN_STATUS, "TRAINING", 1.0) in samples
+    assert (keys.METRIC_RESTARTS, "INFRASTRUCTURE", 1.0) in samples
+    (recovery,) = [v for name, _, v in samples if name == keys.METRIC_RECOVERY_SECONDS]
+    first, second = acct.sagemaker.jobs()
+    assert recovery == pytest.approx((second.training_started_ms - first.ended_ms) / 1000)
+    resumed = next(m for _, m in acct.notifier.sent if m.event == "attempt.resumed")
+    assert "console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/" in resumed.body
+    assert f"sagewarden get {run['run_id']}" in resumed.body

@@ -1,0 +1,312 @@
+"""`sagewarden selftest` end to end against the drill's simulated account: the CLI's own HTTP
+transport and S3 calls against `python -m drill serve --scenario selftest` (in process, on an
+ephemeral port, virtual time x3000), and the variants in which a step must fail."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from cli import selftest
+from cli.app import main
+from drill.account import BUCKET, EXECUTION_ROLE
+from drill.runner import run_scenario
+from drill.scenario import load, parse
+from drill.server import LocalServer
+from sagewarden.domain.policy import RunPolicy
+
+REPO = Path(__file__).resolve().parents[2]
+SPEED = 3000.0
+STEP_TITLES = [
+    "submitted",
+    "attempt 1 training",
+    "crash classified INFRASTRUCTURE",
+    "resumed as attempt 2 from step 20",
+    "hang detected (log silence)",
+    "stopped",
+    "resumed as attempt 3 from step 30",
+    "succeeded",
+]
+NEWER_FIELDS_KNOWN = set(selftest.NEWER_POLICY) <= set(RunPolicy().to_dict())
+
+
+def serve(template: Any, doc: dict[str, Any] | None = None) -> LocalServer:
+    scenario = (
+        load("selftest", bucket=BUCKET, role_arn=EXECUTION_ROLE)
+        if doc is None
+        else parse(doc, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    )
+    return LocalServer(template, port=0, speed=SPEED, scenario=scenario, tick_s=0.02)
+
+
+def run_cli(capsys: Any, *argv: str, stdin: str = "") -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv), stdin=io.StringIO(stdin))
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return code, out.out, out.err
+
+
+def api(server: LocalServer, method: str, path: str) -> Any:
+    status, body = server.handle_api(method, path, None, {}, None)
+    assert status == 200, body
+    return body
+
+
+def uploads(server: LocalServer) -> list[str]:
+    with server.lock:
+        resp = server.account.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{selftest.DEFAULT_PREFIX}/")
+    return [o["Key"] for o in resp.get("Contents", [])]
+
+
+def test_the_selftest_passes_end_to_end_on_the_simulated_account(template, capsys):
+    with serve(template) as server:
+        code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes")
+        runs = api(server, "GET", "/runs")["runs"]
+        run = api(server, "GET", f"/runs/{runs[0]['run_id']}")
+        left = uploads(server)
+
+    assert code == 0, out + err
+    progress = [m.group(1) for m in re.finditer(r"^\[ *\d+:\d\d\] ok   (.+?)(?:  |$)", out, re.M)]
+    assert [p.strip() for p in progress] == STEP_TITLES
+    assert "FAIL" not in out and out.rstrip().splitlines()[-1].startswith("PASS: every step happened within")
+    assert (
+        "script loaded the named checkpoints: the script's log confirms: attempt 2 from step 20, attempt 3 from step 30"
+        in out
+    )
+    assert "cost: about 23 ml.m5.large instance-minutes, $0.04" in err
+    # what the API shows is what was printed
+    assert len(runs) == 1 and run["status"] == "SUCCEEDED"
+    assert [a["end_class"] for a in run["attempts"]] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
+    assert [(a["resumed_from"] or {}).get("step") for a in run["attempts"]] == [None, 20, 30]
+    assert run["policy"]["log_silence_minutes"] == 5 and run["policy"]["hang_grace_minutes"] == 1
+    assert run["training_job"]["AlgorithmSpecification"]["TrainingImage"].endswith(
+        "pytorch-training:2.5.1-cpu-py311"
+    )
+    # the policy fields of a newer API are sent only where the API knows them
+    if NEWER_FIELDS_KNOWN:
+        assert run["policy"]["startup_silence_minutes"] == 1 and run["policy"]["adaptive_windows"] is False
+        assert "does not know the policy field" not in err
+    else:
+        assert (
+            "does not know the policy field(s) startup_silence_minutes, adaptive_windows, gpu_lone_idle_minutes"
+            in err
+        )
+    assert left == []  # the script, checkpoints and output were deleted
+
+
+def test_a_hang_that_is_not_detected_fails_the_selftest(template, capsys):
+    with serve(template) as server:
+        code, out, err = run_cli(
+            capsys,
+            "--local",
+            "--api-url",
+            server.url,
+            "--json",
+            "selftest",
+            "--yes",
+            "--policy",
+            "hang_detection=false",
+        )
+        run = api(server, "GET", "/runs")["runs"][0]
+
+    assert code == 1
+    report = json.loads(out)
+    results = {s["step"]: s for s in report["steps"]}
+    assert report["passed"] is False
+    assert [s["result"] for s in report["steps"][:5]] == ["done", "done", "done", "done", "failed"]
+    hang = results["hang detected (log silence)"]
+    assert hang["detail"].startswith(
+        "did not happen within 22.2 min; seen instead: attempt 2 is still InProgress/Training"
+    )
+    assert "with no hang detected (hang_detection false, log_silence_minutes 5)" in hang["detail"]
+    assert hang["took_s"] > hang["deadline_s"]
+    assert [results[t]["result"] for t in STEP_TITLES[5:]] == ["not reached"] * 3
+    # the progress went to stderr, and the cleanup stopped the hung job
+    assert "FAIL hang detected (log silence)" in err and f"cleanup: run {run['run_id']} is CANCELLED" in err
+    assert run["status"] == "CANCELLED"
+
+
+def _scenario(change: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(selftest.scenario_document())
+    change(doc)
+    return doc
+
+
+def test_a_job_that_never_hangs_fails_the_selftest_and_keep_keeps_its_files(template, capsys):
+    def no_hang(doc: dict[str, Any]) -> None:
+        doc["faults"] = [f for f in doc["faults"] if f["kind"] != "stuck_dataloader"]
+
+    with serve(template, _scenario(no_hang)) as server:
+        code, out, _ = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes", "--keep")
+        left = uploads(server)
+
+    assert code == 1
+    assert 'FAIL: step "hang detected (log silence)": attempt 2 completed: the job never hung' in out
+    assert re.search(r"^\[ *\d+:\d\d\] FAIL hang detected \(log silence\)", out, re.M)
+    assert any(k.endswith("/source/sourcedir.tar.gz") for k in left)
+    assert any("/checkpoints/checkpoint-40/" in k for k in left)
+
+
+def test_a_crash_classed_as_a_code_bug_fails_the_selftest(template, capsys):
+    def import_error(doc: dict[str, Any]) -> None:
+        doc["faults"][0]["log_lines"] = ["ModuleNotFoundError: No module named 'flash_attn'"]
+        doc["faults"][0]["after_training_min"] = 0.5
+
+    with serve(template, _scenario(import_error)) as server:
+        code, out, _ = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes")
+
+    assert code == 1
+    assert re.search(
+        r'FAIL: step "crash classified INFRASTRUCTURE": attempt 1 ended Failed/Failed, classed USER_ERROR: '
+        r"ModuleNotFoundError",
+        out,
+    )
+
+
+def test_the_selftest_rides_out_a_network_blip_while_it_watches(template, capsys):
+    from cli.client import http_transport
+
+    polls = 0
+
+    def flaky(method: str, url: str, headers: dict[str, str], body: bytes | None) -> tuple[Any, ...]:
+        nonlocal polls
+        if method == "GET" and re.search(r"/runs/[0-9A-Z]{26}$", url):
+            polls += 1
+            if polls in (3, 4):
+                raise ConnectionRefusedError
+        return http_transport(method, url, headers, body)
+
+    with serve(template) as server:
+        capsys.readouterr()
+        code = main(["--local", "--api-url", server.url, "selftest", "--yes"], transport=flaky)
+        out = capsys.readouterr()
+
+    assert code == 0, out.out + out.err
+    assert out.err.count("(polling the API failed: cannot reach 127.0.0.1:") == 2
+    assert "PASS" in out.out
+
+
+def test_the_selftest_asks_before_spending(template, capsys):
+    with serve(template) as server:
+        code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", stdin="n\n")
+        runs = api(server, "GET", "/runs")["runs"]
+        left = uploads(server)
+        code_eof, _, err_eof = run_cli(capsys, "--local", "--api-url", server.url, "selftest")
+
+    assert code == 1 and "Run the self-test? [y/N] " in err and "nothing was run" in err
+    assert runs == [] and left == [] and out == ""
+    assert code_eof == 2 and "pass --yes to run without asking" in err_eof
+
+
+def test_the_drill_runs_the_selftest_scenario_with_the_scripts_own_lines(template, tmp_path):
+    """The scenario does what the script does: every line the simulated job writes (but its
+    periodic progress lines) is a line the real script prints, in the same order."""
+    result = run_scenario(load("selftest", bucket=BUCKET, role_arn=EXECUTION_ROLE), template)
+    assert not result.invariant_violations
+    run = result.runs[selftest.RUN_NAME]
+    assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 3
+
+    script = REPO / "examples" / "selftest" / "train.py"
+    args = [f"--{k}={v}" for k, v in selftest.PLAN.hyperparameters().items()]
+    args += ["--seconds-per-step=0.001", f"--checkpoint-dir={tmp_path}/ckpt", f"--model-dir={tmp_path}/model"]
+    for job in sorted(result.jobs, key=lambda j: j.attempt):
+        resume = job.start_step or None
+        env = {
+            **os.environ,
+            "SAGEWARDEN_ATTEMPT": str(job.attempt),
+            "SAGEWARDEN_RESUME_STEP": str(resume or ""),
+        }
+        env["SAGEWARDEN_RESUME_DIR"] = f"{tmp_path}/ckpt/checkpoint-{resume}"
+        proc = subprocess.run(
+            [sys.executable, str(script), *args, "--hang-seconds=0.01"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        printed = [
+            line.replace(f"{tmp_path}/ckpt", "/opt/ml/checkpoints")
+            for line in (proc.stdout + proc.stderr).splitlines()
+        ]
+        simulated = [t for _, t in job._tails[1] if not re.fullmatch(r"step \d+ loss [\d.]+", t)]
+        assert simulated, job.name
+        it = iter(printed)
+        missing = [line for line in simulated if not any(line == p for p in it)]
+        assert missing == [], f"attempt {job.attempt}: the simulated job writes lines the script does not"
+
+
+def _readme_selftest_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Self-test\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    lines = [line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_the_readme_selftest_commands_run_as_written(capsys, monkeypatch):
+    commands = _readme_selftest_commands()
+    serve_cmd = next(c for c in commands if c.startswith("python -m drill serve"))
+    real_cmd = next(c for c in commands if c.startswith("sagewarden selftest"))
+    local_cmd = next(c for c in commands if c.startswith("sagewarden --local selftest"))
+    assert len(commands) == 3, commands
+    assert "--role" in real_cmd and "--bucket" in real_cmd
+
+    # the README's server (an ephemeral port instead of 8765, so tests never collide)
+    argv = [*shlex.split(serve_cmd.removesuffix("&").strip())[1:], "--port", "0", "--speed", str(SPEED)]
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'lambdas'}"},
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while time.monotonic() < deadline and not line.startswith("  API "):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "the server stopped"
+        url = line.split()[-1]
+        info = json.loads(__import__("urllib.request").request.urlopen(f"{url}/_local", timeout=10).read())
+        assert info["scenario"] == "selftest"
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+            monkeypatch.delenv(key, raising=False)
+
+        # the local rehearsal, exactly as shown
+        code, out, err = run_cli(capsys, *shlex.split(local_cmd)[1:], "--api-url", url)
+        assert code == 0, out + err
+        assert "PASS" in out
+
+        # the real-account command, with the deployed API's URL replaced by the local one; it asks first
+        bucket = shlex.split(real_cmd)[shlex.split(real_cmd).index("--bucket") + 1]
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=info["aws_endpoint_url"],
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        s3.create_bucket(Bucket=bucket)
+        monkeypatch.setenv("SAGEWARDEN_API_URL", url)  # a loopback URL means local mode
+        code, out, err = run_cli(capsys, *shlex.split(real_cmd)[1:], stdin="y\n")
+        assert code == 0, out + err
+        assert "Run the self-test? [y/N] " in err and "PASS" in out
+        assert f"s3://{bucket}/sagewarden-selftest/" in err
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -1,0 +1,73 @@
+"""Hang windows learned from an attempt's own cadence, and the declared-phase marker."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sagewarden.domain.cadence import (
+    FLOOR_MIN,
+    LEARN_AFTER_MIN,
+    MAX_PHASE_MINUTES,
+    learn_window,
+    phase_cover,
+    phase_marker,
+)
+
+MIN = 60_000
+T0 = 1_000 * MIN
+
+
+def _every(k: int, minutes: int, *, start: int = T0, skip: range = range(0)) -> list[tuple[int, float]]:
+    return [(start + m * MIN, 6.0) for m in range(0, minutes, k) if m not in skip]
+
+
+def test_cadence_is_not_learned_before_two_hours_of_training():
+    series = _every(1, 100)
+    assert learn_window(series, start_ms=T0, now_ms=T0 + 100 * MIN, ceiling_min=30).window_min is None
+
+
+def test_cadence_of_a_job_logging_every_minute_is_the_floor():
+    series = _every(1, 200)
+    got = learn_window(series, start_ms=T0, now_ms=T0 + 200 * MIN, ceiling_min=30)
+    assert got.window_min == FLOOR_MIN and got.longest_quiet_min == 0
+
+
+def test_cadence_of_a_job_logging_every_ten_minutes_stays_long():
+    series = _every(10, 300)
+    got = learn_window(series, start_ms=T0, now_ms=T0 + 300 * MIN, ceiling_min=30)
+    assert got.longest_quiet_min == 9 and got.window_min == 30  # 3 x 10 min, at the policy's ceiling
+
+
+def test_cadence_counts_a_completed_quiet_stretch_but_not_the_one_under_way():
+    quiet = range(100, 104)  # a 4-minute undeclared pause, completed
+    series = _every(1, 150, skip=quiet)
+    got = learn_window(series, start_ms=T0, now_ms=T0 + 150 * MIN, ceiling_min=30)
+    assert got.longest_quiet_min == 4 and got.window_min == 15
+    hanging = _every(1, 140)  # silent since minute 140, now minute 170: not learned from
+    got = learn_window(hanging, start_ms=T0, now_ms=T0 + 170 * MIN, ceiling_min=30)
+    assert got.window_min == FLOOR_MIN
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.integers(0, 40), min_size=3, max_size=60), ceiling=st.integers(5, 60))
+def test_cadence_window_is_bounded_and_covers_every_quiet_stretch_it_saw(gaps, ceiling):
+    t, series = T0, []
+    for g in gaps:
+        series.append((t, 1.0))
+        t += (g + 1) * MIN
+    now = max(t, T0 + (LEARN_AFTER_MIN + 10) * MIN)
+    got = learn_window(series, start_ms=T0, now_ms=now, ceiling_min=ceiling)
+    if got.window_min is not None:
+        assert FLOOR_MIN <= got.window_min <= max(FLOOR_MIN, ceiling)
+        assert got.window_min == ceiling or got.window_min > got.longest_quiet_min
+
+
+def test_phase_marker_keeps_its_minutes_active_up_to_two_hours():
+    line = phase_marker("checkpoint_save", 15)
+    assert line == "[sagewarden] phase=checkpoint_save max_minutes=15"
+    cover = phase_cover(f"2026-12-01 10:00:00 INFO {line}", T0 + 30_000)
+    assert cover == [T0 + i * MIN for i in range(15)]
+    assert len(phase_cover(phase_marker("eval", 9999), T0)) == MAX_PHASE_MINUTES
+    assert phase_cover("phase=checkpoint_save max_minutes=15", T0) == []  # not the marker
+    assert phase_cover("step 100 loss 1.2", T0) == []

@@ -1,0 +1,180 @@
+"""Issue 9's mechanisms at the level of the pure decision: start-up allowance, lone idle hosts,
+windows learned from the attempt's cadence, warm pools, checkpoint-interval advice."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sagewarden.domain.actions import EnsureHangAlarms, LaunchAttempt, Notify, ReleaseWarmPool, StopJob
+from sagewarden.domain.advice import checkpoint_advice
+from sagewarden.domain.decide import INTENT_HANG
+from sagewarden.domain.events import AlarmsObserved, LaunchRejected, Observations, Submitted, Tick
+from sagewarden.domain.models import RunStatus
+from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
+
+INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
+HARDWARE = "HardwareError: Instance algo-2 failed its health checks (unhealthy instance)."
+
+
+def _alarms(run, *rows):
+    return AlarmsObserved(run.current.job_name, run.current.number, tuple(rows))
+
+
+# --- start-up allowance and the lone idle host -----------------------------------------------------
+
+
+def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    compile_silence = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 32 * MIN)
+    assert compile_silence.run.status == RunStatus.TRAINING  # a first-step compile is silent
+    lone = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 18 * MIN)), t0 + 19 * MIN)
+    assert lone.run.status == RunStatus.STOPPING  # a dead host among busy ones: after the grace
+    assert StopJob(run.current.job_name, INTENT_HANG) in lone.actions
+    still_silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 46 * MIN)
+    assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
+
+
+def test_lone_idle_hang_names_its_window_in_the_evidence():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    d = step(
+        run,
+        _alarms(run, ("gpu_lone_idle#2", "ALARM", t0 + HOUR)),
+        t0 + HOUR + MIN,
+        Observations(hosts_triage=("algo-7: GPUUtilization avg 0 (min 0)  <- idle",)),
+    )
+    assert any("algo-7" in line for line in d.run.current.evidence)
+    assert "gpu_lone_idle" in d.run.current.evidence[0]
+
+
+# --- windows learned from the attempt's cadence ----------------------------------------------------
+
+
+def _activity(start: int, minutes: int, every: int = 1) -> tuple[tuple[int, float], ...]:
+    return tuple((start + m * MIN, 6.0) for m in range(0, minutes, every))
+
+
+def test_tick_learns_a_short_log_silence_window_and_re_puts_only_that_alarm():
+    run = training_run(RunPolicy(progress_metric="train:step"))
+    t0 = run.current.training_started_ms
+    now = t0 + 4 * HOUR
+    obs = Observations(heartbeat=_activity(t0, 240), progress=_activity(t0, 240, every=2))
+    d = step(run, Tick(), now, obs)
+    (ensure,) = [a for a in d.actions if isinstance(a, EnsureHangAlarms)]
+    assert ensure.log_silence_minutes == 5 and ensure.progress_stall_minutes == 6
+    assert set(ensure.only_keys) == {"log_silence", "progress_stalled"}
+    assert d.run.current.log_window_min == 5 and d.run.current.progress_window_min == 6
+    assert "learned from the attempt's cadence" in "; ".join(d.notes)
+    again = step(d.run, Tick(), now + 10 * MIN, obs)
+    assert not any(isinstance(a, EnsureHangAlarms) for a in again.actions)
+
+
+def test_tick_keeps_the_window_long_for_a_job_that_logs_every_ten_minutes():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    d = step(run, Tick(), t0 + 5 * HOUR, Observations(heartbeat=_activity(t0, 300, every=10)))
+    assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)  # learned 30 = the policy's
+    assert d.run.current.log_window_min is None
+
+
+def test_no_window_is_learned_without_adaptive_windows_or_before_enough_training():
+    run = training_run(RunPolicy(adaptive_windows=False))
+    t0 = run.current.training_started_ms
+    d = step(run, Tick(), t0 + 5 * HOUR, Observations(heartbeat=_activity(t0, 300)))
+    assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
+    early = training_run()
+    d = step(early, Tick(), t0 + 90 * MIN, Observations(heartbeat=_activity(t0, 90)))
+    assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
+
+
+# --- warm pools ------------------------------------------------------------------------------------
+
+
+def _end(run, reason, *, status="Failed", secondary="Failed"):
+    end = run.current.training_started_ms + HOUR
+    return step(run, observed(run, status, secondary, end, reason), end, Observations(checkpoint=ckpt(500)))
+
+
+def test_resume_after_a_non_hardware_ending_keeps_the_warm_pool():
+    run = training_run()
+    d = _end(run, INTERNAL)
+    assert not any(isinstance(a, ReleaseWarmPool) for a in d.actions)
+    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
+    assert launch.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600  # warm by default
+
+
+def test_hardware_ending_terminates_the_pool_before_the_cold_restart():
+    run = training_run()
+    d = _end(run, HARDWARE)
+    kinds = [type(a).__name__ for a in d.actions]
+    assert kinds.index("ReleaseWarmPool") < kinds.index("LaunchAttempt")
+    assert ReleaseWarmPool(run.current.job_name) in d.actions
+
+
+@pytest.mark.parametrize(
+    ("status", "secondary", "reason"),
+    [
+        ("Completed", "Completed", None),
+        ("Failed", "Failed", "AlgorithmError: ModuleNotFoundError: No module named 'x'"),
+    ],
+)
+def test_a_finished_run_terminates_its_pool_at_once(status, secondary, reason):
+    run = training_run()
+    d = _end(run, reason, status=status, secondary=secondary)
+    assert d.run.status.terminal and ReleaseWarmPool(run.current.job_name) in d.actions
+
+
+def test_fallback_to_another_instance_type_terminates_the_pool():
+    pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p5.48xlarge", 1),))
+    run = training_run(pol)
+    d = _end(run, "CapacityError: Unable to provision requested ML compute capacity.")
+    assert d.run.current.instance_type == "ml.p5.48xlarge"
+    assert ReleaseWarmPool(run.current.job_name) in d.actions
+
+
+def test_no_warm_pool_quota_means_cold_restarts_not_a_failed_run():
+    run = step(make_run(), Submitted(), 0).run
+    msg = (
+        "The account-level service limit 'ml.p4d.24xlarge for training warm pool usage' is 0 Instances, with "
+        "current utilization of 0 Instances and a request delta of 2 Instances."
+    )
+    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), 1)
+    assert d.run.status == RunStatus.STARTING and d.run.warm_pool_off
+    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
+    assert launch.attempt == 1 and "KeepAlivePeriodInSeconds" not in launch.request["ResourceConfig"]
+    assert any(isinstance(a, Notify) and a.event == "attempt.warm_pool_off" for a in d.actions)
+
+
+# --- checkpoint-interval advice (Young/Daly) -----------------------------------------------------
+
+
+def test_checkpoint_advice_from_the_runs_own_checkpoints_and_faults():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    history = tuple((100 * i, t0 + i * 30 * MIN, 120.0) for i in range(1, 7))  # every 30 min, 2-min writes
+    run = dataclasses.replace(
+        run, checkpoint_history=history, restarts_by_class={"INFRASTRUCTURE": 3}, training_ms=20 * HOUR
+    )
+    advice = checkpoint_advice(run, t0 + 4 * HOUR)
+    assert advice is not None and advice.gpus == 16 and advice.faults == 3
+    assert advice.interval_min == 30 and advice.write_s == 120
+    # M = (24 h + prior) / 4 with prior = 1 / (1.97e-5 x 16) h
+    prior = 1 / (1.97e-5 * 16)
+    assert advice.mtbf_h == pytest.approx((24 + prior) / 4)
+    assert advice.optimal_min == pytest.approx((2 * (120 / 3600) * advice.mtbf_h) ** 0.5 * 60)
+    assert advice.gpu_hours_per_day_saved is not None and advice.gpu_hours_per_day_saved >= 0
+    assert "Young/Daly" in advice.line()
+
+
+def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    seen = dataclasses.replace(ckpt(300, t0 + 30 * MIN), write_seconds=95.0)
+    d = step(run, Tick(), t0 + 35 * MIN, Observations(checkpoint=seen))
+    assert d.run.checkpoint_history == ((300, t0 + 30 * MIN, 95.0),)
+    same = step(d.run, Tick(), t0 + 45 * MIN, Observations(checkpoint=seen))
+    assert same.ignored is not None  # nothing new
