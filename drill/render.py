@@ -196,10 +196,8 @@ def alerts(result: DrillResult, cols: int) -> list[str]:
     for a in rows:
         out.append(f"{clock(a['at_ms'], result.start_ms)}  {a['run']}  {a['severity']} {a['event']}")
         out.append(f"    {a['subject']}")
-        for line in a["body"].splitlines():
-            out += textwrap.wrap(line, cols - 6, initial_indent="      ", subsequent_indent="        ") or [
-                ""
-            ]
+        # as sent, never wrapped: a wrapped console link or log line can no longer be copied
+        out += [f"      {line}".rstrip() for line in a["body"].splitlines()]
         out.append("")
     return out
 

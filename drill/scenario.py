@@ -290,7 +290,7 @@ PROFILE_FIELDS = _from_dataclass(
         "checkpoint_every_steps": _at_least(0),
         "checkpoint_layout": _one_of(CHECKPOINT_LAYOUTS),
         "checkpoint_write_seconds": _time,
-        "gpus_per_host": _at_least(1),
+        "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)
         "gpu_util_per_host": _at_least(0),
         "log_lines_per_minute": _at_least(0),
     },

@@ -127,3 +127,17 @@ def test_plot_rejects_an_unknown_suffix_before_running(
         drill_cli.main(["hang-dead-host", "--plot", str(tmp_path / "x.jpg")])
     assert exit_.value.code == 2
     assert "--plot" in capsys.readouterr().err and not (tmp_path / "x.jpg").exists()
+
+
+def test_alerts_option_prints_every_alert_in_full(drills: dict[str, DrillResult]) -> None:
+    from drill.render import render
+
+    result = drills["hang-dead-host"]
+    plain = render(result, verbose=False, show_alerts=False)
+    full = render(result, verbose=False, show_alerts=True)
+    (hang,) = [a for a in result.summary()["alerts"] if a["event"] == "hang.detected"]
+    body = [line for line in hang["body"].splitlines() if line.strip()]
+    assert "Host triage:" in body and len(body) > 10
+    assert all(line in full for line in body)  # every line of the decision, uncut
+    assert not all(line in plain for line in body)
+    assert "None" not in full.split() and "{" not in full  # no Python reprs in human output

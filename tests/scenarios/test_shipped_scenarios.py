@@ -120,6 +120,16 @@ def check_default(s: Summary) -> None:
     dead_host_on_gpu_signal(s, "mistral-7b", host=2)
 
 
+def check_selftest(s: Summary) -> None:
+    # the same plan as `sagewarden selftest` (cli/selftest.py writes this scenario): a crash, a hang
+    attempts = s["runs"]["sagewarden-selftest"]["attempts"]
+    assert [a["end_class"] for a in attempts] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
+    (stop,) = hang_stops(s, "sagewarden-selftest")
+    assert stop["hang_signals"] and not set(stop["hang_signals"]) & GPU_SIGNALS  # a CPU job: no GPU metric
+    steps = [a["resumed_from_step"] for a in attempts]
+    assert steps[0] is None and 0 < steps[1] < steps[2]  # each resume from a newer checkpoint
+
+
 CHECKS: dict[str, Callable[[Summary], None]] = {
     "default": check_default,
     "hang-dead-host": check_hang_dead_host,
@@ -130,6 +140,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "lossy-delivery": check_lossy_delivery,
     "month-long": check_month_long,
     "quota-contention": check_quota_contention,
+    "selftest": check_selftest,
     "warm-pool": check_warm_pool,
 }
 SLOW = {"month-long"}  # ~30 virtual days: several seconds of wall time (deselect with -m "not slow")
