@@ -108,6 +108,53 @@ def _launches(jobs: list[SimJob]) -> list[tuple[int, int | None, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class RunHistory:
+    """One run's jobs as the simulator recorded them: every (re)launch, and when each trained.
+
+    Shared by the benchmark (:func:`account`) and the drill's per-fault GPU-hours
+    (``drill.report``), so both split a fault's cost the same way.
+    """
+
+    jobs: dict[str, SimJob]
+    launches: list[tuple[int, int | None, int]]  # (requested ms, Training ms or None, resumed step)
+    trainings: list[tuple[int, int]]  # (Training ms, resumed step), sorted
+
+    @staticmethod
+    def of(jobs: list[SimJob], run_name: str | None) -> RunHistory:
+        run_jobs = sorted((j for j in jobs if j.run_name == run_name), key=lambda j: j.created_ms)
+        launches = _launches(run_jobs)
+        trainings = sorted((t, step) for _, t, step in launches if t is not None)
+        return RunHistory({j.name: j for j in run_jobs}, launches, trainings)
+
+    def fault_minutes(
+        self, rec: FaultRecord, *, steps_per_minute: float, end_ms: int
+    ) -> tuple[tuple[float, float, float, float], bool]:
+        """Minutes of (detection, stop, instance start, work lost) for one fired fault, and whether
+        the run recovered from it; unrecovered, everything from onset to ``end_ms`` is detection."""
+        t0 = rec.at_ms
+        job = self.jobs[rec.job]
+        relaunch = next((req for req, _, _ in self.launches if req >= t0), None)
+        stop_req = (
+            job.stop_requested_ms
+            if job.stop_requested_ms is not None and job.stop_requested_ms >= t0
+            else None
+        )
+        decision_candidates = [t for t in (relaunch, stop_req) if t is not None]
+        healthy = next(((t, step) for t, step in self.trainings if t > t0), None)
+        if relaunch is None or healthy is None or not decision_candidates:
+            return ((end_ms - t0) / MINUTE_MS, 0.0, 0.0, 0.0), False
+        decision = min(decision_candidates)
+        healthy_ms, resumed = healthy
+        minutes = (
+            (decision - t0) / MINUTE_MS,
+            (relaunch - decision) / MINUTE_MS,
+            (healthy_ms - relaunch) / MINUTE_MS,
+            max(0.0, rec.progress - resumed) / steps_per_minute,
+        )
+        return minutes, True
+
+
 def account(
     supervisor: str,
     workload: Workload,
@@ -121,10 +168,7 @@ def account(
     faultfree_wall_min: float,
 ) -> Account:
     by_index = {f.index: f for f in trace.faults}
-    run_jobs = sorted((j for j in jobs if j.run_name == workload.name), key=lambda j: j.created_ms)
-    named = {j.name: j for j in run_jobs}
-    launches = _launches(run_jobs)
-    trainings = sorted((t, step) for req, t, step in launches if t is not None)
+    history = RunHistory.of(jobs, workload.name)
     spm = workload.steps_per_minute
     st = workload.startup
     losses: list[FaultLoss] = []
@@ -133,15 +177,6 @@ def account(
             continue
         tf = by_index[int(rec.label.split(" ", 1)[0])]
         t0 = rec.at_ms
-        job = named[rec.job]
-        relaunch = next((req for req, _, _ in launches if req >= t0), None)
-        stop_req = (
-            job.stop_requested_ms
-            if job.stop_requested_ms is not None and job.stop_requested_ms >= t0
-            else None
-        )
-        decision_candidates = [t for t in (relaunch, stop_req) if t is not None]
-        healthy = next(((t, step) for t, step in trainings if t > t0), None)
         silent = tf.hang or tf.manifestation == "nccl_watchdog"  # does not end the job at once
         floor_detect = (METRIC_PERIOD_MS + DELIVERY_MS) if silent else DELIVERY_MS
         floor_stop = (KILL_AFTER_MS + DELIVERY_MS) if silent else 0
@@ -154,21 +189,9 @@ def account(
             start_ms_floor += CAPACITY_PENDING_AFTER_MS + round(tf.restart_capacity_min * MINUTE_MS)
         floor_work = max(0.0, rec.progress - rec.checkpoint_step) / spm
         floor = (floor_detect / MINUTE_MS, floor_stop / MINUTE_MS, start_ms_floor / MINUTE_MS, floor_work)
-        if relaunch is None or healthy is None or not decision_candidates:
-            # never recovered before the end of the drill: everything after onset is detection
-            losses.append(
-                FaultLoss(tf, t0, ((end_ms - t0) / MINUTE_MS, 0.0, 0.0, 0.0), floor, recovered=False)
-            )
-            continue
-        decision = min(decision_candidates)
-        healthy_ms, resumed = healthy
-        minutes = (
-            (decision - t0) / MINUTE_MS,
-            (relaunch - decision) / MINUTE_MS,
-            (healthy_ms - relaunch) / MINUTE_MS,
-            max(0.0, rec.progress - resumed) / spm,
-        )
-        losses.append(FaultLoss(tf, t0, minutes, floor))
+        minutes, recovered = history.fault_minutes(rec, steps_per_minute=spm, end_ms=end_ms)
+        # never recovered before the end of the drill: everything after onset is detection
+        losses.append(FaultLoss(tf, t0, minutes, floor, recovered=recovered))
     return Account(
         supervisor=supervisor,
         gpus=workload.gpus,

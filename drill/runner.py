@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
+from drill.report import check_expectations, fault_summary, from_iso, hang_signals, iso, run_times
 from drill.scenario import RunSpec, Scenario
+from drill.sim.texts import PAUSE_KINDS
 
 MINUTE = 60_000
 
@@ -32,6 +34,7 @@ class TimelineRow:
     kind: str  # event | decision | action | error | FAULT | API
     text: str
     routine: bool = False  # a sweep or reconciler look that changed nothing (hidden unless --verbose)
+    detail: dict[str, Any] = field(default_factory=dict)  # the audit entry's detail (e.g. the event's fields)
 
 
 def _is_noise(entry: dict[str, Any], following: dict[str, Any] | None) -> bool:
@@ -64,17 +67,46 @@ class DrillResult:
     jobs: list[Any] = field(default_factory=list)  # the simulated SageMaker's jobs at the end (SimJob)
     counters: dict[str, float] = field(default_factory=dict)  # the supervisor's operational counters
     iam: Any = None  # drill.iam.ReplayReport: the run's AWS calls checked against the template's IAM
+    description: str = ""
+    run_names: dict[str, str] = field(default_factory=dict)  # run id -> name
+
+    def alert_rows(self) -> list[dict[str, Any]]:
+        """Every alert published, in time order: at (ms), run name, severity, event, subject, body."""
+        rows = []
+        for at_ms, msg in sorted(self.alerts_sent, key=lambda a: a[0]):
+            run_id = dict(msg.attributes).get("run_id", "")
+            rows.append(
+                {
+                    "at_ms": at_ms,
+                    "run": self.run_names.get(run_id, run_id),
+                    "severity": msg.severity,
+                    "event": msg.event,
+                    "subject": msg.subject,
+                    "body": msg.body,
+                }
+            )
+        return rows
 
     def summary(self) -> dict[str, Any]:
+        """The JSON summary (``--json``): ISO times, durations in seconds (``_s``), no epoch ms."""
         return {
             "scenario": self.scenario,
+            "description": self.description,
             "seed": self.seed,
-            "virtual_hours": round((self.end_ms - self.start_ms) / 3_600_000, 2),
-            "wall_seconds": round(self.wall_seconds, 2),
+            "started_at": iso(self.start_ms),
+            "ended_at": iso(self.end_ms),
+            "virtual_duration_s": round((self.end_ms - self.start_ms) / 1000, 1),
+            "wall_s": round(self.wall_seconds, 2),
             "events_delivered": self.events_delivered,
             "alerts_published": self.alerts,
             "runs": self.runs,
-            "faults": self.faults,
+            "faults": [
+                {"at": iso(f["at_ms"]), **{k: v for k, v in f.items() if k != "at_ms"}} for f in self.faults
+            ],
+            "alerts": [
+                {"at": iso(a["at_ms"]), **{k: v for k, v in a.items() if k != "at_ms"}}
+                for a in self.alert_rows()
+            ],
             "counters": self.counters,
             "invariant_violations": self.invariant_violations,
         }
@@ -278,8 +310,11 @@ class DrillRunner:
 
     def _result(self, start: int, wall_s: float) -> DrillResult:
         acct = self.acct
+        now = acct.clock.now_ms
         timeline: list[TimelineRow] = []
         runs: dict[str, dict[str, Any]] = {}
+        jobs = list(acct.sagemaker.jobs())
+        submitted = {c["call"].removeprefix("POST /runs "): c["at_ms"] for c in self.api_calls}
         for name, run_id in self.run_ids.items():
             _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
@@ -292,11 +327,21 @@ class DrillRunner:
                     and _is_noise(prev, e)
                     and not prev["summary"].startswith(("Submitted(", "LaunchAccepted("))
                 )
-                timeline.append(TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise))
+                timeline.append(
+                    TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise, detail=e["detail"])
+                )
+            run_jobs = [j for j in jobs if j.run_name == name]
+            submitted_ms = submitted.get(name, start)
+            ended_ms = None
+            if run["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                ends = [j.ended_ms for j in run_jobs if j.ended_ms is not None]
+                ended_ms = max([from_iso(run["updated_at"]) or submitted_ms, *ends])
             runs[name] = {
                 "run_id": run_id,
                 "status": run["status"],
                 "outcome": run["outcome"],
+                "submitted_at": iso(submitted_ms),
+                "ended_at": iso(ended_ms),
                 "attempts": [
                     {
                         "number": a["number"],
@@ -306,16 +351,24 @@ class DrillRunner:
                         "resumed_checkpoint_age_s": a["resumed_checkpoint_age_s"],
                         "end_class": a["end_class"],
                         "end_reason": a["end_reason"],
+                        "hang_signals": hang_signals(a),
+                        "stop_intent": a["stop_intent"],
                         "sagemaker": f"{a['sagemaker_status']}/{a['secondary_status']}",
+                        "requested_at": a["requested_at"],
                         "training_started_at": a["training_started_at"],
                         "ended_at": a["ended_at"],
                     }
                     for a in run["attempts"]
                 ],
                 "restarts": run["restarts"],
+                "max_restarts": run["policy"]["max_restarts"],
                 "restarts_by_class": run["restarts_by_class"],
                 "segments": run["segments"],
                 "last_checkpoint_step": run["last_checkpoint"]["step"] if run["last_checkpoint"] else None,
+                "time_s": {
+                    f"{k}_s": v for k, v in run_times(run_jobs, submitted_ms, ended_ms or now).items()
+                },
+                "gpu_hours_lost": 0.0,
                 "estimated_cost_usd": run["estimated_cost_usd"],
                 "decisions": [
                     e["summary"]
@@ -323,46 +376,51 @@ class DrillRunner:
                     if e["kind"] == "decision" and not e["summary"].startswith("ignored")
                 ],
             }
-        faults = self._fault_report(timeline)
+        faults = self._fault_report(timeline, runs)
         for f in faults:
+            if f["run"] in runs and f["gpu_hours_lost"] is not None:
+                runs[f["run"]]["gpu_hours_lost"] += f["gpu_hours_lost"]["total"]
             timeline.append(
                 TimelineRow(
                     f["at_ms"], f["run"] or "-", "FAULT", f"{f['kind']} on {f['job']} (host algo-{f['host']})"
                 )
             )
+        for r in runs.values():
+            r["gpu_hours_lost"] = round(r["gpu_hours_lost"], 2)
         timeline.sort(key=lambda r: (r.at_ms, 0 if r.kind == "FAULT" else 1))
-        expected = self.scenario.expect
-        for name, exp in expected.items():
-            got = runs.get(name)
-            if got is None:
-                self.violations.append(f"expect: run {name} was never submitted")
-                continue
-            if "status" in exp and got["status"] != exp["status"]:
-                self.violations.append(f"expect: {name} status {got['status']} != {exp['status']}")
-            if "attempts" in exp and len(got["attempts"]) != exp["attempts"]:
-                self.violations.append(f"expect: {name} attempts {len(got['attempts'])} != {exp['attempts']}")
-        return DrillResult(
+        result = DrillResult(
             scenario=self.scenario.name,
             seed=self.scenario.seed,
             start_ms=start,
-            end_ms=acct.clock.now_ms,
+            end_ms=now,
             wall_seconds=wall_s,
             runs=runs,
             timeline=timeline,
             faults=faults,
-            invariant_violations=list(self.violations),
+            invariant_violations=[],
             api_calls=self.api_calls,
             alerts=len(acct.notifier.sent),
             alerts_sent=list(acct.notifier.sent),
-            jobs=list(acct.sagemaker.jobs()),
+            jobs=jobs,
             events_delivered=len(acct.delivered),
             counters=dict(acct.counters.values),
+            description=self.scenario.description,
+            run_names={run_id: name for name, run_id in self.run_ids.items()},
         )
+        alerts: dict[str, list[str]] = {}
+        for a in result.alert_rows():
+            alerts.setdefault(a["run"], []).append(a["event"])
+        self.violations += check_expectations(self.scenario.expect, runs, alerts)
+        result.invariant_violations = list(self.violations)
+        return result
 
-    def _fault_report(self, timeline: list[TimelineRow]) -> list[dict[str, Any]]:
-        """Per fault: when it happened, when the supervisor acted, when a replacement trained."""
-        out = []
-        jobs = {j.name: j for j in self.acct.sagemaker.jobs()}
+    def _fault_report(
+        self, timeline: list[TimelineRow], runs: dict[str, dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Per fault: when it happened, how it was classed, when the supervisor acted, when a
+        replacement trained, and its GPU-hours (drill.report.fault_summary)."""
+        sim = self.acct.sagemaker
+        jobs = {j.name: j for j in sim.jobs()}
         # per run, sorted: action times, and (Training start, job) -- bisected per fault, so the
         # report does not grow with faults x timeline
         actions: dict[str | None, list[int]] = {}
@@ -377,27 +435,23 @@ class DrillRunner:
             times.sort()
         for started in trainings.values():
             started.sort()
-        for at_ms, job_name, kind, host in self.acct.sagemaker.fault_log:
-            job = jobs.get(job_name)
-            run = job.run_name if job else None
+        out = fault_summary(
+            sim.fault_log, sim.fault_records, list(jobs.values()), runs, drill_end_ms=self.acct.clock.now_ms
+        )
+        for f in out:
+            at_ms, job_name, run = f["at_ms"], f["job"], f["run"]
             run_actions = actions.get(run, [])
             i = bisect.bisect_right(run_actions, at_ms)
             action_ms = run_actions[i] if i < len(run_actions) else None
             run_trainings = trainings.get(run, [])
             i = bisect.bisect_right(run_trainings, (at_ms, "\uffff"))
             healthy_ms = next((t for t, name in run_trainings[i:] if name != job_name and t), None)
-            out.append(
-                {
-                    "at_ms": at_ms,
-                    "run": run,
-                    "job": job_name,
-                    "kind": kind,
-                    "host": host,
-                    "to_action_s": None if action_ms is None else round((action_ms - at_ms) / 1000, 1),
-                    "to_healthy_replacement_s": None
-                    if healthy_ms is None
-                    else round((healthy_ms - at_ms) / 1000, 1),
-                }
+            # a benign phase: nothing should follow it (a false alarm shows in its class)
+            if f["kind"] in PAUSE_KINDS:
+                action_ms = healthy_ms = None
+            f["to_action_s"] = None if action_ms is None else round((action_ms - at_ms) / 1000, 1)
+            f["to_healthy_replacement_s"] = (
+                None if healthy_ms is None else round((healthy_ms - at_ms) / 1000, 1)
             )
         return out
 

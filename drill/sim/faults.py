@@ -95,7 +95,10 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     if f.kind in HANG_KINDS or f.kind in PAUSE_KINDS:
         if job._phase in HANG_PHASES:
             return  # nothing more happens to a hung job
-        if job._phase in ("save", "eval"):
+        if f.during_save and job._phase != "save":
+            job._await_save.append(state)  # bound again half-way through the job's next save
+            return
+        if job._phase in ("save", "eval") and not (f.during_save and job._phase == "save"):
             assert job._timer_at is not None
             job._bound.append((job._timer_at, state.seq, state))  # defer to the end of the phase
             job._bound.sort(key=lambda b: (b[0], b[1]))
@@ -136,6 +139,7 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     if f.kind == "spot_interruption":
         sim._begin_stop(job, t, "Interrupted", "spot_interruption")
     elif f.kind in HANG_KINDS:
+        job._save = None  # a hang in a checkpoint save: its remaining objects and marker never appear
         sim._close_segment(job, t)
         job._dead_host = host if f.kind == "dead_host" else 0
         phase = {"stuck_dataloader": "stuck", "hang_spin_logging": "spin_logging"}.get(f.kind, f.kind)
@@ -149,11 +153,24 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         sim.checkpoint_writer.begin_save(job, t, int(job._stepf), round(minutes * MINUTE_MS), "long")
         sim._open_segment(job, t, "save")
         sim._set_timer(job, job._save.end_ms if job._save else t, "phase_end")
+        save_started(job, t)
     elif f.kind == "eval_phase":
         sim._close_segment(job, t)
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_EVAL_MIN
         sim._open_segment(job, t, "eval")
         sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
+
+
+def save_started(job: SimJob, t: int) -> None:
+    """A checkpoint save began at ``t``: hangs waiting for one (``during_save``) are bound half-way
+    through its write."""
+    if not job._await_save or job._save is None:
+        return
+    mid = t + (job._save.end_ms - t) // 2
+    for state in job._await_save:
+        job._bound.append((mid, state.seq, state))
+    job._await_save = []
+    job._bound.sort(key=lambda b: (b[0], b[1]))
 
 
 def crash(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:

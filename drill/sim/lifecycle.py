@@ -383,6 +383,7 @@ class SimCore:
 
     def _enter_training(self, job: SimJob, t: int) -> None:
         job._bound = []
+        job._await_save = []
         if job.training_started_ms is None:  # a retry keeps the first one
             job.training_started_ms = t
         job._try_started_ms = t
@@ -464,6 +465,7 @@ class SimCore:
                 self.checkpoint_writer.begin_save(job, t, step, p.checkpoint_write_seconds * 1000, "periodic")
                 self._open_segment(job, t, "save")
                 self._set_timer(job, job._save.end_ms if job._save else t, "phase_end")
+                faults.save_started(job, t)
             elif step >= p.total_steps:
                 self._begin_upload(job, t)
             else:
@@ -490,6 +492,7 @@ class SimCore:
         if job.training_started_ms is not None and job.training_ended_ms is None:
             job.training_ended_ms = t
         job._bound = []
+        job._await_save = []
 
     # --- Endings ------------------------------------------------------------------------------------
 

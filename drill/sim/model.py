@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.sim.texts import CRASH_KINDS, FAULT_KINDS, MINUTE_MS, TERMINAL
+from drill.sim.texts import CRASH_KINDS, FAULT_KINDS, HANG_KINDS, MINUTE_MS, TERMINAL
 
 
 @dataclass
@@ -75,12 +75,18 @@ class Fault:
     # (a replacement for the failed host is not available at once)
     restart_capacity_min: float | None = None
     label: str | None = None  # free text carried into SimSageMaker.fault_records (e.g. a root cause)
+    # hangs only: the hang begins half-way through the first checkpoint save that starts once the
+    # fault is due (``after_training_min`` / ``after_run_training_min``); the save never completes,
+    # so its directory stays without the completion marker (a half-written checkpoint)
+    during_save: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
         if self.hang_before_crash_min is not None and self.kind not in CRASH_KINDS:
             raise ValueError("hang_before_crash_min applies to crash kinds only")
+        if self.during_save and self.kind not in HANG_KINDS:
+            raise ValueError("during_save applies to hang kinds only")
 
 
 @dataclass
@@ -204,6 +210,7 @@ class SimJob:
     _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
     _retire_pool: bool = False
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
+    _await_save: list[FaultState] = field(default_factory=list)  # during_save hangs due at the next save
     _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock
 
     @property
@@ -226,6 +233,12 @@ class SimJob:
             "ended": self.ended_ms,
             "last_modified": self.last_modified_ms,
         }
+
+    @property
+    def phase_intervals(self) -> list[tuple[int, int | None, str]]:
+        """The Training phases so far: (start ms, end ms or None while open, kind) with kind one of
+        train, save, eval, hang_spin, dead_host, stuck, spin_logging (for reports and plots)."""
+        return [(start, end, kind) for start, end, kind, _ in self._segs]
 
     @property
     def step(self) -> int:

@@ -114,8 +114,23 @@ def test_trace_faults_are_valid_simulator_and_scenario_faults() -> None:
     trace = generate(seed=2, hosts=256, horizon_hours=24 * 400)
     assert {f.manifestation for f in trace.faults} == set(MANIFESTATIONS)
     faults = [f.scenario_fault("llm") for f in trace.faults[:50]]
-    scenario = parse({"faults": faults, "runs": []}, bucket=BUCKET, role_arn=EXECUTION_ROLE)
-    for tf, fault in zip(trace.faults, scenario.faults, strict=False):
+    # the faults name run "llm" and hosts up to 256: the scenario validation checks both exist
+    run = {
+        "name": "llm",
+        "instance_type": "ml.p5.48xlarge",
+        "instance_count": 256,
+        "profile": {"total_steps": 10**7, "steps_per_minute": 1, "checkpoint_every_steps": 60},
+    }
+    data = {
+        "max_days": 400,
+        "account": {"quotas": {"ml.p5.48xlarge": 256}},
+        "policy_defaults": {"max_restarts": 100},
+        "runs": [run],
+        "faults": faults,
+    }
+    scenario = parse(data, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert len(scenario.faults) == 50
+    for tf, fault in zip(trace.faults[:50], scenario.faults, strict=True):
         assert fault == tf.sim_fault("llm")
         assert fault.after_run_training_min == tf.healthy_min and fault.retire_instances == tf.hardware
 

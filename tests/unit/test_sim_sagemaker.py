@@ -819,6 +819,30 @@ def test_sim_fault_during_save_is_deferred_to_its_end(sim: SimSageMaker) -> None
     assert min(gpu(sim, "job-a01", 1, started + 103 * MIN, started + 130 * MIN)) > 790
 
 
+@pytest.mark.parametrize("kind", ["hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"])
+def test_sim_hang_during_save_stops_the_write_half_way(sim: SimSageMaker, s3: Any, kind: str) -> None:
+    # due at 30 min, it waits for the next save (step 1000 at 100 min: 120 s, 3 objects) and hangs
+    # half-way through it: one object written, the marker never, no progress after
+    sim.inject(Fault(kind=kind, after_training_min=30, during_save=True, host=2))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 130 * MIN)
+    job = sim.job("job-a01")
+    assert sim.fault_log == [(started + 100 * MIN + 60_000, "job-a01", kind, 2)]
+    assert job.checkpoints == [] and job.step == 1000 and job.status == "InProgress"
+    assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors"]
+    assert sim.fault_records[0].checkpoint_step == 0  # the run had no complete checkpoint at the onset
+    sim.stop_training_job(TrainingJobName="job-a01")
+    stop_at = sim.clock.now_ms
+    drain(sim)
+    assert job.ended_ms == stop_at + 120_000  # hung: killed at 120 s, no SIGTERM save
+    assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors"]
+
+
+def test_sim_hang_during_save_only_for_hang_kinds() -> None:
+    with pytest.raises(ValueError, match="during_save applies to hang kinds only"):
+        Fault(kind="hardware", during_save=True)
+
+
 def test_sim_fault_matches_run_and_attempt(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="internal_error", run="r1", attempt=2, after_training_min=5))
     training_job(sim, "job-a01", attempt=1)

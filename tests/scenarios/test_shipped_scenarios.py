@@ -1,0 +1,177 @@
+"""Every scenario shipped in drill/scenarios/ runs by name through `python -m drill NAME --json`,
+meets its own `expect` (exit 0, no invariant or expectation failure), and shows the outcome its
+description promises. The checks are outcomes (who succeeded, which signal caught a hang, what order
+things happened in), never minute values: detection timing is allowed to improve."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+import drill.__main__ as drill_cli
+from drill.account import BUCKET, EXECUTION_ROLE
+from drill.scenario import load, shipped
+
+GPU_SIGNALS = {"gpu_idle", "gpu_lone_idle"}
+Summary = dict[str, Any]
+
+
+def run_by_name(name: str, capsys: pytest.CaptureFixture[str]) -> Summary:
+    code = drill_cli.main([name, "--json"])
+    out = capsys.readouterr().out
+    summary: Summary = json.loads(out)
+    assert summary["invariant_violations"] == [], summary["invariant_violations"]
+    assert code == 0
+    return summary
+
+
+def at(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def startup_s(attempt: dict[str, Any]) -> float:
+    return (at(attempt["training_started_at"]) - at(attempt["requested_at"])).total_seconds()
+
+
+def alert_bodies(s: Summary, run: str, event: str) -> list[str]:
+    return [a["body"] for a in s["alerts"] if a["run"] == run and a["event"] == event]
+
+
+def hang_stops(s: Summary, run: str) -> list[dict[str, Any]]:
+    return [a for a in s["runs"][run]["attempts"] if a["stop_intent"] == "hang"]
+
+
+# --- what each scenario's description promises, beyond its `expect` -------------------------------
+
+
+def dead_host_on_gpu_signal(s: Summary, run: str, host: int) -> None:
+    (stop,) = hang_stops(s, run)
+    assert set(stop["hang_signals"]) <= GPU_SIGNALS and stop["hang_signals"]
+    (body,) = alert_bodies(s, run, "hang.detected")
+    idle = [line for line in body.splitlines() if line.endswith("<- idle")]
+    assert idle and all(line.startswith(f"algo-{host}: ") for line in idle), body  # triage names the host
+
+
+def check_hang_dead_host(s: Summary) -> None:
+    dead_host_on_gpu_signal(s, "llama-13b", host=3)
+
+
+def check_quiet_hang(s: Summary) -> None:
+    # GPUs busy (spin) or above the idle threshold (data loader): no GPU signal, log silence catches it
+    (stop,) = hang_stops(s, "llama-13b")
+    assert stop["hang_signals"] and not set(stop["hang_signals"]) & GPU_SIGNALS
+
+
+def check_hang_during_checkpoint_save(s: Summary) -> None:
+    check_quiet_hang(s)
+    # the half-written save (step 450) is skipped: the resume is from an older, complete checkpoint
+    resumed = s["runs"]["llama-13b"]["attempts"][1]["resumed_from_step"]
+    assert resumed is not None and resumed < 450
+
+
+def check_hang_logging_thread(s: Summary) -> None:
+    (stop,) = hang_stops(s, "llama-13b")
+    # logs keep flowing and GPUs stay busy: only the progress metric can see it
+    assert stop["hang_signals"] == ["progress_stalled"]
+
+
+def check_lossy_delivery(s: Summary) -> None:
+    assert s["counters"].get("EventsIgnored", 0) > 0  # duplicates and stale events were seen and ignored
+    dead_host_on_gpu_signal(s, "gpt-hang", host=4)
+    crash = s["runs"]["gpt-crash"]["attempts"][0]
+    assert crash["end_class"] == "INFRASTRUCTURE" and not crash["hang_signals"]
+
+
+def check_quota_contention(s: Summary) -> None:
+    runs = s["runs"]
+    (pretrain,) = runs["pretrain-a"]["attempts"]
+    (batch,) = runs["batch-eval"]["attempts"]
+    (hotfix,) = runs["hotfix-ft"]["attempts"]
+    assert at(runs["batch-eval"]["submitted_at"]) < at(runs["hotfix-ft"]["submitted_at"])
+    # the higher priority goes first when pretrain-a releases the quota, though it asked later
+    assert at(pretrain["ended_at"]) <= at(hotfix["requested_at"]) < at(batch["requested_at"])
+    # 3 + 2 > 4: batch-eval waits until hotfix-ft has released its instances
+    assert at(hotfix["ended_at"]) <= at(batch["requested_at"])
+
+
+def check_warm_pool(s: Summary) -> None:
+    first, warm, cold = s["runs"]["mixtral-ft"]["attempts"]
+    assert startup_s(warm) * 4 < startup_s(cold)  # the warm pool starts in seconds, not minutes
+    assert startup_s(cold) == pytest.approx(startup_s(first), rel=0.1)  # a bad host: no pool kept
+
+
+def check_month_long(s: Summary) -> None:
+    assert s["virtual_duration_s"] > 28 * 86_400
+    (evaluation,) = [f for f in s["faults"] if f["kind"] == "eval_phase"]
+    assert evaluation["classified_as"] == "benign" and evaluation["to_action_s"] is None
+    signals = [a["hang_signals"] for a in hang_stops(s, "llm-70b")]
+    assert len(signals) == 2 and set(signals[0]) <= GPU_SIGNALS and not set(signals[1]) & GPU_SIGNALS
+
+
+def check_default(s: Summary) -> None:
+    runs = s["runs"]
+    gemma = [a["instances"] for a in runs["gemma-2b"]["attempts"]]
+    assert gemma == ["1 x ml.p4de.24xlarge", "1 x ml.p4d.24xlarge"]  # fell back after no capacity
+    assert [a["end_class"] for a in runs["t5-bug"]["attempts"]] == ["USER_ERROR"]  # no retry of a bug
+    dead_host_on_gpu_signal(s, "mistral-7b", host=2)
+
+
+def check_selftest(s: Summary) -> None:
+    # the same plan as `sagewarden selftest` (cli/selftest.py writes this scenario): a crash, a hang
+    attempts = s["runs"]["sagewarden-selftest"]["attempts"]
+    assert [a["end_class"] for a in attempts] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
+    (stop,) = hang_stops(s, "sagewarden-selftest")
+    assert stop["hang_signals"] and not set(stop["hang_signals"]) & GPU_SIGNALS  # a CPU job: no GPU metric
+    steps = [a["resumed_from_step"] for a in attempts]
+    assert steps[0] is None and 0 < steps[1] < steps[2]  # each resume from a newer checkpoint
+
+
+CHECKS: dict[str, Callable[[Summary], None]] = {
+    "default": check_default,
+    "hang-dead-host": check_hang_dead_host,
+    "hang-during-checkpoint-save": check_hang_during_checkpoint_save,
+    "hang-logging-thread": check_hang_logging_thread,
+    "hang-nccl-spin": check_quiet_hang,
+    "hang-stuck-dataloader": check_quiet_hang,
+    "lossy-delivery": check_lossy_delivery,
+    "month-long": check_month_long,
+    "quota-contention": check_quota_contention,
+    "selftest": check_selftest,
+    "warm-pool": check_warm_pool,
+}
+SLOW = {"month-long"}  # ~30 virtual days: several seconds of wall time (deselect with -m "not slow")
+
+
+def test_shipped_every_scenario_has_its_outcome_checks() -> None:
+    assert set(shipped()) == set(CHECKS)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in sorted(CHECKS)]
+)
+def test_shipped_scenario_runs_by_name_and_meets_its_expectations(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = load(name, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    summary = run_by_name(name, capsys)
+    assert summary["scenario"] == scenario.name
+    assert set(summary["runs"]) == {r.name for r in scenario.runs}
+    for run, expect in scenario.expect.items():  # met (exit 0 says so); the obvious ones re-read
+        got = summary["runs"][run]
+        assert got["status"] == expect.get("status", got["status"])
+        assert len(got["attempts"]) == expect.get("attempts", len(got["attempts"]))
+        if "hangs_detected_by" in expect:
+            assert hang_stops(summary, run), f"{run}: no hang detected"
+    CHECKS[name](summary)
+
+
+def test_shipped_hang_scenarios_expect_the_signal_that_catches_them() -> None:
+    hangs = [name for name in shipped() if name.startswith("hang-")]
+    assert len(hangs) == 5
+    for name in hangs:
+        expect = load(name, bucket=BUCKET, role_arn=EXECUTION_ROLE).expect
+        assert all(e.get("hangs_detected_by") for e in expect.values()), name

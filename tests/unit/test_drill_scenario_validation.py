@@ -1,0 +1,416 @@
+"""Scenario files are checked before anything runs: one line per mistake, naming its path in the
+file, and `python -m drill` exits 2 without a traceback. One test per kind of mistake."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import drill.__main__ as drill_cli
+from drill.account import BUCKET, EXECUTION_ROLE
+from drill.scenario import ScenarioError, load, parse, shipped
+
+PROFILE = {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300}  # 2 h of training
+
+
+def scenario(**over: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "t",
+        "policy_defaults": {"max_restarts": 3},
+        "runs": [
+            {
+                "name": "llama-8b",
+                "instance_type": "ml.p4d.24xlarge",
+                "instance_count": 2,
+                "profile": dict(PROFILE),
+            },
+            {"name": "qwen-sft", "submit_at_min": 10, "instance_count": 1, "profile": dict(PROFILE)},
+        ],
+        "faults": [{"kind": "hardware", "run": "llama-8b", "attempt": 1, "after_training_min": 30}],
+        "actions": [],
+        "expect": {"llama-8b": {"status": "SUCCEEDED", "attempts": 2}},
+    }
+    data.update(over)
+    return copy.deepcopy(data)
+
+
+def problems(data: Any) -> list[str]:
+    with pytest.raises(ScenarioError) as err:
+        parse(data, bucket=BUCKET, role_arn=EXECUTION_ROLE, source="s.json")
+    assert all(line.startswith("s.json: ") for line in err.value.lines())
+    return err.value.problems
+
+
+def with_fault(**fault: Any) -> dict[str, Any]:
+    return scenario(faults=[{"run": "llama-8b", "attempt": 1, **fault}])
+
+
+def test_scenario_valid_example_parses() -> None:
+    sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert [r.name for r in sc.runs] == ["llama-8b", "qwen-sft"] and len(sc.faults) == 1
+
+
+@pytest.mark.parametrize("name", shipped())
+def test_scenario_every_shipped_scenario_is_valid(name: str) -> None:
+    sc = load(name, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.runs and set(sc.expect) == {r.name for r in sc.runs}  # every run has an expectation
+
+
+# --- JSON ------------------------------------------------------------------------------------------
+
+
+def test_scenario_bad_json_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{\n  "name": "x",\n  "runs": [\n    {"name": "a"}\n    {"name": "b"}\n  ]\n}\n')
+    with pytest.raises(ScenarioError) as err:
+        load(path, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert err.value.lines() == [f"{path}:5:5: invalid JSON: Expecting ',' delimiter"]
+
+
+def test_scenario_repeated_key_is_an_error() -> None:
+    data = json.loads('{"runs": [{"name": "a", "name": "b"}]}', object_pairs_hook=_repeated_pairs)
+    assert problems(data) == ["runs[0].name: appears more than once in the object"]
+
+
+def _repeated_pairs(pairs: list[tuple[str, Any]]) -> Any:
+    from drill.scenario import _pairs
+
+    return _pairs(pairs)
+
+
+def test_scenario_nan_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "nan.json"
+    path.write_text('{"max_days": NaN}')
+    with pytest.raises(ScenarioError, match="invalid JSON: NaN is not a JSON number"):
+        load(path, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+
+
+def test_scenario_not_an_object() -> None:
+    assert problems([1, 2]) == ["expected an object, got a list"]
+
+
+# --- fields ---------------------------------------------------------------------------------------
+
+
+def test_scenario_missing_required_fields() -> None:
+    data = scenario(faults=[{"run": "llama-8b"}], actions=[{"cancel": "llama-8b"}])
+    data["runs"][1].pop("name")
+    assert problems(data) == [
+        "runs[1].name: required field missing",
+        "faults[0].kind: required field missing",
+        "actions[0].at_min: required field missing",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda d: d["runs"][0].update(instance_count="2"),
+            'runs[0].instance_count: expected an integer, got a string ("2")',
+        ),
+        (lambda d: d.update(seed=1.5), "seed: expected an integer, got a number (1.5)"),
+        (lambda d: d.update(runs={"name": "x"}), "runs: expected a list, got an object"),
+        (
+            lambda d: d["runs"][0]["profile"].update(steps_per_minute=True),
+            "runs[0].profile.steps_per_minute: expected a number, got a boolean (true)",
+        ),
+        (
+            lambda d: d["faults"][0].update(log_lines="oops"),
+            'faults[0].log_lines: expected a list of strings, got a string ("oops")',
+        ),
+        (
+            lambda d: d.update(account={"quotas": {"ml.p5.48xlarge": "two"}}),
+            'account.quotas.ml.p5.48xlarge: expected an integer, got a string ("two")',
+        ),
+        (
+            lambda d: d.update(account={"store": "dynamo"}),
+            'account.store: unknown value "dynamo" (did you mean "dynamodb"?)',
+        ),
+    ],
+)
+def test_scenario_wrong_type(change: Any, problem: str) -> None:
+    data = scenario()
+    change(data)
+    assert problems(data) == [problem]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: d.update(max_day=3), 'max_day: unknown field (did you mean "max_days"?)'),
+        (
+            lambda d: d["runs"][0]["profile"].update(total_step=3),
+            'runs[0].profile.total_step: unknown field (did you mean "total_steps"?)',
+        ),
+        (
+            lambda d: d["faults"][0].update(halfwritten_checkpoint=True),
+            'faults[0].halfwritten_checkpoint: unknown field (did you mean "half_written_checkpoint"?)',
+        ),
+        (
+            lambda d: d["runs"][0].update(policy={"max_restart": 3}),
+            'runs[0].policy.max_restart: unknown policy field (did you mean "max_restarts"?)',
+        ),
+        (
+            lambda d: d.update(account={"startup": {"provision": 60}}),
+            'account.startup.provision: unknown field (did you mean "provision_s"?)',
+        ),
+        (lambda d: d["runs"][0].update(colour="red"), "runs[0].colour: unknown field"),
+    ],
+)
+def test_scenario_unknown_field_with_did_you_mean(change: Any, problem: str) -> None:
+    data = scenario()
+    change(data)
+    assert problems(data) == [problem]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda d: d["runs"][1].update(submit_at_min=-5),
+            "runs[1].submit_at_min: negative time -5: times count from the scenario start (or the event)",
+        ),
+        (
+            lambda d: d["faults"][0].update(after_training_min=-1),
+            "faults[0].after_training_min: negative time -1: times count from the scenario start (or the event)",
+        ),
+        (
+            lambda d: d.update(delivery={"max_delay_s": -3}),
+            "delivery.max_delay_s: negative time -3: times count from the scenario start (or the event)",
+        ),
+        (
+            lambda d: d.update(actions=[{"at_min": -2, "cancel": "llama-8b"}]),
+            "actions[0].at_min: negative time -2: times count from the scenario start (or the event)",
+        ),
+        (lambda d: d.update(max_days=0), "max_days: must be greater than 0, got 0"),
+    ],
+)
+def test_scenario_negative_time(change: Any, problem: str) -> None:
+    data = scenario()
+    change(data)
+    assert problems(data) == [problem]
+
+
+def test_scenario_invalid_fault_kind_has_did_you_mean() -> None:
+    assert problems(with_fault(kind="hang_spn")) == [
+        'faults[0].kind: unknown value "hang_spn" (did you mean "hang_spin"?)'
+    ]
+
+
+# --- references -----------------------------------------------------------------------------------
+
+
+def test_scenario_fault_naming_an_unknown_run() -> None:
+    data = scenario(faults=[{"kind": "hardware", "run": "lama-8b", "attempt": 1, "after_training_min": 5}])
+    assert problems(data) == ['faults[0].run: no run named "lama-8b" (did you mean "llama-8b"?)']
+
+
+def test_scenario_action_naming_an_unknown_run_or_coming_before_the_submit() -> None:
+    data = scenario(actions=[{"at_min": 30, "cancel": "qwen-st"}, {"at_min": 5, "cancel": "qwen-sft"}])
+    assert problems(data) == [
+        'actions[0].cancel: no run named "qwen-st" (did you mean "qwen-sft"?)',
+        "actions[1].at_min: cancels qwen-sft at 5 min, but it is submitted at 10 min",
+    ]
+
+
+def test_scenario_duplicate_run_name() -> None:
+    data = scenario()
+    data["runs"][1]["name"] = "llama-8b"
+    assert problems(data) == ['runs[1].name: "llama-8b" is already the name of runs[0]']
+
+
+# --- expectations ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expect", "problem"),
+    [
+        ({"llama-8b": {"atempts": 2}}, 'expect.llama-8b.atempts: unknown field (did you mean "attempts"?)'),
+        ({"llama8b": {"attempts": 2}}, 'expect.llama8b: no run named "llama8b" (did you mean "llama-8b"?)'),
+        (
+            {"llama-8b": {"status": "SUCCEDED"}},
+            'expect.llama-8b.status: unknown value "SUCCEDED" (did you mean "SUCCEEDED"?)',
+        ),
+        (
+            {"llama-8b": {"attempts": 2, "end_classes": ["INFRASTRUCTURE"]}},
+            "expect.llama-8b.end_classes: lists 1 attempt(s), but attempts is 2",
+        ),
+        (
+            {"llama-8b": {"restarts_by_class": {"HANG": "1"}}},
+            'expect.llama-8b.restarts_by_class.HANG: expected an integer, got a string ("1")',
+        ),
+        (
+            {"llama-8b": {"hangs_detected_by": ["log silence"]}},
+            'expect.llama-8b.hangs_detected_by[0]: "log silence" is not a signal name (e.g. log_silence)',
+        ),
+        ({"llama-8b": {"hangs_detected_by": []}}, "expect.llama-8b.hangs_detected_by: names no signal"),
+        (
+            {"llama-8b": {"hangs_detected_by": "gpu_idle"}},
+            'expect.llama-8b.hangs_detected_by: expected a list of strings, got a string ("gpu_idle")',
+        ),
+    ],
+)
+def test_scenario_expectation_on_an_unknown_field_or_run(expect: dict[str, Any], problem: str) -> None:
+    assert problems(scenario(expect=expect)) == [problem]
+
+
+# --- faults that can never fire ---------------------------------------------------------------------
+
+
+def test_scenario_fault_on_an_attempt_beyond_the_restart_budget() -> None:
+    # max_restarts 3 (policy_defaults): attempts 1..4, plus MaxRuntime segments (one 5-day segment
+    # holds the whole 2-hour run: at most 2 counted generously)
+    assert problems(with_fault(kind="hardware", attempt=9, after_training_min=5)) == [
+        "faults[0].attempt: llama-8b never reaches attempt 9: its restart budget (max_restarts 3) allows at "
+        "most 5 attempts here"
+    ]
+
+
+def test_scenario_attempt_bound_counts_uncounted_restarts() -> None:
+    # each capacity fault adds an attempt that the restart budget does not count
+    faults = [
+        {"kind": "capacity", "run": "llama-8b", "attempt": 1},
+        {"kind": "capacity", "run": "llama-8b", "attempt": 2},
+        {"kind": "hardware", "run": "llama-8b", "attempt": 7, "after_training_min": 5},
+    ]
+    parse(scenario(faults=faults), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+
+
+def test_scenario_training_fault_after_the_run_has_finished() -> None:
+    # 1200 steps at 10/min plus 4 saves of 2 min: about 128 minutes of training
+    assert problems(with_fault(kind="dead_host", after_training_min=600)) == [
+        "faults[0].after_training_min: 600 min into an attempt never comes: llama-8b finishes its training "
+        "in about 128 min"
+    ]
+
+
+def test_scenario_training_fault_after_max_runtime() -> None:
+    data = with_fault(kind="hardware", after_training_min=90)
+    data["runs"][0]["max_runtime_hours"] = 1
+    assert problems(data) == [
+        "faults[0].after_training_min: 90 min into an attempt never comes: llama-8b's MaxRuntime stops each "
+        "attempt after 60 min"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["capacity", "throttle"])
+def test_scenario_start_time_fault_with_a_training_time(kind: str) -> None:
+    assert problems(with_fault(kind=kind, after_training_min=30)) == [
+        f"faults[0].after_training_min: {kind} acts when a job is created (CreateTrainingJob), not during "
+        "training: after_training_min never applies (pick the launch with attempt)"
+    ]
+
+
+def test_scenario_fault_on_a_host_that_does_not_exist() -> None:
+    assert problems(with_fault(kind="dead_host", host=3, after_training_min=5)) == [
+        "faults[0].host: llama-8b has 2 host(s) (algo-1..algo-2); host 3 does not exist"
+    ]
+
+
+def test_scenario_fields_that_do_not_apply_to_the_kind() -> None:
+    assert problems(with_fault(kind="hang_spin", after_training_min=5, half_written_checkpoint=True)) == [
+        "faults[0].half_written_checkpoint: applies to crashes only (internal_error, hardware, algorithm_error); "
+        "for a hang in a save, use during_save"
+    ]
+    assert problems(with_fault(kind="hardware", after_training_min=5, during_save=True)) == [
+        "faults[0]: during_save applies to hang kinds only"
+    ]
+
+
+def test_scenario_hang_during_save_is_expressible_and_needs_saves() -> None:
+    sc = parse(
+        with_fault(kind="hang_spin", after_training_min=20, during_save=True),
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+    assert sc.faults[0].during_save
+    data = with_fault(kind="hang_spin", after_training_min=20, during_save=True)
+    data["runs"][0]["profile"] = {**PROFILE, "checkpoint_every_steps": 0}
+    assert problems(data) == [
+        "faults[0].during_save: llama-8b never saves a checkpoint (profile.checkpoint_every_steps 0)"
+    ]
+
+
+# --- the run's request, as the API will check it ---------------------------------------------------
+
+
+def test_scenario_run_request_is_checked_as_the_api_would() -> None:
+    data = scenario()
+    data["runs"][0]["training_job"] = {"ResourceConfig": {"InstanceCont": 2}}
+    data["runs"][0]["policy"] = {"progress_metric": "train:loss"}
+    data["runs"][1]["instance_type"] = "ml.p5.48xlage"
+    assert problems(data) == [
+        'runs[0].training_job.ResourceConfig.InstanceCont: unknown field (did you mean "InstanceCount"?)',
+        "runs[0].policy.progress_metric: must be the Name of one of training_job.AlgorithmSpecification."
+        "MetricDefinitions (none defined)",
+        problems_for_instance_type(),
+    ]
+
+
+def problems_for_instance_type() -> str:
+    from sagewarden.api.sagemaker_model import value_problems
+
+    (problem,) = value_problems("ml.p5.48xlage", "ResourceConfig", "InstanceType", "x")
+    assert problem.message.endswith("; did you mean ml.p5.48xlarge?")  # the API's wording, quoted here
+    return f"runs[1].instance_type: {problem.message.removesuffix('; did you mean ml.p5.48xlarge?')}" + (
+        ' (did you mean "ml.p5.48xlarge"?)'
+    )
+
+
+# --- all at once, and the command ----------------------------------------------------------------------
+
+
+def test_scenario_every_problem_is_reported_at_once_in_file_order() -> None:
+    data = scenario()
+    data["expect"] = {"nope": {}}
+    data["faults"] = [{"kind": "dead_host", "run": "qwen", "attempt": 1}]
+    data["runs"][0]["profile"] = {"total_steps": -1}
+    data["max_days"] = "long"
+    assert problems(copy.deepcopy(data)) == [
+        'max_days: expected a number, got a string ("long")',
+        "runs[0].profile.total_steps: must be at least 1, got -1",
+        'faults[0].run: no run named "qwen" (did you mean "qwen-sft"?)',
+        'expect.nope: no run named "nope"',
+    ]
+
+
+def test_scenario_unknown_name_suggests_a_shipped_scenario() -> None:
+    with pytest.raises(ScenarioError) as err:
+        load("hang-dead-hots", bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    (line,) = err.value.lines()
+    assert line.startswith(
+        'hang-dead-hots: no such file, and no shipped scenario by that name (did you mean "hang-dead-host"?)'
+    )
+    assert "default" in line
+
+
+def test_scenario_mistakes_exit_2_with_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mine.json"
+    data = scenario(faults=[{"kind": "hardware", "run": "lama-8b", "attempt": 1, "after_training_min": 5}])
+    data["runs"][0]["profile"]["total_step"] = 5
+    path.write_text(json.dumps(data))
+    assert drill_cli.main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f'{path}: runs[0].profile.total_step: unknown field (did you mean "total_steps"?)',
+        f'{path}: faults[0].run: no run named "lama-8b" (did you mean "llama-8b"?)',
+    ]
+    assert "Traceback" not in captured.err
+
+
+def test_scenario_bad_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"name": "x",}')
+    assert drill_cli.main([str(path)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"{path}:1:14: invalid JSON: Expecting property name enclosed in double quotes\n"
+    )
