@@ -261,7 +261,10 @@ class LocalAccount:
             logs=CloudWatchLogsReader(
                 FlushOnReadLogs(self.logs, self.sagemaker)
                 if self._logs_kind == "moto"
-                else self.recorder.wrap(SimulatedLogs(self.sagemaker), "logs")
+                else self.recorder.wrap(SimulatedLogs(self.sagemaker), "logs"),
+                # virtual seconds: reads take no virtual time, and a read is reused only within
+                # the same virtual half-minute, as in an account (not across a fast drill's hours)
+                clock=lambda: self.clock.now_ms / 1000,
             ),
             metrics=CloudWatchMetricsReader(
                 self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")

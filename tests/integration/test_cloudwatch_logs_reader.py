@@ -382,3 +382,24 @@ def test_silence_check_out_of_time_is_unknown(aws):
 )
 def test_line_score(line, score):
     assert line_score(line) == score
+
+
+def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
+    """On a hang the service reads the tail, then the triage: one GetLogEvents per host, not two."""
+    base = _job_of_hosts(logs, 12, lines=3)
+    clock = FakeClock()
+    calls: list[str] = []
+
+    class Counting(Timed):
+        def get_log_events(self, **kwargs: Any) -> Any:
+            calls.append(kwargs["logStreamName"])
+            return super().get_log_events(**kwargs)
+
+    reader = CloudWatchLogsReader(Counting(logs, clock), clock=clock)
+    tail = reader.tail(JOB, 20)
+    rows = reader.host_triage(JOB, base + 60_000)
+    assert len(calls) == 12 and len(tail) == 20
+    assert rows[0].startswith("algo-1: last log 1 min ago: step 2")  # the newest line of each host
+    clock.now += 31  # later looks read afresh
+    reader.host_triage(JOB, base + 60_000)
+    assert len(calls) == 24

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 TAIL_BUDGET_S = 15.0  # tail and triage run one after the other inside a 90 s handler
 TRIAGE_BUDGET_S = 15.0
+REUSE_S = 30.0  # a job's host reads this recent serve the next look (the tail, then the triage)
 SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
 TRIAGE_MAX_ROWS = 50
 LINE_MAX_BYTES = 1024  # one log event can be 256 KB; evidence and alerts need lines, not pages
@@ -95,6 +96,10 @@ class _Read:
     def score(self) -> int:
         return max((s for _, _, s in self.lines), default=0)
 
+    def newest(self, limit: int) -> _Read:
+        """The same host with only its `limit` newest lines."""
+        return _Read(self.host, self.lines[-limit:] if limit > 0 else [])
+
     @property
     def first_hit(self) -> int:
         """Index of the host's first best-scoring line."""
@@ -119,6 +124,11 @@ class CloudWatchLogsReader:
         self._logs = client
         self._group = group
         self._clock = clock
+        # the newest read of one job, (job, when, limit, result): a hang's triage right after its
+        # tail reuses it instead of reading every host again (250 hosts = 250 GetLogEvents)
+        self._recent: tuple[str, float, int, tuple[list[_Read], list[tuple[str, str]], _Listing]] | None = (
+            None
+        )
 
     # -- listing ------------------------------------------------------------------------------
     def _hosts(self, job_name: str, deadline: float) -> _Listing:
@@ -176,7 +186,22 @@ class CloudWatchLogsReader:
         self, job_name: str, limit: int, deadline: float
     ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
         """Read up to `limit` newest events of every host until the deadline. Returns what was
-        read, the hosts not read with why, and the listing."""
+        read, the hosts not read with why, and the listing. A read of the same job at least as deep,
+        made less than REUSE_S ago, is reused."""
+        recent = self._recent
+        if recent is not None:
+            job, when, depth, result = recent
+            if job == job_name and depth >= limit and self._clock() - when < REUSE_S:
+                reads, unread, listing = result
+                return [r.newest(limit) for r in reads], unread, listing
+        started = self._clock()
+        result = self._read_hosts_now(job_name, limit, deadline)
+        self._recent = (job_name, started, limit, result)
+        return result
+
+    def _read_hosts_now(
+        self, job_name: str, limit: int, deadline: float
+    ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
         listing = self._hosts(job_name, deadline)
         reads: list[_Read] = []
         unread: list[tuple[str, str]] = []
