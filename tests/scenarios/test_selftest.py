@@ -27,7 +27,7 @@ from drill.server import LocalServer
 from sagewarden.domain.policy import RunPolicy
 
 REPO = Path(__file__).resolve().parents[2]
-SPEED = 3000.0
+SPEED = 1000.0  # 1 wall second = 17 virtual minutes: a loaded CI worker stalling a second stays inside the deadlines
 STEP_TITLES = [
     "submitted",
     "attempt 1 training",
