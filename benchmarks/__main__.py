@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import interval, sidebyside
+from benchmarks import benign, interval, sidebyside
 from benchmarks.person import Person
 from benchmarks.trace import generate
 from benchmarks.workload import Workload
@@ -58,10 +58,6 @@ FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
 ]
 METRIC = {"Name": "train:throughput", "Regex": "throughput=(\\S+)"}
-BENIGN = [
-    ("12-minute checkpoint save", {"kind": "checkpoint_save_long", "duration_min": 12}),
-    ("15-minute eval (low GPU)", {"kind": "eval_phase", "duration_min": 15}),
-]
 
 
 def _scenario(
@@ -226,29 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")
 
     out.append("")
-    out.append("False positives on benign slow phases (must be 0), default and recommended policy:")
-    out.append("")
-    out.append("| phase | runs | hang stops, default policy | hang stops, recommended policy |")
-    out.append("|---|---|---|---|")
-
-    def hang_stops(faults: list[dict[str, Any]], policy: dict[str, Any] | None, **account: Any) -> int:
-        stops = 0
-        for seed in seeds:
-            result, _ = _run(_scenario(seed, faults, policy, **account), template)
-            stops += sum(1 for d in result.runs["bench"]["decisions"] if "hang confirmed" in d)
-        return stops
-
-    recommended = sidebyside.RECOMMENDED_POLICY
-    for label, fault in BENIGN:
-        out.append(
-            f"| {label} | {len(seeds)} | {hang_stops([fault], None)} | {hang_stops([fault], recommended)} |"
-        )
-    slow = {"startup": {"provision_s": 3000, "download_s": 2400}}
-    out.append(
-        f"| 90-minute Starting + Downloading | {len(seeds)} | {hang_stops([], None, **slow)} | "
-        f"{hang_stops([], recommended, **slow)} |"
-    )
-
+    out += benign.table(seeds, template, progress=_progress)
     out.append("")
     out.append("Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog):")
     out.append("")

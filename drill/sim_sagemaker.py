@@ -427,7 +427,7 @@ class SimSageMaker(SimCore):
             dead = {d for _, _, kind, d in job._segs if kind == "dead_host"}
             cached = (series.gpu_bounds(job, 0, start_ms, end_ms, now), dead)
             self._bounds_cache = {key: cached}
-        if host in cached[1]:
+        if host in cached[1] or (job.profile.straggler_host and host == job.profile.straggler_host):
             return series.gpu_bounds(job, host, start_ms, end_ms, now)
         return cached[0]
 

@@ -3,7 +3,8 @@
 A training fault is bound to a matching job when the job enters Training (or when the fault is
 injected while the job trains) at ``after_training_min``; it then fires as one of the job's
 events. Crashes end the job Failed, spot interruptions Stopped/Interrupted, hangs change the open
-phase for good, benign phases pause progress. Start-time faults act on CreateTrainingJob.
+phase for good, benign phases pause progress (a fault's ``log_lines`` may carry the training-script
+contract's phase marker, which the heartbeat metric honours like the heartbeat function does). Start-time faults act on CreateTrainingJob.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from drill.sim.texts import (
     HANG_KINDS,
     HANG_PHASES,
     HARDWARE_FAILURE_REASON,
+    IDLE_PAUSE_MIN,
     INTERNAL_ERROR_REASON,
     MINUTE_MS,
     PAUSE_KINDS,
@@ -98,7 +100,7 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         if f.during_save and job._phase != "save":
             job._await_save.append(state)  # bound again half-way through the job's next save
             return
-        if job._phase in ("save", "eval") and not (f.during_save and job._phase == "save"):
+        if job._phase in ("save", "eval", "idle") and not (f.during_save and job._phase == "save"):
             assert job._timer_at is not None
             job._bound.append((job._timer_at, state.seq, state))  # defer to the end of the phase
             job._bound.sort(key=lambda b: (b[0], b[1]))
@@ -158,6 +160,11 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         sim._close_segment(job, t)
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_EVAL_MIN
         sim._open_segment(job, t, "eval")
+        sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
+    elif f.kind in IDLE_PAUSE_MIN:  # silent, every GPU idle, then training goes on
+        sim._close_segment(job, t)
+        minutes = f.duration_min if f.duration_min is not None else IDLE_PAUSE_MIN[f.kind]
+        sim._open_segment(job, t, "idle")
         sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
 
 

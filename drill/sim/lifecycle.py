@@ -476,7 +476,7 @@ class SimCore:
                 self._begin_upload(job, t)
             else:
                 self._start_train(job, t)
-        elif phase == "eval":
+        elif phase in ("eval", "idle"):
             self._close_segment(job, t)
             self._start_train(job, t)
         else:  # pragma: no cover - hangs have no end timer

@@ -20,6 +20,7 @@ from drill.clock import VirtualClock
 from drill.sim.model import SimJob, stepf_at
 from drill.sim.series import noise
 from drill.sim.texts import LOGGING_PHASES, MINUTE_MS
+from sagewarden.domain.cadence import phase_cover
 from sagewarden.keys import TRAINING_LOG_GROUP
 
 
@@ -49,6 +50,7 @@ class SimLogs:
             tail = job._tails[host] = deque(maxlen=2000)
         tail.append((t, text))
         if discrete:
+            job._declared.update(phase_cover(text, t)[1:])  # as the heartbeat function does
             if job._line_times and t < job._line_times[-1]:
                 bisect.insort(job._line_times, t)
             else:

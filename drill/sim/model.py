@@ -23,6 +23,13 @@ class JobProfile:
     gpus_per_host: int = 8  # 0: a CPU instance (no GPUUtilization metric)
     gpu_util_per_host: float = 760.0  # summed over the host's GPUs (0..100*gpus)
     log_lines_per_minute: int = 6  # per host while training normally
+    # the script logs only every n minutes of logging phases (e.g. every N steps): the heartbeat
+    # and progress metrics have data in those minutes only (the in-memory tail is not thinned)
+    log_every_minutes: int = 1
+    # a slow but alive host (0: none): its GPUs run at straggler_gpu_util (summed over its GPUs)
+    # while training, below its peers' gpu_util_per_host; it logs like the others
+    straggler_host: int = 0
+    straggler_gpu_util: float = 240.0
     progress_metric: str = "train:throughput"  # a MetricDefinitions metric, reported each minute of training
     startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
 
@@ -43,7 +50,8 @@ class Fault:
 
     Crashes (internal_error, hardware, algorithm_error) end the job Failed; spot_interruption ends
     it Stopped/Interrupted; hangs (hang_spin, dead_host, stuck_dataloader) last until the job is
-    stopped; benign phases (checkpoint_save_long, eval_phase) pause progress for ``duration_min``.
+    stopped; benign phases (checkpoint_save_long, eval_phase, and the silent all-GPUs-idle compile,
+    nccl_init, dataloader_pause) pause progress for ``duration_min``.
     Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds) and
     throttle (the next matching CreateTrainingJob raises ThrottlingException).
 
@@ -186,7 +194,7 @@ class SimJob:
     # --- internals -----------------------------------------------------------------------------
     _salt: int = 0
     _stepf: float = 0.0
-    _phase: str | None = None  # train | save | eval | hang_spin | dead_host | stuck (only in Training)
+    _phase: str | None = None  # train | save | eval | idle | hang_spin | dead_host | stuck (only in Training)
     _phase_start: int = 0
     _phase_target: float = 0.0
     _after_save: str = "train"  # train | upload
@@ -201,6 +209,7 @@ class SimJob:
     _seg_starts: list[int] = field(default_factory=list)
     _segs: list[tuple[int, int | None, str, int]] = field(default_factory=list)  # start, end, kind, dead host
     _line_times: list[int] = field(default_factory=list)  # discrete log lines (not periodic progress)
+    _declared: set[int] = field(default_factory=set)  # minutes a phase marker line declared active
     _lines_until: int = 0
     _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)
     _warm_pool_state: str | None = None  # Available | Reused | Terminated (after the end)

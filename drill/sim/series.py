@@ -63,6 +63,22 @@ def training_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> It
             return
 
 
+def gpu_level(job: SimJob, host: int, kind: str) -> tuple[float, float] | None:
+    """(base, relative spread) of one host's GPUUtilization in a phase; None while spinning."""
+    p = job.profile
+    gpus = p.gpus_per_host
+    if kind == "train":
+        if p.straggler_host and host == p.straggler_host:  # slow but alive: less busy than its peers
+            return p.straggler_gpu_util, 0.1
+        return p.gpu_util_per_host, 0.02
+    return {
+        "save": (5.0 * gpus, 0.2),
+        "eval": (10.0 * gpus, 0.2),
+        "idle": (0.3 * gpus, 0.5),  # compile, NCCL init, data-loader pause: below 1 % per GPU
+        "stuck": (2.0 * gpus, 0.2),
+    }.get(kind)
+
+
 def gpu_samples(job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int) -> list[tuple[int, float]]:
     """One GPUUtilization value (summed over the host's GPUs) per Training minute of the window;
     none for a CPU instance (``gpus_per_host`` 0), which has no GPUUtilization metric."""
@@ -86,14 +102,9 @@ def gpu_samples(job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int)
                 out.extend((t, 0.0) for t in range(m, stop, MINUTE_MS))
                 m += -(-(stop - m) // MINUTE_MS) * MINUTE_MS
             else:
-                if kind == "train":
-                    base, spread, spin = p.gpu_util_per_host, 0.02, False
-                elif kind == "save":
-                    base, spread, spin = 5.0 * gpus, 0.2, False
-                elif kind == "eval":
-                    base, spread, spin = 10.0 * gpus, 0.2, False
-                elif kind == "stuck":
-                    base, spread, spin = 2.0 * gpus, 0.2, False
+                level = gpu_level(job, host, kind)
+                if level is not None:
+                    base, spread, spin = level[0], level[1], False
                 else:  # hang_spin, spin_logging, and the live hosts of dead_host
                     base, spread, spin = full, 0.5 * gpus, True
                 while m < stop:
@@ -113,13 +124,9 @@ def gpu_phase_bound(job: SimJob, host: int, kind: str, dead: int) -> tuple[float
     full = 100.0 * gpus
     if kind == "dead_host" and host == dead:
         return 0.0, 0.0
-    if kind in ("train", "save", "eval", "stuck"):
-        base, spread = {
-            "train": (p.gpu_util_per_host, 0.02),
-            "save": (5.0 * gpus, 0.2),
-            "eval": (10.0 * gpus, 0.2),
-            "stuck": (2.0 * gpus, 0.2),
-        }[kind]
+    level = gpu_level(job, host, kind)
+    if level is not None:
+        base, spread = level
         # noise is in [-1, 1): values within base x (1 -/+ spread), clamped to [0, full]
         lo = min(max(base * (1.0 - spread), 0.0), full)
         hi = min(max(base * (1.0 + spread), 0.0), full)
@@ -155,20 +162,42 @@ def gpu_bounds(
     return out
 
 
+def logging_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, str]]:
+    """The Training minutes in [start_ms, end_ms) in which the script writes its periodic lines:
+    every minute of a logging phase, or every ``log_every_minutes``-th one counted from the start
+    of Training (a script that logs every N steps logs again N steps later, pauses aside)."""
+    every = job.profile.log_every_minutes
+    if every <= 1:
+        for m, kind, _ in training_minutes(job, start_ms, end_ms, now_ms):
+            if kind in LOGGING_PHASES:
+                yield m, kind
+        return
+    begin = job.training_started_ms if job.training_started_ms is not None else start_ms
+    count = 0
+    for m, kind, _ in training_minutes(job, begin, end_ms, now_ms):
+        if kind in LOGGING_PHASES:
+            if count % every == 0 and m >= start_ms:
+                yield m, kind
+            count += 1
+
+
 def progress_samples(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, float]]:
     """The job's own progress metric (MetricDefinitions regex over its log): one value per
-    minute in which the training loop advanced (steps per minute), none otherwise."""
+    minute in which the training loop advanced and logged (steps per minute), none otherwise."""
     rate = job.profile.steps_per_minute
-    for m, kind, _ in training_minutes(job, start_ms, end_ms, now_ms):
+    for m, kind in logging_minutes(job, start_ms, end_ms, now_ms):
         if kind == "train":
             yield m, rate * (1.0 + 0.02 * noise(job._salt, 0, m // MINUTE_MS))
 
 
 def log_samples(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, float]]:
+    """The heartbeat metric: lines per minute, plus the minutes a phase-marker line declared
+    active (the heartbeat function publishes those at once, ahead of time)."""
     rate = float(job.profile.log_lines_per_minute * job.instance_count)
-    counts = {
-        m: rate for m, kind, _ in training_minutes(job, start_ms, end_ms, now_ms) if kind in LOGGING_PHASES
-    }
+    counts = {m: rate for m, _ in logging_minutes(job, start_ms, end_ms, now_ms)}
+    for m in job._declared:
+        if start_ms <= m < end_ms:
+            counts[m] = counts.get(m, 0.0) + 1.0
     lo_line = start_ms // MINUTE_MS * MINUTE_MS
     times = job._line_times
     i = bisect.bisect_left(times, lo_line)

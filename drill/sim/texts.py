@@ -51,12 +51,15 @@ MAX_PENDING_RANGE_S = (1_800, 2_419_200)
 DEFAULT_CAPACITY_WAIT_MIN = 30.0
 DEFAULT_SAVE_LONG_MIN = 12.0
 DEFAULT_EVAL_MIN = 10.0
+# silent phases with every GPU idle: a first-step compile, NCCL init on many hosts, a data-loader
+# pause at an epoch boundary (default minutes)
+IDLE_PAUSE_MIN = {"compile": 30.0, "nccl_init": 8.0, "dataloader_pause": 4.0}
 NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 NAME_PATTERN = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
 TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
 HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
-PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase"})
+PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase", *IDLE_PAUSE_MIN})
 TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
 START_FAULTS = frozenset({"capacity", "throttle"})
 FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
@@ -64,7 +67,7 @@ HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
 # writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops
 LOGGING_PHASES = frozenset({"train", "eval", "spin_logging"})
-HEALTHY_PHASES = frozenset({"train", "save", "eval"})  # the run's operating clock for trace faults
+HEALTHY_PHASES = frozenset({"train", "save", "eval", "idle"})  # the run's operating clock for trace faults
 STATS = frozenset({"Average", "Minimum", "Maximum", "Sum", "SampleCount"})
 MASK64 = (1 << 64) - 1
 

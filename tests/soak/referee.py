@@ -327,14 +327,15 @@ class Referee:
             assert cur is not None and cur.training_started_ms is not None
             since_start = now - cur.training_started_ms
             in_grace = since_start < (run.policy.hang_grace_minutes + 4) * MIN
-            # log silence and a stalled progress metric also wait out the start-up allowance
+            # log silence, a stalled progress metric and the whole job idle also wait out the
+            # start-up allowance
             quiet_ok = since_start < (run.policy.startup_silence_minutes + 4) * MIN
             in_alarm = set()
             for name, alarm in self.world.cloudwatch.alarms.items():
                 parsed = parse_alarm_key(ALARM_PREFIX, name)
                 if parsed and parsed[0] == cur.job_name and alarm["StateValue"] == "ALARM":
                     signal = key_signal(parsed[1])
-                    if not (quiet_ok and signal in ("log_silence", "progress_stalled")):
+                    if not (quiet_ok and signal in ("log_silence", "progress_stalled", "gpu_idle")):
                         in_alarm.add(signal)
             needed = 1 if run.policy.hang_confirmation == "any" else 2
             if len(in_alarm) >= needed:

@@ -105,13 +105,19 @@ def _alarms(cw: Any, job: str) -> None:
     )
 
 
-def _run(cw: Any, *, fast: bool) -> tuple[list[Any], list[Any], AlarmEvaluator]:
+def _run(cw: Any, *, fast: bool, straggler: int = 0) -> tuple[list[Any], list[Any], AlarmEvaluator]:
     clear_alarms(cw)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="sim-ckpt-bucket")
     clock = VirtualClock()
     sim = SimSageMaker(clock, s3_client=s3, seed=3)
-    sim.set_profile("r1", JobProfile(total_steps=10**9, steps_per_minute=1, checkpoint_every_steps=30))
+    sim.set_profile(  # a straggler host has its own bounds, apart from the other hosts'
+        "r1",
+        JobProfile(
+            total_steps=10**9, steps_per_minute=1, checkpoint_every_steps=30, straggler_host=straggler
+        ),
+    )
+    sim.inject(Fault(kind="dataloader_pause", attempt=1, after_training_min=100, duration_min=6))
     # job 1: an eval, a long save, then a dead host that stays until the job is stopped
     sim.inject(Fault(kind="eval_phase", attempt=1, after_training_min=50, duration_min=15))
     sim.inject(Fault(kind="checkpoint_save_long", attempt=1, after_training_min=130, duration_min=12))
@@ -152,10 +158,11 @@ def _run(cw: Any, *, fast: bool) -> tuple[list[Any], list[Any], AlarmEvaluator]:
     return ev.transitions, [e["detail"] for e in ev.events], ev
 
 
-def test_fast_path_decides_like_the_plain_path(aws: None) -> None:
+@pytest.mark.parametrize("straggler", [0, 12])
+def test_fast_path_decides_like_the_plain_path(aws: None, straggler: int) -> None:
     cw = boto3.client("cloudwatch", region_name=REGION)
-    plain_transitions, plain_events, plain = _run(cw, fast=False)
-    fast_transitions, fast_events, fast = _run(cw, fast=True)
+    plain_transitions, plain_events, plain = _run(cw, fast=False, straggler=straggler)
+    fast_transitions, fast_events, fast = _run(cw, fast=True, straggler=straggler)
     assert fast_transitions == plain_transitions
     assert fast_events == plain_events
     assert fast.late_transitions == 0 and plain.late_transitions == 0

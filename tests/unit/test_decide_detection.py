@@ -38,6 +38,26 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
 
+def test_whole_job_idle_waits_for_the_start_up_allowance():
+    # a 30-minute first-step compile (or NCCL init on 256 hosts) leaves every GPU idle: gpu_idle
+    # (20 min) enters ALARM inside the allowance and must not stop the job; it is read again after
+    run = training_run()
+    t0 = run.current.training_started_ms
+    compiling = step(run, _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN)), t0 + 21 * MIN)
+    assert compiling.run.status == RunStatus.TRAINING
+    assert not any(isinstance(a, StopJob) for a in compiling.actions)
+    still_idle = step(run, _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN)), t0 + 46 * MIN)
+    assert still_idle.run.status == RunStatus.STOPPING  # idle past the allowance: a hang
+    assert StopJob(run.current.job_name, INTENT_HANG) in still_idle.actions
+    # the asymmetric signal next to it is not held back
+    lone = step(
+        run,
+        _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN), ("gpu_lone_idle", "ALARM", t0 + 20 * MIN)),
+        t0 + 21 * MIN,
+    )
+    assert lone.run.status == RunStatus.STOPPING and "gpu_lone_idle" in lone.run.current.evidence[0]
+
+
 def test_lone_idle_hang_names_its_window_in_the_evidence():
     run = training_run()
     t0 = run.current.training_started_ms

@@ -152,13 +152,13 @@ def _states(run, *rows):
 
 
 def test_alarm_that_fired_inside_the_grace_period_is_acted_on_once_grace_has_passed():
-    run = training_run(RunPolicy(gpu_idle_minutes=5))
+    # (a dead host among busy ones: gpu_lone_idle is not held back by the start-up allowance)
+    run = training_run()
     t0 = run.current.training_started_ms
-    edge = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", t0 + 6 * MIN), t0 + 6 * MIN)
+    lone = "gpu_lone_idle"
+    edge = step(run, HangSignal(run.current.job_name, 1, lone, "ALARM", t0 + 6 * MIN), t0 + 6 * MIN)
     assert edge.ignored is not None and "grace" in edge.ignored  # no further event will ever come
-    level = step(
-        run, _states(run, ("gpu_idle", "ALARM", t0 + 6 * MIN), ("log_silence", "OK", t0)), t0 + 16 * MIN
-    )
+    level = step(run, _states(run, (lone, "ALARM", t0 + 6 * MIN), ("log_silence", "OK", t0)), t0 + 16 * MIN)
     assert level.run.status == RunStatus.STOPPING
     assert StopJob(run.current.job_name, INTENT_HANG) in level.actions
     assert any("(sweep)" in line for line in level.run.current.evidence)

@@ -22,6 +22,7 @@ from drill.sim_sagemaker import (
     SimSageMaker,
     StartupTimes,
 )
+from sagewarden.domain.cadence import phase_marker
 
 REGION = "us-east-1"
 BUCKET = "sim-ckpt-bucket"
@@ -1152,3 +1153,53 @@ def test_sim_a_cpu_instance_reports_no_gpu_utilization(sim: SimSageMaker) -> Non
     assert sim.metric_bounds(GPU_NS, "GPUUtilization", dims, started, now, 60, "Average") == []
     assert sim.metric_bound_now(GPU_NS, "GPUUtilization", dims, 60, "Average") == (True, None)
     assert heartbeat(sim, "cpu-a01", started, now)  # it still logs
+
+
+# --- the extended benign set (benchmarks/benign.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["compile", "nccl_init", "dataloader_pause"])
+def test_sim_idle_phase_is_silent_with_every_gpu_idle_then_trains(sim: SimSageMaker, kind: str) -> None:
+    sim.inject(Fault(kind=kind, after_training_min=10, duration_min=20))
+    started = training_job(sim, "job-a01", count=3)
+    drain(sim, until_ms=started + 60 * MIN)
+    during = (started + 11 * MIN, started + 30 * MIN)
+    for host in (1, 2, 3):
+        values = gpu(sim, "job-a01", host, *during)
+        assert len(values) == 19 and all(v < 8 for v in values)  # below 1 % per GPU (8 GPUs)
+        assert min(gpu(sim, "job-a01", host, started + 31 * MIN, started + 60 * MIN)) > 700
+    assert heartbeat(sim, "job-a01", *during) == []
+    assert sim.job("job-a01").step == 400  # 60 min minus the 20-minute pause, 10 steps a minute
+
+
+def test_sim_phase_marker_line_keeps_its_minutes_in_the_heartbeat(sim: SimSageMaker) -> None:
+    marker = phase_marker("checkpoint_save", 15)
+    sim.inject(
+        Fault(kind="checkpoint_save_long", after_training_min=20, duration_min=12, log_lines=(marker,))
+    )
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 60 * MIN)
+    during = (started + 21 * MIN, started + 32 * MIN)
+    assert [v for _, v in heartbeat(sim, "job-a01", *during)] == [1.0] * 11  # declared, not logged
+    assert any(marker in line for line in sim.log_tail("job-a01", 1, 50))
+    assert all(v < 100 for v in gpu(sim, "job-a01", 1, *during))
+
+
+def test_sim_a_job_logging_every_ten_minutes(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(log_every_minutes=10))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 60 * MIN)
+    minutes = [(t - started) // MIN for t, _ in heartbeat(sim, "job-a01", started + MIN, started + 60 * MIN)]
+    assert minutes == [10, 20, 30, 40, 50]
+    assert len(gpu(sim, "job-a01", 1, started + MIN, started + 60 * MIN)) == 59  # GPUs as usual
+
+
+def test_sim_straggler_host_is_slower_but_alive(sim: SimSageMaker) -> None:
+    sim.set_profile("r1", JobProfile(straggler_host=2, straggler_gpu_util=240.0))
+    started = training_job(sim, "job-a01", count=3)
+    drain(sim, until_ms=started + 30 * MIN)
+    window = (started + MIN, started + 30 * MIN)
+    slow = gpu(sim, "job-a01", 2, *window)
+    assert slow and all(200 <= v <= 270 for v in slow)  # 30 % per GPU, far above idle
+    assert all(v > 700 for h in (1, 3) for v in gpu(sim, "job-a01", h, *window))
+    assert [v for _, v in heartbeat(sim, "job-a01", *window)] == [18.0] * 29  # every host logs

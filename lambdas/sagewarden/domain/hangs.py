@@ -39,7 +39,10 @@ from sagewarden.domain.hang_alarms import (
 )
 from sagewarden.domain.models import Attempt
 
-_QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS})
+# What start-up looks like, so these wait out `startup_silence_minutes` after Training starts: a
+# first-step compile or NCCL init on hundreds of hosts is silent and leaves *every* GPU idle for
+# tens of minutes. Only the asymmetric signal (one host idle while a peer is busy) acts at once.
+_QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS, SIGNAL_GPU_IDLE})
 
 
 def _current_training(d: Draft, job_name: str, attempt: int) -> tuple[Attempt | None, str | None]:
@@ -128,8 +131,8 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
     startup_ms = d.policy.startup_silence_minutes * 60_000
     if d.now - started < startup_ms:
-        # a first-step compile or NCCL init on hundreds of hosts is silent: the quiet signals
-        # wait (the alarm's level is read again once start-up is over)
+        # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle:
+        # those signals wait (the alarm's level is read again once start-up is over)
         quiet = [e for e in events if e.signal in _QUIET_SIGNALS]
         events = [e for e in events if e.signal not in _QUIET_SIGNALS]
         if not events:
