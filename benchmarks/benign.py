@@ -237,12 +237,12 @@ def table(
         out.append(f"| {case.label} | {len(seeds)} | {_cell(default)} | {_cell(recommended)} |")
     out += [
         "",
-        "- A silent phase the attempt has not shown in the last 6 hours and does not declare is "
-        "indistinguishable from a stuck data loader (silent, every GPU low): once the window has been "
-        "learned from a job that logs every minute, it is stopped if it lasts longer than that window. "
-        "The training-script contract's marker (`[sagewarden] phase=<name> max_minutes=<n>`) is what "
-        "covers a one-off long save; a phase that recurs within 6 hours (every checkpoint, every epoch) "
-        "is learned and needs none.",
+        "- A one-off silent save longer than the learned window (silent, every GPU low, like a stuck "
+        "data loader) is told apart by its checkpoint objects still landing in S3: quiet signals wait "
+        "while the newest checkpoint directory received an object in the last 5 minutes (a hung save "
+        "lands none, so it is still caught). The training-script contract's marker "
+        "(`[sagewarden] phase=<name> max_minutes=<n>`) covers any other long silent phase; a phase that "
+        "recurs within 6 hours (every checkpoint, every epoch) is learned and needs neither.",
         "- The whole job idle (`gpu_idle`) waits out the start-up allowance like log silence does: a "
         "first-step compile or NCCL init leaves every GPU idle for tens of minutes; a lone idle host is "
         "acted on at once.",

@@ -466,6 +466,10 @@ class Supervisor:
                     log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
                     self.counters.add(OBSERVATION_FAILURES)
                     log_error = _error_text(exc)
+        save_ms, save_error = None, None
+        hang_alarm = isinstance(event, (HangSignal, AlarmsObserved)) and wants_log_tail(run, event)
+        if run.checkpoint_uri and (hang_alarm or silent):
+            save_ms, save_error = self._save_activity(run)
         return Observations(
             checkpoint=checkpoint,
             checkpoint_error=ckpt_error,
@@ -475,7 +479,23 @@ class Supervisor:
             logs_silent=silent,
             heartbeat=heartbeat,
             progress=progress,
+            save_activity_ms=save_ms,
+            save_activity_error=save_error,
         )
+
+    def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
+        """When the newest checkpoint directory last received an object: a silent, idle job may be
+        saving, not hung. An error is reported as such (unknown), never as "no save"."""
+        pol = run.policy
+        try:
+            layout = CheckpointLayout(
+                LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
+            )
+            return self.checkpoints.save_activity(run.checkpoint_uri, layout), None
+        except Exception as exc:
+            log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
+            self.counters.add(OBSERVATION_FAILURES)
+            return None, _error_text(exc)
 
     def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
         """A checkpoint the run has not seen before gets its write time measured (one listing),

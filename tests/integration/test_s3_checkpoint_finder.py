@@ -81,6 +81,7 @@ def test_latest_hf_skips_half_written_newest(s3: Any, calls: CallLog) -> None:
         step=200,
         layout=LayoutKind.HF,
         written_at_ms=marker_ms(s3, f"{ROOT}checkpoint-200/trainer_state.json"),
+        previous_step=100,  # the next older directory: the checkpoint interval in steps
     )
     assert made == Counter({"ListObjectsV2": 1, "HeadObject": 2})
 
@@ -155,6 +156,7 @@ def test_latest_megatron_follows_tracker_past_newer_partial_iter(s3: Any, calls:
         step=1000,
         layout=LayoutKind.MEGATRON,
         written_at_ms=marker_ms(s3, ROOT + TRACKER),
+        previous_step=500,
     )
     # one listing page, one tracker read, one MaxKeys=1 listing of iter_0001000/
     assert made == Counter({"ListObjectsV2": 2, "GetObject": 1})
@@ -367,3 +369,29 @@ def test_latest_forbidden_marker_raises_lookup_error(s3: Any) -> None:
         with pytest.raises(CheckpointLookupError, match=r"checkpoint-3/trainer_state\.json"):
             S3CheckpointFinder(s3).latest(URI)
         stub.assert_no_pending_responses()
+
+
+# --- a save under way ----------------------------------------------------------------------------
+
+
+def test_save_activity_is_the_newest_object_of_the_newest_directory(s3: Any, calls: CallLog) -> None:
+    put(s3, "checkpoint-100/model.safetensors", "checkpoint-100/trainer_state.json")
+    put(
+        s3, "checkpoint-200/model-00001.safetensors", "checkpoint-200/model-00002.safetensors"
+    )  # being written
+    newest = max(
+        int(o["LastModified"].timestamp() * 1000)
+        for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{ROOT}checkpoint-200/")["Contents"]
+    )
+    calls.reset()
+    finder = S3CheckpointFinder(s3)
+    assert finder.save_activity(URI, CheckpointLayout(LayoutKind.HF)) == newest
+    assert calls.counts == Counter({"ListObjectsV2": 2})  # the directories, then the newest one
+    assert finder.save_activity(f"s3://{BUCKET}/elsewhere/", CheckpointLayout(LayoutKind.HF)) is None
+
+
+def test_save_activity_that_cannot_be_read_is_an_error_not_none(s3: Any) -> None:
+    with Stubber(s3) as stub:
+        stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
+        with pytest.raises(CheckpointLookupError, match="access denied"):
+            S3CheckpointFinder(s3).save_activity(URI, CheckpointLayout(LayoutKind.HF))

@@ -257,6 +257,7 @@ FAULT_TARGETS: tuple[tuple[str, str], ...] = (
     ("cloudwatch.describe_alarms", "cloudwatch"),
     ("sns.publish", "sns"),
     ("CheckpointFinder.latest", "s3"),
+    ("CheckpointFinder.save_activity", "s3"),
     ("LogReader.tail", "logs"),
     ("LogReader.host_triage", "logs"),
     ("MetricsReader.gpu_by_host", "cloudwatch"),
@@ -538,6 +539,10 @@ class FakeCheckpoints:
 
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
         return 90.0  # every checkpoint of the fake world takes 90 s to write
+
+    def save_activity(self, s3_uri: str, layout: CheckpointLayout | None = None) -> int | None:
+        written = self.steps.get(s3_uri)
+        return written[-1][1] if written else None  # saves are instant: the newest one's time
 
 
 class FakeLogs:

@@ -23,6 +23,41 @@ def _alarms(run, *rows):
     return AlarmsObserved(run.current.job_name, run.current.number, tuple(rows))
 
 
+# --- a checkpoint save under way is not a hang ---------------------------------------------------
+
+
+def test_quiet_signals_wait_while_checkpoint_objects_are_still_landing():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    now = t0 + 200 * MIN
+    silent = _alarms(run, ("log_silence", "ALARM", now - MIN))
+    saving = step(run, silent, now, Observations(save_activity_ms=now - 2 * MIN))
+    assert saving.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in saving.actions)
+    assert "checkpoint save is under way" in (saving.ignored or " ".join(saving.notes))
+    # a hung save lands nothing more: 5 minutes after its last object the signal acts
+    hung = step(run, silent, now, Observations(save_activity_ms=now - 5 * MIN))
+    assert StopJob(run.current.job_name, INTENT_HANG) in hung.actions
+    # a dead host among busy ones is not a save: the asymmetric signal never waits for S3
+    lone = step(
+        run, _alarms(run, ("gpu_lone_idle", "ALARM", now - MIN)), now, Observations(save_activity_ms=now)
+    )
+    assert StopJob(run.current.job_name, INTENT_HANG) in lone.actions
+
+
+def test_an_unreadable_bucket_defers_the_hang_judgement_and_never_reads_as_no_save():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    now = t0 + 200 * MIN
+    silent = _alarms(run, ("gpu_idle", "ALARM", now - MIN))
+    unknown = step(run, silent, now, Observations(save_activity_error="SlowDown: reduce your request rate"))
+    assert unknown.run.status == RunStatus.TRAINING and not any(
+        isinstance(a, StopJob) for a in unknown.actions
+    )
+    assert unknown.run.deferred_since_ms == now and "SlowDown" in unknown.run.deferred_reason
+    later = step(unknown.run, silent, now + MIN, Observations(save_activity_ms=now - 30 * MIN))
+    assert StopJob(run.current.job_name, INTENT_HANG) in later.actions and later.run.deferred_since_ms is None
+
+
 # --- start-up allowance and the lone idle host -----------------------------------------------------
 
 

@@ -143,6 +143,30 @@ class S3CheckpointFinder:
             return None
         return max(0.0, (checkpoint.written_at_ms - min(times)) / 1000)
 
+    def save_activity(self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT) -> int | None:
+        """When an object of the newest checkpoint directory (complete or still being written) was
+        last written, epoch ms; None when there is no checkpoint directory. A save under way keeps
+        landing objects (SageMaker uploads each file as the script closes it), so a recent time
+        here means "saving", not "hung". Every page of that directory is read."""
+        bucket, prefix = parse_s3_uri(s3_uri)
+        dir_names, _ = self._list_children(bucket, prefix)
+        plan = probe_plan(dir_names, layout)
+        if not plan:
+            return None
+        newest = f"{prefix}{max(plan, key=lambda p: p.step).name}/"
+        last: int | None = None
+        try:
+            for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=newest):
+                for obj in page.get("Contents", ()):
+                    at = _epoch_ms(obj.get("LastModified"))
+                    if at is not None and (last is None or at > last):
+                        last = at
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{newest}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{newest}: {exc}") from exc
+        return last
+
     # --- S3 calls ---------------------------------------------------------------------------
 
     def _list_children(self, bucket: str, prefix: str) -> tuple[list[str], set[str]]:

@@ -133,6 +133,10 @@ class Observations:
     # per-minute activity of the attempt, to learn its hang windows from (None: not read)
     heartbeat: tuple[tuple[int, float], ...] | None = None
     progress: tuple[tuple[int, float], ...] | None = None
+    # when the newest checkpoint directory last received an object (a save under way or just
+    # done), read when a hang alarm is in ALARM; None: no checkpoint directory or not read
+    save_activity_ms: int | None = None
+    save_activity_error: str | None = None  # the read failed: whether a save is under way is unknown
 
 
 def event_name(event: Event) -> str:

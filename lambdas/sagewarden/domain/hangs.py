@@ -43,6 +43,7 @@ from sagewarden.domain.models import Attempt
 # first-step compile or NCCL init on hundreds of hosts is silent and leaves *every* GPU idle for
 # tens of minutes. Only the asymmetric signal (one host idle while a peer is busy) acts at once.
 _QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS, SIGNAL_GPU_IDLE})
+SAVE_ACTIVE_MS = 5 * 60_000  # a checkpoint object this recent: a save is under way (or just ended)
 
 
 def _current_training(d: Draft, job_name: str, attempt: int) -> tuple[Attempt | None, str | None]:
@@ -120,6 +121,7 @@ def on_alarms_observed(d: Draft, e: AlarmsObserved) -> str | None:
             return None
         if not changed:
             return why
+        d.note(why)  # saved anyway (e.g. a missing alarm re-created): say why the signal waits
     return None if changed else "alarms as expected"
 
 
@@ -138,6 +140,10 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         if not events:
             names = ", ".join(e.signal for e in quiet)
             return f"{names} within the {d.policy.startup_silence_minutes}-minute start-up allowance"
+    if all(e.signal in _QUIET_SIGNALS for e in events):
+        act, why = _saving(d, events)
+        if not act:
+            return why
     signals = set(cur.hang_signals)
     new = [e for e in events if e.signal not in signals]
     if not new:
@@ -153,6 +159,31 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         return None
     _confirm(d, cur, new[-1], signals)
     return None
+
+
+def _saving(d: Draft, quiet: list[HangSignal]) -> tuple[bool, str | None]:
+    """Whether quiet signals (every host silent or idle) may act, or wait because a checkpoint
+    save is under way: a save keeps landing objects in S3, while a hung save (or any hang) lands
+    none, so the wait ends SAVE_ACTIVE_MS after the last object. An unreadable bucket defers the
+    judgement (unknown is not "no save"). Returns (act, why not: None when the draft changed)."""
+    names = ", ".join(e.signal for e in quiet)
+    if d.obs.save_activity_error is not None:
+        before = d.run
+        defer(
+            d,
+            f"{names} in ALARM, but whether a checkpoint save is under way is unknown: "
+            f"{d.obs.save_activity_error}",
+        )
+        return False, None if d.actions or d.run != before else f"deferred: {names}"
+    last = d.obs.save_activity_ms
+    if last is not None and d.now - last < SAVE_ACTIVE_MS:
+        return False, (
+            f"{names} in ALARM while a checkpoint save is under way (its newest object written "
+            f"{(d.now - last) / 60_000:.1f} min ago); looking again on the next pass"
+        )
+    if d.run.deferred_since_ms is not None:
+        clear_deferral(d)
+    return True, None
 
 
 def _window_minutes(d: Draft, cur: Attempt, signal: str) -> int:
