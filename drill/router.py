@@ -7,7 +7,9 @@ matching AWS::ApiGateway::Method. A wrong rule or route in infra/ therefore fail
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import json
 import re
 import uuid
@@ -56,11 +58,19 @@ class LambdaContext:
         return 60_000
 
 
+class _Discard(io.TextIOBase):
+    def write(self, text: str) -> int:
+        return len(text)
+
+
 def _attributed(dotted: str, fn: Handler) -> Handler:
-    """``fn``, with the AWS calls it makes attributed to its function (IAM replay, drill/iam)."""
+    """``fn``, with the AWS calls it makes attributed to its function (IAM replay, drill/iam), and
+    what it prints discarded: in Lambda a function's stdout (Powertools' EMF batches, which it
+    prints whenever a metric reaches 100 values) goes to its log group, not to the terminal or the
+    output of a CLI talking to the drill."""
 
     def invoke(event: dict[str, Any], context: Any) -> Any:
-        with invoked_as(dotted):
+        with invoked_as(dotted), contextlib.redirect_stdout(_Discard()):
             return fn(event, context)
 
     return invoke
