@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,7 @@ def run_supervised(
 ) -> Supervised:
     """Supervisor (c) or (d) on the trace, through the drill; a process-pool worker may run it."""
     policy = {} if key == "c" else RECOMMENDED_POLICY
+    warnings.filterwarnings("ignore", message="No application metrics to publish")  # routine in a drill
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
         s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)

@@ -66,9 +66,16 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     t0 = run.current.training_started_ms
     compile_silence = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 32 * MIN)
     assert compile_silence.run.status == RunStatus.TRAINING  # a first-step compile is silent
-    lone = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 18 * MIN)), t0 + 19 * MIN)
-    assert lone.run.status == RunStatus.STOPPING  # a dead host among busy ones: after the grace
+    # a lone idle host during start-up may be a host still compiling while its peers spin in the
+    # first collective: it must hold 10 minutes (a dead host does)
+    skew = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 18 * MIN)), t0 + 19 * MIN)
+    assert skew.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in skew.actions)
+    lone = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 18 * MIN)), t0 + 28 * MIN)
+    assert lone.run.status == RunStatus.STOPPING  # still alone and idle: a dead host
     assert StopJob(run.current.job_name, INTENT_HANG) in lone.actions
+    # after start-up a lone idle host acts at once
+    late = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 60 * MIN)), t0 + 60 * MIN)
+    assert StopJob(run.current.job_name, INTENT_HANG) in late.actions
     still_silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 46 * MIN)
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
@@ -84,11 +91,11 @@ def test_whole_job_idle_waits_for_the_start_up_allowance():
     still_idle = step(run, _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN)), t0 + 46 * MIN)
     assert still_idle.run.status == RunStatus.STOPPING  # idle past the allowance: a hang
     assert StopJob(run.current.job_name, INTENT_HANG) in still_idle.actions
-    # the asymmetric signal next to it is not held back
+    # the asymmetric signal next to it acts once it has held 10 minutes, inside the allowance
     lone = step(
         run,
         _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN), ("gpu_lone_idle", "ALARM", t0 + 20 * MIN)),
-        t0 + 21 * MIN,
+        t0 + 30 * MIN,
     )
     assert lone.run.status == RunStatus.STOPPING and "gpu_lone_idle" in lone.run.current.evidence[0]
 

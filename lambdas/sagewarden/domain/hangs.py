@@ -43,6 +43,7 @@ from sagewarden.domain.models import Attempt
 # first-step compile or NCCL init on hundreds of hosts is silent and leaves *every* GPU idle for
 # tens of minutes. Only the asymmetric signal (one host idle while a peer is busy) acts at once.
 _QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS, SIGNAL_GPU_IDLE})
+STARTUP_LONE_IDLE_MS = 10 * 60_000  # in ALARM this long during start-up: a dead host, not skew
 SAVE_ACTIVE_MS = 5 * 60_000  # a checkpoint object this recent: a save is under way (or just ended)
 
 
@@ -135,10 +136,18 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     if d.now - started < startup_ms:
         # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle:
         # those signals wait (the alarm's level is read again once start-up is over)
-        quiet = [e for e in events if e.signal in _QUIET_SIGNALS]
-        events = [e for e in events if e.signal not in _QUIET_SIGNALS]
+        # hosts also finish a compile or NCCL init minutes apart: the early ones spin in the first
+        # collective while the late ones still compile, which looks like a lone idle host; during
+        # start-up that signal must hold STARTUP_LONE_IDLE_MS before it acts
+        waiting = [
+            e
+            for e in events
+            if e.signal in _QUIET_SIGNALS
+            or (e.signal == SIGNAL_GPU_LONE_IDLE and d.now - e.since_ms < STARTUP_LONE_IDLE_MS)
+        ]
+        events = [e for e in events if e not in waiting]
         if not events:
-            names = ", ".join(e.signal for e in quiet)
+            names = ", ".join(e.signal for e in waiting)
             return f"{names} within the {d.policy.startup_silence_minutes}-minute start-up allowance"
     if all(e.signal in _QUIET_SIGNALS for e in events):
         act, why = _saving(d, events)
