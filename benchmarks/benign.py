@@ -244,8 +244,9 @@ def table(
         "(`[sagewarden] phase=<name> max_minutes=<n>`) covers any other long silent phase; a phase that "
         "recurs within 6 hours (every checkpoint, every epoch) is learned and needs neither.",
         "- The whole job idle (`gpu_idle`) waits out the start-up allowance like log silence does: a "
-        "first-step compile or NCCL init leaves every GPU idle for tens of minutes; a lone idle host is "
-        "acted on at once.",
+        "first-step compile or NCCL init leaves every GPU idle for tens of minutes. A lone idle host "
+        "acts at once after start-up, and during it once it has held 10 minutes (hosts finish a "
+        "compile minutes apart).",
     ]
     return out
 

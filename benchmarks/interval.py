@@ -67,7 +67,7 @@ def render(cmp: IntervalComparison) -> list[str]:
     ]
     for label, w, acc in (
         ("as run", cmp.base, cmp.base_account),
-        ("advised (Young/Daly)", cmp.advised, cmp.advised_account),
+        ("advised, Young/Daly", cmp.advised, cmp.advised_account),
     ):
         rows.append(
             f"| every {w.checkpoint_minutes:.0f} min ({label}) | {acc.count()} | "

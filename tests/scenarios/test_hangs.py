@@ -8,6 +8,7 @@ import pytest
 from tests.scenarios.helpers import classes, run_drill, run_spec
 
 PROFILE = {"total_steps": 1500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
+LONG = {"total_steps": 2500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
 
 
 # A progress_metric must name one of the job's MetricDefinitions (the API refuses it otherwise).
@@ -187,3 +188,27 @@ def test_scenario_spin_hang_is_caught_in_minutes_once_the_cadence_is_learned(tem
     learned = [d for d in run["decisions"] if "log_silence window 30 -> " in d]
     assert learned and int(learned[0].split("window 30 -> ")[1].split()[0]) <= 6
     assert result.faults[0]["to_action_s"] / 60 <= 8
+
+
+def test_scenario_a_hang_early_in_a_resumed_attempt_is_not_held_for_the_whole_start_up_allowance(template):
+    # attempt 1 trains from its first minute for 4 h, which teaches a 10-minute start-up allowance;
+    # it crashes; attempt 2 hangs 3 minutes after it resumes: acted on when the grace period (15 min)
+    # and the policy's window allow, not after the policy's 45-minute allowance
+    result = run_drill(
+        template,
+        {
+            "seed": 5,
+            "max_days": 3,
+            "delivery": {"min_delay_s": 1, "max_delay_s": 10},
+            "runs": [run_spec("hang", instance_count=4, profile=LONG, policy={"log_silence_minutes": 15})],
+            "faults": [
+                {"run": "hang", "attempt": 1, "after_training_min": 240, "kind": "internal_error"},
+                {"run": "hang", "attempt": 2, "after_training_min": 3, "kind": "stuck_dataloader"},
+            ],
+        },
+    )
+    run = result.runs["hang"]
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"INFRASTRUCTURE": 1, "HANG": 1}
+    assert any("start-up allowance for the next attempts: 10 min" in d for d in run["decisions"])
+    hang = result.faults[1]
+    assert hang["to_action_s"] / 60 <= 20  # 15-minute window, after the 15-minute grace; not 42+

@@ -9,6 +9,7 @@ from sagewarden.domain.cadence import (
     FLOOR_MIN,
     LEARN_AFTER_MIN,
     MAX_PHASE_MINUTES,
+    learn_startup,
     learn_window,
     phase_cover,
     phase_marker,
@@ -71,3 +72,33 @@ def test_phase_marker_keeps_its_minutes_active_up_to_two_hours():
     assert len(phase_cover(phase_marker("eval", 9999), T0)) == MAX_PHASE_MINUTES
     assert phase_cover("phase=checkpoint_save max_minutes=15", T0) == []  # not the marker
     assert phase_cover("step 100 loss 1.2", T0) == []
+
+
+# --- the start-up allowance learned for the next attempts -----------------------------------------
+
+
+def test_a_job_that_trains_at_once_gets_the_floor_allowance_for_its_next_attempts():
+    series = _every(1, 200)
+    assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 10
+
+
+def test_a_30_minute_compile_keeps_the_whole_allowance():
+    # config lines at start, then 30 silent minutes of compile, then steps every minute
+    series = [(T0, 40.0), *_every(1, 200, skip=range(0, 31))]
+    assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 45
+
+
+def test_a_5_minute_nccl_init_gets_three_times_its_length():
+    series = _every(1, 200, skip=range(1, 6))  # minutes 1-5 silent
+    assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 18
+
+
+def test_the_allowance_is_not_learned_before_its_span_is_over_or_once_it_left_the_horizon():
+    series = _every(1, 40)
+    assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 40 * MIN) is None
+    assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 7 * 60 * MIN) is None
+    assert learn_startup(series, started_ms=T0, allowance_min=0, now_ms=T0 + 200 * MIN) is None
+
+
+def test_an_attempt_silent_from_its_start_keeps_the_whole_allowance():
+    assert learn_startup([], started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 45

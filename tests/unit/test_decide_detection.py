@@ -80,6 +80,27 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
 
+def test_a_start_up_allowance_learned_from_an_earlier_attempt_shortens_the_wait():
+    t0 = training_run().current.training_started_ms
+    for learned, acts in ((10, True), (None, False)):  # learned 10 min vs the policy's 45
+        run = dataclasses.replace(training_run(), startup_learned_min=learned)
+        silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
+        assert (StopJob(run.current.job_name, INTENT_HANG) in silent.actions) is acts
+    run = dataclasses.replace(training_run(), startup_learned_min=20)
+    inside = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
+    assert "20-minute start-up allowance" in (inside.ignored or " ".join(inside.notes))
+
+
+def test_the_start_up_allowance_is_learned_with_the_windows():
+    run = training_run()
+    t0 = run.current.training_started_ms
+    now = t0 + 200 * MIN
+    heartbeat = tuple((t0 + m * MIN, 5.0) for m in range(0, 199))  # trains (and logs) from its start
+    d = step(run, Tick(), now, Observations(heartbeat=heartbeat))
+    assert d.run.startup_learned_min == 10
+    assert any("start-up allowance for the next attempts: 10 min" in n for n in d.notes)
+
+
 def test_whole_job_idle_waits_for_the_start_up_allowance():
     # a 30-minute first-step compile (or NCCL init on 256 hosts) leaves every GPU idle: gpu_idle
     # (20 min) enters ALARM inside the allowance and must not stop the job; it is read again after

@@ -63,6 +63,30 @@ def learn_window(
     return Cadence(min(ceiling_min, window), longest, observed)
 
 
+STARTUP_FLOOR_MIN = 10
+
+
+def learn_startup(
+    series: Sequence[tuple[int, float]], *, started_ms: int, allowance_min: int, now_ms: int
+) -> int | None:
+    """The start-up allowance the run's next attempts need, from this attempt's first
+    `allowance_min` minutes of Training: SAFETY_FACTOR x its longest quiet stretch there (a
+    first-step compile, NCCL init), at least STARTUP_FLOOR_MIN, at most `allowance_min`. A job
+    that trains within a minute of starting then lets a hang early in a resumed attempt be acted
+    on in minutes instead of waiting out the whole allowance. None: that span is not fully
+    observed yet."""
+    first = -(-started_ms // MINUTE_MS) * MINUTE_MS
+    end = first + allowance_min * MINUTE_MS
+    if allowance_min <= 0 or (now_ms // MINUTE_MS - SETTLE_MIN) * MINUTE_MS < end:
+        return None
+    if now_ms - first > HORIZON_MIN * MINUTE_MS:
+        return None  # no longer within the activity read
+    active = sorted({t - t % MINUTE_MS for t, v in series if v > 0 and first <= t < end})
+    points = [first - MINUTE_MS, *active, end]
+    longest = max((b - a) // MINUTE_MS - 1 for a, b in itertools.pairwise(points))
+    return min(allowance_min, max(STARTUP_FLOOR_MIN, math.ceil(SAFETY_FACTOR * (longest + 1))))
+
+
 def wants_cadence(started_ms: int | None, now_ms: int, startup_min: int) -> bool:
     """Whether reading the activity can teach anything yet."""
     if started_ms is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.cadence import Cadence, learn_window
+from sagewarden.domain.cadence import Cadence, learn_startup, learn_window
 from sagewarden.domain.draft import (
     INTENT_HANG,
     Draft,
@@ -132,7 +132,7 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     if d.now - started < grace_ms:
         names = ", ".join(e.signal for e in events)
         return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
-    startup_ms = d.policy.startup_silence_minutes * 60_000
+    startup_ms = startup_allowance_min(d) * 60_000
     if d.now - started < startup_ms:
         # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle:
         # those signals wait (the alarm's level is read again once start-up is over)
@@ -148,7 +148,7 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         events = [e for e in events if e not in waiting]
         if not events:
             names = ", ".join(e.signal for e in waiting)
-            return f"{names} within the {d.policy.startup_silence_minutes}-minute start-up allowance"
+            return f"{names} within the {startup_allowance_min(d)}-minute start-up allowance"
     if all(e.signal in _QUIET_SIGNALS for e in events):
         act, why = _saving(d, events)
         if not act:
@@ -168,6 +168,13 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         return None
     _confirm(d, cur, new[-1], signals)
     return None
+
+
+def startup_allowance_min(d: Draft) -> int:
+    """The policy's start-up allowance, or a shorter one learned from an earlier attempt."""
+    learned = d.run.startup_learned_min
+    pol = d.policy.startup_silence_minutes
+    return pol if learned is None else min(pol, learned)
 
 
 def _saving(d: Draft, quiet: list[HangSignal]) -> tuple[bool, str | None]:
@@ -326,6 +333,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
     if not (pol.adaptive_windows and pol.hang_detection and cur.in_training and cur.training_started_ms):
         return False
     start = cur.training_started_ms + pol.startup_silence_minutes * 60_000
+    before_startup = d.run.startup_learned_min
 
     def learned(series: tuple[tuple[int, float], ...] | None, ceiling: int, current: int) -> Cadence | None:
         if series is None:
@@ -341,6 +349,22 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
     )
     changed: list[str] = []
     notes: list[str] = []
+    learned_startup = (
+        learn_startup(
+            d.obs.heartbeat,
+            started_ms=cur.training_started_ms,
+            allowance_min=pol.startup_silence_minutes,
+            now_ms=d.now,
+        )
+        if d.obs.heartbeat is not None
+        else None
+    )
+    if learned_startup is not None and learned_startup != d.run.startup_learned_min:
+        d.set(startup_learned_min=learned_startup)
+        d.note(
+            f"start-up allowance for the next attempts: {learned_startup} min, from this attempt's "
+            f"first {pol.startup_silence_minutes} min of Training"
+        )
     for signal, cadence, current in (
         (SIGNAL_LOG_SILENCE, log, log_window(d, cur)),
         (SIGNAL_PROGRESS, prog, progress_window(d, cur)),
@@ -352,7 +376,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
                 f"{cadence.longest_quiet_min} min in {cadence.observed_min} min of training)"
             )
     if not changed:
-        return False
+        return d.run.startup_learned_min != before_startup
     cur = dataclasses.replace(
         cur,
         log_window_min=log.window_min if log is not None else cur.log_window_min,

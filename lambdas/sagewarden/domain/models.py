@@ -149,6 +149,9 @@ class Run:
     # when the fault the run is recovering from ended its attempt (time to recovery is measured
     # to the replacement's Training); None when not recovering
     recovering_since_ms: int | None = None
+    # the start-up allowance learned from an earlier attempt's first minutes of Training (see
+    # cadence.learn_startup); None: the policy's startup_silence_minutes
+    startup_learned_min: int | None = None
     resumes: int = 0
     resumed_by: str | None = None
     budget_started_ms: int | None = None
