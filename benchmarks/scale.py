@@ -41,6 +41,7 @@ from infra.constants import (
     CW_CUSTOM_METRIC_MONTH_USD,
     DAYS_PER_BILLING_MONTH,
 )
+from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs, parse_alarm_key
 from sagewarden.domain.actions import EnsureHangAlarms
 from sagewarden.domain.names import parse_job_name
@@ -368,6 +369,7 @@ class ScaleResult:
     live_jobs_at_end: int
     alarms_left: int  # hang alarms still in CloudWatch at the end
     evaluator_wall_s: float
+    observation_failures: int = 0  # reads that failed (the supervisor's own counter)
 
     @property
     def cost(self) -> Cost:
@@ -459,6 +461,7 @@ def measure(
         live_jobs_at_end=sum(1 for j in jobs if not j.is_terminal),
         alarms_left=len(counter.live),
         evaluator_wall_s=ev_wall[0],
+        observation_failures=int(runner.acct.counters.values.get(keys.METRIC_OBSERVATION_FAILURES, 0)),
     )
 
 
@@ -571,6 +574,7 @@ def render(results: list[ScaleResult], big: BigJob, total_wall_s: float) -> list
     )
     row("faults met", (f"{len(r.drill.faults):,}" for r in results))
     row("invariant violations", (str(len(r.drill.invariant_violations)) for r in results))
+    row("failed reads (ObservationFailures)", (f"{r.observation_failures:,}" for r in results))
     row("virtual time", (f"{r.virtual_hours:.1f} h" for r in results))
     row("sweep passes / due items served", (f"{r.sweeps.passes:,} / {r.sweeps.due:,}" for r in results))
     row(

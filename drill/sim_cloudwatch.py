@@ -286,6 +286,9 @@ class _DescribeAlarmsPaginator:
         self._client = client
 
     def paginate(self, **params: Any) -> Iterator[dict[str, Any]]:
+        config = params.pop("PaginationConfig", None) or {}
+        if config.get("PageSize"):
+            params["MaxRecords"] = int(config["PageSize"])  # as botocore's paginator sends it
         token = None
         while True:
             page = self._client.describe_alarms(**params, **({"NextToken": token} if token else {}))

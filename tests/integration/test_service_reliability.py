@@ -339,3 +339,15 @@ def test_the_alarm_inventory_follows_every_page_at_the_largest_page_size():
         found = CloudWatchHangAlarms(cw, prefix).inventory()
         stub.assert_no_pending_responses()
     assert [k for k, _, _ in found[job]] == ["gpu_idle", "log_silence"] and found.metrics == 2
+
+
+def test_the_scale_drills_backend_alarm_reads_answer_the_inventory_like_moto(template):
+    """`backend_reads` (the scale benchmark) serves DescribeAlarms from moto's backend: the
+    supervisor's inventory (paged at 100) must read the same alarms and metrics as through moto."""
+    with LocalAccount(template, store="memory", backend_reads=True) as account:
+        fast = account.supervisor.alarms
+        spec = EnsureHangAlarms("sw-x-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 12, 8, 30, 1.0, 20)
+        fast.ensure(spec, "01KE5Q86000DNQ47GXEV9VZMPH")
+        slow = CloudWatchHangAlarms(account.cloudwatch, fast._prefix)
+        seen, expected = fast.inventory(), slow.inventory()
+        assert seen == expected and len(seen[spec.job_name]) == 4 and seen.metrics == expected.metrics == 15

@@ -13,6 +13,9 @@ def test_ten_runs_finish_and_every_call_is_counted(template: dict[str, Any]) -> 
     assert r.drill.invariant_violations == []  # one live job per run, every AWS call allowed by IAM
     assert dict(r.statuses) == {"SUCCEEDED": 10}
     assert r.live_jobs_at_end == 0 and r.alarms_left == 0  # no job burning, no alarm billed
+    assert r.observation_failures == 0  # every read answered (e.g. DescribeAlarms paged at 100)
+    # the sweep looks at a training run each reconcile interval, not every minute (alarms confirmed)
+    assert r.sweeps.due < 10 * 8 * 60 / 4
     assert len(r.drill.faults) >= 10  # one or two per run
     rates = r.counter.rates(r.drill.end_ms)
     # each run was created at least once, its alarms put and deleted, the sweep read the alarms
