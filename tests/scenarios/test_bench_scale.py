@@ -34,3 +34,14 @@ def test_ten_runs_finish_and_every_call_is_counted(template: dict[str, Any]) -> 
         and "PutMetricAlarm" in text
         and str(QUOTA_TPS["cloudwatch.DescribeAlarms"]) in text
     )
+
+
+def test_a_measurement_drilled_in_a_worker_process_comes_back_whole(template: dict[str, Any]) -> None:
+    import pickle
+
+    from benchmarks.scale import measure_detached, run
+
+    r = pickle.loads(pickle.dumps(measure_detached(10, template)))  # what a process pool does
+    assert dict(r.statuses) == {"SUCCEEDED": 10} and r.counter.rates(r.drill.end_ms)
+    text = "\n".join(run(template, [], measured=[r]))
+    assert "| 10 runs |" in text and "**sweep CPU time per due item**" in text
