@@ -275,25 +275,33 @@ class BackendAlarmReads:
     def get_paginator(self, name: str) -> Any:
         if name != "describe_alarms":
             return self._moto.get_paginator(name)
-        return _DescribeAlarmsPaginator(self)
+        return _Paginator(self.describe_alarms, "MaxRecords", "NextToken", "NextToken")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._moto, name)
 
 
-class _DescribeAlarmsPaginator:
-    def __init__(self, client: BackendAlarmReads) -> None:
-        self._client = client
+class _Paginator:
+    """A botocore-like paginator over one list call: PaginationConfig's PageSize becomes the call's
+    page-size parameter, and each page's token is passed back until a page has none."""
+
+    def __init__(
+        self, call: Callable[..., dict[str, Any]], size_param: str, token_in: str, token_out: str
+    ) -> None:
+        self._call = call
+        self._size_param = size_param
+        self._token_in = token_in
+        self._token_out = token_out
 
     def paginate(self, **params: Any) -> Iterator[dict[str, Any]]:
         config = params.pop("PaginationConfig", None) or {}
         if config.get("PageSize"):
-            params["MaxRecords"] = int(config["PageSize"])  # as botocore's paginator sends it
+            params[self._size_param] = int(config["PageSize"])
         token = None
         while True:
-            page = self._client.describe_alarms(**params, **({"NextToken": token} if token else {}))
+            page = self._call(**params, **({self._token_in: token} if token else {}))
             yield page
-            token = page.get("NextToken")
+            token = page.get(self._token_out)
             if not token:
                 return
 
@@ -428,26 +436,7 @@ class BackendS3Reads:
     def get_paginator(self, name: str) -> Any:
         if name != "list_objects_v2":
             return self._moto.get_paginator(name)
-        return _ListObjectsPaginator(self)
+        return _Paginator(self.list_objects_v2, "MaxKeys", "ContinuationToken", "NextContinuationToken")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._moto, name)
-
-
-class _ListObjectsPaginator:
-    def __init__(self, client: BackendS3Reads) -> None:
-        self._client = client
-
-    def paginate(
-        self, *, PaginationConfig: dict[str, Any] | None = None, **params: Any
-    ) -> Iterator[dict[str, Any]]:
-        size = (PaginationConfig or {}).get("PageSize")
-        if size:
-            params["MaxKeys"] = size
-        token = None
-        while True:
-            page = self._client.list_objects_v2(**params, **({"ContinuationToken": token} if token else {}))
-            yield page
-            token = page.get("NextContinuationToken")
-            if not token:
-                return
