@@ -18,6 +18,7 @@ from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
 from sagewarden.domain.draft import Draft, hang_alarms
 from sagewarden.domain.events import Observations
 from sagewarden.domain.hang_alarms import alarm_keys, key_signal
+from sagewarden.domain.hangs import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.ports import AuditEntry, OutboxMessage
@@ -328,15 +329,23 @@ class Referee:
             since_start = now - cur.training_started_ms
             in_grace = since_start < (run.policy.hang_grace_minutes + 4) * MIN
             # log silence, a stalled progress metric and the whole job idle also wait out the
-            # start-up allowance
-            quiet_ok = since_start < (run.policy.startup_silence_minutes + 4) * MIN
+            # start-up allowance, and while checkpoint objects are still landing (a save); a lone
+            # idle host during start-up must hold STARTUP_LONE_IDLE_MS (compile skew)
+            startup = since_start < (run.policy.startup_silence_minutes + 4) * MIN
+            written = self.world.checkpoints.save_activity(run.checkpoint_uri or "")
+            saving = written is not None and now - written < SAVE_ACTIVE_MS + 4 * MIN
+            quiet_ok = startup or saving
             in_alarm = set()
             for name, alarm in self.world.cloudwatch.alarms.items():
                 parsed = parse_alarm_key(ALARM_PREFIX, name)
                 if parsed and parsed[0] == cur.job_name and alarm["StateValue"] == "ALARM":
                     signal = key_signal(parsed[1])
-                    if not (quiet_ok and signal in ("log_silence", "progress_stalled", "gpu_idle")):
-                        in_alarm.add(signal)
+                    if quiet_ok and signal in ("log_silence", "progress_stalled", "gpu_idle"):
+                        continue
+                    held = now - int(alarm["StateUpdatedTimestamp"])
+                    if startup and signal == "gpu_lone_idle" and held < STARTUP_LONE_IDLE_MS + 4 * MIN:
+                        continue
+                    in_alarm.add(signal)
             needed = 1 if run.policy.hang_confirmation == "any" else 2
             if len(in_alarm) >= needed:
                 problems.append(
