@@ -233,10 +233,12 @@ class Supervisor:
                 run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
             )
         after = self.handle(run_id, ResumeRequested(by))
-        if after is None or after.status in RESUMABLE:
+        if after is None:  # not carried out, nothing stored
             raise RunNotResumable(
                 run, "its checkpoints cannot be read right now (see the audit trail); try again"
             )
+        # carried out and audited; a run that failed again at once (e.g. a quota that can never
+        # fit) says why in its outcome: the resume itself happened, so it is not refused
         return self.store.get(run_id, all_attempts=True) or after
 
     def get(self, run_id: str) -> Run:

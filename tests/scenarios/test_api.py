@@ -457,3 +457,19 @@ def test_api_malformed_run_id_is_404_without_touching_the_store(acct, monkeypatc
     ):
         resp = raw_call(acct, method, path)
         assert resp.status == 404 and resp.json()["message"] in ("no such run", "not found"), resp.text
+
+
+def test_api_a_resume_that_fails_again_at_once_is_carried_out_not_refused(template):
+    """A run whose quota can never fit fails again right after its resume: the resume happened
+    (audited, alerted), so the answer is 202 with the run FAILED and why, never a 409 that has
+    stored something anyway."""
+    with LocalAccount(template, store="memory", quotas={"ml.p4d.24xlarge": 1}) as acct:
+        _, run = acct.api("POST", "/runs", body=_body())
+        rid = run["run_id"]
+        acct.deliver_due()
+        failed = acct.api("GET", f"/runs/{rid}")[1]
+        assert failed["status"] == "FAILED" and "quota" in failed["outcome"]
+        status, resumed = acct.api("POST", f"/runs/{rid}/resume")
+        assert status == 202 and resumed["status"] == "FAILED" and "quota" in resumed["outcome"]
+        _, events = acct.api("GET", f"/runs/{rid}/events", query={"limit": "100"})
+        assert any("resume requested by" in e["summary"] for e in events["events"])
