@@ -61,6 +61,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
+from sagewarden.domain.hangs import wants_save_activity
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
@@ -469,8 +470,12 @@ class Supervisor:
                     self.counters.add(OBSERVATION_FAILURES)
                     log_error = _error_text(exc)
         save_ms, save_error = None, None
-        hang_alarm = isinstance(event, (HangSignal, AlarmsObserved)) and wants_log_tail(run, event)
-        if run.checkpoint_uri and (hang_alarm or silent):
+        quiet_alarm = (
+            isinstance(event, (HangSignal, AlarmsObserved))
+            and wants_log_tail(run, event)
+            and wants_save_activity(event)
+        )
+        if run.checkpoint_uri and (quiet_alarm or silent):
             save_ms, save_error = self._save_activity(run)
         return Observations(
             checkpoint=checkpoint,

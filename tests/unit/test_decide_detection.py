@@ -272,3 +272,16 @@ def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
     assert d.run.checkpoint_history == ((300, t0 + 30 * MIN, 95.0, 200),)
     same = step(d.run, Tick(), t0 + 45 * MIN, Observations(checkpoint=seen))
     assert same.ignored is not None  # nothing new
+
+
+def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
+    from sagewarden.domain.events import HangSignal
+    from sagewarden.domain.hangs import wants_save_activity
+
+    run = training_run()
+    assert wants_save_activity(_alarms(run, ("log_silence", "ALARM", 0), ("gpu_lone_idle#1", "OK", 0)))
+    assert not wants_save_activity(_alarms(run, ("gpu_lone_idle#2", "ALARM", 0), ("log_silence", "OK", 0)))
+    job = run.current.job_name
+    assert wants_save_activity(HangSignal(job, 1, "gpu_idle", "ALARM", 0))
+    assert not wants_save_activity(HangSignal(job, 1, "gpu_lone_idle", "ALARM", 0))
+    assert not wants_save_activity(HangSignal(job, 1, "log_silence", "OK", 0))

@@ -170,6 +170,14 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     return None
 
 
+def wants_save_activity(event: HangSignal | AlarmsObserved) -> bool:
+    """Whether deciding on this alarm event may need to know if a checkpoint save is under way:
+    only a quiet signal in ALARM ever waits for one (see `_saving`)."""
+    if isinstance(event, HangSignal):
+        return event.state == "ALARM" and event.signal in _QUIET_SIGNALS
+    return any(state == "ALARM" and key_signal(key) in _QUIET_SIGNALS for key, state, _ in event.states)
+
+
 def startup_allowance_min(d: Draft) -> int:
     """The policy's start-up allowance, or a shorter one learned from an earlier attempt."""
     learned = d.run.startup_learned_min
