@@ -61,7 +61,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
-from sagewarden.domain.hangs import wants_save_activity
+from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
@@ -498,7 +498,9 @@ class Supervisor:
             layout = CheckpointLayout(
                 LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
             )
-            return self.checkpoints.save_activity(run.checkpoint_uri, layout), None
+            # a write since this moment is enough to know a save is under way (fewer pages read)
+            since = self.clock() - SAVE_ACTIVE_MS
+            return self.checkpoints.save_activity(run.checkpoint_uri, layout, active_since_ms=since), None
         except Exception as exc:
             log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
             self.counters.add(OBSERVATION_FAILURES)

@@ -395,3 +395,34 @@ def test_save_activity_that_cannot_be_read_is_an_error_not_none(s3: Any) -> None
         stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
         with pytest.raises(CheckpointLookupError, match="access denied"):
             S3CheckpointFinder(s3).save_activity(URI, CheckpointLayout(LayoutKind.HF))
+
+
+def _shards(s3: Any, n: int) -> None:
+    put(s3, *(f"checkpoint-300/shard-{i:05d}" for i in range(n)))
+
+
+def test_save_activity_stops_at_the_first_page_showing_a_recent_write(s3: Any, calls: CallLog) -> None:
+    """A write at or after ``active_since_ms`` already means "saving": the other pages of a
+    directory of thousands of shards are not read."""
+    _shards(s3, 25)
+    calls.reset()
+    finder = S3CheckpointFinder(s3, page_size=10)
+    at = finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=0)
+    assert at is not None and calls.counts == Counter({"ListObjectsV2": 2})  # directories, one page
+    calls.reset()
+    newest = finder.save_activity(URI, CheckpointLayout(LayoutKind.HF))  # no bound: every page
+    assert newest is not None and newest >= at and calls.counts == Counter({"ListObjectsV2": 4})
+
+
+def test_save_activity_cut_by_its_time_budget_is_unknown_not_an_answer(s3: Any, calls: CallLog) -> None:
+    """Pages read past the budget without a recent write: the newest write is not known, so no
+    time is returned -- an error the caller turns into a deferral."""
+    _shards(s3, 25)
+    ticks = iter(range(100))
+    finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: float(next(ticks)))
+    far_future = 10**15
+    with pytest.raises(CheckpointLookupError, match="time budget"):
+        finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=far_future, budget_s=1.5)
+    # within its budget the same listing is read to its end
+    finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: 0.0)
+    assert finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=far_future) is not None

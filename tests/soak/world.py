@@ -540,7 +540,9 @@ class FakeCheckpoints:
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
         return 90.0  # every checkpoint of the fake world takes 90 s to write
 
-    def save_activity(self, s3_uri: str, layout: CheckpointLayout | None = None) -> int | None:
+    def save_activity(
+        self, s3_uri: str, layout: CheckpointLayout | None = None, *, active_since_ms: int | None = None
+    ) -> int | None:
         written = self.steps.get(s3_uri)
         return written[-1][1] if written else None  # saves are instant: the newest one's time
 

@@ -15,6 +15,8 @@ The only S3-aware part of checkpoint discovery; the decisions live in
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 _NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound"})
 _TRACKER_READ_LIMIT = 1024  # the tracker holds one integer or "release"
+# a hang alarm's handler reads save activity next to its other reads: a directory of 100,000
+# shards (100 pages) is cut, as unknown, rather than spend the invocation on it
+SAVE_ACTIVITY_BUDGET_S = 10.0
 
 
 class CheckpointLookupError(Exception):
@@ -66,7 +71,14 @@ DEFAULT_LAYOUT = CheckpointLayout()
 
 
 class S3CheckpointFinder:
-    def __init__(self, s3_client: Any, *, max_probes: int = 8, page_size: int = 1000) -> None:
+    def __init__(
+        self,
+        s3_client: Any,
+        *,
+        max_probes: int = 8,
+        page_size: int = 1000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_probes < 1:
             raise ValueError(f"max_probes must be >= 1, got {max_probes}")
         if not 1 <= page_size <= 1000:
@@ -74,6 +86,7 @@ class S3CheckpointFinder:
         self._s3 = s3_client
         self._max_probes = max_probes
         self._page_size = page_size
+        self._clock = clock  # seconds, for time budgets
 
     def latest(self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT) -> Checkpoint | None:
         """The newest complete checkpoint under ``s3_uri``, or None if there is none (or none provable).
@@ -143,24 +156,50 @@ class S3CheckpointFinder:
             return None
         return max(0.0, (checkpoint.written_at_ms - min(times)) / 1000)
 
-    def save_activity(self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT) -> int | None:
+    def save_activity(
+        self,
+        s3_uri: str,
+        layout: CheckpointLayout = DEFAULT_LAYOUT,
+        *,
+        active_since_ms: int | None = None,
+        budget_s: float = SAVE_ACTIVITY_BUDGET_S,
+    ) -> int | None:
         """When an object of the newest checkpoint directory (complete or still being written) was
         last written, epoch ms; None when there is no checkpoint directory. A save under way keeps
         landing objects (SageMaker uploads each file as the script closes it), so a recent time
-        here means "saving", not "hung". Every page of that directory is read."""
+        here means "saving", not "hung".
+
+        S3 lists keys by name, not by time, so the newest write is known only once every page of
+        the directory is read -- unless one at or after ``active_since_ms`` turns up first, which
+        already answers "saving" (that write's time is returned). Pages are read within
+        ``budget_s``: a listing cut by it without such a write is unknown, and raises
+        CheckpointLookupError (the caller defers; it never reads as "no save")."""
         bucket, prefix = parse_s3_uri(s3_uri)
         dir_names, _ = self._list_children(bucket, prefix)
         plan = probe_plan(dir_names, layout)
         if not plan:
             return None
         newest = f"{prefix}{max(plan, key=lambda p: p.step).name}/"
+        deadline = self._clock() + budget_s
         last: int | None = None
+        pages = 0
         try:
-            for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=newest):
+            paginator = self._s3.get_paginator("list_objects_v2")
+            for page in paginator.paginate(
+                Bucket=bucket, Prefix=newest, PaginationConfig={"PageSize": self._page_size}
+            ):
+                pages += 1
                 for obj in page.get("Contents", ()):
                     at = _epoch_ms(obj.get("LastModified"))
                     if at is not None and (last is None or at > last):
                         last = at
+                if active_since_ms is not None and last is not None and last >= active_since_ms:
+                    return last  # a recent write: saving, whatever the other pages hold
+                if page.get("IsTruncated") and self._clock() >= deadline:
+                    raise CheckpointLookupError(
+                        f"listing s3://{bucket}/{newest} cut after {pages} pages by its {budget_s:g}-s "
+                        "time budget: whether a save is under way is unknown"
+                    )
         except ClientError as exc:
             raise self._lookup_error(exc, f"cannot list s3://{bucket}/{newest}") from exc
         except BotoCoreError as exc:
