@@ -20,17 +20,12 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
-from drill.sim_cloudwatch import (
-    BackendAlarmReads,
-    BackendS3Reads,
-    FlushOnReadLogs,
-    SimulatedCloudWatch,
-    SimulatedLogs,
-)
+from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -147,7 +142,9 @@ class LocalAccount:
         logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
         iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
         # large drills: DescribeAlarms and checkpoint listings read moto's in-memory state directly
-        # (BackendAlarmReads, BackendS3Reads), paged like AWS, without moto's serializer and scans
+        # (BackendAlarmReads, BackendS3Reads), paged like AWS, without moto's serializer and scans;
+        # hang alarms are put, alerts published and the simulator's checkpoint objects written the
+        # same way (drill/backend_clients.py), and the topic has no SQS inbox (read notifier.sent)
         backend_reads: bool = False,
     ) -> None:
         self._backend_reads = backend_reads
@@ -219,12 +216,15 @@ class LocalAccount:
         create_table_from_template(self.ddb, self.template, TABLE)
         self.s3.create_bucket(Bucket=BUCKET)
         self.topic_arn = self.sns.create_topic(Name="sagewarden-alerts")["TopicArn"]
-        queue_url = self.sqs.create_queue(QueueName="alerts-inbox")["QueueUrl"]
-        queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        self.sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn)
-        self.alert_queue_url = queue_url
+        self.alert_queue_url: str | None = None
+        if not self._backend_reads:  # large drills read alerts from the notifier's record: moto's
+            # SQS recounts the whole queue on every message, quadratic over a 1,000-run day
+            queue_url = self.sqs.create_queue(QueueName="alerts-inbox")["QueueUrl"]
+            queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+                "Attributes"
+            ]["QueueArn"]
+            self.sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn)
+            self.alert_queue_url = queue_url
         os.environ[keys.ENV_TOPIC_ARN] = self.topic_arn
         # --- IAM replay: the clients handed to the supervisor's adapters record its calls ---
         self.iam, facts = account_iam(
@@ -234,6 +234,7 @@ class LocalAccount:
         for client in (self.ddb, self.s3, self.sns, self.cloudwatch, self.logs):
             self.recorder.attach(client)
         # ---
+        checkpoint_client, sim_s3 = self._checkpoint_clients(sim_s3)
         self.sagemaker = SimSageMaker(
             self.clock,
             s3_client=sim_s3,
@@ -249,13 +250,13 @@ class LocalAccount:
             progress_log_interval_s=self._progress_log_interval_s,
             log_flush_interval_s=self._log_flush_interval_s,
         )
-        self.notifier = RecordingNotifier(SnsNotifier(self.sns, self.topic_arn), self.clock)
+        self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
         self.counters = MemoryCounters()
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
             launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker, "sagemaker")),
-            checkpoints=S3CheckpointFinder(self._checkpoint_client(sim_s3)),
+            checkpoints=S3CheckpointFinder(checkpoint_client),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self._alarms_client(), ALARM_PREFIX),
             logs=CloudWatchLogsReader(
@@ -295,11 +296,24 @@ class LocalAccount:
             self.cloudwatch, backend, lambda op, params: self.recorder.record("cloudwatch", op, params)
         )
 
-    def _checkpoint_client(self, sim_s3: Any) -> Any:
-        """The checkpoint finder's S3 client: moto's, or (``backend_reads``) listings and heads
-        from a sorted index of moto's keys."""
+    def _sns_client(self) -> Any:
+        """The notifier's SNS client: moto's, or (``backend_reads``) Publish into its backend."""
         if not self._backend_reads:
-            return self.s3
+            return self.sns
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.sns.models import sns_backends
+
+        backend = sns_backends[os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)][REGION]
+        return BackendSnsPublish(
+            self.sns, backend, lambda op, params: self.recorder.record("sns", op, params)
+        )
+
+    def _checkpoint_clients(self, sim_s3: Any) -> tuple[Any, Any]:
+        """(The checkpoint finder's S3 client, the simulator's): moto's, or (``backend_reads``)
+        listings and heads from a sorted index of moto's keys, and the simulator's checkpoint
+        objects written straight into moto's buckets and that index."""
+        if not self._backend_reads:
+            return self.s3, sim_s3
         from moto.core import DEFAULT_ACCOUNT_ID
         from moto.s3.models import s3_backends
 
@@ -307,7 +321,7 @@ class LocalAccount:
         reads = BackendS3Reads(self.s3, backend, lambda op, params: self.recorder.record("s3", op, params))
         reads.watch(sim_s3)
         reads.watch(self.s3)
-        return reads
+        return reads, BackendS3Writes(sim_s3, backend, reads)
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         report = None
@@ -450,6 +464,8 @@ class LocalAccount:
 
     def alerts_received(self) -> list[dict[str, Any]]:
         """Messages that reached the SNS topic's SQS subscriber (what e-mail subscribers get)."""
+        if self.alert_queue_url is None:
+            raise RuntimeError("backend_reads drills keep no alert inbox: read notifier.sent")
         out: list[dict[str, Any]] = []
         while True:
             resp = self.sqs.receive_message(QueueUrl=self.alert_queue_url, MaxNumberOfMessages=10)

@@ -42,6 +42,7 @@ def _shard(run_id: str) -> int:
 class InMemoryRunStore:
     def __init__(self) -> None:
         self._runs: dict[str, tuple[int, str]] = {}  # run id -> (version, JSON)
+        self._parsed: dict[str, tuple[tuple[int, str], Run]] = {}  # run id -> (stored item, its run)
         self._attempts: dict[str, dict[int, str]] = {}
         self._audit: dict[str, list[tuple[tuple[Any, ...], AuditEntry]]] = {}
         # the due index, like the GSI: per shard a sorted list of (due, kind, run id, key)
@@ -198,12 +199,18 @@ class InMemoryRunStore:
         stored = self._runs.get(run_id)
         if stored is None:
             return None
-        loaded = None
         if all_attempts:
             attempts = self._attempts[run_id]
             loaded = [attempt_from_dict(json.loads(attempts[n])) for n in sorted(attempts)]
-        run = run_from_dict(json.loads(stored[1]), loaded)
-        return dataclasses.replace(run, version=stored[0])
+            return dataclasses.replace(run_from_dict(json.loads(stored[1]), loaded), version=stored[0])
+        # the same stored item reads as the same (frozen) run: parsed once per write, as a large
+        # drill reads each run many times between its writes
+        cached = self._parsed.get(run_id)
+        if cached is not None and cached[0] is stored:
+            return cached[1]
+        run = dataclasses.replace(run_from_dict(json.loads(stored[1])), version=stored[0])
+        self._parsed[run_id] = (stored, run)
+        return run
 
     def list_runs(self, status: str | None, limit: int, cursor: str | None) -> Page:
         ids = sorted(self._runs, reverse=True)

@@ -303,6 +303,9 @@ def _sum_counters(counters: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 def _grants(iam: TemplateIam, role_id: str, used: Sequence[tuple[AuthorizationRequest, str]]) -> list[Grant]:
     out: list[Grant] = []
+    by_action: dict[str, list[tuple[AuthorizationRequest, str]]] = {}
+    for request, kind in used:
+        by_action.setdefault(request.action, []).append((request, kind))
     for st in iam.roles[role_id].statements:
         if st.effect != "Allow":
             continue
@@ -315,8 +318,18 @@ def _grants(iam: TemplateIam, role_id: str, used: Sequence[tuple[AuthorizationRe
             else tuple(f"NotResource:{r}" for r in st.not_resources or ())
         )
         for action in actions:
+            # only the requests whose action this grant's action can match (a cheap test on the
+            # few distinct actions) are matched in full: a large drill records thousands
+            candidates = [
+                pair
+                for name, pairs in by_action.items()
+                if not isinstance(action, str)
+                or action.startswith("NotAction:")
+                or action_matches(action, name)
+                for pair in pairs
+            ]
             for resource in resources:
-                kinds = {kind for request, kind in used if _pair_covers(st, action, resource, request)}
+                kinds = {kind for request, kind in candidates if _pair_covers(st, action, resource, request)}
                 used_by = "code" if "code" in kinds else LAMBDA_SERVICE if kinds else ""
                 out.append(Grant(role_id, st, str(action), str(resource), used_by))
     return out

@@ -351,3 +351,105 @@ def test_the_scale_drills_backend_alarm_reads_answer_the_inventory_like_moto(tem
         slow = CloudWatchHangAlarms(account.cloudwatch, fast._prefix)
         seen, expected = fast.inventory(), slow.inventory()
         assert seen == expected and len(seen[spec.job_name]) == 4 and seen.metrics == expected.metrics == 15
+
+
+def _job(i: int) -> str:
+    return f"sw-x-01KE5Q86000DNQ47GXEV9VZ{i:03d}-a001"
+
+
+def test_backend_alarm_reads_page_a_listing_like_moto_even_when_alarms_go_between_pages(template):
+    """More alarms than one page: every page continues the same listing (no alarm twice, none
+    skipped), and an alarm deleted between two pages is not returned nor does it end the listing."""
+    with LocalAccount(template, store="memory", backend_reads=True) as account:
+        fast = account.supervisor.alarms
+        for i in range(40):
+            fast.ensure(EnsureHangAlarms(_job(i), 1, 2, 8, 30, 1.0, 20), "01KE5Q86000DNQ47GXEV9VZMPH")
+        slow = CloudWatchHangAlarms(account.cloudwatch, fast._prefix)
+        assert fast.inventory() == slow.inventory() and len(fast.inventory()) == 40
+        each = len(fast.inventory()[_job(0)])
+        assert 40 * each > 100  # more than one page
+        client = fast._cw
+        first = client.describe_alarms(AlarmNamePrefix=fast._prefix, MaxRecords=100)
+        names = [a["AlarmName"] for a in first["MetricAlarms"]]
+        assert len(names) == 100 and "NextToken" in first
+        fast.delete(_job(39))  # the last jobs' alarms sort last: on the second page
+        fast.delete(_job(38))
+        second = client.describe_alarms(
+            AlarmNamePrefix=fast._prefix, MaxRecords=100, NextToken=first["NextToken"]
+        )
+        rest = [a["AlarmName"] for a in second["MetricAlarms"]]
+        assert "NextToken" not in second and not set(names) & set(rest)
+        assert sorted(names + rest) == sorted(
+            a["AlarmName"]
+            for a in account.cloudwatch.describe_alarms(AlarmNamePrefix=fast._prefix)["MetricAlarms"]
+        )
+        assert len(rest) == 40 * each - 100 - 2 * each
+
+
+def test_backend_s3_writes_land_in_moto_and_in_the_checkpoint_listing(template):
+    """The simulator's checkpoint objects, written straight into moto's bucket in large drills,
+    are listed and headed by the supervisor's reads and by moto itself, stamped in virtual time."""
+    with LocalAccount(template, store="memory", backend_reads=True) as account:
+        writer = account.sagemaker.checkpoint_writer.s3
+        account.clock.advance_by(3_600_000)
+        writer.put_object(Bucket=BUCKET, Key="run/ckpt/step-30/shard-0", Body=b"x" * 7)
+        reads = account.supervisor.checkpoints._s3
+        listed = reads.list_objects_v2(Bucket=BUCKET, Prefix="run/ckpt/", Delimiter="/")
+        assert listed["CommonPrefixes"] == [{"Prefix": "run/ckpt/step-30/"}]
+        head = reads.head_object(Bucket=BUCKET, Key="run/ckpt/step-30/shard-0")
+        assert head["ContentLength"] == 7
+        assert head["LastModified"].timestamp() * 1000 == pytest.approx(account.clock.now_ms, abs=1000)
+        assert account.s3.get_object(Bucket=BUCKET, Key="run/ckpt/step-30/shard-0")["Body"].read() == b"x" * 7
+        with pytest.raises(ClientError, match="NoSuchBucket"):
+            writer.put_object(Bucket="no-such-bucket", Key="k", Body=b"")
+
+
+def _comparable(alarm: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in alarm.items()
+        if k not in ("AlarmArn", "AlarmName", "AlarmConfigurationUpdatedTimestamp", "StateUpdatedTimestamp")
+    }
+
+
+def test_backend_alarm_puts_store_what_moto_stores_through_its_api(template):
+    """The scale drill's PutMetricAlarm shortcut: the hang alarms of a 40-host job (metric-math
+    groups, DIFF on a progress metric, single-metric alarms) read back through moto's own
+    DescribeAlarms exactly as the same requests put through moto's API, and are recorded."""
+    from botocore.exceptions import ParamValidationError
+
+    from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs
+
+    with LocalAccount(template, store="memory", backend_reads=True) as account:
+        fast = account.supervisor.alarms._cw
+        spec = EnsureHangAlarms(_job(1), 1, 40, 8, 30, 1.0, 20, progress_metric="train:loss")
+        requests = alarm_specs(spec, "fast-", "01KE5Q86000DNQ47GXEV9VZMPH")
+        assert len(requests) > 3 and any(r.get("Metrics") for r in requests)
+        for r in requests:
+            fast.put_metric_alarm(**r)
+            account.cloudwatch.put_metric_alarm(
+                **{**r, "AlarmName": "slow-" + r["AlarmName"][len("fast-") :]}
+            )
+        via_backend = account.cloudwatch.describe_alarms(AlarmNamePrefix="fast-")["MetricAlarms"]
+        via_api = account.cloudwatch.describe_alarms(AlarmNamePrefix="slow-")["MetricAlarms"]
+        assert [_comparable(a) for a in via_backend] == [_comparable(a) for a in via_api]
+        with pytest.raises(ParamValidationError):
+            fast.put_metric_alarm(**{**requests[0], "EvaluationPeriods": "three"})
+
+
+def test_backend_sns_publish_reaches_the_topic_and_refuses_what_sns_refuses(template):
+    with LocalAccount(template, store="memory", backend_reads=True) as account:
+        from moto.sns.models import sns_backends
+
+        sns = account.supervisor.notifier.inner._sns
+        sent = sns.publish(
+            TopicArn=account.topic_arn,
+            Subject="run r1: stopped a hang",
+            Message="body",
+            MessageAttributes={"run_id": {"DataType": "String", "StringValue": "r1"}},
+        )
+        topic = next(iter(b for b in sns_backends.values()))["us-east-1"].topics[account.topic_arn]
+        assert [n[0] for n in topic.sent_notifications] == [sent["MessageId"]]
+        assert topic.sent_notifications[0][3] == {"run_id": {"Type": "String", "Value": "r1"}}
+        with pytest.raises(ClientError, match="InvalidParameter"):
+            sns.publish(TopicArn=account.topic_arn, Subject="x" * 120, Message="body")

@@ -45,3 +45,32 @@ def test_a_measurement_drilled_in_a_worker_process_comes_back_whole(template: di
     assert dict(r.statuses) == {"SUCCEEDED": 10} and r.counter.rates(r.drill.end_ms)
     text = "\n".join(run(template, [], measured=[r]))
     assert "| 10 runs |" in text and "**sweep CPU time per due item**" in text
+
+
+def test_the_backend_shortcuts_change_nothing_but_speed(template: dict[str, Any]) -> None:
+    """The scale drill's shortcuts through moto (drill/backend_clients.py: alarm puts and reads,
+    checkpoint objects, alerts) give the same day as the drill through moto's API: the same runs,
+    faults, detection times and alerts."""
+    from benchmarks.scale import scenario
+    from drill.alarm_evaluator import AlarmEvaluator
+    from drill.runner import DrillRunner
+
+    sc = scenario(6, hours=10, steps=480)
+    days = []
+    for fast in (True, False):
+        r = DrillRunner(
+            sc,
+            template,
+            evaluator_factory=AlarmEvaluator,
+            account_options={"logs": "simulated", "backend_reads": fast},
+        ).run()
+        assert r.invariant_violations == []
+        days.append(
+            (
+                {name: run["status"] for name, run in r.runs.items()},
+                [(f["run"], f["kind"], f["classified_as"], f["to_action_s"]) for f in r.faults],
+                [(at, n.subject) for at, n in r.alerts_sent],
+            )
+        )
+    assert days[0] == days[1]
+    assert any(f[2] not in ("benign", "not detected") for f in days[0][1])  # something was detected

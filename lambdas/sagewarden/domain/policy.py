@@ -7,6 +7,7 @@ domain and the tests agree on one definition of every field and its default.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -160,7 +161,7 @@ class RunPolicy:
         if not isinstance(data, Mapping):
             raise PolicyError("policy", "must be an object")
         current = base or cls()
-        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+        known = _field_types()
         changes: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in data.items():
@@ -246,9 +247,7 @@ def _coerce(key: str, value: Any) -> Any:
         if len(value) > MAX_ENVIRONMENT_DEFAULTS:
             raise PolicyError(key, f"at most {MAX_ENVIRONMENT_DEFAULTS} variables")
         return tuple(sorted(value.items()))
-    default = dataclasses.fields(RunPolicy)
-    annotation = next(f.type for f in default if f.name == key)
-    text = str(annotation)
+    text = _field_types()[key]
     if value is None:
         if "None" in text:
             return None
@@ -276,3 +275,11 @@ def _coerce(key: str, value: Any) -> Any:
             raise PolicyError(key, "must be a string")
         return value
     raise PolicyError(key, "unsupported field")  # pragma: no cover - every field is handled above
+
+
+@functools.cache
+def _field_types() -> dict[str, str]:
+    """Each policy field (but ``extra``) and its annotation's text, read once: a stored run's
+    policy is parsed on every load, and ``dataclasses.fields`` per field made that the store's
+    most expensive step."""
+    return {f.name: str(f.type) for f in dataclasses.fields(RunPolicy) if f.name != "extra"}
