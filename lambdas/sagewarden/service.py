@@ -420,20 +420,21 @@ class Supervisor:
             checkpoint = self._measure_write_time(run, checkpoint)
         if wants_log_tail(run, event):
             job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
+            hang = isinstance(event, (HangSignal, AlarmsObserved))
+            # a hang's GPU metrics first (one GetMetricData for 500 hosts): the hosts they single
+            # out are the logs read first, so a time budget cut on a large job never loses them
+            gpu_lines, suspects = (
+                self._gpu_triage(run) if hang and self.metrics is not None and run.current else ((), ())
+            )
             try:
-                tail = self.logs.tail(job, LOG_TAIL_LINES)
-                if isinstance(event, (HangSignal, AlarmsObserved)):
-                    triage = self.logs.host_triage(job, self.clock())
+                tail = self.logs.tail(job, LOG_TAIL_LINES, first=suspects)
+                if hang:
+                    triage = self.logs.host_triage(job, self.clock(), first=suspects)
             except Exception as exc:
                 log.warning("could not read logs of %s: %s", job, exc)
                 self.counters.add(OBSERVATION_FAILURES)
                 log_error = _error_text(exc)
-            if (
-                isinstance(event, (HangSignal, AlarmsObserved))
-                and self.metrics is not None
-                and run.current is not None
-            ):
-                triage = self._gpu_triage(run) + triage
+            triage = gpu_lines + triage
         heartbeat: Series | None = None
         progress: Series | None = None
         cur = run.current
@@ -520,13 +521,15 @@ class Supervisor:
             log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
             return checkpoint
 
-    def _gpu_triage(self, run: Run) -> tuple[str, ...]:
-        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_triage_lines
+    def _gpu_triage(self, run: Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(Triage lines of the hosts' GPU utilization, the suspect hosts: idle now or without
+        metrics, idlest first). Unreadable metrics: a line saying so, and no suspects."""
+        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_suspects, gpu_triage_lines
         from sagewarden.domain.pricing import gpus_per_instance
 
         cur = run.current
         if cur is None or self.metrics is None:
-            return ()
+            return (), ()
         now = self.clock()
         window = max(run.policy.gpu_idle_minutes, 10) * 60_000
         try:
@@ -534,9 +537,12 @@ class Supervisor:
         except Exception as exc:
             log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
             self.counters.add(OBSERVATION_FAILURES)
-            return (f"GPU metrics unavailable: {_error_text(exc)}",)
+            return (f"GPU metrics unavailable: {_error_text(exc)}",), ()
         threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
-        return gpu_triage_lines(by_host, threshold, cur.instance_count)
+        return (
+            gpu_triage_lines(by_host, threshold, cur.instance_count),
+            gpu_suspects(by_host, threshold, cur.instance_count),
+        )
 
     def _carry_out(self, run: Run, actions: Sequence[Action], outbox: Sequence[OutboxMessage]) -> list[Event]:
         follow_ups: list[Event] = []

@@ -186,6 +186,25 @@ def test_hosts_are_read_in_numeric_order_until_the_budget_runs_out(logs):
     assert read == list(range(1, 11))  # algo-1..algo-10, not algo-1, algo-10, algo-100...
 
 
+def test_suspect_hosts_are_read_first_so_a_budget_cut_never_loses_them(logs):
+    """A 64-host job whose budget reads 10 hosts: the hosts the GPU metrics singled out (algo-57,
+    algo-33) are among them, in the triage and in the tail, and the notice names the others."""
+    _job_of_hosts(logs, 64)
+    clock = FakeClock(tick=1.0)
+    reader = CloudWatchLogsReader(Timed(logs, clock), clock=clock)
+
+    rows = reader.host_triage(JOB, _base_ms(), budget_s=10, first=["algo-57", "algo-33", "algo-57"])
+
+    read = {r.split(":")[0] for r in rows[1:]}
+    assert {"algo-57", "algo-33"} <= read and len(read) == 10
+    assert "algo-57" not in rows[0] and "algo-33" not in rows[0] and "54 of 64" in rows[0]
+    clock = FakeClock(tick=1.0)
+    tail = CloudWatchLogsReader(Timed(logs, clock), clock=clock).tail(
+        JOB, 200, budget_s=10, first=["algo-57"]
+    )
+    assert any(line.startswith("[algo-57]") for line in tail)
+
+
 def test_tail_says_how_many_hosts_it_did_not_read(logs):
     _job_of_hosts(logs, 64)
     clock = FakeClock(tick=1.0)

@@ -555,13 +555,13 @@ class FakeLogs:
     def write(self, job: str, line: str) -> None:
         self.lines[job].append((self.world.now(), line))
 
-    def tail(self, job_name: str, lines: int) -> tuple[str, ...]:
+    def tail(self, job_name: str, lines: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
         return tuple(text for _, text in self.lines.get(job_name, [])[-lines:])
 
     def has_events_since(self, job_name: str, since_ms: int) -> bool:
         return any(at >= since_ms for at, _ in self.lines.get(job_name, []))
 
-    def host_triage(self, job_name: str, now_ms: int) -> tuple[str, ...]:
+    def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
         last = self.lines.get(job_name)
         return (f"algo-1: last log line {(now_ms - last[-1][0]) / 60_000:.0f} min ago",) if last else ()
 

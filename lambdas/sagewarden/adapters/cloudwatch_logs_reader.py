@@ -183,11 +183,12 @@ class CloudWatchLogsReader:
         return sorted(resp.get("events", []), key=lambda e: int(e["timestamp"]))
 
     def _read_hosts(
-        self, job_name: str, limit: int, deadline: float
+        self, job_name: str, limit: int, deadline: float, first: Sequence[str] = ()
     ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
-        """Read up to `limit` newest events of every host until the deadline. Returns what was
-        read, the hosts not read with why, and the listing. A read of the same job at least as deep,
-        made less than REUSE_S ago, is reused."""
+        """Read up to `limit` newest events of every host until the deadline, the hosts named in
+        `first` (suspects, e.g. the idle ones) before the others. Returns what was read, the hosts
+        not read with why, and the listing. A read of the same job at least as deep, made less than
+        REUSE_S ago, is reused."""
         recent = self._recent
         if recent is not None:
             job, when, depth, result = recent
@@ -195,18 +196,21 @@ class CloudWatchLogsReader:
                 reads, unread, listing = result
                 return [r.newest(limit) for r in reads], unread, listing
         started = self._clock()
-        result = self._read_hosts_now(job_name, limit, deadline)
+        result = self._read_hosts_now(job_name, limit, deadline, first)
         self._recent = (job_name, started, limit, result)
         return result
 
     def _read_hosts_now(
-        self, job_name: str, limit: int, deadline: float
+        self, job_name: str, limit: int, deadline: float, first: Sequence[str] = ()
     ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
         listing = self._hosts(job_name, deadline)
         reads: list[_Read] = []
         unread: list[tuple[str, str]] = []
         first_error: ClientError | None = None
-        for host in listing.hosts:
+        # a budget cut must not lose the hosts that matter: suspects are read first
+        rank = {name: i for i, name in enumerate(dict.fromkeys(first))}
+        order = sorted(listing.hosts, key=lambda h: rank.get(h.name, len(rank)))  # stable otherwise
+        for host in order:
             if self._clock() >= deadline:
                 unread.append((host.name, "time budget ran out"))
                 continue
@@ -227,17 +231,19 @@ class CloudWatchLogsReader:
         return reads, unread, listing
 
     # -- public -------------------------------------------------------------------------------
-    def tail(self, job_name: str, lines: int, *, budget_s: float = TAIL_BUDGET_S) -> tuple[str, ...]:
+    def tail(
+        self, job_name: str, lines: int, *, budget_s: float = TAIL_BUDGET_S, first: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         """At most `lines` lines from all the job's hosts, in time order. The most relevant
         hosts' lines are always among them (see the module doc): the top host's lines around its
         first error-looking line, then one line from each other error-looking host (up to half
         of the room left), then the newest lines. `[sagewarden]` lines at the end point at the
         first error-looking line (jobs with several hosts) and say which hosts were not read
-        (time budget, read errors)."""
+        (time budget, read errors). Hosts named in `first` are read before the others."""
         if lines <= 0:
             return ()
         deadline = self._clock() + budget_s
-        reads, unread, listing = self._read_hosts(job_name, lines, deadline)
+        reads, unread, listing = self._read_hosts(job_name, lines, deadline, first)
         trailer: list[str] = []
         ranked = sorted(
             (r for r in reads if r.score > 0),
@@ -331,14 +337,16 @@ class CloudWatchLogsReader:
         *,
         budget_s: float = TRIAGE_BUDGET_S,
         max_rows: int = TRIAGE_MAX_ROWS,
+        first: Sequence[str] = (),
     ) -> tuple[str, ...]:
         """One row per host, the host whose newest event is oldest (went quiet first) first:
         `algo-3: last log 31 min ago: <its last line>`; hosts without events come first. Every
         host's newest event is read (one call per host) until the time budget runs out; a first
         `[sagewarden]` row then says which hosts were not read. Past `max_rows` the healthiest
-        hosts are folded into one closing row that says how many and how recent they are."""
+        hosts are folded into one closing row that says how many and how recent they are. Hosts
+        named in `first` (suspects) are read before the others."""
         deadline = self._clock() + budget_s
-        reads, unread, listing = self._read_hosts(job_name, 1, deadline)
+        reads, unread, listing = self._read_hosts(job_name, 1, deadline, first)
         rows: list[tuple[int, str]] = []
         for r in reads:
             if not r.lines:

@@ -123,6 +123,17 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def gpu_suspects(
+    by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
+) -> tuple[str, ...]:
+    """The hosts (algo-N) to look at first: those without GPU metrics in the window (a dead host
+    reports nothing), then those idle now, idlest first. Every host idle: no one stands out."""
+    silent = [f"algo-{n}" for n in range(1, hosts + 1) if f"algo-{n}" not in by_host]
+    idle = sorted((h for h, (_, _, last) in by_host.items() if last < threshold), key=lambda h: by_host[h][2])
+    found = [*silent, *idle]
+    return () if len(found) >= hosts else tuple(found)
+
+
 def gpu_triage_lines(
     by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
 ) -> tuple[str, ...]:
