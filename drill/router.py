@@ -12,8 +12,10 @@ import importlib
 import io
 import json
 import re
+import sys
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,9 +60,47 @@ class LambdaContext:
         return 60_000
 
 
-class _Discard(io.TextIOBase):
+class _ThreadRoutedStdout(io.TextIOBase):
+    """sys.stdout while a handler runs: what the handler's thread prints is discarded, what any
+    other thread prints goes to the stdout in place before. ``contextlib.redirect_stdout`` would
+    swap the process's stdout, so a CLI printing in the test thread while the local server's
+    clock thread runs a handler would print into the discard sink."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
     def write(self, text: str) -> int:
-        return len(text)
+        if getattr(_handler_thread, "active", False):
+            return len(text)
+        return int(self.target.write(text))
+
+    def flush(self) -> None:
+        if not getattr(_handler_thread, "active", False):
+            self.target.flush()
+
+
+_handler_thread = threading.local()
+_routing_lock = threading.Lock()
+_routing_depth = 0
+
+
+@contextlib.contextmanager
+def _discard_this_threads_stdout() -> Iterator[None]:
+    global _routing_depth
+    with _routing_lock:
+        if _routing_depth == 0 and not isinstance(sys.stdout, _ThreadRoutedStdout):
+            sys.stdout = _ThreadRoutedStdout(sys.stdout)
+        _routing_depth += 1
+    outer = getattr(_handler_thread, "active", False)
+    _handler_thread.active = True
+    try:
+        yield
+    finally:
+        _handler_thread.active = outer
+        with _routing_lock:
+            _routing_depth -= 1
+            if _routing_depth == 0 and isinstance(sys.stdout, _ThreadRoutedStdout):
+                sys.stdout = sys.stdout.target
 
 
 def _attributed(dotted: str, fn: Handler) -> Handler:
@@ -70,7 +110,7 @@ def _attributed(dotted: str, fn: Handler) -> Handler:
     output of a CLI talking to the drill."""
 
     def invoke(event: dict[str, Any], context: Any) -> Any:
-        with invoked_as(dotted), contextlib.redirect_stdout(_Discard()):
+        with invoked_as(dotted), _discard_this_threads_stdout():
             return fn(event, context)
 
     return invoke
