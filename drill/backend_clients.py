@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC
 from typing import Any
 
-from botocore.exceptions import ParamValidationError
 from botocore.validate import validate_parameters
 
 from drill.sim.texts import client_error
@@ -29,16 +28,31 @@ Record = Callable[[str, dict[str, Any]], None]
 
 def _validate(client: Any, operation: str, params: dict[str, Any]) -> None:
     """Reject what botocore would reject before sending (the shortcut skips its serializer)."""
-    shape = client.meta.service_model.operation_model(operation).input_shape
-    try:
-        validate_parameters(params, shape)
-    except ParamValidationError:
-        raise
-    except Exception as exc:  # pragma: no cover - botocore's own report is a ParamValidationError
-        raise ParamValidationError(report=str(exc)) from exc
+    validate_parameters(params, client.meta.service_model.operation_model(operation).input_shape)
 
 
-class BackendAlarmReads:
+class _Shortcut:
+    """A client answering some operations itself: every other call, and every paginator not
+    listed in ``PAGED`` (name -> (method, page-size parameter, token in, token out)), goes to
+    moto's client."""
+
+    PAGED: dict[str, tuple[str, str, str, str]] = {}
+    _moto: Any
+
+    def get_paginator(self, name: str) -> Any:
+        spec = self.PAGED.get(name)
+        if spec is None:
+            return self._moto.get_paginator(name)
+        method, size_param, token_in, token_out = spec
+        return _Paginator(getattr(self, method), size_param, token_in, token_out)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_moto":  # not set yet: no delegation loop
+            raise AttributeError(name)
+        return getattr(self._moto, name)
+
+
+class BackendAlarmReads(_Shortcut):
     """The supervisor's CloudWatch client with DescribeAlarms answered from moto's in-memory alarms.
 
     moto serializes every alarm of every DescribeAlarms page through its generic response
@@ -55,6 +69,7 @@ class BackendAlarmReads:
     """
 
     DEFAULT_PAGE = 50
+    PAGED = {"describe_alarms": ("describe_alarms", "MaxRecords", "NextToken", "NextToken")}
 
     def __init__(
         self, moto_client: Any, backend: Any, record: Callable[[str, dict[str, Any]], None] | None = None
@@ -208,14 +223,6 @@ class BackendAlarmReads:
         )
         return {}
 
-    def get_paginator(self, name: str) -> Any:
-        if name != "describe_alarms":
-            return self._moto.get_paginator(name)
-        return _Paginator(self.describe_alarms, "MaxRecords", "NextToken", "NextToken")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._moto, name)
-
 
 class _Paginator:
     """A botocore-like paginator over one list call: PaginationConfig's PageSize becomes the call's
@@ -242,7 +249,7 @@ class _Paginator:
                 return
 
 
-class BackendS3Reads:
+class BackendS3Reads(_Shortcut):
     """The checkpoint finder's S3 client with ListObjectsV2 and HeadObject answered from moto's
     in-memory buckets through a sorted key index.
 
@@ -257,6 +264,8 @@ class BackendS3Reads:
     ClientError for a missing key). Every other call goes to moto. ``record`` gets (operation,
     params) for each answered call (the drill's IAM recorder).
     """
+
+    PAGED = {"list_objects_v2": ("list_objects_v2", "MaxKeys", "ContinuationToken", "NextContinuationToken")}
 
     def __init__(
         self, moto_client: Any, backend: Any, record: Callable[[str, dict[str, Any]], None] | None = None
@@ -372,16 +381,8 @@ class BackendS3Reads:
             resp["NextContinuationToken"] = last
         return resp
 
-    def get_paginator(self, name: str) -> Any:
-        if name != "list_objects_v2":
-            return self._moto.get_paginator(name)
-        return _Paginator(self.list_objects_v2, "MaxKeys", "ContinuationToken", "NextContinuationToken")
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._moto, name)
-
-
-class BackendS3Writes:
+class BackendS3Writes(_Shortcut):
     """The simulator's S3 client for large drills: PutObject straight into moto's in-memory bucket
     (virtual LastModified, as through the API) and into a ``BackendS3Reads`` index, without
     botocore's request building and moto's XML round trip -- a 1,000-run day writes tens of
@@ -401,11 +402,8 @@ class BackendS3Writes:
         self._reads.index(Bucket, Key)
         return {"ETag": obj.etag}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._moto, name)
 
-
-class BackendSnsPublish:
+class BackendSnsPublish(_Shortcut):
     """The supervisor's SNS client with Publish handed to moto's backend (validated as botocore
     would, recorded for the IAM replay). Every other call goes to moto."""
 
@@ -432,6 +430,3 @@ class BackendSnsPublish:
         except ValueError as exc:  # moto's API answers these as InvalidParameter
             raise client_error("InvalidParameter", str(exc), "Publish") from exc
         return {"MessageId": message_id}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._moto, name)
