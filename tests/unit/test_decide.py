@@ -108,17 +108,35 @@ def test_decide_user_error_fails_fast_with_log_tail():
     assert alert.severity == "critical" and "flash_attn" in alert.body
 
 
-def test_decide_unknown_algorithm_error_resumes_only_with_progress():
+def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails_on_the_repeat():
     run = training_run(resume=ckpt(100))
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
     progressed = step(
         run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(400))
     )
     assert progressed.run.status == RunStatus.STARTING
-    stuck = step(
+    once = step(
         run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(100))
     )
-    assert stuck.run.status == RunStatus.FAILED and "no checkpoint progress" in (stuck.run.outcome or "")
+    assert once.run.status == RunStatus.STARTING and once.run.no_progress_streak == 1
+    run = step(once.run, LaunchAccepted(2), 3 * HOUR + 1).run
+    run = step(run, observed(run, "InProgress", "Training", 3 * HOUR + 10 * MIN), 3 * HOUR + 10 * MIN).run
+    again = step(
+        run,
+        observed(run, "Failed", "Failed", 3 * HOUR + 20 * MIN, reason),
+        3 * HOUR + 20 * MIN,
+        Observations(checkpoint=ckpt(100)),
+    )
+    assert again.run.status == RunStatus.FAILED
+    assert "no checkpoint progress, 2 attempts in a row" in (again.run.outcome or "")
+
+
+def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_ever_written():
+    run = training_run()
+    reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
+    d = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR)
+    assert d.run.status == RunStatus.FAILED
+    assert "no checkpoint progress, before any checkpoint was written" in (d.run.outcome or "")
 
 
 def test_decide_crash_loop_stops_after_max_no_progress_restarts():

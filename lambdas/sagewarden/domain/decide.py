@@ -533,6 +533,7 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
         cancel_requested_by=None,
         restarts=0,
         no_progress_streak=0,
+        no_progress_signature=None,
         wait_count=0,
         wait_started_ms=None,
         fallback_index=0 if 0 not in run.skipped_choices else run.fallback_index,

@@ -43,6 +43,7 @@ from sagewarden.domain.draft import (
 )
 from sagewarden.domain.events import JobObserved
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s, warm_pool_wanted
+from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 
@@ -211,19 +212,26 @@ def _announce_release(d: Draft, ended: Attempt) -> None:
 def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counted: bool) -> None:
     run, pol = d.run, d.policy
     progressed = step_of(ended.checkpoint_at_end) > step_of(ended.resume_from)
-    streak = 0 if progressed else run.no_progress_streak + 1
+    signature = ending_signature(cls, label)
+    streak = no_progress_streak(run, ended, progressed=progressed, signature=signature)
     budget_line = f"restarts used {run.restarts} of {pol.max_restarts}"
     if cls.kind == EndingClass.UNKNOWN and not progressed:
-        fail(
-            d,
-            "unexplained failure with no checkpoint progress since the last resume: likely a bug",
-            cls.evidence,
-        )
-        return
+        # a run that never saved a checkpoint, or the same unexplained failure twice in a row
+        # with no progress: likely a bug. One unexplained crash before an attempt's first
+        # checkpoint, after other faults, is resumed once (domain/loops.py)
+        never_saved = ended.checkpoint_at_end is None and run.last_checkpoint is None
+        if never_saved or streak >= 2:
+            why = "before any checkpoint was written" if never_saved else f"{streak} attempts in a row"
+            fail(
+                d,
+                f"unexplained failure with no checkpoint progress, {why}: likely a bug",
+                cls.evidence,
+            )
+            return
     if streak >= pol.max_no_progress_restarts:
         fail(
             d,
-            f"crash loop: {streak} consecutive attempts ended without a newer checkpoint "
+            f"crash loop: {streak} consecutive attempts ended the same way without a newer checkpoint "
             f"(still at {ckpt_text(ended.checkpoint_at_end)})",
             cls.evidence,
         )
@@ -243,6 +251,7 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
         restarts=run.restarts + (1 if counted else 0),
         restarts_by_class=by_class,
         no_progress_streak=streak,
+        no_progress_signature=None if progressed else signature,
         recovering_since_ms=ended.ended_ms if cls.kind != EndingClass.SEGMENT_DONE else None,
     )
     lost_s, lost_usd = lost_work(d, ended)

@@ -119,6 +119,8 @@ class Run:
     restarts: int = 0  # counted against policy.max_restarts
     restarts_by_class: Mapping[str, int] = field(default_factory=dict)
     no_progress_streak: int = 0
+    # how the last ending without progress failed (domain/loops.py): a streak grows only on repeats
+    no_progress_signature: str | None = None
     segments: int = 0  # MaxRuntime chain links
     fallback_index: int = 0  # 0 = the request's own ResourceConfig, k = policy.instance_fallbacks[k-1]
     last_checkpoint: Checkpoint | None = None
