@@ -39,10 +39,12 @@ NODES, GPUS = 4, 8
 PROFILE = {"total_steps": 2500, "steps_per_minute": 5, "checkpoint_every_steps": 150}
 FAULT_AT_MIN = 240  # minutes into Training: past the start-up allowance and the learning of windows
 NCCL = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
-FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+NCCL_WATCHDOG: dict[str, Any] = {"kind": "algorithm_error", "log_lines": [NCCL]}
+# (label, the fault -- or faults, the last one measured --, policy)
+FAULTS: list[tuple[str, dict[str, Any] | list[dict[str, Any]], dict[str, Any]]] = [
     ("internal_error", {"kind": "internal_error"}, {}),
     ("hardware (unhealthy host)", {"kind": "hardware", "host": 2}, {}),
-    ("NCCL watchdog (AlgorithmError)", {"kind": "algorithm_error", "log_lines": [NCCL]}, {}),
+    ("NCCL watchdog (AlgorithmError)", NCCL_WATCHDOG, {}),
     ("spot interruption", {"kind": "spot_interruption"}, {}),
     ("hang: NCCL spin (GPU 100 %)", {"kind": "hang_spin"}, {}),
     ("hang: one dead host", {"kind": "dead_host", "host": 3}, {}),
@@ -50,6 +52,11 @@ FAULTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "hang: NCCL spin 60 min into training (window not learned yet: the policy's 30 min)",
         {"kind": "hang_spin", "after_training_min": 60},
+        {},
+    ),
+    (
+        "hang: NCCL spin 60 min into attempt 2 (attempt 1 learned the windows, then an internal error)",
+        [{"kind": "internal_error"}, {"kind": "hang_spin", "attempt": 2, "after_training_min": 60}],
         {},
     ),
     (
@@ -92,8 +99,8 @@ def _scenario(
     )
 
 
-def _lost_gpu_hours(result: DrillResult, acct_jobs: list[Any]) -> float | None:
-    fault = result.faults[0]
+def _lost_gpu_hours(result: DrillResult, acct_jobs: list[Any], index: int = 0) -> float | None:
+    fault = result.faults[index]
     recover = fault["to_healthy_replacement_s"]
     if recover is None:
         return None
@@ -224,13 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     for label, fault, policy in FAULTS:
         detect, recover, lost = [], [], []
         for seed in seeds:
-            result, jobs = _run(_scenario(seed, [fault], policy), template, FAST)
-            f = result.faults[0]
+            faults = fault if isinstance(fault, list) else [fault]
+            result, jobs = _run(_scenario(seed, faults, policy), template, FAST)
+            f = result.faults[-1]
             if f["to_action_s"] is not None:
                 detect.append(f["to_action_s"] / 60)
             if f["to_healthy_replacement_s"] is not None:
                 recover.append(f["to_healthy_replacement_s"] / 60)
-            g = _lost_gpu_hours(result, jobs)
+            g = _lost_gpu_hours(result, jobs, index=len(result.faults) - 1)
             if g is not None:
                 lost.append(g)
         out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         rec = []
         for seed in seeds:
             result, _ = _run(
-                _scenario(seed, [FAULTS[2][1]], policy={"keep_alive_seconds": keep}), template, FAST
+                _scenario(seed, [NCCL_WATCHDOG], policy={"keep_alive_seconds": keep}), template, FAST
             )
             if result.faults[0]["to_healthy_replacement_s"] is not None:
                 rec.append(result.faults[0]["to_healthy_replacement_s"] / 60)

@@ -10,7 +10,14 @@ import pytest
 from sagewarden.domain.actions import EnsureHangAlarms, LaunchAttempt, Notify, ReleaseWarmPool, StopJob
 from sagewarden.domain.advice import checkpoint_advice, observed_interval_min
 from sagewarden.domain.decide import INTENT_HANG
-from sagewarden.domain.events import AlarmsObserved, LaunchRejected, Observations, Submitted, Tick
+from sagewarden.domain.events import (
+    AlarmsObserved,
+    LaunchAccepted,
+    LaunchRejected,
+    Observations,
+    Submitted,
+    Tick,
+)
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
 from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
@@ -285,3 +292,56 @@ def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
     assert wants_save_activity(HangSignal(job, 1, "gpu_idle", "ALARM", 0))
     assert not wants_save_activity(HangSignal(job, 1, "gpu_lone_idle", "ALARM", 0))
     assert not wants_save_activity(HangSignal(job, 1, "log_silence", "OK", 0))
+
+
+# --- learned windows carried to the next attempt on the same instances ---------------------------
+
+
+def _learned_then_resumed(policy: RunPolicy | None = None):
+    """Attempt 1 learns 5 / 6-minute windows after 4 h, then ends on an internal error; the run
+    resumes as attempt 2, which reaches Training."""
+    run = training_run(policy or RunPolicy(progress_metric="train:step"))
+    t0 = run.current.training_started_ms
+    obs = Observations(heartbeat=_activity(t0, 240), progress=_activity(t0, 240, every=2))
+    run = step(run, Tick(), t0 + 4 * HOUR, obs).run
+    end = t0 + 5 * HOUR
+    run = step(
+        run, observed(run, "Failed", "Failed", end, INTERNAL), end, Observations(checkpoint=ckpt(500))
+    ).run
+    run = step(run, LaunchAccepted(2), end + 1).run
+    return step(run, observed(run, "InProgress", "Training", end + 10 * MIN), end + 10 * MIN)
+
+
+def test_a_resumed_attempt_on_the_same_instances_starts_with_the_learned_windows():
+    d = _learned_then_resumed()
+    assert d.run.current.number == 2 and d.run.current.log_window_min is None  # not its own yet
+    (ensure,) = [a for a in d.actions if isinstance(a, EnsureHangAlarms)]
+    assert ensure.attempt == 2 and ensure.log_silence_minutes == 5 and ensure.progress_stall_minutes == 6
+    assert d.run.learned_windows_on == "ml.p4d.24xlarge x 2"
+
+
+def test_an_attempt_on_other_instances_starts_with_the_policys_windows():
+    d = _learned_then_resumed()
+    run = dataclasses.replace(d.run, learned_windows_on="ml.p5.48xlarge x 2")  # learned elsewhere
+    t = run.current.training_started_ms
+    nxt = step(
+        run,
+        observed(run, "Failed", "Failed", t + HOUR, INTERNAL),
+        t + HOUR,
+        Observations(checkpoint=ckpt(600)),
+    )
+    nxt = step(nxt.run, LaunchAccepted(3), t + HOUR + 1).run
+    d3 = step(nxt, observed(nxt, "InProgress", "Training", t + HOUR + 10 * MIN), t + HOUR + 10 * MIN)
+    (ensure,) = [a for a in d3.actions if isinstance(a, EnsureHangAlarms)]
+    assert ensure.attempt == 3 and ensure.log_silence_minutes == 30 and ensure.progress_stall_minutes == 30
+
+
+def test_relearning_one_window_keeps_the_other_carried_one():
+    d = _learned_then_resumed()
+    run = d.run
+    t0 = run.current.training_started_ms
+    # attempt 2 relearns only the progress window (its heartbeat shows the same 5-minute cadence)
+    obs = Observations(heartbeat=_activity(t0, 240), progress=_activity(t0, 240, every=4))
+    d2 = step(run, Tick(), t0 + 4 * HOUR, obs)
+    assert d2.run.current.progress_window_min == 12 and d2.run.current.log_window_min is None
+    assert d2.run.learned_log_window_min == 5 and d2.run.learned_progress_window_min == 12

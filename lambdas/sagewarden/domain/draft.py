@@ -291,12 +291,28 @@ def finish(
 # actions as data
 
 
+def instance_shape(att: Attempt) -> str:
+    return f"{att.instance_type} x {att.instance_count}"
+
+
+def _carried(d: Draft, att: Attempt, learned: int | None, ceiling: int) -> int | None:
+    """A window an earlier attempt of the run learned on the same instances (never above the
+    policy's window, which is the ceiling of every learned one)."""
+    if learned is None or d.run.learned_windows_on != instance_shape(att):
+        return None
+    return min(learned, ceiling)
+
+
 def log_window(d: Draft, att: Attempt) -> int:
-    return att.log_window_min or d.policy.log_silence_minutes
+    """The attempt's own learned window, else one an earlier attempt on the same instances
+    learned, else the policy's."""
+    ceiling = d.policy.log_silence_minutes
+    return att.log_window_min or _carried(d, att, d.run.learned_log_window_min, ceiling) or ceiling
 
 
 def progress_window(d: Draft, att: Attempt) -> int:
-    return att.progress_window_min or d.policy.progress_stall_minutes
+    ceiling = d.policy.progress_stall_minutes
+    return att.progress_window_min or _carried(d, att, d.run.learned_progress_window_min, ceiling) or ceiling
 
 
 def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> EnsureHangAlarms:

@@ -22,6 +22,7 @@ from sagewarden.domain.draft import (
     clear_deferral,
     defer,
     hang_alarms,
+    instance_shape,
     log_window,
     notify,
     progress_window,
@@ -391,6 +392,13 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
         progress_window_min=prog.window_min if prog is not None else cur.progress_window_min,
     )
     d.put_attempt(cur)
+    same = d.run.learned_windows_on == instance_shape(cur)  # keep a carried window not relearned
+    d.set(
+        learned_windows_on=instance_shape(cur),
+        learned_log_window_min=cur.log_window_min or (d.run.learned_log_window_min if same else None),
+        learned_progress_window_min=cur.progress_window_min
+        or (d.run.learned_progress_window_min if same else None),
+    )
     keys = tuple(k for k in alarm_keys(hang_alarms(d, cur)) if key_signal(k) in changed)
     d.act(hang_alarms(d, cur, only_keys=keys))
     d.note("learned from the attempt's cadence: " + "; ".join(notes))

@@ -154,6 +154,12 @@ class Run:
     # the start-up allowance learned from an earlier attempt's first minutes of Training (see
     # cadence.learn_startup); None: the policy's startup_silence_minutes
     startup_learned_min: int | None = None
+    # hang windows an attempt learned from its cadence (hangs.adapt_windows), for the next attempts
+    # on the same instances ("<type> x <count>"): the cadence is the training script's, so a
+    # resumed attempt starts with them instead of the policy's until it learns its own
+    learned_windows_on: str | None = None
+    learned_log_window_min: int | None = None
+    learned_progress_window_min: int | None = None
     resumes: int = 0
     resumed_by: str | None = None
     budget_started_ms: int | None = None
