@@ -215,6 +215,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     advice = run.get("checkpoint_advice") or {}
     if advice.get("summary"):
         row("advice", str(advice["summary"]))
+    windows = hang_windows_text(run.get("hang_windows"))
+    if windows:
+        row("windows", windows)
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []
@@ -224,6 +227,24 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)
+
+
+WINDOW_SOURCES = {
+    "learned": "learned from this attempt's cadence",
+    "carried": "learned by an earlier attempt on these instances",
+    "policy": "the policy's",
+}
+
+
+def hang_windows_text(windows: Mapping[str, Any] | None) -> str:
+    """'log silence 6 min (learned ...); progress 9 min (the policy's)', or '' when there are none."""
+    parts = []
+    for key, label in (("log_silence", "log silence"), ("progress_stalled", "progress")):
+        w = (windows or {}).get(key)
+        if w:
+            source = WINDOW_SOURCES.get(str(w.get("source")), str(w.get("source")))
+            parts.append(f"{label} {w.get('minutes')} min ({source})")
+    return "; ".join(parts)
 
 
 def live_cost(a: Mapping[str, Any], policy: Mapping[str, Any], now_ms: int) -> float | None:

@@ -387,3 +387,30 @@ def test_get_shows_the_checkpoint_interval_advice(h, acct):
     assert shown, r.out
     assert advice["summary"].startswith(shown.group(1)[:40])
     assert advice["faults"] == 1 and advice["observed_interval_min"] is not None
+
+
+def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
+    acct.sagemaker.set_profile("llama-8b", JobProfile(total_steps=10**7, steps_per_minute=10))
+    acct.sagemaker.inject(Fault(kind="hardware", run="llama-8b", attempt=1, after_training_min=240, host=2))
+    run_id = h.submit(run_body("llama-8b"))
+    h.until(lambda: (h.run(run_id)["hang_windows"] or {}).get("log_silence", {}).get("source") == "learned")
+    learned = h.run(run_id)["hang_windows"]["log_silence"]["minutes"]
+    assert learned < 30  # the job logs every minute: shorter than the policy's 30
+    r = h.cli("get", "llama-8b")
+    assert re.search(
+        rf"\n  windows\s+log silence {learned} min \(learned from this attempt's cadence\)", r.out
+    )
+
+    # the hardware fault ends attempt 1; attempt 2 on the same instances starts with that window
+    def attempt_two_training():
+        run = h.run(run_id)
+        cur = run["attempts"][-1]
+        return cur["number"] == 2 and cur["secondary_status"] == "Training"
+
+    h.until(attempt_two_training)
+    run = h.run(run_id)
+    assert run["hang_windows"]["log_silence"] == {"minutes": learned, "source": "carried"}
+    assert run["attempts"][-1]["learned_windows_min"] == {}  # not its own yet
+    r = h.cli("get", "llama-8b")
+    assert f"log silence {learned} min (learned by an earlier attempt on these instances)" in r.out
+    h.cli("cancel", run_id, "--yes")

@@ -7,6 +7,7 @@ from typing import Any
 
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.draft import window_in_force
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.ports import AuditEntry
 
@@ -77,6 +78,22 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+def hang_windows_json(r: Run) -> dict[str, Any] | None:
+    """The latest attempt's log-silence (and, with a progress_metric, progress) window in
+    minutes and where it comes from: learned (its own cadence), carried (an earlier attempt on
+    the same instances), policy."""
+    cur = r.current
+    if cur is None or not r.policy.hang_detection:
+        return None
+    out: dict[str, Any] = {}
+    for key, progress in (("log_silence", False), ("progress_stalled", True)):
+        if progress and not r.policy.progress_metric:
+            continue
+        minutes, source = window_in_force(r, r.policy, cur, progress=progress)
+        out[key] = {"minutes": minutes, "source": source}
+    return out
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "run_id": r.run_id,
@@ -101,6 +118,7 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
     }
     if with_attempts:
         out["checkpoint_advice"] = advice_json(r, now_ms if now_ms is not None else r.updated_ms)
+        out["hang_windows"] = hang_windows_json(r)
         out["attempts"] = [attempt_json(a) for a in r.attempts]
         out["training_job"] = dict(r.request)
     return out

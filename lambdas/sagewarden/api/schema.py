@@ -166,8 +166,20 @@ class RunSummary(BaseModel):
     version: int
 
 
+class HangWindow(BaseModel):
+    minutes: int
+    source: Literal["learned", "carried", "policy"] = Field(
+        description="learned: the attempt's own cadence; carried: learned by an earlier attempt on "
+        "the same instance type and count; policy: the run policy's window"
+    )
+
+
 class Run(RunSummary):
     checkpoint_advice: CheckpointAdvice | None
+    hang_windows: dict[str, HangWindow] | None = Field(
+        description="the latest attempt's hang windows in force (log_silence; progress_stalled with a "
+        "progress_metric); null without an attempt or with hang detection off"
+    )
     attempts: list[Attempt]
     training_job: dict[str, Any]
 

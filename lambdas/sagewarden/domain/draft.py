@@ -295,24 +295,37 @@ def instance_shape(att: Attempt) -> str:
     return f"{att.instance_type} x {att.instance_count}"
 
 
-def _carried(d: Draft, att: Attempt, learned: int | None, ceiling: int) -> int | None:
-    """A window an earlier attempt of the run learned on the same instances (never above the
-    policy's window, which is the ceiling of every learned one)."""
-    if learned is None or d.run.learned_windows_on != instance_shape(att):
-        return None
-    return min(learned, ceiling)
+# where a hang window in force comes from
+WINDOW_LEARNED = "learned"  # the attempt's own cadence
+WINDOW_CARRIED = "carried"  # learned by an earlier attempt on the same instances
+WINDOW_POLICY = "policy"
+
+
+def window_in_force(run: Run, policy: RunPolicy, att: Attempt, *, progress: bool = False) -> tuple[int, str]:
+    """The log-silence (or progress) window of `att`, and where it comes from: the attempt's own
+    learned window, else one an earlier attempt of the run learned on the same instances, else
+    the policy's (the ceiling of every learned one)."""
+    if progress:
+        own, learned, ceiling = (
+            att.progress_window_min,
+            run.learned_progress_window_min,
+            policy.progress_stall_minutes,
+        )
+    else:
+        own, learned, ceiling = att.log_window_min, run.learned_log_window_min, policy.log_silence_minutes
+    if own:
+        return own, WINDOW_LEARNED
+    if learned and run.learned_windows_on == instance_shape(att):
+        return min(learned, ceiling), WINDOW_CARRIED
+    return ceiling, WINDOW_POLICY
 
 
 def log_window(d: Draft, att: Attempt) -> int:
-    """The attempt's own learned window, else one an earlier attempt on the same instances
-    learned, else the policy's."""
-    ceiling = d.policy.log_silence_minutes
-    return att.log_window_min or _carried(d, att, d.run.learned_log_window_min, ceiling) or ceiling
+    return window_in_force(d.run, d.policy, att)[0]
 
 
 def progress_window(d: Draft, att: Attempt) -> int:
-    ceiling = d.policy.progress_stall_minutes
-    return att.progress_window_min or _carried(d, att, d.run.learned_progress_window_min, ceiling) or ceiling
+    return window_in_force(d.run, d.policy, att, progress=True)[0]
 
 
 def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> EnsureHangAlarms:
