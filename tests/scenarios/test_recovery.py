@@ -119,6 +119,36 @@ def test_scenario_three_no_progress_crashes_stop_the_run(template):
     assert len(run["attempts"]) == 3
 
 
+def test_scenario_different_faults_before_each_first_checkpoint_are_not_a_crash_loop(template):
+    # attempt 1 checkpoints at step 300 (30 min), then faults; attempts 2-4 each fail 10 minutes
+    # in, before their first checkpoint, each in another way: bad luck, not a loop
+    nan = "loss is NaN at step 310, refusing to continue"
+    result = run_drill(
+        template,
+        {
+            "seed": 5,
+            "policy_defaults": {"max_no_progress_restarts": 3},
+            "runs": [run_spec("unlucky")],
+            "faults": [
+                {"kind": "internal_error", "run": "unlucky", "attempt": 1, "after_training_min": 40},
+                {"kind": "hardware", "run": "unlucky", "attempt": 2, "after_training_min": 10, "host": 2},
+                {"kind": "internal_error", "run": "unlucky", "attempt": 3, "after_training_min": 10},
+                {
+                    "kind": "algorithm_error",
+                    "run": "unlucky",
+                    "attempt": 4,
+                    "after_training_min": 10,
+                    "log_lines": [nan],
+                },
+            ],
+        },
+    )
+    run = result.runs["unlucky"]
+    assert run["status"] == "SUCCEEDED", run["outcome"]
+    assert len(run["attempts"]) == 5
+    assert classes(result, "unlucky")[:4] == ["INFRASTRUCTURE", "INFRASTRUCTURE", "INFRASTRUCTURE", "UNKNOWN"]
+
+
 def test_scenario_quota_wait_is_woken_by_another_run_finishing(template):
     result = run_drill(
         template,
