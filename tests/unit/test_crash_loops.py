@@ -113,5 +113,17 @@ def test_signature_takes_out_numbers_and_is_bounded():
     assert ending_signature(a, "UNKNOWN") == ending_signature(b, "UNKNOWN")
     assert ending_signature(a, "UNKNOWN") != ending_signature(c, "UNKNOWN")
     assert ending_signature(a, "UNKNOWN") != ending_signature(a, "HANG")
+    uuid_a = Classification(
+        EndingClass.UNKNOWN, "x", ("NCCL error: unique id 3f9a2c1e-8b7d-4e21-9c0f-a1b2c3d4e5f6",)
+    )
+    uuid_b = Classification(
+        EndingClass.UNKNOWN, "x", ("NCCL error: unique id 0d1e2f3a-4b5c-4d6e-8f70-112233445566",)
+    )
+    assert ending_signature(uuid_a, "UNKNOWN") == ending_signature(uuid_b, "UNKNOWN")
+    tmp_a = Classification(EndingClass.UNKNOWN, "x", ("cannot open /tmp/tmpk3x9q2zl/shard.bin",))
+    tmp_b = Classification(EndingClass.UNKNOWN, "x", ("cannot open /tmp/tmpw7pj4m0c/shard.bin",))
+    assert ending_signature(tmp_a, "UNKNOWN") == ending_signature(tmp_b, "UNKNOWN")
+    words = Classification(EndingClass.UNKNOWN, "x", ("deadbeef faded facade",))  # hex letters, no digit
+    assert "deadbeef faded facade" in ending_signature(words, "UNKNOWN")
     huge = Classification(EndingClass.UNKNOWN, "y" * 10_000, ("z" * 10_000,))
     assert len(ending_signature(huge, "UNKNOWN")) == SIGNATURE_MAX_CHARS

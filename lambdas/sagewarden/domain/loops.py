@@ -8,7 +8,7 @@ person each time). A loop repeats itself: the same failure, again before progres
 without progress extends the no-progress streak only when
 
 - it failed the same way as the previous ending without progress (its *signature*: the ending
-  class and its reason and evidence with numbers, addresses and host indices taken out), or
+  class and its reason and evidence with numbers, ids, addresses and host indices taken out), or
 - the attempt trained well past a checkpoint that was due (twice the run's observed checkpoint
   interval) and none landed: whatever ends such attempts, the run is burning GPU-hours without
   keeping any of them.
@@ -28,7 +28,14 @@ from sagewarden.domain.models import Attempt, Run
 SIGNATURE_MAX_CHARS = 240  # stored on the run item: bounded
 OVERDUE_FACTOR = 2.0  # trained this many checkpoint intervals without one: not bad luck
 
-_VARIABLE = re.compile(r"0x[0-9a-f]+|\d+(?:\.\d+)?")
+# what differs between repeats of one failure: addresses; ids (UUIDs and hashes: a hex token of
+# 6+ characters with a digit; temp names: a word of 8+ letters and digits with a digit); numbers
+_VARIABLE = re.compile(
+    r"0x[0-9a-f]+"
+    r"|\b(?=[0-9a-f-]*\d)[0-9a-f][0-9a-f-]{5,}\b"
+    r"|\b(?=[a-z_]*\d)[a-z0-9_]{8,}\b"
+    r"|\d+(?:\.\d+)?"
+)
 _SPACE = re.compile(r"\s+")
 
 
