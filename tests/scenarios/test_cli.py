@@ -389,6 +389,18 @@ def test_get_shows_the_checkpoint_interval_advice(h, acct):
     assert advice["faults"] == 1 and advice["observed_interval_min"] is not None
 
 
+def _windows_row(out: str) -> str:
+    """The `windows` row of `sagewarden get`, its wrapped lines joined (wrapping follows the width)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  windows "))
+    row = [lines[start][len("  windows ") :]]
+    for line in lines[start + 1 :]:
+        if not line.startswith(" " * 13):
+            break
+        row.append(line)
+    return " ".join(" ".join(row).split())
+
+
 def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
     acct.sagemaker.set_profile("llama-8b", JobProfile(total_steps=10**7, steps_per_minute=10))
     acct.sagemaker.inject(Fault(kind="hardware", run="llama-8b", attempt=1, after_training_min=240, host=2))
@@ -397,9 +409,7 @@ def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
     learned = h.run(run_id)["hang_windows"]["log_silence"]["minutes"]
     assert learned < 30  # the job logs every minute: shorter than the policy's 30
     r = h.cli("get", "llama-8b")
-    assert re.search(
-        rf"\n  windows\s+log silence {learned} min \(learned from this attempt's cadence\)", r.out
-    )
+    assert _windows_row(r.out) == f"log silence {learned} min (learned from this attempt's cadence)"
 
     # the hardware fault ends attempt 1; attempt 2 on the same instances starts with that window
     def attempt_two_training():
@@ -412,5 +422,7 @@ def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
     assert run["hang_windows"]["log_silence"] == {"minutes": learned, "source": "carried"}
     assert run["attempts"][-1]["learned_windows_min"] == {}  # not its own yet
     r = h.cli("get", "llama-8b")
-    assert f"log silence {learned} min (learned by an earlier attempt on these instances)" in r.out
+    assert (
+        _windows_row(r.out) == f"log silence {learned} min (learned by an earlier attempt on these instances)"
+    )
     h.cli("cancel", run_id, "--yes")
