@@ -99,8 +99,8 @@ def _scenario(
     )
 
 
-def _lost_gpu_hours(result: DrillResult, acct_jobs: list[Any], index: int = 0) -> float | None:
-    fault = result.faults[index]
+def _lost_gpu_hours(fault: dict[str, Any], acct_jobs: list[Any]) -> float | None:
+    """GPU-hours one fault (a drill fault record) cost: recovery time plus the work redone."""
     recover = fault["to_healthy_replacement_s"]
     if recover is None:
         return None
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 detect.append(f["to_action_s"] / 60)
             if f["to_healthy_replacement_s"] is not None:
                 recover.append(f["to_healthy_replacement_s"] / 60)
-            g = _lost_gpu_hours(result, jobs, index=len(result.faults) - 1)
+            g = _lost_gpu_hours(f, jobs)
             if g is not None:
                 lost.append(g)
         out.append(f"| {label} | {_stats(detect)} | {_stats(recover)} | {_stats(lost)} |")

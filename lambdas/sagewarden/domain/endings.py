@@ -216,9 +216,9 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     streak = no_progress_streak(run, ended, progressed=progressed, signature=signature)
     budget_line = f"restarts used {run.restarts} of {pol.max_restarts}"
     if cls.kind == EndingClass.UNKNOWN and not progressed:
-        # a run that never saved a checkpoint, or the same unexplained failure twice in a row
-        # with no progress: likely a bug. One unexplained crash before an attempt's first
-        # checkpoint, after other faults, is resumed once (domain/loops.py)
+        # a run that never saved a checkpoint, or a second ending in a row without progress that
+        # repeats the one before (domain/loops.py): likely a bug. One unexplained crash before an
+        # attempt's first checkpoint, after other faults, is resumed
         never_saved = ended.checkpoint_at_end is None and run.last_checkpoint is None
         if never_saved or streak >= 2:
             why = "before any checkpoint was written" if never_saved else f"{streak} attempts in a row"

@@ -16,6 +16,7 @@ import dataclasses
 from sagewarden.domain.cadence import Cadence, learn_startup, learn_window
 from sagewarden.domain.draft import (
     INTENT_HANG,
+    WINDOW_POLICY,
     Draft,
     bounded_evidence,
     cancel_pending,
@@ -27,6 +28,7 @@ from sagewarden.domain.draft import (
     notify,
     progress_window,
     request_stop,
+    window_in_force,
 )
 from sagewarden.domain.events import AlarmsObserved, HangSignal
 from sagewarden.domain.hang_alarms import (
@@ -392,12 +394,13 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
         progress_window_min=prog.window_min if prog is not None else cur.progress_window_min,
     )
     d.put_attempt(cur)
-    same = d.run.learned_windows_on == instance_shape(cur)  # keep a carried window not relearned
+    # the run keeps the windows in force for the next attempts: a carried one not relearned stays
+    log_min, log_from = window_in_force(d.run, d.policy, cur)
+    prog_min, prog_from = window_in_force(d.run, d.policy, cur, progress=True)
     d.set(
         learned_windows_on=instance_shape(cur),
-        learned_log_window_min=cur.log_window_min or (d.run.learned_log_window_min if same else None),
-        learned_progress_window_min=cur.progress_window_min
-        or (d.run.learned_progress_window_min if same else None),
+        learned_log_window_min=None if log_from == WINDOW_POLICY else log_min,
+        learned_progress_window_min=None if prog_from == WINDOW_POLICY else prog_min,
     )
     keys = tuple(k for k in alarm_keys(hang_alarms(d, cur)) if key_signal(k) in changed)
     d.act(hang_alarms(d, cur, only_keys=keys))
