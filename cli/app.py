@@ -736,8 +736,7 @@ def cmd_resume(env: Env) -> int:
     if resp.status == 404:
         raise CliError(f"no run with id {run_id}", NOT_FOUND)
     if resp.status == 409:
-        err = client.api_error(resp)
-        raise CliError(f"{err}: only a FAILED or CANCELLED run can be resumed", API_ERROR)
+        raise client.api_error(resp)  # the API says why, once
     run = client.decode(resp)
     if env.json:
         env.emit_json(run)

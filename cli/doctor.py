@@ -505,8 +505,8 @@ class Preflight:
                     FAIL,
                     "log slots",
                     f"both subscription-filter slots of {TRAINING_LOG_GROUP} are taken ({', '.join(others)}): "
-                    "deploy with -c logSubscription=false (the sweep then checks log silence itself, up to 10 "
-                    "minutes later) or free a slot",
+                    "deploy with -c logSubscription=false (the sweep then checks log silence itself, up to a "
+                    "third of the window later: 10 minutes with the default 30) or free a slot",
                 )
             ]
         if ours in names:

@@ -221,9 +221,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []
-    live = live_cost(attempts[-1], policy, now_ms) if attempts else None
-    cost = f"{money(run.get('estimated_cost_usd'))} for ended attempts"
-    row("est. cost", cost + (f" + {money(live)} for the live attempt so far" if live else ""))
+    # the API's one figure: ended attempts plus the live one so far (the budget counts the same)
+    so_far = "" if status in TERMINAL else " so far"
+    row("est. cost", f"{money(run.get('estimated_cost_usd'))}{so_far}")
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)
@@ -245,18 +245,6 @@ def hang_windows_text(windows: Mapping[str, Any] | None) -> str:
             source = WINDOW_SOURCES.get(str(w.get("source")), str(w.get("source")))
             parts.append(f"{label} {w.get('minutes')} min ({source})")
     return "; ".join(parts)
-
-
-def live_cost(a: Mapping[str, Any], policy: Mapping[str, Any], now_ms: int) -> float | None:
-    """A live attempt's cost so far, as the supervisor's budget check counts it (instances x price x
-    hours since Training started); None once it ended (the API reports ended attempts' cost)."""
-    from sagewarden.domain.pricing import price_per_instance_hour
-
-    started = ms_of(a.get("training_started_at"))
-    if started is None or a.get("ended_at"):
-        return None
-    price = price_per_instance_hour(str(a["instance_type"]), policy.get("instance_hour_price_usd"))
-    return max(0, now_ms - started) / 3_600_000 * int(a["instance_count"]) * price
 
 
 def attempt_lines(a: Mapping[str, Any], now_ms: int, policy: Mapping[str, Any] | None = None) -> list[str]:

@@ -52,11 +52,34 @@ ALARM_PREFIX = keys.DEFAULT_ALARM_PREFIX
 DEPLOY_CONTEXT: dict[str, Any] = {"allowedRoleArns": [EXECUTION_ROLE], "checkpointBuckets": [BUCKET]}
 
 
-def drill_template() -> dict[str, Any]:
-    """The template synthesized with :data:`DEPLOY_CONTEXT` (what the drill and tests run on)."""
+def drill_template(*, log_subscription: bool = True) -> dict[str, Any]:
+    """The template synthesized with :data:`DEPLOY_CONTEXT` (what the drill and tests run on);
+    ``log_subscription=False``: the deployment without the log subscription
+    (``-c logSubscription=false``)."""
     from infra.template import synthesized_template
 
-    return synthesized_template(context=DEPLOY_CONTEXT)
+    context = DEPLOY_CONTEXT if log_subscription else {**DEPLOY_CONTEXT, "logSubscription": False}
+    return synthesized_template(context=context)
+
+
+def template_for(template: dict[str, Any], *, log_subscription: bool) -> dict[str, Any]:
+    """`template` when it deploys the log subscription as asked, else the drill's template that
+    does (a scenario's ``account.log_subscription`` picks the deployment it runs on)."""
+    if template_log_subscription(template) == log_subscription:
+        return template
+    return drill_template(log_subscription=log_subscription)
+
+
+def template_log_subscription(template: Mapping[str, Any]) -> bool:
+    """Whether the deployment `template` describes feeds the heartbeat from a log subscription:
+    its functions are told otherwise by their environment (``ENV_LOG_SILENCE_FALLBACK``)."""
+    for res in template.get("Resources", {}).values():
+        if res.get("Type") != "AWS::Lambda::Function":
+            continue
+        env = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        if env.get(keys.ENV_LOG_SILENCE_FALLBACK) == "true":
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -137,7 +160,10 @@ class LocalAccount:
         policy_defaults: Mapping[str, Any] | None = None,
         reconcile_interval_min: float = 10.0,
         store: str = "dynamodb",
-        progress_log_interval_s: int = 600,
+        # periodic progress lines written to CloudWatch Logs: one per host this often (600 s thins
+        # them; None = 600 s where a log subscription feeds the heartbeat metric, else 60 s: the
+        # logs are then the only record of the job's cadence and must carry it)
+        progress_log_interval_s: int | None = None,
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
         logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
         iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
@@ -235,6 +261,11 @@ class LocalAccount:
             self.recorder.attach(client)
         # ---
         checkpoint_client, sim_s3 = self._checkpoint_clients(sim_s3)
+        # what the template deploys decides what is watched: without the log subscription no
+        # heartbeat metric exists and the sweep judges log silence itself
+        self.log_subscription = template_log_subscription(self.template)
+        if self._progress_log_interval_s is None:
+            self._progress_log_interval_s = 600 if self.log_subscription else 60
         self.sagemaker = SimSageMaker(
             self.clock,
             s3_client=sim_s3,
@@ -249,6 +280,7 @@ class LocalAccount:
             timestamp_form=self._timestamp_form,
             progress_log_interval_s=self._progress_log_interval_s,
             log_flush_interval_s=self._log_flush_interval_s,
+            heartbeat_metric=self.log_subscription,
         )
         self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)
         id_rng = random.Random(self._seed * 7919 + 1)
@@ -277,6 +309,7 @@ class LocalAccount:
                 job_prefix=keys.DEFAULT_JOB_PREFIX,
                 policy_defaults=RunPolicy.from_dict(self._policy_defaults),
                 reconcile_interval_ms=self._reconcile_ms,
+                log_silence_fallback=not self.log_subscription,
                 region=REGION,
             ),
         )

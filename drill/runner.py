@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount
+from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount, template_for
 from drill.report import check_expectations, fault_summary, from_iso, hang_signals, iso, run_times
 from drill.scenario import RunSpec, Scenario
 from drill.sim.texts import PAUSE_KINDS
@@ -171,7 +171,7 @@ class DrillRunner:
         account_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.scenario = scenario
-        self.template = template
+        self.template = template_for(template, log_subscription=scenario.log_subscription)
         self.evaluator_factory = evaluator_factory
         self.hooks = list(hooks)
         self.account_options = dict(account_options or {})  # extra LocalAccount keyword arguments

@@ -9,6 +9,8 @@ Format (all times are virtual minutes from the scenario start unless named other
               "startup": {"provision_s": 360, "download_s": 120, ...},   # StartupTimes fields
               "timestamp_form": "millis" | "string",                   # event detail timestamps
               "reconcile_interval_min": 10,
+              "log_subscription": true,                # false: the deployment without the log
+                                                       # subscription (-c logSubscription=false)
               "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
@@ -130,6 +132,7 @@ class Scenario:
     timestamp_form: str
     reconcile_interval_min: float
     store: str
+    log_subscription: bool
     delivery: dict[str, Any]
     policy_defaults: dict[str, Any]
     runs: list[RunSpec]
@@ -315,6 +318,7 @@ ACCOUNT_FIELDS = {
     "timestamp_form": Spec("str", check=_one_of(("millis", "string"))),
     "reconcile_interval_min": Spec("number", check=_positive),
     "store": Spec("str", check=_one_of(("dynamodb", "memory"))),
+    "log_subscription": Spec("bool"),
 }
 RUN_FIELDS = {
     "name": Spec("str", required=True),
@@ -601,6 +605,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         timestamp_form=account.get("timestamp_form", "millis"),
         reconcile_interval_min=float(account.get("reconcile_interval_min", 10)),
         store=str(account.get("store", "dynamodb")),
+        log_subscription=bool(account.get("log_subscription", True)),
         delivery=dict(delivery),
         policy_defaults=dict(policy_defaults),
         runs=runs,

@@ -40,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
-from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, Delivery, LocalAccount
+from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, Delivery, LocalAccount, template_for
 from drill.clock import from_ms
 from drill.runner import AccountStepper
 
@@ -112,8 +112,13 @@ class LocalServer:
                 "reconcile_interval_min": sc.reconcile_interval_min,
             }
         # the IAM replay is the drill's and the tests' job; a long-lived server only serves
+        template = (
+            self.template
+            if sc is None
+            else template_for(dict(self.template), log_subscription=sc.log_subscription)
+        )
         self.account = LocalAccount(
-            self.template, store="memory", start_ms=self.start_ms, iam_replay=False, **options
+            template, store="memory", start_ms=self.start_ms, iam_replay=False, **options
         )
         self.account.__enter__()
         try:

@@ -74,8 +74,8 @@ class SimulatedLogs:
     """The CloudWatch Logs reads the supervisor makes, answered from the simulator's own lines.
 
     Supports DescribeLogStreams (by name prefix, ordered by name), GetLogEvents (from the end or
-    the head, with a limit and a time window) and FilterLogEvents (by stream prefix and time
-    window, no pattern), in the API's response shapes. Each host's newest 2,000 lines are kept; a
+    the head, with a limit and a time window) and FilterLogEvents (by stream prefix, time window
+    and one quoted term, paged), in the API's response shapes. Each host's newest 2,000 lines are kept; a
     read reaching further back sees only those. Anything else is not supported.
     """
 
@@ -163,27 +163,41 @@ class SimulatedLogs:
         startTime: int | None = None,
         endTime: int | None = None,
         limit: int = 10_000,
+        filterPattern: str = "",
+        nextToken: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """Events by stream prefix and time window, oldest first, at most `limit` (10,000) a page
+        with a `nextToken` to the rest, as the API pages. `filterPattern`: one quoted term
+        (``"..."``, matched as written) or none; other pattern forms are not supported."""
         self._check_group(logGroupName, "FilterLogEvents")
-        if kwargs.get("filterPattern"):
-            raise NotImplementedError("SimulatedLogs does not match filter patterns")
+        phrase: str | None = None
+        if filterPattern:
+            if not (len(filterPattern) >= 2 and filterPattern[0] == filterPattern[-1] == '"'):
+                raise NotImplementedError("SimulatedLogs matches only one quoted term")
+            phrase = filterPattern[1:-1]
         found: list[tuple[int, str, str]] = []
         for name, job, host in self._sim.log_streams(logStreamNamePrefix):
             for t, m in self._sim.log_events(job, host):
-                if (startTime is None or t >= startTime) and (endTime is None or t < endTime):
+                in_window = (startTime is None or t >= startTime) and (endTime is None or t < endTime)
+                if in_window and (phrase is None or phrase in m):
                     found.append((t, name, m))
         found.sort(key=lambda e: (e[0], e[1]))
-        return {
+        offset = int(nextToken) if nextToken else 0
+        page = found[offset : offset + min(limit, 10_000)]
+        out: dict[str, Any] = {
             "events": [
                 {
                     "logStreamName": name,
                     "timestamp": t,
                     "message": m,
                     "ingestionTime": t,
-                    "eventId": f"{t}-{i}",
+                    "eventId": f"{t}-{offset + i}",
                 }
-                for i, (t, name, m) in enumerate(found[:limit])
+                for i, (t, name, m) in enumerate(page)
             ],
             "searchedLogStreams": [],
         }
+        if offset + len(page) < len(found):
+            out["nextToken"] = str(offset + len(page))
+        return out

@@ -111,6 +111,7 @@ class SimSageMaker(SimCore):
         timestamp_form: str = "millis",
         progress_log_interval_s: int = 600,
         log_flush_interval_s: int = 0,
+        heartbeat_metric: bool = True,
     ) -> None:
         super().__init__(
             clock,
@@ -126,6 +127,9 @@ class SimSageMaker(SimCore):
             log_flush_interval_s=log_flush_interval_s,
         )
         self.quotas = dict(quotas or {})
+        # whether the deployment's log subscription feeds the heartbeat metric (logSubscription);
+        # without it no heartbeat datapoint exists at all
+        self.heartbeat_metric = heartbeat_metric
         self.total_instance_quota = total_instance_quota
         self._throttle = 0
         self._request_seq = 0
@@ -459,7 +463,8 @@ class SimSageMaker(SimCore):
         GPUUtilization (``/aws/sagemaker/TrainingJobs``, ``Host=<job>/algo-<n>``): one sample per
         minute per host while the job is in Training. LogEvents (``Sagewarden/Heartbeat``,
         ``TrainingJobName=<job>``): per-minute count of lines the job wrote, only for minutes with
-        at least one line (like a metric fed by a log subscription). Only samples up to now exist.
+        at least one line (like a metric fed by a log subscription), and none at all in a deployment
+        without the subscription (``heartbeat_metric=False``). Only samples up to now exist.
         """
         if stat not in STATS:
             raise ValueError(f"unsupported stat {stat!r}")
@@ -482,7 +487,7 @@ class SimSageMaker(SimCore):
             samples = series.progress_samples(job, start_ms, end_ms, self.clock.now_ms)
         elif heartbeat and set(dimensions) == {HEARTBEAT_DIMENSION}:
             job = self._jobs.get(dimensions[HEARTBEAT_DIMENSION])
-            if job is None:
+            if job is None or not self.heartbeat_metric:
                 return []
             samples = series.log_samples(job, start_ms, end_ms, self.clock.now_ms)
         else:

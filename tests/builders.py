@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from sagewarden.domain.checkpoints import Checkpoint
@@ -37,8 +38,6 @@ def make_run(policy: RunPolicy | None = None, **changes: Any) -> Run:
         status=RunStatus.SUBMITTED,
         created_ms=0,
     )
-    import dataclasses
-
     return dataclasses.replace(run, **changes)
 
 
@@ -57,13 +56,24 @@ def observed(run: Run, status: str, secondary: str, at: int, reason: str | None 
 
 
 def training_run(
-    policy: RunPolicy | None = None, resume: Checkpoint | None = None, at: int = 10 * MIN
+    policy: RunPolicy | None = None,
+    resume: Checkpoint | None = None,
+    at: int = 10 * MIN,
+    *,
+    instance_count: int = 2,
+    obs: Observations | None = None,
 ) -> Run:
-    """A run whose first attempt is launched, accepted and in Training since `at`."""
-    run = step(make_run(policy), Submitted(), 0, Observations(checkpoint=resume)).run
-    run = step(run, LaunchAccepted(1), 1).run
-    run = step(run, observed(run, "InProgress", "Starting", 2), 2).run
-    return step(run, observed(run, "InProgress", "Training", at), at).run
+    """A run whose first attempt is launched, accepted and in Training since `at` (`obs`: the
+    deployment facts every step sees, e.g. no log subscription)."""
+    request = copy.deepcopy(REQUEST)
+    request["ResourceConfig"]["InstanceCount"] = instance_count
+    base = obs or Observations()
+    run = step(
+        make_run(policy, request=request), Submitted(), 0, dataclasses.replace(base, checkpoint=resume)
+    ).run
+    run = step(run, LaunchAccepted(1), 1, base).run
+    run = step(run, observed(run, "InProgress", "Starting", 2), 2, base).run
+    return step(run, observed(run, "InProgress", "Training", at), at, base).run
 
 
 def action_types(d: Decision) -> list[str]:

@@ -67,7 +67,8 @@ class SimLogs:
         job._lines_until = upto
         if job._phase not in LOGGING_PHASES:
             return
-        every = self.progress_ms
+        # never more often than the script logs (the heartbeat metric's cadence, log_every_minutes)
+        every = max(self.progress_ms, job.profile.log_every_minutes * MINUTE_MS)
         first = max(since, job._phase_start - 1) // every * every + every
         for mark in range(first, upto + 1, every):
             if job._phase == "train":

@@ -34,7 +34,7 @@ from sagewarden.domain.actions import (
     ReleaseWarmPool,
     StopJob,
 )
-from sagewarden.domain.cadence import HORIZON_MIN, wants_cadence
+from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import (
     RESUMABLE,
@@ -45,6 +45,7 @@ from sagewarden.domain.decide import (
     wants_log_silence_check,
     wants_log_tail,
 )
+from sagewarden.domain.draft import window_in_force
 from sagewarden.domain.events import (
     AlarmsObserved,
     CancelRequested,
@@ -63,7 +64,7 @@ from sagewarden.domain.events import (
 )
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
 from sagewarden.domain.links import link_lines
-from sagewarden.domain.models import LaunchState, Run, RunStatus
+from sagewarden.domain.models import LaunchState, Run, RunStatus, startup_kind
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import (
@@ -92,6 +93,7 @@ LOG_TAIL_LINES = 40
 # an owed alert is published right after the save; the sweep takes it over only if it is still
 # owed this long after (longer than any function's timeout, so the two never race)
 OUTBOX_GRACE_MS = 2 * 60_000
+LOG_CHECK_MIN_MS = 2 * 60_000  # no log subscription: a training attempt is looked at this often at most
 OUTBOX_RETRY_MS = 60_000
 OUTBOX_RETRY_CAP_MS = 30 * 60_000
 # events whose "nothing new" verdict never depends on observations: decided once without any
@@ -233,11 +235,15 @@ class Supervisor:
             raise RunNotResumable(
                 run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
             )
-        after = self.handle(run_id, ResumeRequested(by))
-        if after is None:  # not carried out, nothing stored
-            raise RunNotResumable(
-                run, "its checkpoints cannot be read right now (see the audit trail); try again"
-            )
+        outcome = self._decide_and_save(run_id, ResumeRequested(by))
+        if outcome is None:
+            raise RunNotFound(run_id)
+        after, decision, outbox = outcome
+        if decision.ignored is not None:
+            # refused, nothing stored: the checkpoints cannot be read right now, or another
+            # request reopened the run first (its status is no longer FAILED or CANCELLED)
+            raise RunNotResumable(after, decision.ignored)
+        self._follow_up(after, decision, outbox)
         # carried out and audited; a run that failed again at once (e.g. a quota that can never
         # fit) says why in its outcome: the resume itself happened, so it is not refused
         return self.store.get(run_id, all_attempts=True) or after
@@ -296,18 +302,25 @@ class Supervisor:
 
     # -- the loop -----------------------------------------------------------------------------
     def handle(self, run_id: str, event: Event) -> Run | None:
-        queue: list[Event] = [event]
-        run: Run | None = None
-        for _ in range(MAX_FOLLOW_UPS):
+        outcome = self._decide_and_save(run_id, event)
+        if outcome is None:
+            return None
+        return self._follow_up(*outcome)
+
+    def _follow_up(self, run: Run, decision: Decision, outbox: list[OutboxMessage]) -> Run | None:
+        """Carry out a saved decision's actions, then decide on what they answered (a launch
+        accepted or rejected, a refused stop's job observed), up to MAX_FOLLOW_UPS decisions."""
+        queue: list[Event] = self._carry_out(run, decision.actions, outbox)
+        latest: Run | None = run
+        for _ in range(MAX_FOLLOW_UPS - 1):
             if not queue:
                 break
-            ev = queue.pop(0)
-            outcome = self._decide_and_save(run_id, ev)
+            outcome = self._decide_and_save(run.run_id, queue.pop(0))
             if outcome is None:
                 return None
-            run, decision, outbox = outcome
-            queue += self._carry_out(run, decision.actions, outbox)
-        return run
+            latest, decision, outbox = outcome
+            queue += self._carry_out(latest, decision.actions, outbox)
+        return latest
 
     def _decide_and_save(self, run_id: str, event: Event) -> tuple[Run, Decision, list[OutboxMessage]] | None:
         for _ in range(MAX_SAVE_RETRIES):
@@ -317,14 +330,14 @@ class Supervisor:
                 return None
             now = self.clock()
             if isinstance(event, _CHEAP_FIRST):
-                first = decide(run, event, now, run.policy)
+                first = decide(run, event, now, run.policy, self.deployment_facts)
                 if first.ignored is not None and not first.actions:
                     self.counters.add(EVENTS_IGNORED)
                     log.info("%s for %s ignored: %s", event_name(event), run_id, first.ignored)
                     return run, first, []
             obs = self._observe(run, event)
             decision = decide(run, event, now, run.policy, obs)
-            due = next_due_ms(decision.run, now, self.settings.reconcile_interval_ms)
+            due = next_due_ms(decision.run, now, self.reconcile_interval_ms(decision.run))
             if decision.ignored is not None and not decision.actions:
                 if isinstance(event, Tick):
                     self.store.set_due(run, due)
@@ -364,6 +377,29 @@ class Supervisor:
             self._measure(run, saved)
             return saved, decision, outbox
         raise ConcurrentUpdate(run_id)
+
+    @property
+    def deployment_facts(self) -> Observations:
+        """What every decision knows about this deployment before any look-up: whether a log
+        subscription feeds the heartbeat (else the sweep judges log silence itself)."""
+        return Observations(log_subscription=not self.settings.log_silence_fallback)
+
+    def reconcile_interval_ms(self, run: Run) -> int:
+        """How soon the sweep looks at a live run again. Without a log subscription the sweep's
+        own check is the only watch on log silence, so a training attempt is looked at every third
+        of its log-silence window (at least every LOG_CHECK_MIN_MS): silence is acted on at most a
+        third of the window late, not a whole reconcile interval."""
+        interval = self.settings.reconcile_interval_ms
+        cur = run.current
+        if (
+            self.settings.log_silence_fallback
+            and cur is not None
+            and cur.in_training
+            and run.policy.hang_detection
+        ):
+            window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
+            interval = min(interval, max(LOG_CHECK_MIN_MS, window_ms // 3))
+        return interval
 
     def _with_links(self, run: Run, message: Notify) -> Notify:
         """Alerts about a run carry where to look closer: the console pages of its current job
@@ -445,31 +481,36 @@ class Supervisor:
             and cur.in_training
             and run.policy.adaptive_windows
             and run.policy.hang_detection
-            and wants_cadence(cur.training_started_ms, self.clock(), run.policy.startup_silence_minutes)
+            and wants_cadence(
+                cur.training_started_ms,
+                self.clock(),
+                run.policy.startup_silence_minutes,
+                startup_known=run.startup_learned_on == startup_kind(cur),
+            )
         ):
             now = self.clock()
+            start = now - HORIZON_MIN * 60_000
             try:
                 heartbeat, progress = self.metrics.activity(
-                    cur.job_name, run.policy.progress_metric, now - HORIZON_MIN * 60_000, now
+                    cur.job_name, run.policy.progress_metric, start, now
                 )
             except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
                 log.warning("could not read the activity of %s: %s", cur.job_name, exc)
                 self.counters.add(OBSERVATION_FAILURES)
-        if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
-            cur = run.current
-            now = self.clock()
-            window_ms = run.policy.log_silence_minutes * 60_000
-            if (
-                cur is not None
-                and cur.training_started_ms is not None
-                and now - cur.training_started_ms >= window_ms
-            ):
+            if self.settings.log_silence_fallback:
+                # no heartbeat metric exists without the log subscription: the same per-minute
+                # activity is read from the logs themselves (bounded; incomplete = unknown)
                 try:
-                    silent = not self.logs.has_events_since(cur.job_name, now - window_ms)
-                except Exception as exc:  # an error is not silence
-                    log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
+                    heartbeat = self.logs.activity(
+                        cur.job_name, max(start, cur.training_started_ms or start), now
+                    )
+                except Exception as exc:
+                    log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
                     self.counters.add(OBSERVATION_FAILURES)
-                    log_error = _error_text(exc)
+                    heartbeat = None
+        if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
+            silent, silence_error = self._log_silence(run)
+            log_error = log_error or silence_error
         save_ms, save_error = None, None
         quiet_alarm = (
             isinstance(event, (HangSignal, AlarmsObserved))
@@ -479,6 +520,7 @@ class Supervisor:
         if run.checkpoint_uri and (quiet_alarm or silent):
             save_ms, save_error = self._save_activity(run)
         return Observations(
+            log_subscription=not self.settings.log_silence_fallback,
             checkpoint=checkpoint,
             checkpoint_error=ckpt_error,
             log_tail=tail,
@@ -490,6 +532,30 @@ class Supervisor:
             save_activity_ms=save_ms,
             save_activity_error=save_error,
         )
+
+    def _log_silence(self, run: Run) -> tuple[bool | None, str | None]:
+        """Without a log subscription: (whether the training attempt wrote no log line for its
+        log-silence window in force -- learned, carried or the policy's, as an alarm would use --
+        and declared no silent phase that still covers now; the error when that is unknown).
+        None: not judged yet (the attempt has not trained for a window)."""
+        cur, now = run.current, self.clock()
+        if cur is None or cur.training_started_ms is None:
+            return None, None
+        window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
+        if now - cur.training_started_ms < window_ms:
+            return None, None
+        try:
+            if self.logs.has_events_since(cur.job_name, now - window_ms):
+                return False, None
+            # a declared silent phase (phase marker) is not silence, as with the heartbeat metric
+            until = self.logs.declared_phase_until(
+                cur.job_name, max(cur.training_started_ms, now - MAX_PHASE_MINUTES * 60_000)
+            )
+            return until is None or until <= now, None
+        except Exception as exc:  # an error is not silence
+            log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
+            self.counters.add(OBSERVATION_FAILURES)
+            return None, _error_text(exc)
 
     def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
         """When the newest checkpoint directory last received an object: a silent, idle job may be

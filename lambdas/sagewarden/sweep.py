@@ -185,7 +185,9 @@ class Sweep:
         if cur is not None and cur.in_training and self.inventory is not None:
             states = self.inventory.get(cur.job_name, ())
             event = AlarmsObserved(cur.job_name, cur.number, states)
-            if not decide(run, event, sup.clock(), run.policy).ignored:  # as expected: nothing to save
+            if not decide(
+                run, event, sup.clock(), run.policy, sup.deployment_facts
+            ).ignored:  # as expected: nothing to save
                 sup.handle(run_id, event)
         self._tick(run_id, version)
 

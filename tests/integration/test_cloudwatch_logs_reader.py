@@ -422,3 +422,57 @@ def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
     clock.now += 31  # later looks read afresh
     reader.host_triage(JOB, base + 60_000)
     assert len(calls) == 24
+
+
+# --- without a log subscription: activity and declared phases read from the logs (issue 16) ------
+
+
+def test_activity_counts_events_per_minute_and_declared_phase_minutes_like_the_heartbeat(logs):
+    base = _base_ms() // 60_000 * 60_000
+    _write(
+        logs,
+        f"{JOB}/algo-1-1767607200",
+        [
+            (base, "step 1"),
+            (base + 10_000, "step 2"),
+            (base + 120_000, "[sagewarden] phase=save max_minutes=3"),
+        ],
+    )
+    _write(logs, f"{JOB}/algo-2-1767607200", [(base + 60_000, "step 1")])
+    _write(logs, "other-job/algo-1-1767607200", [(base + 60_000, "step 9")])
+    reader = CloudWatchLogsReader(logs)
+    series = dict(reader.activity(JOB, base, base + 10 * 60_000))
+    # minute 0: two lines; minute 1: algo-2's line; minute 2: the marker; 3-4: declared active
+    assert series == {
+        base: 2.0,
+        base + 60_000: 1.0,
+        base + 120_000: 1.0,
+        base + 180_000: 1.0,
+        base + 240_000: 1.0,
+    }
+    assert reader.declared_phase_until(JOB, base) == base + 300_000
+    assert reader.declared_phase_until(JOB, base + 180_000) is None  # the marker is older
+
+
+def test_activity_follows_every_page_and_an_unfinished_read_is_unknown(aws):
+    client, stub = _stubbed(aws)
+    params = {"logGroupName": GROUP, "logStreamNamePrefix": f"{JOB}/", "startTime": 0, "endTime": 600_000}
+    ev = {"logStreamName": f"{JOB}/algo-1-1", "message": "step", "eventId": "1"}
+    stub.add_response(
+        "filter_log_events", {"events": [{**ev, "timestamp": 1_000}], "nextToken": "t1"}, params
+    )
+    stub.add_response(
+        "filter_log_events", {"events": [{**ev, "timestamp": 300_000}]}, {**params, "nextToken": "t1"}
+    )
+    with stub:
+        assert CloudWatchLogsReader(client).activity(JOB, 0, 600_000) == ((0, 1.0), (300_000, 1.0))
+    # a read the budget cuts is not "fewer events": it raises, and nothing is learned from it
+    clock = FakeClock()
+
+    class SlowPages:  # every page takes a minute and points at one more
+        def filter_log_events(self, **kwargs: Any) -> Any:
+            clock.now += 60.0
+            return {"events": [{**ev, "timestamp": 1_000}], "nextToken": f"t{clock.now:.0f}"}
+
+    with pytest.raises(LogReadIncomplete):
+        CloudWatchLogsReader(SlowPages(), clock=clock).activity(JOB, 0, 600_000)

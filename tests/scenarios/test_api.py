@@ -7,6 +7,7 @@ import copy
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
@@ -412,7 +413,7 @@ def test_api_non_finite_number_in_a_response_is_a_json_500_not_invalid_json(acct
     import sagewarden.handlers.api as api_handler
 
     run_id = acct.api("POST", "/runs", body=_body())[1]["run_id"]
-    monkeypatch.setattr(api_handler, "run_json", lambda run: {"estimated_cost_usd": float("nan")})
+    monkeypatch.setattr(api_handler, "run_json", lambda run, **_: {"estimated_cost_usd": float("nan")})
     resp = raw_call(acct, "GET", f"/runs/{run_id}")
     assert resp.status == 500 and "NaN" not in resp.text and resp.json()["request_id"]
 
@@ -473,3 +474,49 @@ def test_api_a_resume_that_fails_again_at_once_is_carried_out_not_refused(templa
         assert status == 202 and resumed["status"] == "FAILED" and "quota" in resumed["outcome"]
         _, events = acct.api("GET", f"/runs/{rid}/events", query={"limit": "100"})
         assert any("resume requested by" in e["summary"] for e in events["events"])
+
+
+def _failed_run(acct) -> str:
+    """A run that has FAILED (a quota that can never fit), ready to be resumed."""
+    acct.sagemaker.quotas["ml.p4d.24xlarge"] = 1
+    _, run = acct.api("POST", "/runs", body=_body())
+    acct.deliver_due()
+    assert acct.api("GET", f"/runs/{run['run_id']}")[1]["status"] == "FAILED"
+    del acct.sagemaker.quotas["ml.p4d.24xlarge"]
+    return str(run["run_id"])
+
+
+def test_api_a_resume_whose_checkpoints_cannot_be_read_is_a_409_with_the_reason(acct, monkeypatch):
+    """Issue 16 item 1: the refused decision used to answer 202 with the unchanged FAILED run."""
+    rid = _failed_run(acct)
+    before = acct.api("GET", f"/runs/{rid}")[1]
+
+    def unreadable(*_args, **_kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "ListObjectsV2")
+
+    monkeypatch.setattr(acct.supervisor.checkpoints, "latest", unreadable)
+    status, body = acct.api("POST", f"/runs/{rid}/resume")
+    assert status == 409, body
+    assert "cannot read the checkpoints" in body["message"] and "AccessDenied" in body["message"]
+    assert body["message"].count("only a FAILED or CANCELLED") == 0
+    after = acct.api("GET", f"/runs/{rid}")[1]
+    assert after["status"] == "FAILED" and after["version"] == before["version"]  # nothing stored
+
+
+def test_api_a_resume_that_loses_the_race_is_a_409(acct, monkeypatch):
+    """Two resumes at once: both read the FAILED run; the second's decision finds the run
+    reopened by the first and is refused (it used to answer 202 with the run as it was)."""
+    rid = _failed_run(acct)
+    stale = acct.supervisor.store.get(rid)
+    real_get = acct.supervisor.store.get
+    calls = {"n": 0}
+
+    def first_read_is_stale(run_id, **kwargs):
+        calls["n"] += 1
+        return stale if calls["n"] == 1 else real_get(run_id, **kwargs)
+
+    assert acct.api("POST", f"/runs/{rid}/resume")[0] == 202  # the first resume wins
+    monkeypatch.setattr(acct.supervisor.store, "get", first_read_is_stale)
+    status, body = acct.api("POST", f"/runs/{rid}/resume")
+    assert status == 409 and "only a FAILED or CANCELLED run can be resumed" in body["message"], body
+    assert body["status"] in ("STARTING", "TRAINING", "SUBMITTED")

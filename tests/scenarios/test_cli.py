@@ -340,6 +340,7 @@ def test_resume_a_failed_or_cancelled_run(h, acct):
     run_id = h.submit(run_body("llama-8b"))
     r = h.cli("resume", "llama-8b")
     assert r.code == 1 and "HTTP 409" in r.err and "only a FAILED or CANCELLED run can be resumed" in r.err
+    assert r.err.count("only a FAILED or CANCELLED") == 1, r.err  # said once, not twice
     h.cli("cancel", run_id, "--yes")
     h.until(lambda: h.run(run_id)["status"] == "CANCELLED")
     r = h.cli("resume", "llama-8b")
@@ -426,3 +427,25 @@ def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
         _windows_row(r.out) == f"log silence {learned} min (learned by an earlier attempt on these instances)"
     )
     h.cli("cancel", run_id, "--yes")
+
+
+def test_one_cost_figure_in_ls_get_and_the_attempt_line_while_training(h, acct):
+    """Issue 16 item 3: `ls` showed $0.00 for a run that had trained for hours while `get` showed
+    a figure for the live attempt and its attempt line `est. $0.00`."""
+    acct.sagemaker.set_profile("llama-8b", JobProfile(total_steps=100_000, steps_per_minute=10))
+    run_id = h.submit(run_body("llama-8b"))
+    h.until(lambda: h.run(run_id)["status"] == "TRAINING")
+    h.advance(180)
+    listed = h.cli("ls", json_out=True).json()
+    shown = h.cli("get", run_id, json_out=True).json()
+    (row,) = [r for r in listed if r["run_id"] == run_id]
+    (attempt,) = shown["attempts"]
+    assert row["estimated_cost_usd"] > 100  # ~3 h of 1 x p4d at $37.69/h
+    assert row["estimated_cost_usd"] == pytest.approx(shown["estimated_cost_usd"], rel=0.02)
+    assert attempt["estimated_cost_usd"] == pytest.approx(shown["estimated_cost_usd"], rel=0.02)
+    # and the text views print that one figure
+    table = h.cli("ls").out
+    view = h.cli("get", run_id).out
+    money = re.search(r"\$[0-9,]+", next(line for line in table.splitlines() if run_id in line)).group(0)
+    assert re.search(rf"est\. cost +{re.escape(money)} so far", view), view
+    assert f"est. {money}" in view  # the attempt line

@@ -130,6 +130,17 @@ def check_selftest(s: Summary) -> None:
     assert steps[0] is None and 0 < steps[1] < steps[2]  # each resume from a newer checkpoint
 
 
+def check_no_log_subscription(s: Summary) -> None:
+    # no heartbeat metric in this deployment: a log-silence alarm would breach from its first
+    # minute and stop the healthy job; the sweep's own check (and the declared save) keep it running
+    assert not hang_stops(s, "healthy-long")
+    (stop,) = hang_stops(s, "spin")
+    assert stop["hang_signals"] == ["log_silence"]
+    # caught on a window learned from the logs, sooner than the policy's 30 minutes
+    (spin,) = [f for f in s["faults"] if f["kind"] == "hang_spin"]
+    assert spin["to_action_s"] is not None and spin["to_action_s"] < 30 * 60
+
+
 CHECKS: dict[str, Callable[[Summary], None]] = {
     "default": check_default,
     "hang-dead-host": check_hang_dead_host,
@@ -139,6 +150,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "hang-stuck-dataloader": check_quiet_hang,
     "lossy-delivery": check_lossy_delivery,
     "month-long": check_month_long,
+    "no-log-subscription": check_no_log_subscription,
     "quota-contention": check_quota_contention,
     "selftest": check_selftest,
     "warm-pool": check_warm_pool,

@@ -280,6 +280,8 @@ SCENARIOS = (
     Scenario(
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}
     ),
+    # without a subscription the cadence is read from the logs (LogReader.activity)
+    Scenario("cadence learned from the logs", scenario_cadence_and_advice, {"log_silence_fallback": True}),
 )
 
 

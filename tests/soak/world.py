@@ -36,6 +36,7 @@ from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.sns_notifier import SnsNotifier
+from sagewarden.domain.cadence import activity_per_minute, phase_cover
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
@@ -560,6 +561,18 @@ class FakeLogs:
 
     def has_events_since(self, job_name: str, since_ms: int) -> bool:
         return any(at >= since_ms for at, _ in self.lines.get(job_name, []))
+
+    def declared_phase_until(self, job_name: str, since_ms: int) -> int | None:
+        ends = [
+            cover[-1] + 60_000
+            for at, text in self.lines.get(job_name, [])
+            if at >= since_ms and (cover := phase_cover(text, at))
+        ]
+        return max(ends, default=None)
+
+    def activity(self, job_name: str, start_ms: int, end_ms: int) -> tuple[tuple[int, float], ...]:
+        counts = activity_per_minute(self.lines.get(job_name, []))
+        return tuple(sorted((t, float(n)) for t, n in counts.items() if start_ms <= t < end_ms))
 
     def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
         last = self.lines.get(job_name)

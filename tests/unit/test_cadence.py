@@ -7,12 +7,14 @@ from hypothesis import strategies as st
 
 from sagewarden.domain.cadence import (
     FLOOR_MIN,
+    HORIZON_MIN,
     LEARN_AFTER_MIN,
     MAX_PHASE_MINUTES,
     learn_startup,
     learn_window,
     phase_cover,
     phase_marker,
+    wants_cadence,
 )
 
 MIN = 60_000
@@ -102,3 +104,15 @@ def test_the_allowance_is_not_learned_before_its_span_is_over_or_once_it_left_th
 
 def test_an_attempt_silent_from_its_start_keeps_the_whole_allowance():
     assert learn_startup([], started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 45
+
+
+def test_the_start_up_allowance_is_read_as_soon_as_its_span_is_observed():
+    """Issue 16 item 6: the learned allowance needed ~167 minutes of training (the window's
+    LEARN_AFTER_MIN) plus a sweep tick, while its own span is 45 minutes."""
+    t0 = 1_000 * MIN
+    assert not wants_cadence(t0, t0 + 46 * MIN, 45, startup_known=False)  # span still settling
+    assert wants_cadence(t0, t0 + 47 * MIN, 45, startup_known=False)
+    assert not wants_cadence(t0, t0 + 47 * MIN, 45, startup_known=True)  # known: only windows
+    assert wants_cadence(t0, t0 + (45 + 122) * MIN, 45, startup_known=True)
+    # past the activity horizon the span can no longer be read
+    assert not wants_cadence(t0, t0 + (HORIZON_MIN + 1) * MIN, 500, startup_known=False)

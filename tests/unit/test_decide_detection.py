@@ -18,7 +18,7 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.models import RunStatus, startup_kind
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
 from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
 
@@ -87,15 +87,43 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
 
+def _learned(run, minutes, kind=None):
+    return dataclasses.replace(
+        run, startup_learned_min=minutes, startup_learned_on=kind or startup_kind(run.current)
+    )
+
+
 def test_a_start_up_allowance_learned_from_an_earlier_attempt_shortens_the_wait():
     t0 = training_run().current.training_started_ms
     for learned, acts in ((10, True), (None, False)):  # learned 10 min vs the policy's 45
-        run = dataclasses.replace(training_run(), startup_learned_min=learned)
+        run = _learned(training_run(), learned)
         silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
         assert (StopJob(run.current.job_name, INTENT_HANG) in silent.actions) is acts
-    run = dataclasses.replace(training_run(), startup_learned_min=20)
+    run = _learned(training_run(), 20)
     inside = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
     assert "20-minute start-up allowance" in (inside.ignored or " ".join(inside.notes))
+
+
+def test_a_start_up_allowance_learned_from_a_fresh_start_does_not_apply_to_a_resume():
+    """Issue 16 item 10: a resumed attempt that spends 20 silent minutes loading its checkpoint
+    was stopped 16 minutes into Training on an allowance learned from the fresh first attempt."""
+    fresh = training_run()
+    resumed = training_run(resume=ckpt(300, at_ms=0))
+    t0 = resumed.current.training_started_ms
+    run = _learned(resumed, 10, kind=startup_kind(fresh.current))  # learned on the fresh start
+    loading = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
+    assert not any(isinstance(a, StopJob) for a in loading.actions)
+    assert "45-minute start-up allowance" in (loading.ignored or " ".join(loading.notes))
+    # learned on a comparable (resumed, same instances) attempt, it applies
+    same = _learned(resumed, 10)
+    acted = step(same, _alarms(same, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
+    assert StopJob(same.current.job_name, INTENT_HANG) in acted.actions
+    # other instances are not comparable either
+    other = _learned(
+        training_run(resume=ckpt(300, at_ms=0), instance_count=8), 10, kind=startup_kind(resumed.current)
+    )
+    waits = step(other, _alarms(other, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
+    assert not any(isinstance(a, StopJob) for a in waits.actions)
 
 
 def test_the_start_up_allowance_is_learned_with_the_windows():
@@ -104,8 +132,10 @@ def test_the_start_up_allowance_is_learned_with_the_windows():
     now = t0 + 200 * MIN
     heartbeat = tuple((t0 + m * MIN, 5.0) for m in range(0, 199))  # trains (and logs) from its start
     d = step(run, Tick(), now, Observations(heartbeat=heartbeat))
-    assert d.run.startup_learned_min == 10
-    assert any("start-up allowance for the next attempts: 10 min" in n for n in d.notes)
+    assert d.run.startup_learned_min == 10 and d.run.startup_learned_on == "ml.p4d.24xlarge x 2 fresh"
+    assert any(
+        "start-up allowance for the next attempts on ml.p4d.24xlarge x 2 fresh: 10 min" in n for n in d.notes
+    )
 
 
 def test_whole_job_idle_waits_for_the_start_up_allowance():
@@ -129,15 +159,15 @@ def test_whole_job_idle_waits_for_the_start_up_allowance():
 
 
 def test_lone_idle_hang_names_its_window_in_the_evidence():
-    run = training_run()
+    run = training_run(instance_count=16)  # two lone-idle groups: algo-1..8 and algo-9..16
     t0 = run.current.training_started_ms
     d = step(
         run,
         _alarms(run, ("gpu_lone_idle#2", "ALARM", t0 + HOUR)),
         t0 + HOUR + MIN,
-        Observations(hosts_triage=("algo-7: GPUUtilization avg 0 (min 0)  <- idle",)),
+        Observations(hosts_triage=("algo-12: GPUUtilization avg 0 (min 0)  <- idle",)),
     )
-    assert any("algo-7" in line for line in d.run.current.evidence)
+    assert any("algo-12" in line for line in d.run.current.evidence)
     assert "gpu_lone_idle" in d.run.current.evidence[0]
 
 

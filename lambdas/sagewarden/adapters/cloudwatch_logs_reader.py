@@ -36,6 +36,7 @@ from botocore.exceptions import ClientError
 
 from sagewarden import keys
 from sagewarden.domain.bounded import clip_text
+from sagewarden.domain.cadence import activity_per_minute, phase_cover
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ TAIL_BUDGET_S = 15.0  # tail and triage run one after the other inside a 90 s ha
 TRIAGE_BUDGET_S = 15.0
 REUSE_S = 30.0  # a job's host reads this recent serve the next look (the tail, then the triage)
 SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
+ACTIVITY_BUDGET_S = 10.0  # a no-subscription deployment reads an attempt's activity from its logs
+ACTIVITY_MAX_PAGES = 50  # FilterLogEvents pages (up to 10,000 events or 1 MB each) per read
+PHASE_PATTERN = '"[sagewarden] phase="'  # a quoted term matches the phrase as written
 TRIAGE_MAX_ROWS = 50
 LINE_MAX_BYTES = 1024  # one log event can be 256 KB; evidence and alerts need lines, not pages
 TOP_CONTEXT_BEFORE = 2  # lines kept before the top host's first best-scoring line
@@ -329,6 +333,95 @@ class CloudWatchLogsReader:
                 raise LogReadIncomplete(
                     f"no answer about log events of {job_name} after {pages} pages ({budget_s:g} s budget)"
                 )
+
+    def _filter_pages(
+        self,
+        job_name: str,
+        *,
+        start_ms: int,
+        end_ms: int | None,
+        pattern: str | None,
+        budget_s: float,
+        what: str,
+    ) -> Any:
+        """FilterLogEvents pages of this job's streams in [start_ms, end_ms), every page followed
+        until the token ends; `LogReadIncomplete` when the time budget or ACTIVITY_MAX_PAGES runs
+        out first (an incomplete read is unknown, never "fewer events"). A missing group or stream
+        is an answer: no events."""
+        deadline = self._clock() + budget_s
+        prefix = f"{job_name}/"
+        kwargs: dict[str, Any] = {
+            "logGroupName": self._group,
+            "logStreamNamePrefix": prefix,
+            "startTime": start_ms,
+        }
+        if end_ms is not None:
+            kwargs["endTime"] = end_ms
+        if pattern:
+            kwargs["filterPattern"] = pattern
+        token: str | None = None
+        for page in range(1, ACTIVITY_MAX_PAGES + 1):
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                resp = self._logs.filter_log_events(**kwargs)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == _NOT_FOUND:
+                    return
+                raise
+            # only this job's streams count (CloudWatch filters by prefix already; moto does not)
+            yield [
+                e for e in resp.get("events", []) if str(e.get("logStreamName", prefix)).startswith(prefix)
+            ]
+            nxt = resp.get("nextToken")
+            if not nxt:
+                return
+            if nxt == token:
+                raise LogReadIncomplete(f"FilterLogEvents for {job_name} returned the same nextToken twice")
+            token = nxt
+            if self._clock() >= deadline:
+                raise LogReadIncomplete(
+                    f"{what} of {job_name}: no complete answer after {page} pages ({budget_s:g} s budget)"
+                )
+        raise LogReadIncomplete(f"{what} of {job_name}: more than {ACTIVITY_MAX_PAGES} pages of log events")
+
+    def activity(
+        self, job_name: str, start_ms: int, end_ms: int, *, budget_s: float = ACTIVITY_BUDGET_S
+    ) -> tuple[tuple[int, float], ...]:
+        """Per-minute activity of the job read from its logs, as the heartbeat metric would carry
+        it (log events, and the minutes a phase marker declares active): where no log subscription
+        feeds the heartbeat, the hang windows are learned from this. Bounded by a time budget and a
+        page count; an incomplete read raises `LogReadIncomplete` (nothing is learned from it)."""
+        events: list[tuple[int, str]] = []
+        for page in self._filter_pages(
+            job_name, start_ms=start_ms, end_ms=end_ms, pattern=None, budget_s=budget_s, what="log activity"
+        ):
+            events += [(int(e.get("timestamp", 0)), str(e.get("message", ""))) for e in page]
+        counts = activity_per_minute(events)
+        return tuple(sorted((t, float(n)) for t, n in counts.items() if start_ms <= t < end_ms))
+
+    def declared_phase_until(
+        self, job_name: str, since_ms: int, *, budget_s: float = SILENCE_BUDGET_S
+    ) -> int | None:
+        """The end (ms) of the latest silent phase the job declared with a phase marker
+        (`[sagewarden] phase=<name> max_minutes=<n>`) at or after `since_ms`; None when it declared
+        none. Without a log subscription the sweep's log-silence check honours declared phases
+        with this, as the heartbeat function does. Errors and incomplete reads propagate."""
+        latest: int | None = None
+        for page in self._filter_pages(
+            job_name,
+            start_ms=since_ms,
+            end_ms=None,
+            pattern=PHASE_PATTERN,
+            budget_s=budget_s,
+            what="phase markers",
+        ):
+            for e in page:
+                cover = phase_cover(str(e.get("message", "")), int(e.get("timestamp", 0)))
+                if cover:
+                    end = cover[-1] + 60_000
+                    latest = end if latest is None else max(latest, end)
+        return latest
 
     def host_triage(
         self,

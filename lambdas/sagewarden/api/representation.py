@@ -7,8 +7,10 @@ from typing import Any
 
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.costs import attempt_cost_usd, run_cost_usd
 from sagewarden.domain.draft import window_in_force
 from sagewarden.domain.models import Attempt, Run
+from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import AuditEntry
 
 
@@ -24,7 +26,7 @@ def checkpoint_json(c: Checkpoint | None) -> dict[str, Any] | None:
     return {"uri": c.uri, "step": c.step, "layout": c.layout.value, "written_at": iso(c.written_at_ms)}
 
 
-def attempt_json(a: Attempt) -> dict[str, Any]:
+def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
     return {
         "number": a.number,
         "job_name": a.job_name,
@@ -54,7 +56,8 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
             for k, v in (("log_silence", a.log_window_min), ("progress_stalled", a.progress_window_min))
             if v is not None
         },
-        "estimated_cost_usd": a.cost_usd,
+        # fixed once it ended; a live attempt's cost so far (the same figure the budget counts)
+        "estimated_cost_usd": round(attempt_cost_usd(a, policy, now_ms), 2),
     }
 
 
@@ -95,6 +98,7 @@ def hang_windows_json(r: Run) -> dict[str, Any] | None:
 
 
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
+    now = now_ms if now_ms is not None else r.updated_ms
     out: dict[str, Any] = {
         "run_id": r.run_id,
         "name": r.name,
@@ -112,14 +116,15 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         if r.wait_reason
         else None,
         "last_checkpoint": checkpoint_json(r.last_checkpoint),
-        "estimated_cost_usd": r.cost_usd,
+        # ended attempts plus the live one so far: the one cost figure, everywhere
+        "estimated_cost_usd": round(run_cost_usd(r, now), 2),
         "policy": r.policy.to_dict(),
         "version": r.version,
     }
     if with_attempts:
-        out["checkpoint_advice"] = advice_json(r, now_ms if now_ms is not None else r.updated_ms)
+        out["checkpoint_advice"] = advice_json(r, now)
         out["hang_windows"] = hang_windows_json(r)
-        out["attempts"] = [attempt_json(a) for a in r.attempts]
+        out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
     return out
 

@@ -126,7 +126,10 @@ class Attempt(BaseModel):
     learned_windows_min: dict[str, int] = Field(
         description="hang windows learned from this attempt's cadence (log_silence, progress_stalled)"
     )
-    estimated_cost_usd: float
+    estimated_cost_usd: float = Field(
+        description="instances x instance-hour price x hours since Training: fixed when the attempt ended, "
+        "so far while it is live"
+    )
 
 
 class CheckpointAdvice(BaseModel):
@@ -161,7 +164,10 @@ class RunSummary(BaseModel):
     segments: int
     wait: Wait | None
     last_checkpoint: Checkpoint | None
-    estimated_cost_usd: float
+    estimated_cost_usd: float = Field(
+        description="the run's cost so far: its ended attempts plus the live attempt so far (the figure the "
+        "cost budget counts)"
+    )
     policy: dict[str, Any] = Field(description="the run's resolved policy (every field of Policy)")
     version: int
 

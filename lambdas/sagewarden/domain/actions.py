@@ -34,6 +34,9 @@ class EnsureHangAlarms:
     progress_stall_minutes: int = 30
     gpu_lone_idle_minutes: int = 3  # 0: no lone-idle-host alarms
     gpu_busy_percent: float = 50.0
+    # False in a deployment without the log subscription: nothing publishes the heartbeat metric,
+    # so no log-silence alarm exists and the sweep judges log silence itself
+    log_silence_alarm: bool = True
     only_keys: tuple[str, ...] = ()  # re-put just these alarms (a learned window changed); () = all
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MINUTE_MS = 60_000
@@ -87,11 +88,22 @@ def learn_startup(
     return min(allowance_min, max(STARTUP_FLOOR_MIN, math.ceil(SAFETY_FACTOR * (longest + 1))))
 
 
-def wants_cadence(started_ms: int | None, now_ms: int, startup_min: int) -> bool:
-    """Whether reading the activity can teach anything yet."""
+def wants_cadence(
+    started_ms: int | None, now_ms: int, startup_min: int, *, startup_known: bool = True
+) -> bool:
+    """Whether reading the activity can teach anything yet: a window (after LEARN_AFTER_MIN of
+    training past start-up) or, when the start-up allowance is not yet known for this kind of
+    attempt, the allowance (as soon as the start-up span is observed)."""
     if started_ms is None:
         return False
-    return now_ms - (started_ms + startup_min * MINUTE_MS) >= (LEARN_AFTER_MIN + SETTLE_MIN) * MINUTE_MS
+    past_startup = now_ms - (started_ms + startup_min * MINUTE_MS)
+    if (
+        not startup_known
+        and past_startup >= SETTLE_MIN * MINUTE_MS
+        and now_ms - started_ms <= HORIZON_MIN * MINUTE_MS
+    ):
+        return True
+    return past_startup >= (LEARN_AFTER_MIN + SETTLE_MIN) * MINUTE_MS
 
 
 # --- the training-script contract's phase marker ------------------------------------------------
@@ -114,3 +126,16 @@ def phase_cover(message: str, timestamp_ms: int) -> list[int]:
     minutes = max(1, min(int(found.group("minutes")), MAX_PHASE_MINUTES))
     first = timestamp_ms // MINUTE_MS * MINUTE_MS
     return [first + i * MINUTE_MS for i in range(minutes)]
+
+
+def activity_per_minute(events: Iterable[tuple[int, str]]) -> Counter[int]:
+    """What the heartbeat metric counts, per minute start (ms): log events (timestamp ms,
+    message), and one more for each later minute a phase marker among them declares active.
+    The heartbeat function publishes exactly this; without a log subscription the sweep computes
+    it from the logs themselves."""
+    per_minute: Counter[int] = Counter()
+    for ts, message in events:
+        per_minute[ts // MINUTE_MS * MINUTE_MS] += 1
+        for minute in phase_cover(message, ts)[1:]:
+            per_minute[minute] += 1
+    return per_minute

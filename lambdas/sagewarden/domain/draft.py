@@ -19,6 +19,7 @@ from sagewarden.domain.actions import Action, EnsureHangAlarms, LaunchAttempt, N
 from sagewarden.domain.bounded import clip_lines, clip_text
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.classifier import Classification
+from sagewarden.domain.costs import live_cost_usd
 from sagewarden.domain.events import Observations
 from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, wall_clock_remaining_s
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
@@ -342,6 +343,7 @@ def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> Ensu
         progress_stall_minutes=progress_window(d, att),
         gpu_lone_idle_minutes=d.policy.gpu_lone_idle_minutes,
         gpu_busy_percent=d.policy.gpu_busy_percent,
+        log_silence_alarm=d.obs.log_subscription,
         only_keys=only_keys,
     )
 
@@ -385,14 +387,7 @@ def jitter(seed: str, k: int, spread: float) -> float:
 
 
 def running_cost(d: Draft, cur: Attempt) -> float:
-    if cur.training_started_ms is None:
-        return 0.0
-    hours = max(0, d.now - cur.training_started_ms) / 3_600_000
-    return (
-        hours
-        * cur.instance_count
-        * price_per_instance_hour(cur.instance_type, d.policy.instance_hour_price_usd)
-    )
+    return live_cost_usd(cur, d.policy, d.now)
 
 
 def lost_work(d: Draft, ended: Attempt) -> tuple[float, float]:

@@ -122,6 +122,11 @@ Event = (
 class Observations:
     """Facts the service looked up before deciding (I/O happens outside the domain)."""
 
+    # how the deployment watches log silence: True, a log subscription feeds the heartbeat metric
+    # and a log-silence alarm watches it; False (logSubscription=false), no heartbeat exists, so no
+    # such alarm may exist either and the sweep's own check (`logs_silent`) carries log silence
+    log_subscription: bool = True
+
     checkpoint: Checkpoint | None = None
     checkpoint_error: str | None = None  # the lookup failed: the checkpoint is UNKNOWN, not absent
     log_tail: tuple[str, ...] = ()

@@ -7,6 +7,7 @@ of at most 10). The CloudWatch adapter turns keys into alarm names and back.
 
 The alarms of one attempt:
 - `log_silence`: no log line (heartbeat metric) for the attempt's window (learned, see cadence);
+  only where the log subscription feeds the heartbeat (without it the sweep judges log silence);
 - `progress_stalled` (with a progress metric): the metric not reported, or reported unchanged;
 - `gpu_lone_idle#g` (jobs of 2+ hosts): a host of group g is idle while a peer of the group is
   busy, for `gpu_lone_idle_minutes` (3): a dead host among spinning ones is unmistakable fast,
@@ -53,7 +54,7 @@ def lone_idle_groups(spec: EnsureHangAlarms) -> list[list[int]]:
 
 def alarm_keys(spec: EnsureHangAlarms) -> tuple[str, ...]:
     """Keys of every alarm `spec` creates."""
-    keys = [SIGNAL_LOG_SILENCE]
+    keys = [SIGNAL_LOG_SILENCE] if spec.log_silence_alarm else []
     if spec.progress_metric:
         keys.append(SIGNAL_PROGRESS)
     keys.append(SIGNAL_GPU_IDLE)

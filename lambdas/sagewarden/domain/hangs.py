@@ -40,7 +40,7 @@ from sagewarden.domain.hang_alarms import (
     alarm_keys,
     key_signal,
 )
-from sagewarden.domain.models import Attempt
+from sagewarden.domain.models import Attempt, startup_kind
 
 # What start-up looks like, so these wait out `startup_silence_minutes` after Training starts: a
 # first-step compile or NCCL init on hundreds of hosts is silent and leaves *every* GPU idle for
@@ -67,6 +67,10 @@ def on_hang_signal(d: Draft, e: HangSignal) -> str | None:
     cur, why = _current_training(d, e.job_name, e.attempt)
     if cur is None:
         return why
+    if e.source == "event" and e.signal not in _alarmed_signals(d, cur):
+        # an alarm this attempt should not have (e.g. a log-silence alarm left from before the
+        # deployment dropped its log subscription: nothing feeds its metric, so it breaches)
+        return f"{e.signal} is not watched by an alarm for {cur.job_name}; its state is not evidence"
     signals = set(cur.hang_signals)
     if e.state != "ALARM":
         if e.signal not in signals:
@@ -99,8 +103,10 @@ def on_alarms_observed(d: Draft, e: AlarmsObserved) -> str | None:
             cur = d.run.current or cur
             changed = True
     in_alarm: dict[str, int] = {}
+    expected_keys = set(alarm_keys(hang_alarms(d, cur)))
     for key, state, since in e.states:
-        if state == "ALARM":
+        # only the alarms this attempt should have are evidence (see on_hang_signal)
+        if state == "ALARM" and key in expected_keys:
             signal = key_signal(key)
             in_alarm[signal] = min(since, in_alarm.get(signal, since))
     # the level wins over remembered edges: a signal whose alarm is no longer in ALARM is dropped
@@ -129,13 +135,17 @@ def on_alarms_observed(d: Draft, e: AlarmsObserved) -> str | None:
     return None if changed else "alarms as expected"
 
 
+def _alarmed_signals(d: Draft, cur: Attempt) -> set[str]:
+    return {key_signal(k) for k in alarm_keys(hang_alarms(d, cur))}
+
+
 def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | None:
     started = cur.training_started_ms or d.now
     grace_ms = d.policy.hang_grace_minutes * 60_000
     if d.now - started < grace_ms:
         names = ", ".join(e.signal for e in events)
         return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
-    startup_ms = startup_allowance_min(d) * 60_000
+    startup_ms = startup_allowance_min(d, cur) * 60_000
     if d.now - started < startup_ms:
         # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle:
         # those signals wait (the alarm's level is read again once start-up is over)
@@ -151,7 +161,7 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         events = [e for e in events if e not in waiting]
         if not events:
             names = ", ".join(e.signal for e in waiting)
-            return f"{names} within the {startup_allowance_min(d)}-minute start-up allowance"
+            return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
     if all(e.signal in _QUIET_SIGNALS for e in events):
         act, why = _saving(d, events)
         if not act:
@@ -181,11 +191,15 @@ def wants_save_activity(event: HangSignal | AlarmsObserved) -> bool:
     return any(state == "ALARM" and key_signal(key) in _QUIET_SIGNALS for key, state, _ in event.states)
 
 
-def startup_allowance_min(d: Draft) -> int:
-    """The policy's start-up allowance, or a shorter one learned from an earlier attempt."""
+def startup_allowance_min(d: Draft, cur: Attempt) -> int:
+    """The policy's start-up allowance, or a shorter one learned from an earlier *comparable*
+    attempt (`startup_kind`: a fresh start's minutes say nothing about a resume that loads a
+    checkpoint for twenty silent minutes)."""
     learned = d.run.startup_learned_min
     pol = d.policy.startup_silence_minutes
-    return pol if learned is None else min(pol, learned)
+    if learned is None or d.run.startup_learned_on != startup_kind(cur):
+        return pol
+    return min(pol, learned)
 
 
 def _saving(d: Draft, quiet: list[HangSignal]) -> tuple[bool, str | None]:
@@ -344,7 +358,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
     if not (pol.adaptive_windows and pol.hang_detection and cur.in_training and cur.training_started_ms):
         return False
     start = cur.training_started_ms + pol.startup_silence_minutes * 60_000
-    before_startup = d.run.startup_learned_min
+    before_startup = (d.run.startup_learned_min, d.run.startup_learned_on)
 
     def learned(series: tuple[tuple[int, float], ...] | None, ceiling: int, current: int) -> Cadence | None:
         if series is None:
@@ -370,11 +384,15 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
         if d.obs.heartbeat is not None
         else None
     )
-    if learned_startup is not None and learned_startup != d.run.startup_learned_min:
-        d.set(startup_learned_min=learned_startup)
+    kind = startup_kind(cur)
+    if learned_startup is not None and (learned_startup, kind) != (
+        d.run.startup_learned_min,
+        d.run.startup_learned_on,
+    ):
+        d.set(startup_learned_min=learned_startup, startup_learned_on=kind)
         d.note(
-            f"start-up allowance for the next attempts: {learned_startup} min, from this attempt's "
-            f"first {pol.startup_silence_minutes} min of Training"
+            f"start-up allowance for the next attempts on {kind}: {learned_startup} min, from this "
+            f"attempt's first {pol.startup_silence_minutes} min of Training"
         )
     for signal, cadence, current in (
         (SIGNAL_LOG_SILENCE, log, log_window(d, cur)),
@@ -387,7 +405,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
                 f"{cadence.longest_quiet_min} min in {cadence.observed_min} min of training)"
             )
     if not changed:
-        return d.run.startup_learned_min != before_startup
+        return (d.run.startup_learned_min, d.run.startup_learned_on) != before_startup
     cur = dataclasses.replace(
         cur,
         log_window_min=log.window_min if log is not None else cur.log_window_min,
@@ -403,6 +421,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
         learned_progress_window_min=None if prog_from == WINDOW_POLICY else prog_min,
     )
     keys = tuple(k for k in alarm_keys(hang_alarms(d, cur)) if key_signal(k) in changed)
-    d.act(hang_alarms(d, cur, only_keys=keys))
+    if keys:  # without a log subscription a learned log-silence window has no alarm to re-put
+        d.act(hang_alarms(d, cur, only_keys=keys))
     d.note("learned from the attempt's cadence: " + "; ".join(notes))
     return True

@@ -95,6 +95,13 @@ class Attempt:
         return not self.ended and self.sm_status in SM_TERMINAL
 
 
+def startup_kind(att: Attempt) -> str:
+    """Attempts whose start-up is comparable: the same instance type and count, and both fresh
+    starts or both resumed from a checkpoint (loading one can take tens of silent minutes)."""
+    how = "resumed" if att.resume_from is not None else "fresh"
+    return f"{att.instance_type} x {att.instance_count} {how}"
+
+
 @dataclass(frozen=True)
 class Run:
     run_id: str
@@ -154,6 +161,9 @@ class Run:
     # the start-up allowance learned from an earlier attempt's first minutes of Training (see
     # cadence.learn_startup); None: the policy's startup_silence_minutes
     startup_learned_min: int | None = None
+    # which attempts it was learned from and applies to (`startup_kind`): the same instances, and
+    # a fresh start or a resume (a resume may spend silent minutes loading its checkpoint)
+    startup_learned_on: str | None = None
     # hang windows an attempt learned from its cadence (hangs.adapt_windows), for the next attempts
     # on the same instances ("<type> x <count>"): the cadence is the training script's, so a
     # resumed attempt starts with them instead of the policy's until it learns its own

@@ -142,7 +142,7 @@ def submit_run(
         return _json(409, {"message": "Idempotency-Key was already used with a different request body"})
     logger.append_keys(run_id=run.run_id)
     metrics.add_metric(name="RunsSubmitted" if created else "RunsReplayed", unit="Count", value=1)
-    return _json(201 if created else 200, run_json(run))
+    return _json(201 if created else 200, run_json(run, now_ms=sup.clock()))
 
 
 @app.get(
@@ -159,12 +159,17 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")] = DEFAULT_PAGE,
     cursor: CURSOR = None,
 ) -> Response[schema.RunPage]:
+    sup = composition.supervisor()
     try:
-        page = composition.supervisor().list_runs(_query_status(), _query_limit(), _query_cursor())
+        page = sup.list_runs(_query_status(), _query_limit(), _query_cursor())
     except ValueError as exc:  # the store refused the cursor
         raise _store_cursor_error(exc) from exc
     return _json(
-        200, {"runs": [run_json(r, with_attempts=False) for r in page.items], "next_cursor": page.cursor}
+        200,
+        {
+            "runs": [run_json(r, with_attempts=False, now_ms=sup.clock()) for r in page.items],
+            "next_cursor": page.cursor,
+        },
     )
 
 
@@ -214,8 +219,9 @@ def get_events(
     },
 )
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
-    run = composition.supervisor().cancel(_run_id(run_id), by=_caller())
-    return _json(202 if not run.status.terminal else 200, run_json(run))
+    sup = composition.supervisor()
+    run = sup.cancel(_run_id(run_id), by=_caller())
+    return _json(202 if not run.status.terminal else 200, run_json(run, now_ms=sup.clock()))
 
 
 @app.post(
@@ -233,8 +239,9 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     },
 )
 def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
-    run = composition.supervisor().resume(_run_id(run_id), by=_caller())
-    return _json(202, run_json(run))
+    sup = composition.supervisor()
+    run = sup.resume(_run_id(run_id), by=_caller())
+    return _json(202, run_json(run, now_ms=sup.clock()))
 
 
 @app.exception_handler(RunNotResumable)

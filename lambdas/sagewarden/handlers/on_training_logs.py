@@ -21,11 +21,10 @@ import base64
 import gzip
 import json
 import os
-from collections import Counter
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain.cadence import phase_cover
+from sagewarden.domain.cadence import activity_per_minute
 
 
 def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, Any]]:
@@ -35,12 +34,9 @@ def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, 
     job = str(payload.get("logStream", "")).split("/", 1)[0]
     if not job.startswith(f"{job_prefix}-"):
         return []
-    per_minute: Counter[int] = Counter()
-    for e in payload.get("logEvents", []):
-        ts = int(e["timestamp"])
-        per_minute[ts // 60_000 * 60_000] += 1
-        for minute in phase_cover(str(e.get("message", "")), ts)[1:]:
-            per_minute[minute] += 1
+    per_minute = activity_per_minute(
+        (int(e["timestamp"]), str(e.get("message", ""))) for e in payload.get("logEvents", [])
+    )
     return [
         {
             "_aws": {
