@@ -84,6 +84,50 @@ def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
 
 
 @needs_make
+def test_make_bootstrap_runs_the_credentials_preflight_first() -> None:
+    lines = _make("-n", "bootstrap", "PROFILE=ml").stdout.splitlines()
+    doctor = [i for i, line in enumerate(lines) if "-m cli.doctor" in line]
+    bootstrap = [i for i, line in enumerate(lines) if "cdk bootstrap" in line]
+
+    assert len(doctor) == 1 and len(bootstrap) == 1 and doctor[0] < bootstrap[0]
+    assert lines[doctor[0]].split("-m cli.doctor", 1)[1].split() == ["--credentials-only", "--profile", "ml"]
+    assert not _lines_starting(
+        _make("-n", "bootstrap", "PREFLIGHT=0").stdout, ".venv/bin/python -m cli.doctor"
+    )
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_make_bootstrap_without_credentials_stops_at_one_line_before_cdk(tmp_path: Path) -> None:
+    # -o: the environments count as installed, so only the prerequisite check, the preflight and
+    # (had it passed) cdk bootstrap run
+    installed = ("-o", ".venv/.installed", "-o", "setup", "-o", "node_modules/.installed")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), *installed, "bootstrap"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+    assert result.returncode != 0
+    problems = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(problems) == 1 and "no AWS credentials found" in problems[0] and "aws configure" in problems[0]
+    assert result.stdout.splitlines()[-1].startswith("preflight: 1 problem to fix before bootstrapping")
+    assert "cdk bootstrap" not in result.stdout and "Unable to resolve AWS account" not in result.stderr
+
+
+@needs_make
 def test_make_destroy_with_force_passes_force_to_cdk() -> None:
     result = _make("-n", "destroy", "FORCE=1")
 
