@@ -67,7 +67,7 @@ SPEED ?= 600
 SUBMIT ?=
 # A scenario only when one is asked for (SCENARIO= on the command line or in the environment): the
 # server's default is a plain simulated account, not make demo's default scenario.
-SERVE_SCENARIO = $(if $(filter-out file default undefined,$(origin SCENARIO)),--scenario $(SCENARIO) $(if $(SUBMIT),--submit))
+SERVE_SCENARIO = $(if $(and $(filter-out file default undefined,$(origin SCENARIO)),$(SCENARIO)),--scenario $(SCENARIO) $(if $(SUBMIT),--submit))
 .PHONY: demo-serve
 demo-serve: setup ## the API on a simulated account for `sagewarden --local ...` (PORT=8765 SPEED=600; SCENARIO=selftest loads a scenario, SUBMIT=1 submits its runs)
 	$(PY) -m drill serve --port $(PORT) --speed $(SPEED) $(SERVE_SCENARIO)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from cli.client import Client, Context
 
 RUN_NAME = "sagewarden-selftest"
+SCENARIO_NAME = "selftest"  # drill/scenarios/selftest.json, what a local server must run
 DEFAULT_PREFIX = "sagewarden-selftest"
 DEFAULT_INSTANCE_TYPE = "ml.m5.large"
 SCRIPT = "train.py"
@@ -539,7 +540,7 @@ def scenario_document(plan: Plan = PLAN, policy: Mapping[str, Any] = POLICY) -> 
     saves_before_crash = plan.crash_at_step // plan.checkpoint_every
     saves_before_hang = plan.hang_after_step // plan.checkpoint_every - plan.resume_2 // plan.checkpoint_every
     return {
-        "name": "selftest",
+        "name": SCENARIO_NAME,
         "description": (
             "What `sagewarden selftest` rehearses, on the simulated account: one ml.m5.large job "
             "(examples/selftest/train.py) that dies of a NCCL watchdog timeout on attempt 1, hangs "
@@ -958,6 +959,15 @@ def run(env: Env) -> int:
     policy = _policy(a.policy)
     source_dir = find_source_dir(a.source_dir)
     info = client.local_info() if ctx.local else {}
+    if ctx.local and info.get("scenario") != SCENARIO_NAME:
+        # any other simulated job neither crashes nor hangs as the script does: every step would FAIL
+        running = f"scenario {info['scenario']!r}" if info.get("scenario") else "no scenario"
+        raise CliError(
+            f"the local server at {client.api_url} runs {running}, not the self-test's: its simulated job "
+            f"would not crash and hang as the self-test expects. Start it with `make demo-serve "
+            f"SCENARIO={SCENARIO_NAME}` (or `python -m drill serve --scenario {SCENARIO_NAME}`) and run this again",
+            USAGE,
+        )
     role = a.role or (info.get("allowed_role_arns") or [None])[0]
     bucket = a.bucket or (info.get("checkpoint_buckets") or [None])[0]
     if not role:

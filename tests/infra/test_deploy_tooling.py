@@ -147,6 +147,44 @@ def test_make_destroy_without_a_terminal_says_to_use_force_and_runs_nothing() ->
     assert "cdk destroy" not in result.stdout.replace("make destroy", "")
 
 
+# --- make demo-serve ----------------------------------------------------------------------------
+
+
+def _serve_args(*variables: str, env: dict[str, str] | None = None) -> list[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("SCENARIO", "SUBMIT", "PORT", "SPEED")}
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "demo-serve", *variables],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+        env={**base, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "-m drill serve" in line]
+    return line.split("-m drill serve", 1)[1].split()
+
+
+@needs_make
+def test_make_demo_serve_takes_a_scenario_only_when_one_is_asked_for() -> None:
+    plain = ["--port", "8765", "--speed", "600"]
+
+    assert _serve_args() == plain  # make demo's default scenario is not served
+    assert _serve_args("SCENARIO=") == plain
+    assert _serve_args("SCENARIO=selftest") == [*plain, "--scenario", "selftest"]
+    assert _serve_args("SCENARIO=default", "SUBMIT=1", "PORT=9000") == [
+        "--port",
+        "9000",
+        "--speed",
+        "600",
+        "--scenario",
+        "default",
+        "--submit",
+    ]
+    assert _serve_args(env={"SCENARIO": "selftest"}) == [*plain, "--scenario", "selftest"]
+
+
 # --- the prerequisite check -------------------------------------------------------------------
 
 

@@ -283,6 +283,25 @@ def selftest_cleanup_attempts() -> int:
     return RECOVERY_ATTEMPTS
 
 
+@pytest.mark.parametrize("scenario", [None, "other"], ids=["no-scenario", "another-scenario"])
+def test_a_local_server_without_the_selftest_scenario_is_named_as_the_problem(template, capsys, scenario):
+    doc = None if scenario is None else {"name": scenario, "runs": [], "faults": []}
+    parsed = None if doc is None else parse(doc, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    with LocalServer(template, port=0, speed=SPEED, scenario=parsed, tick_s=0.02) as server:
+        code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes")
+        runs = api(server, "GET", "/runs")["runs"]
+        left = uploads(server)
+
+    running = "no scenario" if scenario is None else "scenario 'other'"
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"sagewarden: the local server at {server.url} runs {running}, not the self-test's: its simulated job "
+        "would not crash and hang as the self-test expects. Start it with `make demo-serve SCENARIO=selftest` "
+        "(or `python -m drill serve --scenario selftest`) and run this again"
+    ]
+    assert runs == [] and left == []  # nothing submitted, nothing uploaded
+
+
 def test_the_selftest_asks_before_spending(template, capsys):
     with serve(template) as server:
         code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", stdin="n\n")
