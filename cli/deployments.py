@@ -11,7 +11,9 @@ A stack is a sagewarden deployment when it has the ``JobPrefix`` output (infra/s
 stacks deployed before that output existed, when its description is sagewarden's; the prefix of
 such an older stack is read from its template (the functions' ``SAGEWARDEN_JOB_PREFIX``).
 
-Every page of DescribeStacks is read, up to ``MAX_PAGES``; an error is never "no other stack".
+DescribeStacks without a stack name lists the region's stacks (AWS documents that it then needs
+both cloudformation:DescribeStacks and ListStacks). Every page is read, up to ``MAX_PAGES``; an
+error is never "no other stack".
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ def check_prefix(
             Finding(
                 WARN,
                 "prefix",
-                f"cannot list the CloudFormation stacks of {region} (cloudformation:DescribeStacks denied): "
-                f"make sure no other sagewarden deployment uses jobPrefix {prefix!r}",
+                f"cannot list the CloudFormation stacks of {region} (cloudformation:DescribeStacks and ListStacks "
+                f"denied): make sure no other sagewarden deployment uses jobPrefix {prefix!r}",
             )
         ]
     findings = _own_stack(listing.get(stack), region=region, stack=stack, prefix=prefix)

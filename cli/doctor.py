@@ -7,7 +7,7 @@ one line each what is wrong and how to fix it:
   (``make bootstrap`` runs that, before ``cdk bootstrap``);
 * the job prefix is not used by another sagewarden stack of the account and region, and the stack
   name is not taken by a stack that is not sagewarden or runs another prefix
-  (cloudformation:DescribeStacks; cli/deployments.py); hang alarms under the prefix that no stack
+  (cloudformation:DescribeStacks without a name, which also needs ListStacks; cli/deployments.py); hang alarms under the prefix that no stack
   claims are a warning (cloudwatch:DescribeAlarms);
 * the environment is CDK-bootstrapped (SSM ``/cdk-bootstrap/<qualifier>/version``, else the
   ``CDKToolkit`` stack), recently enough for this app;
