@@ -11,19 +11,24 @@ SOAK_EXAMPLES ?= 10000
 
 # --- deployment settings (make deploy / bootstrap / destroy) ----------------------------------
 #   ALERT_EMAIL, ALLOWED_ROLE_ARNS   the alertEmail / allowedRoleArns context
+#   STACK, JOB_PREFIX the stackName / jobPrefix context: a second deployment in one account and
+#                     region needs its own of both (make doctor refuses a prefix another stack uses)
 #   CONTEXT           more CDK context, as cdk takes it: CONTEXT='-c logSubscription=false'
 #   PROFILE           an AWS CLI profile (AWS_PROFILE and AWS_REGION work as well)
 #   FORCE=1           make destroy without a confirmation prompt (CI, no terminal)
 #   REQUIRE_APPROVAL  e.g. never: make deploy without the IAM-change prompt (CI, no terminal)
-#   PREFLIGHT=0       make deploy without the preflight (python -m cli.doctor)
+#   PREFLIGHT=0       make deploy and make bootstrap without the preflight (python -m cli.doctor)
 ALERT_EMAIL ?=
 ALLOWED_ROLE_ARNS ?=
+STACK ?=
+JOB_PREFIX ?=
 CONTEXT ?=
 PROFILE ?=
 FORCE ?=
 REQUIRE_APPROVAL ?=
 PREFLIGHT ?= 1
-CDK_CONTEXT = $(if $(ALERT_EMAIL),-c alertEmail=$(ALERT_EMAIL)) \
+CDK_CONTEXT = $(if $(STACK),-c stackName=$(STACK)) $(if $(JOB_PREFIX),-c jobPrefix=$(JOB_PREFIX)) \
+              $(if $(ALERT_EMAIL),-c alertEmail=$(ALERT_EMAIL)) \
               $(if $(ALLOWED_ROLE_ARNS),-c allowedRoleArns='$(ALLOWED_ROLE_ARNS)') $(CONTEXT)
 AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 # The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
@@ -59,9 +64,13 @@ drill: demo ## alias of demo; SCENARIO=path/to.json picks another scenario
 
 PORT ?= 8765
 SPEED ?= 600
+SUBMIT ?=
+# A scenario only when one is asked for (SCENARIO= on the command line or in the environment): the
+# server's default is a plain simulated account, not make demo's default scenario.
+SERVE_SCENARIO = $(if $(and $(filter-out file default undefined,$(origin SCENARIO)),$(SCENARIO)),--scenario $(SCENARIO) $(if $(SUBMIT),--submit))
 .PHONY: demo-serve
-demo-serve: setup ## the API on a simulated account for `sagewarden --local ...` (PORT=8765 SPEED=600)
-	$(PY) -m drill serve --port $(PORT) --speed $(SPEED)
+demo-serve: setup ## the API on a simulated account for `sagewarden --local ...` (PORT=8765 SPEED=600; SCENARIO=selftest loads a scenario, SUBMIT=1 submits its runs)
+	$(PY) -m drill serve --port $(PORT) --speed $(SPEED) $(SERVE_SCENARIO)
 
 test: setup ## every test: unit, adapters, infrastructure, scenarios
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
@@ -108,7 +117,10 @@ node_modules/.installed: package.json package-lock.json | prereqs-cdk
 
 cdk-cli: prereqs-cdk node_modules/.installed
 
-bootstrap: setup cdk-cli ## cdk bootstrap the current AWS account and region (once per account and region)
+bootstrap: setup cdk-cli ## credentials preflight, then cdk bootstrap the current AWS account and region (once per account and region)
+ifneq ($(PREFLIGHT),0)
+	$(PY) -m cli.doctor --credentials-only $(AWS_ARGS)
+endif
 	$(CDK) bootstrap $(AWS_ARGS)
 
 doctor: setup ## deploy preflight: credentials, bootstrap, roles, log subscription slots, buckets, quotas

@@ -2,7 +2,7 @@
 """CDK entry point of sagewarden: ``cdk synth`` / ``cdk deploy`` run ``python3 app.py``.
 
 Reads the deployment settings from CDK context (``cdk.json`` defaults, ``-c key=value`` on the
-command line), builds the ``Sagewarden`` stack, runs the cdk-nag AwsSolutions checks and
+command line), builds the stack (named by ``stackName``, default ``Sagewarden``), runs the cdk-nag AwsSolutions checks and
 synthesizes. Nothing here calls AWS: synth works offline, without credentials or Docker.
 """
 

@@ -3,7 +3,12 @@
 With your own AWS credentials, checks what a first `cdk deploy` of sagewarden needs and says in
 one line each what is wrong and how to fix it:
 
-* credentials and region resolve (sts:GetCallerIdentity);
+* credentials and region resolve (sts:GetCallerIdentity); ``--credentials-only`` stops there
+  (``make bootstrap`` runs that, before ``cdk bootstrap``);
+* the job prefix is not used by another sagewarden stack of the account and region, and the stack
+  name is not taken by a stack that is not sagewarden or runs another prefix
+  (cloudformation:DescribeStacks without a name, which also needs ListStacks; cli/deployments.py); hang alarms under the prefix that no stack
+  claims are a warning (cloudwatch:DescribeAlarms);
 * the environment is CDK-bootstrapped (SSM ``/cdk-bootstrap/<qualifier>/version``, else the
   ``CDKToolkit`` stack), recently enough for this app;
 * ``allowedRoleArns`` is set, and each role is in this account, exists under exactly that ARN
@@ -33,16 +38,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote
 
-OK = "ok"
-WARN = "warn"
-FAIL = "FAIL"
+from cli.findings import FAIL, OK, WARN, Finding
+from cli.findings import denied as _denied
+from cli.findings import error_code as _code
 
-STACK_NAME = "Sagewarden"  # infra.constants.STACK_ID
+STACK_NAME = "Sagewarden"  # infra.constants.STACK_ID, the default of the stackName context
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"  # sagewarden.keys.TRAINING_LOG_GROUP
 SUBSCRIPTION_SLOTS = 2
 DEFAULT_QUALIFIER = "hnb659fds"
@@ -51,14 +56,6 @@ QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 MIN_BOOTSTRAP_VERSION = 6
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 AWS_MANAGED_S3_KEY = "alias/aws/s3"
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # OK | WARN | FAIL
-    check: str
-    message: str
-    detail: str | None = None  # e.g. a policy to grant, printed under the line
 
 
 class DoctorError(Exception):
@@ -118,18 +115,6 @@ def load_config(checkout: Path, context: Mapping[str, Any]) -> Any:
 # --- AWS helpers --------------------------------------------------------------------------------
 
 
-def _code(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
-def _denied(exc: Exception) -> bool:
-    code = _code(exc)
-    return code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403"} or (
-        "not authorized" in str(exc)
-    )
-
-
 def trusts_sagemaker(document: Any) -> bool:
     """Whether a role trust policy lets SageMaker assume the role (an Allow of sts:AssumeRole
     for the sagemaker.amazonaws.com service principal). Conditions are not evaluated."""
@@ -181,14 +166,15 @@ class Preflight:
         config: Any,
         *,
         qualifier: str = DEFAULT_QUALIFIER,
-        stack_name: str = STACK_NAME,
+        stack_name: str | None = None,
         instance_types: Sequence[str] = (),
     ) -> None:
         self.session = session
         self.region = region
         self.config = config
         self.qualifier = qualifier
-        self.stack_name = stack_name
+        # the deployment's stackName context, unless a caller names another
+        self.stack_name = stack_name or str(getattr(config, "stack_name", None) or STACK_NAME)
         self.extra_instance_types = tuple(instance_types)
         self.account = ""
         self.partition = "aws"
@@ -197,13 +183,14 @@ class Preflight:
     def client(self, service: str) -> Any:
         return self.session.client(service, region_name=self.region)
 
-    def run(self) -> list[Finding]:
+    def run(self, *, credentials_only: bool = False) -> list[Finding]:
         identity = self.check_identity()
-        if identity.level == FAIL:
+        if identity.level == FAIL or credentials_only:
             return [identity]  # nothing else can be checked without credentials
         findings = [identity]
         checks: list[tuple[str, Callable[[], list[Finding]]]] = [
             ("bootstrap", self.check_bootstrap),
+            ("prefix", self.check_prefix),
             ("roles", self.check_roles),
             ("api logs", self.check_api_logging),
             ("log slots", self.check_log_subscription),
@@ -330,6 +317,18 @@ class Preflight:
                 except ValueError:
                     return None
         return None
+
+    # job prefix and stack name -----------------------------------------------------------------
+    def check_prefix(self) -> list[Finding]:
+        from cli.deployments import check_prefix
+
+        return check_prefix(
+            self.client("cloudformation"),
+            self.client("cloudwatch"),
+            region=self.region,
+            stack=self.stack_name,
+            prefix=self.config.job_prefix,
+        )
 
     # execution roles ---------------------------------------------------------------------------
     def check_roles(self) -> list[Finding]:
@@ -734,6 +733,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, include_global: bool = Tru
         metavar="TYPE",
         help="also check the quotas of this instance type (repeatable), e.g. ml.p5.48xlarge",
     )
+    parser.add_argument(
+        "--credentials-only",
+        action="store_true",
+        help="check only that credentials and a region resolve (make bootstrap runs this first)",
+    )
     if include_global:
         parser.add_argument("--json", action="store_true", help="print the findings as JSON")
 
@@ -755,7 +759,7 @@ def _resolve_region(args: argparse.Namespace, session: Any) -> str | None:
     return region or getattr(session, "region_name", None)
 
 
-def render(findings: Sequence[Finding], out: IO[str]) -> None:
+def render(findings: Sequence[Finding], out: IO[str], *, action: str = "deploy") -> None:
     width = max(len(f.check) for f in findings)
     for finding in findings:
         out.write(f"{finding.level:<4}  {finding.check:<{width}}  {finding.message}\n")
@@ -765,12 +769,13 @@ def render(findings: Sequence[Finding], out: IO[str]) -> None:
     warned = sum(f.level == WARN for f in findings)
     warnings = f"{warned} warning{'s' * (warned != 1)}"
     if not failed:
-        out.write(f"preflight: ready to deploy ({warnings})\n")
+        out.write(f"preflight: ready to {action} ({warnings})\n")
         return
     hint = ""
     if any(" -c " in f.message for f in findings if f.level == FAIL):
         hint = "; make deploy takes -c flags as CONTEXT='-c key=value'"
-    out.write(f"preflight: {failed} problem{'s' * (failed != 1)} to fix before deploying, {warnings}{hint}\n")
+    before = {"deploy": "deploying", "bootstrap": "bootstrapping"}.get(action, action)
+    out.write(f"preflight: {failed} problem{'s' * (failed != 1)} to fix before {before}, {warnings}{hint}\n")
 
 
 def run(
@@ -784,14 +789,20 @@ def run(
     """Run the preflight; 0 when nothing blocks the deploy, 1 when something does, 2 on bad usage."""
     out = out or sys.stdout
     namespace = args if isinstance(args, argparse.Namespace) else build_parser().parse_args(args)
+    # --credentials-only (make bootstrap): no deployment settings are needed or read
+    credentials_only = bool(getattr(namespace, "credentials_only", False))
+    action = "bootstrap" if credentials_only else "deploy"
+    context: dict[str, Any] = {}
+    config = None
     try:
-        root = checkout or find_checkout()
-        context = load_context(root, parse_context_args(getattr(namespace, "context", []) or []))
-        config = load_config(root, context)
+        if not credentials_only:
+            root = checkout or find_checkout()
+            context = load_context(root, parse_context_args(getattr(namespace, "context", []) or []))
+            config = load_config(root, context)
         if session is None:
             findings = _open_session(namespace, session_factory)
             if isinstance(findings, Finding):
-                render([findings], out)
+                render([findings], out, action=action)
                 return 1
             session = findings
     except DoctorError as exc:
@@ -799,7 +810,7 @@ def run(
         return 2
     region = _resolve_region(namespace, session)
     if not region:
-        render([Finding(FAIL, "credentials", Preflight._no_region())], out)
+        render([Finding(FAIL, "credentials", Preflight._no_region())], out, action=action)
         return 1
     preflight = Preflight(
         session,
@@ -808,11 +819,11 @@ def run(
         qualifier=str(context.get(QUALIFIER_CONTEXT) or DEFAULT_QUALIFIER),
         instance_types=getattr(namespace, "instance_type", []) or [],
     )
-    findings = preflight.run()
+    findings = preflight.run(credentials_only=credentials_only)
     if getattr(namespace, "json", False):
         out.write(json.dumps([asdict(f) for f in findings], indent=2) + "\n")
     else:
-        render(findings, out)
+        render(findings, out, action=action)
     return 1 if any(f.level == FAIL for f in findings) else 0
 
 

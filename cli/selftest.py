@@ -11,8 +11,9 @@ PyTorch training image, on one ml.m5.large) whose attempts fail on purpose:
 3. attempt 3 resumes and completes.
 
 It prints each step as the API shows it, with the time it took against its deadline, cleans up
-(cancels the run if it is still live, deletes what it uploaded under the S3 prefix unless
-``--keep``) and exits 0 only when every step happened within its deadline.
+(cancels the run if it is still live, also one whose submission's answer was lost, then deletes
+what it uploaded under the S3 prefix unless ``--keep``, never before the run has ended:
+cli/selftest_cleanup.py) and exits 0 only when every step happened within its deadline.
 
 Times are the server's (the ``Date`` of the API's answers), so the same code runs against a
 deployed API (real minutes) and against ``python -m drill serve --scenario selftest`` (virtual
@@ -38,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cli import selftest_cleanup as cleanup
 from cli.errors import API_ERROR, INTERRUPTED, NETWORK, OK, USAGE, CliError
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from cli.client import Client, Context
 
 RUN_NAME = "sagewarden-selftest"
+SCENARIO_NAME = "selftest"  # drill/scenarios/selftest.json, what a local server must run
 DEFAULT_PREFIX = "sagewarden-selftest"
 DEFAULT_INSTANCE_TYPE = "ml.m5.large"
 SCRIPT = "train.py"
@@ -537,7 +540,7 @@ def scenario_document(plan: Plan = PLAN, policy: Mapping[str, Any] = POLICY) -> 
     saves_before_crash = plan.crash_at_step // plan.checkpoint_every
     saves_before_hang = plan.hang_after_step // plan.checkpoint_every - plan.resume_2 // plan.checkpoint_every
     return {
-        "name": "selftest",
+        "name": SCENARIO_NAME,
         "description": (
             "What `sagewarden selftest` rehearses, on the simulated account: one ml.m5.large job "
             "(examples/selftest/train.py) that dies of a NCCL watchdog timeout on attempt 1, hangs "
@@ -704,6 +707,9 @@ class SelfTest:
     outcomes: list[Outcome] = field(default_factory=list)
     run_id: str | None = None
     dropped: list[str] = field(default_factory=list)
+    # The POST /runs (body, headers) whose answer has not come: the run may exist without its id
+    # being known here (cli/selftest_cleanup.py finds it by the request's Idempotency-Key).
+    pending: tuple[dict[str, Any], dict[str, str]] | None = None
     _events: list[dict[str, Any]] = field(default_factory=list)
     _cursor: str | None = None
     _seen_on_page: int = 0
@@ -711,6 +717,10 @@ class SelfTest:
     @property
     def client(self) -> Client:
         return self.ctx.client
+
+    @property
+    def run_name(self) -> str:
+        return RUN_NAME
 
     def say(self, text: str) -> None:
         if self.env.json:
@@ -725,10 +735,19 @@ class SelfTest:
         job = training_job(self.target, self.plan)
         headers = {"Idempotency-Key": f"selftest-{stamp}"}
         for _ in range(len(NEWER_POLICY) + 1):
-            body = {"name": RUN_NAME, "training_job": job, "policy": policy}
+            body = {"name": RUN_NAME, "training_job": job, "policy": dict(policy)}
+            # until an answer says otherwise, this request may have created the run
+            self.pending = (body, headers)
             resp = self.client.send("POST", "/runs", body=body, headers=headers)
+            if resp.status >= 500:  # e.g. API Gateway's 504 while the function stored the run
+                raise self.client.api_error(resp)
+            if resp.status < 400:
+                run = dict(self.client.decode(resp))
+                self.pending = None
+                return run
+            self.pending = None  # refused: nothing was created
             if resp.status != 400:
-                return dict(self.client.decode(resp))
+                raise self.client.api_error(resp)
             unknown = _unknown_newer_fields(resp.body, policy, self.policy)
             if not unknown:
                 raise self.client.api_error(resp)
@@ -871,46 +890,6 @@ class SelfTest:
             return "not checked", "no resumed attempt trained"
         return DONE, "the script's log confirms: " + ", ".join(found)
 
-    # -- cleanup -----------------------------------------------------------------------------
-    def cancel_if_live(self, cancel_wait_min: float = 10.0) -> None:
-        if self.run_id is None:
-            return
-        run = self.client.call("GET", f"/runs/{self.run_id}")
-        if run.get("status") in TERMINAL:
-            return
-        resp = self.client.send("POST", f"/runs/{self.run_id}/cancel")
-        if resp.status >= 400 and resp.status != 409:
-            self.env.note(f"cleanup: cancelling run {self.run_id} failed: {self.client.api_error(resp)}")
-            return
-        start = self.client.now_ms()
-        while True:
-            run = self.client.call("GET", f"/runs/{self.run_id}")
-            if run.get("status") in TERMINAL:
-                self.say(f"cleanup: run {self.run_id} is {run['status']} (its job was stopped)")
-                return
-            if self.client.now_ms() - start > cancel_wait_min * 60_000:
-                self.env.note(
-                    f"cleanup: run {self.run_id} is still {run.get('status')} {cancel_wait_min:g} min after the "
-                    f"cancel; check it with `sagewarden get {self.run_id}`"
-                )
-                return
-            self.env.sleep(self.interval_s)
-
-    def delete_uploads(self, s3: Any) -> None:
-        keys: list[str] = []
-        for page in s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.target.bucket, Prefix=f"{self.target.root}/"
-        ):
-            keys += [o["Key"] for o in page.get("Contents") or []]
-        for i in range(0, len(keys), 1000):
-            s3.delete_objects(
-                Bucket=self.target.bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
-            )
-        self.say(
-            f"cleanup: deleted {len(keys)} object(s) under s3://{self.target.bucket}/{self.target.root}/"
-        )
-
 
 def _unknown_newer_fields(raw: bytes, sent: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
     """The NEWER_POLICY fields a 400 calls unknown, when they are all it complains about."""
@@ -980,6 +959,15 @@ def run(env: Env) -> int:
     policy = _policy(a.policy)
     source_dir = find_source_dir(a.source_dir)
     info = client.local_info() if ctx.local else {}
+    if ctx.local and info.get("scenario") != SCENARIO_NAME:
+        # any other simulated job neither crashes nor hangs as the script does: every step would FAIL
+        running = f"scenario {info['scenario']!r}" if info.get("scenario") else "no scenario"
+        raise CliError(
+            f"the local server at {client.api_url} runs {running}, not the self-test's: its simulated job "
+            f"would not crash and hang as the self-test expects. Start it with `make demo-serve "
+            f"SCENARIO={SCENARIO_NAME}` (or `python -m drill serve --scenario {SCENARIO_NAME}`) and run this again",
+            USAGE,
+        )
     role = a.role or (info.get("allowed_role_arns") or [None])[0]
     bucket = a.bucket or (info.get("checkpoint_buckets") or [None])[0]
     if not role:
@@ -1062,19 +1050,20 @@ def run(env: Env) -> int:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        try:
-            test.cancel_if_live()
-        except CliError as exc:
-            env.note(f"cleanup: could not cancel run {test.run_id}: {exc}")
-        if not a.keep:
+        ended = cleanup.end_run(test)
+        if not a.keep and not ended:  # its job may still read the script and write checkpoints there
+            env.note(cleanup.keep_uploads_note(test))
+        elif not a.keep:
             try:
-                test.delete_uploads(s3)
+                cleanup.delete_uploads(test, s3)
             except Exception as exc:
                 env.note(
                     f"cleanup: could not delete s3://{target.bucket}/{target.root}/: {_one_line(str(exc))}"
                 )
     if interrupted:
-        env.note("sagewarden: interrupted (the run was cancelled)")
+        env.note(
+            f"sagewarden: interrupted ({'the run was cancelled' if ended else 'the run may still be live'})"
+        )
         return INTERRUPTED
     _summary(test, passed)
     return OK if passed else API_ERROR

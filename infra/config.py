@@ -31,8 +31,10 @@ CTX_ARCHITECTURE = "architecture"
 CTX_API_GATEWAY_ACCOUNT_ROLE = "apiGatewayAccountRole"
 CTX_API_LOGGING = "apiLogging"
 CTX_CHECKPOINT_KMS_KEY_ARNS = "checkpointKmsKeyArns"
+CTX_STACK_NAME = "stackName"
 
 CONTEXT_KEYS = (
+    CTX_STACK_NAME,
     CTX_ALERT_EMAIL,
     CTX_ALLOWED_ROLE_ARNS,
     CTX_JOB_PREFIX,
@@ -49,6 +51,12 @@ CONTEXT_KEYS = (
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64}$")
 _JOB_PREFIX = re.compile(r"^[a-z0-9]{1,8}$")
+# A CloudFormation stack name is [A-Za-z][A-Za-z0-9-]{0,127}. Shorter here: the names CloudFormation
+# generates for the stack's IAM roles (64 characters at most) keep the stack name whole only up to
+# about 25 characters (observed, not documented), and the cross-account bucket policy the preflight
+# prints matches the roles by `role/<stack name>-*`.
+STACK_NAME_MAX = 25
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 # S3 general purpose bucket naming rules (no upper case, no underscores, 3-63 chars).
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # A KMS key ARN (not an alias: IAM authorises kms:Decrypt against the key's ARN).
@@ -65,8 +73,11 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SupervisorConfig:
-    """Validated settings of one sagewarden deployment (one per account and region)."""
+    """Validated settings of one sagewarden deployment. Several may share an account and region
+    when each has its own stack name and job prefix."""
 
+    # The CloudFormation stack (also the prefix of its generated resource names)
+    stack_name: str = constants.STACK_ID
     alert_email: str | None = None
     # IAM roles runs may pass to SageMaker. Empty: PassRole is granted on nothing and every
     # submission is rejected by SageMaker (synth still works, e.g. for CI).
@@ -88,6 +99,11 @@ class SupervisorConfig:
     checkpoint_kms_key_arns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not _STACK_NAME.match(self.stack_name) or len(self.stack_name) > STACK_NAME_MAX:
+            raise ConfigError(
+                f"{CTX_STACK_NAME}: 1-{STACK_NAME_MAX} letters, digits and hyphens, starting with a letter, "
+                f"got {self.stack_name!r}"
+            )
         if self.alert_email is not None and not _EMAIL.match(self.alert_email):
             raise ConfigError(f"{CTX_ALERT_EMAIL}: not an e-mail address: {self.alert_email!r}")
         for arn in self.allowed_role_arns:
@@ -157,6 +173,9 @@ class SupervisorConfig:
     def from_mapping(cls, context: Mapping[str, Any]) -> SupervisorConfig:
         """Build from a mapping of context keys; missing or ``None`` values take defaults."""
         kwargs: dict[str, Any] = {}
+        stack_name = _optional_str(context.get(CTX_STACK_NAME))
+        if stack_name is not None:
+            kwargs["stack_name"] = stack_name
         email = _optional_str(context.get(CTX_ALERT_EMAIL))
         if email is not None:
             kwargs["alert_email"] = email

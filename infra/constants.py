@@ -14,7 +14,7 @@ from infra import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 from sagewarden import keys
 
 # --- Stack ------------------------------------------------------------------------------------
-STACK_ID = "Sagewarden"
+STACK_ID = "Sagewarden"  # the default stack name (context `stackName`)
 STACK_DESCRIPTION = "sagewarden: serverless supervisor that keeps long SageMaker training runs alive"
 SUPERVISOR_ID = "Supervisor"
 
@@ -34,6 +34,9 @@ OUTPUT_API_URL = "ApiUrl"
 OUTPUT_TABLE_NAME = "TableName"
 OUTPUT_TOPIC_ARN = "TopicArn"
 OUTPUT_DLQ_URL = "DeadLetterQueueUrl"
+# The deployment's job prefix: how the preflight tells which stack of an account and region owns
+# a prefix (cli/deployments.py reads it; a stack has exactly one).
+OUTPUT_JOB_PREFIX = "JobPrefix"
 
 # --- Lambda -----------------------------------------------------------------------------------
 LAMBDA_CODE_DIR = LAMBDAS_DIR

@@ -16,7 +16,8 @@ from infra.constructs.supervisor import Supervisor
 
 
 class SagewardenStack(Stack):
-    """One per account and region.
+    """One deployment. Several can share an account and region when their stack names and job
+    prefixes differ (the preflight refuses a prefix another stack already uses).
 
     Attributes:
         supervisor: the ``Supervisor`` construct (all resources live under it).
@@ -51,6 +52,12 @@ class SagewardenStack(Stack):
             value=self.supervisor.event_rules.dead_letter_queue.queue_url,
             description="Dead-letter queue of undeliverable events and failed async invocations",
         )
+        CfnOutput(
+            self,
+            constants.OUTPUT_JOB_PREFIX,
+            value=config.job_prefix,
+            description="Prefix of this deployment's training jobs (<prefix>-*) and hang alarms",
+        )
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -79,7 +86,7 @@ def build_app(
     """
     app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
     config = SupervisorConfig.from_context(app.node.try_get_context)
-    stack = SagewardenStack(app, constants.STACK_ID, config=config)
+    stack = SagewardenStack(app, config.stack_name, config=config)
     if nag:
         # cdk-nag 3 is a policy-validation plugin: unacknowledged findings (errors and warnings)
         # fail `app.synth()` and are written to <outdir>/validation-report.json.

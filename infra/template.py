@@ -37,7 +37,7 @@ from typing import Any
 from infra import REPO_ROOT, constants
 
 CACHE_DIR = REPO_ROOT / ".cache" / "synth"
-TEMPLATE_FILE = f"{constants.STACK_ID}.template.json"
+TEMPLATE_FILE = f"{constants.STACK_ID}.template.json"  # with the default stack name
 SYNTH_TIMEOUT_SECONDS = 300
 STALE_AFTER_SECONDS = 7 * 24 * 3600  # cached assemblies of older source states are pruned
 
@@ -86,7 +86,7 @@ def synthesized_template(
         SynthError: synthesis failed; the message carries the app's output.
     """
     outdir = cache_path(context)
-    template_path = outdir / TEMPLATE_FILE
+    template_path = outdir / template_file(context)
     if not refresh and template_path.exists():
         return _load(template_path)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -95,6 +95,12 @@ def synthesized_template(
             _synthesize_into(outdir, context)
             _prune_stale(keep=outdir)
     return _load(template_path)
+
+
+def template_file(context: Mapping[str, Any] | None = None) -> str:
+    """The template's file name in the cloud assembly: ``<stack name>.template.json``."""
+    name = (context or {}).get("stackName") or constants.STACK_ID
+    return f"{name}.template.json"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -155,7 +161,7 @@ def run_app(outdir: Path, *, context: Mapping[str, Any] | None = None) -> subpro
         timeout=SYNTH_TIMEOUT_SECONDS,
         check=False,
     )
-    if proc.returncode != 0 or not (outdir / TEMPLATE_FILE).exists():
+    if proc.returncode != 0 or not (outdir / template_file(context)).exists():
         raise SynthError(
             f"`python app.py` failed (exit {proc.returncode}):\n{proc.stderr.strip()}\n{proc.stdout.strip()}"
         )

@@ -16,7 +16,6 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk.assertions import Template
 
-from infra import constants
 from infra.stack import build_app
 
 ROLE_A = "arn:aws:iam::123456789012:role/SagewardenTrainingA"
@@ -116,9 +115,7 @@ def synthesize(context: dict[str, Any], outdir: Path) -> SynthResult:
         template = Template.from_stack(stack)  # reuses the assembly synthesized above
     except RuntimeError as exc:  # cdk-nag findings fail synth; the template is still written
         synth_error = str(exc)
-        template = Template.from_json(
-            json.loads((outdir / f"{constants.STACK_ID}.template.json").read_text())
-        )
+        template = Template.from_json(json.loads((outdir / f"{stack.stack_name}.template.json").read_text()))
     violations: list[dict[str, Any]] = []
     report_path = outdir / "validation-report.json"
     if report_path.exists():

@@ -84,6 +84,50 @@ def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
 
 
 @needs_make
+def test_make_bootstrap_runs_the_credentials_preflight_first() -> None:
+    lines = _make("-n", "bootstrap", "PROFILE=ml").stdout.splitlines()
+    doctor = [i for i, line in enumerate(lines) if "-m cli.doctor" in line]
+    bootstrap = [i for i, line in enumerate(lines) if "cdk bootstrap" in line]
+
+    assert len(doctor) == 1 and len(bootstrap) == 1 and doctor[0] < bootstrap[0]
+    assert lines[doctor[0]].split("-m cli.doctor", 1)[1].split() == ["--credentials-only", "--profile", "ml"]
+    assert not _lines_starting(
+        _make("-n", "bootstrap", "PREFLIGHT=0").stdout, ".venv/bin/python -m cli.doctor"
+    )
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_make_bootstrap_without_credentials_stops_at_one_line_before_cdk(tmp_path: Path) -> None:
+    # -o: the environments count as installed, so only the prerequisite check, the preflight and
+    # (had it passed) cdk bootstrap run
+    installed = ("-o", ".venv/.installed", "-o", "setup", "-o", "node_modules/.installed")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), *installed, "bootstrap"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+    assert result.returncode != 0
+    problems = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(problems) == 1 and "no AWS credentials found" in problems[0] and "aws configure" in problems[0]
+    assert result.stdout.splitlines()[-1].startswith("preflight: 1 problem to fix before bootstrapping")
+    assert "cdk bootstrap" not in result.stdout and "Unable to resolve AWS account" not in result.stderr
+
+
+@needs_make
 def test_make_destroy_with_force_passes_force_to_cdk() -> None:
     result = _make("-n", "destroy", "FORCE=1")
 
@@ -101,6 +145,44 @@ def test_make_destroy_without_a_terminal_says_to_use_force_and_runs_nothing() ->
     assert result.returncode != 0
     assert "make destroy FORCE=1" in result.stderr
     assert "cdk destroy" not in result.stdout.replace("make destroy", "")
+
+
+# --- make demo-serve ----------------------------------------------------------------------------
+
+
+def _serve_args(*variables: str, env: dict[str, str] | None = None) -> list[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("SCENARIO", "SUBMIT", "PORT", "SPEED")}
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "demo-serve", *variables],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+        env={**base, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "-m drill serve" in line]
+    return line.split("-m drill serve", 1)[1].split()
+
+
+@needs_make
+def test_make_demo_serve_takes_a_scenario_only_when_one_is_asked_for() -> None:
+    plain = ["--port", "8765", "--speed", "600"]
+
+    assert _serve_args() == plain  # make demo's default scenario is not served
+    assert _serve_args("SCENARIO=") == plain
+    assert _serve_args("SCENARIO=selftest") == [*plain, "--scenario", "selftest"]
+    assert _serve_args("SCENARIO=default", "SUBMIT=1", "PORT=9000") == [
+        "--port",
+        "9000",
+        "--speed",
+        "600",
+        "--scenario",
+        "default",
+        "--submit",
+    ]
+    assert _serve_args(env={"SCENARIO": "selftest"}) == [*plain, "--scenario", "selftest"]
 
 
 # --- the prerequisite check -------------------------------------------------------------------

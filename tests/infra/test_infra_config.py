@@ -88,6 +88,20 @@ def test_config_accepts_job_prefix_of_one_to_eight_lowercase_alphanumerics(good:
     assert SupervisorConfig.from_mapping({"jobPrefix": good}).job_prefix == good
 
 
+@pytest.mark.parametrize("good", ["Sagewarden", "Sagewarden-team2", "S", "SagewardenTeamB-eu-west-1"])
+def test_config_stack_name_is_settable(good: str) -> None:
+    assert SupervisorConfig.from_mapping({"stackName": good}).stack_name == good
+    assert SupervisorConfig().stack_name == constants.STACK_ID
+
+
+@pytest.mark.parametrize(
+    "bad", ["2sagewarden", "-sw", "Sage_warden", "Sage warden", "SagewardenTeamB-eu-west-1x"]
+)
+def test_config_rejects_a_stack_name_cloudformation_or_the_role_names_would_not_keep(bad: str) -> None:
+    with pytest.raises(ConfigError, match="stackName"):
+        SupervisorConfig.from_mapping({"stackName": bad})
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [(True, True), (False, False), ("false", False), ("False", False), ("0", False), ("true", True)],

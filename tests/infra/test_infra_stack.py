@@ -649,7 +649,7 @@ def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) ->
     synth_full.template.has_output(output, {"Value": Match.any_value()})
 
 
-def test_stack_outputs_are_exactly_the_documented_four(synth_any: SynthResult) -> None:
+def test_stack_outputs_are_exactly_the_documented_five(synth_any: SynthResult) -> None:
     # RestApi adds an `Endpoint` output of its own, a duplicate of ApiUrl: removed.
     assert sorted(synth_any.raw["Outputs"]) == sorted(
         [
@@ -657,8 +657,11 @@ def test_stack_outputs_are_exactly_the_documented_four(synth_any: SynthResult) -
             constants.OUTPUT_TABLE_NAME,
             constants.OUTPUT_TOPIC_ARN,
             constants.OUTPUT_DLQ_URL,
+            constants.OUTPUT_JOB_PREFIX,
         ]
     )
+    prefix = synth_any.context.get("jobPrefix", keys.DEFAULT_JOB_PREFIX)
+    assert synth_any.raw["Outputs"][constants.OUTPUT_JOB_PREFIX]["Value"] == prefix
 
 
 def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: SynthResult) -> None:

@@ -189,6 +189,31 @@ def test_doctor_without_credentials_says_to_configure_them_and_stops(aws: None, 
     assert lines[0].startswith(FAIL) and "aws configure" in lines[0] and "aws sso login" in lines[0]
 
 
+def test_doctor_credentials_only_checks_nothing_but_credentials(ready: boto3.Session) -> None:
+    out = io.StringIO()
+
+    # what make bootstrap runs: no deployment settings are read (a bad one does not matter here)
+    code = doctor.run(["--credentials-only", "-c", "jobPrefix=Not_Valid"], session=ready, out=out)
+
+    (line, summary) = out.getvalue().splitlines()
+    assert code == 0
+    assert line.startswith(OK) and line.split()[1] == "credentials" and f"account {ACCOUNT}" in line
+    assert summary == "preflight: ready to bootstrap (0 warnings)"
+
+
+def test_doctor_credentials_only_without_credentials_is_the_same_one_line(
+    aws: None, no_aws_config: None
+) -> None:
+    out = io.StringIO()
+
+    code = doctor.run(["--credentials-only", "--region", REGION], out=out)
+
+    (problem, summary) = out.getvalue().splitlines()
+    assert code == 1
+    assert problem.startswith(FAIL) and "no AWS credentials found" in problem and "aws sso login" in problem
+    assert summary == "preflight: 1 problem to fix before bootstrapping, 0 warnings"
+
+
 def test_doctor_unknown_profile_is_one_line(aws: None, no_aws_config: None) -> None:
     out = io.StringIO()
 

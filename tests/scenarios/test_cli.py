@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -449,3 +451,43 @@ def test_one_cost_figure_in_ls_get_and_the_attempt_line_while_training(h, acct):
     money = re.search(r"\$[0-9,]+", next(line for line in table.splitlines() if run_id in line)).group(0)
     assert re.search(rf"est\. cost +{re.escape(money)} so far", view), view
     assert f"est. {money}" in view  # the attempt line
+
+
+def test_the_cli_finds_the_api_of_a_second_deployment_by_its_stack_name(h, monkeypatch):
+    """Two deployments side by side: --stack or $SAGEWARDEN_STACK picks the one whose ApiUrl to use."""
+    import boto3
+
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    for stack, url in (
+        ("Sagewarden", "https://first111.execute-api.us-east-1.amazonaws.com/prod"),
+        ("SagewardenTeamB", API),
+    ):
+        template = {
+            "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+            "Outputs": {"ApiUrl": {"Value": url}},
+        }
+        cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps(template))
+    hosts: list[str] = []
+
+    def recording(method, url, headers, body):
+        hosts.append(url.split("/")[2])
+        return h.transport(method, url, headers, body)
+
+    monkeypatch.delenv("SAGEWARDEN_API_URL", raising=False)
+    monkeypatch.delenv("SAGEWARDEN_STACK", raising=False)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Two deployments side by side\n", 1)[1].split("\n### ", 1)[0]
+    (command,) = [line for line in section.splitlines() if line.startswith("sagewarden ")]
+    argv = shlex.split(command, comments=True)[1:]
+    assert argv == ["--stack", "SagewardenTeamB", "ls"]
+    assert h.cli(*argv, api=False, transport=recording).code == 0
+    monkeypatch.setenv("SAGEWARDEN_STACK", "SagewardenTeamB")
+    assert h.cli("ls", api=False, transport=recording).code == 0
+    monkeypatch.delenv("SAGEWARDEN_STACK")
+    assert h.cli("ls", api=False, transport=recording).code == 0
+
+    assert hosts == [
+        "abc123.execute-api.us-east-1.amazonaws.com",
+        "abc123.execute-api.us-east-1.amazonaws.com",
+        "first111.execute-api.us-east-1.amazonaws.com",
+    ]

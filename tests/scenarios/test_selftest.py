@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from cli import selftest
 from cli.app import main
+from cli.errors import API_ERROR, NETWORK
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import run_scenario
 from drill.scenario import load, parse
@@ -196,6 +198,108 @@ def test_the_selftest_rides_out_a_network_blip_while_it_watches(template, capsys
     assert code == 0, out.out + out.err
     assert out.err.count("(polling the API failed: cannot reach 127.0.0.1:") == 2
     assert "PASS" in out.out
+
+
+def _lose_answers(drop: str, posts_to_lose: int) -> Any:
+    """A transport that lets the server process a POST /runs, then loses its answer: a timeout, or
+    API Gateway's 504 (its integration timed out while the function went on and stored the run)."""
+    from cli.client import http_transport
+
+    lost = 0
+
+    def transport(method: str, url: str, headers: dict[str, str], body: bytes | None) -> tuple[Any, ...]:
+        nonlocal lost
+        answer = http_transport(method, url, headers, body)
+        if method == "POST" and url.endswith("/runs") and lost < posts_to_lose:
+            lost += 1
+            if drop == "timeout":
+                raise TimeoutError
+            return 504, b'{"message": "Endpoint request timed out"}', {}
+        return answer
+
+    return transport
+
+
+@pytest.mark.parametrize(("drop", "exit_code"), [("timeout", NETWORK), ("504", API_ERROR)])
+def test_a_lost_submission_answer_is_recovered_by_its_key_and_cancelled_before_the_files_go(
+    template, capsys, monkeypatch, drop, exit_code
+):
+    from cli import selftest_cleanup
+
+    statuses_at_delete: list[str] = []
+    delete = selftest_cleanup.delete_uploads
+
+    def watched_delete(test: Any, s3: Any) -> None:
+        statuses_at_delete.append(api(server, "GET", f"/runs/{test.run_id}")["status"])
+        delete(test, s3)
+
+    monkeypatch.setattr(selftest_cleanup, "delete_uploads", watched_delete)
+    with serve(template) as server:
+        capsys.readouterr()
+        code = main(
+            ["--local", "--api-url", server.url, "selftest", "--yes"], transport=_lose_answers(drop, 1)
+        )
+        out = capsys.readouterr()
+        runs = api(server, "GET", "/runs")["runs"]
+        left = uploads(server)
+
+    text = out.out + out.err
+    assert code == exit_code, text
+    assert "Traceback" not in out.err
+    (run,) = runs  # the repeated request found the run the first one created; it made no second
+    assert run["status"] == "CANCELLED"
+    assert (
+        f"cleanup: the answer to the submission was lost; its Idempotency-Key found run {run['run_id']}"
+        in text
+    )
+    assert f"cleanup: run {run['run_id']} is CANCELLED" in text
+    assert statuses_at_delete == ["CANCELLED"] and left == []  # deleted, and only once the run had ended
+
+
+def test_a_run_that_cannot_be_confirmed_ended_keeps_its_files(template, capsys):
+    with serve(template) as server:
+        capsys.readouterr()
+        code = main(
+            ["--local", "--api-url", server.url, "selftest", "--yes", "--interval", "0.01"],
+            transport=_lose_answers("timeout", 1 + selftest_cleanup_attempts()),
+        )
+        out = capsys.readouterr()
+        runs = api(server, "GET", "/runs")["runs"]
+        left = uploads(server)
+
+    assert code == NETWORK
+    (run,) = runs
+    assert run["status"] not in ("SUCCEEDED", "FAILED", "CANCELLED")  # live, and nobody could cancel it
+    assert "cleanup: cannot tell whether the submission created a run" in out.err
+    assert "Idempotency-Key selftest-" in out.err and "`sagewarden ls`" in out.err
+    assert "cleanup: kept s3://" in out.err and "cleanup: deleted" not in out.out + out.err
+    assert "Traceback" not in out.err
+    assert any(k.endswith("/source/sourcedir.tar.gz") for k in left)  # the live job's script stays
+
+
+def selftest_cleanup_attempts() -> int:
+    from cli.selftest_cleanup import RECOVERY_ATTEMPTS
+
+    return RECOVERY_ATTEMPTS
+
+
+@pytest.mark.parametrize("scenario", [None, "other"], ids=["no-scenario", "another-scenario"])
+def test_a_local_server_without_the_selftest_scenario_is_named_as_the_problem(template, capsys, scenario):
+    doc = None if scenario is None else {"name": scenario, "runs": [], "faults": []}
+    parsed = None if doc is None else parse(doc, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    with LocalServer(template, port=0, speed=SPEED, scenario=parsed, tick_s=0.02) as server:
+        code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes")
+        runs = api(server, "GET", "/runs")["runs"]
+        left = uploads(server)
+
+    running = "no scenario" if scenario is None else "scenario 'other'"
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"sagewarden: the local server at {server.url} runs {running}, not the self-test's: its simulated job "
+        "would not crash and hang as the self-test expects. Start it with `make demo-serve SCENARIO=selftest` "
+        "(or `python -m drill serve --scenario selftest`) and run this again"
+    ]
+    assert runs == [] and left == []  # nothing submitted, nothing uploaded
 
 
 def test_the_selftest_asks_before_spending(template, capsys):

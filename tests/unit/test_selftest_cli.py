@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from botocore.credentials import Credentials
 
-from cli import selftest
+from cli import selftest, selftest_cleanup
 from cli.client import Client, Context
-from cli.errors import USAGE, CliError
+from cli.errors import NETWORK, USAGE, CliError
 from sagewarden.api.validation import validate_submit
 from sagewarden.domain.policy import RunPolicy
 
@@ -146,7 +146,7 @@ def selftest_on(api: FakeApi, policy: dict[str, Any] | None = None) -> selftest.
         transport=api,
     )
     ctx = Context(client, None, "us-east-1", False)
-    env = SimpleNamespace(json=False, out=lambda t="": None, note=lambda t: None)
+    env = SimpleNamespace(json=False, out=lambda t="": None, note=lambda t: None, sleep=lambda s: None)
     return selftest.SelfTest(env, ctx, target(), dict(policy or selftest.POLICY))  # type: ignore[arg-type]
 
 
@@ -191,6 +191,45 @@ def test_any_other_refusal_is_reported_at_once():
         test.submit("stamp")
 
     assert len(api.bodies) == 1 and "policy.hang_grace_minutes" in refused.value.details[0]
+
+
+# -- cleanup after a lost answer (the server's side is tests/scenarios/test_selftest.py) ----------------
+
+
+def test_a_refused_submission_leaves_nothing_for_the_cleanup_to_find():
+    api = FakeApi(set(selftest.NEWER_POLICY))
+    api.known.discard("hang_grace_minutes")
+    test = selftest_on(api)
+
+    with pytest.raises(CliError):
+        test.submit("stamp")
+
+    assert test.pending is None and test.run_id is None
+    assert (
+        selftest_cleanup.end_run(test) is True and len(api.bodies) == 1
+    )  # nothing repeated, nothing to cancel
+
+
+def test_a_lost_answer_is_repeated_with_the_same_key_and_body_and_a_refusal_means_no_run():
+    answers: list[Any] = [TimeoutError(), (400, b'{"message": "invalid request", "errors": []}', {})]
+    sent: list[tuple[str, str, str | None, bytes | None]] = []
+
+    def transport(method: str, url: str, headers: dict[str, str], body: bytes | None) -> tuple[Any, ...]:
+        sent.append((method, url.rsplit("/", 1)[1], headers.get("Idempotency-Key"), body))
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return tuple(answer)
+
+    test = selftest_on(transport)  # type: ignore[arg-type]
+    with pytest.raises(CliError) as lost:
+        test.submit("stamp")
+    assert lost.value.code == NETWORK and test.pending is not None
+
+    assert selftest_cleanup.end_run(test) is True  # the repeat was refused: no run was ever created
+    assert [(m, path) for m, path, _, _ in sent] == [("POST", "runs"), ("POST", "runs")]
+    assert sent[0][2:] == sent[1][2:] and sent[0][2] == "selftest-stamp"
+    assert test.pending is None and test.run_id is None
 
 
 def _readme_selftest() -> str:
