@@ -691,10 +691,19 @@ def _no_attempt(run: dict[str, Any]) -> str:
 def cmd_cancel(env: Env) -> int:
     a = env.args
     client = env.ctx().client
-    targets = []
+    targets, worst = [], OK
     for ref in dict.fromkeys(a.runs):
         run = client.run(ref)
+        if run["status"] in render.TERMINAL:
+            # nothing to stop, nothing to confirm: say so (the API would answer 409, hence exit 1)
+            env.note(_already_finished(run["name"], run["run_id"], run["status"]))
+            worst = API_ERROR
+            continue
         targets.append(run)
+    if not targets:
+        if env.json:
+            env.emit_json([])
+        return worst
     if not a.yes:
         listed = ", ".join(f"{r['name']} ({r['run_id']}, {r['status']})" for r in targets)
         env.stderr.write(f"Cancel {len(targets)} run(s): {listed}? [y/N] ")
@@ -706,9 +715,14 @@ def cmd_cancel(env: Env) -> int:
             env.note("nothing cancelled")
             return API_ERROR
     results: list[Any] = []
-    worst = OK
     for run in targets:
         resp = client.send("POST", f"/runs/{run['run_id']}/cancel")
+        if resp.status == 409:  # it finished since it was read
+            status = _json_field(resp.body, "status")
+            if status in render.TERMINAL:
+                env.note(_already_finished(run["name"], run["run_id"], status))
+                worst = worst or API_ERROR
+                continue
         if resp.status >= 400:
             err = client.api_error(resp)
             env.note(f"sagewarden: {run['name']} ({run['run_id']}): {err}")
@@ -726,6 +740,18 @@ def cmd_cancel(env: Env) -> int:
     if env.json:
         env.emit_json(results)
     return worst
+
+
+def _already_finished(name: str, run_id: str, status: str) -> str:
+    return f"sagewarden: run {name} ({run_id}) already finished ({status}): nothing to cancel"
+
+
+def _json_field(body: bytes, key: str) -> Any:
+    try:
+        payload = json.loads(body) if body else None
+    except ValueError:
+        return None
+    return payload.get(key) if isinstance(payload, dict) else None
 
 
 def cmd_resume(env: Env) -> int:

@@ -330,10 +330,36 @@ def test_cancel_asks_first_and_takes_several_runs(h, acct):
     assert r.code == 0, r.err
     assert [line.split()[2] for line in r.out.splitlines()] == ["STOPPING;", "STOPPING;"]
     h.until(lambda: h.run(a)["status"] == "CANCELLED" and h.run(b)["status"] == "CANCELLED")
-    r = h.cli("cancel", "a1", c, "--yes")  # a1 finished: 409, c3 is still cancelled
+    r = h.cli("cancel", "a1", c, "--yes")  # a1 finished: said so (exit 1, the API's 409); c3 cancelled
     assert r.code == 1
-    assert f"a1 ({a}): HTTP 409: run {a} already finished (CANCELLED)" in r.err
+    assert f"sagewarden: run a1 ({a}) already finished (CANCELLED): nothing to cancel" in r.err
     assert h.run(c)["status"] == "STOPPING"
+
+
+def test_cancel_of_a_finished_run_says_so_without_asking(h, acct):
+    acct.sagemaker.set_profile("done", SHORT)
+    run_id = h.submit(run_body("done"))
+    h.until(lambda: h.run(run_id)["status"] == "SUCCEEDED")
+    r = h.cli("cancel", "done")  # no --yes and nothing on stdin: a prompt would refuse (exit 2)
+    assert r.code == 1 and "?" not in r.err
+    assert r.err == f"sagewarden: run done ({run_id}) already finished (SUCCEEDED): nothing to cancel\n"
+    assert ("POST", f"/runs/{run_id}/cancel") not in h.requests
+    r = h.cli("cancel", "done", json_out=True)
+    assert r.code == 1 and r.json() == []
+
+
+def test_cancel_of_a_run_that_finishes_after_it_was_read_says_so(h, acct):
+    acct.sagemaker.set_profile("racer", SHORT)
+    run_id = h.submit(run_body("racer"))
+
+    def finishes_first(method, url, headers, body):
+        if method == "POST" and url.endswith("/cancel"):  # it succeeds between the GET and the POST
+            h.until(lambda: h.run(run_id)["status"] == "SUCCEEDED")
+        return h.transport(method, url, headers, body)
+
+    r = h.cli("cancel", "racer", "--yes", transport=finishes_first)
+    assert r.code == 1
+    assert r.err == f"sagewarden: run racer ({run_id}) already finished (SUCCEEDED): nothing to cancel\n"
 
 
 def test_resume_a_failed_or_cancelled_run(h, acct):
