@@ -478,10 +478,17 @@ def cmd_list(env: Env) -> int:
     if env.json:
         env.emit_json(runs)
     else:
-        env.out(render.run_table(runs, client.now_ms()))
+        env.out(render.run_table(runs, client.now_ms(), terminal=_is_terminal(env.stdout)))
         if cursor and not a.all:
             env.note(f"(showing the newest {len(runs)}; --all lists every run)")
     return OK
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or stream-like object
+        return False
 
 
 def cmd_get(env: Env) -> int:
@@ -494,35 +501,19 @@ def cmd_get(env: Env) -> int:
         env.out(render.run_view(run, client.now_ms()))
     if not a.follow:
         return OK
-    last = _signature(run)
     followed = run["status"] not in render.TERMINAL
     while run["status"] not in render.TERMINAL:
         env.sleep(a.interval)
-        run = client.run(run["run_id"])
-        sig = _signature(run)
-        if sig != last:
-            last = sig
-            if env.json:
-                env.emit_json(run, compact=True)
-            else:
-                env.out(render.run_line(run, client.now_ms()))
+        before, run = run, client.run(run["run_id"])
+        lines = render.follow_lines(before, run, client.now_ms())
+        if lines and env.json:
+            env.emit_json(run, compact=True)
+        elif lines:
+            for line in lines:
+                env.out(line)
     if followed and not env.json and run.get("outcome"):
         env.out(f"outcome: {run['outcome']}")
     return OK
-
-
-def _signature(run: dict[str, Any]) -> tuple[Any, ...]:
-    attempts = run.get("attempts") or []
-    cur = attempts[-1] if attempts else {}
-    return (
-        run["status"],
-        run.get("attempt_count"),
-        run.get("restarts"),
-        cur.get("sagemaker_status"),
-        cur.get("secondary_status"),
-        run.get("outcome"),
-        (run.get("wait") or {}).get("reason"),
-    )
 
 
 def cmd_events(env: Env) -> int:
