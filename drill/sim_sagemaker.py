@@ -154,6 +154,7 @@ class SimSageMaker(SimCore):
         rc = request["ResourceConfig"]
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
+        self._quota_fault(tags, itype, count, name, op)
         self._check_quota(itype, count, op)
 
         run_name = tags.get(TAG_RUN_NAME)
@@ -534,6 +535,19 @@ class SimSageMaker(SimCore):
             name = str(request.get("TrainingJobName", ""))
             self.fault_log.append((self.clock.now_ms, name, "throttle", f.host))
             raise client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
+
+    def _quota_fault(self, tags: dict[str, str], itype: str, count: int, name: str, op: str) -> None:
+        """An armed quota fault matching this launch: ResourceLimitExceeded, as the real quota check
+        words it (aws-facts), with the limit's instances all in use."""
+        for state in self._faults:
+            f = state.fault
+            if f.kind != "quota" or state.consumed or not faults.matches_tags(f, tags, itype):
+                continue
+            if f.once:
+                state.consumed = True
+            self.fault_log.append((self.clock.now_ms, name, "quota", f.host))
+            limit = count if f.quota_limit is None else f.quota_limit
+            raise self._limit_error(f"{itype} for training job usage", limit, limit, count, op)
 
     def _validate(self, request: dict[str, Any], op: str) -> None:
         from botocore.validate import ParamValidator

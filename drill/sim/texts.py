@@ -61,7 +61,9 @@ CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
 HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
 PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase", *IDLE_PAUSE_MIN})
 TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
-START_FAULTS = frozenset({"capacity", "throttle"})
+# at CreateTrainingJob: a long Pending (capacity), or a synchronous error: ThrottlingException
+# (throttle) or ResourceLimitExceeded (quota)
+START_FAULTS = frozenset({"capacity", "throttle", "quota"})
 FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
 HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
