@@ -84,6 +84,18 @@ __all__ = [
 ]
 
 
+def script_profile(request: dict[str, Any]) -> JobProfile:
+    """How a job behaves when nothing set its run's profile (the local server without a scenario):
+    JobProfile's defaults, with the number of steps the training script is told to train, as a
+    script reads it from its hyperparameters (``max_steps``, the Hugging Face Trainer's name).
+    SageMaker passes HyperParameters to the script as they are (strings); a value that is not a
+    positive whole number is ignored, as a script with a default would."""
+    text = str((request.get("HyperParameters") or {}).get("max_steps", "")).strip()
+    if text.isdigit() and int(text) > 0:
+        return JobProfile(total_steps=int(text))
+    return JobProfile()
+
+
 @functools.lru_cache(maxsize=1)
 def _create_input_shape() -> Any:
     import botocore.session  # local: loading the service model takes a moment
@@ -159,7 +171,7 @@ class SimSageMaker(SimCore):
 
         run_name = tags.get(TAG_RUN_NAME)
         profile = self._profiles.get(run_name) if run_name else None
-        profile = profile or JobProfile()
+        profile = profile or script_profile(request)
         env = request.get("Environment") or {}
         start_step = int_tag(env.get("SAGEWARDEN_RESUME_STEP")) or 0
         job = SimJob(

@@ -480,6 +480,22 @@ def test_sim_quota_fault_below_the_request_can_never_fit(sim: SimSageMaker) -> N
         Fault(kind="hardware", quota_limit=1)
 
 
+def test_sim_job_without_a_profile_trains_the_max_steps_its_hyperparameters_name(sim: SimSageMaker) -> None:
+    for name, value, steps in (("a-a01", "600", 600), ("b-a01", "ten", 10_000), ("c-a01", None, 10_000)):
+        req = request(name, run=name[0])
+        if value is not None:
+            req["HyperParameters"] = {"max_steps": value, "epochs": "1"}
+        sim.create_training_job(**req)
+        assert sim.job(name).profile.total_steps == steps
+    sim.set_profile("d", JobProfile(total_steps=50))  # a scenario's profile wins
+    req = request("d-a01", run="d")
+    req["HyperParameters"] = {"max_steps": "600"}
+    sim.create_training_job(**req)
+    assert sim.job("d-a01").profile.total_steps == 50
+    run_until(sim, lambda: sim.job("a-a01").status == "Completed")
+    assert sim.job("a-a01").step == 600
+
+
 def test_sim_unknown_fault_kind_rejected() -> None:
     with pytest.raises(ValueError):
         Fault(kind="meteor")
