@@ -61,6 +61,14 @@ def test_the_readme_walkthrough_works_as_written_at_any_typing_speed(template, c
             assert "Traceback" not in result.err
             results.append(result)
             h.advance(_virtual_min(gap_s))
+        # what the README says of the two runs' lengths at the default speed
+        jobs = {j.run_name: j for j in acct.sagemaker.jobs()}
+        first_job = jobs["llama-8b"]
+        wall_s = (first_job.ended_ms - first_job.created_ms) / 1000 / DEFAULT_SPEED
+        assert 60 <= wall_s <= 70  # "about a minute"
+        long = jobs["llama-8b-b"].profile
+        training_min = long.total_steps / long.steps_per_minute
+        assert 6.5 <= training_min / 1440 <= 7.5 and 15 <= training_min * 60 / DEFAULT_SPEED / 60 <= 18
 
     dry, first, ls, follow, logs, events, second, cancel, logs_b, resume = results
     assert "the API would accept this run (nothing was sent)" in dry.out
