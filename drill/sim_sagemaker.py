@@ -32,13 +32,11 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from drill.clock import VirtualClock, from_ms
 from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
 from drill.sim.logs import SimLogs
-from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag
+from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CAPACITY_FAILURE_REASON,
@@ -58,6 +56,7 @@ from drill.sim.texts import (
     TRAINING_FAULTS,
     WARM_STARTING_MESSAGE,
     client_error,
+    limit_error,
 )
 from sagewarden.keys import (
     HEARTBEAT_DIMENSION,
@@ -82,18 +81,6 @@ __all__ = [
     "SimSageMaker",
     "StartupTimes",
 ]
-
-
-def script_profile(request: dict[str, Any]) -> JobProfile:
-    """How a job behaves when nothing set its run's profile (the local server without a scenario):
-    JobProfile's defaults, with the number of steps the training script is told to train, as a
-    script reads it from its hyperparameters (``max_steps``, the Hugging Face Trainer's name).
-    SageMaker passes HyperParameters to the script as they are (strings); a value that is not a
-    positive whole number is ignored, as a script with a default would."""
-    text = str((request.get("HyperParameters") or {}).get("max_steps", "")).strip()
-    if text.isdigit() and int(text) > 0:
-        return JobProfile(total_steps=int(text))
-    return JobProfile()
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,7 +139,7 @@ class SimSageMaker(SimCore):
         now = self.clock.now_ms
         self._gate(op)
         tags = self._tags_of(request)
-        self._throttle_fault(tags, request)
+        faults.refuse_throttled(self, tags, request)
         self._validate(request, op)
         name: str = request["TrainingJobName"]
         arn = self._arn(name)
@@ -166,7 +153,7 @@ class SimSageMaker(SimCore):
         rc = request["ResourceConfig"]
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
-        self._quota_fault(tags, itype, count, name, op)
+        faults.refuse_over_quota(self, tags, itype, count, name, op)
         self._check_quota(itype, count, op)
 
         run_name = tags.get(TAG_RUN_NAME)
@@ -534,33 +521,6 @@ class SimSageMaker(SimCore):
                 tags[str(tag["Key"])] = str(tag.get("Value", ""))
         return tags
 
-    def _throttle_fault(self, tags: dict[str, str], request: dict[str, Any]) -> None:
-        rc = request.get("ResourceConfig") or {}
-        for state in self._faults:
-            f = state.fault
-            if f.kind != "throttle" or state.consumed:
-                continue
-            if not faults.matches_tags(f, tags, rc.get("InstanceType")):
-                continue
-            if f.once:
-                state.consumed = True
-            name = str(request.get("TrainingJobName", ""))
-            self.fault_log.append((self.clock.now_ms, name, "throttle", f.host))
-            raise client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
-
-    def _quota_fault(self, tags: dict[str, str], itype: str, count: int, name: str, op: str) -> None:
-        """An armed quota fault matching this launch: ResourceLimitExceeded, as the real quota check
-        words it (aws-facts), with the limit's instances all in use."""
-        for state in self._faults:
-            f = state.fault
-            if f.kind != "quota" or state.consumed or not faults.matches_tags(f, tags, itype):
-                continue
-            if f.once:
-                state.consumed = True
-            self.fault_log.append((self.clock.now_ms, name, "quota", f.host))
-            limit = count if f.quota_limit is None else f.quota_limit
-            raise self._limit_error(f"{itype} for training job usage", limit, limit, count, op)
-
     def _validate(self, request: dict[str, Any], op: str) -> None:
         from botocore.validate import ParamValidator
 
@@ -624,23 +584,13 @@ class SimSageMaker(SimCore):
         if limit is not None:
             used = self._live_instances.get(itype, 0)
             if used + count > limit:
-                raise self._limit_error(f"{itype} for training job usage", limit, used, count, op)
+                raise limit_error(f"{itype} for training job usage", limit, used, count, op)
         if self.total_instance_quota is not None:
             used = sum(self._live_instances.values())
             if used + count > self.total_instance_quota:
-                raise self._limit_error(
+                raise limit_error(
                     "Number of instances across all training jobs", self.total_instance_quota, used, count, op
                 )
-
-    @staticmethod
-    def _limit_error(what: str, limit: int, used: int, delta: int, op: str) -> ClientError:
-        return client_error(
-            "ResourceLimitExceeded",
-            f"The account-level service limit '{what}' is {limit} Instances, with current utilization of "
-            f"{used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
-            "request an increase for this limit.",
-            op,
-        )
 
     def _model_artifacts(self, job: SimJob) -> str:
         base = str(job.request["OutputDataConfig"].get("S3OutputPath", "")).rstrip("/")

@@ -34,6 +34,18 @@ class JobProfile:
     startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
 
 
+def script_profile(request: dict[str, Any]) -> JobProfile:
+    """How a job behaves when nothing set its run's profile (the local server without a scenario):
+    JobProfile's defaults, with the number of steps the training script is told to train, as a
+    script reads it from its hyperparameters (``max_steps``, the Hugging Face Trainer's name).
+    SageMaker passes HyperParameters to the script as they are (strings); a value that is not a
+    positive whole number is ignored, as a script with a default would."""
+    text = str((request.get("HyperParameters") or {}).get("max_steps", "")).strip()
+    if text.isdigit() and int(text) > 0:
+        return JobProfile(total_steps=int(text))
+    return JobProfile()
+
+
 @dataclass
 class StartupTimes:
     provision_s: int = 360  # Starting

@@ -90,6 +90,18 @@ def client_error(code: str, message: str, operation: str) -> ClientError:
     )
 
 
+def limit_error(what: str, limit: int, used: int, delta: int, op: str) -> ClientError:
+    """ResourceLimitExceeded in SageMaker's words (aws-facts): the quota, its limit, what is in use
+    and what the request asks for."""
+    return client_error(
+        "ResourceLimitExceeded",
+        f"The account-level service limit '{what}' is {limit} Instances, with current utilization of "
+        f"{used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
+        "request an increase for this limit.",
+        op,
+    )
+
+
 def iso_ms(ms: int) -> str:
     return from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
