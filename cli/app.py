@@ -478,10 +478,17 @@ def cmd_list(env: Env) -> int:
     if env.json:
         env.emit_json(runs)
     else:
-        env.out(render.run_table(runs, client.now_ms()))
+        env.out(render.run_table(runs, client.now_ms(), terminal=_is_terminal(env.stdout)))
         if cursor and not a.all:
             env.note(f"(showing the newest {len(runs)}; --all lists every run)")
     return OK
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or stream-like object
+        return False
 
 
 def cmd_get(env: Env) -> int:
@@ -494,35 +501,19 @@ def cmd_get(env: Env) -> int:
         env.out(render.run_view(run, client.now_ms()))
     if not a.follow:
         return OK
-    last = _signature(run)
     followed = run["status"] not in render.TERMINAL
     while run["status"] not in render.TERMINAL:
         env.sleep(a.interval)
-        run = client.run(run["run_id"])
-        sig = _signature(run)
-        if sig != last:
-            last = sig
-            if env.json:
-                env.emit_json(run, compact=True)
-            else:
-                env.out(render.run_line(run, client.now_ms()))
+        before, run = run, client.run(run["run_id"])
+        lines = render.follow_lines(before, run, client.now_ms())
+        if lines and env.json:
+            env.emit_json(run, compact=True)
+        elif lines:
+            for line in lines:
+                env.out(line)
     if followed and not env.json and run.get("outcome"):
         env.out(f"outcome: {run['outcome']}")
     return OK
-
-
-def _signature(run: dict[str, Any]) -> tuple[Any, ...]:
-    attempts = run.get("attempts") or []
-    cur = attempts[-1] if attempts else {}
-    return (
-        run["status"],
-        run.get("attempt_count"),
-        run.get("restarts"),
-        cur.get("sagemaker_status"),
-        cur.get("secondary_status"),
-        run.get("outcome"),
-        (run.get("wait") or {}).get("reason"),
-    )
 
 
 def cmd_events(env: Env) -> int:
@@ -691,10 +682,19 @@ def _no_attempt(run: dict[str, Any]) -> str:
 def cmd_cancel(env: Env) -> int:
     a = env.args
     client = env.ctx().client
-    targets = []
+    targets, worst = [], OK
     for ref in dict.fromkeys(a.runs):
         run = client.run(ref)
+        if run["status"] in render.TERMINAL:
+            # nothing to stop, nothing to confirm: say so (the API would answer 409, hence exit 1)
+            env.note(_already_finished(run["name"], run["run_id"], run["status"]))
+            worst = API_ERROR
+            continue
         targets.append(run)
+    if not targets:
+        if env.json:
+            env.emit_json([])
+        return worst
     if not a.yes:
         listed = ", ".join(f"{r['name']} ({r['run_id']}, {r['status']})" for r in targets)
         env.stderr.write(f"Cancel {len(targets)} run(s): {listed}? [y/N] ")
@@ -706,9 +706,14 @@ def cmd_cancel(env: Env) -> int:
             env.note("nothing cancelled")
             return API_ERROR
     results: list[Any] = []
-    worst = OK
     for run in targets:
         resp = client.send("POST", f"/runs/{run['run_id']}/cancel")
+        if resp.status == 409:  # it finished since it was read
+            status = _json_field(resp.body, "status")
+            if status in render.TERMINAL:
+                env.note(_already_finished(run["name"], run["run_id"], status))
+                worst = worst or API_ERROR
+                continue
         if resp.status >= 400:
             err = client.api_error(resp)
             env.note(f"sagewarden: {run['name']} ({run['run_id']}): {err}")
@@ -726,6 +731,18 @@ def cmd_cancel(env: Env) -> int:
     if env.json:
         env.emit_json(results)
     return worst
+
+
+def _already_finished(name: str, run_id: str, status: str) -> str:
+    return f"sagewarden: run {name} ({run_id}) already finished ({status}): nothing to cancel"
+
+
+def _json_field(body: bytes, key: str) -> Any:
+    try:
+        payload = json.loads(body) if body else None
+    except ValueError:
+        return None
+    return payload.get(key) if isinstance(payload, dict) else None
 
 
 def cmd_resume(env: Env) -> int:

@@ -142,7 +142,11 @@ def run_duration_ms(run: Mapping[str, Any], now_ms: int) -> int | None:
     return None if end is None else max(0, end - start)
 
 
-def run_table(runs: Sequence[Mapping[str, Any]], now_ms: int) -> str:
+def run_table(
+    runs: Sequence[Mapping[str, Any]], now_ms: int, *, terminal: bool = True, max_width: int = 0
+) -> str:
+    """The runs as a table. Only on a terminal are RESTARTS and NAME cut to fit its width; piped or
+    redirected, nothing is cut. IDs are never cut: they are what a user pastes back."""
     if not runs:
         return "no runs"
     rows = [
@@ -159,11 +163,13 @@ def run_table(runs: Sequence[Mapping[str, Any]], now_ms: int) -> str:
         for r in runs
     ]
     headers = ["NAME", "ID", "STATUS", "ATTEMPT", "RESTARTS", "AGE", "DURATION", "EST. COST"]
-    return table(headers, rows, shrink=("RESTARTS", "NAME"))
+    if not terminal:
+        return table(headers, rows, max_width=10**9)
+    return table(headers, rows, shrink=("RESTARTS", "NAME"), max_width=max_width)
 
 
 def run_line(run: Mapping[str, Any], now_ms: int) -> str:
-    """One line per change while following a run."""
+    """One line per change of the run's state while following a run."""
     attempts = run.get("attempts") or []
     current = attempts[-1] if attempts else None
     sm = ""
@@ -172,7 +178,50 @@ def run_line(run: Mapping[str, Any], now_ms: int) -> str:
         sm = f"  attempt {current['number']} {state or current.get('launch', '')}"
     at = run.get("updated_at") or "-"
     restarts = f"  restarts {run.get('restarts', 0)}" if run.get("restarts") else ""
-    return f"{at}  {run['status']}{sm}{restarts}  est. {money(run.get('estimated_cost_usd'))}"
+    wait = run.get("wait") or {}
+    waiting = ""
+    if wait.get("reason"):
+        on = f" for {wait['instance_type']}" if wait.get("instance_type") else ""
+        waiting = f"  waiting ({wait['reason']}{on}" + (
+            f", until {wait['until']})" if wait.get("until") else ")"
+        )
+    return f"{at}  {run['status']}{sm}{restarts}{waiting}  est. {money(run.get('estimated_cost_usd'))}"
+
+
+def state_signature(run: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a `run_line` reports: a new line when any of it changes."""
+    attempts = run.get("attempts") or []
+    cur = attempts[-1] if attempts else {}
+    wait = run.get("wait") or {}
+    return (
+        run["status"],
+        run.get("attempt_count"),
+        run.get("restarts"),
+        cur.get("sagemaker_status"),
+        cur.get("secondary_status"),
+        run.get("outcome"),
+        wait.get("reason"),
+        wait.get("until"),
+    )
+
+
+def follow_lines(before: Mapping[str, Any] | None, run: Mapping[str, Any], now_ms: int) -> list[str]:
+    """The lines `get --follow` prints for what changed between two answers of GET /runs/{id}: the
+    run's state (status, attempt, SageMaker's status, a wait), a newer checkpoint (the training's
+    progress, hours apart from any state change) and the hang windows in force."""
+    lines = []
+    ckpt = run.get("newest_checkpoint") or {}
+    old = (before or {}).get("newest_checkpoint") or {}
+    if ckpt.get("step") is not None and ckpt.get("step") != old.get("step"):
+        at = ckpt.get("written_at") or run.get("updated_at") or "-"
+        took = f" (written in {ckpt['write_seconds']:.0f} s)" if ckpt.get("write_seconds") is not None else ""
+        lines.append(f"{at}  checkpoint step {ckpt['step']}{took}")
+    windows = hang_windows_text(run.get("hang_windows"))
+    if windows and before is not None and windows != hang_windows_text(before.get("hang_windows")):
+        lines.append(f"{run.get('updated_at') or '-'}  windows {windows}")
+    if before is None or state_signature(before) != state_signature(run):
+        lines.append(run_line(run, now_ms))  # last: a run that ended saved its checkpoint before
+    return lines
 
 
 def run_view(run: Mapping[str, Any], now_ms: int) -> str:

@@ -6,7 +6,8 @@ the CLI's local mode (drill/server.py).
 
 SCENARIO is a path to a scenario JSON file or the name of one in drill/scenarios/ (default:
 "default"). The scenario is checked first: each mistake is one line naming its place in the file,
-and the exit code is 2. Then the drill prints a timeline (virtual time, run, kind, what happened)
+and the exit code is 2; so is the --plot path (its directory must exist, its suffix be .png, .svg or
+.html), in one line, before the drill runs. Then the drill prints a timeline (virtual time, run, kind, what happened)
 and a summary per run and per fault; with --json only the JSON summary. Exits 1 if an invariant
 or an `expect` failed.
 """
@@ -17,6 +18,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -59,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
     parser.add_argument("--verbose", action="store_true", help="show routine sweep look-ups too")
     args = parser.parse_args(argv)
-    if args.plot is not None and args.plot.suffix.lower() not in (".png", ".html", ".svg"):
-        parser.error(f"--plot {args.plot}: the file must end in .png, .html or .svg")
+    if args.plot is not None:
+        problem = plot_path_problem(args.plot)
+        if problem:  # checked before the drill runs, not after minutes of it
+            print(f"python -m drill: --plot {args.plot}: {problem}", file=sys.stderr)
+            return 2
 
     try:
         scenario = load(args.scenario, bucket=BUCKET, role_arn=EXECUTION_ROLE)
@@ -85,16 +90,39 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result.summary(), indent=2, ensure_ascii=False))
     else:
         print(render(result, verbose=args.verbose, show_alerts=args.alerts))
-    if args.plot is not None:
-        _plot(result, args.plot)
+    if args.plot is not None and _plot(result, args.plot):
+        return 2
     return 1 if result.invariant_violations else 0
 
 
-def _plot(result: DrillResult, path: Path) -> None:
+PLOT_SUFFIXES = (".png", ".svg", ".html")
+
+
+def plot_path_problem(path: Path) -> str | None:
+    """Why the drill could not write its plot to ``path`` (None when it can): asked before the
+    drill runs, so a typo costs a second, not the drill and a traceback."""
+    if path.is_dir():
+        return "is a directory; name a file in it, e.g. run.png"
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        return "the file must end in .png, .svg or .html"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"no directory {parent}" if not parent.exists() else f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write in {parent}"
+    return None
+
+
+def _plot(result: DrillResult, path: Path) -> int:
     from drill.plot import write
 
-    write(result, path)
+    try:
+        write(result, path)
+    except OSError as exc:
+        print(f"python -m drill: --plot {path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(f"plot written to {path}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from matplotlib.patches import Patch
 from drill.render import clock, summary
 from drill.report import from_iso
 from drill.runner import DrillResult
-from drill.sim.texts import HANG_PHASES
+from drill.sim.texts import HANG_PHASES, START_FAULTS
 
 PHASES: dict[str, tuple[str, str]] = {  # phase -> (colour, legend label)
     "starting": ("#9ecae1", "starting (instances, download)"),
@@ -207,7 +207,7 @@ def figure(result: DrillResult) -> Figure:
         faults_by_run[name] = i + 1
         up = -(BAR_H / 2 + 0.12 + 0.16 * (i % 2))  # alternate heights so neighbours do not overlap
         ax.plot(x(f["at_ms"]), lane, marker="X", color="#a50f15", ms=9, mec="white", gid=f"fault/{name}/{i}")
-        where = "" if f["kind"] in ("capacity", "throttle") else f" (algo-{f['host']})"
+        where = "" if f["kind"] in START_FAULTS else f" (algo-{f['host']})"
         ax.annotate(
             f["kind"] + where,
             (x(f["at_ms"]), lane + up),

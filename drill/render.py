@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drill.runner import DrillResult, TimelineRow
+from drill.sim.texts import START_FAULTS
 
 _JOB = re.compile(r"\bsw-[a-z0-9-]+?-[0-9a-z]{26}-a(\d+)\b", re.IGNORECASE)
 _DEDUPE = re.compile(r"\s*\[[0-9A-Z]{26}-\d{6}-\d{2}\]$")
@@ -235,7 +236,7 @@ def _resumed(run: dict[str, Any]) -> str:
 
 
 def _fault_name(f: dict[str, Any]) -> str:
-    if f["kind"] in ("capacity", "throttle"):
+    if f["kind"] in START_FAULTS:
         return f"{f['kind']} (attempt {f['attempt']})" if f["attempt"] else f["kind"]
     return f"{f['kind']} on algo-{f['host']}"
 

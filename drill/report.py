@@ -130,6 +130,9 @@ def classify(kind: str, attempt: Mapping[str, Any] | None, run: Mapping[str, Any
     came of it, as two short texts for the faults table."""
     if kind == "throttle":
         return "THROTTLED", "CreateTrainingJob retried"
+    if kind == "quota":  # refused at CreateTrainingJob: the attempt keeps its number and waits
+        started = attempt is not None and attempt.get("training_started_at")
+        return "QUOTA", "waited, then trained" if started else f"run {run['status']}"
     attempts = run["attempts"]
     if attempt is None:
         return "-", f"run {run['status']}"
@@ -177,6 +180,10 @@ def fault_summary(
     for at_ms, job_name, kind, host in fault_log:
         job = by_job.get(job_name)
         run_name = job.run_name if job else None
+        if job is None:  # refused at CreateTrainingJob (throttle, quota): the attempt's job name
+            run_name = next(
+                (n for n, r in runs.items() if any(a["job_name"] == job_name for a in r["attempts"])), None
+            )
         run = runs.get(run_name) if run_name else None
         attempt = None
         if run is not None:

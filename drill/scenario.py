@@ -27,6 +27,19 @@ Format (all times are virtual minutes from the scenario start unless named other
   "expect": {"llama-8b": {"status": "SUCCEEDED", "attempts": 2}}   # optional; see EXPECT_FIELDS
 }
 
+Fault kinds (``Fault`` in drill/sim/model.py has every field):
+  crashes         internal_error, hardware, algorithm_error (log_lines), spot_interruption; any crash
+                  may set half_written_checkpoint
+  at launch       capacity (Pending for duration_min, then CapacityError), throttle
+                  (ThrottlingException), quota (ResourceLimitExceeded naming a limit of quota_limit
+                  instances, all in use; default the request's own count: wait and retry; below it: fail);
+                  ``attempt`` picks the launch, ``instance_type`` limits it
+  hangs           hang_spin, dead_host, stuck_dataloader, hang_spin_logging; during_save starts one
+                  half-way through a checkpoint save
+  benign phases   checkpoint_save_long, eval_phase, and the silent all-GPUs-idle compile (30 min),
+                  nccl_init (8 min), dataloader_pause (4 min); duration_min sets their length
+  ``once: false`` repeats a fault on every matching attempt.
+
 Everything is checked before anything runs (:func:`parse` raises :class:`ScenarioError` with one
 line per problem, each naming its path in the file, e.g. ``faults[2].run: no run named
 "lama-8b" (did you mean "llama-8b"?)``): JSON syntax, unknown fields (with a did-you-mean),
@@ -309,6 +322,7 @@ FAULT_FIELDS = _from_dataclass(
         "attempt": _at_least(1),
         "host": _at_least(1),
         "duration_min": _time,
+        "quota_limit": _at_least(0),
     },
 )
 ACCOUNT_FIELDS = {

@@ -31,12 +31,15 @@ from __future__ import annotations
 import argparse
 import email.utils
 import json
+import shlex
+import shutil
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
@@ -289,16 +292,49 @@ class LocalServer:
         if self.scenario is not None:
             what = "runs submitted on schedule" if self._want_submit else "runs not submitted"
             lines.append(f"  scenario       {self.scenario.name} (account, profiles and faults; {what})")
+        command = cli_command()
         lines += [
             "",
             "Use it without AWS credentials:",
-            f"  sagewarden --local --api-url {self.url} submit examples/run.yaml",
+            f"  {command} --local --api-url {self.url} submit {shlex.quote(_from_here(EXAMPLE_RUN))}",
             f"  export SAGEWARDEN_API_URL={self.url}   # a loopback URL means local mode",
+        ]
+        if command != "sagewarden":
+            activate = Path(sys.executable).parent / "activate"
+            how = (
+                f"source {shlex.quote(_from_here(activate))}" if activate.is_file() else "install the project"
+            )
+            lines.append(f"  ({how} to type `sagewarden` alone: it is not on your PATH)")
+        lines += [
             "Other SigV4 clients (awscurl, SDKs) may sign with any keys, e.g.",
             f"  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION={REGION}",
             "Ctrl-C stops the server (the simulated account lives in memory only).",
         ]
         return "\n".join(lines)
+
+
+EXAMPLE_RUN = Path(__file__).resolve().parents[1] / "examples" / "run.yaml"
+
+
+def _from_here(path: Path) -> str:
+    """``path`` as typed from the current directory: relative below it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def cli_command() -> str:
+    """How to type the `sagewarden` command here, so that the banner's example works as printed:
+    `sagewarden` when PATH finds this environment's script, else that script's path (make setup
+    installs it as .venv/bin/sagewarden), else this interpreter with `-m cli`."""
+    script = Path(sys.executable).parent / "sagewarden"
+    found = shutil.which("sagewarden")
+    if script.is_file():
+        if found is not None and Path(found).resolve() == script.resolve():
+            return "sagewarden"
+        return shlex.quote(_from_here(script))
+    return f"{shlex.quote(_from_here(Path(sys.executable)))} -m cli"
 
 
 class _ApiHandler(BaseHTTPRequestHandler):

@@ -32,13 +32,11 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from drill.clock import VirtualClock, from_ms
 from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
 from drill.sim.logs import SimLogs
-from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag
+from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CAPACITY_FAILURE_REASON,
@@ -58,6 +56,7 @@ from drill.sim.texts import (
     TRAINING_FAULTS,
     WARM_STARTING_MESSAGE,
     client_error,
+    limit_error,
 )
 from sagewarden.keys import (
     HEARTBEAT_DIMENSION,
@@ -144,7 +143,7 @@ class SimSageMaker(SimCore):
         now = self.clock.now_ms
         self._gate(op)
         tags = self._tags_of(request)
-        self._throttle_fault(tags, request)
+        faults.refuse_throttled(self, tags, request)
         self._validate(request, op)
         name: str = request["TrainingJobName"]
         arn = self._arn(name)
@@ -158,11 +157,12 @@ class SimSageMaker(SimCore):
         rc = request["ResourceConfig"]
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
+        faults.refuse_over_quota(self, tags, itype, count, name, op)
         self._check_quota(itype, count, op)
 
         run_name = tags.get(TAG_RUN_NAME)
         profile = self._profiles.get(run_name) if run_name else None
-        profile = profile or JobProfile()
+        profile = profile or script_profile(request)
         env = request.get("Environment") or {}
         start_step = int_tag(env.get("SAGEWARDEN_RESUME_STEP")) or 0
         job = SimJob(
@@ -526,20 +526,6 @@ class SimSageMaker(SimCore):
                 tags[str(tag["Key"])] = str(tag.get("Value", ""))
         return tags
 
-    def _throttle_fault(self, tags: dict[str, str], request: dict[str, Any]) -> None:
-        rc = request.get("ResourceConfig") or {}
-        for state in self._faults:
-            f = state.fault
-            if f.kind != "throttle" or state.consumed:
-                continue
-            if not faults.matches_tags(f, tags, rc.get("InstanceType")):
-                continue
-            if f.once:
-                state.consumed = True
-            name = str(request.get("TrainingJobName", ""))
-            self.fault_log.append((self.clock.now_ms, name, "throttle", f.host))
-            raise client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
-
     def _validate(self, request: dict[str, Any], op: str) -> None:
         from botocore.validate import ParamValidator
 
@@ -603,23 +589,13 @@ class SimSageMaker(SimCore):
         if limit is not None:
             used = self._live_instances.get(itype, 0)
             if used + count > limit:
-                raise self._limit_error(f"{itype} for training job usage", limit, used, count, op)
+                raise limit_error(f"{itype} for training job usage", limit, used, count, op)
         if self.total_instance_quota is not None:
             used = sum(self._live_instances.values())
             if used + count > self.total_instance_quota:
-                raise self._limit_error(
+                raise limit_error(
                     "Number of instances across all training jobs", self.total_instance_quota, used, count, op
                 )
-
-    @staticmethod
-    def _limit_error(what: str, limit: int, used: int, delta: int, op: str) -> ClientError:
-        return client_error(
-            "ResourceLimitExceeded",
-            f"The account-level service limit '{what}' is {limit} Instances, with current utilization of "
-            f"{used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
-            "request an increase for this limit.",
-            op,
-        )
 
     def _model_artifacts(self, job: SimJob) -> str:
         base = str(job.request["OutputDataConfig"].get("S3OutputPath", "")).rstrip("/")

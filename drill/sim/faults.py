@@ -9,7 +9,7 @@ contract's phase marker, which the heartbeat metric honours like the heartbeat f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
@@ -25,6 +25,8 @@ from drill.sim.texts import (
     INTERNAL_ERROR_REASON,
     MINUTE_MS,
     PAUSE_KINDS,
+    client_error,
+    limit_error,
 )
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_NAME
 
@@ -42,6 +44,36 @@ def matches_tags(f: Fault, tags: dict[str, str], itype: str | None) -> bool:
 
 def matches(f: Fault, job: SimJob) -> bool:
     return matches_tags(f, job.tags, job.instance_type)
+
+
+def refuse_throttled(sim: SimCore, tags: dict[str, str], request: dict[str, Any]) -> None:
+    """An armed throttle fault matching this CreateTrainingJob: ThrottlingException."""
+    rc = request.get("ResourceConfig") or {}
+    for state in sim._faults:
+        f = state.fault
+        if f.kind != "throttle" or state.consumed:
+            continue
+        if not matches_tags(f, tags, rc.get("InstanceType")):
+            continue
+        if f.once:
+            state.consumed = True
+        name = str(request.get("TrainingJobName", ""))
+        sim.fault_log.append((sim.clock.now_ms, name, "throttle", f.host))
+        raise client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
+
+
+def refuse_over_quota(sim: SimCore, tags: dict[str, str], itype: str, count: int, name: str, op: str) -> None:
+    """An armed quota fault matching this launch: ResourceLimitExceeded, as the real quota check
+    words it (aws-facts), with the limit's instances all in use."""
+    for state in sim._faults:
+        f = state.fault
+        if f.kind != "quota" or state.consumed or not matches_tags(f, tags, itype):
+            continue
+        if f.once:
+            state.consumed = True
+        sim.fault_log.append((sim.clock.now_ms, name, "quota", f.host))
+        limit = count if f.quota_limit is None else f.quota_limit
+        raise limit_error(f"{itype} for training job usage", limit, limit, count, op)
 
 
 def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:

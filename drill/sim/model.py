@@ -34,6 +34,18 @@ class JobProfile:
     startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
 
 
+def script_profile(request: dict[str, Any]) -> JobProfile:
+    """How a job behaves when nothing set its run's profile (the local server without a scenario):
+    JobProfile's defaults, with the number of steps the training script is told to train, as a
+    script reads it from its hyperparameters (``max_steps``, the Hugging Face Trainer's name).
+    SageMaker passes HyperParameters to the script as they are (strings); a value that is not a
+    positive whole number is ignored, as a script with a default would."""
+    text = str((request.get("HyperParameters") or {}).get("max_steps", "")).strip()
+    if text.isdigit() and int(text) > 0:
+        return JobProfile(total_steps=int(text))
+    return JobProfile()
+
+
 @dataclass
 class StartupTimes:
     provision_s: int = 360  # Starting
@@ -52,8 +64,11 @@ class Fault:
     it Stopped/Interrupted; hangs (hang_spin, dead_host, stuck_dataloader) last until the job is
     stopped; benign phases (checkpoint_save_long, eval_phase, and the silent all-GPUs-idle compile,
     nccl_init, dataloader_pause) pause progress for ``duration_min``.
-    Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds) and
-    throttle (the next matching CreateTrainingJob raises ThrottlingException).
+    Start-time faults: capacity (Pending, then Failed or Stopped by MaxPendingTimeInSeconds),
+    throttle (the next matching CreateTrainingJob raises ThrottlingException) and quota (it raises
+    ResourceLimitExceeded, in AWS's message shape, naming a limit of ``quota_limit`` instances with
+    all of them in use; without ``quota_limit`` the limit is the request's own instance count, so the
+    request fits once other jobs release theirs; a ``quota_limit`` below it can never fit).
 
     When a training fault fires is either ``after_training_min`` after the matching attempt entered
     Training, or -- with ``after_run_training_min`` -- once the run (every job tagged with its
@@ -87,6 +102,8 @@ class Fault:
     # fault is due (``after_training_min`` / ``after_run_training_min``); the save never completes,
     # so its directory stays without the completion marker (a half-written checkpoint)
     during_save: bool = False
+    # quota only: the limit ResourceLimitExceeded names (None: the request's own instance count)
+    quota_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -95,6 +112,8 @@ class Fault:
             raise ValueError("hang_before_crash_min applies to crash kinds only")
         if self.during_save and self.kind not in HANG_KINDS:
             raise ValueError("during_save applies to hang kinds only")
+        if self.quota_limit is not None and self.kind != "quota":
+            raise ValueError("quota_limit applies to quota faults only")
 
 
 @dataclass

@@ -61,7 +61,9 @@ CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
 HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
 PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase", *IDLE_PAUSE_MIN})
 TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
-START_FAULTS = frozenset({"capacity", "throttle"})
+# at CreateTrainingJob: a long Pending (capacity), or a synchronous error: ThrottlingException
+# (throttle) or ResourceLimitExceeded (quota)
+START_FAULTS = frozenset({"capacity", "throttle", "quota"})
 FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
 HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
@@ -85,6 +87,18 @@ def client_error(code: str, message: str, operation: str) -> ClientError:
             },
         },
         operation,
+    )
+
+
+def limit_error(what: str, limit: int, used: int, delta: int, op: str) -> ClientError:
+    """ResourceLimitExceeded in SageMaker's words (aws-facts): the quota, its limit, what is in use
+    and what the request asks for."""
+    return client_error(
+        "ResourceLimitExceeded",
+        f"The account-level service limit '{what}' is {limit} Instances, with current utilization of "
+        f"{used} Instances and a request delta of {delta} Instances. Please contact AWS support to "
+        "request an increase for this limit.",
+        op,
     )
 
 

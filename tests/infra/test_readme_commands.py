@@ -72,3 +72,12 @@ def test_readme_context_keys_are_the_apps() -> None:
 
     assert named <= set(CONTEXT_KEYS), named - set(CONTEXT_KEYS)
     assert set(CONTEXT_KEYS) <= table, set(CONTEXT_KEYS) - table
+
+
+def test_readme_api_table_lists_every_route_of_the_api() -> None:
+    from infra.constructs.api import ROUTES
+
+    section = README.split("## The API\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) ([^`?]+)[^`]*` \|", section, flags=re.M)
+
+    assert sorted(rows) == sorted(ROUTES)

@@ -11,8 +11,10 @@ import email.utils
 import io
 import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -27,6 +29,24 @@ from drill.scenario import default_training_job
 API = "https://abc123.execute-api.us-east-1.amazonaws.com/prod"
 RESUMABLE = ("FAILED", "CANCELLED")
 REPR = re.compile(r"\bNone\b|\{'|\['|\b1[0-9]{12}\b")  # Python reprs or epoch milliseconds
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_walkthrough() -> list[list[str]]:
+    """The shell lines of the README's CLI section, each as its words (a line continued with a
+    backslash joined to the next, comments dropped), in order: `source`, `export` and every
+    `sagewarden` command, exactly as a user would type them."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### CLI\n", 1)[1].split("\n## ", 1)[0]
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                lines.append(words)
+    return lines
 
 
 def session() -> Any:

@@ -194,6 +194,8 @@ def test_dry_run_checks_instance_counts_against_service_quotas(h, tmp_path):
 
 
 def test_list_and_ls_print_a_table_that_fits(h, acct):
+    from cli import render
+
     a = h.submit(run_body("llama-8b-pretraining-longer"))
     h.advance(30)
     b = h.submit(run_body("gemma"))
@@ -214,13 +216,31 @@ def test_list_and_ls_print_a_table_that_fits(h, acct):
             "COST",
         ]
         assert [line.split()[1] for line in lines[1:]] == [b, a]  # newest first
-        assert all(len(line) <= 100 for line in lines)
+        assert lines[2].split()[0] == "llama-8b-pretraining-longer"  # piped: nothing is cut
         assert "TRAINING" in lines[1] and re.search(r"\b\d+m( \d+s)?\b", lines[2])
         assert not REPR.search(r.out), r.out
+    runs = h.cli("ls", json_out=True).json()
+    on_terminal = render.run_table(runs, h.acct.clock.now_ms, terminal=True, max_width=100)
+    assert all(len(line) <= 100 for line in on_terminal.splitlines())  # a terminal's width: it fits
     r = h.cli("list", "--status", "FAILED")
     assert r.code == 0 and r.out.strip() == "no runs"
     r = h.cli("ls", "--limit", "1")
     assert len(r.out.splitlines()) == 2 and "--all lists every run" in r.err
+
+
+def test_ls_piped_never_cuts_names_or_ids_a_terminal_cuts_only_names(h, monkeypatch):
+    from cli import render
+
+    name = "llama-8b-pretrain-v2-ablate"  # as long as a run name can be (its job name has 63 chars)
+    run_id = h.submit(run_body(name))
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal's width, but stdout is a pipe here
+    r = h.cli("ls")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[1].split()[:2] == [name, run_id] and "…" not in r.out
+
+    runs = h.cli("ls", json_out=True).json()
+    on_terminal = render.run_table(runs, h.acct.clock.now_ms, terminal=True, max_width=60).splitlines()
+    assert on_terminal[1].split()[0].endswith("…") and on_terminal[1].split()[1] == run_id
 
 
 def test_get_and_show_address_a_run_by_name_or_id(h):
@@ -250,6 +270,39 @@ def test_get_follow_prints_each_change_until_the_run_finishes(h, acct):
 
     r = h.cli("show", "llama-8b", "--watch", json_out=True)  # already finished: one object
     assert r.code == 0 and [json.loads(x)["status"] for x in r.out.splitlines()] == ["SUCCEEDED"]
+
+
+def test_get_follow_shows_training_progress_checkpoints_and_learned_windows(h, acct):
+    # 5 hours of training with nothing but progress: a checkpoint every 50 min, windows learned at 2 h
+    acct.sagemaker.set_profile(
+        "llama-8b", JobProfile(total_steps=3000, steps_per_minute=10, checkpoint_every_steps=500)
+    )
+    h.submit(run_body("llama-8b"))
+    r = h.cli("get", "llama-8b", "--follow")
+    assert r.code == 0, r.err
+    follow = r.out.split("\n\n")[-1].splitlines()
+    steps = [
+        int(m.group(1))
+        for line in follow
+        if (m := re.search(r"Z  checkpoint step (\d+) \(written in \d+ s\)$", line))
+    ]
+    assert len(steps) >= 4 and steps == sorted(set(steps)) and steps[-1] == 3000, "\n".join(follow)
+    (windows,) = [line for line in follow if "  windows " in line]
+    assert re.search(r"Z  windows log silence \d+ min \(learned from this attempt's cadence\)$", windows)
+    training = next(i for i, line in enumerate(follow) if "InProgress/Training" in line)
+    done = next(i for i, line in enumerate(follow) if "  SUCCEEDED  " in line)
+    first_ckpt = next(i for i, line in enumerate(follow) if "checkpoint step" in line)
+    assert training < first_ckpt < follow.index(windows) < done  # as it happens, not at the end
+    assert len(follow) == len(set(follow))
+
+    acct.sagemaker.set_profile(
+        "json-8b", JobProfile(total_steps=3000, steps_per_minute=10, checkpoint_every_steps=500)
+    )
+    h.submit(run_body("json-8b"))
+    r = h.cli("get", "json-8b", "--follow", json_out=True)
+    answers = [json.loads(line) for line in r.out.splitlines()]
+    seen = [a["newest_checkpoint"]["step"] for a in answers if a.get("newest_checkpoint")]
+    assert len(set(seen)) >= 4 and answers[-1]["status"] == "SUCCEEDED"  # one object per change
 
 
 def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
@@ -332,10 +385,36 @@ def test_cancel_asks_first_and_takes_several_runs(h, acct):
     assert r.code == 0, r.err
     assert [line.split()[2] for line in r.out.splitlines()] == ["STOPPING;", "STOPPING;"]
     h.until(lambda: h.run(a)["status"] == "CANCELLED" and h.run(b)["status"] == "CANCELLED")
-    r = h.cli("cancel", "a1", c, "--yes")  # a1 finished: 409, c3 is still cancelled
+    r = h.cli("cancel", "a1", c, "--yes")  # a1 finished: said so (exit 1, the API's 409); c3 cancelled
     assert r.code == 1
-    assert f"a1 ({a}): HTTP 409: run {a} already finished (CANCELLED)" in r.err
+    assert f"sagewarden: run a1 ({a}) already finished (CANCELLED): nothing to cancel" in r.err
     assert h.run(c)["status"] == "STOPPING"
+
+
+def test_cancel_of_a_finished_run_says_so_without_asking(h, acct):
+    acct.sagemaker.set_profile("done", SHORT)
+    run_id = h.submit(run_body("done"))
+    h.until(lambda: h.run(run_id)["status"] == "SUCCEEDED")
+    r = h.cli("cancel", "done")  # no --yes and nothing on stdin: a prompt would refuse (exit 2)
+    assert r.code == 1 and "?" not in r.err
+    assert r.err == f"sagewarden: run done ({run_id}) already finished (SUCCEEDED): nothing to cancel\n"
+    assert ("POST", f"/runs/{run_id}/cancel") not in h.requests
+    r = h.cli("cancel", "done", json_out=True)
+    assert r.code == 1 and r.json() == []
+
+
+def test_cancel_of_a_run_that_finishes_after_it_was_read_says_so(h, acct):
+    acct.sagemaker.set_profile("racer", SHORT)
+    run_id = h.submit(run_body("racer"))
+
+    def finishes_first(method, url, headers, body):
+        if method == "POST" and url.endswith("/cancel"):  # it succeeds between the GET and the POST
+            h.until(lambda: h.run(run_id)["status"] == "SUCCEEDED")
+        return h.transport(method, url, headers, body)
+
+    r = h.cli("cancel", "racer", "--yes", transport=finishes_first)
+    assert r.code == 1
+    assert r.err == f"sagewarden: run racer ({run_id}) already finished (SUCCEEDED): nothing to cancel\n"
 
 
 def test_resume_a_failed_or_cancelled_run(h, acct):

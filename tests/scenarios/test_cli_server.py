@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from cli.app import main
 from drill.server import LocalServer
 from drill.sim_sagemaker import JobProfile
+from tests.scenarios.cli_support import readme_walkthrough
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = str(REPO / "examples" / "run.yaml")
@@ -97,13 +99,15 @@ def test_the_server_speaks_like_api_gateway(server):
 
 
 def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
+    # a fresh shell after `make setup`: .venv/bin (where the `sagewarden` command is) not on PATH
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "drill", "serve", "--port", "0", "--speed", "600"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=env,
     )
     try:
         banner = []
@@ -121,6 +125,15 @@ def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
         while rest[-1] and "Ctrl-C" not in rest[-1]:
             rest.append(proc.stdout.readline())
         assert any("AWS_ACCESS_KEY_ID=local" in line for line in rest)  # the profile-free hint
+        # the banner's example works as printed, typed in that shell
+        (example,) = [line.strip() for line in rest if " submit " in line]
+        argv = shlex.split(example)
+        try:
+            done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            pytest.fail(f"the banner's command is not found in a shell after make setup: {example}")
+        assert done.returncode == 0, (example, done.stderr)
+        assert done.stdout.startswith("llama-8b  ") and "STARTING" in done.stdout.splitlines()[0]
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
@@ -128,39 +141,22 @@ def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
     assert "stopped" in out and "Traceback" not in err
 
 
-def _readme_cli_commands() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### CLI\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    return [line for block in blocks for line in block.splitlines() if line.startswith("sagewarden ")]
-
-
-def test_the_readme_cli_walkthrough_runs_as_written(server, capsys, monkeypatch):
-    import shlex
-
-    commands = _readme_cli_commands()
-    named = {shlex.split(c, comments=True)[1] for c in commands}
-    assert named == {"submit", "ls", "get", "logs", "events", "cancel", "resume"}, named
-    with server.lock:  # llama-8b finishes in about a wall second; llama-8b-b runs until cancelled
-        server.account.sagemaker.set_profile(
-            "llama-8b", JobProfile(total_steps=600, steps_per_minute=10, checkpoint_every_steps=200)
-        )
-        server.account.sagemaker.set_profile("llama-8b-b", JobProfile(total_steps=10**7))
+def test_the_readme_cli_walkthrough_runs_as_written_over_http(server, capsys, monkeypatch):
+    # every command exactly as the README writes it (tests/scenarios/test_cli_walkthrough.py
+    # replays it in process at typing speeds); here over real sockets, the server's own clock
+    # running (5x the default speed), the README's export pointed at this server's port
+    lines = readme_walkthrough()
+    commands = [words for words in lines if words[0] == "sagewarden"]
+    assert {c[1] for c in commands} == {"submit", "ls", "get", "logs", "events", "cancel", "resume"}
     monkeypatch.chdir(REPO)
-    monkeypatch.setenv("SAGEWARDEN_API_URL", server.url)  # the README's `export`
-    has_resume = any(r.match("POST", "/runs/x/resume") is not None for r in server.account.router.api_routes)
-    for line in commands:
-        argv = shlex.split(line, comments=True)[1:]
-        if "--follow" in argv:
-            argv += ["--interval", "0.1"]
-        code, out, err = cli(capsys, *argv)
-        if argv[0] == "resume" and not has_resume:
-            # POST /runs/{id}/resume is the lead's route; until it is in the template the
-            # local API answers like API Gateway does for an unknown route
-            assert code == 1 and "no such route at this URL" in err, (line, err)
-            continue
-        assert code == 0, (line, out, err)
-        assert out or err, line
+    monkeypatch.setenv("SAGEWARDEN_API_URL", server.url)
+    for words in commands:
+        code, out, err = cli(capsys, *words[1:])
+        assert code == 0, (" ".join(words), out, err)
+        assert out or err, words
+    code, out, err = cli(capsys, "--json", "get", "llama-8b-b")
+    run = json.loads(out)
+    assert run["attempt_count"] == 2 and run["status"] in ("SUBMITTED", "STARTING", "TRAINING")
 
 
 def test_serve_a_scenario_with_its_runs_and_read_logs_from_a_named_endpoint(template, capsys, monkeypatch):

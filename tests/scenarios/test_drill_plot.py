@@ -120,13 +120,30 @@ def test_plot_html_is_one_page_with_the_picture_and_the_summary(
     assert "GPU-hours" in page and "llama-13b" in page and "<pre>" in page
 
 
-def test_plot_rejects_an_unknown_suffix_before_running(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("x.jpg", "the file must end in .png, .svg or .html"),
+        ("missing-dir/x.png", "no directory {tmp}/missing-dir"),
+        ("", "is a directory; name a file in it, e.g. run.png"),
+        ("file.txt/x.svg", "{tmp}/file.txt is not a directory"),
+    ],
+    ids=["suffix", "missing-dir", "a-directory", "parent-is-a-file"],
+)
+def test_plot_path_is_checked_before_the_drill_runs_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, where: str, says: str
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        drill_cli.main(["hang-dead-host", "--plot", str(tmp_path / "x.jpg")])
-    assert exit_.value.code == 2
-    assert "--plot" in capsys.readouterr().err and not (tmp_path / "x.jpg").exists()
+    (tmp_path / "file.txt").write_text("")
+
+    def no_drill(*_: object, **__: object) -> None:
+        raise AssertionError("the drill ran before the --plot path was checked")
+
+    monkeypatch.setattr("drill.runner.run_scenario", no_drill)
+    target = tmp_path / where if where else tmp_path
+    assert drill_cli.main(["hang-dead-host", "--plot", str(target)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"python -m drill: --plot {target}: {says.format(tmp=tmp_path)}\n"
+    assert not (tmp_path / "missing-dir").exists()
 
 
 def test_alerts_option_prints_every_alert_in_full(drills: dict[str, DrillResult]) -> None:

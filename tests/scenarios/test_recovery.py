@@ -198,6 +198,43 @@ def test_scenario_quota_delta_above_limit_fails_fast(template):
     assert "raise it to at least 4" in run["outcome"]
 
 
+def test_scenario_quota_fault_on_a_resume_waits_then_trains_with_the_same_attempt_number(template):
+    result = run_drill(
+        template,
+        {
+            "seed": 12,
+            "runs": [run_spec("llama")],
+            "faults": [
+                {"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 65},
+                {"kind": "quota", "run": "llama", "attempt": 2},  # the resume finds the quota taken
+            ],
+            "expect": {"llama": {"status": "SUCCEEDED", "attempts": 2, "alerts_include": ["run.waiting"]}},
+        },
+    )
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED" and classes(result, "llama") == ["INFRASTRUCTURE", "SUCCEEDED"]
+    assert run["restarts"] == 1  # the quota wait is not a restart
+    text = decisions(result, "llama")
+    assert "rejected" in text and "QUOTA: ResourceLimitExceeded: The account-level service limit " in text
+    assert "is 2 Instances, with current utilization of 2 Instances and a request delta of 2" in text
+    (quota,) = [f for f in result.faults if f["kind"] == "quota"]
+    assert (quota["run"], quota["attempt"], quota["classified_as"]) == ("llama", 2, "QUOTA")
+    assert quota["then"] == "waited, then trained"
+
+
+def test_scenario_quota_fault_below_the_request_fails_the_run_naming_the_quota(template):
+    result = run_drill(
+        template,
+        {
+            "seed": 13,
+            "runs": [run_spec("huge", instance_count=4)],
+            "faults": [{"kind": "quota", "run": "huge", "quota_limit": 2}],
+        },
+    )
+    run = result.runs["huge"]
+    assert run["status"] == "FAILED" and "raise it to at least 4" in run["outcome"]
+
+
 def test_scenario_capacity_falls_back_to_second_instance_type(template):
     result = run_drill(
         template,

@@ -6,8 +6,10 @@ things happened in), never minute values: detection timing is allowed to improve
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,6 +116,15 @@ def check_month_long(s: Summary) -> None:
 
 def check_default(s: Summary) -> None:
     runs = s["runs"]
+    # mistral-7b waits for the p5 quota qwen-sft holds; its backoff timer (not qwen-sft's release,
+    # reported seconds later) starts it on the first retry after qwen-sft's job has ended
+    mistral = runs["mistral-7b"]
+    assert any("QUOTA: ResourceLimitExceeded" in d for d in mistral["decisions"])
+    accepted = mistral["decisions"].index(
+        f"attempt 1 ({mistral['attempts'][0]['job_name']}) accepted by SageMaker"
+    )
+    assert mistral["decisions"][accepted - 1].startswith("wake-up after quota wait; launch attempt 1")
+    assert at(runs["qwen-sft"]["attempts"][-1]["ended_at"]) <= at(mistral["attempts"][0]["requested_at"])
     gemma = [a["instances"] for a in runs["gemma-2b"]["attempts"]]
     assert gemma == ["1 x ml.p4de.24xlarge", "1 x ml.p4d.24xlarge"]  # fell back after no capacity
     assert [a["end_class"] for a in runs["t5-bug"]["attempts"]] == ["USER_ERROR"]  # no retry of a bug
@@ -179,6 +190,28 @@ def test_shipped_scenario_runs_by_name_and_meets_its_expectations(
         if "hangs_detected_by" in expect:
             assert hang_stops(summary, run), f"{run}: no hang detected"
     CHECKS[name](summary)
+
+
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def counted_runs(text: str) -> list[int]:
+    """Every "<number word> teams/runs" a text states."""
+    found = re.findall(rf"\b({'|'.join(NUMBERS)})\s+(?:teams|runs)\b", text, flags=re.IGNORECASE)
+    return [NUMBERS[word.lower()] for word in found]
+
+
+def test_shipped_descriptions_and_readme_rows_count_the_runs_they_have() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (.*) \|$", readme, flags=re.MULTILINE))
+    stated = 0
+    for name in shipped():
+        scenario = load(name, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+        for text in (scenario.description, rows.get(name, "")):
+            for n in counted_runs(text):
+                stated += 1
+                assert n == len(scenario.runs), f"{name}: says {n} teams or runs, has {len(scenario.runs)}"
+    assert stated >= 4  # the demo's banner and README row, quota-contention's two
 
 
 def test_shipped_hang_scenarios_expect_the_signal_that_catches_them() -> None:

@@ -290,6 +290,18 @@ def test_checkpoint_advice_from_the_runs_own_checkpoints_and_faults():
     assert "Young/Daly" in advice.line()
 
 
+@pytest.mark.parametrize("seen", [(), ((300, 0, 80.0, 200),)], ids=["no-checkpoint", "one-checkpoint"])
+def test_checkpoint_advice_says_the_interval_is_not_measured_yet_never_a_question_mark(seen):
+    run = training_run()
+    t0 = run.current.training_started_ms
+    history = tuple((s, t0 + 30 * MIN, w, p) for s, _, w, p in seen)
+    advice = checkpoint_advice(dataclasses.replace(run, checkpoint_history=history), t0 + HOUR)
+    assert advice is not None and advice.interval_min is None
+    line = advice.line()
+    assert line.startswith("Checkpoint interval: not measured yet") and "?" not in line
+    assert ("optimal ~" in line) == bool(seen)  # one write time measured is enough for the optimum
+
+
 def test_the_interval_is_told_from_the_steps_between_checkpoints_when_sightings_skip_some():
     """Ticks every hour see every other 30-minute checkpoint: the gap between sightings is 60 min,
     the interval is 30 (one step a minute; each checkpoint's next older directory is 30 steps back)."""

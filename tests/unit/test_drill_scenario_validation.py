@@ -298,7 +298,7 @@ def test_scenario_training_fault_after_max_runtime() -> None:
     ]
 
 
-@pytest.mark.parametrize("kind", ["capacity", "throttle"])
+@pytest.mark.parametrize("kind", ["capacity", "throttle", "quota"])
 def test_scenario_start_time_fault_with_a_training_time(kind: str) -> None:
     assert problems(with_fault(kind=kind, after_training_min=30)) == [
         f"faults[0].after_training_min: {kind} acts when a job is created (CreateTrainingJob), not during "
@@ -319,6 +319,12 @@ def test_scenario_fields_that_do_not_apply_to_the_kind() -> None:
     ]
     assert problems(with_fault(kind="hardware", after_training_min=5, during_save=True)) == [
         "faults[0]: during_save applies to hang kinds only"
+    ]
+    assert problems(with_fault(kind="hardware", after_training_min=5, quota_limit=2)) == [
+        "faults[0]: quota_limit applies to quota faults only"
+    ]
+    assert problems(with_fault(kind="quota", quota_limit=-1)) == [
+        "faults[0].quota_limit: must be at least 0, got -1"
     ]
 
 
@@ -414,3 +420,17 @@ def test_scenario_bad_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
         capsys.readouterr().err
         == f"{path}:1:14: invalid JSON: Expecting property name enclosed in double quotes\n"
     )
+
+
+def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring() -> None:
+    import re
+
+    import drill.scenario
+    from drill.sim_sagemaker import FAULT_KINDS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("Fault kinds (`drill/sim_sagemaker.py`):", 1)[1].split("\n\n", 2)[1]
+    in_readme = set(re.findall(r"`([a-z_]+)`", section))
+    in_docstring = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", drill.scenario.__doc__ or ""))
+    assert set(FAULT_KINDS) <= in_readme, set(FAULT_KINDS) - in_readme
+    assert set(FAULT_KINDS) <= in_docstring, set(FAULT_KINDS) - in_docstring

@@ -445,6 +445,57 @@ def test_sim_throttle_fault_hits_matching_create_once(sim: SimSageMaker) -> None
     assert len(sim.jobs()) == 2
 
 
+def test_sim_quota_fault_refuses_a_matching_create_in_aws_words_once(sim: SimSageMaker) -> None:
+    from sagewarden.domain.classifier import parse_quota_message
+
+    sim.inject(Fault(kind="quota", run="r2", attempt=1))
+    sim.create_training_job(**request("job-a01"))  # run r1 is not affected
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**request("r2-a01", run="r2", count=4))
+    code, message = code_of(err)
+    assert (code, message) == (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'ml.p4d.24xlarge for training job usage' is 4 Instances, with "
+        "current utilization of 4 Instances and a request delta of 4 Instances. Please contact AWS "
+        "support to request an increase for this limit.",
+    )
+    info = parse_quota_message(message)
+    assert info is not None and info.can_ever_fit  # the default: full now, fits once others release
+    assert [j.name for j in sim.jobs()] == ["job-a01"]  # nothing was created
+    assert sim.fault_log[-1][1:3] == ("r2-a01", "quota")
+    sim.create_training_job(**request("r2-a01", run="r2", count=4))  # once: the retry is accepted
+    assert sim.job("r2-a01").status == "InProgress"
+
+
+def test_sim_quota_fault_below_the_request_can_never_fit(sim: SimSageMaker) -> None:
+    from sagewarden.domain.classifier import parse_quota_message
+
+    sim.inject(Fault(kind="quota", run="r1", quota_limit=0, once=False))
+    for _ in range(2):  # once: false refuses every matching launch
+        with pytest.raises(ClientError) as err:
+            sim.create_training_job(**request("r1-a01", count=2))
+        info = parse_quota_message(code_of(err)[1])
+        assert info is not None and (info.limit, info.used, info.delta) == (0, 0, 2) and not info.can_ever_fit
+    with pytest.raises(ValueError, match="quota_limit applies to quota faults only"):
+        Fault(kind="hardware", quota_limit=1)
+
+
+def test_sim_job_without_a_profile_trains_the_max_steps_its_hyperparameters_name(sim: SimSageMaker) -> None:
+    for name, value, steps in (("a-a01", "600", 600), ("b-a01", "ten", 10_000), ("c-a01", None, 10_000)):
+        req = request(name, run=name[0])
+        if value is not None:
+            req["HyperParameters"] = {"max_steps": value, "epochs": "1"}
+        sim.create_training_job(**req)
+        assert sim.job(name).profile.total_steps == steps
+    sim.set_profile("d", JobProfile(total_steps=50))  # a scenario's profile wins
+    req = request("d-a01", run="d")
+    req["HyperParameters"] = {"max_steps": "600"}
+    sim.create_training_job(**req)
+    assert sim.job("d-a01").profile.total_steps == 50
+    run_until(sim, lambda: sim.job("a-a01").status == "Completed")
+    assert sim.job("a-a01").step == 600
+
+
 def test_sim_unknown_fault_kind_rejected() -> None:
     with pytest.raises(ValueError):
         Fault(kind="meteor")

@@ -26,6 +26,27 @@ def checkpoint_json(c: Checkpoint | None) -> dict[str, Any] | None:
     return {"uri": c.uri, "step": c.step, "layout": c.layout.value, "written_at": iso(c.written_at_ms)}
 
 
+def newest_checkpoint_json(r: Run) -> dict[str, Any] | None:
+    """The newest verified checkpoint the supervisor has seen (it looks at every reconcile tick and
+    at each attempt's end): how far the training has come, however long since the last state change."""
+    newest: dict[str, Any] | None = None
+    if r.checkpoint_history:
+        step, written_ms, write_s, _ = r.checkpoint_history[-1]
+        newest = {
+            "step": step,
+            "written_at": iso(written_ms),
+            "write_seconds": write_s if write_s >= 0 else None,
+        }
+    last = r.last_checkpoint
+    if last is not None and (newest is None or last.step > newest["step"]):
+        newest = {
+            "step": last.step,
+            "written_at": iso(last.written_at_ms),
+            "write_seconds": last.write_seconds,
+        }
+    return newest
+
+
 def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
     return {
         "number": a.number,
@@ -124,6 +145,7 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
     if with_attempts:
         out["checkpoint_advice"] = advice_json(r, now)
         out["hang_windows"] = hang_windows_json(r)
+        out["newest_checkpoint"] = newest_checkpoint_json(r)
         out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
     return out

@@ -180,8 +180,18 @@ class HangWindow(BaseModel):
     )
 
 
+class NewestCheckpoint(BaseModel):
+    step: int
+    written_at: str | None
+    write_seconds: float | None = Field(description="first object to completion marker, when measured")
+
+
 class Run(RunSummary):
     checkpoint_advice: CheckpointAdvice | None
+    newest_checkpoint: NewestCheckpoint | None = Field(
+        description="the newest verified checkpoint the supervisor has seen (every reconcile tick and each "
+        "attempt's end); null before the first"
+    )
     hang_windows: dict[str, HangWindow] | None = Field(
         description="the latest attempt's hang windows in force (log_silence; progress_stalled with a "
         "progress_metric); null without an attempt or with hang detection off"

@@ -50,13 +50,14 @@ class CheckpointAdvice:
         )
 
     def line(self) -> str:
+        interval = _interval_text(self.interval_min)
         if self.optimal_min is None:
             return (
-                f"Checkpoint interval: every {_fmt_min(self.interval_min)}; the optimum needs a measured "
-                f"write time (MTBF ~{self.mtbf_h:,.1f} h)"
+                f"Checkpoint interval: {interval}; the optimum needs a measured write time "
+                f"(MTBF ~{self.mtbf_h:,.1f} h)"
             )
         text = (
-            f"Checkpoint interval: every {_fmt_min(self.interval_min)}, write {self.write_s:.0f} s, "
+            f"Checkpoint interval: {interval}, write {self.write_s:.0f} s, "
             f"MTBF ~{self.mtbf_h:,.1f} h -> optimal ~{self.optimal_min:.0f} min (Young/Daly)"
         )
         if self.gpu_hours_per_day_saved is not None:
@@ -64,8 +65,9 @@ class CheckpointAdvice:
         return text
 
 
-def _fmt_min(value: float | None) -> str:
-    return "? min" if value is None else f"{value:.0f} min"
+def _interval_text(minutes: float | None) -> str:
+    # measured from two checkpoints the supervisor saw; until then it says so (never "? min")
+    return "not measured yet" if minutes is None else f"every {minutes:.0f} min"
 
 
 def record_checkpoint(d: Draft) -> bool:
