@@ -436,3 +436,9 @@ def test_decide_stale_checkpoint_needs_second_signal_under_two_of_three():
     t0 = run.current.training_started_ms
     d = step(run, Tick(), t0 + 3 * HOUR, Observations(checkpoint=None))
     assert d.run.status == RunStatus.TRAINING and d.run.current.hang_signals == ("checkpoint_stale",)
+
+
+def test_a_job_uploading_after_training_is_not_reported_as_starting():
+    run = training_run()
+    d = step(run, observed(run, "InProgress", "Uploading", 5 * HOUR), 5 * HOUR)
+    assert d.run.status == RunStatus.TRAINING  # it was STARTING: as if the job had gone back

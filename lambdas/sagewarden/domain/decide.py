@@ -443,7 +443,9 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         return None
     d.put_attempt(att)
     if e.status == "InProgress" and d.run.status != RunStatus.STOPPING:
-        d.set(status=RunStatus.TRAINING if e.secondary == "Training" else RunStatus.STARTING)
+        # a job past Training (Uploading its model) has not gone back to starting
+        trained = e.secondary == "Training" or att.training_started_ms is not None
+        d.set(status=RunStatus.TRAINING if trained else RunStatus.STARTING)
     elif e.status == "Stopping" and att.stop_intent is None:
         d.note("job is stopping without a sagewarden intent (MaxRuntime, spot or a person); its end decides")
     return None
