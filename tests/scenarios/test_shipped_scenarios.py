@@ -129,6 +129,8 @@ def check_default(s: Summary) -> None:
     assert gemma == ["1 x ml.p4de.24xlarge", "1 x ml.p4d.24xlarge"]  # fell back after no capacity
     assert [a["end_class"] for a in runs["t5-bug"]["attempts"]] == ["USER_ERROR"]  # no retry of a bug
     dead_host_on_gpu_signal(s, "mistral-7b", host=2)
+    # README: "The lone-idle-host alarm ... fires" (not the whole-job GPU-idle alarm)
+    assert [a["hang_signals"] for a in hang_stops(s, "mistral-7b")] == [["gpu_lone_idle"]]
 
 
 def check_selftest(s: Summary) -> None:
