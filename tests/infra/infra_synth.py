@@ -130,3 +130,21 @@ def synthesize(context: dict[str, Any], outdir: Path) -> SynthResult:
         synth_error=synth_error,
         violations=violations,
     )
+
+
+def joined(value: Any, *, strict: bool = True) -> str:
+    """An ARN or name with its intrinsics rendered as text: Fn::Join joined, Ref and Fn::GetAtt as
+    ``${...}``, e.g. 'arn:${AWS::Partition}:sagemaker:...'. Another intrinsic fails the test
+    (`strict`) or is rendered as ``${<its name>}``."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + str(value["Ref"]) + "}"
+    if "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(joined(p, strict=strict) for p in parts)
+    if strict:
+        raise AssertionError(f"unexpected intrinsic {value!r}")
+    return "${" + next(iter(value)) + "}"

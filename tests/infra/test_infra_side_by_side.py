@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from infra_synth import ROLE_A, SynthResult, as_list, synthesize
+from infra_synth import ROLE_A, SynthResult, as_list, joined, synthesize
 
 from infra import constants
 from sagewarden import keys
@@ -29,17 +29,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SynthResult
 
 
 def _text(value: Any) -> str:
-    """An ARN or name with its intrinsics rendered as ``${...}`` (Fn::Join, Ref, GetAtt)."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return "${" + str(value["Ref"]) + "}"
-    if "Fn::GetAtt" in value:
-        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(_text(p) for p in parts)
-    return "${" + next(iter(value)) + "}"
+    return joined(value, strict=False)
 
 
 def _scoped_names(synth: SynthResult, marker: str) -> set[str]:

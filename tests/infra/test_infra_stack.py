@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra_synth import FULL_CONTEXT, ROLE_A, ROLE_B, SynthResult, as_list
+from infra_synth import FULL_CONTEXT, ROLE_A, ROLE_B, SynthResult, as_list, joined
 
 from infra import constants
 from infra.constructs.api import ROUTES
@@ -23,18 +23,7 @@ ALL_HANDLERS = (
 CONTROL_HANDLERS = (keys.HANDLER_API, keys.HANDLER_JOB_STATE, keys.HANDLER_ALARM_STATE, keys.HANDLER_SWEEP)
 
 
-def _joined(value: Any) -> str:
-    """Render Fn::Join / Ref as text, e.g. 'arn:${AWS::Partition}:sagemaker:...'."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return "${" + str(value["Ref"]) + "}"
-    if "Fn::GetAtt" in value:
-        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(_joined(p) for p in parts)
-    raise AssertionError(f"unexpected intrinsic {value!r}")
+_joined = joined
 
 
 def _rule_with_source(synth: SynthResult, source: str) -> dict[str, Any]:

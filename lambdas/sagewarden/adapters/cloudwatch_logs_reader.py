@@ -25,6 +25,7 @@ so a reader that keeps only the last few lines still sees it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
@@ -300,39 +301,19 @@ class CloudWatchLogsReader:
         when the time budget runs out before an answer: unknown is not empty, and the caller
         must not read an error as silence (retry on the next sweep instead).
         """
-        deadline = self._clock() + budget_s
-        prefix = f"{job_name}/"
-        token: str | None = None
-        pages = 0
-        while True:
-            kwargs: dict[str, Any] = {
-                "logGroupName": self._group,
-                "logStreamNamePrefix": prefix,
-                "startTime": since_ms,
-                "limit": 1,
-            }
-            if token:
-                kwargs["nextToken"] = token
-            try:
-                resp = self._logs.filter_log_events(**kwargs)
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] == _NOT_FOUND:
-                    return False
-                raise
-            pages += 1
-            # Only this job's streams count (CloudWatch filters by prefix already; moto does not).
-            if any(str(e.get("logStreamName", prefix)).startswith(prefix) for e in resp.get("events", [])):
+        for page in self._filter_pages(
+            job_name,
+            start_ms=since_ms,
+            end_ms=None,
+            pattern=None,
+            budget_s=budget_s,
+            what="log events",
+            limit=1,
+            max_pages=None,
+        ):
+            if page:
                 return True
-            nxt = resp.get("nextToken")
-            if not nxt:
-                return False
-            if nxt == token:
-                raise LogReadIncomplete(f"FilterLogEvents for {job_name} returned the same nextToken twice")
-            token = nxt
-            if self._clock() >= deadline:
-                raise LogReadIncomplete(
-                    f"no answer about log events of {job_name} after {pages} pages ({budget_s:g} s budget)"
-                )
+        return False
 
     def _filter_pages(
         self,
@@ -343,9 +324,11 @@ class CloudWatchLogsReader:
         pattern: str | None,
         budget_s: float,
         what: str,
+        limit: int | None = None,
+        max_pages: int | None = ACTIVITY_MAX_PAGES,
     ) -> Any:
         """FilterLogEvents pages of this job's streams in [start_ms, end_ms), every page followed
-        until the token ends; `LogReadIncomplete` when the time budget or ACTIVITY_MAX_PAGES runs
+        until the token ends; `LogReadIncomplete` when the time budget or `max_pages` runs
         out first (an incomplete read is unknown, never "fewer events"). A missing group or stream
         is an answer: no events."""
         deadline = self._clock() + budget_s
@@ -359,8 +342,10 @@ class CloudWatchLogsReader:
             kwargs["endTime"] = end_ms
         if pattern:
             kwargs["filterPattern"] = pattern
+        if limit is not None:
+            kwargs["limit"] = limit
         token: str | None = None
-        for page in range(1, ACTIVITY_MAX_PAGES + 1):
+        for page in itertools.count(1) if max_pages is None else range(1, max_pages + 1):
             if token:
                 kwargs["nextToken"] = token
             try:
@@ -383,7 +368,7 @@ class CloudWatchLogsReader:
                 raise LogReadIncomplete(
                     f"{what} of {job_name}: no complete answer after {page} pages ({budget_s:g} s budget)"
                 )
-        raise LogReadIncomplete(f"{what} of {job_name}: more than {ACTIVITY_MAX_PAGES} pages of log events")
+        raise LogReadIncomplete(f"{what} of {job_name}: more than {max_pages} pages of log events")
 
     def activity(
         self, job_name: str, start_ms: int, end_ms: int, *, budget_s: float = ACTIVITY_BUDGET_S
