@@ -23,9 +23,6 @@ ALL_HANDLERS = (
 CONTROL_HANDLERS = (keys.HANDLER_API, keys.HANDLER_JOB_STATE, keys.HANDLER_ALARM_STATE, keys.HANDLER_SWEEP)
 
 
-_joined = joined
-
-
 def _rule_with_source(synth: SynthResult, source: str) -> dict[str, Any]:
     rules: list[dict[str, Any]] = [
         r
@@ -268,7 +265,7 @@ def test_sagemaker_actions_are_scoped_to_the_job_prefix(
             "sagemaker:UpdateTrainingJob",  # terminates a warm pool nothing will reuse
         }
         for statement in statements:
-            assert [_joined(r) for r in as_list(statement["Resource"])] == [
+            assert [joined(r) for r in as_list(statement["Resource"])] == [
                 "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:"
                 f"training-job/{prefix}-*"
             ]
@@ -285,7 +282,7 @@ def test_control_functions_get_table_topic_and_sagemaker_access(synth_full: Synt
         assert {"dynamodb:PutItem", "dynamodb:Query", "sns:Publish", "sagemaker:CreateTrainingJob"} <= actions
         assert "dynamodb:Scan" not in actions
         table_resources = {
-            _joined(r)
+            joined(r)
             for s in statements
             if "dynamodb:Query" in as_list(s["Action"])
             for r in as_list(s["Resource"])
@@ -344,10 +341,10 @@ def test_checkpoint_reads_are_scoped_to_configured_buckets(synth_full: SynthResu
     list_statements = _statements_with_action(synth_full, "s3:ListBucket")
     get_statements = _statements_with_action(synth_full, "s3:GetObject")
 
-    assert [_joined(r) for s in list_statements for r in as_list(s["Resource"])] == [
+    assert [joined(r) for s in list_statements for r in as_list(s["Resource"])] == [
         f"arn:${{AWS::Partition}}:s3:::{bucket}"
     ]
-    assert [_joined(r) for s in get_statements for r in as_list(s["Resource"])] == [
+    assert [joined(r) for s in get_statements for r in as_list(s["Resource"])] == [
         f"arn:${{AWS::Partition}}:s3:::{bucket}/*"
     ]
 
@@ -355,7 +352,7 @@ def test_checkpoint_reads_are_scoped_to_configured_buckets(synth_full: SynthResu
 def test_checkpoint_reads_cover_all_buckets_when_none_configured(synth_default: SynthResult) -> None:
     get_statements = _statements_with_action(synth_default, "s3:GetObject")
 
-    assert [_joined(r) for s in get_statements for r in as_list(s["Resource"])] == [
+    assert [joined(r) for s in get_statements for r in as_list(s["Resource"])] == [
         "arn:${AWS::Partition}:s3:::*/*"
     ]
     for statement in synth_default.all_statements():
@@ -374,7 +371,7 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
         "cloudwatch:DeleteAlarms",
         "cloudwatch:TagResource",
     }
-    assert [_joined(r) for r in as_list(statements[0]["Resource"])] == [
+    assert [joined(r) for r in as_list(statements[0]["Resource"])] == [
         "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
         f"{_alarm_prefix(synth_any)}*"
     ]
@@ -387,7 +384,7 @@ def test_alarm_listing_is_granted_on_all_alarms_of_the_account_and_region(synth_
     (statement,) = _statements_with_action(synth_any, "cloudwatch:DescribeAlarms")
 
     assert as_list(statement["Action"]) == ["cloudwatch:DescribeAlarms"]
-    assert [_joined(r) for r in as_list(statement["Resource"])] == [
+    assert [joined(r) for r in as_list(statement["Resource"])] == [
         "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*"
     ]
     assert "Condition" not in statement
@@ -402,7 +399,7 @@ def test_training_log_reads_are_scoped_to_the_training_log_group(synth_any: Synt
         "logs:DescribeLogStreams",
     }
     group = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:" + keys.TRAINING_LOG_GROUP
-    assert [_joined(r) for r in as_list(statement["Resource"])] == [group, f"{group}:*"]
+    assert [joined(r) for r in as_list(statement["Resource"])] == [group, f"{group}:*"]
 
 
 def test_only_unscopable_actions_are_granted_on_star(synth_any: SynthResult) -> None:
@@ -606,7 +603,7 @@ def test_heartbeat_subscription_waits_for_log_group_and_invoke_permission(synth_
     ((permission_id, permission),) = permissions.items()
 
     assert {custom_id, permission_id} <= set(subscription["DependsOn"])
-    assert _joined(permission["Properties"]["SourceArn"]) == (
+    assert joined(permission["Properties"]["SourceArn"]) == (
         "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:"
         f"{keys.TRAINING_LOG_GROUP}:*"
     )
