@@ -21,7 +21,7 @@ from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, d
 from sagewarden.api.json_body import MAX_BODY_BYTES, join
 from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
-from sagewarden.domain.policy import PolicyError, RunPolicy
+from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -152,8 +152,11 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
         if not isinstance(rc.get("InstanceType"), str):
             add(f"{p}.ResourceConfig.InstanceType", "required, like ml.p5.48xlarge")
         count = rc.get("InstanceCount")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            add(f"{p}.ResourceConfig.InstanceCount", "required positive integer")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_INSTANCES:
+            add(
+                f"{p}.ResourceConfig.InstanceCount",
+                f"required integer from 1 to {MAX_INSTANCES:,} (instances of one training job)",
+            )
         if "InstanceGroups" in rc:
             add(f"{p}.ResourceConfig.InstanceGroups", "not supported: sagewarden launches one instance group")
 
