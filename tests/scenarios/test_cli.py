@@ -352,10 +352,14 @@ def test_resume_a_failed_or_cancelled_run(h, acct):
 
 def test_a_run_name_that_is_unknown_or_ambiguous(h):
     first = h.submit(run_body("llama-8b"))
+    h.cli("cancel", first, "--yes")
+    h.until(lambda: h.run(first)["status"] == "CANCELLED")
     second = h.submit(run_body("llama-8b"))
-    r = h.cli("get", "llama-8b")
+    h.cli("cancel", second, "--yes")
+    h.until(lambda: h.run(second)["status"] == "CANCELLED")
+    r = h.cli("get", "llama-8b")  # two finished runs share the name: which one is meant?
     assert r.code == 2
-    listed = {f"{first} (STARTING)", f"{second} (STARTING)"}
+    listed = {f"{first} (CANCELLED)", f"{second} (CANCELLED)"}
     assert r.err.startswith("sagewarden: 2 runs are named 'llama-8b': ") and r.err.count("\n") == 1
     assert set(r.err.split(": ", 2)[2].split("; ")[0].split(", ")) == listed
     assert r.err.strip().endswith("; give the run id instead")

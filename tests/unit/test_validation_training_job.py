@@ -96,6 +96,17 @@ def test_validation_training_job_problem_is_reported_with_its_full_path(mutate, 
     assert says in errors[field], errors[field]
 
 
+def test_validation_checkpoint_prefix_at_most_20_folders_deep():
+    """Each folder above a run's checkpoint prefix is claimed in the run's transaction (no live run
+    may write inside another's prefix): the depth is bounded so the claims fit one transaction."""
+    deep = "s3://bucket/" + "/".join(f"d{i}" for i in range(20)) + "/"
+    job = _job()
+    job["CheckpointConfig"]["S3Uri"] = deep
+    assert _submit(job).training_job["CheckpointConfig"]["S3Uri"] == deep
+    job["CheckpointConfig"]["S3Uri"] = deep + "one-more/"
+    assert "at most 20 folders deep" in _errors(job)["training_job.CheckpointConfig.S3Uri"]
+
+
 def test_validation_instance_count_at_the_bound_is_accepted():
     job = _job()
     job["ResourceConfig"]["InstanceCount"] = 10_000

@@ -7,7 +7,7 @@ from typing import Any
 
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.draft import window_in_force
+from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.ports import AuditEntry
 
@@ -94,6 +94,18 @@ def hang_windows_json(r: Run) -> dict[str, Any] | None:
     return out
 
 
+def deferral_json(r: Run) -> dict[str, Any] | None:
+    if r.deferred_since_ms is None:
+        return None
+    permanent = r.deferred_permanent_since_ms
+    return {
+        "reason": r.deferred_reason or "",
+        "since": iso(r.deferred_since_ms),
+        "permanent": permanent is not None,
+        "fails_at": iso(permanent + DEFER_FAIL_AFTER_MS) if permanent is not None else None,
+    }
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "run_id": r.run_id,
@@ -111,6 +123,8 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         "wait": {"reason": r.wait_reason, "until": iso(r.wake_at_ms), "instance_type": r.wait_instance_type}
         if r.wait_reason
         else None,
+        "deferred": deferral_json(r),
+        "checkpoint_uri": r.checkpoint_uri,
         "last_checkpoint": checkpoint_json(r.last_checkpoint),
         "estimated_cost_usd": r.cost_usd,
         "policy": r.policy.to_dict(),

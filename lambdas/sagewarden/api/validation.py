@@ -19,6 +19,7 @@ from typing import Any
 from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 from sagewarden.api.json_body import MAX_BODY_BYTES, join
+from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
@@ -165,6 +166,12 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
         add(
             f"{p}.CheckpointConfig.S3Uri",
             "required s3:// URI: without checkpoints there is nothing to resume from",
+        )
+    elif claim_rules.depth(str(ckpt["S3Uri"])) > claim_rules.MAX_PREFIX_DEPTH:
+        add(
+            f"{p}.CheckpointConfig.S3Uri",
+            f"at most {claim_rules.MAX_PREFIX_DEPTH} folders deep (sagewarden keeps two live runs "
+            "from writing into each other's prefixes by claiming every folder above it)",
         )
 
     stop = job.get("StoppingCondition")
