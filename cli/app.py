@@ -131,7 +131,7 @@ def build_parser() -> Parser:
         parent,
         "submit a run from a YAML or JSON file ('-' reads stdin): {name, training_job, policy}",
         "  sagewarden submit run.yaml --set instance_count=16 --set max_restarts=20 --idempotency-key llama-70b-v1\n"
-        "  sagewarden submit run.yaml --dry-run        # validate and review locally; nothing is sent\n"
+        "  sagewarden submit run.yaml --dry-run        # validate and review; nothing is submitted\n"
         "  cat run.json | sagewarden submit -",
     )
     p.add_argument("file", metavar="FILE", help="the run as YAML (.yaml/.yml) or JSON (.json); '-' for stdin")
@@ -156,7 +156,8 @@ def build_parser() -> Parser:
         action="store_true",
         help="validate with the API's own rules, print the first job name, the resolved policy and a preflight "
         "review (checkpoint layout, MaxRuntime vs wall clock, EFA/NCCL environment, collective timeout, "
-        "Service Quotas when your credentials allow); nothing is submitted",
+        "Service Quotas when your credentials allow), and list the live runs holding the name or an "
+        "overlapping checkpoint prefix when the API can be reached (GET /runs); nothing is submitted",
     )
 
     statuses = _statuses()
@@ -387,12 +388,27 @@ def _dry_run(env: Env, body: dict[str, Any]) -> int:
 
     result, req = dry_run(body, env.args.idempotency_key)
     findings: list[preflight.Finding] = []
+    conflicts: list[dict[str, str]] = []
     if req is not None:
         findings = preflight.review(req.training_job, req.policy.to_dict())
         findings += _quota_review(env, req)
+        conflicts, unchecked = _conflict_review(env, req)
+        if unchecked:
+            result.notes.append(unchecked)
+        if conflicts:
+            result.valid = False
+            result.errors += [{"field": c["field"], "message": c["message"]} for c in conflicts]
     if env.json:
-        env.emit_json({**result.to_json(), "review": [f.to_json() for f in findings]})
+        out = {**result.to_json(), "conflicts": conflicts, "review": [f.to_json() for f in findings]}
+        env.emit_json(out)
         return OK if result.valid else API_ERROR
+    if conflicts:
+        raise CliError(
+            "dry run: the API would refuse this run (HTTP 409): another live run holds its name or "
+            "checkpoint prefix",
+            API_ERROR,
+            [f"{e['field']}: {e['message']}" for e in result.errors],
+        )
     if not result.valid:
         raise CliError(
             "dry run: the API would refuse this run (HTTP 400): invalid request",
@@ -404,7 +420,7 @@ def _dry_run(env: Env, body: dict[str, Any]) -> int:
     instances = f"{count} x {itype}"
     if fallbacks:
         instances += "; fallbacks " + ", ".join(f"{c} x {t}" for t, c in fallbacks)
-    env.out("dry run: the API would accept this run (nothing was sent)")
+    env.out("dry run: the API would accept this run (nothing was submitted)")
     env.out(f"  name        {result.name}")
     env.out(f"  first job   {result.first_job_name}")
     env.out(f"  instances   {instances}")
@@ -423,6 +439,26 @@ def _dry_run(env: Env, body: dict[str, Any]) -> int:
         for line in render.wrap(n, "  note: ", " " * 8):
             env.out(line)
     return OK
+
+
+def _conflict_review(env: Env, req: Any) -> tuple[list[dict[str, str]], str | None]:
+    """(live runs the submit would collide with, a note when they could not be listed). Reads
+    GET /runs only; a dry run never submits."""
+    from cli.submit import live_conflicts
+
+    uri = str((req.training_job.get("CheckpointConfig") or {}).get("S3Uri", ""))
+    try:
+        return live_conflicts(env.ctx().client, req.name, uri), None
+    except Exception as exc:
+        from botocore.exceptions import ProfileNotFound
+
+        if isinstance(exc, ProfileNotFound):
+            raise
+        why = str(exc) if isinstance(exc, CliError) else f"{type(exc).__name__}: {exc}"
+        return [], (
+            "name and checkpoint prefix not checked against the live runs: cannot list them through "
+            f"the API ({why})"
+        )
 
 
 def _quota_review(env: Env, req: Any) -> list[Any]:

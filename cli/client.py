@@ -42,6 +42,7 @@ LOCAL_CREDENTIALS = ("local", "local")  # what local mode signs with; the local 
 LOCAL_INFO_PATH = "/_local"
 TIMEOUT_S = 30.0
 RUN_ID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+TERMINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
@@ -214,7 +215,8 @@ class Client:
 
     # -- runs ----------------------------------------------------------------------------------
     def resolve(self, ref: str) -> str:
-        """A run id for `ref`: a run id as given, else the one run with that name."""
+        """A run id for `ref`: a run id as given, else the one run with that name, else the one
+        *live* run with that name (at most one live run holds a name; finished runs may share it)."""
         if RUN_ID_RE.match(ref):
             return ref
         if not ref or "/" in ref:
@@ -222,6 +224,9 @@ class Client:
         matches = [r for r in self.pages("/runs", "runs", {"limit": "100"}) if r.get("name") == ref]
         if not matches:
             raise CliError(f"no run named {ref!r} (and it is not a run id); see `sagewarden list`", NOT_FOUND)
+        live = [r for r in matches if r.get("status") not in TERMINAL_STATUSES]
+        if len(matches) > 1 and len(live) == 1:
+            return str(live[0]["run_id"])
         if len(matches) > 1:
             listed = ", ".join(f"{r['run_id']} ({r['status']})" for r in matches)
             raise CliError(f"{len(matches)} runs are named {ref!r}: {listed}; give the run id instead", USAGE)

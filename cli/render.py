@@ -153,7 +153,7 @@ def run_table(
         [
             str(r["name"]),
             str(r["run_id"]),
-            str(r["status"]),
+            str(r["status"]) + (" (deferred)" if r.get("deferred") else ""),
             str(r.get("attempt_count", "-")),
             causes(r.get("restarts_by_class")),
             ago(r.get("created_at"), now_ms).removesuffix(" ago"),
@@ -185,7 +185,9 @@ def run_line(run: Mapping[str, Any], now_ms: int) -> str:
         waiting = f"  waiting ({wait['reason']}{on}" + (
             f", until {wait['until']})" if wait.get("until") else ")"
         )
-    return f"{at}  {run['status']}{sm}{restarts}{waiting}  est. {money(run.get('estimated_cost_usd'))}"
+    deferred = run.get("deferred")
+    why = f"  deferred: {deferred.get('reason')}" if deferred else ""
+    return f"{at}  {run['status']}{sm}{restarts}{waiting}  est. {money(run.get('estimated_cost_usd'))}{why}"
 
 
 def state_signature(run: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -202,6 +204,7 @@ def state_signature(run: Mapping[str, Any]) -> tuple[Any, ...]:
         run.get("outcome"),
         wait.get("reason"),
         wait.get("until"),
+        (run.get("deferred") or {}).get("reason"),
     )
 
 
@@ -255,6 +258,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
         when = f" until {until} (in {duration((ms_of(until) or now_ms) - now_ms)})" if until else ""
         on = f" for {wait['instance_type']}" if wait.get("instance_type") else ""
         row("waiting", f"{wait.get('reason', '-')}{on}{when}")
+    deferred = deferral_text(run.get("deferred"), now_ms)
+    if deferred:
+        row("deferred", deferred)
     ckpt = run.get("last_checkpoint")
     if ckpt:
         row(
@@ -276,6 +282,21 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)
+
+
+def deferral_text(deferred: Mapping[str, Any] | None, now_ms: int) -> str:
+    """'since <time> (<ago>): <reason>; fails at <time> unless fixed', or '' when not deferred.
+    The reason is never cut: it is what a person pastes into a ticket."""
+    if not deferred:
+        return ""
+    since = deferred.get("since")
+    text = f"since {since or '-'} ({ago(since, now_ms)}): {deferred.get('reason') or '-'}"
+    fails_at = deferred.get("fails_at")
+    if fails_at:
+        text += f"; the run fails at {fails_at} (in {duration((ms_of(fails_at) or now_ms) - now_ms)}) unless fixed"
+    else:
+        text += "; retried every minute"
+    return text
 
 
 WINDOW_SOURCES = {

@@ -3,7 +3,9 @@
 The dry run uses the API's own validation (lambdas/sagewarden/api): the same strict JSON rules,
 the same full-depth CreateTrainingJob check against botocore's SageMaker model, the same policy
 ranges. What it cannot know locally is said as a note: the deployment's `allowedRoleArns`, its
-`policyDefaults` and its job prefix.
+`policyDefaults` and its job prefix. The live runs holding the run's name or an overlapping
+checkpoint prefix (the API's 409) are read from the API (`live_conflicts`, GET /runs only) when
+it can be reached; when it cannot, a note says they were not checked.
 """
 
 from __future__ import annotations
@@ -304,3 +306,40 @@ def dry_run(body: Mapping[str, Any], idempotency_key: str | None) -> tuple[DryRu
         ),
         req,
     )
+
+
+# -- the live runs a submit would collide with ---------------------------------------------------------
+LIVE_STATUSES = ("SUBMITTED", "STARTING", "TRAINING", "RETRY_WAIT", "STOPPING")
+
+
+def live_conflicts(client: Any, name: str, s3_uri: str) -> list[dict[str, str]]:
+    """The live runs (GET /runs, every page of each live status) holding `name` or a checkpoint
+    prefix that is `s3_uri`'s, inside it or around it: the API would refuse the submit (409)."""
+    from sagewarden.domain.claims import overlaps
+
+    found: list[dict[str, str]] = []
+    for status in LIVE_STATUSES:
+        for r in client.pages("/runs", "runs", {"status": status, "limit": "100"}):
+            theirs = str(r.get("checkpoint_uri") or "")
+            for on in overlaps(name, s3_uri, str(r.get("name", "")), theirs):
+                found.append(_conflict(r, on, name, s3_uri, theirs))
+    return found
+
+
+def _conflict(r: Any, on: str, name: str, s3_uri: str, theirs: str) -> dict[str, str]:
+    from sagewarden.domain.claims import checkpoint_prefix as prefix
+
+    who = f"run {r['run_id']} ({r.get('name')}, {r.get('status')})"
+    if on == "name":
+        message = f"the name {name!r} is used by live {who}"
+    else:
+        message = (
+            f"live {who} writes its checkpoints to {prefix(theirs)}, which overlaps {prefix(s3_uri)}: "
+            "the runs would overwrite or download each other's checkpoints"
+        )
+    return {
+        "field": "name" if on == "name" else "training_job.CheckpointConfig.S3Uri",
+        "on": on,
+        "run_id": str(r["run_id"]),
+        "message": message,
+    }

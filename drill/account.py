@@ -26,6 +26,7 @@ from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, c
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
+from drill.sim_quotas import SimServiceQuotas
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
@@ -34,6 +35,7 @@ from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReade
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
+from sagewarden.adapters.service_quotas_reader import ServiceQuotasReader
 from sagewarden.adapters.sns_notifier import SnsNotifier
 from sagewarden.domain.actions import Notify
 from sagewarden.domain.policy import RunPolicy
@@ -172,8 +174,14 @@ class LocalAccount:
         # hang alarms are put, alerts published and the simulator's checkpoint objects written the
         # same way (drill/backend_clients.py), and the topic has no SQS inbox (read notifier.sent)
         backend_reads: bool = False,
+        # Service Quotas as the supervisor reads it (the submit-time quota check): "simulated"
+        # lists the simulated SageMaker's quotas; "denied" answers AccessDeniedException (unknown)
+        service_quotas: str = "simulated",
     ) -> None:
         self._backend_reads = backend_reads
+        if service_quotas not in ("simulated", "denied"):
+            raise ValueError("service_quotas must be 'simulated' or 'denied'")
+        self._service_quotas = service_quotas
         if logs not in ("moto", "simulated"):
             raise ValueError("logs must be 'moto' or 'simulated'")
         self._logs_kind = logs
@@ -283,6 +291,11 @@ class LocalAccount:
             heartbeat_metric=self.log_subscription,
         )
         self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)
+        self.service_quotas = SimServiceQuotas(
+            self.sagemaker, region=REGION, account=ACCOUNT, denied=self._service_quotas == "denied"
+        )
+        quotas_client = self.service_quotas.attach(boto3.client("service-quotas", region_name=REGION))
+        self.recorder.attach(quotas_client)
         id_rng = random.Random(self._seed * 7919 + 1)
         self.counters = MemoryCounters()
         self.supervisor = Supervisor(
@@ -302,6 +315,7 @@ class LocalAccount:
             metrics=CloudWatchMetricsReader(
                 self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
             ),
+            quotas=ServiceQuotasReader(quotas_client, clock=lambda: self.clock.now_ms / 1000),
             counters=self.counters,
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),

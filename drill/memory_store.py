@@ -17,22 +17,28 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.adapters.dynamodb_run_store import (
-    AUDIT_DETAIL_BYTES,
-    AUDIT_SUMMARY_BYTES,
+from sagewarden.adapters.dynamodb_cursors import decode_cursor, encode_cursor
+from sagewarden.adapters.dynamodb_run_store import AUDIT_DETAIL_BYTES, AUDIT_SUMMARY_BYTES, idempotency_pk
+from sagewarden.adapters.run_codec import (
     attempt_from_dict,
     attempt_to_dict,
-    decode_cursor,
-    encode_cursor,
-    idempotency_pk,
     notify_from_dict,
     notify_to_dict,
     run_from_dict,
     run_to_dict,
 )
 from sagewarden.domain.bounded import bounded_json, clip_text
+from sagewarden.domain.claims import plan as claim_plan
 from sagewarden.domain.models import Run, RunStatus
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, DueItem, IdempotentReplay, OutboxMessage, Page
+from sagewarden.ports import (
+    AuditEntry,
+    ClaimConflict,
+    ConcurrentUpdate,
+    DueItem,
+    IdempotentReplay,
+    OutboxMessage,
+    Page,
+)
 
 
 def _shard(run_id: str) -> int:
@@ -54,6 +60,9 @@ class InMemoryRunStore:
         ] = {}  # RETRY_WAIT runs: (-priority, reason, type)
         self._idem: dict[str, tuple[str, str]] = {}
         self._leases: dict[str, tuple[str, int]] = {}
+        # claims (domain.claims), as the DynamoDB store's claim items: claim -> holder, or holders
+        self._exclusive: dict[str, str] = {}
+        self._shared: dict[str, set[str]] = {}
         self._seq = 0
 
     # -- the due index ---------------------------------------------------------------------------
@@ -80,14 +89,20 @@ class InMemoryRunStore:
 
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
-        if run.idempotency_key:
-            key = idempotency_pk(run.owner, run.idempotency_key)
-            if key in self._idem:
-                rid, h = self._idem[key]
-                raise IdempotentReplay(rid, h == (body_hash or ""))
-            self._idem[key] = (run.run_id, body_hash or "")
+        key = idempotency_pk(run.owner, run.idempotency_key) if run.idempotency_key else None
+        if key is not None and key in self._idem:
+            rid, h = self._idem[key]
+            raise IdempotentReplay(rid, h == (body_hash or ""))
         if run.run_id in self._runs:
             raise ConcurrentUpdate(run.run_id)
+        live = not run.status.terminal
+        held = self._claim_holder(run.run_id, run.claims) if live else None
+        if held is not None:
+            raise ClaimConflict(*held)
+        if key is not None:
+            self._idem[key] = (run.run_id, body_hash or "")
+        if live:
+            self._take(run.run_id, run.claims)
         self._store_run(run)
         self._attempts[run.run_id] = {}
         self._set_due_entry("run", run.run_id, "", run.created_ms)
@@ -117,6 +132,15 @@ class InMemoryRunStore:
             raise ConcurrentUpdate(run.run_id)
         if any((m.run_id, m.dedupe_id) in self._outbox for m in outbox):
             raise ConcurrentUpdate(run.run_id)  # the transaction's condition on a new item fails
+        taking = bool(run.claims) and previous.status.terminal and not run.status.terminal
+        releasing = bool(run.claims) and not previous.status.terminal and run.status.terminal
+        held = self._claim_holder(run.run_id, run.claims) if taking else None
+        if held is not None:
+            raise ClaimConflict(*held)
+        if taking:
+            self._take(run.run_id, run.claims)
+        elif releasing:
+            self._release(run.run_id, run.claims)
         saved = dataclasses.replace(run, version=previous.version + 1)
         self._store_run(saved)
         before = {a.number: a for a in previous.attempts}
@@ -152,6 +176,42 @@ class InMemoryRunStore:
                 json.loads(bounded_json(dict(e.detail), AUDIT_DETAIL_BYTES)),
             )
             bisect.insort(log, (key, stored), key=lambda t: t[0])
+
+    # -- claims ------------------------------------------------------------------------------------
+    def _claim_holder(self, run_id: str, claims: tuple[str, ...]) -> tuple[str, str] | None:
+        rules = claim_plan(claims)
+        for c in (*rules.exclusive, *rules.vacant):
+            other = self._exclusive.get(c)
+            if other is not None and other != run_id:
+                return other, c
+            others = sorted(h for h in self._shared.get(c, ()) if h != run_id)
+            if others:
+                return others[0], c
+        return None
+
+    def _take(self, run_id: str, claims: tuple[str, ...]) -> None:
+        rules = claim_plan(claims)
+        for c in rules.exclusive:
+            self._exclusive[c] = run_id
+        for c in rules.shared:
+            self._shared.setdefault(c, set()).add(run_id)
+
+    def _release(self, run_id: str, claims: tuple[str, ...]) -> None:
+        rules = claim_plan(claims)
+        for c in rules.exclusive:
+            self._exclusive.pop(c, None)
+        for c in rules.shared:
+            holders = self._shared.get(c)
+            if holders is not None:
+                holders.discard(run_id)
+                if not holders:
+                    del self._shared[c]
+
+    def claims_held(self) -> dict[str, set[str]]:
+        """Every claim and who holds it (tests and the drill's invariant checks)."""
+        out = {c: {rid} for c, rid in self._exclusive.items()}
+        out.update({c: set(h) for c, h in self._shared.items()})
+        return out
 
     # -- outbox ------------------------------------------------------------------------------------
     def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None:

@@ -515,3 +515,13 @@ def _sq_get(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
     return [
         req("servicequotas:GetServiceQuota", f.arn("servicequotas", f"{p['ServiceCode']}/{p['QuotaCode']}"))
     ]
+
+
+@row("service-quotas", "ListServiceQuotas", "servicequotas:ListServiceQuotas", "*", _SQ)
+def _sq_list(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("servicequotas:ListServiceQuotas", "*")]
+
+
+@row("service-quotas", "ListAWSDefaultServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas", "*", _SQ)
+def _sq_list_defaults(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("servicequotas:ListAWSDefaultServiceQuotas", "*")]

@@ -16,6 +16,7 @@ checkpoint keys (KMS)    x        x        x      x     (only with checkpointKms
 hang alarms              x        x        x      x
 training logs read       x        x        x      x
 metric data read         x        x        x      x
+SageMaker quotas read    x
 =====================  =====  =========  =====  =====  =========
 
 Any of the four control functions may carry out the supervisor's actions (submit an attempt,
@@ -24,7 +25,8 @@ whichever event arrives -- and for the same reason any of them may need the evid
 reads (log tails, metrics): a cancel through the API whose StopTrainingJob is refused because the
 job already failed looks at the job and classifies its failure from the log tail (the IAM replay
 found that path denied). The heartbeat function only writes its own logs (its metrics are
-CloudWatch embedded-metric-format log lines).
+CloudWatch embedded-metric-format log lines). Only the API reads Service Quotas: a submit whose
+instance count is above a known quota is refused (400).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ ALARM_ACTIONS = (
 # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html
 ALARM_LIST_ACTIONS = ("cloudwatch:DescribeAlarms",)
 LOG_READ_ACTIONS = ("logs:FilterLogEvents", "logs:GetLogEvents", "logs:DescribeLogStreams")
+# Account-level reads with no resource type in the Service Authorization Reference (Service
+# Quotas: ListServiceQuotas, ListAWSDefaultServiceQuotas), so granted on "*":
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_servicequotas.html
+QUOTA_READ_ACTIONS = ("servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas")
 CHECKPOINT_BUCKET_ACTIONS = ("s3:ListBucket",)
 CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
 # Reading an object of an SSE-KMS bucket (e.g. Megatron's latest_checkpointed_iteration.txt) is
@@ -80,8 +86,8 @@ class SupervisorPermissions(Construct):
     """Grants the functions what the table above says, and nothing else.
 
     Attributes:
-        sagemaker_policy, checkpoint_policy, alarms_policy, logs_policy, metrics_policy: the
-            ``iam.Policy`` of each capability.
+        sagemaker_policy, checkpoint_policy, alarms_policy, logs_policy, metrics_policy,
+            quotas_policy: the ``iam.Policy`` of each capability.
         pass_role_policy: ``iam.Policy`` with ``iam:PassRole`` on the allowed roles, or ``None``
             when no role is allowed (then no role can be passed and SageMaker rejects runs).
         control_roles, evidence_roles: the roles each group of policies is attached to.
@@ -256,6 +262,22 @@ class SupervisorPermissions(Construct):
             "Read-only on the one SageMaker training log group and its streams; the trailing ':*' "
             "is the log-group ARN form that stream-level reads are authorised against.",
             findings=[resource_finding(self, log_group_arn)],
+        )
+        self.quotas_policy = self._policy(
+            "SageMakerQuotasRead",
+            (functions.api,),
+            [
+                iam.PolicyStatement(
+                    sid="ListSageMakerQuotas", actions=list(QUOTA_READ_ACTIONS), resources=["*"]
+                )
+            ],
+        )
+        acknowledge(
+            self.quotas_policy,
+            "AwsSolutions-IAM5",
+            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions; they are read-only, and only the API calls them (the submit-time quota check).",
+            findings=["Resource::*"],
         )
         self.metrics_policy = self._policy(
             "MetricDataRead",

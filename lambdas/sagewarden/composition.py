@@ -96,6 +96,7 @@ def _build() -> Supervisor:
     from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
     from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
     from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
+    from sagewarden.adapters.service_quotas_reader import ServiceQuotasReader
     from sagewarden.adapters.sns_notifier import SnsNotifier
 
     cfg = _boto_config()
@@ -107,6 +108,8 @@ def _build() -> Supervisor:
         alarms=CloudWatchHangAlarms(boto3.client("cloudwatch", config=cfg), alarm_prefix()),
         logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
         metrics=CloudWatchMetricsReader(boto3.client("cloudwatch", config=cfg)),
+        # read by the API's submit only (the only function granted Service Quotas reads)
+        quotas=ServiceQuotasReader(boto3.client("service-quotas", config=cfg)),
         counters=PowertoolsCounters(),
         clock=now_ms,
         new_id=ulid_factory(now_ms),

@@ -51,6 +51,8 @@ def alarm_prefix(job_prefix: str) -> str:
 DEFAULT_ALARM_PREFIX = alarm_prefix(DEFAULT_JOB_PREFIX)
 # the sweep's lease item (two sweeps never run at once)
 LEASE_PK_PREFIX = "LEASE#"
+# what a live run holds so no other live run can take it: its name, its checkpoint prefix
+CLAIM_PK_PREFIX = "CLAIM#"
 HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
 HEARTBEAT_METRIC = "LogEvents"
 HEARTBEAT_DIMENSION = "TrainingJobName"

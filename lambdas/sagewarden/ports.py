@@ -23,6 +23,25 @@ class ConcurrentUpdate(Exception):
     whose response was lost is recognised and returned as saved."""
 
 
+class ReadFailed(Exception):
+    """An observation could not be made: what it would have said is unknown, never "nothing".
+
+    ``permanent`` is True for an error that does not heal by itself (a bucket that does not
+    exist, access denied): retrying cannot help until a person fixes something. Throttling, a
+    5xx or a timeout are transient (False)."""
+
+    permanent: bool = False
+
+
+class ClaimConflict(Exception):
+    """Another live run holds what this run claims (its name or its checkpoint prefix)."""
+
+    def __init__(self, holder_run_id: str, claim: str) -> None:
+        super().__init__(f"{claim} is held by run {holder_run_id}")
+        self.holder_run_id = holder_run_id
+        self.claim = claim
+
+
 class IdempotentReplay(Exception):
     """A run with this Idempotency-Key already exists."""
 
@@ -108,11 +127,20 @@ class Launcher(Protocol):
 
 
 class CheckpointFinder(Protocol):
+    # one 1-key listing under `s3_uri`: returns when the supervisor can list it, raises ReadFailed
+    # (``permanent`` for no such bucket or access denied) when it cannot
+    def check_access(self, s3_uri: str) -> None: ...
     def latest(self, s3_uri: str, layout: CheckpointLayout = ...) -> Checkpoint | None: ...
     def write_seconds(self, checkpoint: Checkpoint) -> float | None: ...
     def save_activity(
         self, s3_uri: str, layout: CheckpointLayout = ..., *, active_since_ms: int | None = ...
     ) -> int | None: ...
+
+
+class QuotaReader(Protocol):
+    # the account's SageMaker quotas by name (Service Quotas): applied values, AWS's defaults
+    # where none is applied; raises when they cannot be read (the caller treats that as unknown)
+    def sagemaker_quotas(self) -> Mapping[str, float]: ...
 
 
 class Notifier(Protocol):

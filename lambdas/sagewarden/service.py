@@ -23,7 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagewarden import keys
+from sagewarden import admission, keys
+from sagewarden.api.errors import InvalidRequest
+from sagewarden.audit_text import action_detail, describe_event, error_text, event_detail
 from sagewarden.domain.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -36,6 +38,7 @@ from sagewarden.domain.actions import (
 )
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.claims import claim_keys
 from sagewarden.domain.decide import (
     RESUMABLE,
     Decision,
@@ -70,6 +73,7 @@ from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
+    ClaimConflict,
     ConcurrentUpdate,
     Counters,
     HangAlarms,
@@ -81,6 +85,8 @@ from sagewarden.ports import (
     Notifier,
     OutboxMessage,
     Page,
+    QuotaReader,
+    ReadFailed,
     RunStore,
     Series,
 )
@@ -157,6 +163,7 @@ class Supervisor:
         logs: LogReader,
         clock: Callable[[], int],
         metrics: MetricsReader | None = None,
+        quotas: QuotaReader | None = None,
         counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
@@ -168,6 +175,7 @@ class Supervisor:
         self.alarms = alarms
         self.logs = logs
         self.metrics = metrics
+        self.quotas = quotas
         self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id
@@ -183,7 +191,11 @@ class Supervisor:
         policy: RunPolicy,
         idempotency_key: str | None = None,
     ) -> tuple[Run, bool]:
-        """Store a new run and launch its first attempt. Returns (run, created)."""
+        """Store a new run and launch its first attempt. Returns (run, created).
+
+        Raises InvalidRequest when the account says the run can never work (its checkpoint
+        bucket cannot be listed, its instance count is above a known quota) and RunConflict when
+        another live run holds its name or checkpoint prefix; nothing is stored then."""
         now = self.clock()
         body_hash = hashlib.sha256(
             json.dumps(
@@ -201,7 +213,12 @@ class Supervisor:
             updated_ms=now,
             job_prefix=self.settings.job_prefix,
             idempotency_key=idempotency_key,
+            claims=claim_keys(name, str(training_job.get("CheckpointConfig", {}).get("S3Uri", ""))),
         )
+        problems = admission.checkpoint_problems(self.checkpoints, run.checkpoint_uri)
+        problems += admission.quota_problems(self.quotas, training_job, policy)
+        if problems:
+            raise InvalidRequest(problems)
         try:
             self.store.create(
                 run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash
@@ -213,6 +230,8 @@ class Supervisor:
             if existing is None:  # pragma: no cover - the idempotency item points at a stored run
                 raise RunNotFound(replay.run_id) from replay
             return existing, False
+        except ClaimConflict as taken:
+            raise admission.conflict(self.store, taken, run) from taken
         self.handle(run.run_id, Submitted())
         return self.store.get(run.run_id, all_attempts=True) or run, True
 
@@ -235,7 +254,10 @@ class Supervisor:
             raise RunNotResumable(
                 run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
             )
-        outcome = self._decide_and_save(run_id, ResumeRequested(by))
+        try:
+            outcome = self._decide_and_save(run_id, ResumeRequested(by))
+        except ClaimConflict as taken:  # another live run took the name or prefix meanwhile
+            raise admission.conflict(self.store, taken, run, resuming=True) from taken
         if outcome is None:
             raise RunNotFound(run_id)
         after, decision, outbox = outcome
@@ -345,7 +367,7 @@ class Supervisor:
                     self.counters.add(EVENTS_IGNORED)
                 return run, decision, []
             entries = [
-                AuditEntry(now, "event", _describe_event(event), _event_detail(event, obs)),
+                AuditEntry(now, "event", describe_event(event), event_detail(event, obs)),
                 AuditEntry(
                     now,
                     "decision",
@@ -437,7 +459,7 @@ class Supervisor:
             log.exception("could not emit the metrics of %s", after.run_id)
 
     def _observe(self, run: Run, event: Event) -> Observations:
-        checkpoint, ckpt_error = None, None
+        checkpoint, ckpt_error, ckpt_permanent = None, None, False
         tail: tuple[str, ...] = ()
         triage: tuple[str, ...] = ()
         log_error: str | None = None
@@ -452,7 +474,9 @@ class Supervisor:
             except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
                 self.counters.add(OBSERVATION_FAILURES)
-                ckpt_error = _error_text(exc)
+                ckpt_error = error_text(exc)
+                # the adapter says whether it can heal by itself; decide gives up on one that cannot
+                ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
             checkpoint = self._measure_write_time(run, checkpoint)
         if wants_log_tail(run, event):
             job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
@@ -469,7 +493,7 @@ class Supervisor:
             except Exception as exc:
                 log.warning("could not read logs of %s: %s", job, exc)
                 self.counters.add(OBSERVATION_FAILURES)
-                log_error = _error_text(exc)
+                log_error = error_text(exc)
             triage = gpu_lines + triage
         heartbeat: Series | None = None
         progress: Series | None = None
@@ -523,6 +547,7 @@ class Supervisor:
             log_subscription=not self.settings.log_silence_fallback,
             checkpoint=checkpoint,
             checkpoint_error=ckpt_error,
+            checkpoint_error_permanent=ckpt_permanent,
             log_tail=tail,
             log_error=log_error,
             hosts_triage=triage,
@@ -555,7 +580,7 @@ class Supervisor:
         except Exception as exc:  # an error is not silence
             log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
             self.counters.add(OBSERVATION_FAILURES)
-            return None, _error_text(exc)
+            return None, error_text(exc)
 
     def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
         """When the newest checkpoint directory last received an object: a silent, idle job may be
@@ -571,7 +596,7 @@ class Supervisor:
         except Exception as exc:
             log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
             self.counters.add(OBSERVATION_FAILURES)
-            return None, _error_text(exc)
+            return None, error_text(exc)
 
     def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
         """A checkpoint the run has not seen before gets its write time measured (one listing),
@@ -603,7 +628,7 @@ class Supervisor:
         except Exception as exc:
             log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
             self.counters.add(OBSERVATION_FAILURES)
-            return (f"GPU metrics unavailable: {_error_text(exc)}",), ()
+            return (f"GPU metrics unavailable: {error_text(exc)}",), ()
         threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
         return (
             gpu_triage_lines(by_host, threshold, cur.instance_count),
@@ -623,7 +648,7 @@ class Supervisor:
                 else:
                     result = self._do(run, action, follow_ups, released)
                 entries.append(
-                    AuditEntry(now, "action", f"{type(action).__name__}: {result}", _action_detail(action))
+                    AuditEntry(now, "action", f"{type(action).__name__}: {result}", action_detail(action))
                 )
             except Exception as exc:
                 log.exception("action %s failed", type(action).__name__)
@@ -632,8 +657,8 @@ class Supervisor:
                     AuditEntry(
                         now,
                         "error",
-                        f"{type(action).__name__} failed: {_error_text(exc)}",
-                        _action_detail(action),
+                        f"{type(action).__name__} failed: {error_text(exc)}",
+                        action_detail(action),
                     )
                 )
         if entries:
@@ -687,7 +712,7 @@ class Supervisor:
             tries = message.tries + 1
             delay = min(OUTBOX_RETRY_CAP_MS, OUTBOX_RETRY_MS * 2 ** min(tries - 1, 10))
             self.store.outbox_retry(
-                message.run_id, message.dedupe_id, self.clock() + delay, tries, _error_text(exc)
+                message.run_id, message.dedupe_id, self.clock() + delay, tries, error_text(exc)
             )
             raise
         self.store.outbox_done(message.run_id, message.dedupe_id, self.clock())
@@ -716,64 +741,3 @@ class Supervisor:
                 remaining -= cur.instance_count
             if remaining <= 0:
                 break
-
-
-# --- audit helpers ----------------------------------------------------------------------------
-
-
-def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= 500 else text[:497] + "..."
-
-
-def _describe_event(event: Event) -> str:
-    if isinstance(event, JobObserved):
-        text = f"{event.job_name}: {event.status}/{event.secondary} ({event.source})"
-        return text + (f": {event.failure_reason}" if event.failure_reason else "")
-    if isinstance(event, HangSignal):
-        return f"{event.job_name}: {event.signal} {event.state} ({event.source})"
-    if isinstance(event, AlarmsObserved):
-        in_alarm = [k for k, s, _ in event.states if s == "ALARM"]
-        return f"{event.job_name}: {len(event.states)} hang alarms in CloudWatch" + (
-            f", in ALARM: {', '.join(in_alarm)}" if in_alarm else ""
-        )
-    if isinstance(event, CapacityReleased):
-        return f"capacity released: {event.count} x {event.instance_type}"
-    if isinstance(event, CancelRequested):
-        return f"cancel requested by {event.by}"
-    if isinstance(event, ResumeRequested):
-        return f"resume requested by {event.by}"
-    fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())
-    return f"{event_name(event)}({fields})"
-
-
-def _event_detail(event: Event, obs: Observations) -> dict[str, Any]:
-    detail: dict[str, Any] = {"type": event_name(event), **dataclasses.asdict(event)}
-    if obs.checkpoint is not None:
-        detail["checkpoint"] = {"uri": obs.checkpoint.uri, "step": obs.checkpoint.step}
-    if obs.checkpoint_error:
-        detail["checkpoint_error"] = obs.checkpoint_error
-    if obs.log_error:
-        detail["log_error"] = obs.log_error
-    if obs.log_tail:
-        detail["log_tail"] = list(obs.log_tail[-20:])
-    if obs.hosts_triage:
-        detail["hosts_triage"] = list(obs.hosts_triage)
-    if obs.logs_silent is not None:
-        detail["logs_silent"] = obs.logs_silent
-    return detail
-
-
-def _action_detail(action: Action) -> dict[str, Any]:
-    data = dataclasses.asdict(action)
-    if isinstance(action, LaunchAttempt):
-        req = dict(action.request)
-        data = {
-            "attempt": action.attempt,
-            "job_name": action.job_name,
-            "environment": {
-                k: v for k, v in req.get("Environment", {}).items() if k.startswith("SAGEWARDEN_")
-            },
-            "resource_config": req.get("ResourceConfig", {}),
-        }
-    return data

@@ -402,8 +402,25 @@ def test_training_log_reads_are_scoped_to_the_training_log_group(synth_any: Synt
     assert [joined(r) for r in as_list(statement["Resource"])] == [group, f"{group}:*"]
 
 
+def test_only_the_api_reads_service_quotas_for_the_submit_time_quota_check(synth_any: SynthResult) -> None:
+    quota_reads = {"servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"}
+    for handler in ALL_HANDLERS:
+        _, function = synth_any.function_by_handler(handler)
+        statements = synth_any.statements_of_role(synth_any.role_of(function))
+        actions = {a for s in statements for a in as_list(s["Action"])}
+        assert (quota_reads <= actions) == (handler == keys.HANDLER_API), handler
+        assert not any(a.startswith("servicequotas:") for a in actions - quota_reads), handler
+
+
 def test_only_unscopable_actions_are_granted_on_star(synth_any: SynthResult) -> None:
-    unscopable = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:GetMetricData"}
+    # Service Quotas' list operations have no resource type in the Service Authorization Reference
+    unscopable = {
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+        "cloudwatch:GetMetricData",
+        "servicequotas:ListServiceQuotas",
+        "servicequotas:ListAWSDefaultServiceQuotas",
+    }
     for statement in synth_any.all_statements():
         if "*" in as_list(statement["Resource"]):
             assert set(as_list(statement["Action"])) <= unscopable, statement

@@ -18,8 +18,8 @@ from sagewarden.domain.actions import Notify
 from sagewarden.domain.events import LaunchAccepted, Submitted
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, IdempotentReplay, OutboxMessage
-from tests.builders import ckpt, make_run, step
+from sagewarden.ports import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
+from tests.builders import RUN_ID, ckpt, make_run, step
 
 TABLE = "runs"
 
@@ -244,7 +244,7 @@ def test_store_runs_waiting_for_quota_highest_priority_then_oldest_first(store):
 
 
 def test_store_loads_a_run_whose_policy_predates_todays_ranges_and_fields():
-    from sagewarden.adapters.dynamodb_run_store import run_from_dict, run_to_dict
+    from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
 
     data = run_to_dict(make_run())
     data["policy"] = {
@@ -254,3 +254,77 @@ def test_store_loads_a_run_whose_policy_predates_todays_ranges_and_fields():
     }  # out of today's range
     run = run_from_dict(data)
     assert run.policy.log_silence_minutes == 5000 and run.policy.extra == {"retired_field": 1}
+
+
+# -- claims: a live run's name and checkpoint prefix (issue 16 items 8 and 9) -----------------------
+OTHER_ID = "01JC0FFEE0BADC0DE000000009"
+THIRD_ID = "01JC0FFEE0BADC0DE00000000A"
+
+
+def _claiming(run_id: str, name: str, uri: str, **changes):
+    from sagewarden.domain.claims import claim_keys
+
+    request = {**make_run().request, "CheckpointConfig": {"S3Uri": uri}}
+    return make_run(run_id=run_id, name=name, request=request, claims=claim_keys(name, uri), **changes)
+
+
+def _ended(store, run, status=RunStatus.CANCELLED):
+    loaded = store.get(run.run_id)
+    return store.save(dataclasses.replace(loaded, status=status), loaded, [], None)
+
+
+@pytest.mark.parametrize(
+    ("name", "uri", "claim"),
+    [
+        ("llama", "s3://b/other/", "name#llama"),  # the same name
+        ("qwen", "s3://b/ckpt", "ckpt#s3://b/ckpt/"),  # the same prefix, spelled without the slash
+        ("qwen", "s3://b/ckpt/sub/", "ckpt#s3://b/ckpt/"),  # inside the live run's prefix
+        ("qwen", "s3://b/", "under#s3://b/"),  # containing it
+    ],
+)
+def test_store_refuses_a_second_live_run_on_a_held_name_or_prefix(store, name, uri, claim):
+    first = _claiming(RUN_ID, "llama", "s3://b/ckpt/")
+    store.create(first, [])
+    with pytest.raises(ClaimConflict) as taken:
+        store.create(_claiming(OTHER_ID, name, uri), [])
+    assert (taken.value.holder_run_id, taken.value.claim) == (RUN_ID, claim)
+    assert store.get(OTHER_ID) is None  # nothing of the refused run is stored
+    store.create(_claiming(THIRD_ID, "mistral", "s3://b/ckpt2/"), [])  # a sibling prefix is free
+
+
+def test_store_releases_claims_when_the_run_ends_and_takes_them_again_on_resume(store):
+    first = _claiming(RUN_ID, "llama", "s3://b/ckpt/")
+    store.create(first, [])
+    ended = _ended(store, first)
+    second = _claiming(OTHER_ID, "llama", "s3://b/ckpt/sub/")
+    store.create(second, [])  # name and prefix are free once the first run ended
+    # resuming the first run would take them back: refused while the second is live
+    with pytest.raises(ClaimConflict) as taken:
+        store.save(dataclasses.replace(ended, status=RunStatus.SUBMITTED), ended, [], 0)
+    assert taken.value.holder_run_id == OTHER_ID
+    assert store.get(RUN_ID).status == RunStatus.CANCELLED  # the refused resume stored nothing
+    _ended(store, second, RunStatus.FAILED)
+    reopened = store.save(dataclasses.replace(ended, status=RunStatus.SUBMITTED), ended, [], 0)
+    assert reopened.status == RunStatus.SUBMITTED
+    with pytest.raises(ClaimConflict):  # held again by the resumed run
+        store.create(_claiming(THIRD_ID, "llama", "s3://b/x/"), [])
+
+
+def test_store_idempotent_replay_wins_over_the_claims_its_own_run_holds(store):
+    first = _claiming(RUN_ID, "llama", "s3://b/ckpt/", idempotency_key="k-1")
+    store.create(first, [], body_hash="h1")
+    again = _claiming(OTHER_ID, "llama", "s3://b/ckpt/", idempotency_key="k-1")
+    with pytest.raises(IdempotentReplay) as replay:
+        store.create(again, [], body_hash="h1")
+    assert replay.value.run_id == RUN_ID and replay.value.same_body
+
+
+def test_store_a_run_without_claims_ends_without_touching_anothers(store):
+    """Runs stored before claims existed hold none: ending one never releases a newer run's."""
+    legacy = make_run(run_id=RUN_ID, name="llama")
+    store.create(legacy, [])
+    newer = _claiming(OTHER_ID, "llama", "s3://b/ckpt/")
+    store.create(newer, [])
+    _ended(store, legacy)
+    with pytest.raises(ClaimConflict):
+        store.create(_claiming(THIRD_ID, "llama", "s3://b/elsewhere/"), [])

@@ -371,6 +371,43 @@ def test_latest_forbidden_marker_raises_lookup_error(s3: Any) -> None:
         stub.assert_no_pending_responses()
 
 
+# --- the submit-time check (issue 16 item 2) ---------------------------------------------------
+
+
+def test_check_access_is_one_listing_of_one_key_and_passes_on_an_empty_prefix(
+    s3: Any, calls: CallLog
+) -> None:
+    S3CheckpointFinder(s3).check_access(f"s3://{BUCKET}/fresh-run/checkpoints/")
+    assert calls.calls == ["ListObjectsV2"]
+
+
+def test_check_access_missing_bucket_is_a_permanent_error(s3: Any) -> None:
+    with pytest.raises(CheckpointLookupError, match="does not exist") as info:
+        S3CheckpointFinder(s3).check_access("s3://no-such-bucket-here/ckpt/")
+    assert info.value.permanent
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "permanent"),
+    [
+        ("AccessDenied", 403, True),
+        ("AllAccessDisabled", 403, True),
+        ("PermanentRedirect", 301, True),  # the bucket is in another region
+        ("SlowDown", 503, False),
+        ("InternalError", 500, False),
+        ("ExpiredToken", 400, False),
+    ],
+)
+def test_check_access_says_which_errors_cannot_heal_by_themselves(
+    s3: Any, code: str, status: int, permanent: bool
+) -> None:
+    with Stubber(s3) as stub:
+        stub.add_client_error("list_objects_v2", service_error_code=code, http_status_code=status)
+        with pytest.raises(CheckpointLookupError) as info:
+            S3CheckpointFinder(s3).check_access(URI)
+    assert (info.value.code, info.value.permanent) == (code, permanent)
+
+
 # --- a save under way ----------------------------------------------------------------------------
 
 

@@ -89,6 +89,10 @@ def test_api_malformed_body_is_400(acct, raw, field):
             lambda b: b["training_job"]["ResourceConfig"].update(InstanceCount=0),
             "training_job.ResourceConfig.InstanceCount",
         ),
+        (  # issue 16 item 11: SageMaker's field is a 32-bit integer
+            lambda b: b["training_job"]["ResourceConfig"].update(InstanceCount=10**30),
+            "training_job.ResourceConfig.InstanceCount",
+        ),
         (
             lambda b: b["training_job"]["StoppingCondition"].update(MaxRuntimeInSeconds=30 * 86400),
             "training_job.StoppingCondition.MaxRuntimeInSeconds",
@@ -463,8 +467,11 @@ def test_api_malformed_run_id_is_404_without_touching_the_store(acct, monkeypatc
 def test_api_a_resume_that_fails_again_at_once_is_carried_out_not_refused(template):
     """A run whose quota can never fit fails again right after its resume: the resume happened
     (audited, alerted), so the answer is 202 with the run FAILED and why, never a 409 that has
-    stored something anyway."""
-    with LocalAccount(template, store="memory", quotas={"ml.p4d.24xlarge": 1}) as acct:
+    stored something anyway. (The quota is unknown at submit -- Service Quotas cannot be read --
+    or the submit would have been refused.)"""
+    with LocalAccount(
+        template, store="memory", quotas={"ml.p4d.24xlarge": 1}, service_quotas="denied"
+    ) as acct:
         _, run = acct.api("POST", "/runs", body=_body())
         rid = run["run_id"]
         acct.deliver_due()
@@ -520,3 +527,194 @@ def test_api_a_resume_that_loses_the_race_is_a_409(acct, monkeypatch):
     status, body = acct.api("POST", f"/runs/{rid}/resume")
     assert status == 409 and "only a FAILED or CANCELLED run can be resumed" in body["message"], body
     assert body["status"] in ("STARTING", "TRAINING", "SUBMITTED")
+
+
+# -- issue 16: submit-time checks ------------------------------------------------------------------
+def _advance(acct, minutes):
+    """Let the account's world (SageMaker, deliveries, the every-minute sweep) run `minutes`."""
+    from drill.runner import AccountStepper
+
+    world = AccountStepper(acct)
+    target = acct.clock.now_ms + int(minutes * 60_000)
+    while (t := world.next_time(sweeping=True)) is not None and t <= target:
+        world.step(t, sweeping=lambda: True)
+    acct.sagemaker.advance(target)
+
+
+class _S3Fault:
+    """The supervisor's checkpoint finder with S3 answering `error` to the calls in `methods`."""
+
+    def __init__(self, inner, error, methods=("check_access", "latest", "save_activity")):
+        self.inner, self.error, self.methods = inner, error, methods
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+
+        def call(*args, **kwargs):
+            if self.error is not None:
+                raise self.error
+            return method(*args, **kwargs)
+
+        return call if name in self.methods else method
+
+
+def _s3_error(code):
+    from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
+
+    return CheckpointLookupError(
+        f"cannot list s3://{BUCKET}/llama-8b/checkpoints/: S3 error {code}", code=code
+    )
+
+
+def test_api_submit_to_a_bucket_that_does_not_exist_is_400_on_the_checkpoint_uri(acct):
+    """Item 2: a typo in the bucket was accepted (201) and left the run SUBMITTED for ever."""
+    body = _body()
+    body["training_job"]["CheckpointConfig"]["S3Uri"] = "s3://sagewarden-drlil/llama-8b/checkpoints/"
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 400, resp
+    (problem,) = [e for e in resp["errors"] if e["field"] == "training_job.CheckpointConfig.S3Uri"]
+    assert "does not exist" in problem["message"] and "sagewarden-drlil" in problem["message"]
+    assert acct.api("GET", "/runs")[1]["runs"] == [] and acct.sagemaker.jobs() == []
+    # in AWS the supervisor's role may not even list a bucket outside checkpointBuckets: the same
+    # ListObjectsV2 is AccessDenied there, and AccessDenied is refused the same way (next test)
+    report = acct.take_iam_report()
+    denied = {(f.outcome, f.verdict.request.action, f.verdict.request.resource) for f in report.findings}
+    assert denied == {("deny", "s3:ListBucket", "arn:aws:s3:::sagewarden-drlil")}, report.failures()
+
+
+def test_api_submit_where_the_supervisor_is_denied_is_400(acct, monkeypatch):
+    monkeypatch.setattr(
+        acct.supervisor, "checkpoints", _S3Fault(acct.supervisor.checkpoints, _s3_error("AccessDenied"))
+    )
+    status, resp = acct.api("POST", "/runs", body=_body())
+    assert status == 400 and "training_job.CheckpointConfig.S3Uri" in _fields(resp), resp
+    assert acct.api("GET", "/runs")[1]["runs"] == []
+
+
+def test_api_a_transient_s3_error_at_submit_accepts_and_shows_the_deferral(acct, monkeypatch):
+    """Unknown is not empty: S3 throttling at submit is no reason to refuse. The run waits for
+    S3, and says so in GET /runs/{id} and in the list rows (the reason was stored, never shown)."""
+    fault = _S3Fault(acct.supervisor.checkpoints, _s3_error("SlowDown"))
+    monkeypatch.setattr(acct.supervisor, "checkpoints", fault)
+    status, run = acct.api("POST", "/runs", body=_body())
+    assert status == 201 and run["status"] == "SUBMITTED" and run["attempts"] == []
+    deferred = run["deferred"]
+    assert (
+        "SlowDown" in deferred["reason"] and deferred["permanent"] is False and deferred["fails_at"] is None
+    )
+    assert deferred["since"] == run["created_at"]
+    (row,) = acct.api("GET", "/runs")[1]["runs"]
+    assert row["deferred"] == deferred
+    fault.error = None  # S3 recovers: the next sweep launches
+    _advance(acct, 2)
+    later = acct.api("GET", f"/runs/{run['run_id']}")[1]
+    assert later["status"] in ("STARTING", "TRAINING") and later["deferred"] is None
+
+
+def test_api_checkpoints_gone_after_submit_fail_the_run_after_30_minutes(acct, monkeypatch):
+    """Item 2: an error that cannot heal by itself (the bucket was deleted after the submit)
+    fails the run after a bounded, documented time instead of waiting for ever."""
+    gone = _S3Fault(acct.supervisor.checkpoints, _s3_error("NoSuchBucket"), methods=("latest",))
+    monkeypatch.setattr(acct.supervisor, "checkpoints", gone)  # the check passes, every read after fails
+    status, run = acct.api("POST", "/runs", body=_body())
+    assert status == 201 and run["deferred"]["permanent"] is True, run
+    assert run["deferred"]["fails_at"] is not None
+    _advance(acct, 29)
+    assert acct.api("GET", f"/runs/{run['run_id']}")[1]["status"] == "SUBMITTED"
+    _advance(acct, 2)
+    failed = acct.api("GET", f"/runs/{run['run_id']}")[1]
+    assert failed["status"] == "FAILED" and "does not heal by itself" in failed["outcome"], failed
+    assert failed["deferred"] is None and acct.sagemaker.jobs() == []
+    sent = [(m.event, m.severity) for _, m in acct.notifier.sent]
+    assert ("run.deferred", "warning") in sent and ("run.failed", "critical") in sent
+
+
+def _on_prefix(name, uri):
+    body = _body(name=name)
+    body["training_job"]["CheckpointConfig"]["S3Uri"] = uri
+    return body
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"s3://{BUCKET}/llama-8b/checkpoints/",  # the same prefix
+        f"s3://{BUCKET}/llama-8b/checkpoints",  # the same, without the slash
+        f"s3://{BUCKET}/llama-8b/checkpoints/rank0/",  # inside it
+        f"s3://{BUCKET}/llama-8b/",  # containing it
+    ],
+)
+def test_api_second_live_run_on_the_same_checkpoint_prefix_is_409_naming_the_first(acct, uri):
+    """Item 8: two live runs writing one prefix would overwrite each other's checkpoints."""
+    _, first = acct.api("POST", "/runs", body=_body())
+    status, resp = acct.api("POST", "/runs", body=_on_prefix("llama-8b-copy", uri))
+    assert status == 409, resp
+    assert f"run {first['run_id']} (llama-8b, STARTING)" in resp["message"]
+    assert resp["conflict"] == {
+        "run_id": first["run_id"],
+        "name": "llama-8b",
+        "status": "STARTING",
+        "on": "checkpoint_prefix",
+    }
+    assert len(acct.api("GET", "/runs")[1]["runs"]) == 1 and len(acct.sagemaker.jobs()) == 1
+
+
+def test_api_a_prefix_is_free_again_once_its_run_ended(acct):
+    _, first = acct.api("POST", "/runs", body=_body())
+    acct.api("POST", f"/runs/{first['run_id']}/cancel")
+    _advance(acct, 10)
+    assert acct.api("GET", f"/runs/{first['run_id']}")[1]["status"] == "CANCELLED"
+    status, second = acct.api(
+        "POST", "/runs", body=_on_prefix("llama-8b-v2", f"s3://{BUCKET}/llama-8b/checkpoints/")
+    )
+    assert status == 201, second
+
+
+def test_api_second_live_run_with_the_same_name_is_409_and_a_replay_is_still_200(acct):
+    """Item 9: a repeated name was accepted, and from then on every get/cancel by name demanded
+    the id. A replay of the first submit (same Idempotency-Key, same body) is not a conflict."""
+    headers = {"Idempotency-Key": "llama-8b-1"}
+    s1, first = acct.api("POST", "/runs", body=_body(), headers=headers)
+    other = _body()
+    other["training_job"]["CheckpointConfig"]["S3Uri"] = f"s3://{BUCKET}/elsewhere/checkpoints/"
+    status, resp = acct.api("POST", "/runs", body=other)
+    assert (s1, status) == (201, 409), resp
+    assert (
+        f"run {first['run_id']} (llama-8b, STARTING)" in resp["message"] and resp["conflict"]["on"] == "name"
+    )
+    s2, replay = acct.api("POST", "/runs", body=_body(), headers=headers)
+    assert s2 == 200 and replay["run_id"] == first["run_id"]
+
+
+def test_api_resume_is_409_when_another_live_run_took_the_name(acct):
+    _, first = acct.api("POST", "/runs", body=_body())
+    acct.api("POST", f"/runs/{first['run_id']}/cancel")
+    _advance(acct, 10)
+    other = _on_prefix("llama-8b", f"s3://{BUCKET}/llama-8b-v2/checkpoints/")
+    s_new, second = acct.api("POST", "/runs", body=other)
+    assert s_new == 201, second
+    status, resp = acct.api("POST", f"/runs/{first['run_id']}/resume")
+    assert status == 409 and f"run {second['run_id']} (llama-8b," in resp["message"], resp
+    assert resp["conflict"]["run_id"] == second["run_id"]
+    assert acct.api("GET", f"/runs/{first['run_id']}")[1]["status"] == "CANCELLED"  # nothing changed
+
+
+def test_api_instance_count_above_the_known_quota_is_400(template):
+    """Item 11: a count above the account's quota can never launch; refused when the quota is known."""
+    with LocalAccount(template, store="memory", quotas={"ml.p4d.24xlarge": 1}) as acct:
+        status, resp = acct.api("POST", "/runs", body=_body())
+        assert status == 400, resp
+        (problem,) = [e for e in resp["errors"] if e["field"] == "training_job.ResourceConfig.InstanceCount"]
+        assert "'ml.p4d.24xlarge for training job usage' of 1" in problem["message"]
+        assert acct.api("GET", "/runs")[1]["runs"] == [] and acct.sagemaker.jobs() == []
+        # a fallback that fits is where the run goes at launch: accepted
+        body = _body()
+        body["policy"] = {"instance_fallbacks": [{"instance_type": "ml.p4de.24xlarge", "instance_count": 2}]}
+        assert acct.api("POST", "/runs", body=body)[0] == 201
+
+
+def test_api_instance_count_is_accepted_when_the_quota_cannot_be_read(template):
+    with LocalAccount(
+        template, store="memory", quotas={"ml.p4d.24xlarge": 1}, service_quotas="denied"
+    ) as acct:
+        assert acct.api("POST", "/runs", body=_body())[0] == 201  # unknown is not "too many"

@@ -74,13 +74,15 @@ def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
     body["training_job"]["StoppingCondition"] = {"MaxRuntimeInSeconds": 86_400}
     path = write_yaml(tmp_path / "run.yaml", body)
 
-    def no_network(*_):
-        raise AssertionError("a dry run must not call the API")
+    def no_network(method, *_):
+        assert method == "GET", "a dry run never submits"
+        raise ConnectionRefusedError  # the API cannot be reached: the review says what it skipped
 
     r = h.cli("submit", path, "--dry-run", "--set", "instance_type=ml.p5.48xlarge", "--set", "max_wall_clock_hours=240",
               "--set", "checkpoint_layout=megatron", transport=no_network)  # fmt: skip
     assert r.code == 0, r.err
-    assert "the API would accept this run (nothing was sent)" in r.out
+    assert "the API would accept this run (nothing was submitted)" in r.out
+    assert "note: name and checkpoint prefix not checked against the live runs: cannot list them" in r.out
     assert re.search(r"first job   sw-llama-70b-[0-9A-Z]{26}-a001\b", r.out)
     assert re.search(r"max_wall_clock_hours\s+240\n", r.out) and re.search(
         r"checkpoint_layout\s+megatron\n", r.out
@@ -106,7 +108,38 @@ def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
         "collective-timeout",
         "max-runtime",
     }
+    assert result["conflicts"] == [] and any(
+        "not checked against the live runs" in n for n in result["notes"]
+    )
     assert h.requests == []
+
+
+def test_dry_run_reports_the_live_runs_holding_the_name_or_the_prefix(h, tmp_path):
+    """Issue 16 items 8 and 9: the API refuses a second live run on a name or a checkpoint prefix
+    (409); the dry run reads the live runs (GET /runs) and says so before anything is submitted."""
+    first = h.submit(run_body("llama-8b"))
+    copy = run_body("llama-8b-copy")  # run.yaml copied, name changed, same CheckpointConfig
+    copy["training_job"]["CheckpointConfig"] = run_body("llama-8b")["training_job"]["CheckpointConfig"]
+    path = write_yaml(tmp_path / "copy.yaml", copy)
+    r = h.cli("submit", path, "--dry-run")
+    assert r.code == 1
+    assert r.err.splitlines()[0] == (
+        "sagewarden: dry run: the API would refuse this run (HTTP 409): another live run holds its "
+        "name or checkpoint prefix"
+    )
+    assert f"training_job.CheckpointConfig.S3Uri: live run {first} (llama-8b, STARTING) writes" in r.err
+    assert {m for m, _ in h.requests} == {"GET"}  # read, never submitted
+    r = h.cli("submit", write_yaml(tmp_path / "same.yaml", run_body("llama-8b")), "--dry-run", json_out=True)
+    result = r.json()
+    assert r.code == 1 and result["valid"] is False
+    assert {(c["on"], c["run_id"]) for c in result["conflicts"]} == {
+        ("name", first),
+        ("checkpoint_prefix", first),
+    }
+    h.cli("cancel", first, "--yes")
+    h.until(lambda: h.run(first)["status"] == "CANCELLED")
+    r = h.cli("submit", path, "--dry-run")
+    assert r.code == 0 and "the API would accept this run" in r.out  # the prefix is free again
 
 
 def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
@@ -432,12 +465,29 @@ def test_resume_a_failed_or_cancelled_run(h, acct):
     assert r.code == 4 and "no run with id 01KE5Q86000000000000000000" in r.err
 
 
-def test_a_run_name_that_is_unknown_or_ambiguous(h):
+def test_a_name_resolves_to_its_one_live_run_when_finished_runs_share_it(h):
+    """Issue 16 item 9: a repeated name made every `get`/`cancel` by name demand the id, even
+    with only one of the runs live."""
     first = h.submit(run_body("llama-8b"))
+    h.cli("cancel", first, "--yes")
+    h.until(lambda: h.run(first)["status"] == "CANCELLED")
     second = h.submit(run_body("llama-8b"))
     r = h.cli("get", "llama-8b")
+    assert r.code == 0 and r.out.splitlines()[0].startswith(f"llama-8b  {second}  "), r.err
+    r = h.cli("cancel", "llama-8b", "--yes")
+    assert r.code == 0 and h.run(second)["status"] == "STOPPING"
+
+
+def test_a_run_name_that_is_unknown_or_ambiguous(h):
+    first = h.submit(run_body("llama-8b"))
+    h.cli("cancel", first, "--yes")
+    h.until(lambda: h.run(first)["status"] == "CANCELLED")
+    second = h.submit(run_body("llama-8b"))
+    h.cli("cancel", second, "--yes")
+    h.until(lambda: h.run(second)["status"] == "CANCELLED")
+    r = h.cli("get", "llama-8b")  # two finished runs share the name: which one is meant?
     assert r.code == 2
-    listed = {f"{first} (STARTING)", f"{second} (STARTING)"}
+    listed = {f"{first} (CANCELLED)", f"{second} (CANCELLED)"}
     assert r.err.startswith("sagewarden: 2 runs are named 'llama-8b': ") and r.err.count("\n") == 1
     assert set(r.err.split(": ", 2)[2].split("; ")[0].split(", ")) == listed
     assert r.err.strip().endswith("; give the run id instead")
@@ -570,3 +620,34 @@ def test_the_cli_finds_the_api_of_a_second_deployment_by_its_stack_name(h, monke
         "abc123.execute-api.us-east-1.amazonaws.com",
         "first111.execute-api.us-east-1.amazonaws.com",
     ]
+
+
+def test_get_and_ls_show_a_deferral_and_its_whole_reason(h, acct, monkeypatch):
+    """Issue 16 item 2: a run waiting on an observation that failed said nothing about it (the
+    reason was stored, never shown): `get` prints it whole, `ls` marks the status."""
+    from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
+
+    finder = acct.supervisor.checkpoints
+    reason = "cannot list s3://sagewarden-drill/llama-8b/checkpoints/: S3 error SlowDown: " + "x" * 150
+
+    class Throttled:
+        def __getattr__(self, name):
+            if name == "latest":
+
+                def fail(*_, **__):
+                    raise CheckpointLookupError(reason, code="SlowDown")
+
+                return fail
+            return getattr(finder, name)
+
+    monkeypatch.setattr(acct.supervisor, "checkpoints", Throttled())
+    run_id = h.submit(run_body("llama-8b"))
+    r = h.cli("get", "llama-8b")
+    assert r.code == 0, r.err
+    text = " ".join(r.out.split())
+    assert "deferred since " in text and "S3 error SlowDown: " + "x" * 150 + "; retried every minute" in text
+    r = h.cli("get", "llama-8b", json_out=True)
+    assert reason in r.json()["deferred"]["reason"] and r.json()["deferred"]["permanent"] is False
+    r = h.cli("ls")
+    (row,) = [line for line in r.out.splitlines() if run_id in line]
+    assert "SUBMITTED (deferred)" in row

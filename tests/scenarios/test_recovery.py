@@ -185,6 +185,8 @@ def _hours(iso: str) -> float:
 
 
 def test_scenario_quota_delta_above_limit_fails_fast(template):
+    # Service Quotas cannot be read at submit (or the API would refuse the run with a 400): the
+    # launch's ResourceLimitExceeded is where the supervisor learns the quota can never fit
     result = run_drill(
         template,
         {
@@ -192,6 +194,7 @@ def test_scenario_quota_delta_above_limit_fails_fast(template):
             "account": {"quotas": {"ml.p5.48xlarge": 2}},
             "runs": [run_spec("huge", instance_type="ml.p5.48xlarge", instance_count=4)],
         },
+        account_options={"service_quotas": "denied"},
     )
     run = result.runs["huge"]
     assert run["status"] == "FAILED"

@@ -240,6 +240,11 @@ _AWS_ERRORS: dict[str, dict[str, tuple[str, str, int]]] = {
         "5xx": ("InternalError", "We encountered an internal error. Please try again.", 500),
         "denied": ("AccessDenied", "Access Denied", 403),
     },
+    "service-quotas": {
+        "throttle": ("TooManyRequestsException", "Rate exceeded", 400),
+        "5xx": ("ServiceException", "Internal error", 500),
+        "denied": ("AccessDeniedException", "User is not authorized to perform: servicequotas:*", 400),
+    },
     "logs": {
         "throttle": ("ThrottlingException", "Rate exceeded", 400),
         "5xx": ("ServiceUnavailableException", "Service unavailable", 503),
@@ -257,7 +262,9 @@ FAULT_TARGETS: tuple[tuple[str, str], ...] = (
     ("cloudwatch.delete_alarms", "cloudwatch"),
     ("cloudwatch.describe_alarms", "cloudwatch"),
     ("sns.publish", "sns"),
+    ("CheckpointFinder.check_access", "s3"),
     ("CheckpointFinder.latest", "s3"),
+    ("QuotaReader.sagemaker_quotas", "service-quotas"),
     ("CheckpointFinder.save_activity", "s3"),
     ("LogReader.tail", "logs"),
     ("LogReader.host_triage", "logs"),
@@ -532,6 +539,9 @@ class FakeCheckpoints:
         self.steps[uri].append((step, self.world.now()))
         return step
 
+    def check_access(self, s3_uri: str) -> None:
+        return None  # every run's bucket exists and the supervisor may list it
+
     def latest(self, s3_uri: str, layout: CheckpointLayout | None = None) -> Checkpoint | None:
         if not self.steps.get(s3_uri):
             return None
@@ -546,6 +556,16 @@ class FakeCheckpoints:
     ) -> int | None:
         written = self.steps.get(s3_uri)
         return written[-1][1] if written else None  # saves are instant: the newest one's time
+
+
+class FakeQuotas:
+    """Service Quotas of the fake account: the quotas its SageMaker enforces, by their names."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def sagemaker_quotas(self) -> Mapping[str, float]:
+        return {f"{itype} for training job usage": float(n) for itype, n in self.world.quotas.items()}
 
 
 class FakeLogs:
@@ -669,6 +689,7 @@ class World:
             alarms=port(CloudWatchHangAlarms(self.cloudwatch, ALARM_PREFIX), "HangAlarms"),
             logs=port(self.logs, "LogReader"),
             metrics=port(FakeMetrics(self), "MetricsReader"),
+            quotas=port(FakeQuotas(self), "QuotaReader"),
             counters=port(self.counters, "Counters"),
             clock=self.now,
             new_id=lambda: ulid(self.clock_ms, self._rng.randbytes(10)),

@@ -16,7 +16,12 @@ from sagewarden.domain.actions import (
     StopJob,
 )
 from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
-from sagewarden.domain.draft import DEFER_ALERT_AFTER_MS, EVIDENCE_MAX_BYTES, LAUNCH_SETTLE_MS
+from sagewarden.domain.draft import (
+    DEFER_ALERT_AFTER_MS,
+    DEFER_FAIL_AFTER_MS,
+    EVIDENCE_MAX_BYTES,
+    LAUNCH_SETTLE_MS,
+)
 from sagewarden.domain.events import (
     AlarmsObserved,
     CancelRequested,
@@ -273,6 +278,62 @@ def test_checkpoint_error_defers_a_launch_instead_of_starting_from_scratch():
     retry = step(d.run, Tick(), MIN, Observations(checkpoint=ckpt(1200)))
     (launch,) = _launches(retry)
     assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "1200"
+
+
+NO_BUCKET = "CheckpointLookupError: cannot list s3://bukcet/ckpt/: the bucket does not exist"
+
+
+def _gone(permanent: bool = True) -> Observations:
+    return Observations(checkpoint_error=NO_BUCKET, checkpoint_error_permanent=permanent)
+
+
+def test_an_error_that_cannot_heal_fails_the_launch_after_a_bounded_time():
+    """Issue 16 item 2: a checkpoint bucket that does not exist left the run SUBMITTED for ever,
+    retried every minute. It still defers (someone may fix the typo or the policy), warns at 10
+    min saying when it will fail, and fails at DEFER_FAIL_AFTER_MS with a critical run.failed."""
+    run = make_run()
+    d = step(run, Submitted(), 0, _gone())
+    assert d.run.status == RunStatus.SUBMITTED and d.run.deferred_permanent_since_ms == 0
+    warned = step(d.run, Tick(), DEFER_ALERT_AFTER_MS, _gone())
+    (warning,) = _notifies(warned, "run.deferred")
+    assert "does not heal by itself" in warning.body and "20 min" in warning.body
+    still = step(warned.run, Tick(), DEFER_FAIL_AFTER_MS - 1, _gone())
+    assert still.ignored is not None and still.run.status == RunStatus.SUBMITTED
+    failed = step(still.run, Tick(), DEFER_FAIL_AFTER_MS, _gone())
+    assert failed.run.status == RunStatus.FAILED and _launches(failed) == []
+    assert "does not exist" in failed.run.outcome and "30 min" in failed.run.outcome
+    (alert,) = _notifies(failed, "run.failed")
+    assert alert.severity == "critical"
+    assert failed.run.deferred_since_ms is None and failed.run.deferred_permanent_since_ms is None
+
+
+def test_a_transient_error_keeps_deferring_and_resets_the_permanent_clock():
+    run = step(make_run(), Submitted(), 0, _gone(permanent=False)).run
+    late = step(run, Tick(), 5 * HOUR, _gone(permanent=False))
+    assert late.run.status == RunStatus.SUBMITTED  # throttling, 5xx: waits as long as it takes
+    first = step(late.run, Tick(), 5 * HOUR + MIN, _gone()).run
+    assert first.deferred_permanent_since_ms == 5 * HOUR + MIN
+    blip = step(first, Tick(), 5 * HOUR + 20 * MIN, _gone(permanent=False)).run
+    assert blip.deferred_permanent_since_ms is None
+    again = step(blip, Tick(), 5 * HOUR + 40 * MIN, _gone())
+    assert again.run.status == RunStatus.SUBMITTED  # 30 min counts from the error's return
+
+
+def test_a_bucket_fixed_in_time_launches_and_clears_the_permanent_clock():
+    run = step(make_run(), Submitted(), 0, _gone()).run
+    fixed = step(run, Tick(), 29 * MIN, Observations())
+    assert len(_launches(fixed)) == 1 and fixed.run.deferred_permanent_since_ms is None
+
+
+def test_an_ended_attempt_whose_checkpoints_stay_unreadable_fails_after_the_bound():
+    run = training_run(resume=ckpt(300))
+    end = run.current.training_started_ms + HOUR
+    failed = observed(run, "Failed", "Failed", end, UNKNOWN_FAILURE)
+    d = step(run, failed, end, _gone())
+    assert d.run.current.end_pending and d.run.status != RunStatus.FAILED
+    later = step(d.run, failed, end + DEFER_FAIL_AFTER_MS, _gone())
+    assert later.run.status == RunStatus.FAILED and _launches(later) == []
+    assert later.run.current.ended and "does not exist" in later.run.outcome
 
 
 # ------------------------------------------------------------------------------------------------

@@ -81,6 +81,11 @@ def test_validation_default_job_is_accepted():
         (lambda j: j.update(TrainingJobName="mine"), "training_job.TrainingJobName", "sagewarden names every attempt"),
         (lambda j: j["ResourceConfig"].update(InstanceGroups=[]), "training_job.ResourceConfig.InstanceGroups", "not supported"),
         (lambda j: j.update(Tags=[{"Key": f"k{i}", "Value": "v"} for i in range(48)]), "training_job.Tags", "at most 47 tags"),
+        # issue 16 item 11: SageMaker's InstanceCount is a 32-bit integer; sagewarden bounds it lower
+        (lambda j: j["ResourceConfig"].update(InstanceCount=10**30), "training_job.ResourceConfig.InstanceCount", "at most 2147483647 (a 32-bit integer)"),
+        (lambda j: j["ResourceConfig"].update(InstanceCount=2**31), "training_job.ResourceConfig.InstanceCount", "at most 2147483647 (a 32-bit integer)"),
+        (lambda j: j["ResourceConfig"].update(InstanceCount=10_001), "training_job.ResourceConfig.InstanceCount", "from 1 to 10,000"),
+        (lambda j: j["ResourceConfig"].update(VolumeSizeInGB=2**31), "training_job.ResourceConfig.VolumeSizeInGB", "at most 2147483647 (a 32-bit integer)"),
     ],
 )  # fmt: skip
 def test_validation_training_job_problem_is_reported_with_its_full_path(mutate, field, says):
@@ -89,6 +94,23 @@ def test_validation_training_job_problem_is_reported_with_its_full_path(mutate, 
     errors = _errors(job)
     assert field in errors, errors
     assert says in errors[field], errors[field]
+
+
+def test_validation_checkpoint_prefix_at_most_20_folders_deep():
+    """Each folder above a run's checkpoint prefix is claimed in the run's transaction (no live run
+    may write inside another's prefix): the depth is bounded so the claims fit one transaction."""
+    deep = "s3://bucket/" + "/".join(f"d{i}" for i in range(20)) + "/"
+    job = _job()
+    job["CheckpointConfig"]["S3Uri"] = deep
+    assert _submit(job).training_job["CheckpointConfig"]["S3Uri"] == deep
+    job["CheckpointConfig"]["S3Uri"] = deep + "one-more/"
+    assert "at most 20 folders deep" in _errors(job)["training_job.CheckpointConfig.S3Uri"]
+
+
+def test_validation_instance_count_at_the_bound_is_accepted():
+    job = _job()
+    job["ResourceConfig"]["InstanceCount"] = 10_000
+    assert _submit(job).training_job["ResourceConfig"]["InstanceCount"] == 10_000
 
 
 def test_validation_reports_every_problem_of_a_job_at_once():

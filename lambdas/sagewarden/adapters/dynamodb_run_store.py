@@ -10,6 +10,9 @@ Item shapes (the only place they exist; key names come from `sagewarden.keys`):
            (its own partition: reading a run never touches its thousands of audit items)
   idempotency pk=IDEMP#<sha256(owner, key)> sk=IDEMP  run_id, body_hash
   lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
+  claim    pk=CLAIM#<...>  sk=CLAIM            a live run's name and checkpoint prefix, taken and
+                                               released in the run's own transactions
+                                               (adapters/dynamodb_claims.py)
 Every write is conditional: a run item on its version, attempts/audit/outbox on not existing yet
 (attempts are rewritten only under the same transaction as the run's version check).
 
@@ -21,14 +24,12 @@ is recognised as ours instead of being read as a concurrent update.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import itertools
 import json
 import os
 import random
-import re
 import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,16 +38,38 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden import keys
-from sagewarden.domain.actions import Notify
+from sagewarden.adapters import dynamodb_claims as claim_items
+from sagewarden.adapters.dynamodb_cursors import (
+    AUDIT_PREFIX,
+    RUN_SK,
+    audit_pk,
+    audit_start_key,
+    encode_cursor,
+    run_pk,
+    runs_start_key,
+)
+from sagewarden.adapters.run_codec import (
+    attempt_from_dict,
+    attempt_to_dict,
+    compact_json,
+    notify_from_dict,
+    notify_to_dict,
+    run_from_dict,
+    run_to_dict,
+)
 from sagewarden.domain.bounded import bounded_json, clip_text
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.ports import AuditEntry, ConcurrentUpdate, DueItem, IdempotentReplay, OutboxMessage, Page
+from sagewarden.domain.models import Attempt, Run, RunStatus
+from sagewarden.ports import (
+    AuditEntry,
+    ClaimConflict,
+    ConcurrentUpdate,
+    DueItem,
+    IdempotentReplay,
+    OutboxMessage,
+    Page,
+)
 
-RUN_SK = "RUN"
 ATTEMPT_PREFIX = "ATTEMPT#"
-AUDIT_PREFIX = "AUDIT#"
 OUTBOX_PREFIX = "OUTBOX#"
 LEASE_SK = "LEASE"
 DUE_PAGE = 100
@@ -56,116 +79,8 @@ AUDIT_WRITE_ATTEMPTS = 8  # BatchWriteItem tries for one batch before the write 
 _sleep = time.sleep  # the backoff between tries (tests replace it)
 
 
-def run_pk(run_id: str) -> str:
-    return f"RUN#{run_id}"
-
-
-def audit_pk(run_id: str) -> str:
-    return f"AUDIT#{run_id}"
-
-
 def idempotency_pk(owner: str, key: str) -> str:
     return "IDEMP#" + hashlib.sha256(f"{owner}\n{key}".encode()).hexdigest()
-
-
-# --- codec -----------------------------------------------------------------------------------
-
-
-def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:
-    if c is None:
-        return None
-    out = {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
-    if c.write_seconds is not None:
-        out["write_s"] = c.write_seconds
-    if c.previous_step is not None:
-        out["prev"] = c.previous_step
-    return out
-
-
-def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
-    if not d:
-        return None
-    prev = d.get("prev")
-    return Checkpoint(
-        d["uri"],
-        int(d["step"]),
-        d["layout"],
-        d.get("at"),
-        d.get("write_s"),
-        None if prev is None else int(prev),
-    )
-
-
-def attempt_to_dict(a: Attempt) -> dict[str, Any]:
-    out = dataclasses.asdict(a)
-    out["launch"] = a.launch.value
-    out["resume_from"] = _ckpt_to(a.resume_from)
-    out["checkpoint_at_end"] = _ckpt_to(a.checkpoint_at_end)
-    out["evidence"] = list(a.evidence)
-    out["hang_signals"] = list(a.hang_signals)
-    return out
-
-
-def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
-    fields = {f.name for f in dataclasses.fields(Attempt)}
-    data = {k: v for k, v in d.items() if k in fields}
-    data["launch"] = LaunchState(d["launch"])
-    data["resume_from"] = _ckpt_from(d.get("resume_from"))
-    data["checkpoint_at_end"] = _ckpt_from(d.get("checkpoint_at_end"))
-    data["evidence"] = tuple(d.get("evidence", ()))
-    data["hang_signals"] = tuple(d.get("hang_signals", ()))
-    return Attempt(**data)
-
-
-def run_to_dict(r: Run) -> dict[str, Any]:
-    out = {
-        f.name: getattr(r, f.name) for f in dataclasses.fields(Run) if f.name not in ("attempts", "policy")
-    }
-    out["status"] = r.status.value
-    out["request"] = dict(r.request)
-    out["policy"] = r.policy.to_dict()
-    out["restarts_by_class"] = dict(r.restarts_by_class)
-    out["last_checkpoint"] = _ckpt_to(r.last_checkpoint)
-    out["skipped_choices"] = list(r.skipped_choices)
-    out["strays"] = [list(s) for s in r.strays]
-    out["checkpoint_history"] = [list(h) for h in r.checkpoint_history]
-    out["current"] = attempt_to_dict(r.current) if r.current is not None else None
-    return out
-
-
-def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = None) -> Run:
-    """The run; its attempts are `attempts` when given, else the current one embedded in it."""
-    fields = {f.name for f in dataclasses.fields(Run)}
-    data = {k: v for k, v in d.items() if k in fields}
-    data["status"] = RunStatus(d["status"])
-    data["policy"] = RunPolicy.from_stored(d.get("policy", {}))
-    data["last_checkpoint"] = _ckpt_from(d.get("last_checkpoint"))
-    data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
-    data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
-    data["checkpoint_history"] = tuple(
-        # (step, written at, write seconds or -1, previous step or -1); older items lack the last
-        (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)
-        for h in d.get("checkpoint_history", ())
-    )
-    if attempts is None:
-        current = d.get("current")
-        attempts = [attempt_from_dict(current)] if current else []
-    data["attempts"] = tuple(sorted(attempts, key=lambda a: a.number))
-    return Run(**data)
-
-
-def notify_to_dict(n: Notify) -> dict[str, Any]:
-    return {
-        "severity": n.severity,
-        "event": n.event,
-        "subject": n.subject,
-        "body": n.body,
-        "attributes": dict(n.attributes),
-    }
-
-
-def notify_from_dict(d: Mapping[str, Any]) -> Notify:
-    return Notify(d["severity"], d["event"], d["subject"], d["body"], dict(d.get("attributes", {})))
 
 
 def write_token(items: Sequence[Mapping[str, Any]]) -> str:
@@ -173,13 +88,7 @@ def write_token(items: Sequence[Mapping[str, Any]]) -> str:
     token (DynamoDB then answers success instead of failing its own condition), while another
     invocation writing identical content gets a different one (random salt), so only the
     writer that committed reads the commit as its own."""
-    return hashlib.sha256(_dumps(list(items)).encode() + os.urandom(16)).hexdigest()[:36]
-
-
-def _dumps(value: Any) -> str:
-    # UTF-8 as is: escaping non-ASCII text as \uXXXX would make it up to 3x larger (6 bytes for a
-    # 2-byte character) and push items past DynamoDB's 400 KB limit.
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(compact_json(list(items)).encode() + os.urandom(16)).hexdigest()[:36]
 
 
 # --- store -----------------------------------------------------------------------------------
@@ -217,6 +126,8 @@ class DynamoDbRunStore:
                     }
                 }
             )
+        if not run.status.terminal:
+            items += claim_items.take(self._table, run.run_id, run.claims)
         items += self._audit_puts(run.run_id, run.version, audit)
         token = write_token(items)
         items[0]["Put"]["Item"]["write_token"] = {"S": token}
@@ -227,19 +138,30 @@ class DynamoDbRunStore:
                 return run  # an earlier try committed; its answer was lost
             if not isinstance(exc, ClientError):
                 raise
-            if exc.response["Error"]["Code"] != "TransactionCanceledException" or not run.idempotency_key:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
-            existing = self._ddb.get_item(
-                TableName=self._table,
-                Key={keys.PK: {"S": idempotency_pk(run.owner, run.idempotency_key)}, keys.SK: {"S": "IDEMP"}},
-                ConsistentRead=True,
-            ).get("Item")
-            if not existing:
-                raise
-            raise IdempotentReplay(
-                existing["run_id"]["S"], existing.get("body_hash", {}).get("S", "") == (body_hash or "")
-            ) from exc
+            if run.idempotency_key:  # a replay wins over a conflict: it answers with its own run
+                existing = self._ddb.get_item(
+                    TableName=self._table,
+                    Key={
+                        keys.PK: {"S": idempotency_pk(run.owner, run.idempotency_key)},
+                        keys.SK: {"S": "IDEMP"},
+                    },
+                    ConsistentRead=True,
+                ).get("Item")
+                if existing:
+                    raise IdempotentReplay(
+                        existing["run_id"]["S"],
+                        existing.get("body_hash", {}).get("S", "") == (body_hash or ""),
+                    ) from exc
+            self._raise_claim_conflict(run, exc)
+            raise
         return run
+
+    def _raise_claim_conflict(self, run: Run, exc: Exception) -> None:
+        held = claim_items.holder(self._ddb, self._table, run.run_id, run.claims) if run.claims else None
+        if held is not None:
+            raise ClaimConflict(*held) from exc
 
     def save(
         self,
@@ -259,6 +181,11 @@ class DynamoDbRunStore:
             "ExpressionAttributeValues": {":v": {"N": str(previous.version)}},
         }
         items: list[dict[str, Any]] = [{"Put": run_put}]
+        taking = bool(run.claims) and previous.status.terminal and not run.status.terminal
+        if taking:  # a resume reopens the run: it takes its name and prefix again, or fails
+            items += claim_items.take(self._table, run.run_id, run.claims)
+        elif run.claims and not previous.status.terminal and run.status.terminal:
+            items += claim_items.release(self._table, run.run_id, run.claims)
         for att in run.attempts:
             if before.get(att.number) != att:
                 items.append({"Put": {"TableName": self._table, "Item": self._attempt_item(run.run_id, att)}})
@@ -274,6 +201,8 @@ class DynamoDbRunStore:
                 raise
             if self._committed(run.run_id, saved.version, token):
                 return saved  # our own write, committed by an earlier try whose answer was lost
+            if taking:
+                self._raise_claim_conflict(run, exc)
             raise ConcurrentUpdate(run.run_id) from exc
         except BotoCoreError as exc:  # timeout / connection reset: did it commit?
             if self._committed(run.run_id, saved.version, token):
@@ -350,7 +279,7 @@ class DynamoDbRunStore:
                 "run_id": {"S": m.run_id},
                 "created_ms": {"N": str(m.created_ms)},
                 "tries": {"N": str(m.tries)},
-                "data": {"S": _dumps(notify_to_dict(m.notify))},
+                "data": {"S": compact_json(notify_to_dict(m.notify))},
                 keys.GSI_DUE_PK: {"S": _shard(m.run_id)},
                 keys.GSI_DUE_SK: {"N": str(m.due_ms or m.created_ms)},
             },
@@ -561,7 +490,7 @@ class DynamoDbRunStore:
             keys.GSI_STATUS_PK: {"S": run.status.value},
             "version": {"N": str(run.version)},
             "priority": {"N": str(run.policy.priority)},
-            "data": {"S": _dumps(run_to_dict(run))},
+            "data": {"S": compact_json(run_to_dict(run))},
         }
         if run.wait_reason:
             item["wait_reason"] = {"S": run.wait_reason}
@@ -576,7 +505,7 @@ class DynamoDbRunStore:
         return {
             keys.PK: {"S": run_pk(run_id)},
             keys.SK: {"S": f"{ATTEMPT_PREFIX}{att.number:06d}"},
-            "data": {"S": _dumps(attempt_to_dict(att))},
+            "data": {"S": compact_json(attempt_to_dict(att))},
         }
 
     def _audit_puts(
@@ -621,76 +550,3 @@ def _audit_detail(text: str) -> Mapping[str, Any]:
 
 def _shard(run_id: str) -> str:
     return str(zlib.crc32(run_id.encode()) % keys.DUE_SHARDS)
-
-
-MAX_CURSOR_CHARS = 1024  # a real cursor is a few hundred characters
-
-
-def encode_cursor(value: Any) -> str | None:
-    """An opaque pagination cursor (base64 JSON); None when there is nothing more."""
-    return None if not value else base64.urlsafe_b64encode(_dumps(value).encode()).decode()
-
-
-def _not_json_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def decode_cursor(cursor: str) -> Any:
-    """The JSON value inside a cursor; ValueError for anything that is not one of our encodings."""
-    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_CHARS:
-        raise ValueError("invalid cursor")
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
-        return json.loads(raw.decode("utf-8"), parse_constant=_not_json_constant)
-    except (ValueError, RecursionError) as exc:  # binascii.Error and UnicodeError are ValueErrors
-        raise ValueError("invalid cursor") from exc
-
-
-def _string_key(cursor: str, names: Sequence[str]) -> dict[str, str]:
-    """The cursor's key as {attribute: string value}: exactly `names`, each {"S": <non-empty string>}."""
-    value = decode_cursor(cursor)
-    if not isinstance(value, dict) or set(value) != set(names):
-        raise ValueError("invalid cursor")
-    out: dict[str, str] = {}
-    for name in names:
-        attr = value[name]
-        if (
-            not isinstance(attr, dict)
-            or set(attr) != {"S"}
-            or not isinstance(attr["S"], str)
-            or not attr["S"]
-        ):
-            raise ValueError("invalid cursor")
-        out[name] = attr["S"]
-    return out
-
-
-def runs_start_key(cursor: str, pk_name: str, pk_value: str) -> dict[str, Any]:
-    """ExclusiveStartKey for a listing on the runs or by_status index, from a cursor it produced.
-
-    The key must be a run item's: pk RUN#<id>, sk RUN, the index's sort key the same run id, and
-    the index's partition key the partition being listed (a cursor of another listing is refused).
-    """
-    key = _string_key(cursor, [keys.PK, keys.SK, pk_name, keys.GSI_RUNS_SK])
-    run_id = key[keys.GSI_RUNS_SK]
-    if not (
-        _RUN_ID.fullmatch(run_id)
-        and key[keys.PK] == run_pk(run_id)
-        and key[keys.SK] == RUN_SK
-        and key[pk_name] == pk_value
-    ):
-        raise ValueError("invalid cursor: not a cursor of this listing")
-    return {name: {"S": value} for name, value in key.items()}
-
-
-def audit_start_key(cursor: str, run_id: str) -> dict[str, Any]:
-    """ExclusiveStartKey for a run's audit trail; a cursor of another run's trail is refused."""
-    key = _string_key(cursor, [keys.PK, keys.SK])
-    if key[keys.PK] != audit_pk(run_id):
-        raise ValueError("invalid cursor: not a cursor of this run's events")
-    if not key[keys.SK].startswith(AUDIT_PREFIX) or len(key[keys.SK]) > 256:
-        raise ValueError("invalid cursor")
-    return {name: {"S": value} for name, value in key.items()}
-
-
-_RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")

@@ -36,6 +36,7 @@ from sagewarden.domain.checkpoints import (
     probe_plan,
     to_checkpoint,
 )
+from sagewarden.ports import ReadFailed
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +47,35 @@ _TRACKER_READ_LIMIT = 1024  # the tracker holds one integer or "release"
 SAVE_ACTIVITY_BUDGET_S = 10.0
 
 
-class CheckpointLookupError(Exception):
+# S3 error codes that do not heal by themselves: the bucket is missing, its name is invalid, it is
+# in another region than its URI can reach, or the supervisor may not read it (its role or the
+# bucket policy). A person has to fix something; retrying cannot help. Every other error
+# (SlowDown, 5xx, a timeout, an expired token) is transient.
+PERMANENT_CODES = frozenset(
+    {
+        "NoSuchBucket",
+        "InvalidBucketName",
+        "AccessDenied",
+        "AllAccessDisabled",
+        "403",
+        "PermanentRedirect",
+        "301",
+        "AuthorizationHeaderMalformed",
+    }
+)
+
+
+class CheckpointLookupError(ReadFailed):
     """S3 could not be asked (missing bucket, access denied, throttled, network...).
 
-    ``code`` is the S3 error code when there is one (e.g. ``NoSuchBucket``, ``AccessDenied``).
+    ``code`` is the S3 error code when there is one (e.g. ``NoSuchBucket``, ``AccessDenied``);
+    ``permanent`` says whether it is one that does not heal by itself (``PERMANENT_CODES``).
     """
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.permanent = code in PERMANENT_CODES
 
 
 def _error_code(exc: ClientError) -> str:
@@ -137,6 +158,19 @@ class S3CheckpointFinder:
             )
             return None
         return to_checkpoint(bucket, prefix, selection.chosen, selection.completion, plan)
+
+    def check_access(self, s3_uri: str) -> None:
+        """One ListObjectsV2 of at most one key under ``s3_uri``: the supervisor can list the
+        prefix it will look for checkpoints in. The bucket may be empty there (a fresh run).
+        Raises ValueError for a malformed URI and CheckpointLookupError when S3 refuses
+        (``permanent`` for no such bucket or access denied) or cannot be asked."""
+        bucket, prefix = parse_s3_uri(s3_uri)
+        try:
+            self._s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{prefix}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
 
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
         """How long the checkpoint took to write: from the oldest object of its directory's first
@@ -293,7 +327,12 @@ class S3CheckpointFinder:
         if code == "NoSuchBucket":
             reason = "the bucket does not exist"
         elif code in ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId"):
-            reason = "access denied (check the role's s3:ListBucket / s3:GetObject permissions)"
+            reason = (
+                "access denied (the supervisor's role needs s3:ListBucket and s3:GetObject on it: "
+                "is the bucket in the deployment's checkpointBuckets, and does its bucket policy allow it?)"
+            )
+        elif code in ("PermanentRedirect", "301", "AuthorizationHeaderMalformed"):
+            reason = "the bucket is in another region than the supervisor"
         else:
             reason = f"S3 error {code or 'unknown'}: {exc}"
         return CheckpointLookupError(f"{what}: {reason}", code=code or None)

@@ -8,7 +8,7 @@ from typing import Any
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.costs import attempt_cost_usd, run_cost_usd
-from sagewarden.domain.draft import window_in_force
+from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import AuditEntry
@@ -118,6 +118,18 @@ def hang_windows_json(r: Run) -> dict[str, Any] | None:
     return out
 
 
+def deferral_json(r: Run) -> dict[str, Any] | None:
+    if r.deferred_since_ms is None:
+        return None
+    permanent = r.deferred_permanent_since_ms
+    return {
+        "reason": r.deferred_reason or "",
+        "since": iso(r.deferred_since_ms),
+        "permanent": permanent is not None,
+        "fails_at": iso(permanent + DEFER_FAIL_AFTER_MS) if permanent is not None else None,
+    }
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     now = now_ms if now_ms is not None else r.updated_ms
     out: dict[str, Any] = {
@@ -136,6 +148,8 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         "wait": {"reason": r.wait_reason, "until": iso(r.wake_at_ms), "instance_type": r.wait_instance_type}
         if r.wait_reason
         else None,
+        "deferred": deferral_json(r),
+        "checkpoint_uri": r.checkpoint_uri,
         "last_checkpoint": checkpoint_json(r.last_checkpoint),
         # ended attempts plus the live one so far: the one cost figure, everywhere
         "estimated_cost_usd": round(run_cost_usd(r, now), 2),

@@ -138,7 +138,13 @@ class _Walk:
             if not isinstance(value, int) or isinstance(value, bool):
                 self.add(path, "must be an integer")
             else:
+                before = len(self.problems)
                 self._range(value, shape, path)
+                type_low, type_high = INT_BOUNDS[kind]
+                if len(self.problems) == before and not type_low <= value <= type_high:
+                    bits = 32 if kind == "integer" else 64
+                    limit = f"at most {type_high}" if value > type_high else f"at least {type_low}"
+                    self.add(path, f"must be {limit} (a {bits}-bit integer)")
         elif kind in ("float", "double"):
             if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
                 self.add(path, "must be a finite number")
@@ -234,6 +240,20 @@ class _Walk:
                 self.add(path, f"must be at most {high}")
 
 
+# The model's "integer" is a 32-bit signed integer and "long" a 64-bit one (Smithy's types): a
+# member without a documented min or max is still bounded by its type, which SageMaker enforces.
+INT_BOUNDS = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+def _int_shape(kind: str, shape: Mapping[str, Any]) -> Mapping[str, Any]:
+    low, high = INT_BOUNDS[kind]
+    return {
+        **shape,
+        "min": low if shape.get("min") is None else shape["min"],
+        "max": high if shape.get("max") is None else shape["max"],
+    }
+
+
 def _expected(kind: str) -> str:
     return {
         "structure": "an object",
@@ -302,7 +322,8 @@ def _schema(m: Model, name: str, shape: Mapping[str, Any], required_extra: list[
         elif m.patterns.get(shape.get("pattern", "")) is not None:
             out["pattern"] = f"^(?:{shape['pattern']})$"
     elif kind in ("integer", "long"):
-        out = {"type": "integer"} | _bounds("minimum", low, "maximum", high)
+        bounded = _int_shape(kind, shape)
+        out = {"type": "integer"} | _bounds("minimum", bounded["min"], "maximum", bounded["max"])
     elif kind in ("float", "double"):
         out = {"type": "number"} | _bounds("minimum", low, "maximum", high)
     elif kind == "boolean":

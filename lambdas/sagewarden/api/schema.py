@@ -89,10 +89,23 @@ class FieldProblem(BaseModel):
     message: str
 
 
+class Conflict(BaseModel):
+    run_id: str = Field(description="the live run that holds the name or the checkpoint prefix")
+    name: str | None
+    status: RunStatusName | None  # type: ignore[valid-type]
+    on: Literal["name", "checkpoint_prefix"] = Field(
+        description="checkpoint_prefix: the same prefix, or one inside the other (SageMaker downloads "
+        "everything under a job's S3Uri)"
+    )
+
+
 class Error(BaseModel):
     message: str
     errors: list[FieldProblem] | None = Field(default=None, description="400 and 413: every problem found")
     status: RunStatusName | None = Field(default=None, description="409: the finished run's status")  # type: ignore[valid-type]
+    conflict: Conflict | None = Field(
+        default=None, description="409: the other live run that holds this run's name or checkpoint prefix"
+    )
     request_id: str | None = Field(default=None, description="500: quote it when reporting the problem")
 
 
@@ -149,6 +162,16 @@ class Wait(BaseModel):
     instance_type: str | None
 
 
+class Deferral(BaseModel):
+    reason: str = Field(description="the observation the next decision needs and why it failed")
+    since: str | None
+    permanent: bool = Field(
+        description="the error does not heal by itself (no such bucket, access denied): the run "
+        "fails at fails_at unless it is fixed; a transient error (throttling, 5xx) waits"
+    )
+    fails_at: str | None = Field(description="permanent errors only: when the run fails if still deferred")
+
+
 class RunSummary(BaseModel):
     run_id: str
     name: str
@@ -163,6 +186,12 @@ class RunSummary(BaseModel):
     no_progress_streak: int
     segments: int
     wait: Wait | None
+    deferred: Deferral | None = Field(
+        description="the next decision waits for an observation that failed (retried every minute)"
+    )
+    checkpoint_uri: str = Field(
+        description="training_job.CheckpointConfig.S3Uri: no two live runs share a name or overlapping prefixes"
+    )
     last_checkpoint: Checkpoint | None
     estimated_cost_usd: float = Field(
         description="the run's cost so far: its ended attempts plus the live attempt so far (the figure the "

@@ -19,9 +19,10 @@ from typing import Any
 from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 from sagewarden.api.json_body import MAX_BODY_BYTES, join
+from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
-from sagewarden.domain.policy import PolicyError, RunPolicy
+from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -152,8 +153,11 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
         if not isinstance(rc.get("InstanceType"), str):
             add(f"{p}.ResourceConfig.InstanceType", "required, like ml.p5.48xlarge")
         count = rc.get("InstanceCount")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            add(f"{p}.ResourceConfig.InstanceCount", "required positive integer")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_INSTANCES:
+            add(
+                f"{p}.ResourceConfig.InstanceCount",
+                f"required integer from 1 to {MAX_INSTANCES:,} (instances of one training job)",
+            )
         if "InstanceGroups" in rc:
             add(f"{p}.ResourceConfig.InstanceGroups", "not supported: sagewarden launches one instance group")
 
@@ -162,6 +166,12 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
         add(
             f"{p}.CheckpointConfig.S3Uri",
             "required s3:// URI: without checkpoints there is nothing to resume from",
+        )
+    elif claim_rules.depth(str(ckpt["S3Uri"])) > claim_rules.MAX_PREFIX_DEPTH:
+        add(
+            f"{p}.CheckpointConfig.S3Uri",
+            f"at most {claim_rules.MAX_PREFIX_DEPTH} folders deep (sagewarden keeps two live runs "
+            "from writing into each other's prefixes by claiming every folder above it)",
         )
 
     stop = job.get("StoppingCondition")

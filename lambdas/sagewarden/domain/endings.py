@@ -31,9 +31,11 @@ from sagewarden.domain.draft import (
     ckpt_text,
     clear_deferral,
     defer,
+    deferral_expired,
     fail,
     finish,
     finish_cancelled,
+    give_up,
     lost_work,
     next_usable_choice,
     notify,
@@ -82,12 +84,15 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
         or cls.kind in _FINAL_CLASSES
         or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent != INTENT_HANG)
     )
+    gave_up: str | None = None
     if d.obs.checkpoint_error and not final:
-        _defer_ending(
-            d, att, f"cannot read the checkpoints to decide how to resume: {d.obs.checkpoint_error}"
-        )
-        return
-    clear_deferral(d)
+        why = f"cannot read the checkpoints to decide how to resume: {d.obs.checkpoint_error}"
+        if not deferral_expired(d, d.obs.checkpoint_error_permanent):
+            _defer_ending(d, att, why, permanent=d.obs.checkpoint_error_permanent)
+            return
+        gave_up = why  # the ending is recorded below; the run fails instead of resuming
+    if gave_up is None:
+        clear_deferral(d)
     ckpt = d.run.last_checkpoint if d.obs.checkpoint_error else d.obs.checkpoint
     price = price_per_instance_hour(att.instance_type, d.policy.instance_hour_price_usd)
     cost = price * att.instance_count * training_s / 3600
@@ -112,16 +117,19 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     if att.alarms_active:
         d.act(DeleteHangAlarms(att.job_name))
     d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
-    _next_step(d, ended, cls)
+    if gave_up is not None:
+        give_up(d, gave_up)
+    else:
+        _next_step(d, ended, cls)
     _release_warm_pool(d, ended, cls)
     _announce_release(d, ended)
 
 
-def _defer_ending(d: Draft, att: Attempt, reason: str) -> None:
+def _defer_ending(d: Draft, att: Attempt, reason: str, *, permanent: bool = False) -> None:
     """Record what SageMaker reported (the attempt is no longer training, so its hang signals
     are moot) but take no decision: the sweep re-observes the ended job and decides then."""
     d.put_attempt(att)
-    defer(d, reason)
+    defer(d, reason, permanent=permanent)
 
 
 def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:

@@ -129,6 +129,8 @@ class Observations:
 
     checkpoint: Checkpoint | None = None
     checkpoint_error: str | None = None  # the lookup failed: the checkpoint is UNKNOWN, not absent
+    # the lookup failed with an error that does not heal by itself (no such bucket, access denied)
+    checkpoint_error_permanent: bool = False
     log_tail: tuple[str, ...] = ()
     log_error: str | None = None  # the log read failed: the tail is unknown, not empty
     hosts_triage: tuple[str, ...] = ()  # one line per host: what it was doing when the hang fired

@@ -143,6 +143,9 @@ class Run:
     deferred_since_ms: int | None = None
     deferred_reason: str | None = None
     deferred_alerted: bool = False
+    # since when the deferral's reason is an error that does not heal by itself (no such bucket,
+    # access denied): after draft.DEFER_FAIL_AFTER_MS of it the run fails instead of waiting on
+    deferred_permanent_since_ms: int | None = None
     # jobs of this run that must not run (a launch that landed after a cancel, an event of a
     # terminal run's job still in progress): job name -> when the last stop was requested.
     # The only thing that may change on a terminal run; kept until SageMaker confirms the end.
@@ -173,6 +176,9 @@ class Run:
     resumes: int = 0
     resumed_by: str | None = None
     budget_started_ms: int | None = None
+    # what the run holds while it is not terminal, so no other live run can take it: its name and
+    # its checkpoint prefix (domain.claims; the store writes and releases them with the run)
+    claims: tuple[str, ...] = ()
 
     @property
     def budget_origin_ms(self) -> int:

@@ -18,7 +18,11 @@ HANG_CONFIRMATIONS = ("any", "2-of-3")
 CHECKPOINT_LAYOUTS = ("auto", "hf", "megatron", "dcp", "regex")
 MAX_TEXT = 256  # checkpoint_dir_regex, checkpoint_marker, progress_metric
 MAX_FALLBACKS = 10
-MAX_FALLBACK_INSTANCES = 10_000
+# Instances of one training job (the request's InstanceCount and every fallback's): SageMaker's
+# field is a 32-bit integer with no documented maximum, and its per-type quotas are far lower (the
+# largest published runs used ~2,000 instances), so a count above this is a typo, not a plan.
+MAX_INSTANCES = 10_000
+MAX_FALLBACK_INSTANCES = MAX_INSTANCES
 MAX_ENVIRONMENT_DEFAULTS = 50
 
 

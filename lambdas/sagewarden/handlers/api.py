@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from sagewarden import composition
+from sagewarden.admission import RunConflict
 from sagewarden.api import schema
 from sagewarden.api.errors import FieldError, InvalidRequest
 from sagewarden.api.json_body import body_text, parse_json
@@ -96,12 +97,21 @@ def _store_cursor_error(exc: ValueError) -> InvalidRequest:
 @app.post(
     "/runs",
     summary="Submit a run",
-    description="Stores the run and launches its first attempt. Nothing is stored when any input is invalid.",
+    description="Checks the run against the account (its checkpoint prefix can be listed, its instance "
+    "count fits a known quota, no other live run holds its name or checkpoint prefix), stores it and "
+    "asks for its first attempt. Nothing is stored when any check fails.",
     responses={
-        201: schema.response("the run, created; its first attempt was launched", schema.Run),
+        201: schema.response(
+            "the run, created; its first attempt was requested (or its launch is deferred: see `deferred`)",
+            schema.Run,
+        ),
         200: schema.response("the run an earlier request with this Idempotency-Key created", schema.Run),
         400: schema.BAD_REQUEST,
-        409: schema.response("the Idempotency-Key was used with a different body", schema.Error),
+        409: schema.response(
+            "another live run holds the name or the checkpoint prefix (`conflict` names it), or the "
+            "Idempotency-Key was used with a different body",
+            schema.Error,
+        ),
         413: schema.TOO_LARGE,
         500: schema.INTERNAL,
     },
@@ -233,7 +243,9 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
         ),
         404: schema.NOT_FOUND,
         409: schema.response(
-            "the run is not FAILED or CANCELLED (or its checkpoints cannot be read)", schema.Error
+            "the run is not FAILED or CANCELLED, its checkpoints cannot be read, or another live run "
+            "took its name or checkpoint prefix (`conflict` names it)",
+            schema.Error,
         ),
         500: schema.INTERNAL,
     },
@@ -249,6 +261,23 @@ def _not_resumable(exc: RunNotResumable) -> Response:
     return _json(
         409,
         {"message": f"run {exc.run.run_id} cannot be resumed: {exc.reason}", "status": exc.run.status.value},
+    )
+
+
+@app.exception_handler(RunConflict)
+def _conflict(exc: RunConflict) -> Response:
+    other = exc.holder
+    return _json(
+        409,
+        {
+            "message": exc.message,
+            "conflict": {
+                "run_id": exc.holder_run_id,
+                "name": other.name if other else None,
+                "status": other.status.value if other else None,
+                "on": exc.on,
+            },
+        },
     )
 
 

@@ -1,0 +1,122 @@
+"""The run's stored form: Run, Attempt, checkpoints and alerts as JSON-ready dicts, both ways.
+
+Shared by the DynamoDB store and the in-memory one (drill/memory_store.py), so a value that
+would not survive DynamoDB does not survive there either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sagewarden.domain.actions import Notify
+from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.policy import RunPolicy
+
+
+def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    out = {"uri": c.uri, "step": c.step, "layout": c.layout.value, "at": c.written_at_ms}
+    if c.write_seconds is not None:
+        out["write_s"] = c.write_seconds
+    if c.previous_step is not None:
+        out["prev"] = c.previous_step
+    return out
+
+
+def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
+    if not d:
+        return None
+    prev = d.get("prev")
+    return Checkpoint(
+        d["uri"],
+        int(d["step"]),
+        d["layout"],
+        d.get("at"),
+        d.get("write_s"),
+        None if prev is None else int(prev),
+    )
+
+
+def attempt_to_dict(a: Attempt) -> dict[str, Any]:
+    out = dataclasses.asdict(a)
+    out["launch"] = a.launch.value
+    out["resume_from"] = _ckpt_to(a.resume_from)
+    out["checkpoint_at_end"] = _ckpt_to(a.checkpoint_at_end)
+    out["evidence"] = list(a.evidence)
+    out["hang_signals"] = list(a.hang_signals)
+    return out
+
+
+def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
+    fields = {f.name for f in dataclasses.fields(Attempt)}
+    data = {k: v for k, v in d.items() if k in fields}
+    data["launch"] = LaunchState(d["launch"])
+    data["resume_from"] = _ckpt_from(d.get("resume_from"))
+    data["checkpoint_at_end"] = _ckpt_from(d.get("checkpoint_at_end"))
+    data["evidence"] = tuple(d.get("evidence", ()))
+    data["hang_signals"] = tuple(d.get("hang_signals", ()))
+    return Attempt(**data)
+
+
+def run_to_dict(r: Run) -> dict[str, Any]:
+    out = {
+        f.name: getattr(r, f.name) for f in dataclasses.fields(Run) if f.name not in ("attempts", "policy")
+    }
+    out["status"] = r.status.value
+    out["request"] = dict(r.request)
+    out["policy"] = r.policy.to_dict()
+    out["restarts_by_class"] = dict(r.restarts_by_class)
+    out["last_checkpoint"] = _ckpt_to(r.last_checkpoint)
+    out["skipped_choices"] = list(r.skipped_choices)
+    out["strays"] = [list(s) for s in r.strays]
+    out["checkpoint_history"] = [list(h) for h in r.checkpoint_history]
+    out["claims"] = list(r.claims)
+    out["current"] = attempt_to_dict(r.current) if r.current is not None else None
+    return out
+
+
+def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = None) -> Run:
+    """The run; its attempts are `attempts` when given, else the current one embedded in it."""
+    fields = {f.name for f in dataclasses.fields(Run)}
+    data = {k: v for k, v in d.items() if k in fields}
+    data["status"] = RunStatus(d["status"])
+    data["policy"] = RunPolicy.from_stored(d.get("policy", {}))
+    data["last_checkpoint"] = _ckpt_from(d.get("last_checkpoint"))
+    data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
+    data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
+    data["claims"] = tuple(str(c) for c in d.get("claims", ()))
+    data["checkpoint_history"] = tuple(
+        # (step, written at, write seconds or -1, previous step or -1); older items lack the last
+        (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)
+        for h in d.get("checkpoint_history", ())
+    )
+    if attempts is None:
+        current = d.get("current")
+        attempts = [attempt_from_dict(current)] if current else []
+    data["attempts"] = tuple(sorted(attempts, key=lambda a: a.number))
+    return Run(**data)
+
+
+def notify_to_dict(n: Notify) -> dict[str, Any]:
+    return {
+        "severity": n.severity,
+        "event": n.event,
+        "subject": n.subject,
+        "body": n.body,
+        "attributes": dict(n.attributes),
+    }
+
+
+def notify_from_dict(d: Mapping[str, Any]) -> Notify:
+    return Notify(d["severity"], d["event"], d["subject"], d["body"], dict(d.get("attributes", {})))
+
+
+def compact_json(value: Any) -> str:
+    # UTF-8 as is: escaping non-ASCII text as \uXXXX would make it up to 3x larger (6 bytes for a
+    # 2-byte character) and push items past DynamoDB's 400 KB limit.
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str, ensure_ascii=False)

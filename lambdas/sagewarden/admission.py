@@ -1,0 +1,148 @@
+"""What a submit checks against the account before anything is stored (POST /runs).
+
+`training_job` and `policy` are checked for what they say (api.validation); here they are
+checked against what the account holds, through the supervisor's own ports:
+
+* the checkpoint prefix can be listed by the supervisor (one 1-key ListObjectsV2). A definite
+  "no such bucket" or "access denied" is a 400 on `training_job.CheckpointConfig.S3Uri`: the run
+  could never resume from it. Anything else (throttling, a 5xx, a timeout) is *unknown*, not
+  "missing": the run is accepted and its first launch defers until S3 answers.
+* the instance count fits the account's SageMaker quota when the quota is known (Service
+  Quotas): a count above it can never launch. A quota that cannot be read is unknown (accept).
+  With `policy.instance_fallbacks` the run is refused only when no choice can fit: one that fits
+  (or whose quota is unknown) is where the run falls back to at launch.
+* no other live run holds the run's name or checkpoint prefix (domain.claims): the store
+  refuses in the transaction that would create the run, and `conflict` says which run holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sagewarden.api.errors import FieldError
+from sagewarden.domain import claims as claim_rules
+from sagewarden.domain.models import Run
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.ports import CheckpointFinder, ClaimConflict, QuotaReader, ReadFailed, RunStore
+
+log = logging.getLogger("sagewarden.admission")
+
+CHECKPOINT_FIELD = "training_job.CheckpointConfig.S3Uri"
+COUNT_FIELD = "training_job.ResourceConfig.InstanceCount"
+# Service Quotas names of SageMaker's training quotas (the names ResourceLimitExceeded quotes)
+TOTAL_QUOTA = "Number of instances across all training jobs"
+
+
+def training_quota(instance_type: str) -> str:
+    return f"{instance_type} for training job usage"
+
+
+class RunConflict(Exception):
+    """Another live run holds this run's name or checkpoint prefix (409)."""
+
+    def __init__(self, message: str, holder_run_id: str, holder: Run | None, claim: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.holder_run_id = holder_run_id
+        self.holder = holder
+        self.claim = claim
+
+    @property
+    def on(self) -> str:
+        """What the other run holds: "name" or "checkpoint_prefix" (the same, nested or enclosing)."""
+        return "name" if self.claim.startswith(claim_rules.NAME) else "checkpoint_prefix"
+
+
+def checkpoint_problems(finder: CheckpointFinder, s3_uri: str) -> list[FieldError]:
+    try:
+        finder.check_access(s3_uri)
+    except ValueError as exc:
+        return [FieldError(CHECKPOINT_FIELD, f"not a usable S3 URI: {exc}")]
+    except ReadFailed as exc:
+        if exc.permanent:
+            return [
+                FieldError(
+                    CHECKPOINT_FIELD,
+                    f"the supervisor {_lowered(str(exc))}: sagewarden could never find a checkpoint "
+                    "there to resume from. Check the bucket name, the deployment's checkpointBuckets "
+                    "and the bucket policy",
+                )
+            ]
+        log.warning("checkpoint prefix %s not checked (transient): %s", s3_uri, exc)
+    except Exception as exc:  # unknown is not "missing": the first launch defers until S3 answers
+        log.warning("checkpoint prefix %s not checked: %s", s3_uri, exc)
+    return []
+
+
+def _lowered(text: str) -> str:
+    return text[:1].lower() + text[1:] if text else text
+
+
+def quota_problems(
+    reader: QuotaReader | None, training_job: Mapping[str, Any], policy: RunPolicy
+) -> list[FieldError]:
+    if reader is None:
+        return []
+    try:
+        quotas = reader.sagemaker_quotas()
+    except Exception as exc:  # unknown quota: accept; a launch above it fails with QUOTA
+        log.warning("quotas not checked: %s", exc)
+        return []
+    rc = training_job.get("ResourceConfig") or {}
+    primary = (str(rc.get("InstanceType", "")), int(rc.get("InstanceCount", 1)))
+    choices = [primary, *((c.instance_type, c.instance_count) for c in policy.instance_fallbacks)]
+    blocked = [_never_fits(quotas, itype, count) for itype, count in choices]
+    if any(b is None for b in blocked):
+        return []
+    itype, count = primary
+    name, limit = blocked[0] or ("", 0.0)
+    text = (
+        f"{count} x {itype} is above the account's quota {name!r} of {limit:g}: no attempt "
+        f"could ever launch. Request an increase to at least {count} in Service Quotas"
+    )
+    if len(choices) > 1:
+        text += "; no policy.instance_fallbacks choice fits its quota either"
+    return [FieldError(COUNT_FIELD, text)]
+
+
+def _never_fits(quotas: Mapping[str, float], itype: str, count: int) -> tuple[str, float] | None:
+    """The quota one attempt of `count` x `itype` is above (it can never launch), or None."""
+    for name in (training_quota(itype), TOTAL_QUOTA):
+        limit = quotas.get(name)
+        if limit is not None and count > limit:
+            return name, limit
+    return None
+
+
+def conflict(store: RunStore, exc: ClaimConflict, run: Run, *, resuming: bool = False) -> RunConflict:
+    """The 409 for a claim another live run holds: which run, and why the two cannot both run."""
+    holder = store.get(exc.holder_run_id)
+    who = f"run {exc.holder_run_id}" + (f" ({holder.name}, {holder.status.value})" if holder else "")
+    prefix = claim_rules.checkpoint_prefix(run.checkpoint_uri)
+    theirs = claim_rules.checkpoint_prefix(holder.checkpoint_uri) if holder else "a prefix"
+    claim = exc.claim
+    if claim.startswith(claim_rules.NAME):
+        why = (
+            f"the name {run.name!r} is used by live {who}: `get` and `cancel` by name would not "
+            "know which run you mean. Choose another name, or cancel that run first"
+        )
+    elif claim == claim_rules.CHECKPOINT + prefix:
+        why = (
+            f"live {who} writes its checkpoints to the same prefix {prefix}: the two runs would "
+            "overwrite each other's checkpoints. Use another CheckpointConfig.S3Uri, or cancel that run first"
+        )
+    elif claim.startswith(claim_rules.CHECKPOINT):
+        why = (
+            f"{prefix} is inside the checkpoint prefix {theirs} of live {who}: SageMaker downloads "
+            f"everything under {theirs} into that run's jobs. Use a prefix outside it, or cancel that run first"
+        )
+    else:
+        why = (
+            f"live {who} writes its checkpoints to {theirs}, inside {prefix}: every job of this run "
+            "would download them. Use a prefix outside it, or cancel that run first"
+        )
+    if resuming:
+        why = f"run {run.run_id} cannot be resumed now: {why}"
+    return RunConflict(why, exc.holder_run_id, holder, claim)

@@ -1,0 +1,44 @@
+"""What a live run holds (domain.claims): its name and its checkpoint prefix, nested ones included."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagewarden.domain.claims import ancestors, checkpoint_prefix, claim_keys, overlaps, plan
+
+
+@pytest.mark.parametrize(
+    ("uri", "prefix"),
+    [("s3://b/ckpt", "s3://b/ckpt/"), ("s3://b/ckpt/", "s3://b/ckpt/"), ("s3://b/ckpt//", "s3://b/ckpt/"), ("s3://b", "s3://b/")],
+)  # fmt: skip
+def test_claims_spell_a_prefix_one_way(uri, prefix):
+    assert checkpoint_prefix(uri) == prefix
+
+
+def test_claims_cover_the_name_the_prefix_and_every_folder_above_it():
+    assert ancestors("s3://b/x/y/") == ("s3://b/", "s3://b/x/")
+    assert claim_keys("llama", "s3://b/x/y") == (
+        "name#llama",
+        "ckpt#s3://b/x/y/",
+        "under#s3://b/",
+        "under#s3://b/x/",
+    )
+    rules = plan(claim_keys("llama", "s3://b/x/y"))
+    assert rules.exclusive == ("name#llama", "ckpt#s3://b/x/y/")
+    # no live run at a folder above it, none below it
+    assert set(rules.vacant) == {"ckpt#s3://b/", "ckpt#s3://b/x/", "under#s3://b/x/y/"}
+
+
+@pytest.mark.parametrize(
+    ("other_name", "other_uri", "expected"),
+    [
+        ("llama", "s3://b/elsewhere/", ("name",)),
+        ("qwen", "s3://b/ckpt", ("checkpoint_prefix",)),
+        ("qwen", "s3://b/ckpt/rank0/", ("checkpoint_prefix",)),
+        ("qwen", "s3://b/", ("checkpoint_prefix",)),
+        ("qwen", "s3://b/ckpt2/", ()),  # a sibling sharing the first letters is another folder
+        ("llama", "s3://b/ckpt/", ("name", "checkpoint_prefix")),
+    ],
+)
+def test_claims_overlap_on_a_name_or_a_nested_prefix(other_name, other_uri, expected):
+    assert overlaps("llama", "s3://b/ckpt/", other_name, other_uri) == expected
