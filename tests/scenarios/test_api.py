@@ -483,9 +483,11 @@ def test_api_a_resume_that_fails_again_at_once_is_carried_out_not_refused(templa
         assert any("resume requested by" in e["summary"] for e in events["events"])
 
 
-def _failed_run(acct) -> str:
-    """A run that has FAILED (a quota that can never fit), ready to be resumed."""
+def _failed_run(acct, monkeypatch) -> str:
+    """A run that has FAILED (a quota that can never fit, unreadable at submit so the API accepts
+    it), ready to be resumed."""
     acct.sagemaker.quotas["ml.p4d.24xlarge"] = 1
+    monkeypatch.setattr(acct.supervisor, "quotas", None, raising=False)
     _, run = acct.api("POST", "/runs", body=_body())
     acct.deliver_due()
     assert acct.api("GET", f"/runs/{run['run_id']}")[1]["status"] == "FAILED"
@@ -495,7 +497,7 @@ def _failed_run(acct) -> str:
 
 def test_api_a_resume_whose_checkpoints_cannot_be_read_is_a_409_with_the_reason(acct, monkeypatch):
     """Issue 16 item 1: the refused decision used to answer 202 with the unchanged FAILED run."""
-    rid = _failed_run(acct)
+    rid = _failed_run(acct, monkeypatch)
     before = acct.api("GET", f"/runs/{rid}")[1]
 
     def unreadable(*_args, **_kwargs):
@@ -513,7 +515,7 @@ def test_api_a_resume_whose_checkpoints_cannot_be_read_is_a_409_with_the_reason(
 def test_api_a_resume_that_loses_the_race_is_a_409(acct, monkeypatch):
     """Two resumes at once: both read the FAILED run; the second's decision finds the run
     reopened by the first and is refused (it used to answer 202 with the run as it was)."""
-    rid = _failed_run(acct)
+    rid = _failed_run(acct, monkeypatch)
     stale = acct.supervisor.store.get(rid)
     real_get = acct.supervisor.store.get
     calls = {"n": 0}

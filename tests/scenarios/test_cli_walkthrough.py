@@ -71,7 +71,7 @@ def test_the_readme_walkthrough_works_as_written_at_any_typing_speed(template, c
         assert 6.5 <= training_min / 1440 <= 7.5 and 15 <= training_min * 60 / DEFAULT_SPEED / 60 <= 18
 
     dry, first, ls, follow, logs, events, second, cancel, logs_b, resume = results
-    assert "the API would accept this run (nothing was sent)" in dry.out
+    assert "the API would accept this run (nothing was submitted)" in dry.out
     run_id = re.match(r"llama-8b  ([0-9A-Z]{26})  ", first.out).group(1)
     assert ls.out.splitlines()[1].split()[:2] == ["llama-8b", run_id]
     # the run trains 6,000 steps for 10 virtual hours: followed while it trains, each checkpoint is
