@@ -60,14 +60,17 @@ def test_alarm_shapes_cover_every_form_the_supervisor_creates() -> None:
     def metrics(request: dict[str, Any]) -> int:
         return len([m for m in request.get("Metrics", []) if "MetricStat" in m])
 
-    assert [
-        shapes[n].spec.instance_count for n in ("one-host", "two-hosts", "ten-hosts", "eleven-hosts")
-    ] == [
-        1,
-        2,
-        10,
-        11,
+    assert list(shapes) == [  # the seven the README names
+        "one-host",
+        "two-hosts",
+        "ten-hosts",
+        "eleven-hosts",
+        "progress-metric",
+        "no-log-subscription",
+        "longest-windows",
     ]
+    hosts = [shapes[n].spec.instance_count for n in ("one-host", "two-hosts", "ten-hosts", "eleven-hosts")]
+    assert hosts == [1, 2, 10, 11]
     assert set(alarms("one-host")) == {"log-silence", "gpu-idle"}
     assert metrics(alarms("ten-hosts")["gpu-lone-idle"]) == 10  # the most one alarm may watch
     assert {a: metrics(r) for a, r in alarms("eleven-hosts").items() if a.startswith("gpu-lone")} == {
