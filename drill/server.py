@@ -22,6 +22,9 @@ SQS, CloudWatch and Logs, the simulated SageMaker, an in-memory run store) and t
   simulated SageMaker writes to ``/aws/sagemaker/TrainingJobs`` are readable with an ordinary
   boto3 ``logs`` client pointed at this endpoint. ``sagewarden logs`` does exactly that in local
   mode, the same code path it uses against AWS. Reads flush the simulator's buffered log lines.
+  The stack ``Sagewarden`` is there too (moto's CloudFormation), with the outputs a deploy leaves:
+  ``ApiUrl``, ``JobPrefix`` and ``AlarmShapes``, the report of the alarm-shape check the account
+  ran when it was created (drill/deploy.py); ``sagewarden selftest`` reads it.
 
 Every request and every step holds one lock: the simulated account is not thread-safe.
 """
