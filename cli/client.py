@@ -316,6 +316,8 @@ class Context:
             endpoint = self.logs_endpoint_url
             if endpoint is None and self.local:
                 endpoint = self.logs_endpoint_url = str(self.client.local_info()["logs_endpoint_url"])
+        elif self.local:  # the local server's simulated account (e.g. its CloudFormation stack)
+            endpoint = str(self.client.local_info()["aws_endpoint_url"])
         config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30)
         return self.session.client(service, region_name=self.region, endpoint_url=endpoint, config=config)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import secrets
 import tarfile
@@ -40,6 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cli import selftest_cleanup as cleanup
+from cli import selftest_shapes
+from cli.client import DEFAULT_STACK
 from cli.errors import API_ERROR, INTERRUPTED, NETWORK, OK, USAGE, CliError
 
 if TYPE_CHECKING:
@@ -710,6 +713,7 @@ class SelfTest:
     # The POST /runs (body, headers) whose answer has not come: the run may exist without its id
     # being known here (cli/selftest_cleanup.py finds it by the request's Idempotency-Key).
     pending: tuple[dict[str, Any], dict[str, str]] | None = None
+    shapes: selftest_shapes.ShapeReport | None = None  # what CloudWatch made of the alarm shapes at deploy
     _events: list[dict[str, Any]] = field(default_factory=list)
     _cursor: str | None = None
     _seen_on_page: int = 0
@@ -1016,6 +1020,11 @@ def run(env: Env) -> int:
     ]
     for line in intro:
         env.note(line)
+    # what CloudWatch made of the hang-alarm shapes when the stack was deployed (free to read)
+    stack = a.stack or os.environ.get("SAGEWARDEN_STACK") or DEFAULT_STACK
+    test.shapes = selftest_shapes.read(ctx.aws_client("cloudformation"), stack)
+    for line in test.shapes.lines():
+        env.note(line)
     if not a.yes:
         env.stderr.write("Run the self-test? [y/N] ")
         env.stderr.flush()
@@ -1077,6 +1086,7 @@ def _summary(test: SelfTest, passed: bool) -> None:
                 "passed": passed,
                 "run_id": test.run_id,
                 "dropped_policy_fields": test.dropped,
+                "alarm_shapes": test.shapes.to_json() if test.shapes is not None else None,
                 "steps": [
                     {
                         "step": o.title,

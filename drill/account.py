@@ -13,6 +13,7 @@ import heapq
 import json
 import os
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from moto import mock_aws
 
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
 from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
+from drill.deploy import run_alarm_shape_check
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
@@ -49,6 +51,10 @@ BUCKET = "sagewarden-drill"
 EXECUTION_ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole"
 CALLER = f"arn:aws:iam::{ACCOUNT}:role/ml-engineer"
 ALARM_PREFIX = keys.DEFAULT_ALARM_PREFIX
+STACK_NAME = "Sagewarden"  # infra.constants.STACK_ID: the stack the drill's template describes
+STACK_ID = (
+    f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{STACK_NAME}/00000000-0000-4000-8000-000000000001"
+)
 # The deployment this account represents (CDK context): its template is what the IAM replay
 # checks the supervisor's calls against. ``drill_template()`` synthesizes it (cached on disk).
 DEPLOY_CONTEXT: dict[str, Any] = {"allowedRoleArns": [EXECUTION_ROLE], "checkpointBuckets": [BUCKET]}
@@ -210,6 +216,7 @@ class LocalAccount:
         self._policy_defaults = dict(policy_defaults or {})
         self._reconcile_ms = int(reconcile_interval_min * 60_000)
         self._due_cache: tuple[int | None] | None = None
+        self.alarm_shapes: Any = None  # the alarm-shape check's answer at "deploy" (drill/deploy.py)
         self._last_sweep_ms = -1
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -328,6 +335,15 @@ class LocalAccount:
             ),
         )
         composition.use(self.supervisor)
+        try:
+            # the deploy's custom resources run (drill/deploy.py): the alarm-shape check's calls
+            # are recorded as its function's, for the IAM replay
+            self.alarm_shapes = run_alarm_shape_check(
+                self.template, self.cloudwatch, stack_id=STACK_ID, now_ms=lambda: self.clock.now_ms
+            )
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     def _alarms_client(self) -> Any:

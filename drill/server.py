@@ -22,6 +22,9 @@ SQS, CloudWatch and Logs, the simulated SageMaker, an in-memory run store) and t
   simulated SageMaker writes to ``/aws/sagemaker/TrainingJobs`` are readable with an ordinary
   boto3 ``logs`` client pointed at this endpoint. ``sagewarden logs`` does exactly that in local
   mode, the same code path it uses against AWS. Reads flush the simulator's buffered log lines.
+  The stack ``Sagewarden`` is there too (moto's CloudFormation), with the outputs a deploy leaves:
+  ``ApiUrl``, ``JobPrefix`` and ``AlarmShapes``, the report of the alarm-shape check the account
+  ran when it was created (drill/deploy.py); ``sagewarden selftest`` reads it.
 
 Every request and every step holds one lock: the simulated account is not thread-safe.
 """
@@ -43,9 +46,20 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
-from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, Delivery, LocalAccount, template_for
+from drill.account import (
+    ACCOUNT,
+    BUCKET,
+    EXECUTION_ROLE,
+    REGION,
+    STACK_NAME,
+    Delivery,
+    LocalAccount,
+    template_for,
+)
 from drill.clock import from_ms
+from drill.deploy import stack_outputs
 from drill.runner import AccountStepper
+from sagewarden import keys
 
 DEFAULT_PORT = 8765
 DEFAULT_SPEED = 600.0
@@ -139,6 +153,7 @@ class LocalServer:
             self._wall0 = time.monotonic()
             self._start_aws_endpoint()
             self._start_api()
+            self._publish_stack(template)
             clock = threading.Thread(target=self._run_clock, name="drill-clock", daemon=True)
             clock.start()
             self._threads.append(clock)
@@ -254,6 +269,21 @@ class LocalServer:
     ) -> tuple[int, Any]:
         with self.lock:
             return self.account.api(method, path, raw_body=body, query=query, headers=headers)
+
+    # -- the deployed stack, as CloudFormation describes it ------------------------------------
+    def _publish_stack(self, template: Mapping[str, Any]) -> None:
+        """The stack's outputs in the simulated CloudFormation (``DescribeStacks`` at the AWS
+        endpoint), as a deploy leaves them: the API URL, the job prefix, and the alarm-shape
+        check's report (``sagewarden selftest`` prints it)."""
+        import boto3
+
+        outputs = stack_outputs(
+            template, api_url=self.url, job_prefix=keys.DEFAULT_JOB_PREFIX, shapes=self.account.alarm_shapes
+        )
+        body = {"Resources": {}, "Outputs": {k: {"Value": v} for k, v in outputs.items()}}
+        with self.lock:
+            cloudformation = boto3.client("cloudformation", region_name=REGION)
+            cloudformation.create_stack(StackName=STACK_NAME, TemplateBody=json.dumps(body))
 
     # -- AWS endpoint (moto's server app) -----------------------------------------------------
     def _start_aws_endpoint(self) -> None:

@@ -28,6 +28,7 @@ HANG_SIGNALS_ID = "HangSignals"
 PERMISSIONS_ID = "Permissions"
 HEALTH_ID = "Health"
 DASHBOARD_ID = "Dashboard"
+ALARM_SHAPE_CHECK_ID = "AlarmShapeCheck"
 
 # --- Stack outputs ----------------------------------------------------------------------------
 OUTPUT_API_URL = "ApiUrl"
@@ -37,6 +38,9 @@ OUTPUT_DLQ_URL = "DeadLetterQueueUrl"
 # The deployment's job prefix: how the preflight tells which stack of an account and region owns
 # a prefix (cli/deployments.py reads it; a stack has exactly one).
 OUTPUT_JOB_PREFIX = "JobPrefix"
+# What CloudWatch made of the hang-alarm shapes at the last deploy that changed them (a JSON
+# report from the alarm-shape check; `sagewarden selftest` prints it; cli/selftest_shapes.py).
+OUTPUT_ALARM_SHAPES = "AlarmShapes"
 
 # --- Lambda -----------------------------------------------------------------------------------
 LAMBDA_CODE_DIR = LAMBDAS_DIR
@@ -158,6 +162,20 @@ ALL_FUNCTIONS = (
     SWEEP_FUNCTION,
     HEARTBEAT_FUNCTION,
 )
+
+# Not a supervisor function: the handler of the deploy-time alarm-shape check (a CloudFormation
+# custom resource, infra/constructs/alarm_shape_check.py). A dozen PutMetricAlarm calls and one
+# DeleteAlarms; the check stops putting alarms when 15 s are left and answers.
+SHAPE_CHECK_FUNCTION = FunctionSpec(
+    construct_id="AlarmShapeCheckFunction",
+    handler=keys.HANDLER_ALARM_SHAPE_CHECK,
+    description="sagewarden: deploy-time check that CloudWatch accepts every hang-alarm shape",
+    timeout_seconds=120,
+    memory_mb=256,
+    tracing=False,  # runs once per deploy; its answer and log say everything
+)
+# CloudFormation gives up on an unanswered custom resource after this (default 3,600 s)
+SHAPE_CHECK_SERVICE_TIMEOUT_SECONDS = 300
 
 # --- Custom resource that makes sure the shared training log group exists ----------------------
 # Stable id of the singleton provider function that ``custom_resources.AwsCustomResource``

@@ -58,6 +58,13 @@ class SagewardenStack(Stack):
             value=config.job_prefix,
             description="Prefix of this deployment's training jobs (<prefix>-*) and hang alarms",
         )
+        CfnOutput(
+            self,
+            constants.OUTPUT_ALARM_SHAPES,
+            value=self.supervisor.alarm_shape_check.report,
+            description="What CloudWatch made of every hang-alarm shape at the last deploy that changed "
+            "them (JSON; `sagewarden selftest` prints it)",
+        )
 
 
 def cdk_json_context() -> dict[str, Any]:

@@ -5,7 +5,8 @@ rules and API routes, so they need the real template, not a hand-written copy. S
 through jsii/Node and takes seconds, so it runs once per source state: in a subprocess
 (``python app.py``, offline, no AWS credentials passed), into
 ``<repo>/.cache/synth/<hash>/``, where ``<hash>`` covers ``infra/**/*.py``, ``app.py``,
-``cdk.json``, ``lambdas/sagewarden/keys.py`` and any context overrides. Later calls, from any
+``cdk.json``, ``lambdas/sagewarden/keys.py``, any context overrides and the alarm-shape check's
+fingerprint (which follows the Lambda code that builds the hang alarms). Later calls, from any
 process, read the cached file; concurrent callers wait on a file lock instead of synthesizing
 twice.
 
@@ -65,7 +66,26 @@ def cache_key(context: Mapping[str, Any] | None = None) -> str:
         digest.update(path.read_bytes())
         digest.update(b"\0")
     digest.update(json.dumps(dict(context or {}), sort_keys=True).encode())
+    digest.update(_shape_fingerprint(context).encode())
     return digest.hexdigest()[:20]
+
+
+def _shape_fingerprint(context: Mapping[str, Any] | None) -> str:
+    """The alarm-shape check's fingerprint (a property of the template) for ``context``: it follows
+    the Lambda code that builds the alarms (sagewarden.alarm_shapes), which the files above omit."""
+    from infra.config import SupervisorConfig
+    from sagewarden import alarm_shapes, keys
+
+    path = REPO_ROOT / "cdk.json"
+    defaults = json.loads(path.read_text(encoding="utf-8")).get("context", {}) if path.exists() else {}
+    try:
+        config = SupervisorConfig.from_mapping({**defaults, **dict(context or {})})
+    except ValueError:  # a bad context: the synthesis says what is wrong
+        return ""
+    props = alarm_shapes.resource_properties(
+        keys.alarm_prefix(config.job_prefix), config.policy_defaults_json
+    )
+    return props[keys.SHAPE_CHECK_PROP_FINGERPRINT]
 
 
 def cache_path(context: Mapping[str, Any] | None = None) -> Path:

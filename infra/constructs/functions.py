@@ -102,6 +102,9 @@ class SupervisorFunctions(Construct):
         layer: the Powertools ``ILayerVersion`` (ARN resolved from SSM at deploy time).
         layer_parameter_name: the public SSM parameter name it is resolved from.
         code: the shared ``lambda_.Code`` asset.
+        architecture: the functions' ``lambda_.Architecture``.
+        powertools_environment: the Powertools settings every function gets (service name,
+            metrics namespace, log level).
         api, job_state, alarm_state, sweep, heartbeat: the ``SupervisorFunction`` wrappers.
         all: the five wrappers, in that order.
     """
@@ -125,13 +128,13 @@ class SupervisorFunctions(Construct):
             exclude=list(constants.LAMBDA_CODE_EXCLUDE),
             ignore_mode=IgnoreMode.GLOB,
         )
-        full_environment = {
-            **environment,
+        self.powertools_environment = {
             "POWERTOOLS_SERVICE_NAME": constants.powertools_service_name(config.job_prefix),
             "POWERTOOLS_METRICS_NAMESPACE": constants.POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": constants.POWERTOOLS_LOG_LEVEL,
         }
-        architecture = _ARCHITECTURES[config.architecture]
+        full_environment = {**environment, **self.powertools_environment}
+        self.architecture = architecture = _ARCHITECTURES[config.architecture]
 
         def make(spec: constants.FunctionSpec) -> SupervisorFunction:
             return SupervisorFunction(

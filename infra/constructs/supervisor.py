@@ -13,6 +13,7 @@ from constructs import Construct
 
 from infra import constants
 from infra.config import SupervisorConfig
+from infra.constructs.alarm_shape_check import AlarmShapeCheck
 from infra.constructs.alerts import Alerts
 from infra.constructs.api import SupervisorApi
 from infra.constructs.dashboard import SupervisorDashboard
@@ -39,6 +40,8 @@ class Supervisor(Construct):
         hang_signals: ``HangSignals`` (subscription filter when ``config.log_subscription``).
         permissions: ``SupervisorPermissions`` (one policy per capability).
         dashboard: ``SupervisorDashboard`` (``dashboard``: the deployment's CloudWatch dashboard).
+        alarm_shape_check: ``AlarmShapeCheck`` (CloudWatch judges every hang-alarm shape at deploy
+            time; ``report`` is what it made of them).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: SupervisorConfig) -> None:
@@ -123,3 +126,8 @@ class Supervisor(Construct):
             log_subscription=config.log_subscription,
         )
         # --- end of dashboard ------------------------------------------------------------------
+
+        # --- CloudWatch judges the hang-alarm shapes at deploy time ----------------------------
+        self.alarm_shape_check = AlarmShapeCheck(
+            self, constants.ALARM_SHAPE_CHECK_ID, config=config, functions=self.functions
+        )

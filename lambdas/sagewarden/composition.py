@@ -117,6 +117,13 @@ def _build() -> Supervisor:
     )
 
 
+def cloudwatch_client() -> Any:
+    """A CloudWatch client (the deploy-time alarm-shape check; built on each call: it runs once)."""
+    import boto3
+
+    return boto3.client("cloudwatch", config=_boto_config())
+
+
 def reset() -> None:
     """Forget cached clients (tests and the drill rebuild the world between scenarios)."""
     _build.cache_clear()

@@ -109,3 +109,16 @@ HANDLER_JOB_STATE = "sagewarden.handlers.on_training_job_state_change.handler"
 HANDLER_ALARM_STATE = "sagewarden.handlers.on_alarm_state_change.handler"
 HANDLER_SWEEP = "sagewarden.handlers.sweep.handler"
 HANDLER_HEARTBEAT = "sagewarden.handlers.on_training_logs.handler"
+# CloudFormation custom resource: CloudWatch judges one alarm of every shape at deploy time
+HANDLER_ALARM_SHAPE_CHECK = "sagewarden.handlers.check_alarm_shapes.handler"
+
+# --- Deploy-time alarm-shape check (sagewarden.alarm_shapes) ----------------------------------
+SHAPE_CHECK_RESOURCE_TYPE = "Custom::SagewardenAlarmShapeCheck"
+# the custom resource's properties (synthesized by infra/constructs/alarm_shape_check.py)
+SHAPE_CHECK_PROP_ALARM_PREFIX = "AlarmPrefix"
+SHAPE_CHECK_PROP_POLICY_DEFAULTS = "PolicyDefaults"
+SHAPE_CHECK_PROP_FINGERPRINT = "Fingerprint"
+# the attribute of its answer (Data) that the stack output AlarmShapes carries (a JSON report)
+SHAPE_CHECK_ATTR_REPORT = "Report"
+# throwaway alarm names: <alarm prefix>shape-check-<shape>-<alarm>-<request id>; never "--"
+SHAPE_CHECK_NAME_PART = "shape-check-"

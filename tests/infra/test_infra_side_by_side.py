@@ -129,8 +129,15 @@ def test_two_deployments_iam_scopes_never_cover_the_others_jobs_or_alarms(
         assert jobs and alarms
         assert all(fnmatch.fnmatchcase(_job(own_prefix), p) for p in jobs), jobs
         assert not any(fnmatch.fnmatchcase(_job(other_prefix), p) for p in jobs), jobs
-        assert all(fnmatch.fnmatchcase(_alarm(own_prefix), p) for p in alarms), alarms
+        # every alarm grant is under the deployment's own alarm prefix: its hang alarms, and the
+        # deploy-time alarm-shape check's throwaway alarms (<prefix>shape-check-*)
+        assert all(p.startswith(keys.alarm_prefix(own_prefix)) for p in alarms), alarms
+        assert any(fnmatch.fnmatchcase(_alarm(own_prefix), p) for p in alarms), alarms
         assert not any(fnmatch.fnmatchcase(_alarm(other_prefix), p) for p in alarms), alarms
+        assert not any(
+            fnmatch.fnmatchcase(f"{keys.alarm_prefix(other_prefix)}{keys.SHAPE_CHECK_NAME_PART}x", p)
+            for p in alarms
+        ), alarms
 
 
 def test_two_deployments_name_no_resource_alike(pair: tuple[SynthResult, SynthResult]) -> None:

@@ -363,17 +363,22 @@ def test_checkpoint_reads_cover_all_buckets_when_none_configured(synth_default: 
 
 
 def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthResult) -> None:
+    # Two grants: the supervisor's on its hang alarms, and the deploy-time alarm-shape check's on
+    # its throwaway alarms only (a narrower prefix; its own role; test_infra_alarm_shape_check.py).
     statements = _statements_with_action(synth_any, "cloudwatch:PutMetricAlarm")
+    alarms = "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
+    prefix = _alarm_prefix(synth_any)
 
-    assert len(statements) == 1
-    assert set(as_list(statements[0]["Action"])) == {
-        "cloudwatch:PutMetricAlarm",
-        "cloudwatch:DeleteAlarms",
-        "cloudwatch:TagResource",
-    }
-    assert [joined(r) for r in as_list(statements[0]["Resource"])] == [
-        "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
-        f"{_alarm_prefix(synth_any)}*"
+    assert len(statements) == 2
+    for statement in statements:
+        assert set(as_list(statement["Action"])) == {
+            "cloudwatch:PutMetricAlarm",
+            "cloudwatch:DeleteAlarms",
+            "cloudwatch:TagResource",
+        }
+    assert sorted(joined(r) for st in statements for r in as_list(st["Resource"])) == [
+        f"{alarms}{prefix}*",
+        f"{alarms}{prefix}{keys.SHAPE_CHECK_NAME_PART}*",
     ]
     (metric_read,) = _statements_with_action(synth_any, "cloudwatch:GetMetricData")
     assert metric_read["Action"] == "cloudwatch:GetMetricData"  # the only action granted on "*"
@@ -595,7 +600,10 @@ def test_heartbeat_subscription_exists_only_when_enabled(
 ) -> None:
     assert FULL_CONTEXT["logSubscription"] is False
     synth_full.template.resource_count_is("AWS::Logs::SubscriptionFilter", 0)
-    assert not [r for r in synth_full.raw["Resources"].values() if r["Type"].startswith("Custom::")]
+    # no custom resource ensures the training log group (the alarm-shape check is always there)
+    assert [r["Type"] for r in synth_full.raw["Resources"].values() if r["Type"].startswith("Custom::")] == [
+        keys.SHAPE_CHECK_RESOURCE_TYPE
+    ]
 
     heartbeat_id, _ = synth_default.function_by_handler(keys.HANDLER_HEARTBEAT)
     _, subscription = synth_default.one("AWS::Logs::SubscriptionFilter")
@@ -652,7 +660,7 @@ def test_stack_outputs_expose_endpoints(synth_full: SynthResult, output: str) ->
     synth_full.template.has_output(output, {"Value": Match.any_value()})
 
 
-def test_stack_outputs_are_exactly_the_documented_five(synth_any: SynthResult) -> None:
+def test_stack_outputs_are_exactly_the_documented_six(synth_any: SynthResult) -> None:
     # RestApi adds an `Endpoint` output of its own, a duplicate of ApiUrl: removed.
     assert sorted(synth_any.raw["Outputs"]) == sorted(
         [
@@ -661,6 +669,7 @@ def test_stack_outputs_are_exactly_the_documented_five(synth_any: SynthResult) -
             constants.OUTPUT_TOPIC_ARN,
             constants.OUTPUT_DLQ_URL,
             constants.OUTPUT_JOB_PREFIX,
+            constants.OUTPUT_ALARM_SHAPES,
         ]
     )
     prefix = synth_any.context.get("jobPrefix", keys.DEFAULT_JOB_PREFIX)

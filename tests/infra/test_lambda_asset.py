@@ -16,6 +16,7 @@ HANDLERS = [
     "sagewarden.handlers.on_alarm_state_change",
     "sagewarden.handlers.sweep",
     "sagewarden.handlers.on_training_logs",
+    "sagewarden.handlers.check_alarm_shapes",  # the deploy-time alarm-shape check (custom resource)
 ]
 FORBIDDEN = (
     "drill",

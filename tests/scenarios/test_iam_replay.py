@@ -20,6 +20,7 @@ from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, TABLE, LocalA
 from drill.iam import IamReplayError, ReplayReport, account_iam, check
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import default_training_job, load
+from sagewarden import keys
 from tests.scenarios.helpers import run_spec
 
 pytestmark = pytest.mark.xdist_group("iam_replay")  # one worker runs the shipped scenarios once
@@ -269,6 +270,51 @@ def test_iam_replay_fails_a_local_account_on_close(template: dict[str, Any]) -> 
     ):
         status, _ = acct.api("POST", "/runs", body=body)
         assert status == 201  # the simulated SageMaker does not check IAM; the replay does
+
+
+# -- the deploy-time alarm-shape check (a custom resource: it runs when the account is created) ---
+
+
+SHAPE_CHECK = keys.HANDLER_ALARM_SHAPE_CHECK
+THROWAWAY = f"{ALARMS}{keys.DEFAULT_ALARM_PREFIX}{keys.SHAPE_CHECK_NAME_PART}"
+
+
+def test_iam_replay_checks_the_alarm_shape_checks_calls_against_its_role(template: dict[str, Any]) -> None:
+    with LocalAccount(template, store="memory") as acct:
+        report = acct.take_iam_report()
+        answer = acct.alarm_shapes
+
+    seen = {
+        (r.action, r.resource) for rec in report.recorders for (fn, r) in rec.requests if fn == SHAPE_CHECK
+    }
+    assert answer is not None and answer.status == "SUCCESS"
+    assert {a for a, _ in seen} == {
+        "cloudwatch:PutMetricAlarm",
+        "cloudwatch:TagResource",
+        "cloudwatch:DeleteAlarms",
+    }
+    assert all(res.startswith(THROWAWAY) for _, res in seen)
+    assert len({res for a, res in seen if a == "cloudwatch:PutMetricAlarm"}) == answer.report["alarms"]
+    assert report.findings == [], report.render()
+    # least privilege: every grant of the check's role is used, by its calls or by Lambda for it
+    (role,) = [r for r, handlers in report.roles.items() if SHAPE_CHECK in handlers]
+    assert report.roles[role] == [SHAPE_CHECK]
+    assert [g.render() for g in report.grants if g.role == role and not g.used_by] == []
+
+
+def test_iam_replay_denies_the_alarm_shape_check_without_its_grant(template: dict[str, Any]) -> None:
+    def narrow_the_grant(resources: dict[str, Any]) -> None:
+        (st,) = statements(resources, "SupervisorAlarmShapeCheckPolicy")
+        joined = st["Resource"]["Fn::Join"][1]
+        joined[-1] = joined[-1].replace("shape-check-*", "shape-check-one-host-*")
+        set_statements(resources, "SupervisorAlarmShapeCheckPolicy", [st])
+
+    denied = r"(?s)DENIED: sagewarden\.handlers\.check_alarm_shapes\.handler: cloudwatch\.PutMetricAlarm"
+    with (
+        pytest.raises(IamReplayError, match=denied),
+        LocalAccount(mutated(template, narrow_the_grant), store="memory"),
+    ):
+        pass
 
 
 def test_iam_replay_findings_are_drill_violations(template: dict[str, Any]) -> None:

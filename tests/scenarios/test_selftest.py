@@ -26,6 +26,7 @@ from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import run_scenario
 from drill.scenario import load, parse
 from drill.server import LocalServer
+from sagewarden.alarm_shapes import representative_shapes
 from sagewarden.domain.policy import RunPolicy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +89,10 @@ def test_the_selftest_passes_end_to_end_on_the_simulated_account(template, capsy
         in out
     )
     assert "cost: about 23 ml.m5.large instance-minutes, $0.04" in err
+    # one line per alarm shape, as the stack's deploy-time check reported them (drill/deploy.py)
+    shapes = [s.name for s in representative_shapes(RunPolicy())]
+    assert f"alarm shapes: CloudWatch accepted all {len(shapes)} when stack Sagewarden was deployed (" in err
+    assert [line.split()[1] for line in err.splitlines() if line.startswith("  ok   ")] == shapes
     # what the API shows is what was printed
     assert len(runs) == 1 and run["status"] == "SUCCEEDED"
     assert [a["end_class"] for a in run["attempts"]] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
@@ -128,6 +133,10 @@ def test_a_hang_that_is_not_detected_fails_the_selftest(template, capsys):
     results = {s["step"]: s for s in report["steps"]}
     assert report["passed"] is False
     assert [s["result"] for s in report["steps"][:5]] == ["done", "done", "done", "done", "failed"]
+    assert report["alarm_shapes"]["result"] == "accepted" and report["alarm_shapes"]["stack"] == "Sagewarden"
+    assert [(s["shape"], s["result"]) for s in report["alarm_shapes"]["shapes"]] == [
+        (s.name, "accepted") for s in representative_shapes(RunPolicy())
+    ]
     hang = results["hang detected (log silence)"]
     assert hang["detail"].startswith(
         "did not happen within 22.2 min; seen instead: attempt 2 is still InProgress/Training"
@@ -312,6 +321,39 @@ def test_the_selftest_asks_before_spending(template, capsys):
     assert code == 1 and "Run the self-test? [y/N] " in err and "nothing was run" in err
     assert runs == [] and left == [] and out == ""
     assert code_eof == 2 and "pass --yes to run without asking" in err_eof
+
+
+@pytest.mark.parametrize("stack", ["without the output", "missing"])
+def test_a_stack_without_the_alarm_shape_report_is_not_checked_and_says_why(template, capsys, stack):
+    # A stack deployed before the alarm-shape check has no AlarmShapes output; a wrong --stack (or an
+    # identity that may not read it) gets CloudFormation's error: "not checked", never a failure.
+    argv = ["--local", "--api-url", "<url>", "selftest"]
+    with serve(template) as server:
+        argv[2] = server.url
+        if stack == "missing":
+            argv[3:3] = ["--stack", "Elsewhere"]
+        else:  # the outputs of a stack deployed before the check
+            body = {"Resources": {}, "Outputs": {"ApiUrl": {"Value": server.url}}}
+            with server.lock:
+                boto3.client("cloudformation", region_name="us-east-1").update_stack(
+                    StackName="Sagewarden", TemplateBody=json.dumps(body)
+                )
+        code, out, err = run_cli(capsys, *argv, stdin="n\n")
+
+    assert (
+        code == 1 and "nothing was run" in err and out == ""
+    )  # declined: the report is read before the question
+    if stack == "missing":
+        assert (
+            "alarm shapes: not checked (stack Elsewhere: ValidationError: Stack with id Elsewhere does not exist)"
+            in err
+        )
+    else:
+        assert (
+            "alarm shapes: not checked (stack Sagewarden has no AlarmShapes output: it was deployed before the "
+            "alarm-shape check; deploy it again)" in err
+        )
+    assert "  ok   " not in err
 
 
 def test_the_drill_runs_the_selftest_scenario_with_the_scripts_own_lines(template, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -97,3 +98,18 @@ def test_hang_alarm_names_parse_back_to_job_and_signal(signal):
     assert parse_alarm_name(PREFIX, alarm_name(PREFIX, JOB, signal, 3)) == (JOB, signal)
     assert parse_alarm_name(PREFIX, "someone-else--log-silence") is None
     assert parse_alarm_name(PREFIX, f"{PREFIX}{JOB}--unknown") is None
+
+
+@pytest.mark.parametrize(("idle_percent", "busy_percent"), [(0.00001, 50.0), (1.0, 0.000002), (1e-9, 100.0)])
+def test_hang_alarm_specs_write_expression_numbers_as_plain_decimals(idle_percent, busy_percent):
+    # f"{x:g}" writes 8e-05 for a threshold of 0.00001 % per GPU x 8 GPUs. CloudWatch's metric-math
+    # syntax documents decimal numbers only; where AWS is silent the unkind reading holds: such an
+    # expression is refused, and the run's lone-idle alarm never exists.
+    spec = _spec(2, gpu_busy_percent=busy_percent)
+    spec = dataclasses.replace(spec, gpu_idle_percent=idle_percent)
+    (lone,) = [a for a in alarm_specs(spec, PREFIX, "RUN") if "--gpu-lone-idle" in a["AlarmName"]]
+    (expr,) = [m["Expression"] for m in lone["Metrics"] if "Expression" in m]
+
+    numbers = re.findall(r"[<>] ([^,)\s]+)", expr)
+    assert len(numbers) == 2 and not any("e" in n.lower() for n in numbers), expr
+    assert [float(n) for n in numbers] == pytest.approx([idle_percent * 8, busy_percent * 8], rel=1e-12)

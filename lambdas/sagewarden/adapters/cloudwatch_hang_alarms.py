@@ -25,6 +25,7 @@ and the sweep reads their *states* every pass (`inventory`) because those events
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -107,6 +108,13 @@ def _host_metric(job_name: str, host: int) -> dict[str, Any]:
         },
         "ReturnData": False,
     }
+
+
+def _literal(x: float) -> str:
+    """A number as a metric-math literal: plain decimal digits, never exponent notation
+    (f"{x:g}" writes 8e-05; CloudWatch's metric-math syntax documents no exponent form)."""
+    text = format(Decimal(repr(float(x))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _window(minutes: int) -> dict[str, Any]:
@@ -209,7 +217,7 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
                 *[_host_metric(job, h) for h in group],
                 {
                     "Id": "lone",
-                    "Expression": f"IF(MIN([{filled}]) < {idle:g} AND MAX([{filled}]) > {busy:g}, 1, 0)",
+                    "Expression": f"IF(MIN([{filled}]) < {_literal(idle)} AND MAX([{filled}]) > {_literal(busy)}, 1, 0)",
                     "Label": "one host idle while a peer is busy",
                     "ReturnData": True,
                 },

@@ -1,0 +1,37 @@
+"""CloudFormation custom resource (``Custom::SagewardenAlarmShapeCheck``): CloudWatch judges one
+alarm of every shape the supervisor creates, at deploy time (``sagewarden.alarm_shapes``).
+
+CloudFormation invokes this function asynchronously and waits for the answer at the request's
+``ResponseURL``: it always answers, also when the check itself breaks, or the deploy would hang
+until the resource's ServiceTimeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagewarden import alarm_shapes, composition
+from sagewarden.adapters.cfn_response import put_response
+from sagewarden.observability import logger
+
+
+@logger.inject_lambda_context(correlation_id_path="RequestId", clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        answer = alarm_shapes.on_event(
+            event,
+            composition.cloudwatch_client(),
+            now_ms=composition.now_ms,
+            time_left_ms=getattr(context, "get_remaining_time_in_millis", None),
+        )
+    except Exception as exc:  # answer FAILED rather than leave CloudFormation waiting
+        logger.exception("alarm-shape check failed")
+        reason = f"the alarm-shape check failed: {type(exc).__name__}: {exc}"
+        answer = alarm_shapes.Answer(alarm_shapes.response(event, alarm_shapes.FAILED, reason=reason), reason)
+    body = answer.body
+    logger.info(
+        "answering CloudFormation",
+        extra={"status": answer.status, "reason": answer.detail or body["Reason"], "report": answer.report},
+    )
+    put_response(str(event["ResponseURL"]), alarm_shapes.encode(body))
+    return {"Status": answer.status, "Reason": body["Reason"]}
