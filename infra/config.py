@@ -32,6 +32,7 @@ CTX_API_GATEWAY_ACCOUNT_ROLE = "apiGatewayAccountRole"
 CTX_API_LOGGING = "apiLogging"
 CTX_CHECKPOINT_KMS_KEY_ARNS = "checkpointKmsKeyArns"
 CTX_STACK_NAME = "stackName"
+CTX_TRACING = "tracing"
 
 CONTEXT_KEYS = (
     CTX_STACK_NAME,
@@ -46,6 +47,7 @@ CONTEXT_KEYS = (
     CTX_API_GATEWAY_ACCOUNT_ROLE,
     CTX_API_LOGGING,
     CTX_CHECKPOINT_KMS_KEY_ARNS,
+    CTX_TRACING,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -95,6 +97,9 @@ class SupervisorConfig:
     api_gateway_account_role: bool = False
     # API Gateway access and execution logs (need the account role above to be set in the region).
     api_logging: bool = True
+    # X-Ray active tracing of the functions and the API stage: opt-in, since the X-Ray SDK adds
+    # about 0.35 s to every cold start (observability.LazyTracer)
+    tracing: bool = False
     # KMS keys of SSE-KMS checkpoint buckets: checkpoint discovery gets kms:Decrypt on them.
     checkpoint_kms_key_arns: tuple[str, ...] = ()
 
@@ -203,6 +208,7 @@ class SupervisorConfig:
         for ctx_key, attr in (
             (CTX_API_GATEWAY_ACCOUNT_ROLE, "api_gateway_account_role"),
             (CTX_API_LOGGING, "api_logging"),
+            (CTX_TRACING, "tracing"),
         ):
             flag = context.get(ctx_key)
             if flag is not None:

@@ -75,6 +75,7 @@ class SupervisorApi(Construct):
         handler: lambda_.IFunction,
         account_cloud_watch_role: bool = False,
         logging: bool = True,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -110,7 +111,7 @@ class SupervisorApi(Construct):
                 logging_level=apigw.MethodLoggingLevel.INFO if logging else apigw.MethodLoggingLevel.OFF,
                 data_trace_enabled=False,  # never log full request/response bodies
                 metrics_enabled=True,
-                tracing_enabled=True,
+                tracing_enabled=tracing,
                 throttling_rate_limit=constants.API_THROTTLE_RATE_LIMIT,
                 throttling_burst_limit=constants.API_THROTTLE_BURST_LIMIT,
             ),

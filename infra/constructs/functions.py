@@ -2,13 +2,15 @@
 
 Every function shares one plain code asset (``<repo>/lambdas``, no bundling, no Docker), the
 public Powertools layer of the pinned version (resolved at deploy time from AWS's public SSM
-parameter, so synth stays offline), Python 3.12, active tracing (all but the heartbeat), its own role and its own log
+parameter, so synth stays offline), Python 3.12, X-Ray active tracing when the deployment asks for it (`tracing=true`; never the
+heartbeat), its own role and its own log
 group with a retention. The roles start with nothing but write access to their own log group
 and X-Ray; everything else is granted by the supervisor composition.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from aws_cdk import Duration, IgnoreMode, RemovalPolicy
@@ -137,14 +139,17 @@ class SupervisorFunctions(Construct):
         self.architecture = architecture = _ARCHITECTURES[config.architecture]
 
         def make(spec: constants.FunctionSpec) -> SupervisorFunction:
+            # X-Ray only where the deployment asks for it (tracing=true) and the function has
+            # calls worth tracing; otherwise Powertools is told so and the SDK is never imported
+            traced = spec.tracing and config.tracing
             return SupervisorFunction(
                 self,
                 spec.construct_id,
-                spec=spec,
+                spec=dataclasses.replace(spec, tracing=traced),
                 code=self.code,
                 layer=self.layer,
                 architecture=architecture,
-                environment=full_environment,
+                environment={**full_environment, "POWERTOOLS_TRACE_DISABLED": "false" if traced else "true"},
             )
 
         self.api = make(constants.API_FUNCTION)

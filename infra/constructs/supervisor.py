@@ -93,6 +93,7 @@ class Supervisor(Construct):
             handler=self.functions.api.function,
             account_cloud_watch_role=config.api_gateway_account_role,
             logging=config.api_logging,
+            tracing=config.tracing,
         )
         self.hang_signals = HangSignals(
             self,

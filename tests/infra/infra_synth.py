@@ -35,6 +35,7 @@ OPT_IN_CONTEXT: dict[str, Any] = {
     "checkpointBuckets": ["team-checkpoints"],
     "checkpointKmsKeyArns": [KMS_KEY],
     "apiGatewayAccountRole": True,
+    "tracing": True,
 }
 # A region without an API Gateway CloudWatch role, and the account setting left alone.
 NO_API_LOGS_CONTEXT: dict[str, Any] = {"allowedRoleArns": [ROLE_A], "apiLogging": False}

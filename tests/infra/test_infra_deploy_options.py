@@ -55,7 +55,7 @@ def test_deploy_options_api_logging_off_drops_access_and_execution_logs(
 
     assert "AccessLogSetting" not in props
     assert all(s.get("LoggingLevel") in (None, "OFF") for s in props.get("MethodSettings", []))
-    assert props["TracingEnabled"] is True  # traces and metrics stay
+    assert props["TracingEnabled"] is False  # X-Ray is opt-in (tracing=true); metrics stay
     assert synth_no_api_logs.resources("AWS::ApiGateway::Account") == {}
     assert "AccessLogs" not in json.dumps(list(synth_no_api_logs.resources("AWS::Logs::LogGroup")))
 

@@ -204,7 +204,7 @@ def test_api_stage_logs_traces_and_throttles(synth_any: SynthResult) -> None:
     _, stage = synth_any.one("AWS::ApiGateway::Stage")
     props = stage["Properties"]
 
-    assert props["TracingEnabled"] is True
+    assert props["TracingEnabled"] is False  # X-Ray is opt-in (tracing=true)
     assert "DestinationArn" in props["AccessLogSetting"]
     assert json.loads(props["AccessLogSetting"]["Format"])["userArn"] == "$context.identity.userArn"
     (settings,) = props["MethodSettings"]
@@ -542,8 +542,9 @@ def test_functions_run_python312_with_the_powertools_layer_and_tracing(synth_any
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["Layers"] == [{"Ref": layer_parameter}]
-        tracing = {"Mode": "PassThrough"} if handler == keys.HANDLER_HEARTBEAT else {"Mode": "Active"}
-        assert props.get("TracingConfig", {"Mode": "PassThrough"}) == tracing
+        # X-Ray is opt-in: without tracing=true no function is traced and Powertools is told so
+        assert props.get("TracingConfig", {"Mode": "PassThrough"}) == {"Mode": "PassThrough"}
+        assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "true"
 
 
 def test_functions_timeouts_fit_their_triggers(synth_any: SynthResult) -> None:
@@ -690,3 +691,19 @@ def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: Syn
         assert props["Dimensions"] == [{"Name": "service", "Value": service}]
         assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
         assert len(props["AlarmActions"]) == 1  # the alert topic
+
+
+def test_tracing_true_traces_the_api_stage_and_every_function_but_the_heartbeat(
+    synth_opt_in: SynthResult,
+) -> None:
+    _, stage = synth_opt_in.one("AWS::ApiGateway::Stage")
+    assert stage["Properties"]["TracingEnabled"] is True
+    for handler in ALL_HANDLERS:
+        props = synth_opt_in.function_by_handler(handler)[1]["Properties"]
+        traced = handler != keys.HANDLER_HEARTBEAT  # no AWS call to trace, and it runs for every job
+        assert props.get("TracingConfig", {"Mode": "PassThrough"}) == {
+            "Mode": "Active" if traced else "PassThrough"
+        }
+        assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == (
+            "false" if traced else "true"
+        )
