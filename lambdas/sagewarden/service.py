@@ -323,8 +323,11 @@ class Supervisor:
         return Sweep(self, time_left_ms=time_left_ms, owner=owner).run(cleanup_alarms=cleanup_alarms)
 
     # -- the loop -----------------------------------------------------------------------------
-    def handle(self, run_id: str, event: Event) -> Run | None:
-        outcome = self._decide_and_save(run_id, event)
+    def handle(self, run_id: str, event: Event, *, known: Run | None = None) -> Run | None:
+        """Decide on `event`, save, carry out; returns the run as it now stands. `known`: the run
+        as the caller just read or saved it (the sweep's pass), used instead of reading it again;
+        a stale one costs a ConcurrentUpdate and a fresh read, never a wrong decision."""
+        outcome = self._decide_and_save(run_id, event, known=known)
         if outcome is None:
             return None
         return self._follow_up(*outcome)
@@ -337,16 +340,18 @@ class Supervisor:
         for _ in range(MAX_FOLLOW_UPS - 1):
             if not queue:
                 break
-            outcome = self._decide_and_save(run.run_id, queue.pop(0))
+            outcome = self._decide_and_save(run.run_id, queue.pop(0), known=latest)
             if outcome is None:
                 return None
             latest, decision, outbox = outcome
             queue += self._carry_out(latest, decision.actions, outbox)
         return latest
 
-    def _decide_and_save(self, run_id: str, event: Event) -> tuple[Run, Decision, list[OutboxMessage]] | None:
+    def _decide_and_save(
+        self, run_id: str, event: Event, *, known: Run | None = None
+    ) -> tuple[Run, Decision, list[OutboxMessage]] | None:
         for _ in range(MAX_SAVE_RETRIES):
-            run = self.store.get(run_id)
+            run, known = (known, None) if known is not None else (self.store.get(run_id), None)
             if run is None:
                 log.warning("event %s for unknown run %s", event_name(event), run_id)
                 return None

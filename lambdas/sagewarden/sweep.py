@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sagewarden import keys
 from sagewarden.domain.decide import decide
 from sagewarden.domain.events import AlarmsObserved, JobMissing, JobObserved, Tick
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.ports import AlarmInventory, DueItem
 
@@ -163,6 +163,8 @@ class Sweep:
         self.sup.handle(run_id, event)
 
     def _sweep_run(self, run_id: str) -> None:
+        """One due run: read once, then each step hands the run it saved (or read) to the next,
+        so a pass costs one read of the run (more only when another writer got there first)."""
         sup = self.sup
         run = sup.store.get(run_id)
         if run is None:
@@ -173,14 +175,14 @@ class Sweep:
                 parsed = parse_job_name(job)
                 if parsed is not None:
                     self.report.observed += 1
-                    run = sup.handle(run_id, sup.launcher.observe(job, parsed[1])) or run
-            self._tick(run_id, version)
+                    run = sup.handle(run_id, sup.launcher.observe(job, parsed[1]), known=run) or run
+            self._tick(run, version)
             return
         cur = run.current
         if cur is not None and cur.live and run.status != RunStatus.RETRY_WAIT:
             seen: JobObserved | JobMissing = sup.launcher.observe(cur.job_name, cur.number)
             self.report.observed += 1
-            run = sup.handle(run_id, seen) or run
+            run = sup.handle(run_id, seen, known=run) or run
             cur = run.current
         if cur is not None and cur.in_training and self.inventory is not None:
             states = self.inventory.get(cur.job_name, ())
@@ -188,10 +190,10 @@ class Sweep:
             if not decide(
                 run, event, sup.clock(), run.policy, sup.deployment_facts
             ).ignored:  # as expected: nothing to save
-                sup.handle(run_id, event)
-        self._tick(run_id, version)
+                run = sup.handle(run_id, event, known=run) or run
+        self._tick(run, version)
 
-    def _tick(self, run_id: str, version: int) -> None:
-        after = self.sup.handle(run_id, Tick())
+    def _tick(self, run: Run, version: int) -> None:
+        after = self.sup.handle(run.run_id, Tick(), known=run)
         if after is not None and after.version != version:
             self.report.acted += 1

@@ -129,3 +129,29 @@ def test_sweep_log_silence_fallback_without_subscription(template):
         stored = acct.supervisor.store.get(run["run_id"])
         assert stored.status == RunStatus.STOPPING and stored.current.stop_intent == "hang"
         assert any("sweep check" in line for line in stored.current.evidence)
+
+
+def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
+    """Issue 18 (cheaper per call): the sweep's pass over a training run read it three to four
+    times (the job observed, the alarms compared, the tick); each step now hands on the run it
+    read or saved."""
+    run_id = _submit(acct)["run_id"]
+    for _ in range(40):  # into Training, alarms confirmed
+        acct.clock.advance_to(acct.clock.now_ms + MIN)
+        acct.sagemaker.advance(acct.clock.now_ms)
+        acct.deliver_due()
+        acct.run_sweep()
+    assert acct.api("GET", f"/runs/{run_id}")[1]["status"] == "TRAINING"
+    reads: list[str] = []
+    real_get = acct.supervisor.store.get
+
+    def counted(rid, **kwargs):
+        reads.append(rid)
+        return real_get(rid, **kwargs)
+
+    monkeypatch.setattr(acct.supervisor.store, "get", counted)
+    acct.clock.advance_to(acct.clock.now_ms + 11 * MIN)  # due again (the reconcile interval)
+    acct.sagemaker.advance(acct.clock.now_ms)
+    report = acct.supervisor.sweep()
+    assert report.due >= 1 and report.observed == 1
+    assert reads.count(run_id) == 1, reads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import pytest
@@ -442,3 +443,20 @@ def test_a_job_uploading_after_training_is_not_reported_as_starting():
     run = training_run()
     d = step(run, observed(run, "InProgress", "Uploading", 5 * HOUR), 5 * HOUR)
     assert d.run.status == RunStatus.TRAINING  # it was STARTING: as if the job had gone back
+
+
+def test_routine_due_times_are_jittered_so_a_backlog_does_not_stay_bunched():
+    """Issue 18: after a backlog, 181 of 200 runs were due in the same minute every 10 minutes."""
+
+    now = 1_000 * HOUR
+    base = training_run()
+    confirmed = dataclasses.replace(base.current, alarms_confirmed=True)  # the routine look
+    base = dataclasses.replace(base, attempts=(confirmed,))
+    runs = [dataclasses.replace(base, run_id=f"01JC0FFEE0BADC0DE{i:09d}") for i in range(200)]
+    dues = [next_due_ms(r, now, 10 * MIN) for r in runs]
+    assert all(8 * MIN <= d - now <= 12 * MIN for d in dues)  # still about the interval
+    by_minute = collections.Counter(d // MIN for d in dues)
+    assert max(by_minute.values()) <= 60, by_minute  # spread over 4-5 minutes (181 of 200 in one before)
+    # the same run served again a pass later lands elsewhere: bunching dissolves
+    later = [next_due_ms(r, d, 10 * MIN) for r, d in zip(runs, dues, strict=True)]
+    assert len({d // MIN for d in later}) >= 6

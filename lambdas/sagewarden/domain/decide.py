@@ -37,6 +37,7 @@ from sagewarden.domain.draft import (
     fail,
     finish_cancelled,
     hang_alarms,
+    jitter,
     next_usable_choice,
     notify,
     relaunch_same,
@@ -86,6 +87,7 @@ __all__ = [
 ]
 
 NO_OBSERVATIONS = Observations()
+DUE_JITTER = 0.2
 RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
@@ -220,7 +222,10 @@ def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_IN
         return current.stop_requested_ms + STOP_RETRY_AFTER_MS
     if current.in_training and current.alarms_active and not current.alarms_confirmed:
         return now_ms + ALARM_VERIFY_AFTER_MS
-    return now_ms + reconcile_interval_ms
+    # the routine look is jittered (+/- 20 %, per run and pass): runs that a backlog served in the
+    # same minute drift apart instead of staying bunched into one minute every interval for ever
+    spread = jitter(run.run_id, now_ms // 60_000, DUE_JITTER)
+    return now_ms + int(reconcile_interval_ms * spread)
 
 
 # --------------------------------------------------------------------------------------------
