@@ -21,7 +21,7 @@ import boto3
 from moto import mock_aws
 
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
-from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
+from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.router import LambdaContext, TemplateRouter
@@ -229,6 +229,7 @@ class LocalAccount:
         self._clock_patches = contextlib.ExitStack()
         self._clock_patches.enter_context(moto_logs_follow(self.clock))
         self._clock_patches.enter_context(moto_s3_follow(self.clock))
+        self._clock_patches.enter_context(moto_cloudwatch_follow(self.clock))
         self.ddb = boto3.client("dynamodb", region_name=REGION)
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)

@@ -92,6 +92,7 @@ from drill.alarm_decision import (
 )
 from drill.alarm_events import iso_event_time, iso_state_time, state_change_event, transition_reason
 from drill.alarm_series import MINUTE_MS, SeriesFetch, _AlarmState, _SeriesData
+from drill.clock import from_ms
 from sagewarden import keys
 
 __all__ = [
@@ -110,6 +111,13 @@ INITIAL_REASON = "Unchecked: Initial alarm creation"
 PROMISE_FOREVER = 1 << 40  # periods: the state cannot change until a phase change re-checks it
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_EVALUATION_RANGE_EXTRA = 2
+
+
+def _stamp(alarm: Any, at_ms: int) -> None:
+    """Set a moto alarm's state timestamps to virtual time (naive UTC, as moto keeps them)."""
+    when = from_ms(at_ms).replace(tzinfo=None)
+    alarm.state_updated_timestamp = when
+    alarm.state_transitioned_timestamp = when
 
 
 class _Clock(Protocol):
@@ -412,7 +420,7 @@ class AlarmEvaluator(SeriesFetch):
                 self._schedule(alarm, alarm.evaluated_to + self.period_ms)
             if (entry.get("StateValue"), entry.get("StateReason")) != (alarm.state, alarm.reason):
                 # moto starts a new (or re-put) alarm in OK; CloudWatch in INSUFFICIENT_DATA (or unchanged)
-                self._set_moto_state(name, alarm.state, alarm.reason, alarm.reason_data)
+                self._set_moto_state(name, alarm.state, alarm.reason, alarm.reason_data, alarm.state_ms)
         return found
 
     def _use(self, name: str, config: AlarmConfig) -> None:
@@ -521,13 +529,17 @@ class AlarmEvaluator(SeriesFetch):
             self._backend_reads = same
         return raw
 
-    def _set_moto_state(self, name: str, value: str, reason: str, data: str) -> None:
+    def _set_moto_state(self, name: str, value: str, reason: str, data: str, at_ms: int) -> None:
+        """Mirror a state into moto, stamped with the virtual time it was set at (``at_ms``):
+        ``StateUpdatedTimestamp`` and ``StateTransitionedTimestamp`` (the MetricAlarm reference:
+        the last change of StateValue), which moto would stamp with the machine's clock."""
         if self._backend_reads and self._backend is not None:  # the engine writes its own state
             alarm = self._backend.alarms.get(name)
             if alarm is None:
                 self._dirty = True  # deleted meanwhile: forgotten at the next refresh
             else:
                 alarm.update_state(reason, data or "{}", value)
+                _stamp(alarm, at_ms)
             return
         try:
             self.cloudwatch.set_alarm_state(
@@ -537,6 +549,9 @@ class AlarmEvaluator(SeriesFetch):
             if "ResourceNotFound" not in str(exc):
                 raise
             self._dirty = True
+            return
+        if self._backend is not None and name in self._backend.alarms:
+            _stamp(self._backend.alarms[name], at_ms)
 
     # -- data ------------------------------------------------------------------------------------
 
@@ -670,7 +685,7 @@ class AlarmEvaluator(SeriesFetch):
         cfg = tr.alarm.config
         self.transitions.append((tr.at_ms, cfg.name, tr.old, tr.new))
         if cfg.name in self._alarms:
-            self._set_moto_state(cfg.name, tr.new, tr.reason, tr.reason_data)
+            self._set_moto_state(cfg.name, tr.new, tr.reason, tr.reason_data, tr.at_ms)
         event = state_change_event(
             cfg,
             account_id=self.account_id,

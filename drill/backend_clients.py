@@ -139,12 +139,19 @@ class BackendAlarmReads(_Shortcut):
                 base = _entry_from_backend(alarm)
                 base["AlarmArn"] = alarm.alarm_arn
                 base["ActionsEnabled"] = bool(alarm.actions_enabled)
+                put_at = alarm.configuration_updated_timestamp
+                base["AlarmConfigurationUpdatedTimestamp"] = (
+                    put_at if put_at.tzinfo else put_at.replace(tzinfo=UTC)
+                )
                 cached = self._entries[name] = (version, base)
             entry = dict(cached[1])
             entry["StateValue"] = alarm.state_value
             entry["StateReason"] = alarm.state_reason
             stamp = alarm.state_updated_timestamp
             entry["StateUpdatedTimestamp"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+            moved = getattr(alarm, "state_transitioned_timestamp", None)
+            if moved is not None:
+                entry["StateTransitionedTimestamp"] = moved if moved.tzinfo else moved.replace(tzinfo=UTC)
             out.append(entry)
         resp: dict[str, Any] = {"MetricAlarms": out, "CompositeAlarms": []}
         if page and any(name in self._backend.alarms for name in listed[i:]):

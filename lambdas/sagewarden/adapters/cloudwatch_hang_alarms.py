@@ -272,7 +272,9 @@ class CloudWatchHangAlarms:
                 parsed = parse_alarm_key(self._prefix, a["AlarmName"])
                 if parsed is None:
                     continue
-                since = to_ms(a.get("StateUpdatedTimestamp")) or 0
+                # when the alarm entered its state: StateUpdatedTimestamp also moves when only its
+                # EvaluationState changes (MetricAlarm reference), StateTransitionedTimestamp not
+                since = to_ms(a.get("StateTransitionedTimestamp") or a.get("StateUpdatedTimestamp")) or 0
                 found.setdefault(parsed[0], []).append((parsed[1], str(a.get("StateValue", "")), since))
                 metrics += billed_metrics(a)
         out = AlarmInventory({job: tuple(sorted(rows)) for job, rows in found.items()})
