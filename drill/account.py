@@ -24,6 +24,7 @@ from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Wr
 from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
+from drill.metric_delay import MetricDelays
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_sagemaker import SimSageMaker, StartupTimes
@@ -172,8 +173,17 @@ class LocalAccount:
         # hang alarms are put, alerts published and the simulator's checkpoint objects written the
         # same way (drill/backend_clients.py), and the topic has no SQS inbox (read notifier.sent)
         backend_reads: bool = False,
+        # when each metric datapoint becomes visible (drill/metric_delay.py): a scenario's
+        # ``account.metric_delay`` (per source), a MetricDelays, or None for the defaults (late by
+        # up to 3 minutes); ``MetricDelays.none()`` is the kind model
+        metric_delay: Mapping[str, Any] | MetricDelays | None = None,
     ) -> None:
         self._backend_reads = backend_reads
+        self.metric_delays = (
+            metric_delay
+            if isinstance(metric_delay, MetricDelays)
+            else MetricDelays.from_dict(metric_delay, seed=seed)
+        )
         if logs not in ("moto", "simulated"):
             raise ValueError("logs must be 'moto' or 'simulated'")
         self._logs_kind = logs
@@ -301,7 +311,10 @@ class LocalAccount:
                 clock=lambda: self.clock.now_ms / 1000,
             ),
             metrics=CloudWatchMetricsReader(
-                self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
+                self.recorder.wrap(
+                    SimulatedCloudWatch(self.cloudwatch, self.sagemaker, self.metric_delays, self.clock),
+                    "cloudwatch",
+                )
             ),
             counters=self.counters,
             clock=lambda: self.clock.now_ms,

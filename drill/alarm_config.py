@@ -193,6 +193,11 @@ def parse_alarm(raw: dict[str, Any]) -> AlarmConfig:
                 )
             else:
                 raise ValueError(f"alarm {name}: metric query {qid} has neither MetricStat nor Expression")
+        stats = sum(1 for q in queries if q.series is not None)
+        if stats > MAX_METRICS:  # "a math expression used for an alarm can include as many as 10 metrics"
+            raise ValueError(
+                f"alarm {name}: {stats} metrics; an alarm's metric math may use at most {MAX_METRICS}"
+            )
         if len(periods) != 1:
             raise ValueError(f"alarm {name}: every metric of a math alarm must use the same period")
         period_s = periods.pop()
@@ -293,3 +298,29 @@ def _bound_function(config: AlarmConfig) -> Callable[[dict[SeriesKey, Bound | No
         return lambda states: inner(states)  # type: ignore[arg-type]
 
     return build(config.return_id)
+
+
+def _repeats(node: metric_math.Node) -> bool:
+    """Whether the expression fills with earlier values (FILL(x, REPEAT))."""
+    if isinstance(node, metric_math.Repeat):
+        return True
+    children: tuple[metric_math.Node, ...] = ()
+    if isinstance(node, metric_math.Arr):
+        children = node.items
+    elif isinstance(node, metric_math.Call):
+        children = node.args
+    elif isinstance(node, metric_math.Bin):
+        children = (node.left, node.right)
+    elif isinstance(node, metric_math.Not | metric_math.Neg):
+        children = (node.operand,)
+    return any(_repeats(c) for c in children)
+
+
+def empty_value(config: AlarmConfig) -> tuple[bool, float | None]:
+    """(known, value) of a period in which no datapoint of any series has arrived: missing for a
+    metric, a constant for an expression that fills (``FILL(x, 0)``); unknown (False) when the
+    expression repeats earlier values, which depend on the datapoints before it."""
+    if any(q.node is not None and _repeats(q.node) for q in config.queries):
+        return False, None
+    nothing: dict[SeriesKey, dict[int, float]] = {key: {} for key in config.series}
+    return True, _value_function(config, nothing)(0)

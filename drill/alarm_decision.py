@@ -20,6 +20,7 @@ alarm evaluator (``drill/alarm_evaluator.py``); nothing here knows about metrics
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 __all__ = ["ALARM", "INSUFFICIENT_DATA", "OK", "evaluate_periods"]
@@ -83,31 +84,87 @@ def _evaluated(window: bytes | bytearray, n: int, kind: str) -> list[tuple[int, 
     return sorted([(i, False) for i in real] + [(i, True) for i in fills], reverse=True)
 
 
-def _stable_periods(window: bytes | bytearray, n: int, m: int, treat: str, state: str) -> int:
+def _stable_periods(
+    window: bytes | bytearray, n: int, m: int, treat: str, state: str, unsure: int = 0
+) -> int:
     """How many periods from now the state may first change, whatever data arrives (>= 1).
 
-    Only an OK state is proven stable: at j periods ahead the range holds j unknown periods
-    followed by the newest ``len(window) - j`` known ones. It stays OK when (1) the known newest
-    N - j periods hold more than N - M non-breaching datapoints (they are always evaluated, so at
-    most M - 1 can breach; any of them also rules out "no data" and the premature-alarm rule), or, for
-    ``notBreaching``/``ignore``, (2) j + (breaching datapoints among the known ones) < M.
+    Only an OK state is proven stable. ``window``: the final classes of the last evaluation's
+    range; ``unsure``: how many of the newest periods of any evaluation may still lack datapoints
+    (late ones, ``drill/metric_delay.py``), so that they may read as anything. At j periods ahead
+    the range holds the known periods ``window[j:]`` followed by j new ones, and its newest
+    u = max(j, unsure) periods are unknown; the ``len(window) - u`` before them are certain. It
+    stays OK when (1) the certain newest N - u periods hold more than N - M non-breaching
+    datapoints (they are always evaluated, so at most M - 1 can breach; any of them also rules out
+    "no data" and the premature-alarm rule), or, for ``notBreaching``/``ignore``, (2)
+    u + (breaching datapoints among the certain ones) < M.
     """
     if state != OK:
         return 1
     rng = len(window)
     j = 1
     while True:
-        known_last = n - j
-        if known_last >= 1 and window[rng - known_last :].count(_GOOD) > n - m:
+        u = min(rng, max(j, unsure))
+        certain = window[j : j + rng - u]
+        known_last = n - u
+        if known_last >= 1 and certain[len(certain) - known_last :].count(_GOOD) > n - m:
             j += 1
             continue
-        if treat in ("notBreaching", "ignore"):
-            known = rng - j
-            breaching = window[rng - known :].count(_BREACH) if known > 0 else 0
-            if j + breaching < m:
-                j += 1
-                continue
+        if treat in ("notBreaching", "ignore") and u + certain.count(_BREACH) < m:
+            j += 1
+            continue
         return j
+
+
+ANY_CLASS = b"GBM"
+MAX_UNSURE_VARIANTS = 729  # 3^6: beyond that no promise is computed (the alarm is looked at every minute)
+
+
+def _promise_periods(
+    window: bytes | bytearray,
+    future: int,
+    n: int,
+    m: int,
+    treat: str,
+    state: str,
+    *,
+    unsure: int = 0,
+    empty: int = 0,
+    empty_class: int | None = None,
+) -> int | None:
+    """Periods until the state may change if every period to come has the class ``future`` once
+    its datapoints have arrived (a bounded series keeps its class until its job's next phase
+    change): the newest ``unsure`` periods of each evaluation may still lack datapoints and read
+    as anything, except that a period missing once every datapoint arrived stays missing with
+    fewer (metric math makes no value out of less data, FILL aside, and FILL is never missing),
+    and the newest ``empty`` ones, which surely have no datapoint yet, read as ``empty_class``
+    (None: as anything). A very large number when the state never changes; None when too many
+    periods are unsure to tell."""
+    rng = len(window)
+    unsure = min(unsure, rng)
+    empty = min(empty, unsure)
+    win = bytes(window)
+    for j in range(1, rng + 2):
+        win = win[1:] + bytes([future])
+        head = win[: rng - unsure]
+        choices: list[bytes] = []
+        for k, c in enumerate(win[rng - unsure :]):
+            if k >= unsure - empty and empty_class is not None:
+                choices.append(bytes([empty_class]))
+            else:
+                choices.append(b"M" if c == _MISSING else ANY_CLASS)
+        variants = 1
+        for options in choices:
+            variants *= len(options)
+        if variants > MAX_UNSURE_VARIANTS:
+            return None
+        for tail in itertools.product(*choices):
+            if _decide(head + bytes(tail), n, m, treat, state)[0] != state:
+                return j
+    return PROMISE_FOREVER
+
+
+PROMISE_FOREVER = 1 << 40  # periods: the state cannot change until a phase change re-checks it
 
 
 def evaluate_periods(

@@ -76,6 +76,7 @@ from drill.alarm_config import (
     _job_of,
     _state_of,
     _value_function,
+    empty_value,
     parse_alarm,
 )
 from drill.alarm_decision import (
@@ -87,12 +88,14 @@ from drill.alarm_decision import (
     OK,
     _decide,
     _evaluated,
+    _promise_periods,
     _stable_periods,
     evaluate_periods,
 )
 from drill.alarm_events import iso_event_time, iso_state_time, state_change_event, transition_reason
 from drill.alarm_series import MINUTE_MS, SeriesFetch, _AlarmState, _SeriesData
 from drill.clock import from_ms
+from drill.metric_delay import MetricDelays
 from sagewarden import keys
 
 __all__ = [
@@ -108,9 +111,31 @@ __all__ = [
 ]
 
 INITIAL_REASON = "Unchecked: Initial alarm creation"
-PROMISE_FOREVER = 1 << 40  # periods: the state cannot change until a phase change re-checks it
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_EVALUATION_RANGE_EXTRA = 2
+
+
+class _Arrived:
+    """A series' datapoints as an evaluation at ``evaluator._as_of`` sees them: only those that
+    have arrived (``drill/metric_delay.py``)."""
+
+    __slots__ = ("_arrival", "_evaluator", "_late", "_period_ms", "_points")
+
+    def __init__(self, evaluator: AlarmEvaluator, points: dict[int, float], arrival: Any, period_ms: int):
+        self._evaluator = evaluator
+        self._points = points
+        self._arrival = arrival
+        self._period_ms = period_ms
+        self._late = arrival.max_ms
+
+    def get(self, bucket: int) -> float | None:
+        as_of = self._evaluator._as_of
+        if (
+            bucket + self._period_ms + self._late > as_of
+            and self._arrival.visible_at(bucket, self._period_ms) > as_of
+        ):
+            return None
+        return self._points.get(bucket)
 
 
 def _stamp(alarm: Any, at_ms: int) -> None:
@@ -157,6 +182,7 @@ class AlarmEvaluator(SeriesFetch):
         evaluation_range_extra: int = DEFAULT_EVALUATION_RANGE_EXTRA,
         account_id: str = DEFAULT_ACCOUNT,
         region: str | None = None,
+        delays: MetricDelays | None = None,
     ) -> None:
         if period_ms <= 0 or period_ms % MINUTE_MS:
             raise ValueError("period_ms must be a positive multiple of 60000")
@@ -169,6 +195,10 @@ class AlarmEvaluator(SeriesFetch):
         self.period_ms = period_ms
         self.prefix = keys.DEFAULT_ALARM_PREFIX if prefix is None else prefix
         self.range_extra = evaluation_range_extra
+        # late datapoints: the account's model (drill/metric_delay.py), none without one
+        found = delays if delays is not None else getattr(acct, "metric_delays", None)
+        self.delays: MetricDelays = found if found is not None else MetricDelays.none()
+        self._as_of = 0  # the evaluation time masked values are computed for
         self.account_id = account_id
         self.region = (
             region or getattr(getattr(self.cloudwatch, "meta", None), "region_name", None) or "us-east-1"
@@ -400,6 +430,7 @@ class AlarmEvaluator(SeriesFetch):
                     value_of=self._bind(config),
                     bound_of=_bound_function(config),
                 )
+                self._bind_arrivals(alarm)
                 self._alarms[name] = alarm
                 self.states[name] = alarm.state
                 self._use(name, config)
@@ -414,6 +445,7 @@ class AlarmEvaluator(SeriesFetch):
                 self._use(name, config)
                 alarm.value_of = self._bind(config)
                 alarm.bound_of = _bound_function(config)
+                self._bind_arrivals(alarm)
                 alarm.classes = bytearray()
                 alarm.values = []
                 alarm.last_end = None
@@ -506,6 +538,54 @@ class AlarmEvaluator(SeriesFetch):
         points = {key: self._series.setdefault(key, _SeriesData()).points for key in config.series}
         return _value_function(config, points)
 
+    def _bind_arrivals(self, alarm: _AlarmState) -> None:
+        """The alarm's view of late datapoints: each series' delays, how many of the newest
+        periods of an evaluation may lack datapoints (``unsure``) or surely lack them all
+        (``empty``), and its values computed from the datapoints visible at ``self._as_of``."""
+        cfg = alarm.config
+        p = alarm.period_ms
+        arrivals = tuple(self.delays.series(k.namespace, k.metric, dict(k.dimensions)) for k in cfg.series)
+        alarm.arrivals = arrivals
+        alarm.arrived = {}
+        late = max((a.max_ms for a in arrivals), default=0)
+        soon = min((a.min_ms for a in arrivals), default=0)
+        # the k-th newest period ends (k - 1) periods before the boundary's period end E; an
+        # evaluation happens at a minute boundary T in [E, E + p - 60 s]
+        alarm.unsure = -(-late // p) if late > 0 else 0
+        alarm.empty = max(0, -(-(soon + self.period_ms) // p) - 1) if soon > 0 else 0
+        known, value = empty_value(cfg)
+        compare = _OPERATORS[cfg.comparison]
+        alarm.empty_class = (
+            None
+            if not known
+            else (_MISSING if value is None else (_BREACH if compare(value, cfg.threshold) else _GOOD))
+        )
+        if alarm.unsure == 0:
+            alarm.masked_value_of = None
+            return
+        views = {
+            key: _Arrived(self, self._series.setdefault(key, _SeriesData()).points, arrival, p)
+            for key, arrival in zip(cfg.series, arrivals, strict=True)
+        }
+        alarm.masked_value_of = _value_function(cfg, views)  # type: ignore[arg-type]
+
+    def _arrived(self, alarm: _AlarmState, bucket: int) -> int:
+        """When the last datapoint of a period arrives (cached per period)."""
+        when = alarm.arrived.get(bucket)
+        if when is None:
+            p = alarm.period_ms
+            when = max((a.visible_at(bucket, p) for a in alarm.arrivals), default=bucket + p)
+            if len(alarm.arrived) > 64:
+                alarm.arrived.clear()
+            alarm.arrived[bucket] = when
+        return when
+
+    def _masked_value(self, alarm: _AlarmState, bucket: int, as_of: int) -> float | None:
+        """The alarm's value for one period from the datapoints visible at ``as_of``."""
+        assert alarm.masked_value_of is not None  # the caller loaded exact values (_load_exact)
+        self._as_of = as_of
+        return alarm.masked_value_of(bucket)
+
     def _read_changed(self, names: list[str]) -> dict[str, dict[str, Any]]:
         """New or re-put alarms, by name. The evaluator is CloudWatch's own evaluation engine in
         the drill, so once a read through the API has shown that the backend's alarms convert to
@@ -563,17 +643,36 @@ class AlarmEvaluator(SeriesFetch):
         n, m, treat = cfg.evaluation_periods, cfg.datapoints_to_alarm, cfg.treat_missing
         found: list[_Transition] = []
         window = alarm.classes
-        for boundary in range(alarm.evaluated_to + self.period_ms, target + 1, self.period_ms):
+        unsure = min(alarm.unsure, rng)
+        compare = _OPERATORS[cfg.comparison]
+        # boundaries before the alarm's next check provably keep its state (see _schedule)
+        first = max(alarm.evaluated_to + self.period_ms, alarm.next_check)
+        for boundary in range(first, target + 1, self.period_ms):
             end = boundary // p * p
-            if end == alarm.last_end:
-                continue  # same periods as the last evaluation: same outcome
+            if end == alarm.last_end and not unsure:
+                continue  # same periods as the last evaluation, all complete: same outcome
             alarm.last_end = end
             hi = (end - alarm.base) // p
             assert hi >= rng, "the alarm's periods do not cover its evaluation range"
             win = window[hi - rng : hi]
+            seen: dict[int, float | None] = {}  # window index -> value from the datapoints arrived
+            if unsure:
+                partial = [
+                    i
+                    for i in range(rng - unsure, rng)
+                    if self._arrived(alarm, alarm.base + (hi - rng + i) * p) > boundary
+                ]  # the others: every datapoint has arrived, their final class stands
+                if partial:
+                    self._load_exact(alarm, alarm.base + (hi - rng + partial[0]) * p, end)
+                for i in partial:
+                    seen[i] = self._masked_value(alarm, alarm.base + (hi - rng + i) * p, boundary)
+                if seen:
+                    win = bytearray(win)
+                    for i, v in seen.items():
+                        win[i] = _MISSING if v is None else (_BREACH if compare(v, cfg.threshold) else _GOOD)
             state, kind = _decide(win, n, m, treat, alarm.state)
             if state != alarm.state:
-                reason, data = self._reason(alarm, win, hi - rng, kind, state, boundary)
+                reason, data = self._reason(alarm, win, hi - rng, kind, state, boundary, seen)
                 found.append(
                     _Transition(
                         boundary,
@@ -595,7 +694,7 @@ class AlarmEvaluator(SeriesFetch):
         if alarm.last_end is not None:
             hi = (alarm.last_end - alarm.base) // p
             last = window[hi - rng : hi]
-            j = _stable_periods(last, n, m, treat, alarm.state)
+            j = _stable_periods(last, n, m, treat, alarm.state, unsure)
             changed = alarm.changed_ms
             alarm.promise = None
             if changed is None or changed < alarm.last_end:
@@ -645,18 +744,27 @@ class AlarmEvaluator(SeriesFetch):
         if c is None:
             return None
         alarm.promise = c
-        n, m, treat = cfg.evaluation_periods, cfg.datapoints_to_alarm, cfg.treat_missing
-        win, state = bytes(window), alarm.state
-        for j in range(1, len(win) + 2):
-            win = win[1:] + bytes([c])
-            new, _ = _decide(win, n, m, treat, state)
-            if new != alarm.state:
-                return j
-            state = new
-        return PROMISE_FOREVER
+        return _promise_periods(
+            window,
+            c,
+            cfg.evaluation_periods,
+            cfg.datapoints_to_alarm,
+            cfg.treat_missing,
+            alarm.state,
+            unsure=min(alarm.unsure, len(window)),
+            empty=alarm.empty,
+            empty_class=alarm.empty_class,
+        )
 
     def _reason(
-        self, alarm: _AlarmState, win: bytearray, offset: int, kind: str, state: str, at_ms: int
+        self,
+        alarm: _AlarmState,
+        win: bytes | bytearray,
+        offset: int,
+        kind: str,
+        state: str,
+        at_ms: int,
+        seen: dict[int, float | None],
     ) -> tuple[str, str]:
         """StateReason and StateReasonData (JSON) of a transition, in CloudWatch's layout."""
         cfg = alarm.config
@@ -665,9 +773,10 @@ class AlarmEvaluator(SeriesFetch):
         when = [alarm.base + (offset + i) * p for i, _ in used]
         for i, filled in used:
             v = alarm.values[offset + i]
-            if not filled and v is not None and math.isnan(v):  # a bounded period: compute it now
+            if not filled and i not in seen and v is not None and math.isnan(v):  # bounded: compute now
                 alarm.values[offset + i] = self._exact_value(alarm, alarm.base + (offset + i) * p)
-        vals = [None if filled else alarm.values[offset + i] for i, filled in used]
+        # a period whose datapoints had not all arrived is reported with the value evaluated
+        vals = [None if filled else seen.get(i, alarm.values[offset + i]) for i, filled in used]
         return transition_reason(
             cfg,
             vals=vals,

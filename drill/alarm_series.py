@@ -35,6 +35,7 @@ class _SeriesData:
     # fetched range, sorted; ``points`` then holds only the values computed on demand
     bounded: bool | None = None  # None until the first fetch decides
     bounds: list[tuple[int, int, float, float]] = field(default_factory=list)
+    exact: set[int] = field(default_factory=set)  # bounded: buckets whose values were computed
 
 
 @dataclass
@@ -55,6 +56,13 @@ class _AlarmState:
     classes: bytearray = field(default_factory=bytearray)
     values: list[float | None] = field(default_factory=list)
     last_end: int | None = None  # window end of the last evaluation
+    # late datapoints (drill/metric_delay.py): each series' delays, in ``config.series`` order
+    arrivals: tuple[Any, ...] = ()
+    unsure: int = 0  # the newest periods of an evaluation that may lack datapoints
+    empty: int = 0  # ... of which the newest surely have none yet
+    empty_class: int | None = None  # the class of a period without any datapoint (None: unknown)
+    masked_value_of: Callable[[int], float | None] | None = None  # values from visible datapoints
+    arrived: dict[int, int] = field(default_factory=dict)  # bucket -> when its last datapoint arrives
 
     @property
     def period_ms(self) -> int:
@@ -146,6 +154,19 @@ class SeriesFetch:
             key.namespace, key.metric, dict(key.dimensions), start, end, key.period_s, key.stat
         ):
             data.points[int(bucket)] = float(value)
+        if data.bounded:
+            data.exact.update(range(start, end, key.period_s * 1000))
+
+    def _load_exact(self, alarm: _AlarmState, start: int, end: int) -> None:
+        """Every series of the alarm holds exact values for the periods [start, end) (bounded
+        series compute them on demand; one call per series for the stretch not yet computed)."""
+        p = alarm.period_ms
+        for key in dict.fromkeys(alarm.config.series):
+            data = self._series[key]
+            if data.bounded:
+                first = next((b for b in range(start, end, p) if b not in data.exact), None)
+                if first is not None:
+                    self._exact(key, data, first, end)
 
     def _exact_value(self, alarm: _AlarmState, bucket: int) -> float | None:
         """The alarm's exact value for one period (bounded series compute it on demand)."""
@@ -241,6 +262,7 @@ class SeriesFetch:
             return
         for bucket in [b for b in data.points if b < keep_from]:
             del data.points[bucket]
+        data.exact = {b for b in data.exact if b >= keep_from}
         if data.bounds:
             data.bounds = [b for b in data.bounds if b[1] > keep_from]
         data.lo = min(keep_from, data.hi)
