@@ -24,6 +24,7 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "LessThanOrEqualToThreshold": operator.le,
 }
 MAX_METRICS = 10  # MetricStat queries per metric-math alarm (a hard CloudWatch limit)
+DAY_S = 86_400  # EvaluationPeriods x Period may not exceed one day
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,8 @@ def parse_alarm(raw: dict[str, Any]) -> AlarmConfig:
         )
         return_id = "m1"
         queries.append(_Query(return_id, key, None, (), None, True))
+    if n * period_s > DAY_S:  # "Evaluation Periods multiplied by the period cannot exceed one day"
+        raise ValueError(f"alarm {name}: {n} periods of {period_s} s exceed one day")
     return AlarmConfig(
         name=name,
         description=str(raw.get("AlarmDescription") or ""),

@@ -385,7 +385,8 @@ def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount,
         e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"]
     )
     data = json.loads(event["detail"]["state"]["reasonData"])
-    assert data["recentDatapoints"] == [1.0] * 3  # IF(MIN < idle AND MAX > busy, 1, 0)
+    # IF(MIN < idle AND MAX > busy, 1, 0): 3 breaching of the last 6 (M of N)
+    assert data["recentDatapoints"] == [0.0] * 3 + [1.0] * 3
     assert "statistic" not in data  # metric math has no single statistic
     assert moto_state(cw, LONE_ALARM)["StateValue"] == ALARM
 
@@ -425,8 +426,8 @@ def test_alarm_evaluator_not_breaching_gpu_alarm_stays_ok_before_training(acct: 
     assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
     event = next(e for e in ev.events if e["detail"]["alarmName"] == GPU_ALARM)
     assert event["detail"]["state"]["reason"] == (
-        "Threshold Crossed: no datapoints were received for 5 periods and 3 missing datapoints were "
-        "treated as [NonBreaching]."
+        "Threshold Crossed: no datapoints were received for 8 periods and 6 missing datapoints were "
+        "treated as [NonBreaching]."  # 3 of 6 (M of N), a range of 6 + 2
     )
     assert ev.states[GPU_ALARM] == OK
     # without any heartbeat the silence alarm (breaching) alarms at the first evaluation
@@ -502,7 +503,7 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     heartbeat(acct, lambda t: 6.0 if t < t0 + 10 * MIN else None)
     for host in (1, 2):
         gpu(acct, host, lambda t: 700.0)
-    put_hang_alarms(cw, hang_spec(hosts=2, silence=3))
+    put_hang_alarms(cw, hang_spec(hosts=2, silence=4))
     ev = AlarmEvaluator(acct, evaluation_range_extra=0)
     ev.evaluate_due()
     drive(ev, acct.clock, t0 + 20 * MIN)
@@ -522,11 +523,11 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     assert uuid.UUID(event["id"]).version == 4
     assert event["version"] == "0" and event["account"] == "123456789012" and event["region"] == REGION
     assert event["resources"] == [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{LOG_ALARM}"]
-    assert event["time"] == "2026-01-05T00:13:00Z"
+    assert event["time"] == "2026-01-05T00:14:00Z"
     state = event["detail"]["state"]
-    assert state["timestamp"] == "2026-01-05T00:13:00.000+0000"
+    assert state["timestamp"] == "2026-01-05T00:14:00.000+0000"
     assert state["reason"] == (
-        "Threshold Crossed: no datapoints were received for 3 periods and 3 missing datapoints were "
+        "Threshold Crossed: no datapoints were received for 4 periods and 4 missing datapoints were "
         "treated as [Breaching]."
     )
     data = json.loads(state["reasonData"])
@@ -541,9 +542,10 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
         "evaluatedDatapoints",
     }
     assert data["statistic"] == "Sum" and data["period"] == 60 and data["threshold"] == 0.0
-    assert data["queryDate"] == "2026-01-05T00:13:00.000+0000"
+    assert data["queryDate"] == "2026-01-05T00:14:00.000+0000"
     assert data["startDate"] == "2026-01-05T00:10:00.000+0000"
     assert [d["timestamp"] for d in data["evaluatedDatapoints"]] == [
+        "2026-01-05T00:13:00.000+0000",
         "2026-01-05T00:12:00.000+0000",
         "2026-01-05T00:11:00.000+0000",
         "2026-01-05T00:10:00.000+0000",
@@ -551,13 +553,14 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     previous = event["detail"]["previousState"]
     assert previous["value"] == OK and previous["timestamp"] == "2026-01-05T00:01:00.000+0000"
     assert previous["reason"] == (
-        "Threshold Crossed: 3 out of the last 3 datapoints [6.0 (05/01/26 00:00:00), 6.0 (04/01/26 23:59:00), "
-        "6.0 (04/01/26 23:58:00)] were not less than or equal to the threshold (0.0) (minimum 1 datapoint "
+        "Threshold Crossed: 4 out of the last 4 datapoints [6.0 (05/01/26 00:00:00), 6.0 (04/01/26 23:59:00), "
+        "6.0 (04/01/26 23:58:00), 6.0 (04/01/26 23:57:00)] were not less than or equal to the threshold (0.0) "
+        "(minimum 1 datapoint "
         "for INSUFFICIENT_DATA -> OK transition)."
     )
-    assert json.loads(previous["reasonData"])["recentDatapoints"] == [6.0, 6.0, 6.0]
+    assert json.loads(previous["reasonData"])["recentDatapoints"] == [6.0, 6.0, 6.0, 6.0]
     assert event["detail"]["configuration"] == {
-        "description": f"sagewarden: no log events from {JOB} for 3 min",
+        "description": f"sagewarden: no log events from {JOB} for 4 min",
         "metrics": [
             {
                 "id": event["detail"]["configuration"]["metrics"][0]["id"],
@@ -797,7 +800,7 @@ def test_alarm_evaluator_rejects_what_it_cannot_evaluate(acct: FakeAccount, cw: 
         evaluate_periods([None], evaluation_periods=2)
 
 
-def test_alarm_evaluator_refuses_more_than_ten_metrics_in_one_alarm() -> None:
+def test_alarm_evaluator_refuses_more_than_ten_metrics_or_a_day_of_periods() -> None:
     """CloudWatch: "a math expression used for an alarm can include as many as 10 metrics" (a
     hard limit); the supervisor's per-host alarms split hosts into groups of at most 10."""
     from drill.alarm_config import parse_alarm
@@ -829,6 +832,11 @@ def test_alarm_evaluator_refuses_more_than_ten_metrics_in_one_alarm() -> None:
     assert len(parse_alarm(alarm(10)).series) == 10
     with pytest.raises(ValueError, match="at most 10"):
         parse_alarm(alarm(11))
+    # "the number of evaluation periods ... multiplied by the length of each evaluation period
+    # cannot exceed one day": the supervisor caps its windows at 1,440 one-minute periods
+    assert parse_alarm({**alarm(2), "EvaluationPeriods": 1440}).evaluation_periods == 1440
+    with pytest.raises(ValueError, match="exceed one day"):
+        parse_alarm({**alarm(2), "EvaluationPeriods": 1441})
 
 
 # ----------------------------------------------------------------------------------------------
