@@ -472,3 +472,12 @@ def test_scenario_metric_delay_is_set_per_source_and_checked() -> None:
         'account.metric_delay.heartbeat.jiter_s: unknown field (did you mean "jitter_s"?)',
         "account.metric_delay.progress: a delay must not exceed 3600 s",
     ]
+
+
+def test_the_readme_scenario_example_parses() -> None:
+    """README's scenario-format example (account.metric_delay included) is a valid scenario."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The drill and the scenario format", 1)[1]
+    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    sc = parse(example, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.metric_delay == {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180}}
