@@ -7,10 +7,11 @@ timestamps, on the virtual clock) and, on every state change, puts a real-shaped
 State Change" event on the drill's EventBridge bus (``acct.publish_event``).
 
 The module is split by concern: the decision for one evaluation range (``drill/alarm_decision.py``,
-pure), the alarms' configuration and values (``drill/alarm_config.py``), series fetching and
-classification (``drill/alarm_series.py``), reasons and events (``drill/alarm_events.py``) and
-metric ingestion delay (``drill/metric_delay.py``). This module runs them: which alarms exist,
-when each is evaluated, what each evaluation sees.
+pure), the alarms' configuration and values (``drill/alarm_config.py``), series fetching,
+classification and what an evaluation sees of late datapoints (``drill/alarm_series.py``, with
+``drill/metric_delay.py``), reading alarms from moto and writing states back
+(``drill/alarm_sync.py``), reasons and events (``drill/alarm_events.py``). This module runs them:
+which alarms exist, when each is evaluated, and the evaluation.
 
 Semantics implemented (AWS CloudWatch User Guide, "Configuring how CloudWatch alarms treat
 missing data", "Evaluating an alarm", and the PutMetricAlarm reference):
@@ -61,7 +62,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -72,11 +72,8 @@ from drill.alarm_config import (
     Bound,
     SeriesKey,
     _bound_function,
-    _entry_from_backend,
     _job_of,
-    _state_of,
     _value_function,
-    empty_value,
     parse_alarm,
 )
 from drill.alarm_decision import (
@@ -93,8 +90,8 @@ from drill.alarm_decision import (
     evaluate_periods,
 )
 from drill.alarm_events import iso_event_time, iso_state_time, state_change_event, transition_reason
-from drill.alarm_series import MINUTE_MS, SeriesFetch, _AlarmState, _SeriesData
-from drill.clock import from_ms
+from drill.alarm_series import MINUTE_MS, Arrivals, SeriesFetch, _AlarmState, _SeriesData
+from drill.alarm_sync import AlarmSync
 from drill.metric_delay import MetricDelays
 from sagewarden import keys
 
@@ -113,36 +110,6 @@ __all__ = [
 INITIAL_REASON = "Unchecked: Initial alarm creation"
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_EVALUATION_RANGE_EXTRA = 2
-
-
-class _Arrived:
-    """A series' datapoints as an evaluation at ``evaluator._as_of`` sees them: only those that
-    have arrived (``drill/metric_delay.py``)."""
-
-    __slots__ = ("_arrival", "_evaluator", "_late", "_period_ms", "_points")
-
-    def __init__(self, evaluator: AlarmEvaluator, points: dict[int, float], arrival: Any, period_ms: int):
-        self._evaluator = evaluator
-        self._points = points
-        self._arrival = arrival
-        self._period_ms = period_ms
-        self._late = arrival.max_ms
-
-    def get(self, bucket: int) -> float | None:
-        as_of = self._evaluator._as_of
-        if (
-            bucket + self._period_ms + self._late > as_of
-            and self._arrival.visible_at(bucket, self._period_ms) > as_of
-        ):
-            return None
-        return self._points.get(bucket)
-
-
-def _stamp(alarm: Any, at_ms: int) -> None:
-    """Set a moto alarm's state timestamps to virtual time (naive UTC, as moto keeps them)."""
-    when = from_ms(at_ms).replace(tzinfo=None)
-    alarm.state_updated_timestamp = when
-    alarm.state_transitioned_timestamp = when
 
 
 class _Clock(Protocol):
@@ -170,7 +137,7 @@ class _Transition:
     previous: tuple[str, str, int]  # reason, reason data, timestamp of the old state
 
 
-class AlarmEvaluator(SeriesFetch):
+class AlarmEvaluator(AlarmSync, Arrivals, SeriesFetch):
     """Evaluates the supervisor's CloudWatch alarms in the drill (see the module docstring)."""
 
     def __init__(
@@ -308,56 +275,6 @@ class AlarmEvaluator(SeriesFetch):
                 else:  # pragma: no cover - a check is always after the last evaluation
                     self._schedule(alarm, alarm.evaluated_to + self.period_ms)
         return [due[name] for name in sorted(due)]
-
-    def _hook_client(self) -> bool:
-        """Note the alarms put or deleted through the account's CloudWatch client, so that a
-        change is seen without scanning every alarm at every step."""
-        events = getattr(getattr(self.cloudwatch, "meta", None), "events", None)
-        if events is None or self._backend is None:
-            return False
-
-        def put(params: dict[str, Any], **_: Any) -> None:
-            self._touched.add(str(params.get("AlarmName", "")))
-
-        def delete(params: dict[str, Any], **_: Any) -> None:
-            self._touched.update(str(n) for n in params.get("AlarmNames", []))
-
-        events.register("before-parameter-build.cloudwatch.PutMetricAlarm", put)
-        events.register("before-parameter-build.cloudwatch.DeleteAlarms", delete)
-        return True
-
-    def _moto_backend(self) -> Any | None:
-        try:
-            from moto.cloudwatch.models import cloudwatch_backends
-            from moto.core import DEFAULT_ACCOUNT_ID
-        except ImportError:  # pragma: no cover - moto is a dev dependency
-            return None
-        try:
-            account = os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)
-            return cloudwatch_backends[account][self.region]
-        except Exception:  # pragma: no cover - not a moto account
-            return None
-
-    def _backend_fingerprint(self) -> dict[str, tuple[int, Any]]:
-        prefix = self.prefix
-        return {
-            name: (id(alarm), getattr(alarm, "configuration_updated_timestamp", None))
-            for name, alarm in self._backend.alarms.items()  # type: ignore[union-attr]
-            if name.startswith(prefix) and getattr(alarm, "rule", None) is None
-        }
-
-    def _changed(self) -> bool:
-        if self._dirty:
-            return True
-        if self._hooked:
-            # alarms put or deleted through the client are noted; anyone else's creation or
-            # deletion shows in the backend's size (a re-put by another client would be missed)
-            if self._touched or len(self._backend.alarms) != self._backend_size:  # type: ignore[union-attr]
-                self._dirty = True
-            return self._dirty
-        if self._backend_fingerprint() != self._fingerprint:
-            self._dirty = True
-        return self._dirty
 
     def _refresh(self, now: int, target: int) -> list[_Transition]:
         """Re-read the alarms if they may have changed; returns transitions of updated alarms' catch-up."""
@@ -516,122 +433,9 @@ class AlarmEvaluator(SeriesFetch):
         self._in_alarm.discard(name)
         self._unuse(name, alarm.config)
 
-    def _describe(self, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-        """The alarms under the prefix (all of them, or only ``names``), by name."""
-        out: dict[str, dict[str, Any]] = {}
-        paginator = self.cloudwatch.get_paginator("describe_alarms")
-        if names is None:
-            pages = [paginator.paginate(AlarmNamePrefix=self.prefix, AlarmTypes=["MetricAlarm"])]
-        else:
-            pages = [
-                paginator.paginate(AlarmNames=names[i : i + 100], AlarmTypes=["MetricAlarm"])
-                for i in range(0, len(names), 100)
-            ]
-        for pager in pages:
-            for page in pager:
-                for entry in page.get("MetricAlarms", []):
-                    if entry["AlarmName"].startswith(self.prefix):
-                        out[entry["AlarmName"]] = entry
-        return out
-
     def _bind(self, config: AlarmConfig) -> Callable[[int], float | None]:
         points = {key: self._series.setdefault(key, _SeriesData()).points for key in config.series}
         return _value_function(config, points)
-
-    def _bind_arrivals(self, alarm: _AlarmState) -> None:
-        """The alarm's view of late datapoints: each series' delays, how many of the newest
-        periods of an evaluation may lack datapoints (``unsure``) or surely lack them all
-        (``empty``), and its values computed from the datapoints visible at ``self._as_of``."""
-        cfg = alarm.config
-        p = alarm.period_ms
-        arrivals = tuple(self.delays.series(k.namespace, k.metric, dict(k.dimensions)) for k in cfg.series)
-        alarm.arrivals = arrivals
-        alarm.arrived = {}
-        late = max((a.max_ms for a in arrivals), default=0)
-        soon = min((a.min_ms for a in arrivals), default=0)
-        # the k-th newest period ends (k - 1) periods before the boundary's period end E; an
-        # evaluation happens at a minute boundary T in [E, E + p - 60 s]
-        alarm.unsure = -(-late // p) if late > 0 else 0
-        alarm.empty = max(0, -(-(soon + self.period_ms) // p) - 1) if soon > 0 else 0
-        known, value = empty_value(cfg)
-        compare = _OPERATORS[cfg.comparison]
-        alarm.empty_class = (
-            None
-            if not known
-            else (_MISSING if value is None else (_BREACH if compare(value, cfg.threshold) else _GOOD))
-        )
-        if alarm.unsure == 0:
-            alarm.masked_value_of = None
-            return
-        views = {
-            key: _Arrived(self, self._series.setdefault(key, _SeriesData()).points, arrival, p)
-            for key, arrival in zip(cfg.series, arrivals, strict=True)
-        }
-        alarm.masked_value_of = _value_function(cfg, views)  # type: ignore[arg-type]
-
-    def _arrived(self, alarm: _AlarmState, bucket: int) -> int:
-        """When the last datapoint of a period arrives (cached per period)."""
-        when = alarm.arrived.get(bucket)
-        if when is None:
-            p = alarm.period_ms
-            when = max((a.visible_at(bucket, p) for a in alarm.arrivals), default=bucket + p)
-            if len(alarm.arrived) > 64:
-                alarm.arrived.clear()
-            alarm.arrived[bucket] = when
-        return when
-
-    def _masked_value(self, alarm: _AlarmState, bucket: int, as_of: int) -> float | None:
-        """The alarm's value for one period from the datapoints visible at ``as_of``."""
-        assert alarm.masked_value_of is not None  # the caller loaded exact values (_load_exact)
-        self._as_of = as_of
-        return alarm.masked_value_of(bucket)
-
-    def _read_changed(self, names: list[str]) -> dict[str, dict[str, Any]]:
-        """New or re-put alarms, by name. The evaluator is CloudWatch's own evaluation engine in
-        the drill, so once a read through the API has shown that the backend's alarms convert to
-        the same entries, it reads them from moto's backend directly (no API round trip, which
-        costs ~50 ms for two dozen 10-metric alarms)."""
-        backend = self._backend
-        if self._backend_reads and backend is not None:
-            found = {n: _entry_from_backend(backend.alarms[n]) for n in names if n in backend.alarms}
-            if sorted(found) == names:
-                return found
-        raw = self._describe(names)
-        if self._backend_reads is None and raw and self._backend is not None:
-            try:
-                same = all(
-                    parse_alarm(entry) == parse_alarm(_entry_from_backend(self._backend.alarms[name]))
-                    and _state_of(entry) == _state_of(_entry_from_backend(self._backend.alarms[name]))
-                    for name, entry in raw.items()
-                )
-            except Exception:  # an attribute moto renamed: keep reading through the API
-                same = False
-            self._backend_reads = same
-        return raw
-
-    def _set_moto_state(self, name: str, value: str, reason: str, data: str, at_ms: int) -> None:
-        """Mirror a state into moto, stamped with the virtual time it was set at (``at_ms``):
-        ``StateUpdatedTimestamp`` and ``StateTransitionedTimestamp`` (the MetricAlarm reference:
-        the last change of StateValue), which moto would stamp with the machine's clock."""
-        if self._backend_reads and self._backend is not None:  # the engine writes its own state
-            alarm = self._backend.alarms.get(name)
-            if alarm is None:
-                self._dirty = True  # deleted meanwhile: forgotten at the next refresh
-            else:
-                alarm.update_state(reason, data or "{}", value)
-                _stamp(alarm, at_ms)
-            return
-        try:
-            self.cloudwatch.set_alarm_state(
-                AlarmName=name, StateValue=value, StateReason=reason, StateReasonData=data or "{}"
-            )
-        except Exception as exc:  # deleted meanwhile: forgotten at the next refresh
-            if "ResourceNotFound" not in str(exc):
-                raise
-            self._dirty = True
-            return
-        if self._backend is not None and name in self._backend.alarms:
-            _stamp(self._backend.alarms[name], at_ms)
 
     # -- data ------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.alarm_config import _OPERATORS, AlarmConfig, Bound, SeriesKey
+from drill.alarm_config import _OPERATORS, AlarmConfig, Bound, SeriesKey, _value_function, empty_value
 from drill.alarm_decision import _BREACH, _GOOD, _MISSING
 
 MINUTE_MS = 60_000
@@ -266,3 +266,84 @@ class SeriesFetch:
         if data.bounds:
             data.bounds = [b for b in data.bounds if b[1] > keep_from]
         data.lo = min(keep_from, data.hi)
+
+
+class _Arrived:
+    """A series' datapoints as an evaluation at ``evaluator._as_of`` sees them: only those that
+    have arrived (``drill/metric_delay.py``)."""
+
+    __slots__ = ("_arrival", "_evaluator", "_late", "_period_ms", "_points")
+
+    def __init__(self, evaluator: Any, points: dict[int, float], arrival: Any, period_ms: int):
+        self._evaluator = evaluator
+        self._points = points
+        self._arrival = arrival
+        self._period_ms = period_ms
+        self._late = arrival.max_ms
+
+    def get(self, bucket: int) -> float | None:
+        as_of = self._evaluator._as_of
+        if (
+            bucket + self._period_ms + self._late > as_of
+            and self._arrival.visible_at(bucket, self._period_ms) > as_of
+        ):
+            return None
+        return self._points.get(bucket)
+
+
+class Arrivals:
+    """What an evaluation sees of late datapoints (``drill/metric_delay.py``), a mixin of
+    ``AlarmEvaluator``: each alarm's series delays, and values from the datapoints arrived."""
+
+    delays: Any
+    period_ms: int
+    _as_of: int
+    _series: dict[SeriesKey, _SeriesData]
+
+    def _bind_arrivals(self, alarm: _AlarmState) -> None:
+        """The alarm's view of late datapoints: each series' delays, how many of the newest
+        periods of an evaluation may lack datapoints (``unsure``) or surely lack them all
+        (``empty``), and its values computed from the datapoints visible at ``self._as_of``."""
+        cfg = alarm.config
+        p = alarm.period_ms
+        arrivals = tuple(self.delays.series(k.namespace, k.metric, dict(k.dimensions)) for k in cfg.series)
+        alarm.arrivals = arrivals
+        alarm.arrived = {}
+        late = max((a.max_ms for a in arrivals), default=0)
+        soon = min((a.min_ms for a in arrivals), default=0)
+        # the k-th newest period ends (k - 1) periods before the boundary's period end E; an
+        # evaluation happens at a minute boundary T in [E, E + p - 60 s]
+        alarm.unsure = -(-late // p) if late > 0 else 0
+        alarm.empty = max(0, -(-(soon + self.period_ms) // p) - 1) if soon > 0 else 0
+        known, value = empty_value(cfg)
+        compare = _OPERATORS[cfg.comparison]
+        alarm.empty_class = (
+            None
+            if not known
+            else (_MISSING if value is None else (_BREACH if compare(value, cfg.threshold) else _GOOD))
+        )
+        if alarm.unsure == 0:
+            alarm.masked_value_of = None
+            return
+        views = {
+            key: _Arrived(self, self._series.setdefault(key, _SeriesData()).points, arrival, p)
+            for key, arrival in zip(cfg.series, arrivals, strict=True)
+        }
+        alarm.masked_value_of = _value_function(cfg, views)  # type: ignore[arg-type]
+
+    def _arrived(self, alarm: _AlarmState, bucket: int) -> int:
+        """When the last datapoint of a period arrives (cached per period)."""
+        when = alarm.arrived.get(bucket)
+        if when is None:
+            p = alarm.period_ms
+            when = max((a.visible_at(bucket, p) for a in alarm.arrivals), default=bucket + p)
+            if len(alarm.arrived) > 64:
+                alarm.arrived.clear()
+            alarm.arrived[bucket] = when
+        return when
+
+    def _masked_value(self, alarm: _AlarmState, bucket: int, as_of: int) -> float | None:
+        """The alarm's value for one period from the datapoints visible at ``as_of``."""
+        assert alarm.masked_value_of is not None  # the caller loaded exact values (_load_exact)
+        self._as_of = as_of
+        return alarm.masked_value_of(bucket)
