@@ -22,10 +22,11 @@ import boto3
 from moto import mock_aws
 
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
-from drill.clock import VirtualClock, moto_logs_follow, moto_s3_follow
+from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.deploy import run_alarm_shape_check
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
+from drill.metric_delay import MetricDelays
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_quotas import SimServiceQuotas
@@ -183,8 +184,17 @@ class LocalAccount:
         # Service Quotas as the supervisor reads it (the submit-time quota check): "simulated"
         # lists the simulated SageMaker's quotas; "denied" answers AccessDeniedException (unknown)
         service_quotas: str = "simulated",
+        # when each metric datapoint becomes visible (drill/metric_delay.py): a scenario's
+        # ``account.metric_delay`` (per source), a MetricDelays, or None for the defaults (late by
+        # up to 3 minutes); ``MetricDelays.none()`` is the kind model
+        metric_delay: Mapping[str, Any] | MetricDelays | None = None,
     ) -> None:
         self._backend_reads = backend_reads
+        self.metric_delays = (
+            metric_delay
+            if isinstance(metric_delay, MetricDelays)
+            else MetricDelays.from_dict(metric_delay, seed=seed)
+        )
         if service_quotas not in ("simulated", "denied"):
             raise ValueError("service_quotas must be 'simulated' or 'denied'")
         self._service_quotas = service_quotas
@@ -244,6 +254,7 @@ class LocalAccount:
         self._clock_patches = contextlib.ExitStack()
         self._clock_patches.enter_context(moto_logs_follow(self.clock))
         self._clock_patches.enter_context(moto_s3_follow(self.clock))
+        self._clock_patches.enter_context(moto_cloudwatch_follow(self.clock))
         self.ddb = boto3.client("dynamodb", region_name=REGION)
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)
@@ -320,7 +331,10 @@ class LocalAccount:
                 clock=lambda: self.clock.now_ms / 1000,
             ),
             metrics=CloudWatchMetricsReader(
-                self.recorder.wrap(SimulatedCloudWatch(self.cloudwatch, self.sagemaker), "cloudwatch")
+                self.recorder.wrap(
+                    SimulatedCloudWatch(self.cloudwatch, self.sagemaker, self.metric_delays, self.clock),
+                    "cloudwatch",
+                )
             ),
             quotas=ServiceQuotasReader(quotas_client, clock=lambda: self.clock.now_ms / 1000),
             counters=self.counters,

@@ -59,7 +59,7 @@ class BackendAlarmReads(_Shortcut):
     serializer (about 3 ms for a 10-metric alarm), so a sweep reading 4,000 alarms every minute
     would make the drill, not the supervisor, the bottleneck. This reads the same alarms from
     moto's backend (entries as ``describe_alarms`` returns them, see
-    ``drill.alarm_evaluator._entry_from_backend``) and pages them as CloudWatch does, which moto
+    ``drill.alarm_config._entry_from_backend``) and pages them as CloudWatch does, which moto
     does not: ``MaxRecords`` per page (the default page size is not documented; 50 is assumed),
     ``NextToken`` to continue. Filters: ``AlarmNamePrefix`` or ``AlarmNames``, ``StateValue``,
     ``AlarmTypes`` (composite alarms are never returned). Every other call goes to moto.
@@ -84,7 +84,7 @@ class BackendAlarmReads(_Shortcut):
         self._listing: tuple[tuple[Any, frozenset[str], Any], list[str]] | None = None
 
     def describe_alarms(self, **params: Any) -> dict[str, Any]:
-        from drill.alarm_evaluator import _entry_from_backend
+        from drill.alarm_config import _entry_from_backend
 
         if self._record is not None:
             self._record("DescribeAlarms", params)
@@ -139,12 +139,19 @@ class BackendAlarmReads(_Shortcut):
                 base = _entry_from_backend(alarm)
                 base["AlarmArn"] = alarm.alarm_arn
                 base["ActionsEnabled"] = bool(alarm.actions_enabled)
+                put_at = alarm.configuration_updated_timestamp
+                base["AlarmConfigurationUpdatedTimestamp"] = (
+                    put_at if put_at.tzinfo else put_at.replace(tzinfo=UTC)
+                )
                 cached = self._entries[name] = (version, base)
             entry = dict(cached[1])
             entry["StateValue"] = alarm.state_value
             entry["StateReason"] = alarm.state_reason
             stamp = alarm.state_updated_timestamp
             entry["StateUpdatedTimestamp"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+            moved = getattr(alarm, "state_transitioned_timestamp", None)
+            if moved is not None:
+                entry["StateTransitionedTimestamp"] = moved if moved.tzinfo else moved.replace(tzinfo=UTC)
             out.append(entry)
         resp: dict[str, Any] = {"MetricAlarms": out, "CompositeAlarms": []}
         if page and any(name in self._backend.alarms for name in listed[i:]):

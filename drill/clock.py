@@ -73,3 +73,9 @@ def moto_logs_follow(clock: VirtualClock) -> AbstractContextManager[None]:
 def moto_s3_follow(clock: VirtualClock) -> AbstractContextManager[None]:
     """Let moto's S3 stamp LastModified with virtual time (checkpoint age is a health signal)."""
     return _moto_now("moto.s3.models", clock)
+
+
+def moto_cloudwatch_follow(clock: VirtualClock) -> AbstractContextManager[None]:
+    """Let moto's CloudWatch stamp alarms (configuration and state timestamps) with virtual time:
+    the supervisor measures how long an alarm has been in ALARM from them."""
+    return _moto_now("moto.cloudwatch.models", clock)

@@ -13,8 +13,15 @@ Grammar (whitespace free; function names case-insensitive):
     atom   := number | id | "(" expr ")" | "[" expr ("," expr)* "]" | NAME "(" args ")"
 
 Functions: MIN/MAX/SUM/AVG of an array (one value per period: across the series), FILL(x, c)
-and FILL(x, REPEAT), DIFF(x) (this value minus the series' previous datapoint), ABS(x), and
-IF(condition, then[, else]).
+and FILL(x, REPEAT) of a series or of an array (``FILL([m1, m2], 0)`` is an array, the documented
+form of filling several series), DIFF(x) (this value minus the series' previous datapoint), ABS(x),
+and IF(condition, then[, else]).
+
+Forms refused (MathError), as the metric-math reference has them: MIN/MAX/SUM/AVG of a single
+series (a scalar: "it can't be the final expression result", and an alarm's expression must
+return one time series), of a one-series array (``MAX([m1])``: not a documented form; an alarm on
+one series watches the series itself), and an array where a single series is needed (``[m1, m2]``
+or ``FILL([m1, m2], 0)`` as a value).
 
 Semantics per period, following the CloudWatch metric-math reference: a comparison gives 1 or 0;
 AND/OR/NOT work on zero / non-zero; a function of an array uses the series that have a value
@@ -249,12 +256,34 @@ class _Parser:
         return self.expr()
 
 
+def _is_array(node: Node) -> bool:
+    """Whether a node is an array of series: ``[...]``, or FILL of one."""
+    return isinstance(node, Arr) or (
+        isinstance(node, Call) and node.name == "FILL" and bool(node.args) and _is_array(node.args[0])
+    )
+
+
+def _array_size(node: Node) -> int:
+    while isinstance(node, Call):  # FILL of an array
+        node = node.args[0]
+    assert isinstance(node, Arr)
+    return len(node.items)
+
+
 def _check_call(call: Call) -> Call:
     n = len(call.args)
-    if call.name in REDUCERS and not (n == 1 and isinstance(call.args[0], Arr)):
-        raise MathError(f"{call.name} takes one array of series here, e.g. {call.name}([m1, m2])")
+    if call.name in REDUCERS:
+        if not (n == 1 and _is_array(call.args[0])):
+            raise MathError(
+                f"{call.name} of a single series is a scalar, not a series; {call.name} takes one array "
+                f"of series here, e.g. {call.name}([m1, m2])"
+            )
+        if _array_size(call.args[0]) < 2:
+            raise MathError(
+                f"{call.name} of a one-series array is not a documented form: use the series' id itself"
+            )
     if call.name == "FILL" and not (n == 2 and (isinstance(call.args[1], (Num, Repeat)))):
-        raise MathError("FILL takes a series and a number or REPEAT")
+        raise MathError("FILL takes a series (or an array of series) and a number or REPEAT")
     if call.name in ("DIFF", "ABS") and n != 1:
         raise MathError(f"{call.name} takes one argument")
     if call.name == "IF" and n not in (2, 3):
@@ -284,7 +313,16 @@ def references(node: Node) -> list[str]:
 def value_function(node: Node, refs: Mapping[str, ValueAt], period_ms: int) -> ValueAt:
     """bucket (ms) -> the expression's value for that period (None = missing)."""
 
+    def items(n: Node) -> list[ValueAt]:
+        """The series of an array node (``[...]`` or FILL of one)."""
+        if isinstance(n, Arr):
+            return [build(item) for item in n.items]
+        assert isinstance(n, Call) and n.name == "FILL"
+        return [_fill(part, n.args[1], period_ms) for part in items(n.args[0])]
+
     def build(n: Node) -> ValueAt:
+        if _is_array(n):
+            raise MathError("an array of series is not a single series here")
         if isinstance(n, Num):
             constant = n.value
             return lambda b: constant
@@ -299,8 +337,8 @@ def value_function(node: Node, refs: Mapping[str, ValueAt], period_ms: int) -> V
         if isinstance(n, Bin):
             return _binary(n.op, build(n.left), build(n.right))
         if isinstance(n, Call):
-            return _call(n, build, period_ms)
-        raise MathError(f"{n!r} is not a value")  # an array or REPEAT outside a function
+            return _call(n, build, items, period_ms)
+        raise MathError(f"{n!r} is not a value")  # REPEAT outside FILL
 
     return build(node)
 
@@ -351,10 +389,21 @@ def _previous(series: ValueAt, bucket: int, period_ms: int) -> float | None:
     return None
 
 
-def _call(n: Call, build: Callable[[Node], ValueAt], period_ms: int) -> ValueAt:
+def _fill(inner: ValueAt, fill: Node, period_ms: int) -> ValueAt:
+    if isinstance(fill, Num):
+        constant = fill.value
+        return lambda b: v if (v := inner(b)) is not None else constant
+    return lambda b: v if (v := inner(b)) is not None else _previous(inner, b, period_ms)
+
+
+def _call(
+    n: Call,
+    build: Callable[[Node], ValueAt],
+    items: Callable[[Node], list[ValueAt]],
+    period_ms: int,
+) -> ValueAt:
     if n.name in REDUCERS:
-        assert isinstance(n.args[0], Arr)
-        parts = [build(item) for item in n.args[0].items]
+        parts = items(n.args[0])
         reduce = REDUCERS[n.name]
 
         def reduced(b: int) -> float | None:
@@ -363,11 +412,7 @@ def _call(n: Call, build: Callable[[Node], ValueAt], period_ms: int) -> ValueAt:
 
         return reduced
     if n.name == "FILL":
-        inner, fill = build(n.args[0]), n.args[1]
-        if isinstance(fill, Num):
-            constant = fill.value
-            return lambda b: v if (v := inner(b)) is not None else constant
-        return lambda b: v if (v := inner(b)) is not None else _previous(inner, b, period_ms)
+        return _fill(build(n.args[0]), n.args[1], period_ms)
     if n.name == "DIFF":
         inner = build(n.args[0])
 
@@ -406,7 +451,15 @@ def bound_function(node: Node, refs: Mapping[str, BoundAt]) -> BoundAt:
     """Each referenced id's (lo, hi) over a stretch (None: no datapoint in it) -> the expression's
     (lo, hi), None when it is missing throughout, UNBOUNDED when that cannot be told."""
 
+    def items(n: Node) -> list[BoundAt]:
+        if isinstance(n, Arr):
+            return [build(item) for item in n.items]
+        assert isinstance(n, Call) and n.name == "FILL"
+        return [_fill_bound(part, n.args[1]) for part in items(n.args[0])]
+
     def build(n: Node) -> BoundAt:
+        if _is_array(n):
+            raise MathError("an array of series is not a single series here")
         if isinstance(n, Num):
             pair = (n.value, n.value)
             return lambda s: pair
@@ -422,7 +475,7 @@ def bound_function(node: Node, refs: Mapping[str, BoundAt]) -> BoundAt:
             left, right = build(n.left), build(n.right)
             return lambda s: _bin_bound(n.op, left(s), right(s))
         if isinstance(n, Call):
-            return _call_bound(n, build)
+            return _call_bound(n, build, items)
         raise MathError(f"{n!r} is not a value")
 
     return build(node)
@@ -478,10 +531,16 @@ def _bin_bound(op: str, a: Bound | None, c: Bound | None) -> Bound | None:
     return (min(values), max(values))
 
 
-def _call_bound(n: Call, build: Callable[[Node], BoundAt]) -> BoundAt:
+def _fill_bound(inner: BoundAt, fill: Node) -> BoundAt:
+    if isinstance(fill, Num):
+        pair = (fill.value, fill.value)
+        return lambda s: v if (v := inner(s)) is not None else pair
+    return lambda s: UNBOUNDED  # REPEAT depends on earlier stretches
+
+
+def _call_bound(n: Call, build: Callable[[Node], BoundAt], items: Callable[[Node], list[BoundAt]]) -> BoundAt:
     if n.name in REDUCERS:
-        assert isinstance(n.args[0], Arr)
-        parts = [build(item) for item in n.args[0].items]
+        parts = items(n.args[0])
         name = n.name
 
         def reduced(s: Mapping[str, Bound | None]) -> Bound | None:
@@ -501,11 +560,7 @@ def _call_bound(n: Call, build: Callable[[Node], BoundAt]) -> BoundAt:
 
         return reduced
     if n.name == "FILL":
-        inner, fill = build(n.args[0]), n.args[1]
-        if isinstance(fill, Num):
-            pair = (fill.value, fill.value)
-            return lambda s: v if (v := inner(s)) is not None else pair
-        return lambda s: UNBOUNDED  # REPEAT depends on earlier stretches
+        return _fill_bound(build(n.args[0]), n.args[1])
     if n.name == "DIFF":
         return lambda s: UNBOUNDED  # depends on the previous datapoint, maybe of another stretch
     if n.name == "ABS":

@@ -194,6 +194,7 @@ class DrillRunner:
             policy_defaults=sc.policy_defaults,
             reconcile_interval_min=sc.reconcile_interval_min,
             store=sc.store,
+            metric_delay=sc.metric_delay,
             **self.account_options,
         ) as acct:
             self.acct = acct

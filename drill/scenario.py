@@ -11,6 +11,9 @@ Format (all times are virtual minutes from the scenario start unless named other
               "reconcile_interval_min": 10,
               "log_subscription": true,                # false: the deployment without the log
                                                        # subscription (-c logSubscription=false)
+              "metric_delay": {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180},
+                               "progress": {...}, "heartbeat": {...}},  # when datapoints arrive
+                                                       # (drill/metric_delay.py); these are the defaults
               "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
@@ -61,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from drill.account import Delivery
+from drill.metric_delay import MAX_DELAY_S, SOURCES, SourceDelay
 from drill.sim.texts import CRASH_KINDS, PAUSE_KINDS, START_FAULTS
 from drill.sim_sagemaker import FAULT_KINDS, Fault, JobProfile, StartupTimes
 
@@ -153,6 +157,7 @@ class Scenario:
     actions: list[dict[str, Any]]
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
+    metric_delay: dict[str, dict[str, Any]] = field(default_factory=dict)  # per source, over the defaults
 
 
 class ScenarioError(ValueError):
@@ -315,6 +320,17 @@ STARTUP_FIELDS = _from_dataclass(StartupTimes, {})
 DELIVERY_FIELDS = _from_dataclass(
     Delivery, {"duplicate_rate": _rate, "drop_rate": _rate, "min_delay_s": _time, "max_delay_s": _time}
 )
+
+
+def _delay(v: Any) -> str | None:
+    if v < 0 or v > MAX_DELAY_S:
+        return f"must be within 0..{MAX_DELAY_S:g} seconds, got {_show(v)}"
+    return None
+
+
+DELAY_FIELDS = _from_dataclass(
+    SourceDelay, {"base_s": _delay, "jitter_s": _delay, "late_rate": _rate, "late_s": _delay}
+)
 FAULT_FIELDS = _from_dataclass(
     Fault,
     {
@@ -333,6 +349,7 @@ ACCOUNT_FIELDS = {
     "reconcile_interval_min": Spec("number", check=_positive),
     "store": Spec("str", check=_one_of(("dynamodb", "memory"))),
     "log_subscription": Spec("bool"),
+    "metric_delay": Spec("object"),
 }
 RUN_FIELDS = {
     "name": Spec("str", required=True),
@@ -508,6 +525,21 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         if check.value(f"account.quotas.{itype}", n, Spec("int", check=_at_least(0))):
             quotas[itype] = n
     startup = check.obj("account.startup", account.get("startup", {}), STARTUP_FIELDS)
+    metric_delay: dict[str, dict[str, Any]] = {}
+    delays = check.obj(
+        "account.metric_delay", account.get("metric_delay", {}), dict.fromkeys(SOURCES, Spec("object"))
+    )
+    for name, raw in delays.items():
+        where = f"account.metric_delay.{name}"
+        fields_ok = len(check.problems)
+        entry = check.obj(where, raw, DELAY_FIELDS)
+        if len(check.problems) == fields_ok:
+            try:
+                SourceDelay(**entry)
+            except ValueError as exc:
+                check.add(where, str(exc))
+                continue
+            metric_delay[name] = dict(entry)
     delivery = check.obj("delivery", top.get("delivery", {}), DELIVERY_FIELDS)
     if delivery.get("min_delay_s", 0) > delivery.get("max_delay_s", math.inf):
         check.add("delivery.min_delay_s", "must not exceed max_delay_s")
@@ -621,6 +653,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         store=str(account.get("store", "dynamodb")),
         log_subscription=bool(account.get("log_subscription", True)),
         delivery=dict(delivery),
+        metric_delay=metric_delay,
         policy_defaults=dict(policy_defaults),
         runs=runs,
         faults=faults,

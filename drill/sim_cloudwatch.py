@@ -2,7 +2,9 @@
 
 SageMaker's per-host metrics and the heartbeat metric are answered analytically by the
 simulated SageMaker (weeks of one-minute datapoints would be too slow to push into moto), so
-GetMetricData for those namespaces is served from it; every other call goes to moto.
+GetMetricData for those namespaces is served from it; every other call goes to moto. A read at
+time T sees only the datapoints that have arrived by T (``drill/metric_delay.py``): the period
+still under way never, the newest complete ones only once their delay has passed.
 
 Training-job logs reach the supervisor one of two ways: written to moto's CloudWatch Logs and
 read back from it (:class:`FlushOnReadLogs`, the default), or read straight from the simulator's
@@ -12,18 +14,28 @@ one moto call per host stream at every flush.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from drill.clock import VirtualClock
+from drill.metric_delay import MetricDelays
 from drill.sim.texts import client_error
 from drill.sim_sagemaker import SimSageMaker
 from sagewarden.keys import TRAINING_LOG_GROUP
 
 
 class SimulatedCloudWatch:
-    def __init__(self, moto_client: Any, sim: SimSageMaker) -> None:
+    def __init__(
+        self,
+        moto_client: Any,
+        sim: SimSageMaker,
+        delays: MetricDelays | None = None,
+        clock: VirtualClock | None = None,
+    ) -> None:
         self._moto = moto_client
         self._sim = sim
+        self._delays = delays if delays is not None else MetricDelays.none()
+        self._clock = clock if clock is not None else sim.clock
 
     def get_metric_data(
         self, *, MetricDataQueries: list[dict[str, Any]], StartTime: datetime, EndTime: datetime, **_: Any
@@ -34,14 +46,18 @@ class SimulatedCloudWatch:
             stat = q["MetricStat"]
             metric = stat["Metric"]
             dims = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+            period = int(stat["Period"])
             points = self._sim.metric_datapoints(
-                metric["Namespace"], metric["MetricName"], dims, start, end, int(stat["Period"]), stat["Stat"]
+                metric["Namespace"], metric["MetricName"], dims, start, end, period, stat["Stat"]
             )
+            now = self._clock.now_ms
+            arrival = self._delays.series(metric["Namespace"], metric["MetricName"], dims)
+            points = [(t, v) for t, v in points if arrival.visible_at(t, period * 1000) <= now]
             results.append(
                 {
                     "Id": q["Id"],
                     "Label": metric["MetricName"],
-                    "Timestamps": [datetime.fromtimestamp(t / 1000) for t, _ in reversed(points)],
+                    "Timestamps": [datetime.fromtimestamp(t / 1000, tz=UTC) for t, _ in reversed(points)],
                     "Values": [v for _, v in reversed(points)],
                     "StatusCode": "Complete",
                 }

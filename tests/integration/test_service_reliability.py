@@ -453,3 +453,30 @@ def test_backend_sns_publish_reaches_the_topic_and_refuses_what_sns_refuses(temp
         assert topic.sent_notifications[0][3] == {"run_id": {"Type": "String", "Value": "r1"}}
         with pytest.raises(ClientError, match="InvalidParameter"):
             sns.publish(TopicArn=account.topic_arn, Subject="x" * 120, Message="body")
+
+
+def test_the_alarm_inventory_dates_an_alarm_state_from_its_last_transition():
+    """StateUpdatedTimestamp also moves when only the alarm's EvaluationState changes (the
+    MetricAlarm reference); how long an alarm has been in ALARM (e.g. a lone idle host during
+    start-up must hold 10 minutes) is measured from StateTransitionedTimestamp."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    prefix = "sagewarden-sw-hang-"
+    job = "sw-x-01KE5Q86000DNQ47GXEV9VZMPH-a001"
+    entered = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
+    touched = datetime(2026, 1, 5, 10, 7, tzinfo=UTC)  # an evaluation-state blip, still ALARM
+    alarm = {
+        "AlarmName": alarm_name(prefix, job, "gpu_lone_idle"),
+        "StateValue": "ALARM",
+        "StateUpdatedTimestamp": touched,
+        "StateTransitionedTimestamp": entered,
+    }
+    expected = {"AlarmNamePrefix": prefix, "AlarmTypes": ["MetricAlarm"], "MaxRecords": 100}
+    with Stubber(cw) as stub:
+        stub.add_response("describe_alarms", {"MetricAlarms": [alarm]}, expected)
+        found = CloudWatchHangAlarms(cw, prefix).inventory()
+        assert found[job] == (("gpu_lone_idle", "ALARM", int(entered.timestamp() * 1000)),)

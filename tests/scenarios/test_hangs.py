@@ -246,3 +246,15 @@ def test_scenario_a_resume_that_loads_its_checkpoint_silently_is_not_held_to_a_f
     )
     assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"INFRASTRUCTURE": 1}
     assert [f["classified_as"] for f in result.faults][1] == "benign"
+
+
+def test_scenario_a_dead_host_at_start_up_is_caught_after_about_fifteen_minutes(template):
+    """README: during start-up a lone idle host must hold 10 minutes before it acts, so a dead host
+    2 minutes into Training is caught after about 15 minutes (the grace period). The hold is
+    measured from the alarm's state timestamp, which the drill must stamp in virtual time."""
+    result = _hang_drill(template, {"kind": "dead_host", "host": 2}, instance_count=2, after_min=2)
+    run = result.runs["hang"]
+    assert run["restarts_by_class"] == {"HANG": 1}
+    assert "gpu_lone_idle" in next(d for d in run["decisions"] if "hang confirmed" in d)
+    detect_min = result.faults[0]["to_action_s"] / 60
+    assert 10 <= detect_min <= 17, detect_min

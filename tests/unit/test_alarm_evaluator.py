@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drill.alarm_decision import _promise_periods
 from drill.alarm_evaluator import (
     ALARM,
     INSUFFICIENT_DATA,
@@ -26,6 +27,7 @@ from drill.alarm_evaluator import (
     evaluate_periods,
 )
 from drill.clock import VirtualClock
+from drill.metric_delay import MetricDelays
 from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
 from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, alarm_specs
@@ -254,31 +256,84 @@ def test_alarm_evaluator_premature_alarm_waits_for_breaching_data_to_age() -> No
     assert evaluate_periods(periods("- - X - -"), evaluation_periods=3, current_state=OK) == ALARM
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     n=st.integers(1, 4),
     m_minus=st.integers(0, 3),
     extra=st.integers(0, 2),
+    unsure=st.integers(0, 3),
     treat=st.sampled_from(TREATMENTS),
     data=st.data(),
 )
 def test_alarm_evaluator_stability_bound_never_skips_a_possible_change(
-    n: int, m_minus: int, extra: int, treat: str, data: st.DataObject
+    n: int, m_minus: int, extra: int, unsure: int, treat: str, data: st.DataObject
 ) -> None:
-    """Every outcome possible before the bound says so is OK, whatever data arrives meanwhile."""
+    """Every outcome possible before the bound says so is OK, whatever data arrives meanwhile, and
+    whatever the newest ``unsure`` periods of each evaluation read while their datapoints are late."""
     m = max(1, n - m_minus)
     rng = n + extra
     window = bytes(data.draw(st.lists(st.sampled_from(b"GBM"), min_size=rng, max_size=rng)))
     state = _decide(window, n, m, treat, OK)[0]
-    bound = _stable_periods(window, n, m, treat, state)
+    bound = _stable_periods(window, n, m, treat, state, unsure)
     assert bound >= 1
     if state != OK:
         assert bound == 1
         return
     for j in range(1, bound):
-        for future in itertools.product(b"GBM", repeat=min(j, rng)):
-            shifted = (window + bytes(future))[-rng:]
+        u = min(rng, max(j, unsure))
+        for future in itertools.product(b"GBM", repeat=u):
+            shifted = (window + bytes(j))[j:][: rng - u] + bytes(future)
             assert _decide(shifted, n, m, treat, OK)[0] == OK, (window, j, bytes(future))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    m_minus=st.integers(0, 3),
+    extra=st.integers(0, 2),
+    unsure=st.integers(0, 3),
+    empty=st.integers(0, 3),
+    empty_class=st.sampled_from([None, ord("G"), ord("M")]),
+    future=st.sampled_from(b"GBM"),
+    treat=st.sampled_from(TREATMENTS),
+    current=st.sampled_from([OK, ALARM, INSUFFICIENT_DATA]),
+    data=st.data(),
+)
+def test_alarm_evaluator_promise_never_skips_a_possible_change(
+    n: int,
+    m_minus: int,
+    extra: int,
+    unsure: int,
+    empty: int,
+    empty_class: int | None,
+    future: int,
+    treat: str,
+    current: str,
+    data: st.DataObject,
+) -> None:
+    """With every period to come of class ``future`` once complete, no evaluation before the
+    promised one can change the state: the newest ``unsure`` periods may read as anything (a
+    missing one stays missing), the newest ``empty`` ones as ``empty_class``."""
+    m = max(1, n - m_minus)
+    rng = n + extra
+    window = bytes(data.draw(st.lists(st.sampled_from(b"GBM"), min_size=rng, max_size=rng)))
+    state = _decide(window, n, m, treat, current)[0]
+    promised = _promise_periods(
+        window, future, n, m, treat, state, unsure=unsure, empty=empty, empty_class=empty_class
+    )
+    assert promised is not None and promised >= 1
+    u = min(unsure, rng)
+    e = min(empty, u)
+    for j in range(1, min(promised, rng + 2)):
+        final = (window + bytes([future]) * j)[-rng:]
+        options = [
+            bytes([empty_class])
+            if (k >= u - e and empty_class is not None)
+            else (b"M" if c == ord("M") else b"GBM")
+            for k, c in enumerate(final[rng - u :])
+        ]
+        for tail in itertools.product(*options):
+            assert _decide(final[: rng - u] + bytes(tail), n, m, treat, state)[0] == state
 
 
 # ----------------------------------------------------------------------------------------------
@@ -330,7 +385,8 @@ def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount,
         e for e in ev.events if e["detail"]["state"]["value"] == ALARM and "gpu" in e["detail"]["alarmName"]
     )
     data = json.loads(event["detail"]["state"]["reasonData"])
-    assert data["recentDatapoints"] == [1.0] * 3  # IF(MIN < idle AND MAX > busy, 1, 0)
+    # IF(MIN < idle AND MAX > busy, 1, 0): 3 breaching of the last 6 (M of N)
+    assert data["recentDatapoints"] == [0.0] * 3 + [1.0] * 3
     assert "statistic" not in data  # metric math has no single statistic
     assert moto_state(cw, LONE_ALARM)["StateValue"] == ALARM
 
@@ -370,8 +426,8 @@ def test_alarm_evaluator_not_breaching_gpu_alarm_stays_ok_before_training(acct: 
     assert changes(ev, GPU_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]
     event = next(e for e in ev.events if e["detail"]["alarmName"] == GPU_ALARM)
     assert event["detail"]["state"]["reason"] == (
-        "Threshold Crossed: no datapoints were received for 5 periods and 3 missing datapoints were "
-        "treated as [NonBreaching]."
+        "Threshold Crossed: no datapoints were received for 8 periods and 6 missing datapoints were "
+        "treated as [NonBreaching]."  # 3 of 6 (M of N), a range of 6 + 2
     )
     assert ev.states[GPU_ALARM] == OK
     # without any heartbeat the silence alarm (breaching) alarms at the first evaluation
@@ -447,7 +503,7 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     heartbeat(acct, lambda t: 6.0 if t < t0 + 10 * MIN else None)
     for host in (1, 2):
         gpu(acct, host, lambda t: 700.0)
-    put_hang_alarms(cw, hang_spec(hosts=2, silence=3))
+    put_hang_alarms(cw, hang_spec(hosts=2, silence=4))
     ev = AlarmEvaluator(acct, evaluation_range_extra=0)
     ev.evaluate_due()
     drive(ev, acct.clock, t0 + 20 * MIN)
@@ -467,11 +523,11 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     assert uuid.UUID(event["id"]).version == 4
     assert event["version"] == "0" and event["account"] == "123456789012" and event["region"] == REGION
     assert event["resources"] == [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{LOG_ALARM}"]
-    assert event["time"] == "2026-01-05T00:13:00Z"
+    assert event["time"] == "2026-01-05T00:14:00Z"
     state = event["detail"]["state"]
-    assert state["timestamp"] == "2026-01-05T00:13:00.000+0000"
+    assert state["timestamp"] == "2026-01-05T00:14:00.000+0000"
     assert state["reason"] == (
-        "Threshold Crossed: no datapoints were received for 3 periods and 3 missing datapoints were "
+        "Threshold Crossed: no datapoints were received for 4 periods and 4 missing datapoints were "
         "treated as [Breaching]."
     )
     data = json.loads(state["reasonData"])
@@ -486,9 +542,10 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
         "evaluatedDatapoints",
     }
     assert data["statistic"] == "Sum" and data["period"] == 60 and data["threshold"] == 0.0
-    assert data["queryDate"] == "2026-01-05T00:13:00.000+0000"
+    assert data["queryDate"] == "2026-01-05T00:14:00.000+0000"
     assert data["startDate"] == "2026-01-05T00:10:00.000+0000"
     assert [d["timestamp"] for d in data["evaluatedDatapoints"]] == [
+        "2026-01-05T00:13:00.000+0000",
         "2026-01-05T00:12:00.000+0000",
         "2026-01-05T00:11:00.000+0000",
         "2026-01-05T00:10:00.000+0000",
@@ -496,13 +553,14 @@ def test_alarm_evaluator_event_shape_and_moto_state(acct: FakeAccount, cw: Any) 
     previous = event["detail"]["previousState"]
     assert previous["value"] == OK and previous["timestamp"] == "2026-01-05T00:01:00.000+0000"
     assert previous["reason"] == (
-        "Threshold Crossed: 3 out of the last 3 datapoints [6.0 (05/01/26 00:00:00), 6.0 (04/01/26 23:59:00), "
-        "6.0 (04/01/26 23:58:00)] were not less than or equal to the threshold (0.0) (minimum 1 datapoint "
+        "Threshold Crossed: 4 out of the last 4 datapoints [6.0 (05/01/26 00:00:00), 6.0 (04/01/26 23:59:00), "
+        "6.0 (04/01/26 23:58:00), 6.0 (04/01/26 23:57:00)] were not less than or equal to the threshold (0.0) "
+        "(minimum 1 datapoint "
         "for INSUFFICIENT_DATA -> OK transition)."
     )
-    assert json.loads(previous["reasonData"])["recentDatapoints"] == [6.0, 6.0, 6.0]
+    assert json.loads(previous["reasonData"])["recentDatapoints"] == [6.0, 6.0, 6.0, 6.0]
     assert event["detail"]["configuration"] == {
-        "description": f"sagewarden: no log events from {JOB} for 3 min",
+        "description": f"sagewarden: no log events from {JOB} for 4 min",
         "metrics": [
             {
                 "id": event["detail"]["configuration"]["metrics"][0]["id"],
@@ -626,7 +684,12 @@ def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
     assert len({e["id"] for e in first}) == len(first)
 
 
-def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> None:
+@pytest.mark.parametrize("late", [False, True])
+def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any, late: bool) -> None:
+    """Also with datapoints arriving late (drill/metric_delay.py's defaults): the stability bound
+    counts the newest periods that may still lack datapoints as unknown."""
+    delays = MetricDelays(11) if late else None
+
     def run(every_minute: bool) -> tuple[list[tuple[int, str, str, str]], int, int]:
         clock = VirtualClock()
         acct = FakeAccount(clock=clock, cloudwatch=cw, sagemaker=FakeMetrics(clock))
@@ -653,7 +716,7 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> 
             EvaluationPeriods=3,
             DatapointsToAlarm=3,
         )
-        ev = AlarmEvaluator(acct)
+        ev = AlarmEvaluator(acct, delays=delays)
         ev.evaluate_due()
         until = t0 + 24 * 60 * MIN
         if every_minute:
@@ -670,7 +733,9 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any) -> 
     assert {new for _, _, _, new in jumping} == {OK, ALARM, INSUFFICIENT_DATA}
     naive_calls = 24 * 60 * 3  # 3 series (one heartbeat, two hosts) asked every minute
     print(f"\n{wakes} wakes instead of {24 * 60}; {calls_jumping} metric calls instead of {naive_calls}")
-    assert wakes < 24 * 60
+    # late datapoints: the 3-of-5 "rate" alarm's newest 3 periods are always unsure, so it is
+    # looked at every minute (its fetches are still batched)
+    assert wakes < 24 * 60 or late
     assert calls_jumping == calls_every_minute < naive_calls // 2  # alarms are fetched when due
 
 
@@ -733,6 +798,45 @@ def test_alarm_evaluator_rejects_what_it_cannot_evaluate(acct: FakeAccount, cw: 
         ev.evaluate_due()
     with pytest.raises(ValueError, match="EvaluationPeriods"):
         evaluate_periods([None], evaluation_periods=2)
+
+
+def test_alarm_evaluator_refuses_more_than_ten_metrics_or_a_day_of_periods() -> None:
+    """CloudWatch: "a math expression used for an alarm can include as many as 10 metrics" (a
+    hard limit); the supervisor's per-host alarms split hosts into groups of at most 10."""
+    from drill.alarm_config import parse_alarm
+
+    def alarm(hosts: int) -> dict[str, Any]:
+        ids = ",".join(f"h{h}" for h in range(1, hosts + 1))
+        return {
+            "AlarmName": PREFIX + "wide",
+            "EvaluationPeriods": 3,
+            "Threshold": 1.0,
+            "ComparisonOperator": "LessThanThreshold",
+            "Metrics": [
+                *(
+                    {
+                        "Id": f"h{h}",
+                        "MetricStat": {
+                            "Metric": {"Namespace": GPU[0], "MetricName": GPU[1], "Dimensions": []},
+                            "Period": 60,
+                            "Stat": "Average",
+                        },
+                        "ReturnData": False,
+                    }
+                    for h in range(1, hosts + 1)
+                ),
+                {"Id": "e", "Expression": f"MIN([{ids}])", "ReturnData": True},
+            ],
+        }
+
+    assert len(parse_alarm(alarm(10)).series) == 10
+    with pytest.raises(ValueError, match="at most 10"):
+        parse_alarm(alarm(11))
+    # "the number of evaluation periods ... multiplied by the length of each evaluation period
+    # cannot exceed one day": the supervisor caps its windows at 1,440 one-minute periods
+    assert parse_alarm({**alarm(2), "EvaluationPeriods": 1440}).evaluation_periods == 1440
+    with pytest.raises(ValueError, match="exceed one day"):
+        parse_alarm({**alarm(2), "EvaluationPeriods": 1441})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sagewarden.domain.cadence import (
@@ -10,12 +10,14 @@ from sagewarden.domain.cadence import (
     HORIZON_MIN,
     LEARN_AFTER_MIN,
     MAX_PHASE_MINUTES,
+    SETTLE_MIN,
     learn_startup,
     learn_window,
     phase_cover,
     phase_marker,
     wants_cadence,
 )
+from sagewarden.domain.hang_alarms import METRIC_LAG_MIN
 
 MIN = 60_000
 T0 = 1_000 * MIN
@@ -110,9 +112,52 @@ def test_the_start_up_allowance_is_read_as_soon_as_its_span_is_observed():
     """Issue 16 item 6: the learned allowance needed ~167 minutes of training (the window's
     LEARN_AFTER_MIN) plus a sweep tick, while its own span is 45 minutes."""
     t0 = 1_000 * MIN
-    assert not wants_cadence(t0, t0 + 46 * MIN, 45, startup_known=False)  # span still settling
-    assert wants_cadence(t0, t0 + 47 * MIN, 45, startup_known=False)
-    assert not wants_cadence(t0, t0 + 47 * MIN, 45, startup_known=True)  # known: only windows
-    assert wants_cadence(t0, t0 + (45 + 122) * MIN, 45, startup_known=True)
+    settled = 45 + SETTLE_MIN  # the span's last minutes have their datapoints (METRIC_LAG_MIN late)
+    assert not wants_cadence(t0, t0 + (settled - 1) * MIN, 45, startup_known=False)  # span still settling
+    assert wants_cadence(t0, t0 + settled * MIN, 45, startup_known=False)
+    assert not wants_cadence(t0, t0 + settled * MIN, 45, startup_known=True)  # known: only windows
+    assert wants_cadence(t0, t0 + (45 + 120 + SETTLE_MIN) * MIN, 45, startup_known=True)
     # past the activity horizon the span can no longer be read
     assert not wants_cadence(t0, t0 + (HORIZON_MIN + 1) * MIN, 500, startup_known=False)
+
+
+def _arrived(series: list[tuple[int, float]], now_ms: int, delays_s: list[int]) -> list[tuple[int, float]]:
+    """The minutes a GetMetricData at ``now_ms`` returns when each datapoint arrives its own delay
+    (<= METRIC_LAG_MIN minutes) after its minute ends."""
+    return [
+        (t, v) for i, (t, v) in enumerate(series) if t + MIN + delays_s[i % len(delays_s)] * 1000 <= now_ms
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+# a 5-minute quiet stretch ending one minute before the start-up span does, that minute's datapoint
+# 3 minutes late: read too early, the stretch looks 6 minutes long
+@example(quiet=[0] * 38 + [5] + [0] * 30, delays_s=[179], now_offset_s=0, extra_min=0)
+@given(
+    quiet=st.lists(st.integers(0, 6), min_size=20, max_size=80),
+    delays_s=st.lists(st.integers(1, METRIC_LAG_MIN * 60), min_size=1, max_size=30),
+    now_offset_s=st.integers(0, 59),
+    extra_min=st.integers(0, 200),
+)
+def test_what_is_learned_does_not_depend_on_datapoints_still_on_their_way(
+    quiet, delays_s, now_offset_s, extra_min
+):
+    """The supervisor reads the activity with GetMetricData, which answers only the datapoints that
+    have arrived; a datapoint may arrive up to METRIC_LAG_MIN minutes late (drill/metric_delay.py).
+    The minutes the learning looks at are settled, so what it learns is what the complete series
+    would teach."""
+    series, t = [], T0
+    for gap in quiet:
+        series.append((t, 6.0))
+        t += (gap + 1) * MIN
+    allowance = 45
+    for span in (allowance + SETTLE_MIN, LEARN_AFTER_MIN + allowance + SETTLE_MIN + extra_min):
+        now = T0 + span * MIN + now_offset_s * 1000
+        seen = _arrived(series, now, delays_s)
+        full = [(m, v) for m, v in series if m < now]
+        assert learn_startup(seen, started_ms=T0, allowance_min=allowance, now_ms=now) == learn_startup(
+            full, started_ms=T0, allowance_min=allowance, now_ms=now
+        )
+        assert learn_window(seen, start_ms=T0 + allowance * MIN, now_ms=now, ceiling_min=30) == learn_window(
+            full, start_ms=T0 + allowance * MIN, now_ms=now, ceiling_min=30
+        )

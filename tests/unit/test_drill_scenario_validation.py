@@ -434,3 +434,50 @@ def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring
     in_docstring = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", drill.scenario.__doc__ or ""))
     assert set(FAULT_KINDS) <= in_readme, set(FAULT_KINDS) - in_readme
     assert set(FAULT_KINDS) <= in_docstring, set(FAULT_KINDS) - in_docstring
+
+
+def test_scenario_metric_delay_is_set_per_source_and_checked() -> None:
+    """account.metric_delay: when each source's datapoints arrive (drill/metric_delay.py), fields
+    over the defaults; mistakes are reported like any other field's."""
+    sc = parse(
+        scenario(
+            account={"metric_delay": {"gpu": {"base_s": 60, "jitter_s": 120}, "heartbeat": {"late_rate": 0}}}
+        ),
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+    assert sc.metric_delay == {"gpu": {"base_s": 60, "jitter_s": 120}, "heartbeat": {"late_rate": 0}}
+    from drill.metric_delay import MetricDelays
+
+    delays = MetricDelays.from_dict(sc.metric_delay, seed=sc.seed)
+    assert (delays.gpu.base_s, delays.gpu.jitter_s, delays.gpu.late_rate) == (60, 120, 0.05)
+    assert delays.heartbeat.max_s == 90 and delays.progress.max_s == 180  # the defaults elsewhere
+    assert parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE).metric_delay == {}  # defaults: late
+    found = problems(
+        scenario(
+            account={
+                "metric_delay": {
+                    "gpus": {},
+                    "gpu": {"base_s": -1, "late_rate": 1.5},
+                    "heartbeat": {"jiter_s": 3},
+                    "progress": {"base_s": 3000, "jitter_s": 3000},
+                }
+            }
+        )
+    )
+    assert found == [
+        'account.metric_delay.gpus: unknown field (did you mean "gpu"?)',
+        "account.metric_delay.gpu.base_s: must be within 0..3600 seconds, got -1",
+        "account.metric_delay.gpu.late_rate: must be between 0 and 1, got 1.5",
+        'account.metric_delay.heartbeat.jiter_s: unknown field (did you mean "jitter_s"?)',
+        "account.metric_delay.progress: a delay must not exceed 3600 s",
+    ]
+
+
+def test_the_readme_scenario_example_parses() -> None:
+    """README's scenario-format example (account.metric_delay included) is a valid scenario."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The drill and the scenario format", 1)[1]
+    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    sc = parse(example, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.metric_delay == {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180}}

@@ -26,7 +26,7 @@ def test_hang_alarm_specs_log_silence_treats_missing_data_as_breaching():
         "LogEvents",
         "Sum",
     )
-    assert log["EvaluationPeriods"] == log["DatapointsToAlarm"] == 30 and log["Period"] == 60
+    assert log["EvaluationPeriods"] == log["DatapointsToAlarm"] == 30 and log["Period"] == 60  # N of N
     assert (
         log["TreatMissingData"] == "breaching" and log["ComparisonOperator"] == "LessThanOrEqualToThreshold"
     )
@@ -42,10 +42,12 @@ def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hos
         stats = [m for m in alarm["Metrics"] if "MetricStat" in m]
         assert 2 <= len(stats) <= 10  # metric math: at most 10 metrics; never a host without peers
         (expr,) = [m for m in alarm["Metrics"] if "Expression" in m]
-        filled = ",".join(f"FILL({m['Id']}, 0)" for m in stats)
-        assert expr["Expression"] == f"IF(MIN([{filled}]) < 8 AND MAX([{filled}]) > 400, 1, 0)"
+        # the documented form: FILL of an array, then MIN/MAX of it
+        filled = "FILL([" + ",".join(m["Id"] for m in stats) + "], 0)"
+        assert expr["Expression"] == f"IF(MIN({filled}) < 8 AND MAX({filled}) > 400, 1, 0)"
         assert expr["ReturnData"] and alarm["Threshold"] == 1.0
-        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 3
+        # M of N: 3 idle minutes among the last 3 + 3 (the late minutes neither block nor make it)
+        assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (3, 6)
         assert alarm["TreatMissingData"] == "notBreaching"
         covered += [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in stats]
     if groups:
@@ -54,15 +56,52 @@ def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hos
         assert max(sizes) - min(sizes) <= 1
 
 
-@pytest.mark.parametrize(("hosts", "watched"), [(1, [1]), (2, [1, 2]), (64, [1, 2])])
+@pytest.mark.parametrize(("hosts", "watched"), [(2, [1, 2]), (64, [1, 2])])
 def test_hang_alarm_specs_whole_job_idle_watches_at_most_two_hosts(hosts, watched):
     (idle,) = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if a["AlarmName"].endswith("--gpu-idle")]
     stats = [m for m in idle["Metrics"] if "MetricStat" in m]
     assert [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in stats] == [
         f"{JOB}/algo-{h}" for h in watched
     ]
-    assert idle["Threshold"] == 8.0 and idle["EvaluationPeriods"] == 20  # 1 % per GPU x 8 GPUs, 20 min
-    assert idle["ComparisonOperator"] == "LessThanThreshold"
+    (expr,) = [m for m in idle["Metrics"] if "Expression" in m]
+    assert expr["Expression"] == "MAX([h1,h2])"
+    assert idle["Threshold"] == 8.0  # 1 % per GPU x 8 GPUs
+    assert (idle["DatapointsToAlarm"], idle["EvaluationPeriods"]) == (20, 23)  # 20 idle minutes of 23
+    assert idle["ComparisonOperator"] == "LessThanThreshold" and idle["TreatMissingData"] == "notBreaching"
+
+
+def test_hang_alarm_specs_one_host_job_watches_its_metric_itself():
+    """MAX of a single series is a scalar (metric-math reference) and an alarm's expression must
+    return a series: a one-host job's idle alarm is an alarm on algo-1's metric, no expression."""
+    (idle,) = [a for a in alarm_specs(_spec(1), PREFIX, "RUN") if a["AlarmName"].endswith("--gpu-idle")]
+    assert "Metrics" not in idle
+    assert (idle["Namespace"], idle["MetricName"], idle["Statistic"], idle["Period"]) == (
+        "/aws/sagemaker/TrainingJobs",
+        "GPUUtilization",
+        "Average",
+        60,
+    )
+    assert idle["Dimensions"] == [{"Name": "Host", "Value": f"{JOB}/algo-1"}]
+    assert (idle["DatapointsToAlarm"], idle["EvaluationPeriods"]) == (20, 23)
+
+
+@pytest.mark.parametrize(("window", "expected"), [(1, 4), (3, 4), (4, 4), (30, 30), (1440, 1440)])
+def test_hang_alarm_specs_silence_windows_outlast_late_minutes(window, expected):
+    """Log silence and progress treat missing data as breaching: a window no longer than the late
+    minutes (3) would fill with them on a healthy job, so it is at least 4 minutes; and
+    EvaluationPeriods x 60 s never exceeds a day."""
+    spec = dataclasses.replace(
+        _spec(), log_silence_minutes=window, progress_metric="train:step", progress_stall_minutes=window
+    )
+    for alarm in alarm_specs(spec, PREFIX, "RUN"):
+        if alarm["TreatMissingData"] == "breaching":
+            assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == expected
+    lone = [
+        a
+        for a in alarm_specs(_spec(4, gpu_lone_idle_minutes=window), PREFIX, "RUN")
+        if "lone" in a["AlarmName"]
+    ]
+    assert lone[0]["DatapointsToAlarm"] == max(window, 3) and lone[0]["EvaluationPeriods"] <= 1440
 
 
 def test_hang_alarm_specs_names_and_keys_agree_and_only_keys_filters():
@@ -84,12 +123,15 @@ def test_hang_alarm_specs_progress_alarm_only_when_policy_names_a_metric():
     spec = _spec(progress_metric="train:throughput", progress_stall_minutes=25)
     progress = next(a for a in alarm_specs(spec, PREFIX, "RUN") if "progress" in a["AlarmName"])
     stats = {m["Id"]: m["MetricStat"] for m in progress["Metrics"] if "MetricStat" in m}
-    assert {k: v["Stat"] for k, v in stats.items()} == {"n": "SampleCount", "v": "Maximum"}
-    assert all(v["Metric"]["MetricName"] == "train:throughput" for v in stats.values())
-    assert stats["n"]["Metric"]["Dimensions"] == [{"Name": "TrainingJobName", "Value": JOB}]
+    assert {k: v["Stat"] for k, v in stats.items()} == {"v": "Maximum"}
+    assert stats["v"]["Metric"]["MetricName"] == "train:throughput"
+    assert stats["v"]["Metric"]["Dimensions"] == [{"Name": "TrainingJobName", "Value": JOB}]
     (expr,) = [m for m in progress["Metrics"] if "Expression" in m]
-    assert "DIFF(v)" in expr["Expression"] and "FILL(n, 0)" in expr["Expression"]  # unreported or unchanged
-    assert progress["EvaluationPeriods"] == 25 and progress["TreatMissingData"] == "breaching"
+    # unchanged: 1; unreported: no value, and missing data is breaching. No FILL: a late newest
+    # minute must not read as "not reported"
+    assert expr["Expression"] == "IF(ABS(DIFF(v)) <= 0, 1, 0)"
+    assert progress["EvaluationPeriods"] == progress["DatapointsToAlarm"] == 25
+    assert progress["TreatMissingData"] == "breaching"
 
 
 @pytest.mark.parametrize("signal", ["log_silence", "gpu_idle", "gpu_lone_idle", "progress_stalled"])

@@ -35,7 +35,12 @@ def _value(expr: str, series: dict[str, dict[int, float]], bucket: int) -> float
         ("IF(FILL(c, 0) <= 0, 1, IF(ABS(DIFF(b)) <= 0, 1, 0))", 1.0),
         ("c + 1", None),  # arithmetic with a missing operand is missing
         ("IF(a > 2, 1)", None),  # no else branch: a false condition is missing
-        ("MIN([c])", None),  # nothing present
+        ("MIN([c, c])", None),  # nothing present
+        # FILL of an array is an array (the documented form of filling several series at once)
+        ("MIN(FILL([a, c], 0))", 0.0),
+        ("MAX(FILL([a, c], 0))", 1.0),
+        ("MIN(FILL([b, c], REPEAT))", 5.0),
+        ("IF(MIN(FILL([a,b,c], 0)) < 2 AND MAX(FILL([a,b,c], 0)) > 4, 1, 0)", 1.0),
     ],
 )
 def test_metric_math_values(expr, expected):
@@ -45,7 +50,20 @@ def test_metric_math_values(expr, expected):
 
 @pytest.mark.parametrize(
     "expr",
-    ["SQRT(a)", "MIN(a)", "FILL(a)", "IF(a)", "a +", "[a, b]", "a ? b", "DIFF(a, b)"],
+    [
+        "SQRT(a)",
+        "MIN(a)",  # MIN of one series is a scalar: never an alarm's series
+        "MAX(a) - a",
+        "MAX([a])",  # a one-series array: not a documented form (the alarm watches `a` itself)
+        "MAX(FILL([a], 0))",
+        "FILL([a, b], 0)",  # an array where one series is needed
+        "FILL(a)",
+        "IF(a)",
+        "a +",
+        "[a, b]",
+        "a ? b",
+        "DIFF(a, b)",
+    ],
 )
 def test_metric_math_rejects_what_it_does_not_model(expr):
     with pytest.raises(mm.MathError):
@@ -55,6 +73,7 @@ def test_metric_math_rejects_what_it_does_not_model(expr):
 
 EXPRESSIONS = [
     "IF(MIN([FILL(a, 0),FILL(b, 0),FILL(c, 0)]) < 8 AND MAX([FILL(a, 0),FILL(b, 0),FILL(c, 0)]) > 400, 1, 0)",
+    "IF(MIN(FILL([a,b,c], 0)) < 8 AND MAX(FILL([a,b,c], 0)) > 400, 1, 0)",
     "MAX([a,b])",
     "AVG([a,b,c])",
     "IF(a < 100 || b >= 300, a * 2, c - b)",

@@ -6,20 +6,46 @@ run id and attempt, so the alarm handler finds the run without a scan. Alarms ha
 their state changes reach the supervisor through EventBridge ("CloudWatch Alarm State Change"),
 and the sweep reads their *states* every pass (`inventory`) because those events are edges.
 
+Datapoints arrive late. SageMaker's instance metrics, the job's MetricDefinitions metric and the
+heartbeat (embedded metric format from a Lambda function) reach CloudWatch some time after their
+minute ends, so at each evaluation the newest minutes have some or none of their datapoints. AWS
+says so twice: the metric-math guide warns that FILL then fills the newest minute and can leave an
+alarm stuck in OK or ALARM, and the embedded-metric-format guide tells Lambda publishers, who cannot
+control their flush, to use "M out of N" alarms. Every shape below keeps its meaning with datapoints
+up to `METRIC_LAG_MIN` (3) minutes late (later ones delay a catch, they do not invent one):
+
 - log-silence: the heartbeat metric (log events per minute, published by the log-subscription
   function; declared long phases count as active) summed per minute; missing data is BREACHING,
-  so a silent job alarms after its window even though nothing is published while it is silent.
-  The window is the attempt's learned one (`domain/cadence.py`) or the policy's.
+  N of N over the window. Its datapoints are never breaching (a minute without lines has none), so
+  CloudWatch alarms only once no datapoint is left in its evaluation range: a late newest minute is
+  missing like a silent one, but the older ones still in the range keep it OK. "M out of N" would
+  be wrong here: with fewer than N datapoints CloudWatch counts the missing ones as breaching, so a
+  job that logs every 10 minutes would alarm. A window shorter than `METRIC_LAG_MIN + 1` minutes
+  is raised to that (the late minutes alone would otherwise fill it). The window is the attempt's
+  learned one (`domain/cadence.py`) or the policy's.
 - progress-stall (optional, policy `progress_metric`): the job's own MetricDefinitions metric
-  (extracted by SageMaker from its log lines) not reported, or reported with an unchanged value,
-  for the window: `IF(FILL(n, 0) <= 0, 1, IF(ABS(DIFF(v)) <= 0, 1, 0))`. Catches a loop stuck while
-  another thread keeps logging (or keeps printing a stale step counter).
+  (extracted by SageMaker from its log lines) reported with an unchanged value,
+  `IF(ABS(DIFF(v)) <= 0, 1, 0)`, or not reported at all: missing is BREACHING, N of N, like log
+  silence. Catches a loop stuck while another thread keeps logging (or keeps printing a stale step
+  counter). It used to fill unreported minutes, `IF(FILL(n, 0) <= 0, 1, ...)`: every late newest
+  minute then read as stalled, so the alarm fired up to 3 minutes early, and on a healthy job
+  whose reports pause for 2 minutes under a 5-minute window.
 - gpu-lone-idle (2+ hosts): per balanced group of at most 10 hosts (metric math allows 10 metrics
-  per alarm; `-g01`, `-g02`, ...), `IF(MIN(hosts) < idle AND MAX(hosts) > busy, 1, 0)` for
-  `gpu_lone_idle_minutes`, a host without data counting as idle (`FILL(h, 0)`). GPUUtilization is
-  summed over a host's GPUs, so the thresholds are per-GPU percents x GPUs per host.
-- gpu-idle: the busiest of hosts 1-2 below the idle threshold for `gpu_idle_minutes` (the job as
-  a whole stopped computing). Missing data is not breaching (no data before Training).
+  per alarm; `-g01`, `-g02`, ...), `IF(MIN(FILL([h1,h2,...], 0)) < idle AND MAX(FILL([h1,h2,...],
+  0)) > busy, 1, 0)`, a host without data counting as idle, "M out of N": `gpu_lone_idle_minutes`
+  (M) breaching minutes among the last M + `METRIC_LAG_MIN` (N). FILL (the documented form, an
+  array filled at once) decides the newest minutes: with nothing arrived a minute reads not idle
+  (no peer is busy), and a minute with one host's datapoint still late reads that host as idle.
+  N of N was stuck in OK (the newest minute never breaches); with M of N those minutes neither
+  block a dead host's catch nor fire on a healthy job: at an evaluation on the minute, at most
+  `METRIC_LAG_MIN - 1` minutes are partly arrived, fewer than M (a window below `METRIC_LAG_MIN`
+  minutes is raised to it). GPUUtilization is summed over a host's GPUs, so the thresholds are
+  per-GPU percents x GPUs per host.
+- gpu-idle: the busiest of hosts 1-2 below the idle threshold (`MAX([h1,h2])`; a one-host job's
+  alarm watches `algo-1`'s metric itself: MAX of one series is a scalar, and an alarm's expression
+  must return a series) for `gpu_idle_minutes` of the last `gpu_idle_minutes + METRIC_LAG_MIN`
+  (the job as a whole stopped computing). Missing data is not breaching (no data before
+  Training), so N of N stayed in OK while the newest minutes were late.
 """
 
 from __future__ import annotations
@@ -36,6 +62,8 @@ from sagewarden.domain.actions import EnsureHangAlarms
 from sagewarden.domain.hang_alarms import (
     GPU_IDLE_HOSTS,
     GROUP_SEP,
+    MAX_ALARM_PERIODS,
+    METRIC_LAG_MIN,
     SIGNAL_GPU_IDLE,
     SIGNAL_GPU_LONE_IDLE,
     SIGNAL_LOG_SILENCE,
@@ -117,8 +145,23 @@ def _literal(x: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _window(minutes: int) -> dict[str, Any]:
-    return {"EvaluationPeriods": minutes, "DatapointsToAlarm": minutes}
+def _silence_window(minutes: int) -> dict[str, Any]:
+    """N of N, for the alarms whose missing data is breaching (log silence, progress): never
+    shorter than the late minutes plus one (see the module docstring)."""
+    n = min(max(minutes, METRIC_LAG_MIN + 1), MAX_ALARM_PERIODS)
+    return {"EvaluationPeriods": n, "DatapointsToAlarm": n}
+
+
+def _late_tolerant_window(minutes: int, floor: int = 1) -> dict[str, Any]:
+    """M of N, for the alarms whose missing data is not breaching (GPU idle): M breaching minutes
+    among the last M + METRIC_LAG_MIN, so late newest minutes neither block nor make a catch."""
+    m = min(max(minutes, floor), MAX_ALARM_PERIODS)
+    n = min(m + METRIC_LAG_MIN, MAX_ALARM_PERIODS)
+    return {"EvaluationPeriods": n, "DatapointsToAlarm": m}
+
+
+def _hosts(ids: list[int]) -> str:
+    return ",".join(f"h{h}" for h in ids)
 
 
 def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[str, Any]]:
@@ -136,7 +179,7 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
         "Dimensions": [{"Name": keys.HEARTBEAT_DIMENSION, "Value": job}],
         "Statistic": "Sum",
         "Period": 60,
-        **_window(spec.log_silence_minutes),
+        **_silence_window(spec.log_silence_minutes),
         "Threshold": 0.0,
         "ComparisonOperator": "LessThanOrEqualToThreshold",
         "TreatMissingData": "breaching",
@@ -156,24 +199,20 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
             ),
             "Metrics": [
                 {
-                    "Id": "n",
-                    "MetricStat": {"Metric": metric, "Period": 60, "Stat": "SampleCount"},
-                    "ReturnData": False,
-                },
-                {
                     "Id": "v",
                     "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Maximum"},
                     "ReturnData": False,
                 },
                 {
-                    # 1 in a minute with no report, or whose value did not change since the last one
+                    # 1 in a minute whose value did not change since the last report; a minute
+                    # without a report has no value (missing: breaching, once none is left)
                     "Id": "stalled",
-                    "Expression": "IF(FILL(n, 0) <= 0, 1, IF(ABS(DIFF(v)) <= 0, 1, 0))",
-                    "Label": "progress not reported or unchanged",
+                    "Expression": "IF(ABS(DIFF(v)) <= 0, 1, 0)",
+                    "Label": "progress reported unchanged",
                     "ReturnData": True,
                 },
             ],
-            **_window(spec.progress_stall_minutes),
+            **_silence_window(spec.progress_stall_minutes),
             "Threshold": 1.0,
             "ComparisonOperator": "GreaterThanOrEqualToThreshold",
             "TreatMissingData": "breaching",
@@ -182,22 +221,36 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
     idle = spec.gpu_idle_percent * spec.gpus_per_host
     busy = spec.gpu_busy_percent * spec.gpus_per_host
     whole = list(range(1, min(spec.instance_count, GPU_IDLE_HOSTS) + 1))
+    watched: dict[str, Any]
+    if len(whole) == 1:  # MAX of one series is a scalar: the alarm watches the host's metric itself
+        host = _host_metric(job, 1)["MetricStat"]
+        watched = {
+            "Namespace": host["Metric"]["Namespace"],
+            "MetricName": host["Metric"]["MetricName"],
+            "Dimensions": host["Metric"]["Dimensions"],
+            "Statistic": host["Stat"],
+            "Period": host["Period"],
+        }
+    else:
+        watched = {
+            "Metrics": [
+                *[_host_metric(job, h) for h in whole],
+                {
+                    "Id": "busiest",
+                    "Expression": f"MAX([{_hosts(whole)}])",
+                    "Label": "busiest watched host GPUUtilization",
+                    "ReturnData": True,
+                },
+            ]
+        }
     out[SIGNAL_GPU_IDLE] = {
         "AlarmName": alarm_name(prefix, job, SIGNAL_GPU_IDLE),
         "AlarmDescription": (
             f"sagewarden: {job} idle: algo-{'/'.join(str(h) for h in whole)} below {idle:g} GPUUtilization "
             f"(summed over {spec.gpus_per_host} GPUs) for {spec.gpu_idle_minutes} min"
         ),
-        "Metrics": [
-            *[_host_metric(job, h) for h in whole],
-            {
-                "Id": "busiest",
-                "Expression": f"MAX([{','.join(f'h{h}' for h in whole)}])",
-                "Label": "busiest watched host GPUUtilization",
-                "ReturnData": True,
-            },
-        ],
-        **_window(spec.gpu_idle_minutes),
+        **watched,
+        **_late_tolerant_window(spec.gpu_idle_minutes),
         "Threshold": idle,
         "ComparisonOperator": "LessThanThreshold",
         "TreatMissingData": "notBreaching",
@@ -205,7 +258,7 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
     }
     groups = lone_idle_groups(spec)
     for gi, group in enumerate(groups, start=1):
-        filled = ",".join(f"FILL(h{h}, 0)" for h in group)  # a host that stopped reporting is idle
+        filled = f"FILL([{_hosts(group)}], 0)"  # a host that stopped reporting is idle
         key = SIGNAL_GPU_LONE_IDLE if len(groups) == 1 else f"{SIGNAL_GPU_LONE_IDLE}{GROUP_SEP}{gi}"
         out[key] = {
             "AlarmName": alarm_name_for_key(prefix, job, key),
@@ -217,12 +270,13 @@ def alarm_specs(spec: EnsureHangAlarms, prefix: str, run_id: str) -> list[dict[s
                 *[_host_metric(job, h) for h in group],
                 {
                     "Id": "lone",
-                    "Expression": f"IF(MIN([{filled}]) < {_literal(idle)} AND MAX([{filled}]) > {_literal(busy)}, 1, 0)",
+                    "Expression": f"IF(MIN({filled}) < {_literal(idle)} AND MAX({filled}) > {_literal(busy)}, 1, 0)",
                     "Label": "one host idle while a peer is busy",
                     "ReturnData": True,
                 },
             ],
-            **_window(spec.gpu_lone_idle_minutes),
+            # partly arrived minutes may read lone-idle: never fewer breaching minutes than those
+            **_late_tolerant_window(spec.gpu_lone_idle_minutes, floor=METRIC_LAG_MIN),
             "Threshold": 1.0,
             "ComparisonOperator": "GreaterThanOrEqualToThreshold",
             "TreatMissingData": "notBreaching",
@@ -280,7 +334,9 @@ class CloudWatchHangAlarms:
                 parsed = parse_alarm_key(self._prefix, a["AlarmName"])
                 if parsed is None:
                     continue
-                since = to_ms(a.get("StateUpdatedTimestamp")) or 0
+                # when the alarm entered its state: StateUpdatedTimestamp also moves when only its
+                # EvaluationState changes (MetricAlarm reference), StateTransitionedTimestamp not
+                since = to_ms(a.get("StateTransitionedTimestamp") or a.get("StateUpdatedTimestamp")) or 0
                 found.setdefault(parsed[0], []).append((parsed[1], str(a.get("StateValue", "")), since))
                 metrics += billed_metrics(a)
         out = AlarmInventory({job: tuple(sorted(rows)) for job, rows in found.items()})

@@ -26,12 +26,17 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sagewarden.domain.hang_alarms import METRIC_LAG_MIN
+
 MINUTE_MS = 60_000
 LEARN_AFTER_MIN = 120  # minutes of observed training before a window is learned
 HORIZON_MIN = 360  # the activity looked at (the newest six hours)
 SAFETY_FACTOR = 3.0
 FLOOR_MIN = 5
-SETTLE_MIN = 2  # the newest minutes may still be incomplete (delivery, aggregation)
+# the newest minutes may still lack datapoints: a GetMetricData read sees a minute only once its
+# datapoint has arrived, up to METRIC_LAG_MIN minutes after the minute ended (AWS publishes no
+# bound; drill/metric_delay.py models up to 3 minutes); so only minutes ended that long ago are read
+SETTLE_MIN = METRIC_LAG_MIN
 
 
 @dataclass(frozen=True)

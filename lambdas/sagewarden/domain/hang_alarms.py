@@ -29,6 +29,10 @@ SIGNAL_PROGRESS = "progress_stalled"
 SIGNAL_CHECKPOINT = "checkpoint_stale"  # judged by the sweep on ticks; no alarm
 HOSTS_PER_ALARM = 10
 GROUP_SEP = "#"
+# Metric datapoints arrive late (AWS publishes no bound; the alarm shapes, the learned cadence and
+# the drill's default model assume up to this many minutes): see adapters/cloudwatch_hang_alarms.py
+METRIC_LAG_MIN = 3
+MAX_ALARM_PERIODS = 1440  # EvaluationPeriods x Period must not exceed one day (60 s periods)
 
 
 def gpu_groups(instance_count: int) -> list[list[int]]:

@@ -1,0 +1,186 @@
+"""Metric ingestion delay: when a datapoint becomes visible to CloudWatch's readers.
+
+A datapoint is not there the moment its period ends. SageMaker publishes instance metrics
+(``/aws/sagemaker/TrainingJobs`` GPUUtilization, per ``Host``) and the job's MetricDefinitions
+metric (per ``TrainingJobName``) some time later; the heartbeat metric goes through a log
+subscription, a Lambda function and CloudWatch's embedded-metric-format extraction. AWS's
+metric-math guide (the FILL function) warns that with "a slight delay" the most recent minute has
+no data, and its embedded-metric-format alarm guide says a Lambda function cannot control when it
+flushes; neither publishes a number. So the simulated account takes an adversarial range, per
+source, settable from a scenario (``account.metric_delay``):
+
+- the datapoint of the period ending at ``E`` is visible from ``E + delay`` on, for the alarm
+  evaluator (``drill/alarm_evaluator.py``) and for the supervisor's own GetMetricData reads
+  (``drill/sim_cloudwatch.py``) alike: a read at time ``T`` sees only datapoints visible at ``T``;
+- ``delay = base_s + jitter_s x u``, drawn per datapoint (per series and minute: the hosts of one
+  job arrive at different times) from a hash of the scenario seed, so a drill replays exactly;
+- with probability ``late_rate`` the datapoint is instead ``late_s`` late: the newest datapoint
+  missing "for a while".
+
+Defaults (every source): 30 to 90 s, and 5 % of datapoints 180 s late, so a datapoint is at most
+3 minutes late. ON by default in every drill (``make demo``, the scenario tests, ``make bench``);
+``MetricDelays.none()`` is the kind model (a period is visible the instant it ends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from drill.sim.series import mix64
+from drill.sim.texts import MASK64
+from sagewarden.keys import HEARTBEAT_NAMESPACE, TRAINING_METRIC_NAMESPACE
+
+MINUTE_MS = 60_000
+MAX_DELAY_S = 3600.0  # a scenario's bound on any one delay
+SOURCES = ("gpu", "progress", "heartbeat")
+SOURCE_TEXT = {
+    "gpu": "SageMaker instance metrics (/aws/sagemaker/TrainingJobs GPUUtilization, per Host)",
+    "progress": "the job's MetricDefinitions metric (/aws/sagemaker/TrainingJobs, per TrainingJobName)",
+    "heartbeat": "the heartbeat metric (embedded metric format from the log-subscription function)",
+}
+_UNIT = float(1 << 53)
+
+
+@dataclass(frozen=True)
+class SourceDelay:
+    """How late one source's datapoints arrive (seconds after their period ends)."""
+
+    base_s: float = 30.0
+    jitter_s: float = 60.0
+    late_rate: float = 0.05  # the share of datapoints that arrive late_s late instead
+    late_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a number")
+            if value < 0:
+                raise ValueError(f"{f.name} must be >= 0")
+        if self.late_rate > 1:
+            raise ValueError("late_rate must be within 0..1")
+        if self.max_s > MAX_DELAY_S:
+            raise ValueError(f"a delay must not exceed {MAX_DELAY_S:g} s")
+
+    @property
+    def min_s(self) -> float:
+        if self.late_rate >= 1:
+            return self.late_s
+        return self.base_s if self.late_rate <= 0 else min(self.base_s, self.late_s)
+
+    @property
+    def max_s(self) -> float:
+        if self.late_rate >= 1:
+            return self.late_s
+        top = self.base_s + self.jitter_s
+        return max(top, self.late_s) if self.late_rate > 0 else top
+
+    def delay_ms(self, u_late: float, u_jitter: float) -> int:
+        if u_late < self.late_rate:
+            return round(self.late_s * 1000)
+        return round((self.base_s + self.jitter_s * u_jitter) * 1000)
+
+
+NO_DELAY = SourceDelay(0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class MetricDelays:
+    """Per-source delays and the seed they are drawn with."""
+
+    seed: int = 0
+    gpu: SourceDelay = field(default_factory=SourceDelay)
+    progress: SourceDelay = field(default_factory=SourceDelay)
+    heartbeat: SourceDelay = field(default_factory=SourceDelay)
+
+    @classmethod
+    def none(cls, seed: int = 0) -> MetricDelays:
+        """Every datapoint visible the instant its period ends (the kind model)."""
+        return cls(seed, NO_DELAY, NO_DELAY, NO_DELAY)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, *, seed: int = 0) -> MetricDelays:
+        """A scenario's ``account.metric_delay``: per source, fields over the defaults, e.g.
+        ``{"gpu": {"base_s": 60, "jitter_s": 120}, "heartbeat": {"late_rate": 0}}``."""
+        data = dict(data or {})
+        unknown = sorted(set(data) - set(SOURCES))
+        if unknown:
+            raise ValueError(f"unknown metric sources {unknown}; known: {', '.join(SOURCES)}")
+        return cls(seed, **{name: SourceDelay(**dict(data.get(name) or {})) for name in SOURCES})
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_ms > 0
+
+    @property
+    def max_ms(self) -> int:
+        return max(round(self.of(s).max_s * 1000) for s in SOURCES)
+
+    @property
+    def min_ms(self) -> int:
+        return min(round(self.of(s).min_s * 1000) for s in SOURCES)
+
+    def of(self, source: str) -> SourceDelay:
+        delay: SourceDelay = getattr(self, source)
+        return delay
+
+    def series(self, namespace: str, metric: str, dimensions: Mapping[str, str]) -> Series:
+        """One series' delays (compute once per series, ask per datapoint)."""
+        return Series(self, source_of(namespace, dimensions), series_id(namespace, metric, dimensions))
+
+    def visible_at(
+        self, namespace: str, metric: str, dimensions: Mapping[str, str], bucket_ms: int, period_ms: int
+    ) -> int:
+        """When the datapoint of the period starting at ``bucket_ms`` becomes visible (ms)."""
+        return self.series(namespace, metric, dimensions).visible_at(bucket_ms, period_ms)
+
+
+@dataclass(frozen=True)
+class Series:
+    delays: MetricDelays
+    source: str | None  # None: not a simulated source, never late
+    ident: int
+
+    @property
+    def max_ms(self) -> int:
+        return 0 if self.source is None else round(self.delays.of(self.source).max_s * 1000)
+
+    @property
+    def min_ms(self) -> int:
+        return 0 if self.source is None else round(self.delays.of(self.source).min_s * 1000)
+
+    def visible_at(self, bucket_ms: int, period_ms: int) -> int:
+        """The period's end plus its datapoint's delay (drawn for the period's last minute: a
+        longer period's datapoint is complete once its last minute's is)."""
+        end = bucket_ms + period_ms
+        if self.source is None:
+            return end
+        delay = self.delays.of(self.source)
+        if delay.max_s <= 0:
+            return end
+        minute = (end - MINUTE_MS) // MINUTE_MS
+        h = mix64(mix64(self.delays.seed & MASK64) ^ self.ident ^ (minute & MASK64))
+        u_late = (h >> 11) / _UNIT
+        u_jitter = (mix64(h ^ 0x5851F42D4C957F2D) >> 11) / _UNIT
+        return end + delay.delay_ms(u_late, u_jitter)
+
+
+def source_of(namespace: str, dimensions: Mapping[str, str]) -> str | None:
+    if namespace == TRAINING_METRIC_NAMESPACE:
+        if set(dimensions) == {"Host"}:
+            return "gpu"
+        if set(dimensions) == {"TrainingJobName"}:
+            return "progress"
+    if namespace == HEARTBEAT_NAMESPACE:
+        return "heartbeat"
+    return None
+
+
+def series_id(namespace: str, metric: str, dimensions: Mapping[str, str]) -> int:
+    """A stable 64-bit identity of a series (the datapoints of its statistics arrive together)."""
+    text = "|".join([namespace, metric, *(f"{k}={dimensions[k]}" for k in sorted(dimensions))])
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
