@@ -326,7 +326,8 @@ def test_alarm_shape_check_judges_the_deployments_policy_defaults() -> None:
         answer = alarm_shapes.on_event(event, cw)
 
     assert answer.status == "SUCCESS"
-    periods = {r.alarm: r.request["EvaluationPeriods"] for r in requests if r.shapes[0] == "one-host"}
+    # the policy's windows are the minutes that must breach (gpu-idle: M of M + 3 late minutes)
+    periods = {r.alarm: r.request["DatapointsToAlarm"] for r in requests if r.shapes[0] == "one-host"}
     assert periods == {"log-silence": 45, "gpu-idle": 25}
 
 
