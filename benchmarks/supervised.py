@@ -109,6 +109,9 @@ def scenario_for(
                 "store": "memory",
                 "startup": dataclasses.asdict(workload.startup),
                 "reconcile_interval_min": 60,
+                # the account has the warm-pool quota the recommended policy's pools need (AWS's
+                # default is 0: without it every restart is cold, and sagewarden says so once)
+                "warm_pools": {"quotas": {workload.instance_type: workload.hosts}},
             },
             "delivery": {"min_delay_s": 1, "max_delay_s": 20},
             "runs": [

@@ -189,6 +189,7 @@ class DrillRunner:
             quotas=sc.quotas,
             total_instance_quota=sc.total_instance_quota,
             startup=sc.startup,
+            warm_pools=sc.warm_pools,
             delivery=Delivery(**d) if d else Delivery(),
             timestamp_form=sc.timestamp_form,
             policy_defaults=sc.policy_defaults,

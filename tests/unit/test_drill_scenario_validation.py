@@ -434,3 +434,25 @@ def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring
     in_docstring = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", drill.scenario.__doc__ or ""))
     assert set(FAULT_KINDS) <= in_readme, set(FAULT_KINDS) - in_readme
     assert set(FAULT_KINDS) <= in_docstring, set(FAULT_KINDS) - in_docstring
+
+
+def test_scenario_warm_pool_account_fields_default_to_aws_and_are_checked() -> None:
+    sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.warm_pools.quotas == {} and sc.warm_pools.available_after_s == (0, 300)  # AWS: quota 0
+    account = {
+        "warm_pools": {
+            "quotas": {"ml.p4d.24xlarge": 8},
+            "available_after_s": [30, 90],
+            "bad_host_refire_min": 2,
+        }
+    }
+    sc = parse(scenario(account=account), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.warm_pools.quotas == {"ml.p4d.24xlarge": 8} and sc.warm_pools.available_after_s == (30, 90)
+    assert sc.warm_pools.bad_host_refire_min == 2
+    bad = {"warm_pools": {"quotas": {"ml.p4d.24xlarge": -1}, "available_after_s": [90, 30], "quota": 1}}
+    assert sorted(problems(scenario(account=bad))) == [
+        "account.warm_pools.available_after_s: expected [low, high] in whole seconds with 0 <= low <= high, "
+        "got [90, 30]",
+        'account.warm_pools.quota: unknown field (did you mean "quotas"?)',
+        "account.warm_pools.quotas.ml.p4d.24xlarge: must be at least 0, got -1",
+    ]
