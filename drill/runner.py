@@ -279,7 +279,8 @@ class DrillRunner:
             return False
         for run_id in self.run_ids.values():
             run = self.acct.supervisor.store.get(run_id)
-            if run is None or not run.status.terminal:
+            # ... and no warm pool of a run is left to release (an idle pool is billed too)
+            if run is None or not run.status.terminal or run.warm_pools:
                 return False
         return True
 

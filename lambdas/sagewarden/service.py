@@ -440,6 +440,7 @@ class Supervisor:
         checkpoint, ckpt_error = None, None
         tail: tuple[str, ...] = ()
         triage: tuple[str, ...] = ()
+        suspects: tuple[str, ...] = ()
         log_error: str | None = None
         silent: bool | None = None
         if wants_checkpoint(run, event) and run.checkpoint_uri:
@@ -526,6 +527,7 @@ class Supervisor:
             log_tail=tail,
             log_error=log_error,
             hosts_triage=triage,
+            suspect_hosts=suspects,
             logs_silent=silent,
             heartbeat=heartbeat,
             progress=progress,
@@ -667,7 +669,12 @@ class Supervisor:
         if isinstance(action, DeleteHangAlarms):
             return f"deleted {len(self.alarms.delete(action.job_name))} alarms"
         if isinstance(action, ReleaseWarmPool):
-            return f"{action.job_name}: {self.launcher.release_warm_pool(action.job_name)}"
+            answer = self.launcher.release_warm_pool(action.job_name)
+            # look at the pool now: a replacement waiting for it to be gone starts at once
+            parsed = parse_job_name(action.job_name)
+            if parsed is not None:
+                follow_ups.append(self.launcher.observe(action.job_name, parsed[1]))
+            return f"{action.job_name}: {answer}"
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"
