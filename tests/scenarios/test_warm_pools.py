@@ -114,7 +114,7 @@ def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for
 
 def test_scenario_a_spot_run_asks_for_no_warm_pool_and_resumes_after_interruptions(template):
     """Item 4: SageMaker refuses a spot job that asks for a warm pool; every launch carried one."""
-    spot = {"EnableManagedSpotTraining": True, "StoppingCondition": {"MaxWaitTimeInSeconds": 3 * 86_400}}
+    spot = {"EnableManagedSpotTraining": True, "StoppingCondition": {"MaxWaitTimeInSeconds": 6 * 86_400}}
     result = run_drill(
         template,
         {

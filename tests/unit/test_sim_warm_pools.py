@@ -348,3 +348,18 @@ def test_a_spot_job_never_takes_a_pool(pools: SimSageMaker) -> None:
     pools.create_training_job(**spot)
     assert not pools.job("job-a02").warm_pool_used
     assert status(pools, "job-a02") is None
+
+
+def test_the_state_change_event_carries_no_warm_pool_status(clock: VirtualClock, s3: Any) -> None:
+    """The EventBridge schema of "SageMaker Training Job State Change" has no WarmPoolStatus:
+    only DescribeTrainingJob shows it (the supervisor's sweep reads it there)."""
+    events: list[dict[str, Any]] = []
+    sim = SimSageMaker(
+        clock, s3_client=s3, emit=events.append, warm_pools=WarmPoolSettings(quotas={ITYPE: 8})
+    )
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=600))
+    end = ended(sim, "job-a01")
+    at(sim, end + 6 * MIN)
+    assert status(sim, "job-a01") is not None
+    assert events and all("WarmPoolStatus" not in e["detail"] for e in events)
