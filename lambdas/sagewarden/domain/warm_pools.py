@@ -157,9 +157,8 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
     waiting = waits_for(d.run, watch) and not d.run.status.terminal
     if status in GONE:
         _gone(d, watch, e)
-        if waiting:
-            how = "runs on it" if status == "Reused" and e.warm_pool_reused_by else "starts cold"
-            _launch_now(d, f"the warm pool of {watch.job_name} is {status}: the next attempt {how}")
+        if waiting:  # (Reused while the run still waits: another job took it)
+            _launch_now(d, f"the warm pool of {watch.job_name} is {status}: the next attempt starts cold")
         return None
     if status == "Available":
         if waiting and not watch.bad_host:
