@@ -125,7 +125,7 @@ def start_or_wait(d: Draft, ended: Attempt) -> None:
         wait_reason=WAIT_WARM_POOL,
         wait_instance_type=None,
     )
-    d.note(f"waiting (warm pool) for the warm pool of {ended.job_name}: {why}")
+    d.note(f"waiting (warm pool) for the pool of {ended.job_name}: {why}")
 
 
 def waits_for(run: Run, watch: PoolWatch) -> bool:
