@@ -88,7 +88,7 @@ HOST_MIX = (2, 2, 4, 4, 8, 16)
 INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge")
 # faults spread over the day (kind, extra fields); every run meets one or two
 FAULT_MIX: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("hardware", {"host": 2, "retire_instances": True}),
+    ("hardware", {"host": 2}),
     (
         "algorithm_error",
         {"log_lines": ["[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout"]},

@@ -97,6 +97,7 @@ def run_supervised(
         end_ms=s.end_ms,
         completed=s.completed,
         faultfree_wall_min=workload.faultfree_minutes,
+        decided_ms=s.decided_ms,
     )
     return Supervised(
         key,

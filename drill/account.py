@@ -30,7 +30,7 @@ from drill.metric_delay import MetricDelays
 from drill.router import LambdaContext, TemplateRouter
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_quotas import SimServiceQuotas
-from drill.sim_sagemaker import SimSageMaker, StartupTimes
+from drill.sim_sagemaker import SimSageMaker, StartupTimes, WarmPoolSettings
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
@@ -164,6 +164,7 @@ class LocalAccount:
         quotas: Mapping[str, int] | None = None,
         total_instance_quota: int | None = None,
         startup: StartupTimes | None = None,
+        warm_pools: WarmPoolSettings | None = None,
         delivery: Delivery | None = None,
         timestamp_form: str = "millis",
         policy_defaults: Mapping[str, Any] | None = None,
@@ -222,6 +223,7 @@ class LocalAccount:
         self._quotas = dict(quotas or {})
         self._total_quota = total_instance_quota
         self._startup = startup
+        self._warm_pools = warm_pools
         self._timestamp_form = timestamp_form
         self._policy_defaults = dict(policy_defaults or {})
         self._reconcile_ms = int(reconcile_interval_min * 60_000)
@@ -307,6 +309,7 @@ class LocalAccount:
             progress_log_interval_s=self._progress_log_interval_s,
             log_flush_interval_s=self._log_flush_interval_s,
             heartbeat_metric=self.log_subscription,
+            warm_pools=self._warm_pools,
         )
         self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)
         self.service_quotas = SimServiceQuotas(

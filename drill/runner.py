@@ -189,6 +189,7 @@ class DrillRunner:
             quotas=sc.quotas,
             total_instance_quota=sc.total_instance_quota,
             startup=sc.startup,
+            warm_pools=sc.warm_pools,
             delivery=Delivery(**d) if d else Delivery(),
             timestamp_form=sc.timestamp_form,
             policy_defaults=sc.policy_defaults,
@@ -279,7 +280,8 @@ class DrillRunner:
             return False
         for run_id in self.run_ids.values():
             run = self.acct.supervisor.store.get(run_id)
-            if run is None or not run.status.terminal:
+            # ... and no warm pool of a run is left to release (an idle pool is billed too)
+            if run is None or not run.status.terminal or run.warm_pools:
                 return False
         return True
 

@@ -14,6 +14,11 @@ Format (all times are virtual minutes from the scenario start unless named other
               "metric_delay": {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180},
                                "progress": {...}, "heartbeat": {...}},  # when datapoints arrive
                                                        # (drill/metric_delay.py); these are the defaults
+              "warm_pools": {"quotas": {"ml.p4d.24xlarge": 8},   # warm-pool quota per type (AWS's
+                                                                 # default: 0, no pool is kept)
+                             "available_after_s": [0, 300],      # end -> pool Available (drawn)
+                             "bad_host_refire_min": 5},          # a bad host kept in a pool fails
+                                                                 # the next job this long in
               "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
@@ -66,6 +71,7 @@ from typing import Any
 from drill.account import Delivery
 from drill.metric_delay import MAX_DELAY_S, SOURCES, SourceDelay
 from drill.sim.texts import CRASH_KINDS, PAUSE_KINDS, START_FAULTS
+from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_sagemaker import FAULT_KINDS, Fault, JobProfile, StartupTimes
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -150,6 +156,7 @@ class Scenario:
     reconcile_interval_min: float
     store: str
     log_subscription: bool
+    warm_pools: WarmPoolSettings
     delivery: dict[str, Any]
     policy_defaults: dict[str, Any]
     runs: list[RunSpec]
@@ -350,6 +357,12 @@ ACCOUNT_FIELDS = {
     "store": Spec("str", check=_one_of(("dynamodb", "memory"))),
     "log_subscription": Spec("bool"),
     "metric_delay": Spec("object"),
+    "warm_pools": Spec("object"),
+}
+WARM_POOL_FIELDS = {
+    "quotas": Spec("object"),
+    "available_after_s": Spec("list"),
+    "bad_host_refire_min": Spec("number", check=_time),
 }
 RUN_FIELDS = {
     "name": Spec("str", required=True),
@@ -540,6 +553,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
                 check.add(where, str(exc))
                 continue
             metric_delay[name] = dict(entry)
+    warm_pools = _warm_pools(check, account.get("warm_pools", {}))
     delivery = check.obj("delivery", top.get("delivery", {}), DELIVERY_FIELDS)
     if delivery.get("min_delay_s", 0) > delivery.get("max_delay_s", math.inf):
         check.add("delivery.min_delay_s", "must not exceed max_delay_s")
@@ -648,6 +662,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         quotas=quotas,
         total_instance_quota=account.get("total_instance_quota"),
         startup=StartupTimes(**startup),
+        warm_pools=warm_pools,
         timestamp_form=account.get("timestamp_form", "millis"),
         reconcile_interval_min=float(account.get("reconcile_interval_min", 10)),
         store=str(account.get("store", "dynamodb")),
@@ -661,6 +676,32 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         expect=expect,
         source=source,
     )
+
+
+def _warm_pools(check: _Checker, raw: Any) -> WarmPoolSettings:
+    """``account.warm_pools`` (every field optional; AWS's defaults otherwise)."""
+    where = "account.warm_pools"
+    data = check.obj(where, raw, WARM_POOL_FIELDS)
+    quotas: dict[str, int] = {}
+    for itype, n in data.get("quotas", {}).items():
+        if check.value(f"{where}.quotas.{itype}", n, Spec("int", check=_at_least(0))):
+            quotas[itype] = n
+    span = WarmPoolSettings().available_after_s
+    if "available_after_s" in data:
+        raw_span = data["available_after_s"]
+        if (
+            len(raw_span) == 2
+            and all(_matches(v, "int") for v in raw_span)
+            and 0 <= raw_span[0] <= raw_span[1]
+        ):
+            span = (raw_span[0], raw_span[1])
+        else:
+            check.add(
+                f"{where}.available_after_s",
+                f"expected [low, high] in whole seconds with 0 <= low <= high, got {_show(raw_span)}",
+            )
+    refire = float(data.get("bad_host_refire_min", WarmPoolSettings().bad_host_refire_min))
+    return WarmPoolSettings(quotas=quotas, available_after_s=span, bad_host_refire_min=refire)
 
 
 def _order(problem: str) -> tuple[int, int]:

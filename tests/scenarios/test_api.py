@@ -720,3 +720,17 @@ def test_api_instance_count_is_accepted_when_the_quota_cannot_be_read(template):
         template, store="memory", quotas={"ml.p4d.24xlarge": 1}, service_quotas="denied"
     ) as acct:
         assert acct.api("POST", "/runs", body=_body())[0] == 201  # unknown is not "too many"
+
+
+def test_api_submit_of_a_spot_run_says_no_warm_pool_and_launches_without_one(acct):
+    """Item 4: SageMaker refuses a spot job that asks for a warm pool; every launch asked."""
+    body = _body()
+    body["training_job"]["EnableManagedSpotTraining"] = True
+    body["training_job"]["StoppingCondition"]["MaxWaitTimeInSeconds"] = 6 * 86_400
+    status, run = acct.api("POST", "/runs", body=body)
+    assert status == 201 and run["attempts"][0]["launch"] == "SUBMITTED"
+    assert run["warm_pool"]["keep_alive_seconds"] == 0 and "spot" in run["warm_pool"]["note"]
+    job = acct.sagemaker.describe_training_job(TrainingJobName=run["attempts"][0]["job_name"])
+    assert "KeepAlivePeriodInSeconds" not in job["ResourceConfig"]
+    status, plain = acct.api("POST", "/runs", body=_body(name="plain"))
+    assert plain["warm_pool"]["keep_alive_seconds"] == 600 and plain["warm_pool"]["pools"] == []

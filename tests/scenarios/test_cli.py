@@ -142,6 +142,23 @@ def test_dry_run_reports_the_live_runs_holding_the_name_or_the_prefix(h, tmp_pat
     assert r.code == 0 and "the API would accept this run" in r.out  # the prefix is free again
 
 
+def test_dry_run_says_a_spot_run_gets_no_warm_pool(h, tmp_path):
+    body = run_body("spotty")
+    body["training_job"]["EnableManagedSpotTraining"] = True
+    body["training_job"]["StoppingCondition"]["MaxWaitTimeInSeconds"] = 6 * 86_400
+    body["training_job"]["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 1800
+    r = h.cli("submit", write_yaml(tmp_path / "spot.yaml", body), "--dry-run")
+    assert r.code == 0, r.err
+    review = " ".join(r.out.split("preflight review")[1].split())
+    assert "note [warm-pool] no warm pool: managed spot training" in review
+    plain = h.cli(
+        "submit", write_yaml(tmp_path / "plain.yaml", run_body("plain")), "--dry-run", json_out=True
+    )
+    (note,) = [f for f in plain.json()["review"] if f["check"] == "warm-pool"]
+    assert note["message"].startswith("warm pool: each attempt's instances are kept 600 s")
+    assert h.requests == []
+
+
 def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
     body = run_body("llama")
     body["training_job"]["ResourceConfig"]["InstanceCont"] = 2
@@ -345,7 +362,15 @@ def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
     assert r.code == 0, r.err
     everything = h.cli("events", run_id, json_out=True).json()
     assert r.out.splitlines() == [f"{e['at']}  {e['kind']:<8}  {e['summary']}" for e in everything]
-    assert any("SUCCEEDED" in line for line in r.out.splitlines()[-5:])
+    lines = r.out.splitlines()
+    done = max(i for i, line in enumerate(lines) if "run SUCCEEDED" in line)
+    # after the end, only its actions and the bookkeeping of the job's warm pool until it is gone
+    after = [line.split("  ", 2)[1:] for line in lines[done + 1 :]]
+    assert any("warm pool of" in summary for kind, summary in after if kind.strip() == "decision")
+    assert all(
+        kind.strip() == "action" or "(describe)" in summary or "warm pool of" in summary
+        for kind, summary in after
+    ), after
     tail = h.cli("events", run_id, "--tail", "2")
     assert tail.out.splitlines() == r.out.splitlines()[-2:]
 

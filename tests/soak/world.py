@@ -342,10 +342,28 @@ class Job:
     failure_reason: str | None = None
     training_start_ms: int | None = None
     end_ms: int | None = None
+    keep_alive: int = 0  # ResourceConfig.KeepAlivePeriodInSeconds asked for
+    pool_released: bool = False
 
     @property
     def live(self) -> bool:
         return self.status in SM_LIVE
+
+    def warm_pool(self) -> dict[str, Any] | None:
+        """DescribeTrainingJob's WarmPoolStatus (not in events): a kept pool is Available at once
+        here (the drill's simulator models the delay) until released."""
+        if self.keep_alive <= 0:
+            return None
+        if self.live:
+            return {"Status": "InUse"}
+        reason = self.failure_reason or ""
+        kept = self.status in ("Completed", "Stopped") or reason.startswith(("AlgorithmError", "ClientError"))
+        if not kept:
+            return {"Status": "Terminated", "ResourceRetainedBillableTimeInSeconds": 0}
+        return {
+            "Status": "Terminated" if self.pool_released else "Available",
+            "ResourceRetainedBillableTimeInSeconds": 60,
+        }
 
     def detail(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -414,6 +432,7 @@ class FakeSageMaker:
             created_ms=now,
             tags={t["Key"]: t["Value"] for t in request.get("Tags", [])},
             modified_ms=now,
+            keep_alive=int(rc.get("KeepAlivePeriodInSeconds") or 0),
         )
         self.jobs[name] = job
         self.created.append((name, now))
@@ -446,7 +465,25 @@ class FakeSageMaker:
             raise client_error(
                 "ValidationException", "Requested resource not found.", 400, "DescribeTrainingJob"
             )
-        return job.detail()
+        detail = job.detail()
+        pool = job.warm_pool()
+        if pool is not None:
+            detail["WarmPoolStatus"] = pool
+        return detail
+
+    def update_training_job(self, TrainingJobName: str, ResourceConfig: dict[str, Any]) -> dict[str, Any]:
+        """KeepAlivePeriodInSeconds 0 releases an ended job's Available pool; else refused."""
+        self._call("update_training_job", (TrainingJobName,))
+        job = self.jobs.get(TrainingJobName)
+        pool = job.warm_pool() if job is not None else None
+        if job is None or pool is None or pool["Status"] != "Available":
+            raise client_error(
+                "ValidationException", "The warm pool is not Available.", 400, "UpdateTrainingJob"
+            )
+        if int(ResourceConfig.get("KeepAlivePeriodInSeconds", -1)) == 0:
+            job.pool_released = True
+            self.world.calls.effect_done("sagemaker.update_training_job", (TrainingJobName,))
+        return {"TrainingJobArn": job.detail()["TrainingJobArn"]}
 
     def live_jobs(self, run_id: str | None = None) -> list[Job]:
         return [j for j in self.jobs.values() if j.live and (run_id is None or j.run_id == run_id)]

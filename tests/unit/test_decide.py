@@ -22,7 +22,7 @@ from sagewarden.domain.events import (
 )
 from sagewarden.domain.models import LaunchState, RunStatus
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
-from tests.builders import HOUR, MIN, action_types, ckpt, make_run, observed, step, training_run
+from tests.builders import HOUR, MIN, action_types, ckpt, make_run, observed, on_pool, step, training_run
 
 QUOTA_MSG = (
     "The account-level service limit 'ml.p4d.24xlarge for training job usage' is {limit} Instances, with current "
@@ -112,12 +112,22 @@ def test_decide_user_error_fails_fast_with_log_tail():
 def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails_on_the_repeat():
     run = training_run(resume=ckpt(100))
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
-    progressed = step(
-        run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(400))
+    progressed = on_pool(
+        step(
+            run,
+            observed(run, "Failed", "Failed", 3 * HOUR, reason),
+            3 * HOUR,
+            Observations(checkpoint=ckpt(400)),
+        )
     )
     assert progressed.run.status == RunStatus.STARTING
-    once = step(
-        run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR, Observations(checkpoint=ckpt(100))
+    once = on_pool(
+        step(
+            run,
+            observed(run, "Failed", "Failed", 3 * HOUR, reason),
+            3 * HOUR,
+            Observations(checkpoint=ckpt(100)),
+        )
     )
     assert once.run.status == RunStatus.STARTING and once.run.no_progress_streak == 1
     run = step(once.run, LaunchAccepted(2), 3 * HOUR + 1).run
@@ -181,9 +191,10 @@ def test_decide_max_runtime_chains_without_counting_a_restart():
         25 * HOUR,
         Observations(checkpoint=ckpt(9000)),
     )
+    assert any(isinstance(a, Notify) and a.event == "attempt.segment" for a in d.actions)
+    d = on_pool(d)  # the next segment runs on the same instances (warm pool)
     assert d.run.status == RunStatus.STARTING
     assert d.run.restarts == 0 and d.run.segments == 1
-    assert any(isinstance(a, Notify) and a.event == "attempt.segment" for a in d.actions)
 
 
 def test_decide_segment_runtime_is_capped_by_wall_clock_budget():
@@ -194,6 +205,7 @@ def test_decide_segment_runtime_is_capped_by_wall_clock_budget():
         24 * HOUR,
         Observations(checkpoint=ckpt(9000)),
     )
+    d = on_pool(d, 24 * HOUR)
     launch = next(a for a in d.actions if isinstance(a, LaunchAttempt))
     assert launch.request["StoppingCondition"]["MaxRuntimeInSeconds"] == 6 * 3600
 
@@ -314,7 +326,7 @@ def test_decide_max_pending_stop_is_capacity():
 
 
 def test_decide_spot_interruption_resumes_uncounted():
-    run = training_run()
+    run = training_run(spot=True)  # managed spot training: no warm pool, a new job at once
     d = step(
         run, observed(run, "Stopped", "Interrupted", 2 * HOUR), 2 * HOUR, Observations(checkpoint=ckpt(50))
     )
@@ -342,6 +354,7 @@ def test_decide_hang_signal_stops_then_resumes_counted():
         now + 2 * MIN,
         Observations(checkpoint=ckpt(900)),
     )
+    stopped = on_pool(stopped)  # no host singled out: the resume runs on the warm pool
     assert stopped.run.status == RunStatus.STARTING and stopped.run.restarts == 1
     assert stopped.run.restarts_by_class == {"HANG": 1}
 

@@ -481,3 +481,25 @@ def test_the_readme_scenario_example_parses() -> None:
     example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
     sc = parse(example, bucket=BUCKET, role_arn=EXECUTION_ROLE)
     assert sc.metric_delay == {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180}}
+
+
+def test_scenario_warm_pool_account_fields_default_to_aws_and_are_checked() -> None:
+    sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.warm_pools.quotas == {} and sc.warm_pools.available_after_s == (0, 300)  # AWS: quota 0
+    account = {
+        "warm_pools": {
+            "quotas": {"ml.p4d.24xlarge": 8},
+            "available_after_s": [30, 90],
+            "bad_host_refire_min": 2,
+        }
+    }
+    sc = parse(scenario(account=account), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.warm_pools.quotas == {"ml.p4d.24xlarge": 8} and sc.warm_pools.available_after_s == (30, 90)
+    assert sc.warm_pools.bad_host_refire_min == 2
+    bad = {"warm_pools": {"quotas": {"ml.p4d.24xlarge": -1}, "available_after_s": [90, 30], "quota": 1}}
+    assert sorted(problems(scenario(account=bad))) == [
+        "account.warm_pools.available_after_s: expected [low, high] in whole seconds with 0 <= low <= high, "
+        "got [90, 30]",
+        'account.warm_pools.quota: unknown field (did you mean "quotas"?)',
+        "account.warm_pools.quotas.ml.p4d.24xlarge: must be at least 0, got -1",
+    ]

@@ -923,38 +923,8 @@ def test_sim_recurring_fault_with_once_false(sim: SimSageMaker) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Warm pools, resume, logs
+# Resume, logs (warm pools: tests/unit/test_sim_warm_pools.py)
 # ----------------------------------------------------------------------------------------------
-
-
-def test_sim_warm_pool_reuse_starts_faster(sim: SimSageMaker) -> None:
-    sim.set_profile("r1", JobProfile(total_steps=100))
-    sim.create_training_job(**request("job-a01", keep_alive=1_800))
-    drain(sim)
-    first = sim.job("job-a01")
-    assert sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"] == {"Status": "Available"}
-    t = sim.clock.now_ms
-    started = training_job(sim, "job-a02", attempt=2, keep_alive=1_800)
-    second = sim.job("job-a02")
-    assert second.warm_pool_used and not first.warm_pool_used
-    assert started - t == 35_000
-    status = sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"]
-    assert status["Status"] == "Reused" and status["ReusedByJob"] == second.arn
-    cold = training_job(sim, "job-a03", attempt=3, keep_alive=1_800)  # the pool was consumed
-    assert cold - sim.job("job-a03").created_ms == 480_000
-
-
-def test_sim_warm_pool_expires_and_is_not_left_by_hardware_failure(sim: SimSageMaker) -> None:
-    sim.set_profile("r1", JobProfile(total_steps=100))
-    sim.create_training_job(**request("job-a01", keep_alive=600))
-    drain(sim)
-    drain(sim, until_ms=sim.clock.now_ms + 11 * MIN)
-    training_job(sim, "job-a02", attempt=2, keep_alive=600)
-    assert not sim.job("job-a02").warm_pool_used
-    sim.inject(Fault(kind="hardware"))
-    drain(sim)
-    training_job(sim, "job-a03", attempt=3, keep_alive=600)
-    assert not sim.job("job-a03").warm_pool_used
 
 
 def test_sim_resume_step_from_environment(sim: SimSageMaker) -> None:
