@@ -55,8 +55,8 @@ def warm_pool_request(
         return 0, "no warm pool: the request's KeepAlivePeriodInSeconds is 0; restarts start cold"
     if warm_pool_off:
         return 0, (
-            "no warm pool: SageMaker kept none for an earlier attempt (the account's warm-pool "
-            "quota for the instance type is 0 by default); restarts start cold"
+            "no warm pool: the account's warm-pool quota for the instance type is 0 (AWS's default; "
+            "read at submit, or SageMaker kept none for an earlier attempt); restarts start cold"
         )
     seconds = cap if own is None else min(int(own), cap)
     capped = (
