@@ -108,6 +108,23 @@ def test_drill_timeline_collapses_repeated_rows_as_times_n() -> None:
     assert TIMES == "\N{MULTIPLICATION SIGN}"
 
 
+def test_drill_verbose_adds_the_raw_events_and_full_job_names(two_runs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = drill([two_runs], capsys)[1]
+    verbose = drill([two_runs, "--verbose"], capsys)[1]
+
+    def timeline(out: str) -> list[str]:
+        return [line for line in out.split("\nRuns\n")[0].splitlines() if re.match(r" *\d+d \d\d:", line)]
+
+    # the sweep's routine look-ups are not audited, so no timeline has them; --verbose adds the
+    # events each decision repeats (the submit, each accepted launch) and names jobs in full
+    assert len(timeline(verbose)) > len(timeline(plain))
+    accepted = [line for line in timeline(verbose) if "CreateTrainingJob accepted" in line]
+    assert len(accepted) == 3 and not any("CreateTrainingJob accepted" in line for line in timeline(plain))
+    full_name = re.compile(r"\bsw-llama-[0-9a-z]{26}-a001\b", re.IGNORECASE)
+    assert full_name.search(verbose) and not full_name.search("\n".join(timeline(plain)))
+    assert "job a001" in "\n".join(timeline(plain))
+
+
 def test_drill_json_summary_has_the_documented_fields(two_runs: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = drill([two_runs, "--json"], capsys)
 
