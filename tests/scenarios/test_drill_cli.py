@@ -36,10 +36,14 @@ LLAMA = {
 LLAMA_FAULT = {"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 45, "host": 2}
 
 
-def scenario(tmp_path: Path, runs: list[dict[str, Any]], faults: list[dict[str, Any]], expect: dict[str, Any]) -> str:
+def scenario(
+    tmp_path: Path, runs: list[dict[str, Any]], faults: list[dict[str, Any]], expect: dict[str, Any]
+) -> str:
     path = tmp_path / "small.json"
     path.write_text(
-        json.dumps({"name": "small", "seed": 3, "max_days": 1, "runs": runs, "faults": faults, "expect": expect}),
+        json.dumps(
+            {"name": "small", "seed": 3, "max_days": 1, "runs": runs, "faults": faults, "expect": expect}
+        ),
         encoding="utf-8",
     )
     return str(path)
@@ -89,7 +93,9 @@ def test_drill_prints_a_timeline_and_a_summary_per_run_and_fault(
     assert re.search(r"\nbug +FAILED +1 ", runs)
     # the faults, how each was classed, how long to act and to train again, and GPU-hours lost
     faults = out.split("\nFaults:")[1]
-    assert re.search(r"llama +hardware on algo-2 +INFRASTRUCTURE +attempt 2 from step 300 +[\d.]+ min +[\d.]+ min", faults)
+    assert re.search(
+        r"llama +hardware on algo-2 +INFRASTRUCTURE +attempt 2 from step 300 +[\d.]+ min +[\d.]+ min", faults
+    )
     assert re.search(r"bug +algorithm_error on algo-1 +USER_ERROR +run FAILED", faults)
     lost = out.split("GPU-hours lost per fault")[1]
     assert re.search(r"llama +hardware on algo-2 +16 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+", lost)
@@ -108,7 +114,9 @@ def test_drill_timeline_collapses_repeated_rows_as_times_n() -> None:
     assert TIMES == "\N{MULTIPLICATION SIGN}"
 
 
-def test_drill_verbose_adds_the_raw_events_and_full_job_names(two_runs: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_drill_verbose_adds_the_raw_events_and_full_job_names(
+    two_runs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     plain = drill([two_runs], capsys)[1]
     verbose = drill([two_runs, "--verbose"], capsys)[1]
 
@@ -125,7 +133,9 @@ def test_drill_verbose_adds_the_raw_events_and_full_job_names(two_runs: str, cap
     assert "job a001" in "\n".join(timeline(plain))
 
 
-def test_drill_json_summary_has_the_documented_fields(two_runs: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_drill_json_summary_has_the_documented_fields(
+    two_runs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out = drill([two_runs, "--json"], capsys)
 
     assert code == 0
@@ -144,7 +154,14 @@ def test_drill_json_summary_has_the_documented_fields(two_runs: str, capsys: pyt
         "decisions",
     } <= set(run)
     first, second = run["attempts"]
-    assert {"instances", "resumed_from_step", "end_class", "hang_signals", "sagemaker", "requested_at"} <= set(first)
+    assert {
+        "instances",
+        "resumed_from_step",
+        "end_class",
+        "hang_signals",
+        "sagemaker",
+        "requested_at",
+    } <= set(first)
     assert second["resumed_from_step"] == 300 and first["end_class"] == "INFRASTRUCTURE"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", first["ended_at"])  # ISO 8601
     assert all(key.endswith("_s") for key in run["time_s"])  # durations in seconds
