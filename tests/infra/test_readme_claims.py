@@ -202,11 +202,12 @@ def test_no_claim_row_is_listed_twice() -> None:
 
 
 def test_the_sections_left_out_are_named_and_exist() -> None:
+    """The page's opening names (in bold) the README sections it leaves out for now: they exist and
+    no row is filed under them (drop the name from the opening when their rows are added)."""
     page = CLAIMS.read_text(encoding="utf-8")
     left_out = re.findall(r"\*\*([^*]+)\*\*", page.split("\n## ", 1)[0])
     readme_sections = headings(sources()["README.md"])
-    assert left_out == ["Hang detection", "Benchmark results"]
-    assert all(name in readme_sections for name in left_out)
+    assert all(name in readme_sections for name in left_out), left_out
     assert not [row for row in ROWS if row.section in left_out]
 
 
