@@ -33,7 +33,7 @@ class TimelineRow:
     run: str
     kind: str  # event | decision | action | error | FAULT | API
     text: str
-    routine: bool = False  # a sweep or reconciler look that changed nothing (hidden unless --verbose)
+    routine: bool = False  # an event row the next decision repeats (hidden unless --verbose)
     detail: dict[str, Any] = field(default_factory=dict)  # the audit entry's detail (e.g. the event's fields)
 
 

@@ -159,6 +159,21 @@ def test_dry_run_says_a_spot_run_gets_no_warm_pool(h, tmp_path):
     assert all(method == "GET" for method, _ in h.requests)  # read (conflicts), never submitted
 
 
+def test_dry_run_says_what_it_cannot_know_about_the_deployment(h, tmp_path):
+    """README: it cannot know the deployment's allowedRoleArns and policyDefaults, and says so."""
+    r = h.cli("submit", write_yaml(tmp_path / "run.yaml", run_body("llama-70b")), "--dry-run")
+
+    assert r.code == 0, r.err
+    out = " ".join(r.out.split())
+    assert "not checked locally: RoleArn must be one of the deployment's allowedRoleArns" in out
+    assert "its policyDefaults apply under your policy" in out
+    notes = h.cli(
+        "submit", write_yaml(tmp_path / "run.yaml", run_body("llama-70b")), "--dry-run", json_out=True
+    )
+    assert any("allowedRoleArns" in n and "policyDefaults" in n for n in notes.json()["notes"])
+    assert {req[0] for req in h.requests} == {"GET"}  # the live-run listing only: nothing submitted
+
+
 def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
     body = run_body("llama")
     body["training_job"]["ResourceConfig"]["InstanceCont"] = 2
