@@ -37,16 +37,11 @@ class TimelineRow:
     detail: dict[str, Any] = field(default_factory=dict)  # the audit entry's detail (e.g. the event's fields)
 
 
-def _is_noise(entry: dict[str, Any], following: dict[str, Any] | None) -> bool:
-    """Rows a person does not need in the timeline (they stay in the audit trail and --verbose)."""
-    text = entry["summary"]
-    if entry["kind"] != "event":
-        return False
-    if text.startswith(("Submitted(", "LaunchAccepted(")):  # the next decision says the same
-        return True
-    if following is None or not following["summary"].startswith("ignored"):
-        return False
-    return text.startswith("Tick(") or text.endswith(("(describe)", " OK", " INSUFFICIENT_DATA"))
+def _is_noise(entry: dict[str, Any]) -> bool:
+    """Rows a person does not need in the timeline (they stay in the audit trail and --verbose):
+    the event rows of a submission and a launch confirmation, which the next decision restates.
+    (An event that changed nothing is not in the audit trail at all: it is counted and logged.)"""
+    return entry["kind"] == "event" and entry["summary"].startswith(("Submitted(", "LaunchAccepted("))
 
 
 @dataclass
@@ -321,17 +316,11 @@ class DrillRunner:
         for name, run_id in self.run_ids.items():
             _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
-            for i, e in enumerate(audit):
-                nxt = audit[i + 1] if i + 1 < len(audit) else None
-                prev = audit[i - 1] if i else None
-                noise = _is_noise(e, nxt) or (
-                    prev is not None
-                    and e["summary"].startswith("ignored")
-                    and _is_noise(prev, e)
-                    and not prev["summary"].startswith(("Submitted(", "LaunchAccepted("))
-                )
+            for e in audit:
                 timeline.append(
-                    TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise, detail=e["detail"])
+                    TimelineRow(
+                        e["at_ms"], name, e["kind"], e["summary"], routine=_is_noise(e), detail=e["detail"]
+                    )
                 )
             run_jobs = [j for j in jobs if j.run_name == name]
             submitted_ms = submitted.get(name, start)
