@@ -141,9 +141,11 @@ def check_default(s: Summary) -> None:
         "2 x ml.p5.48xlarge released by another supervised job: retrying now; launch attempt 1"
     )
     assert at(runs["qwen-sft"]["attempts"][-1]["ended_at"]) <= at(mistral["attempts"][0]["requested_at"])
-    # AWS's default warm-pool quota is 0: no pool is kept, and each run that asked is told once
-    warm_off = [a["run"] for a in s["alerts"] if a["event"] == "attempt.warm_pool_off"]
-    assert "qwen-sft" in warm_off and len(warm_off) == len(set(warm_off))
+    # AWS's default warm-pool quota is 0, read at submit: no run asks for a pool, so none is told
+    # again at an ending; each is told once, in its run.submitted alert
+    assert not [a for a in s["alerts"] if a["event"] == "attempt.warm_pool_off"]
+    told = [a["run"] for a in s["alerts"] if a["event"] == "run.submitted" and "Warm pool: none" in a["body"]]
+    assert sorted(told) == sorted(runs) and len(told) == len(set(told))
     gemma = [a["instances"] for a in runs["gemma-2b"]["attempts"]]
     assert gemma == ["1 x ml.p4de.24xlarge", "1 x ml.p4d.24xlarge"]  # fell back after no capacity
     assert [a["end_class"] for a in runs["t5-bug"]["attempts"]] == ["USER_ERROR"]  # no retry of a bug
