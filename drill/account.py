@@ -24,6 +24,7 @@ from moto import mock_aws
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
 from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.deploy import run_alarm_shape_check
+from drill.dynamodb_limits import enforce_transaction_limits
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.memory_store import InMemoryRunStore
 from drill.metric_delay import MetricDelays
@@ -257,7 +258,8 @@ class LocalAccount:
         self._clock_patches.enter_context(moto_logs_follow(self.clock))
         self._clock_patches.enter_context(moto_s3_follow(self.clock))
         self._clock_patches.enter_context(moto_cloudwatch_follow(self.clock))
-        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        # DynamoDB refuses a transaction over 4 MB, which moto accepts (drill/dynamodb_limits.py)
+        self.ddb = enforce_transaction_limits(boto3.client("dynamodb", region_name=REGION))
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
