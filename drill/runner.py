@@ -64,6 +64,9 @@ class DrillResult:
     iam: Any = None  # drill.iam.ReplayReport: the run's AWS calls checked against the template's IAM
     description: str = ""
     run_names: dict[str, str] = field(default_factory=dict)  # run id -> name
+    # the account's API rate limits and read-after-create delays as the supervisor met them:
+    # calls, throttled and waited_s per operation, hidden_reads (drill/rate_limits.py)
+    api: dict[str, Any] = field(default_factory=dict)
 
     def alert_rows(self) -> list[dict[str, Any]]:
         """Every alert published, in time order: at (ms), run name, severity, event, subject, body."""
@@ -103,8 +106,20 @@ class DrillResult:
                 for a in self.alert_rows()
             ],
             "counters": self.counters,
+            "api": self.api,
             "invariant_violations": self.invariant_violations,
         }
+
+
+def api_summary(acct: LocalAccount) -> dict[str, Any]:
+    """What the account's API limits did to the supervisor's calls (see DrillResult.api)."""
+    limits = acct.rate_limits
+    return {
+        "calls": dict(sorted(limits.calls.items())),
+        "throttled": dict(sorted(limits.throttled.items())),
+        "waited_s": {k: round(v / 1000, 1) for k, v in sorted(limits.waited_ms.items())},
+        "hidden_reads": acct.sagemaker_view.hidden_answers,
+    }
 
 
 class AccountStepper:
@@ -191,6 +206,9 @@ class DrillRunner:
             reconcile_interval_min=sc.reconcile_interval_min,
             store=sc.store,
             metric_delay=sc.metric_delay,
+            api_rates=sc.api_rates,
+            api_retry_wait_s=sc.api_retry_wait_s,
+            describe_after_create_s=sc.describe_after_create_s,
             **self.account_options,
         ) as acct:
             self.acct = acct
@@ -396,6 +414,7 @@ class DrillRunner:
             jobs=jobs,
             events_delivered=len(acct.delivered),
             counters=dict(acct.counters.values),
+            api=api_summary(acct),
             description=self.scenario.description,
             run_names={run_id: name for name, run_id in self.run_ids.items()},
         )
