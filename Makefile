@@ -34,7 +34,7 @@ AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 # The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
 CDK = npx --no-install cdk
 
-.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint format synth bench bootstrap doctor \
+.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint checkov format synth bench bootstrap doctor \
 	deploy destroy clean openapi soak-api
 
 help:
@@ -83,11 +83,27 @@ soak: setup ## 10,000 random interleavings + a crash at every port call (prints 
 	  $(PY) -m pytest tests/soak -p no:randomly
 	$(MAKE) soak-api
 
-lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
+lint: setup ## ruff (lint + format check), mypy (strict on the domain) and checkov on the template
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
 	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts
+	$(MAKE) checkov
+
+# checkov pins an older boto3 than the project: it gets a virtualenv of its own, with the pin
+# of pyproject.toml's `scan` extra
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_PIN := $(shell sed -n 's/^ *"\(checkov==[^"]*\)".*/\1/p' pyproject.toml)
+$(CHECKOV_VENV)/.installed: pyproject.toml | prereqs
+	@echo "==> creating $(CHECKOV_VENV) with $(CHECKOV_PIN)"
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --progress-bar off "$(CHECKOV_PIN)"
+	touch $@
+
+checkov: setup $(CHECKOV_VENV)/.installed ## checkov on a fresh synth; fails on any finding .checkov.yaml does not accept
+	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
+	  CDK_OUTDIR="$$out" $(PY) app.py >/dev/null && \
+	  $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f "$$out"/*.template.json
 
 format: setup
 	$(PY) -m ruff format .

@@ -62,6 +62,10 @@ class AlarmShapeCheck(Construct):
             layer=functions.layer,
             architecture=functions.architecture,
             environment=functions.powertools_environment,
+            log_key=functions.log_key,
+            reserved_concurrency=constants.SHAPE_CHECK_FUNCTION.reserved_concurrency
+            if config.reserved_concurrency
+            else None,
         )
         # CloudFormation invokes the function asynchronously; a second run after a function
         # error would answer a request that is already answered.

@@ -48,7 +48,7 @@ class Supervisor(Construct):
         super().__init__(scope, construct_id)
         self.config = config
 
-        self.state = StateTable(self, constants.STATE_TABLE_ID)
+        self.state = StateTable(self, constants.STATE_TABLE_ID, kms_key_arn=config.table_kms_key_arn)
         self.alerts = Alerts(self, constants.ALERTS_ID, alert_email=config.alert_email)
         self.functions = SupervisorFunctions(
             self,
@@ -64,7 +64,10 @@ class Supervisor(Construct):
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
                 keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
             },
+            log_key=self.alerts.key,
         )
+        # the API function's alone: who may cancel and resume any run (domain/ownership.py)
+        self.functions.api.function.add_environment(keys.ENV_ADMIN_ROLE_ARNS, config.admin_role_arns_json)
         self.event_rules = EventRules(
             self,
             constants.EVENT_RULES_ID,
@@ -94,6 +97,7 @@ class Supervisor(Construct):
             account_cloud_watch_role=config.api_gateway_account_role,
             logging=config.api_logging,
             tracing=config.tracing,
+            log_key=self.alerts.key,
         )
         self.hang_signals = HangSignals(
             self,
