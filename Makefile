@@ -101,9 +101,9 @@ $(CHECKOV_VENV)/.installed: pyproject.toml | prereqs
 	touch $@
 
 checkov: setup $(CHECKOV_VENV)/.installed ## checkov on a fresh synth; fails on any finding .checkov.yaml does not accept
-	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
-	  CDK_OUTDIR="$$out" $(PY) app.py >/dev/null && \
-	  $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f "$$out"/*.template.json
+	rm -rf .cache/checkov-synth
+	CDK_OUTDIR=.cache/checkov-synth $(PY) app.py > /dev/null
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f .cache/checkov-synth/*.template.json
 
 format: setup
 	$(PY) -m ruff format .

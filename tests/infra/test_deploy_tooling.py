@@ -345,7 +345,8 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
         (["demo"], [".venv/bin/python -m drill default"]),
         # `make test` runs everything CI runs (pytest with 2 workers): no marker, path or -k filter
         (["test"], [".venv/bin/python -m pytest -n 2 --dist loadgroup"]),
-        # `make lint` runs ruff (lint and format check), `mypy --strict` on `domain/`, and mypy elsewhere
+        # `make lint` runs ruff (lint and format check), `mypy --strict` on `domain/`, mypy
+        # elsewhere, and checkov on a fresh synth of the template with the checked-in config
         (
             ["lint"],
             [
@@ -353,6 +354,8 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
                 ".venv/bin/python -m ruff format --check .",
                 ".venv/bin/python -m mypy --strict lambdas/sagewarden/domain",
                 ".venv/bin/python -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts",
+                "CDK_OUTDIR=.cache/checkov-synth .venv/bin/python app.py",
+                ".venv-checkov/bin/checkov --config-file .checkov.yaml -f .cache/checkov-synth/",
             ],
         ),
         # make soak: 10,000 histories, 200 more on the DynamoDB store, then the API fuzzer at 20,000

@@ -158,7 +158,8 @@ def test_make_lint_runs_checkov_on_a_fresh_synth_with_the_checked_in_config() ->
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "$(MAKE) checkov" in lint
     recipe = makefile.split("\ncheckov:", 1)[1].split("\n\n", 1)[0]
-    assert "app.py" in recipe and "--config-file .checkov.yaml" in recipe
+    assert "CDK_OUTDIR=.cache/checkov-synth $(PY) app.py" in recipe
+    assert "checkov --config-file .checkov.yaml -f .cache/checkov-synth/*.template.json" in recipe
     assert '"checkov==' in (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
