@@ -16,6 +16,7 @@ A = "123456789012"
         (f"arn:aws:sts::{A}:assumed-role/ml/alice", f"arn:aws:sts::{A}:assumed-role/ml/bob", True),
         (f"arn:aws:sts::{A}:assumed-role/ml/alice", f"arn:aws:iam::{A}:role/team/ml", True),  # path
         (f"arn:aws:iam::{A}:role/ml", f"arn:aws:iam::{A}:role/ml", True),
+        (f"arn:aws:iam::{A}:role/Platform-Admin", f"arn:aws:sts::{A}:assumed-role/platform-admin/x", True),
         (f"arn:aws:sts::{A}:assumed-role/ml/alice", f"arn:aws:sts::{A}:assumed-role/vision/alice", False),
         (f"arn:aws:sts::{A}:assumed-role/ml/alice", "arn:aws:sts::210987654321:assumed-role/ml/alice", False),
         (f"arn:aws:sts::{A}:assumed-role/ml/s", f"arn:aws-cn:sts::{A}:assumed-role/ml/s", False),
@@ -36,7 +37,7 @@ def test_principals_are_compared_by_identity_not_by_session(a, b, same):
 
 def test_the_canonical_identity_of_a_session_is_its_role():
     assert principal(f"arn:aws:sts::{A}:assumed-role/AWSReservedSSO_ML_1a2b/alice@example.com") == (
-        f"arn:aws:iam::{A}:role/AWSReservedSSO_ML_1a2b"
+        f"arn:aws:iam::{A}:role/awsreservedsso_ml_1a2b"
     )
     assert principal("AROAEXAMPLE:alice") == "AROAEXAMPLE:alice"  # not an ARN: compared as it is
 

@@ -9,8 +9,9 @@ names it (``requestContext.identity.userArn``). The rule (README, "Who may do wh
   (``arn:aws:sts::<acct>:assumed-role/<name>/<session>``). The session name changes with every
   login (SSO puts the user's e-mail there, a CI job its build id), so whoever can assume the
   role that submitted a run may cancel and resume it: a role is the team identity. An IAM name
-  is unique in its account whatever its path, and an assumed-role ARN carries no path, so the
-  path is left out. Anything else (a federated user, the account root) must match exactly;
+  is unique in its account whatever its path and case (IAM does not tell names apart by case),
+  and an assumed-role ARN carries no path, so the path is left out and names compare in lower
+  case. Anything else (a federated user, the account root) must match exactly;
 * an admin is any principal whose identity is one of the deployment's ``adminRoleArns``;
 * an unknown caller (no identity in the request) owns nothing.
 
@@ -31,16 +32,17 @@ UNKNOWN = "unknown"
 def principal(arn: str) -> str:
     """The identity behind an IAM or STS ARN, in one canonical form:
     ``arn:<partition>:iam::<account>:role/<name>`` for a role or any session of it,
-    ``arn:<partition>:iam::<account>:user/<name>`` for an IAM user; anything else as given."""
+    ``arn:<partition>:iam::<account>:user/<name>`` for an IAM user (names in lower case: IAM
+    does not tell names apart by case); anything else as given."""
     m = _ARN.match(arn.strip())
     if m is None:
         return arn
     partition, service, account, resource = m.group("partition", "service", "account", "resource")
     kind, _, rest = resource.partition("/")
     if service == "sts" and kind == "assumed-role" and "/" in rest:
-        return f"arn:{partition}:iam::{account}:role/{rest.split('/', 1)[0]}"
+        return f"arn:{partition}:iam::{account}:role/{rest.split('/', 1)[0].lower()}"
     if service == "iam" and kind in ("role", "user") and rest:
-        return f"arn:{partition}:iam::{account}:{kind}/{rest.rsplit('/', 1)[-1]}"
+        return f"arn:{partition}:iam::{account}:{kind}/{rest.rsplit('/', 1)[-1].lower()}"
     return arn
 
 
