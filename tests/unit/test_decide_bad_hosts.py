@@ -65,7 +65,8 @@ def next_launch(d):
         (NCCL_REASON, NAMED_NCCL, "algo-2"),  # an NCCL error naming a host
         (NCCL_REASON, ECC_TAIL, "algo-2"),  # an ECC error in a host's log
         (NCCL_REASON, XID_TAIL, "algo-2"),  # an Xid
-        (HARDWARE, (), None),  # a hardware FailureReason (no host named)
+        (HARDWARE, (), "algo-2"),  # a hardware FailureReason naming its instance
+        ("ClientError: Hardware failure: repair exhausted", (), None),  # ... or not
     ],
 )
 def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, tail, host):

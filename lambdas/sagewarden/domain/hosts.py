@@ -148,7 +148,17 @@ def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> Singl
         if cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.SUPERVISOR_STOP, EndingClass.UNKNOWN)
         else ()
     )
-    hosts = tuple(dict.fromkeys((*att.suspect_hosts, *named)))
+    # a hardware FailureReason may name the instance ("Instance algo-2 failed its health checks")
+    in_reason = (
+        tuple(
+            f"algo-{int(m.group(1))}"
+            for m in _NAMED.finditer(att.failure_reason or "")
+            if 1 <= int(m.group(1)) <= att.instance_count
+        )
+        if cls.hardware
+        else ()
+    )
+    hosts = tuple(dict.fromkeys((*att.suspect_hosts, *in_reason, *named)))
     if att.stop_intent == INTENT_BAD_HOST:
         return SingledOut(hosts, "it ran on a host with a known-bad fingerprint")
     if cls.hardware:
@@ -181,8 +191,8 @@ def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> 
 
 def remember(d: Draft, att: Attempt, hosts: Sequence[str]) -> None:
     """Remember the fingerprints of `hosts` (from the fingerprint lines the service read)."""
-    if not hosts:
-        return
+    if not hosts or att.stop_intent == INTENT_BAD_HOST:
+        return  # (stopped for a fingerprint already remembered)
     if d.obs.fingerprint_error is not None:
         d.note(
             f"fingerprint of {', '.join(hosts)} unknown: the log could not be read ({d.obs.fingerprint_error})"
@@ -227,7 +237,7 @@ def check_fingerprints(d: Draft, cur: Attempt, lines: Sequence[str]) -> bool:
         bad_host, bad_serials, where = hit
         shared = sorted(set(serials.split(",")) & set(bad_serials.split(",")))
         why = (
-            f"{host} of {cur.job_name} has GPU serials {serials}, sharing {', '.join(shared)} with "
+            f"{host} of {cur.job_name} has GPU serials {serials}, {len(shared)} of them also on "
             f"{bad_host} of attempt {where}, which failed"
         )
         d.put_attempt(dataclasses.replace(cur, suspect_hosts=(host,)))
