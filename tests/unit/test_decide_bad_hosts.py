@@ -169,6 +169,16 @@ def test_a_later_attempt_printing_a_known_bad_fingerprint_is_stopped_fast_and_re
     assert stopped.run.restarts_by_class.get("BAD_HOST") == 1
 
 
+def test_the_fingerprint_scan_ends_once_every_host_printed_a_good_one():
+    run, t = _second_attempt_training()
+    one = ("[algo-1] [sagewarden] host=1 fingerprint=GPU-N1",)
+    d = step(run, Tick(), t + MIN, Observations(scan_lines=one))
+    assert not d.run.current.scan_done  # algo-2 not seen yet: it may still be the lemon
+    both = (*one, "[algo-2] [sagewarden] host=2 fingerprint=GPU-N2")
+    d = step(d.run, Tick(), t + 2 * MIN, Observations(scan_lines=both))
+    assert d.run.current.scan_done and d.run.status == RunStatus.TRAINING
+
+
 def test_good_fingerprints_are_not_stopped_and_an_unreadable_scan_decides_nothing():
     run, t = _second_attempt_training()
     d = step(

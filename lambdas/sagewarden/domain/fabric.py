@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 
 from sagewarden.domain.draft import Draft, notify
-from sagewarden.domain.hosts import FINGERPRINT_PATTERN, check_fingerprints
+from sagewarden.domain.hosts import FINGERPRINT_PATTERN, check_fingerprints, fingerprints
 from sagewarden.domain.models import Attempt, Run
 
 EFA_GPU_FAMILY = re.compile(r"^ml\.(p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+)\.")
@@ -147,7 +147,9 @@ def on_scan(d: Draft) -> bool:
                 _flag(d, cur, evidence)
             else:
                 d.note(f"attempt {cur.number}: NCCL uses {verdict} ({evidence[0] if evidence else ''})")
-    if not _fabric_pending(d.run, cur) and not d.run.bad_fingerprints:
+    # every host printed its fingerprint, none known bad: nothing more to look for there
+    all_seen = len(fingerprints(lines)) >= cur.instance_count
+    if not _fabric_pending(d.run, cur) and (not d.run.bad_fingerprints or all_seen):
         d.put_attempt(dataclasses.replace(cur, scan_done=True))
         return True
     return _close_if_late(d, cur) or changed
