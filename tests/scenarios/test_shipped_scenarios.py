@@ -104,8 +104,10 @@ def check_quota_contention(s: Summary) -> None:
 def check_warm_pool(s: Summary) -> None:
     first, warm, cold = s["runs"]["mixtral-ft"]["attempts"]
     assert startup_s(warm) * 4 < startup_s(cold)  # the warm pool starts in seconds, not minutes
-    # the dead host's pool holds the same instances: released, and the replacement starts cold
-    assert startup_s(cold) == pytest.approx(startup_s(first), rel=0.1)
+    # the dead host's pool holds the same instances: released, and the replacement starts cold,
+    # after SageMaker's infra check (the model's 5-30 min: AWS publishes no duration)
+    assert [a["infra_check"] for a in (first, warm, cold)] == [False, False, True]
+    assert startup_s(first) + 300 <= startup_s(cold) <= startup_s(first) * 1.1 + 1800
     decisions = s["runs"]["mixtral-ft"]["decisions"]
     assert any("singled out algo-2" in d for d in decisions)
     assert any(d.startswith(f"releasing the warm pool of {warm['job_name']}") for d in decisions)
