@@ -78,6 +78,10 @@ def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
         "evidence": list(a.evidence),
         "stop_intent": a.stop_intent,
         "hang_signals": list(a.hang_signals),
+        "suspect_hosts": list(a.suspect_hosts),
+        "infra_check": a.infra_check,
+        "fabric": a.fabric,
+        "fabric_evidence": list(a.fabric_evidence),
         "learned_windows_min": {
             k: v
             for k, v in (("log_silence", a.log_window_min), ("progress_stalled", a.progress_window_min))

@@ -136,6 +136,13 @@ class Attempt(BaseModel):
     evidence: list[str]
     stop_intent: str | None
     hang_signals: list[str]
+    suspect_hosts: list[str] = Field(description="hosts (algo-<n>) a hang or the ending singled out")
+    infra_check: bool = Field(description="the attempt asked SageMaker for an infra check (InfraCheckConfig)")
+    fabric: str | None = Field(
+        description="the network NCCL selected, from its log: socket (slow: attempt.slow_fabric), efa, "
+        "other; null: not seen or not checked"
+    )
+    fabric_evidence: list[str] = Field(description="the NCCL log lines that show it")
     learned_windows_min: dict[str, int] = Field(
         description="hang windows learned from this attempt's cadence (log_silence, progress_stalled)"
     )

@@ -21,7 +21,13 @@ from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.classifier import Classification
 from sagewarden.domain.costs import live_cost_usd
 from sagewarden.domain.events import Observations
-from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, keep_alive_for, wall_clock_remaining_s
+from sagewarden.domain.launch import (
+    MIN_SEGMENT_S,
+    build_request,
+    infra_check_for,
+    keep_alive_for,
+    wall_clock_remaining_s,
+)
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
@@ -140,6 +146,7 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         launch_tries=tries,
         resume_from=ckpt,
         keep_alive_s=keep_alive_for(run),
+        infra_check=infra_check_for(run),
     )
     d.put_attempt(att)
     d.set(
