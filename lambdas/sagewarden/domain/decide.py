@@ -29,6 +29,7 @@ from sagewarden.domain.draft import (
     LAUNCH_RETRY_AFTER_MS,
     LAUNCH_SETTLE_MS,
     RECONCILE_INTERVAL_MS,
+    STOP_REASK_ON_EVIDENCE_MS,
     STOP_RETRY_AFTER_MS,
     Draft,
     backoff_ms,
@@ -70,7 +71,7 @@ from sagewarden.domain.fabric import on_scan, scan_due_ms, submit_lines
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
-from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, LaunchState, Run, RunStatus
+from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
@@ -431,6 +432,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
     )
     if not cur.end_pending:
         d.note(f"attempt {cur.number}: {e.status}/{e.secondary} (from {e.source})")
+    att = _restop_running(d, att, e)
     if e.status in SM_TERMINAL:
         before = d.run
         on_attempt_ended(d, att, e)
@@ -476,6 +478,24 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
     elif e.status == "Stopping" and att.stop_intent is None:
         d.note("job is stopping without a sagewarden intent (MaxRuntime, spot or a person); its end decides")
     return None
+
+
+def _restop_running(d: Draft, att: Attempt, e: JobObserved) -> Attempt:
+    """Intent is final: a job seen running after its stop was asked for (SageMaker may not know a
+    job for a moment after CreateTrainingJob, so an early StopTrainingJob can answer 'not found')
+    is asked again at once, not only when the sweep's retry comes due."""
+    intent = att.stop_intent
+    if (
+        e.status != "InProgress"
+        or intent is None
+        or att.stop_requested_ms is None
+        or d.now - att.stop_requested_ms < STOP_REASK_ON_EVIDENCE_MS
+    ):
+        return att
+    att = dataclasses.replace(att, stop_requested_ms=d.now)
+    d.act(StopJob(att.job_name, intent))
+    d.note(f"{att.job_name} still running after its stop was asked for: asking again")
+    return att
 
 
 def _on_job_missing(d: Draft, e: JobMissing) -> str | None:

@@ -39,6 +39,7 @@ LAUNCH_RETRY_AFTER_MS = 2 * 60_000  # a launch intent still unconfirmed after th
 # for this long after the request: longer than any function that could still be issuing it.
 LAUNCH_SETTLE_MS = 5 * 60_000
 STOP_RETRY_AFTER_MS = 5 * 60_000  # a stop still not observed after this is re-issued
+STOP_REASK_ON_EVIDENCE_MS = 60_000  # a job seen running this long after its stop is asked again at once
 DEFER_RETRY_MS = 60_000  # a deferred decision is retried on the next sweep
 DEFER_ALERT_AFTER_MS = 10 * 60_000  # ... and a person is told when it stays deferred this long
 # ... and when the reason is an error that cannot heal by itself (no such bucket, access denied),
