@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 from sagewarden import keys
+
+from . import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 
 # --- Stack ------------------------------------------------------------------------------------
 STACK_ID = "Sagewarden"  # the default stack name (context `stackName`)
