@@ -185,7 +185,7 @@ def check_default(s: Summary) -> None:
 
 
 def check_selftest(s: Summary) -> None:
-    # the same plan as `sagewarden selftest` (cli/selftest.py writes this scenario): a crash, a hang
+    # the same plan as `sagewarden selftest` (sagewarden_cli/selftest.py writes this scenario): a crash, a hang
     attempts = s["runs"]["sagewarden-selftest"]["attempts"]
     assert [a["end_class"] for a in attempts] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
     (stop,) = hang_stops(s, "sagewarden-selftest")
