@@ -121,7 +121,7 @@ def scenario_for(
                     "policy": policy,
                 }
             ],
-            "faults": [tf.scenario_fault(workload.name) for tf in trace.faults],
+            "faults": trace.scenario_faults(workload.name),
         },
         bucket=BUCKET,
         role_arn=EXECUTION_ROLE,
