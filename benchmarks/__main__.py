@@ -51,7 +51,8 @@ FAULTS: list[tuple[str, dict[str, Any] | list[dict[str, Any]], dict[str, Any]]] 
     ("internal_error", {"kind": "internal_error"}, {}),
     ("hardware (unhealthy host)", {"kind": "hardware", "host": 2}, {}),
     ("NCCL watchdog (AlgorithmError)", NCCL_WATCHDOG, {}),
-    ("spot interruption", {"kind": "spot_interruption"}, {}),
+    # a spot job (EnableManagedSpotTraining): SageMaker keeps no warm pools for spot instances
+    ("spot interruption (managed spot training)", {"kind": "spot_interruption"}, {}),
     ("hang: NCCL spin (GPU 100 %)", {"kind": "hang_spin"}, {}),
     ("hang: one dead host", {"kind": "dead_host", "host": 3}, {}),
     ("hang: stuck data loader", {"kind": "stuck_dataloader"}, {}),
@@ -72,6 +73,7 @@ FAULTS: list[tuple[str, dict[str, Any] | list[dict[str, Any]], dict[str, Any]]] 
     ),
 ]
 METRIC = {"Name": "train:throughput", "Regex": "throughput=(\\S+)"}
+WARM_POOL_QUOTA = {"quotas": {"ml.p4d.24xlarge": NODES}}  # an account that raised its warm-pool quota
 
 
 def _scenario(
@@ -90,10 +92,7 @@ def _scenario(
                     "instance_count": NODES,
                     "profile": PROFILE,
                     "policy": policy or {},
-                    # a progress_metric must be one of the job's MetricDefinitions (the API checks)
-                    "training_job": {"AlgorithmSpecification": {"MetricDefinitions": [METRIC]}}
-                    if (policy or {}).get("progress_metric")
-                    else {},
+                    "training_job": _training_job(faults, policy),
                 }
             ],
             "faults": [
@@ -103,6 +102,18 @@ def _scenario(
         bucket=BUCKET,
         role_arn=EXECUTION_ROLE,
     )
+
+
+def _training_job(faults: list[dict[str, Any]], policy: dict[str, Any] | None) -> dict[str, Any]:
+    job: dict[str, Any] = {}
+    if (policy or {}).get("progress_metric"):
+        # a progress_metric must be one of the job's MetricDefinitions (the API checks)
+        job["AlgorithmSpecification"] = {"MetricDefinitions": [METRIC]}
+    if any(f.get("kind") == "spot_interruption" for f in faults):
+        # only a managed spot job is interrupted for spot capacity
+        job["EnableManagedSpotTraining"] = True
+        job["StoppingCondition"] = {"MaxWaitTimeInSeconds": 6 * 86_400}  # >= MaxRuntime (5 d)
+    return job
 
 
 def _lost_gpu_hours(fault: dict[str, Any], acct_jobs: list[Any]) -> float | None:
@@ -392,7 +403,11 @@ def small_job_sections(small_seeds: list[int], template: dict[str, Any]) -> list
     out.append("")
     out += benign.table(small_seeds, template, progress=_progress)
     out.append("")
-    out.append("Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog):")
+    out.append(
+        "Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog), in an account "
+        "with warm-pool quota for the job (AWS's default is 0); the pool becomes Available 0-5 min "
+        "after the end (drawn), and the resume waits for it:"
+    )
     out.append("")
     out.append("| policy | recover: fault -> replacement training |")
     out.append("|---|---|")
@@ -400,7 +415,11 @@ def small_job_sections(small_seeds: list[int], template: dict[str, Any]) -> list
         rec = []
         for seed in small_seeds:
             result, _ = _run(
-                _scenario(seed, [NCCL_WATCHDOG], policy={"keep_alive_seconds": keep}), template, FAST
+                _scenario(
+                    seed, [NCCL_WATCHDOG], policy={"keep_alive_seconds": keep}, warm_pools=WARM_POOL_QUOTA
+                ),
+                template,
+                FAST,
             )
             if result.faults[0]["to_healthy_replacement_s"] is not None:
                 rec.append(result.faults[0]["to_healthy_replacement_s"] / 60)

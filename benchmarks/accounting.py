@@ -23,6 +23,7 @@ checkpoint interval on average).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.trace import Trace, TraceFault
@@ -153,10 +154,17 @@ class RunHistory:
         return RunHistory({j.name: j for j in run_jobs}, launches, trainings)
 
     def fault_minutes(
-        self, rec: FaultRecord, *, steps_per_minute: float, end_ms: int
+        self,
+        rec: FaultRecord,
+        *,
+        steps_per_minute: float,
+        end_ms: int,
+        decided_ms: Sequence[int] = (),
     ) -> tuple[tuple[float, float, float, float], bool]:
         """Minutes of (detection, stop, instance start, work lost) for one fired fault, and whether
-        the run recovered from it; unrecovered, everything from onset to ``end_ms`` is detection."""
+        the run recovered from it; unrecovered, everything from onset to ``end_ms`` is detection.
+        ``decided_ms`` (sorted): when the supervisor decided on an ending, where it records that
+        (sagewarden's audit): a relaunch that waits for a warm pool is then not detection time."""
         t0 = rec.at_ms
         job = self.jobs[rec.job]
         relaunch = next((req for req, _, _ in self.launches if req >= t0), None)
@@ -165,7 +173,10 @@ class RunHistory:
             if job.stop_requested_ms is not None and job.stop_requested_ms >= t0
             else None
         )
-        decision_candidates = [t for t in (relaunch, stop_req) if t is not None]
+        decided = next((t for t in decided_ms if t >= t0), None)
+        if decided is not None and relaunch is not None and decided > relaunch:
+            decided = None  # a later decision is about something else
+        decision_candidates = [t for t in (relaunch, stop_req, decided) if t is not None]
         healthy = next(((t, step) for t, step in self.trainings if t > t0), None)
         if relaunch is None or healthy is None or not decision_candidates:
             return ((end_ms - t0) / MINUTE_MS, 0.0, 0.0, 0.0), False
@@ -224,6 +235,7 @@ def account(
     end_ms: int,
     completed: bool,
     faultfree_wall_min: float,
+    decided_ms: Sequence[int] = (),
 ) -> Account:
     by_index = {f.index: f for f in trace.faults}
     history = RunHistory.of(jobs, workload.name, through_startup=trace.compile_min > 0)
@@ -249,7 +261,9 @@ def account(
             start_ms_floor += CAPACITY_PENDING_AFTER_MS + round(tf.restart_capacity_min * MINUTE_MS)
         floor_work = max(0.0, rec.progress - rec.checkpoint_step) / spm
         floor = (floor_detect / MINUTE_MS, floor_stop / MINUTE_MS, start_ms_floor / MINUTE_MS, floor_work)
-        minutes, recovered = history.fault_minutes(rec, steps_per_minute=spm, end_ms=end_ms)
+        minutes, recovered = history.fault_minutes(
+            rec, steps_per_minute=spm, end_ms=end_ms, decided_ms=decided_ms
+        )
         # never recovered before the end of the drill: everything after onset is detection
         losses.append(FaultLoss(tf, t0, minutes, floor, recovered=recovered))
     losses += _false_stops(history, records, workload, end_ms, losses)

@@ -30,6 +30,7 @@ from benchmarks.trace import Trace
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.sim.texts import HANG_PHASES
+from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_sagemaker import SimJob, SimSageMaker
 
 BUCKET = "sagewarden-bench"
@@ -97,6 +98,9 @@ class BaselineDriver:
             seed=seed,
             startup=workload.startup,
             progress_log_interval_s=self.PROGRESS_LOG_INTERVAL_S,
+            # the same account as sagewarden's drill (the warm-pool quota the job's pools need);
+            # pools then follow AWS's rules for every supervisor that asks for one
+            warm_pools=WarmPoolSettings(quotas=workload.warm_pool_quotas()),
         )
         self.sim.set_profile(workload.name, workload.profile())
         for fault in trace.sim_faults(workload.name):

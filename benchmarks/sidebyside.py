@@ -115,6 +115,7 @@ def run_one(
     t0 = time.perf_counter()
     advice = None
     gave_up = 0
+    decided: list[int] = []  # the scripts decide when they act: their stop or relaunch is the time
     if key in ("c", "d"):
         assert template is not None
         policy = {} if key == "c" else RECOMMENDED_POLICY
@@ -131,6 +132,7 @@ def run_one(
             s.actions,
         )
         advice = s.advice
+        decided = s.decided_ms  # sagewarden's audit: a relaunch waiting for a warm pool is not detection
         gave_up = sum(1 for _, who, _ in actions if who.startswith("page"))
     else:
         if key in SCRIPT_KINDS:
@@ -157,6 +159,7 @@ def run_one(
         end_ms=end,
         completed=completed,
         faultfree_wall_min=faultfree_min,
+        decided_ms=decided,
     )
     acted = sum(1 for _, who, _ in actions if who.startswith("person"))
     noticed = sum(1 for _, who, _ in actions if who == "person: stop hung job")

@@ -94,6 +94,8 @@ class SupervisedResult:
     actions: list[tuple[int, str, str]]
     decisions: list[str]
     advice: CheckpointAdvice | None = None  # what GET /runs/{id} advised at the end (the last run)
+    # when sagewarden decided on an ending (its audit: an attempt ended, a stop or a launch), sorted
+    decided_ms: list[int] = field(default_factory=list)
 
 
 def scenario_for(
@@ -109,6 +111,9 @@ def scenario_for(
                 "store": "memory",
                 "startup": dataclasses.asdict(workload.startup),
                 "reconcile_interval_min": 60,
+                # the account has the warm-pool quota the recommended policy's pools need (AWS's
+                # default is 0: without it every restart is cold, and sagewarden says so once)
+                "warm_pools": {"quotas": workload.warm_pool_quotas()},
             },
             "delivery": {"min_delay_s": 1, "max_delay_s": 20},
             "runs": [
@@ -171,4 +176,13 @@ def run_sagewarden(
         actions=hook.actions,
         decisions=decisions,
         advice=advice,
+        decided_ms=sorted(
+            row.at_ms
+            for row in result.timeline
+            if row.run == workload.name
+            and (
+                (row.kind == "decision" and " ended: " in row.text)
+                or (row.kind == "action" and row.text.startswith(("StopJob", "LaunchAttempt")))
+            )
+        ),
     )

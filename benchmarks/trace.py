@@ -176,7 +176,7 @@ class TraceFault:
             run=run,
             after_run_training_min=self.healthy_min,
             host=self.host,
-            retire_instances=self.hardware,
+            bad_host=self.hardware,
             restart_capacity_min=self.restart_capacity_min,
             label=self.label,
             **spec,

@@ -80,6 +80,11 @@ class Workload:
         job["StoppingCondition"]["MaxRuntimeInSeconds"] = self.max_runtime_days * 86_400
         return job
 
+    def warm_pool_quotas(self) -> dict[str, int]:
+        """The account's warm-pool quota, per instance type, for every supervisor: enough for this
+        job's instances (AWS's default is 0: a job asking for a pool would run and keep none)."""
+        return {self.instance_type: self.hosts}
+
     def tags(self, run_id: str, attempt: int) -> list[dict[str, str]]:
         """Tags the simulator matches profiles and faults on (sagewarden sets the same ones)."""
         return [

@@ -19,6 +19,9 @@ Sources (checked for this review; the review states what to set, not why each kn
 - PyTorch "ProcessGroupNCCL environment variables": TORCH_NCCL_ASYNC_ERROR_HANDLING makes the
   watchdog tear the process down when a collective errors or times out (the timeout itself is
   `init_process_group(timeout=...)`), so a dead rank ends the job instead of hanging it.
+- SageMaker Developer Guide, "SageMaker AI Managed Warm Pools": "SageMaker Managed Warm Pools
+  cannot be used with spot instances"; the warm-pool quota is 0 by default (no pool is kept,
+  without an error). The note says what every attempt will ask for (domain/launch.py).
 - Service Quotas, service code `sagemaker`: quotas named "<instance type> for training job
   usage", "<instance type> for training warm pool usage" and "Number of instances across all
   training jobs" (the names SageMaker's ResourceLimitExceeded message quotes).
@@ -44,7 +47,7 @@ SIGTERM_GRACE_S = 120
 @dataclass(frozen=True)
 class Finding:
     level: str  # "warning" | "note"
-    check: str  # checkpoint | max-runtime | efa | collective-timeout | quota
+    check: str  # checkpoint | max-runtime | efa | warm-pool | collective-timeout | quota
     message: str
 
     def to_json(self) -> dict[str, str]:
@@ -150,6 +153,9 @@ def review(job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
                 )
             )
 
+    # warm pools: what each attempt asks SageMaker to keep (none for managed spot)
+    findings.append(Finding("note", "warm-pool", _warm_pool(job, policy)[1]))
+
     # collective timeout
     distributed = any(count > 1 for _, count in choices) or any(_gpus(t) > 1 for t, _ in choices)
     handling = next((env[k] for k in ASYNC_ERROR_HANDLING if k in env), None)
@@ -173,6 +179,14 @@ def review(job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
     return findings
 
 
+def _warm_pool(job: Mapping[str, Any], policy: Mapping[str, Any]) -> tuple[int, str]:
+    """The KeepAlivePeriodInSeconds every attempt will ask for, and why (the supervisor's rule)."""
+    from sagewarden.domain.launch import warm_pool_request
+    from sagewarden.domain.policy import RunPolicy
+
+    return warm_pool_request(job, RunPolicy.from_dict(dict(policy)))
+
+
 def _gpus(instance_type: str) -> int:
     from sagewarden.domain.pricing import GPUS_PER_INSTANCE
 
@@ -187,7 +201,7 @@ def quota_findings(quotas: Any, job: Mapping[str, Any], policy: Mapping[str, Any
     except Exception as exc:
         return [Finding("note", "quota", f"quotas not checked: cannot read Service Quotas ({_reason(exc)})")]
     out: list[Finding] = []
-    keep_alive = bool(policy.get("keep_alive_seconds"))
+    keep_alive = _warm_pool(job, policy)[0] > 0  # none for managed spot training
     for itype, count in dict.fromkeys(instance_choices(job, policy)):
         names = [f"{itype} for training job usage"]
         if keep_alive:

@@ -273,6 +273,13 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     windows = hang_windows_text(run.get("hang_windows"))
     if windows:
         row("windows", windows)
+    pool = run.get("warm_pool") or {}
+    if pool.get("note"):
+        watched = pool.get("pools") or []
+        row(
+            "warm pool",
+            str(pool["note"]) + (f"; {len(watched)} ended attempt(s)' pool watched" if watched else ""),
+        )
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []

@@ -123,6 +123,8 @@ class LocalServer:
                 "quotas": sc.quotas,
                 "total_instance_quota": sc.total_instance_quota,
                 "startup": sc.startup,
+                "warm_pools": sc.warm_pools,
+                "metric_delay": sc.metric_delay,
                 "delivery": Delivery(**sc.delivery) if sc.delivery else Delivery(),
                 "timestamp_form": sc.timestamp_form,
                 "policy_defaults": sc.policy_defaults,

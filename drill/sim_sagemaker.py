@@ -37,6 +37,7 @@ from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
 from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
+from drill.sim.request_limits import length_problems, validation_message
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CAPACITY_FAILURE_REASON,
@@ -51,6 +52,7 @@ from drill.sim.texts import (
     MINUTE_MS,
     NAME_PATTERN,
     NAME_RE,
+    SPOT_WARM_POOL_MESSAGE,
     STATS,
     STATUS_MESSAGES,
     TRAINING_FAULTS,
@@ -58,6 +60,7 @@ from drill.sim.texts import (
     client_error,
     limit_error,
 )
+from drill.sim.warm_pools import WarmPoolSettings, is_spot, keep_alive_of
 from sagewarden.keys import (
     HEARTBEAT_DIMENSION,
     HEARTBEAT_METRIC,
@@ -80,6 +83,7 @@ __all__ = [
     "SimJob",
     "SimSageMaker",
     "StartupTimes",
+    "WarmPoolSettings",
 ]
 
 
@@ -111,6 +115,7 @@ class SimSageMaker(SimCore):
         progress_log_interval_s: int = 600,
         log_flush_interval_s: int = 0,
         heartbeat_metric: bool = True,
+        warm_pools: WarmPoolSettings | None = None,
     ) -> None:
         super().__init__(
             clock,
@@ -124,6 +129,7 @@ class SimSageMaker(SimCore):
             timestamp_form=timestamp_form,
             progress_log_interval_s=progress_log_interval_s,
             log_flush_interval_s=log_flush_interval_s,
+            warm_pools=warm_pools,
         )
         self.quotas = dict(quotas or {})
         # whether the deployment's log subscription feeds the heartbeat metric (logSubscription);
@@ -158,7 +164,9 @@ class SimSageMaker(SimCore):
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
         faults.refuse_over_quota(self, tags, itype, count, name, op)
-        self._check_quota(itype, count, op)
+        self.warm_pools.settle(now)
+        pool = self.warm_pools.candidate(request)
+        self._check_quota(itype, count, op, taking=pool.instance_count if pool is not None else 0)
 
         run_name = tags.get(TAG_RUN_NAME)
         profile = self._profiles.get(run_name) if run_name else None
@@ -189,9 +197,8 @@ class SimSageMaker(SimCore):
         self._jobs[name] = job
         self._go_live(job)
 
-        keep_alive = int(rc.get("KeepAlivePeriodInSeconds") or 0)
-        if keep_alive > 0:
-            job.warm_pool_used = self._take_warm_pool(job)
+        if pool is not None:  # the pool's instances, bad ones included (KeepAlive or not)
+            self.warm_pools.take(pool, job, now)
         capacity = None if job.warm_pool_used else faults.take_capacity_fault(self, job)
         message = WARM_STARTING_MESSAGE if job.warm_pool_used else STATUS_MESSAGES["Starting"]
         self._transition(job, now, "InProgress", "Starting", message)
@@ -225,7 +232,7 @@ class SimSageMaker(SimCore):
         for key in ("InputDataConfig", "OutputDataConfig", "ResourceConfig", "VpcConfig"):
             if key in r:
                 out[key] = copy.deepcopy(r[key])
-        warm = self._warm_pool_status(job)
+        warm = self.warm_pools.status(job, self.clock.now_ms)
         if warm is not None:
             out["WarmPoolStatus"] = warm
         out["StoppingCondition"] = self._stopping_condition(job)
@@ -271,34 +278,15 @@ class SimSageMaker(SimCore):
     def update_training_job(
         self, *, TrainingJobName: str, ResourceConfig: dict[str, Any] | None = None, **_: Any
     ) -> dict[str, Any]:
-        """Only what the supervisor uses: KeepAlivePeriodInSeconds = 0 terminates an ended job's
-        warm pool at once (and stops its billing); a job without an available pool answers a
-        ValidationException, like the API."""
+        """Only what the supervisor uses: ResourceConfig.KeepAlivePeriodInSeconds of an ended job
+        whose warm pool is Available (0 terminates the pool at once and stops its billing); any
+        other job answers a ValidationException (drill.sim.warm_pools)."""
         op = "UpdateTrainingJob"
         job = self._existing_job(TrainingJobName, op)
         keep = (ResourceConfig or {}).get("KeepAlivePeriodInSeconds")
         if keep is None:
             raise client_error("ValidationException", "No updatable field was given.", op)
-        if not job.is_terminal:
-            job.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = int(keep)
-            return {"TrainingJobArn": job.arn, "ResponseMetadata": self._response_metadata()}
-        now = self.clock.now_ms
-        available = job._warm_pool_state == "Available" and (job._warm_expires_ms or 0) > now
-        if not available:
-            raise client_error(
-                "ValidationException",
-                f"The training job {job.name} does not have a warm pool in status Available.",
-                op,
-            )
-        if int(keep) == 0:
-            self._warm_pools = [p for p in self._warm_pools if p.source_job != job.name]
-            job._warm_pool_state = "Terminated"
-            job._warm_expires_ms = now
-        else:
-            job._warm_expires_ms = (job.ended_ms or now) + int(keep) * 1000
-            for pool in self._warm_pools:
-                if pool.source_job == job.name:
-                    pool.expires_ms = job._warm_expires_ms
+        self.warm_pools.update(job, int(keep), self.clock.now_ms, op)
         return {"TrainingJobArn": job.arn, "ResponseMetadata": self._response_metadata()}
 
     # ------------------------------------------------------------------------------------------
@@ -542,6 +530,9 @@ class SimSageMaker(SimCore):
         report = ParamValidator().validate(request, _create_input_shape())
         if report.has_errors():
             raise client_error("ValidationException", report.generate_report(), op)
+        too_long = length_problems(request, _create_input_shape())  # what botocore leaves to SageMaker
+        if too_long:
+            raise client_error("ValidationException", validation_message(too_long), op)
         for key in (
             "TrainingJobName",
             "AlgorithmSpecification",
@@ -590,18 +581,23 @@ class SimSageMaker(SimCore):
                 f"{MAX_PENDING_RANGE_S[1]} seconds.",
                 op,
             )
+        if is_spot(request) and keep_alive_of(request) > 0:
+            raise client_error("ValidationException", SPOT_WARM_POOL_MESSAGE, op)
         ckpt = request.get("CheckpointConfig")
         if ckpt is not None and not str(ckpt.get("S3Uri", "")).startswith("s3://"):
             raise client_error("ValidationException", "CheckpointConfig.S3Uri must be an s3:// URI.", op)
 
-    def _check_quota(self, itype: str, count: int, op: str) -> None:
+    def _check_quota(self, itype: str, count: int, op: str, *, taking: int = 0) -> None:
+        """The training-job quotas; idle warm pools count towards them ("All warm pool instance
+        usage counts toward your SageMaker training resource limit"), except the pool the new job
+        takes (``taking`` instances: they become the job's own)."""
         limit = self.quotas.get(itype)
         if limit is not None:
-            used = self._live_instances.get(itype, 0)
+            used = self._live_instances.get(itype, 0) + self.warm_pools.idle_instances(itype) - taking
             if used + count > limit:
                 raise limit_error(f"{itype} for training job usage", limit, used, count, op)
         if self.total_instance_quota is not None:
-            used = sum(self._live_instances.values())
+            used = sum(self._live_instances.values()) + self.warm_pools.idle_instances() - taking
             if used + count > self.total_instance_quota:
                 raise limit_error(
                     "Number of instances across all training jobs", self.total_instance_quota, used, count, op

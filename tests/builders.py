@@ -55,6 +55,13 @@ def observed(run: Run, status: str, secondary: str, at: int, reason: str | None 
     return JobObserved(cur.job_name, cur.number, status, secondary, at, failure_reason=reason)
 
 
+def spot_request() -> dict[str, Any]:
+    request = copy.deepcopy(REQUEST)
+    request["EnableManagedSpotTraining"] = True
+    request["StoppingCondition"]["MaxWaitTimeInSeconds"] = 2 * 86_400
+    return request
+
+
 def training_run(
     policy: RunPolicy | None = None,
     resume: Checkpoint | None = None,
@@ -62,10 +69,11 @@ def training_run(
     *,
     instance_count: int = 2,
     obs: Observations | None = None,
+    spot: bool = False,
 ) -> Run:
     """A run whose first attempt is launched, accepted and in Training since `at` (`obs`: the
-    deployment facts every step sees, e.g. no log subscription)."""
-    request = copy.deepcopy(REQUEST)
+    deployment facts every step sees, e.g. no log subscription; `spot`: managed spot training)."""
+    request = spot_request() if spot else copy.deepcopy(REQUEST)
     request["ResourceConfig"]["InstanceCount"] = instance_count
     base = obs or Observations()
     run = step(
@@ -78,3 +86,45 @@ def training_run(
 
 def action_types(d: Decision) -> list[str]:
     return [type(a).__name__ for a in d.actions]
+
+
+def pool_seen(
+    run: Run, status: str | None, *, billable_s: int | None = 0, reused_by: str | None = None
+) -> JobObserved:
+    """DescribeTrainingJob of the run's ended current attempt, as the sweep reads its warm pool."""
+    cur = run.current
+    assert cur is not None
+    return JobObserved(
+        cur.job_name,
+        cur.number,
+        cur.sm_status or "Stopped",
+        cur.sm_secondary,
+        cur.sm_modified_ms,
+        failure_reason=cur.failure_reason,
+        ended_ms=cur.ended_ms,
+        source="describe",
+        warm_pool_status=status,
+        warm_pool_billable_s=billable_s if status is not None else None,
+        warm_pool_reused_by=reused_by,
+    )
+
+
+def on_pool(d: Decision, at: int | None = None, obs: Observations | None = None) -> Decision:
+    """The resume `d` decided waits for its warm pool (the default policy keeps one, 600 s):
+    DescribeTrainingJob then reports the pool Available and the next attempt is launched on it
+    -- or, after a bad host, reports it gone (released) and the next attempt starts cold.
+    Any other decision is returned as it is."""
+    from sagewarden.domain.warm_pools import watch_of
+
+    run = d.run
+    if run.status != RunStatus.RETRY_WAIT or run.wait_reason != "warm_pool":
+        return d
+    cur = run.current
+    assert cur is not None
+    watch = watch_of(run, cur.job_name)
+    seen = (
+        pool_seen(run, "Terminated", billable_s=60)
+        if watch and watch.bad_host
+        else pool_seen(run, "Available")
+    )
+    return step(run, seen, at if at is not None else run.updated_ms + MIN, obs)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
+    BAD_HOST_KINDS,
     CRASH_KINDS,
     DEFAULT_ALGORITHM_LOG_LINE,
     DEFAULT_EVAL_MIN,
@@ -144,8 +145,8 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     sim.fault_log.append((t, job.name, f.kind, host))
     if f.kind not in PAUSE_KINDS:
         _record(sim, job, f, host, t)
-    if f.retire_instances:
-        job._retire_pool = True
+    if f.bad_host or f.kind in BAD_HOST_KINDS:
+        job._bad_hosts[host] = f  # bad hardware: it stays bad in a warm pool the job leaves
     if f.restart_capacity_min is not None and job.run_name is not None:
         sim.arm(
             Fault(

@@ -1,5 +1,5 @@
 """The job lifecycle of the simulated SageMaker: the event loop over virtual time, timers,
-Training phases, endings, state transitions, EventBridge events and warm pools.
+Training phases, endings, state transitions and EventBridge events (warm pools: drill.sim.warm_pools).
 
 :class:`SimCore` owns the state; :class:`drill.sim_sagemaker.SimSageMaker` adds the boto3-shaped
 API on top. ``advance(to_ms)`` owns the clock: it moves the :class:`VirtualClock` forwards to each
@@ -34,7 +34,6 @@ from drill.sim.model import (
     JobProfile,
     SimJob,
     StartupTimes,
-    WarmPool,
     stepf_at,
 )
 from drill.sim.texts import (
@@ -53,6 +52,7 @@ from drill.sim.texts import (
     iso_ms,
     iso_s,
 )
+from drill.sim.warm_pools import WarmPools, WarmPoolSettings
 
 
 class SimCore:
@@ -72,6 +72,7 @@ class SimCore:
         timestamp_form: str,
         progress_log_interval_s: int,
         log_flush_interval_s: int,
+        warm_pools: WarmPoolSettings | None = None,
     ) -> None:
         if timestamp_form not in ("millis", "string"):
             raise ValueError("timestamp_form must be 'millis' or 'string'")
@@ -100,7 +101,7 @@ class SimCore:
         self._fault_seq = 0
         self.fault_records: list[FaultRecord] = []  # every training fault that fired, in order
         self._run_healthy_ms: dict[str, int] = {}  # per run name: healthy Training ms of ended phases
-        self._warm_pools: list[WarmPool] = []
+        self.warm_pools = WarmPools(warm_pools or WarmPoolSettings())
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
         self._advancing = False
@@ -191,60 +192,6 @@ class SimCore:
             self.logs.flush_if_due()
         finally:
             self._advancing = False
-
-    # ------------------------------------------------------------------------------------------
-    # Warm pools
-    # ------------------------------------------------------------------------------------------
-
-    def _take_warm_pool(self, job: SimJob) -> bool:
-        now = self.clock.now_ms
-        self._warm_pools = [p for p in self._warm_pools if now < p.expires_ms]
-        for pool in self._warm_pools:
-            if (
-                pool.instance_type == job.instance_type
-                and pool.instance_count == job.instance_count
-                and now < pool.expires_ms
-            ):
-                self._warm_pools.remove(pool)
-                source = self._jobs[pool.source_job]
-                source._warm_pool_state = "Reused"
-                source._warm_reused_by = job.arn
-                return True
-        return False
-
-    def _leave_warm_pool(self, job: SimJob, t: int) -> None:
-        keep_alive = int(job.request["ResourceConfig"].get("KeepAlivePeriodInSeconds") or 0)
-        if keep_alive <= 0:
-            return
-        if (
-            job.provisioned_ms is None
-            or job._retire_pool
-            or job.ended_reason in ("hardware", "internal_error")
-        ):
-            job._warm_pool_state = "Terminated"
-            return
-        job._warm_pool_state = "Available"
-        job._warm_expires_ms = t + keep_alive * 1000
-        pool = WarmPool(job.instance_type, job.instance_count, job._warm_expires_ms, job.name)
-        self._warm_pools.append(pool)
-
-    def _warm_pool_status(self, job: SimJob) -> dict[str, Any] | None:
-        keep_alive = int(job.request["ResourceConfig"].get("KeepAlivePeriodInSeconds") or 0)
-        if keep_alive <= 0:
-            return None
-        if not job.is_terminal:
-            return {"Status": "InUse"}
-        state = job._warm_pool_state or "Terminated"
-        expires = job._warm_expires_ms
-        if state == "Available" and expires is not None and self.clock.now_ms >= expires:
-            state = "Terminated"
-        out: dict[str, Any] = {"Status": state}
-        if state in ("Terminated", "Reused") and job._warm_expires_ms is not None:
-            retained_s = max(0, (job._warm_expires_ms - (job.ended_ms or job._warm_expires_ms)) // 1000)
-            out["ResourceRetainedBillableTimeInSeconds"] = min(keep_alive, retained_s) * job.instance_count
-        if state == "Reused":
-            out["ReusedByJob"] = job._warm_reused_by
-        return out
 
     # ------------------------------------------------------------------------------------------
     # The event loop
@@ -401,6 +348,11 @@ class SimCore:
         for state in self._faults:
             f = state.fault
             if f.kind in TRAINING_FAULTS and not state.consumed and faults.matches(f, job):
+                faults.bind(self, job, state, t, sort=False)
+        if not job.retries:  # a retry provisions new instances: the pool's bad hosts stay behind
+            for fault in self.warm_pools.refires(job):  # bad hosts of the pool it runs on
+                state = FaultState(fault=fault, seq=self._fault_seq)
+                self._fault_seq += 1
                 faults.bind(self, job, state, t, sort=False)
         job._bound.sort(key=lambda b: (b[0], b[1]))
         self._start_train(job, t)
@@ -577,7 +529,7 @@ class SimCore:
         job._bound = []
         job.step = int(job._stepf)
         self._leave_live(job)
-        self._leave_warm_pool(job, t)
+        self.warm_pools.leave(job, t)
 
     # --- State changes and events -------------------------------------------------------------
 

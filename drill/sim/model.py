@@ -93,7 +93,10 @@ class Fault:
     # crashes only: the collective spins (GPUs busy, no log lines) this long before the crash, e.g. a
     # NCCL watchdog timeout after a network fault; the fault's log lines appear at the crash
     hang_before_crash_min: float | None = None
-    retire_instances: bool = False  # a bad instance: the job's warm pool is not kept after it ends
+    # the fault's host is bad hardware: it stays bad in a warm pool kept after the job, and the next
+    # job on that pool meets it again (dead_host and hardware faults always are; set it for a crash
+    # a bad GPU causes, e.g. an algorithm_error with Xid lines)
+    bad_host: bool = False
     # the run's next CreateTrainingJob waits Pending this long, then fails with a CapacityError
     # (a replacement for the failed host is not available at once)
     restart_capacity_min: float | None = None
@@ -163,14 +166,6 @@ class FaultRecord:
 
 
 @dataclass
-class WarmPool:
-    instance_type: str
-    instance_count: int
-    expires_ms: int
-    source_job: str
-
-
-@dataclass
 class SimJob:
     """One simulated training job. Times are epoch milliseconds of the virtual clock."""
 
@@ -232,12 +227,13 @@ class SimJob:
     _declared: set[int] = field(default_factory=set)  # minutes a phase marker line declared active
     _lines_until: int = 0
     _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)
-    _warm_pool_state: str | None = None  # Available | Reused | Terminated (after the end)
-    _warm_reused_by: str | None = None
-    _warm_expires_ms: int | None = None
+    _pool: Any = None  # the warm pool the job left when it ended (drill.sim.warm_pools.WarmPool)
+    # hosts (algo-<n>) that are bad hardware, with the fault that made them so: they stay bad in
+    # a warm pool the job leaves, and ``_inherited`` are those a job met on the pool it reused
+    _bad_hosts: dict[int, Fault] = field(default_factory=dict)
+    _inherited: dict[int, Fault] = field(default_factory=dict)
     _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
     _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
-    _retire_pool: bool = False
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
     _await_save: list[FaultState] = field(default_factory=list)  # during_save hangs due at the next save
     _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock

@@ -37,6 +37,10 @@ STATUS_MESSAGES = {
     "Interrupted": "The training job was interrupted because spot capacity was reclaimed",
 }
 WARM_STARTING_MESSAGE = "Reusing instances from a warm pool"
+SPOT_WARM_POOL_MESSAGE = (
+    "SageMaker managed warm pools cannot be used with managed spot training: "
+    "ResourceConfig.KeepAlivePeriodInSeconds must not be set when EnableManagedSpotTraining is true."
+)
 RETRY_STARTING_MESSAGE = "Retrying the training job after an internal error (retry {n} of {limit})"
 
 # ----------------------------------------------------------------------------------------------
@@ -65,6 +69,8 @@ TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
 # (throttle) or ResourceLimitExceeded (quota)
 START_FAULTS = frozenset({"capacity", "throttle", "quota"})
 FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
+# faults whose host is bad hardware whatever the fault says (others only with ``bad_host``)
+BAD_HOST_KINDS = frozenset({"dead_host", "hardware"})
 HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
 # writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops

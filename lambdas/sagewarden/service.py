@@ -2,11 +2,11 @@
 
 The loop for one event: load the run (one GetItem: the run item carries its current attempt)
 -> a first, observation-free decision tells a duplicate or stale delivery apart at no further
-cost -> look up what the decision needs (newest verified checkpoint, log tail; a failed lookup
-is passed on as *unknown*, never as "nothing there") -> decide -> save the new run, its audit
+cost -> look up what the decision needs (`sagewarden.observations`: newest verified checkpoint,
+log tail; a failed lookup is passed on as *unknown*, never as "nothing there") -> decide -> save the new run, its audit
 entries and the alerts it owes (the outbox) in one conditional transaction -> carry out the
 actions -> feed their results back in as events (a launch accepted or rejected; a stop that
-SageMaker refused is a reason to look at the job again).
+SageMaker refused, or a warm pool just released, is a reason to look at the job again).
 
 Everything an action does can be re-derived from the stored run, so a crash between the save
 and an action loses nothing: the sweep (`sagewarden.sweep`) observes what AWS holds and
@@ -36,17 +36,12 @@ from sagewarden.domain.actions import (
     ReleaseWarmPool,
     StopJob,
 )
-from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.claims import claim_keys
 from sagewarden.domain.decide import (
     RESUMABLE,
     Decision,
     decide,
     next_due_ms,
-    wants_checkpoint,
-    wants_log_silence_check,
-    wants_log_tail,
 )
 from sagewarden.domain.draft import window_in_force
 from sagewarden.domain.events import (
@@ -65,11 +60,12 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
-from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
+from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.links import link_lines
-from sagewarden.domain.models import LaunchState, Run, RunStatus, startup_kind
+from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.observations import Observer
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
@@ -86,16 +82,13 @@ from sagewarden.ports import (
     OutboxMessage,
     Page,
     QuotaReader,
-    ReadFailed,
     RunStore,
-    Series,
 )
 
 log = logging.getLogger("sagewarden.service")
 
 MAX_SAVE_RETRIES = 5
 MAX_FOLLOW_UPS = 20
-LOG_TAIL_LINES = 40
 # an owed alert is published right after the save; the sweep takes it over only if it is still
 # owed this long after (longer than any function's timeout, so the two never race)
 OUTBOX_GRACE_MS = 2 * 60_000
@@ -118,7 +111,6 @@ _CHEAP_FIRST = (
 FAILED_ACTIONS = keys.METRIC_FAILED_ACTIONS
 ALERTS_PUBLISHED = keys.METRIC_ALERTS_PUBLISHED
 ALERT_PUBLISH_FAILURES = keys.METRIC_ALERT_PUBLISH_FAILURES
-OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
 EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 
 
@@ -180,6 +172,7 @@ class Supervisor:
         self.clock = clock
         self.new_id = new_id
         self.settings = settings or SupervisorSettings()
+        self.observer = Observer(self)
 
     # -- API use cases ------------------------------------------------------------------------
     def submit(
@@ -219,6 +212,12 @@ class Supervisor:
         problems += admission.quota_problems(self.quotas, training_job, policy)
         if problems:
             raise InvalidRequest(problems)
+        if warm_pool_request(training_job, policy)[0] > 0:
+            # a warm-pool quota known to be 0: no attempt asks for a pool (the first restart
+            # would wait for one that never comes); the submitted alert says why restarts are cold
+            no_pool = admission.no_warm_pool_quota(self.quotas, training_job)
+            if no_pool is not None:
+                run = dataclasses.replace(run, warm_pool_off=True)
         try:
             self.store.create(
                 run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash
@@ -362,7 +361,7 @@ class Supervisor:
                     self.counters.add(EVENTS_IGNORED)
                     log.info("%s for %s ignored: %s", event_name(event), run_id, first.ignored)
                     return run, first, []
-            obs = self._observe(run, event)
+            obs = self.observer.observe(run, event)
             decision = decide(run, event, now, run.policy, obs)
             due = next_due_ms(decision.run, now, self.reconcile_interval_ms(decision.run))
             if decision.ignored is not None and not decision.actions:
@@ -463,183 +462,6 @@ class Supervisor:
         except Exception:  # metrics never break a decision that is already saved
             log.exception("could not emit the metrics of %s", after.run_id)
 
-    def _observe(self, run: Run, event: Event) -> Observations:
-        checkpoint, ckpt_error, ckpt_permanent = None, None, False
-        tail: tuple[str, ...] = ()
-        triage: tuple[str, ...] = ()
-        log_error: str | None = None
-        silent: bool | None = None
-        if wants_checkpoint(run, event) and run.checkpoint_uri:
-            pol = run.policy
-            try:
-                layout = CheckpointLayout(
-                    LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
-                )
-                checkpoint = self.checkpoints.latest(run.checkpoint_uri, layout)
-            except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
-                log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
-                self.counters.add(OBSERVATION_FAILURES)
-                ckpt_error = error_text(exc)
-                # the adapter says whether it can heal by itself; decide gives up on one that cannot
-                ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
-            checkpoint = self._measure_write_time(run, checkpoint)
-        if wants_log_tail(run, event):
-            job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
-            hang = isinstance(event, (HangSignal, AlarmsObserved))
-            # a hang's GPU metrics first (one GetMetricData for 500 hosts): the hosts they single
-            # out are the logs read first, so a time budget cut on a large job never loses them
-            gpu_lines, suspects = (
-                self._gpu_triage(run) if hang and self.metrics is not None and run.current else ((), ())
-            )
-            try:
-                tail = self.logs.tail(job, LOG_TAIL_LINES, first=suspects)
-                if hang:
-                    triage = self.logs.host_triage(job, self.clock(), first=suspects)
-            except Exception as exc:
-                log.warning("could not read logs of %s: %s", job, exc)
-                self.counters.add(OBSERVATION_FAILURES)
-                log_error = error_text(exc)
-            triage = gpu_lines + triage
-        heartbeat: Series | None = None
-        progress: Series | None = None
-        cur = run.current
-        if (
-            isinstance(event, Tick)
-            and self.metrics is not None
-            and cur is not None
-            and cur.in_training
-            and run.policy.adaptive_windows
-            and run.policy.hang_detection
-            and wants_cadence(
-                cur.training_started_ms,
-                self.clock(),
-                run.policy.startup_silence_minutes,
-                startup_known=run.startup_learned_on == startup_kind(cur),
-            )
-        ):
-            now = self.clock()
-            start = now - HORIZON_MIN * 60_000
-            try:
-                heartbeat, progress = self.metrics.activity(
-                    cur.job_name, run.policy.progress_metric, start, now
-                )
-            except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
-                log.warning("could not read the activity of %s: %s", cur.job_name, exc)
-                self.counters.add(OBSERVATION_FAILURES)
-            if self.settings.log_silence_fallback:
-                # no heartbeat metric exists without the log subscription: the same per-minute
-                # activity is read from the logs themselves (bounded; incomplete = unknown)
-                try:
-                    heartbeat = self.logs.activity(
-                        cur.job_name, max(start, cur.training_started_ms or start), now
-                    )
-                except Exception as exc:
-                    log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
-                    self.counters.add(OBSERVATION_FAILURES)
-                    heartbeat = None
-        if self.settings.log_silence_fallback and wants_log_silence_check(run, event):
-            silent, silence_error = self._log_silence(run)
-            log_error = log_error or silence_error
-        save_ms, save_error = None, None
-        quiet_alarm = (
-            isinstance(event, (HangSignal, AlarmsObserved))
-            and wants_log_tail(run, event)
-            and wants_save_activity(event)
-        )
-        if run.checkpoint_uri and (quiet_alarm or silent):
-            save_ms, save_error = self._save_activity(run)
-        return Observations(
-            log_subscription=not self.settings.log_silence_fallback,
-            checkpoint=checkpoint,
-            checkpoint_error=ckpt_error,
-            checkpoint_error_permanent=ckpt_permanent,
-            log_tail=tail,
-            log_error=log_error,
-            hosts_triage=triage,
-            logs_silent=silent,
-            heartbeat=heartbeat,
-            progress=progress,
-            save_activity_ms=save_ms,
-            save_activity_error=save_error,
-        )
-
-    def _log_silence(self, run: Run) -> tuple[bool | None, str | None]:
-        """Without a log subscription: (whether the training attempt wrote no log line for its
-        log-silence window in force -- learned, carried or the policy's, as an alarm would use --
-        and declared no silent phase that still covers now; the error when that is unknown).
-        None: not judged yet (the attempt has not trained for a window)."""
-        cur, now = run.current, self.clock()
-        if cur is None or cur.training_started_ms is None:
-            return None, None
-        window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
-        if now - cur.training_started_ms < window_ms:
-            return None, None
-        try:
-            if self.logs.has_events_since(cur.job_name, now - window_ms):
-                return False, None
-            # a declared silent phase (phase marker) is not silence, as with the heartbeat metric
-            until = self.logs.declared_phase_until(
-                cur.job_name, max(cur.training_started_ms, now - MAX_PHASE_MINUTES * 60_000)
-            )
-            return until is None or until <= now, None
-        except Exception as exc:  # an error is not silence
-            log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
-            self.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
-
-    def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
-        """When the newest checkpoint directory last received an object: a silent, idle job may be
-        saving, not hung. An error is reported as such (unknown), never as "no save"."""
-        pol = run.policy
-        try:
-            layout = CheckpointLayout(
-                LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
-            )
-            # a write since this moment is enough to know a save is under way (fewer pages read)
-            since = self.clock() - SAVE_ACTIVE_MS
-            return self.checkpoints.save_activity(run.checkpoint_uri, layout, active_since_ms=since), None
-        except Exception as exc:
-            log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
-            self.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
-
-    def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
-        """A checkpoint the run has not seen before gets its write time measured (one listing),
-        for the checkpoint-interval advice. Best effort: a failure leaves it unmeasured."""
-        history = run.checkpoint_history
-        if checkpoint is None or checkpoint.write_seconds is not None or run.status.terminal:
-            return checkpoint
-        if history and checkpoint.step <= history[-1][0]:
-            return checkpoint
-        try:
-            return dataclasses.replace(checkpoint, write_seconds=self.checkpoints.write_seconds(checkpoint))
-        except Exception as exc:
-            log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
-            return checkpoint
-
-    def _gpu_triage(self, run: Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(Triage lines of the hosts' GPU utilization, the suspect hosts: idle now or without
-        metrics, idlest first). Unreadable metrics: a line saying so, and no suspects."""
-        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_suspects, gpu_triage_lines
-        from sagewarden.domain.pricing import gpus_per_instance
-
-        cur = run.current
-        if cur is None or self.metrics is None:
-            return (), ()
-        now = self.clock()
-        window = max(run.policy.gpu_idle_minutes, 10) * 60_000
-        try:
-            by_host = self.metrics.gpu_by_host(cur.job_name, cur.instance_count, now - window, now)
-        except Exception as exc:
-            log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
-            self.counters.add(OBSERVATION_FAILURES)
-            return (f"GPU metrics unavailable: {error_text(exc)}",), ()
-        threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
-        return (
-            gpu_triage_lines(by_host, threshold, cur.instance_count),
-            gpu_suspects(by_host, threshold, cur.instance_count),
-        )
-
     def _carry_out(self, run: Run, actions: Sequence[Action], outbox: Sequence[OutboxMessage]) -> list[Event]:
         follow_ups: list[Event] = []
         entries: list[AuditEntry] = []
@@ -697,7 +519,12 @@ class Supervisor:
         if isinstance(action, DeleteHangAlarms):
             return f"deleted {len(self.alarms.delete(action.job_name))} alarms"
         if isinstance(action, ReleaseWarmPool):
-            return f"{action.job_name}: {self.launcher.release_warm_pool(action.job_name)}"
+            answer = self.launcher.release_warm_pool(action.job_name)
+            # look at the pool now: a replacement waiting for it to be gone starts at once
+            parsed = parse_job_name(action.job_name)
+            if parsed is not None:
+                follow_ups.append(self.launcher.observe(action.job_name, parsed[1]))
+            return f"{action.job_name}: {answer}"
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"

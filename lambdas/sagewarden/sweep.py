@@ -6,7 +6,7 @@ One pass:
 2. reads every hang alarm of this deployment once (DescribeAlarms by prefix, all pages) and
    feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge;
 3. serves what is due -- runs (timers, re-observation of live jobs with DescribeTrainingJob,
-   hang-alarm presence, stray stops) and owed alerts -- round-robin over the due index's
+   warm pools of ended attempts, hang-alarm presence, stray stops) and owed alerts -- round-robin over the due index's
    shards, oldest first within a shard, until the invocation's time budget runs out (what is
    left stays due, oldest first, for the next pass: no shard starves);
 4. every few minutes, deletes alarms whose attempt is no longer live.
@@ -176,6 +176,7 @@ class Sweep:
                 if parsed is not None:
                     self.report.observed += 1
                     run = sup.handle(run_id, sup.launcher.observe(job, parsed[1]), known=run) or run
+            run = self._observe_pools(run)
             self._tick(run, version)
             return
         cur = run.current
@@ -184,6 +185,8 @@ class Sweep:
             self.report.observed += 1
             run = sup.handle(run_id, seen, known=run) or run
             cur = run.current
+        run = self._observe_pools(run)
+        cur = run.current
         if cur is not None and cur.in_training and self.inventory is not None:
             states = self.inventory.get(cur.job_name, ())
             event = AlarmsObserved(cur.job_name, cur.number, states)
@@ -192,6 +195,24 @@ class Sweep:
             ).ignored:  # as expected: nothing to save
                 run = sup.handle(run_id, event, known=run) or run
         self._tick(run, version)
+
+    def _observe_pools(self, run: Run) -> Run:
+        """Describe the jobs whose warm pools the run still watches (WarmPoolStatus is in no
+        event): the level a release, a resume waiting for its pool and the quota check act on.
+        A failed look-up is unknown, not "no pool": that watch waits for the next pass."""
+        for watch in run.warm_pools:
+            if self._out_of_time():
+                break
+            try:
+                seen = self.sup.launcher.observe(watch.job_name, watch.attempt)
+            except Exception as exc:
+                log.warning("could not describe %s for its warm pool: %s", watch.job_name, exc)
+                self.sup.counters.add(keys.METRIC_OBSERVATION_FAILURES)
+                self.report.errors.append(f"DescribeTrainingJob {watch.job_name}: {exc}")
+                continue
+            self.report.observed += 1
+            run = self.sup.handle(run.run_id, seen, known=run) or run
+        return run
 
     def _tick(self, run: Run, version: int) -> None:
         after = self.sup.handle(run.run_id, Tick(), known=run)

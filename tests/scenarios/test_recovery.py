@@ -369,61 +369,23 @@ def test_scenario_string_timestamps_are_accepted(template):
     assert classes(result, "iso") == ["INFRASTRUCTURE", "SUCCEEDED"]
 
 
-def _warm_pool_drill(template, keep_alive: int):
-    line = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
-    return run_drill(
-        template,
-        {
-            "seed": 15,
-            "delivery": {"min_delay_s": 1, "max_delay_s": 5},
-            "runs": [run_spec("warm", policy={"keep_alive_seconds": keep_alive})],
-            "faults": [
-                {
-                    "kind": "algorithm_error",
-                    "run": "warm",
-                    "attempt": 1,
-                    "after_training_min": 50,
-                    "log_lines": [line],
-                }
-            ],
-        },
-    )
+def test_scenario_a_run_whose_checkpoint_prefix_is_1000_characters_resumes(template):
+    """CheckpointConfig.S3Uri may be 1,024 characters, an Environment value 512: the resumed
+    attempt must not carry the checkpoint's full URI into SAGEWARDEN_RESUME_CHECKPOINT, or
+    SageMaker refuses the launch and the run fails as a client error (issue 17 item 9)."""
+    from drill.account import BUCKET
 
-
-def test_scenario_warm_pool_makes_the_resume_start_in_seconds(template):
-    cold = _warm_pool_drill(template, 0)
-    warm = _warm_pool_drill(template, 1800)
-    cold_s = cold.faults[0]["to_healthy_replacement_s"]
-    warm_s = warm.faults[0]["to_healthy_replacement_s"]
-    assert cold.runs["warm"]["status"] == warm.runs["warm"]["status"] == "SUCCEEDED"
-    assert warm_s < 120 < cold_s  # ~20 s + 15 s warm start vs ~6 min + 2 min cold start
-
-
-def test_scenario_warm_pool_is_reused_by_a_resume_and_terminated_when_the_run_ends(template):
+    prefix = f"s3://{BUCKET}/" + "/".join(["p" * 120] * 8) + "/"
+    assert 950 < len(prefix) <= 1024
     result = run_drill(
         template,
         {
-            "seed": 31,
-            "runs": [run_spec("warm")],  # warm pools are on by default (keep_alive_seconds 600)
-            "faults": [
-                {
-                    "kind": "algorithm_error",
-                    "run": "warm",
-                    "attempt": 1,
-                    "after_training_min": 40,
-                    "log_lines": [
-                        "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout"
-                    ],
-                }
-            ],
+            "seed": 1,
+            "runs": [run_spec("llama", training_job={"CheckpointConfig": {"S3Uri": prefix}})],
+            "faults": [{"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 65}],
         },
     )
-    run = result.runs["warm"]
-    assert run["status"] == "SUCCEEDED" and classes(result, "warm") == ["INFRASTRUCTURE", "SUCCEEDED"]
-    first, second = sorted(result.jobs, key=lambda j: j.created_ms)
-    assert second.warm_pool_used  # the resume started on the first attempt's instances
-    assert first._warm_pool_state == "Reused"
-    assert second._warm_pool_state == "Terminated"  # the run ended: its pool was released at once
-    assert second._warm_expires_ms is not None and second.ended_ms is not None
-    assert second._warm_expires_ms - second.ended_ms < 60_000  # not kept for its 10 minutes
-    assert result.counters.get("FailedActions", 0) == 0
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "llama")
+    assert classes(result, "llama") == ["INFRASTRUCTURE", "SUCCEEDED"]
+    assert run["attempts"][1]["resumed_from_step"] == 600

@@ -342,10 +342,28 @@ class Job:
     failure_reason: str | None = None
     training_start_ms: int | None = None
     end_ms: int | None = None
+    keep_alive: int = 0  # ResourceConfig.KeepAlivePeriodInSeconds asked for
+    pool_released: bool = False
 
     @property
     def live(self) -> bool:
         return self.status in SM_LIVE
+
+    def warm_pool(self) -> dict[str, Any] | None:
+        """DescribeTrainingJob's WarmPoolStatus (not in events): a kept pool is Available at once
+        here (the drill's simulator models the delay) until released."""
+        if self.keep_alive <= 0:
+            return None
+        if self.live:
+            return {"Status": "InUse"}
+        reason = self.failure_reason or ""
+        kept = self.status in ("Completed", "Stopped") or reason.startswith(("AlgorithmError", "ClientError"))
+        if not kept:
+            return {"Status": "Terminated", "ResourceRetainedBillableTimeInSeconds": 0}
+        return {
+            "Status": "Terminated" if self.pool_released else "Available",
+            "ResourceRetainedBillableTimeInSeconds": 60,
+        }
 
     def detail(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -374,6 +392,7 @@ class FakeSageMaker:
         self.quotas = dict(quotas)
         self.jobs: dict[str, Job] = {}
         self.created: list[tuple[str, int]] = []  # (job name, ms) of every job created
+        self.hidden_reads = 0  # reads answered "not found" for a job that exists (not visible yet)
 
     def _call(self, op: str, args: tuple[Any, ...]) -> None:
         self.world.calls.before(f"sagemaker.{op}", args)
@@ -414,6 +433,7 @@ class FakeSageMaker:
             created_ms=now,
             tags={t["Key"]: t["Value"] for t in request.get("Tags", [])},
             modified_ms=now,
+            keep_alive=int(rc.get("KeepAlivePeriodInSeconds") or 0),
         )
         self.jobs[name] = job
         self.created.append((name, now))
@@ -423,7 +443,7 @@ class FakeSageMaker:
 
     def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("stop_training_job", (TrainingJobName,))
-        job = self.jobs.get(TrainingJobName)
+        job = self._visible(TrainingJobName)
         if job is None:
             raise client_error("ValidationException", "Requested resource not found.", 400, "StopTrainingJob")
         if job.status == "InProgress":
@@ -439,14 +459,43 @@ class FakeSageMaker:
             "StopTrainingJob",
         )
 
+    def _visible(self, name: str) -> Job | None:
+        """The job as a read sees it: not yet, for a delay drawn per job after its creation (AWS
+        does not say how long a new job can be missing from reads; drill/sim/read_after_create.py)."""
+        job = self.jobs.get(name)
+        low, high = self.world.read_after_create_ms
+        delay = random.Random(f"read-after-create|{name}").randint(low, high)
+        if job is not None and self.world.now() < job.created_ms + delay:
+            self.hidden_reads += 1
+            return None
+        return job
+
     def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("describe_training_job", (TrainingJobName,))
-        job = self.jobs.get(TrainingJobName)
+        job = self._visible(TrainingJobName)
         if job is None:
             raise client_error(
                 "ValidationException", "Requested resource not found.", 400, "DescribeTrainingJob"
             )
-        return job.detail()
+        detail = job.detail()
+        pool = job.warm_pool()
+        if pool is not None:
+            detail["WarmPoolStatus"] = pool
+        return detail
+
+    def update_training_job(self, TrainingJobName: str, ResourceConfig: dict[str, Any]) -> dict[str, Any]:
+        """KeepAlivePeriodInSeconds 0 releases an ended job's Available pool; else refused."""
+        self._call("update_training_job", (TrainingJobName,))
+        job = self._visible(TrainingJobName)
+        pool = job.warm_pool() if job is not None else None
+        if job is None or pool is None or pool["Status"] != "Available":
+            raise client_error(
+                "ValidationException", "The warm pool is not Available.", 400, "UpdateTrainingJob"
+            )
+        if int(ResourceConfig.get("KeepAlivePeriodInSeconds", -1)) == 0:
+            job.pool_released = True
+            self.world.calls.effect_done("sagemaker.update_training_job", (TrainingJobName,))
+        return {"TrainingJobArn": job.detail()["TrainingJobArn"]}
 
     def live_jobs(self, run_id: str | None = None) -> list[Job]:
         return [j for j in self.jobs.values() if j.live and (run_id is None or j.run_id == run_id)]
@@ -660,6 +709,9 @@ class World:
     store: Any = None  # a RunStore; the in-memory one unless given
     log_silence_fallback: bool = False
     store_wrapper: Callable[[Any], Any] | None = None  # e.g. the referee's ObservedStore
+    # a job just created is missing from DescribeTrainingJob/Stop/Update for a delay drawn per job
+    # in this range (ms): the drill's default read-after-create model, on here too
+    read_after_create_ms: tuple[int, int] = (0, 10_000)
 
     def __post_init__(self) -> None:
         self.clock_ms = START_MS

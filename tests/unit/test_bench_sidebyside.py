@@ -141,7 +141,7 @@ def test_trace_faults_are_valid_simulator_and_scenario_faults() -> None:
     assert len(scenario.faults) == 50
     for tf, fault in zip(trace.faults[:50], scenario.faults, strict=True):
         assert fault == tf.sim_fault("llm")
-        assert fault.after_run_training_min == tf.healthy_min and fault.retire_instances == tf.hardware
+        assert fault.after_run_training_min == tf.healthy_min and fault.bad_host == tf.hardware
 
 
 # ----------------------------------------------------------------------------------------------

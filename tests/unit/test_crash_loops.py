@@ -10,7 +10,7 @@ from sagewarden.domain.events import LaunchAccepted, Observations
 from sagewarden.domain.loops import SIGNATURE_MAX_CHARS, checkpoint_overdue, ending_signature
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
-from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
+from tests.builders import HOUR, MIN, ckpt, observed, on_pool, step, training_run
 
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
 HARDWARE = "ClientError: Please reach out to AWS support: an unhealthy instance was detected (algo-{n})"
@@ -22,7 +22,7 @@ def _fail_and_relaunch(run, reason, t, trained_min=20):
     if the run resumes, its next attempt is accepted and in Training `trained_min` before the
     next failure."""
     d = step(run, observed(run, "Failed", "Failed", t, reason), t, Observations(checkpoint=ckpt(100)))
-    run = d.run
+    run = on_pool(d, t).run  # an ending that keeps a warm pool: the resume waits for it
     if run.status.terminal:
         return run, t
     run = step(run, LaunchAccepted(run.current.number), t + 1).run

@@ -1,5 +1,6 @@
 """Issue 9's mechanisms at the level of the pure decision: start-up allowance, lone idle hosts,
-windows learned from the attempt's cadence, warm pools, checkpoint-interval advice."""
+windows learned from the attempt's cadence, checkpoint-interval advice (warm pools:
+test_decide_warm_pools.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,18 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import EnsureHangAlarms, LaunchAttempt, Notify, ReleaseWarmPool, StopJob
+from sagewarden.domain.actions import EnsureHangAlarms, StopJob
 from sagewarden.domain.advice import checkpoint_advice, observed_interval_min
 from sagewarden.domain.decide import INTENT_HANG
 from sagewarden.domain.events import (
     AlarmsObserved,
     LaunchAccepted,
-    LaunchRejected,
     Observations,
-    Submitted,
     Tick,
 )
 from sagewarden.domain.models import RunStatus, startup_kind
-from sagewarden.domain.policy import InstanceChoice, RunPolicy
-from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
+from sagewarden.domain.policy import RunPolicy
+from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
 
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
 HARDWARE = "HardwareError: Instance algo-2 failed its health checks (unhealthy instance)."
@@ -209,64 +208,6 @@ def test_no_window_is_learned_without_adaptive_windows_or_before_enough_training
     early = training_run()
     d = step(early, Tick(), t0 + 90 * MIN, Observations(heartbeat=_activity(t0, 90)))
     assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
-
-
-# --- warm pools ------------------------------------------------------------------------------------
-
-
-def _end(run, reason, *, status="Failed", secondary="Failed"):
-    end = run.current.training_started_ms + HOUR
-    return step(run, observed(run, status, secondary, end, reason), end, Observations(checkpoint=ckpt(500)))
-
-
-def test_resume_after_a_non_hardware_ending_keeps_the_warm_pool():
-    run = training_run()
-    d = _end(run, INTERNAL)
-    assert not any(isinstance(a, ReleaseWarmPool) for a in d.actions)
-    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
-    assert launch.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600  # warm by default
-
-
-def test_hardware_ending_terminates_the_pool_before_the_cold_restart():
-    run = training_run()
-    d = _end(run, HARDWARE)
-    kinds = [type(a).__name__ for a in d.actions]
-    assert kinds.index("ReleaseWarmPool") < kinds.index("LaunchAttempt")
-    assert ReleaseWarmPool(run.current.job_name) in d.actions
-
-
-@pytest.mark.parametrize(
-    ("status", "secondary", "reason"),
-    [
-        ("Completed", "Completed", None),
-        ("Failed", "Failed", "AlgorithmError: ModuleNotFoundError: No module named 'x'"),
-    ],
-)
-def test_a_finished_run_terminates_its_pool_at_once(status, secondary, reason):
-    run = training_run()
-    d = _end(run, reason, status=status, secondary=secondary)
-    assert d.run.status.terminal and ReleaseWarmPool(run.current.job_name) in d.actions
-
-
-def test_fallback_to_another_instance_type_terminates_the_pool():
-    pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p5.48xlarge", 1),))
-    run = training_run(pol)
-    d = _end(run, "CapacityError: Unable to provision requested ML compute capacity.")
-    assert d.run.current.instance_type == "ml.p5.48xlarge"
-    assert ReleaseWarmPool(run.current.job_name) in d.actions
-
-
-def test_no_warm_pool_quota_means_cold_restarts_not_a_failed_run():
-    run = step(make_run(), Submitted(), 0).run
-    msg = (
-        "The account-level service limit 'ml.p4d.24xlarge for training warm pool usage' is 0 Instances, with "
-        "current utilization of 0 Instances and a request delta of 2 Instances."
-    )
-    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), 1)
-    assert d.run.status == RunStatus.STARTING and d.run.warm_pool_off
-    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
-    assert launch.attempt == 1 and "KeepAlivePeriodInSeconds" not in launch.request["ResourceConfig"]
-    assert any(isinstance(a, Notify) and a.event == "attempt.warm_pool_off" for a in d.actions)
 
 
 # --- checkpoint-interval advice (Young/Daly) -----------------------------------------------------

@@ -12,7 +12,7 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.actions import LaunchAttempt, StopJob
+from sagewarden.domain.actions import LaunchAttempt, ReleaseWarmPool, StopJob
 from sagewarden.domain.decide import decide, next_due_ms
 from sagewarden.domain.events import (
     CancelRequested,
@@ -69,6 +69,7 @@ move = st.tuples(
             "missing",
             "submit",
             "resume",
+            "pool",
         ]
     ),
     st.integers(0, 8),  # which state / variant
@@ -120,6 +121,22 @@ def _event(run: Run, m: tuple[str, int, int, int, bool], now: int):
         sig = ["log_silence", "gpu_idle"][a % 2]
         state = "ALARM" if a < 6 else "OK"
         return HangSignal(cur.job_name, cur.number, sig, state, now), Observations(log_tail=("x",))
+    if kind == "pool":  # the sweep's DescribeTrainingJob of an attempt, with its WarmPoolStatus
+        number = max(1, cur.number - a % 2)
+        status, secondary = STATES[4 + a % 5]
+        pool = [None, "Available", "Terminated", "Reused", "InUse"][b]
+        event = JobObserved(
+            cur.job_name[:-3] + f"{number:03d}",
+            number,
+            status,
+            secondary,
+            now - 3_600_000 if stale else now,
+            failure_reason=REASONS[a % 5] if status == "Failed" else None,
+            source="describe",
+            warm_pool_status=pool,
+            warm_pool_billable_s=60 * a if pool else None,
+        )
+        return event, Observations(checkpoint=ckpt(100 * b) if b else None)
     number = cur.number if kind == "observe" else max(1, cur.number - 1)
     job = cur.job_name if kind == "observe" else cur.job_name[:-3] + f"{number:03d}"
     status, secondary = STATES[a]
@@ -144,11 +161,16 @@ def test_decide_invariants_hold_for_any_event_sequence(policy: RunPolicy, moves)
         d = decide(run, event, now, run.policy, obs)
         run = d.run
 
-        # 4. terminal runs never change again (only the bookkeeping of stray jobs to stop) --
-        # except when a person explicitly resumes a FAILED or CANCELLED one
+        # 4. terminal runs never change again (only the bookkeeping of stray jobs to stop and of
+        # warm pools to release, whose billed time adds to the cost) -- except when a person
+        # explicitly resumes a FAILED or CANCELLED one
         if before.status.terminal and not isinstance(event, ResumeRequested):
-            assert dataclasses.replace(run, strays=before.strays) == before
-            assert all(isinstance(a, StopJob) for a in d.actions)
+            kept = dataclasses.replace(
+                run, strays=before.strays, warm_pools=before.warm_pools, cost_usd=before.cost_usd
+            )
+            assert kept == before
+            assert run.cost_usd >= before.cost_usd
+            assert all(isinstance(a, (StopJob, ReleaseWarmPool)) for a in d.actions)
         # 6. every action follows a decision that names its cause
         if d.actions:
             assert d.notes

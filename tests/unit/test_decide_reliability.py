@@ -35,7 +35,7 @@ from sagewarden.domain.events import (
 )
 from sagewarden.domain.models import LaunchState, RunStatus
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
-from tests.builders import HOUR, MIN, ckpt, make_run, observed, step, training_run
+from tests.builders import HOUR, MIN, ckpt, make_run, observed, on_pool, step, training_run
 
 QUOTA_MSG = (
     "The account-level service limit '{itype} for training job usage' is {limit} Instances, with current "
@@ -244,7 +244,7 @@ def test_s3_error_after_an_unrecognised_failure_defers_instead_of_failing_as_a_b
     assert d.run.current.end_pending and d.run.deferred_since_ms == end
     assert next_due_ms(d.run, end) == end + MIN
     # the sweep looks again (DescribeTrainingJob): same terminal state, S3 readable now
-    again = step(d.run, failed, end + MIN, Observations(checkpoint=ckpt(900)))
+    again = on_pool(step(d.run, failed, end + MIN, Observations(checkpoint=ckpt(900))))
     assert again.run.attempts[0].ended and again.run.status == RunStatus.STARTING
     assert again.run.deferred_since_ms is None and again.run.current.resume_from.step == 900
 

@@ -238,16 +238,6 @@ def test_spin_before_crash_in_a_checkpoint_save_leaves_the_save_unfinished(sim: 
     assert job.status == "Failed" and job.checkpoints == []
 
 
-def test_retired_instances_are_not_kept_warm(sim: SimSageMaker) -> None:
-    sim.create_training_job(**request("job-a01", keep_alive=1_800))
-    sim.inject(Fault(kind="algorithm_error", attempt=1, after_training_min=10, retire_instances=True))
-    _run_until_ended(sim, "job-a01")
-    sim.create_training_job(**request("job-a02", attempt=2, keep_alive=1_800))
-    drain(sim, until_ms=sim.clock.now_ms + 30 * MIN)
-    assert not sim.job("job-a02").warm_pool_used
-    assert sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"]["Status"] == "Terminated"
-
-
 def test_restart_capacity_delays_the_runs_next_job_then_fails_it(sim: SimSageMaker) -> None:
     sim.create_training_job(**request("job-a01"))
     sim.inject(Fault(kind="hardware", run="r1", after_training_min=10, restart_capacity_min=40))

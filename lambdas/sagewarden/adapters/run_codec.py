@@ -13,7 +13,7 @@ from typing import Any
 
 from sagewarden.domain.actions import Notify
 from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.models import Attempt, LaunchState, PoolWatch, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 
 
@@ -49,6 +49,7 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
     out["checkpoint_at_end"] = _ckpt_to(a.checkpoint_at_end)
     out["evidence"] = list(a.evidence)
     out["hang_signals"] = list(a.hang_signals)
+    out["suspect_hosts"] = list(a.suspect_hosts)
     return out
 
 
@@ -60,6 +61,7 @@ def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
     data["checkpoint_at_end"] = _ckpt_from(d.get("checkpoint_at_end"))
     data["evidence"] = tuple(d.get("evidence", ()))
     data["hang_signals"] = tuple(d.get("hang_signals", ()))
+    data["suspect_hosts"] = tuple(d.get("suspect_hosts", ()))
     return Attempt(**data)
 
 
@@ -74,6 +76,7 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["last_checkpoint"] = _ckpt_to(r.last_checkpoint)
     out["skipped_choices"] = list(r.skipped_choices)
     out["strays"] = [list(s) for s in r.strays]
+    out["warm_pools"] = [dataclasses.asdict(w) for w in r.warm_pools]
     out["checkpoint_history"] = [list(h) for h in r.checkpoint_history]
     out["claims"] = list(r.claims)
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
@@ -89,6 +92,10 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["last_checkpoint"] = _ckpt_from(d.get("last_checkpoint"))
     data["skipped_choices"] = tuple(d.get("skipped_choices", ()))
     data["strays"] = tuple((str(job), int(at)) for job, at in d.get("strays", ()))
+    pool_fields = {f.name for f in dataclasses.fields(PoolWatch)}
+    data["warm_pools"] = tuple(
+        PoolWatch(**{k: v for k, v in w.items() if k in pool_fields}) for w in d.get("warm_pools", ())
+    )
     data["claims"] = tuple(str(c) for c in d.get("claims", ()))
     data["checkpoint_history"] = tuple(
         # (step, written at, write seconds or -1, previous step or -1); older items lack the last

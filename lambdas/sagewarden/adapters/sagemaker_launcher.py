@@ -54,6 +54,8 @@ def job_observed_from_description(
 ) -> JobObserved:
     """Build a JobObserved from a DescribeTrainingJob result or an event's `detail`."""
     modified = to_ms(desc.get("LastModifiedTime")) or to_ms(desc.get("CreationTime")) or 0
+    warm = desc.get("WarmPoolStatus") or {}  # DescribeTrainingJob only: events do not carry it
+    billable = warm.get("ResourceRetainedBillableTimeInSeconds")
     return JobObserved(
         job_name=str(desc["TrainingJobName"]),
         attempt=attempt,
@@ -66,6 +68,9 @@ def job_observed_from_description(
         ended_ms=to_ms(desc.get("TrainingEndTime")),
         source=source,
         event_id=event_id,
+        warm_pool_status=str(warm["Status"]) if warm.get("Status") else None,
+        warm_pool_billable_s=int(billable) if billable is not None else None,
+        warm_pool_reused_by=str(warm["ReusedByJob"]) if warm.get("ReusedByJob") else None,
     )
 
 
@@ -106,9 +111,10 @@ class SageMakerLauncher:
         return StopOutcome(True, "stop requested")
 
     def release_warm_pool(self, job_name: str) -> str:
-        """Terminate the warm pool an ended job left (KeepAlivePeriodInSeconds -> 0). A job
-        without a pool, or whose pool was already reused or expired, answers a
-        ValidationException: nothing to release."""
+        """Terminate the warm pool an ended job left (KeepAlivePeriodInSeconds -> 0). SageMaker
+        accepts it only while the pool is Available; otherwise it answers a ValidationException
+        (not yet Available, already reused or terminated): the caller looks at the job again and
+        the sweep asks again while the pool is Available (domain/warm_pools.py)."""
         try:
             self._sm.update_training_job(
                 TrainingJobName=job_name, ResourceConfig={"KeepAlivePeriodInSeconds": 0}
@@ -116,7 +122,7 @@ class SageMakerLauncher:
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("ValidationException", "ResourceNotFound"):
-                return f"no warm pool to release ({exc.response['Error'].get('Message', code)})"
+                return f"not released ({exc.response['Error'].get('Message', code)})"
             raise
         return "warm pool terminated"
 

@@ -9,6 +9,7 @@ from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.costs import attempt_cost_usd, run_cost_usd
 from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
+from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import AuditEntry
@@ -130,6 +131,21 @@ def deferral_json(r: Run) -> dict[str, Any] | None:
     }
 
 
+def warm_pool_json(r: Run) -> dict[str, Any]:
+    """What the run's next attempt asks SageMaker to keep warm and why (none for managed spot,
+    with the policy's keep_alive_seconds 0, or once SageMaker kept none: no warm-pool quota),
+    and the pools of ended attempts still watched until they are gone."""
+    seconds, note = warm_pool_request(r.request, r.policy, warm_pool_off=r.warm_pool_off)
+    return {
+        "keep_alive_seconds": seconds,
+        "note": note,
+        "pools": [
+            {"job_name": w.job_name, "status": w.status, "releases": w.releases, "bad_host": w.bad_host}
+            for w in r.warm_pools
+        ],
+    }
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     now = now_ms if now_ms is not None else r.updated_ms
     out: dict[str, Any] = {
@@ -160,6 +176,7 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         out["checkpoint_advice"] = advice_json(r, now)
         out["hang_windows"] = hang_windows_json(r)
         out["newest_checkpoint"] = newest_checkpoint_json(r)
+        out["warm_pool"] = warm_pool_json(r)
         out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
     return out

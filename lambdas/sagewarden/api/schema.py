@@ -215,6 +215,25 @@ class NewestCheckpoint(BaseModel):
     write_seconds: float | None = Field(description="first object to completion marker, when measured")
 
 
+class WatchedPool(BaseModel):
+    job_name: str
+    status: str | None = Field(description="the last WarmPoolStatus seen (null: none reported yet)")
+    releases: int = Field(description="UpdateTrainingJob(KeepAlivePeriodInSeconds=0) asked this often")
+    bad_host: bool = Field(description="the attempt singled out a host: the pool is never reused")
+
+
+class WarmPool(BaseModel):
+    keep_alive_seconds: int = Field(
+        description="ResourceConfig.KeepAlivePeriodInSeconds the next attempt asks for (0: no warm pool)"
+    )
+    note: str = Field(
+        description="why: e.g. no warm pool for managed spot training, or with keep_alive_seconds 0"
+    )
+    pools: list[WatchedPool] = Field(
+        description="warm pools of ended attempts, watched until SageMaker reports them gone"
+    )
+
+
 class Run(RunSummary):
     checkpoint_advice: CheckpointAdvice | None
     newest_checkpoint: NewestCheckpoint | None = Field(
@@ -225,6 +244,7 @@ class Run(RunSummary):
         description="the latest attempt's hang windows in force (log_silence; progress_stalled with a "
         "progress_metric); null without an attempt or with hang detection off"
     )
+    warm_pool: WarmPool
     attempts: list[Attempt]
     training_job: dict[str, Any]
 

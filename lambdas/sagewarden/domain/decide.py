@@ -39,6 +39,7 @@ from sagewarden.domain.draft import (
     hang_alarms,
     jitter,
     next_usable_choice,
+    no_warm_pool_lines,
     notify,
     relaunch_same,
     request_stop,
@@ -69,6 +70,14 @@ from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_s
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.warm_pools import (
+    is_pool_observation,
+    on_pool_observed,
+    on_pool_tick,
+    pool_due_ms,
+    waits_for,
+    watch_of,
+)
 
 __all__ = [
     "INTENT_CANCEL",
@@ -129,6 +138,8 @@ def decide(
 
 
 def _dispatch(d: Draft, event: Event) -> str | None:
+    if isinstance(event, JobObserved) and is_pool_observation(d.run, event):
+        return on_pool_observed(d, event)
     if isinstance(event, Submitted):
         return _on_submitted(d)
     if isinstance(event, LaunchAccepted):
@@ -164,6 +175,9 @@ def wants_checkpoint(run: Run, event: Event) -> bool:
         return False
     cur = run.current
     if isinstance(event, JobObserved):
+        if is_pool_observation(run, event):  # a watched pool: only a launch waiting for it matters
+            watch = watch_of(run, event.job_name)
+            return watch is not None and waits_for(run, watch)
         return event.status in SM_TERMINAL
     if isinstance(event, (Submitted, CapacityReleased)):
         return True
@@ -181,7 +195,7 @@ def wants_log_tail(run: Run, event: Event) -> bool:
     if run.status.terminal:
         return False
     if isinstance(event, JobObserved):
-        return event.status == "Failed"
+        return event.status == "Failed" and not is_pool_observation(run, event)
     if isinstance(event, HangSignal):
         return event.state == "ALARM"
     if isinstance(event, AlarmsObserved):
@@ -205,6 +219,14 @@ def wants_log_silence_check(run: Run, event: Event) -> bool:
 
 def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_INTERVAL_MS) -> int | None:
     """When the sweep must next look at this run (None: never again)."""
+    due = _next_due_ms(run, now_ms, reconcile_interval_ms)
+    pools = pool_due_ms(run, now_ms)  # watched warm pools: terminal runs too
+    if pools is None:
+        return due
+    return pools if due is None else min(due, pools)
+
+
+def _next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int) -> int | None:
     if run.status.terminal:
         if not run.strays:
             return None
@@ -235,6 +257,10 @@ def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_IN
 def _on_terminal(d: Draft, event: Event) -> str | None:
     run = d.run
     reason = f"run is {run.status.value}; late event recorded, not acted on"
+    if isinstance(event, JobObserved) and is_pool_observation(run, event):
+        return on_pool_observed(d, event)  # an idle pool is billed after the run ended too
+    if isinstance(event, Tick) and on_pool_tick(d) and not run.strays:
+        return None
     strays = dict(run.strays)
     if isinstance(event, JobObserved):
         if event.job_name in strays and event.status in SM_TERMINAL:
@@ -283,7 +309,11 @@ def _on_submitted(d: Draft) -> str | None:
                 "info",
                 "run.submitted",
                 f"{d.run.name}: submitted",
-                [f"Owner: {d.run.owner}", f"Instances: {pick.instance_count} x {pick.instance_type}"],
+                [
+                    f"Owner: {d.run.owner}",
+                    f"Instances: {pick.instance_count} x {pick.instance_type}",
+                    *(no_warm_pool_lines(pick) if d.run.warm_pool_off else ()),
+                ],
             )
         )
     before = d.run
@@ -321,24 +351,9 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
         finish_cancelled(d, f"the launch in flight was rejected ({cls.kind.value}); nothing runs")
         return None
     if cls.kind == EndingClass.QUOTA:
+        # (no warm-pool quota is no rejection: SageMaker runs the job and keeps no pool; the
+        # pool's watch tells the user -- domain/warm_pools.py)
         q = cls.quota
-        if q is not None and "warm pool" in q.quota_name.lower() and not d.run.warm_pool_off:
-            # the account has no warm-pool quota for these instances: run without one
-            d.set(warm_pool_off=True)
-            d.act(
-                notify(
-                    d,
-                    "info",
-                    "attempt.warm_pool_off",
-                    f"{d.run.name}: no warm-pool quota for {cur.instance_type}; restarts will start cold",
-                    [
-                        f"Quota '{q.quota_name}' is {q.limit} instances; the run needs {q.delta}.",
-                        "Ask AWS to raise it to get restarts in seconds instead of minutes.",
-                    ],
-                )
-            )
-            start_attempt(d, reuse_current=True)
-            return None
         if q is not None and not q.can_ever_fit:
             nxt = next_usable_choice(d, d.run.fallback_index)
             skipped = d.run.fallback_index
@@ -473,6 +488,12 @@ def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
 
 
 def _on_tick(d: Draft) -> str | None:
+    dropped = on_pool_tick(d)  # warm-pool watches past their bound
+    reason = _tick(d)
+    return None if dropped else reason
+
+
+def _tick(d: Draft) -> str | None:
     run, cur = d.run, d.run.current
     if run.status == RunStatus.RETRY_WAIT:
         if run.wake_at_ms is not None and run.wake_at_ms > d.now:

@@ -21,7 +21,7 @@ from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.classifier import Classification
 from sagewarden.domain.costs import live_cost_usd
 from sagewarden.domain.events import Observations
-from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, wall_clock_remaining_s
+from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, keep_alive_for, wall_clock_remaining_s
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
@@ -139,6 +139,7 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         requested_at_ms=d.now,
         launch_tries=tries,
         resume_from=ckpt,
+        keep_alive_s=keep_alive_for(run),
     )
     d.put_attempt(att)
     d.set(
@@ -400,6 +401,18 @@ def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> Ensu
         log_silence_alarm=d.obs.log_subscription,
         only_keys=only_keys,
     )
+
+
+def no_warm_pool_lines(pick: InstanceChoice) -> list[str]:
+    """What the run.submitted alert says when the account's warm-pool quota for the run's
+    instances is 0 (AWS's default), known from Service Quotas at submit: the run is told once."""
+    quota = f"{pick.instance_type} for training warm pool usage"
+    return [
+        f"Warm pool: none. The account's quota '{quota}' is 0 (AWS's default): SageMaker would keep "
+        "no pool, without an error, so this run's attempts ask for none and restarts start cold "
+        f"(new instances: minutes, not seconds). For warm restarts, raise it in Service Quotas "
+        f"(Amazon SageMaker) to at least {pick.instance_count}.",
+    ]
 
 
 def notify(d: Draft, severity: str, event: str, subject: str, lines: list[str]) -> Notify:

@@ -14,8 +14,6 @@ import dataclasses
 from sagewarden.domain.actions import (
     AnnounceCapacityReleased,
     DeleteHangAlarms,
-    LaunchAttempt,
-    ReleaseWarmPool,
 )
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
@@ -44,10 +42,11 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
-from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s, warm_pool_wanted
+from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
+from sagewarden.domain.warm_pools import WAIT_WARM_POOL, on_pool_observed, start_or_wait, watch_ended
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
 _FINAL_CLASSES = frozenset(
@@ -117,11 +116,13 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     if att.alarms_active:
         d.act(DeleteHangAlarms(att.job_name))
     d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
+    watch = watch_ended(d, att, e, cls)
     if gave_up is not None:
         give_up(d, gave_up)
     else:
         _next_step(d, ended, cls)
-    _release_warm_pool(d, ended, cls)
+    if watch is not None and e.source == "describe":  # the look-up that saw the end saw the pool too
+        on_pool_observed(d, e)
     _announce_release(d, ended)
 
 
@@ -173,38 +174,14 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
         _resume(d, ended, cls, label=kind.value, counted=True)
 
 
-def _release_warm_pool(d: Draft, ended: Attempt, cls: Classification) -> None:
-    """An attempt launched with KeepAlivePeriodInSeconds leaves its instances in a warm pool.
-    Keep it only for a next attempt that will take it over (same instance type and count,
-    launched now); otherwise terminate it at once: nobody pays for idle GPUs. After a hardware
-    fault the next attempt starts cold: the pool goes first (its release precedes the launch)."""
-    if not warm_pool_wanted(d.run):
-        return
-    if ended.training_started_ms is None or ended.launch == LaunchState.WAITING:
-        return  # never provisioned: no pool
-    nxt = d.run.current
-    reused = (
-        nxt is not None
-        and nxt.number != ended.number
-        and nxt.live
-        and (nxt.instance_type, nxt.instance_count) == (ended.instance_type, ended.instance_count)
-        and not cls.hardware
-    )
-    if reused:
-        d.note(f"the next attempt takes over {ended.job_name}'s warm pool")
-        return
-    why = "hardware fault: the next attempt starts cold" if cls.hardware else "nothing will reuse it"
-    d.note(f"terminating the warm pool of {ended.job_name} ({why})")
-    first_launch = next((i for i, a in enumerate(d.actions) if isinstance(a, LaunchAttempt)), len(d.actions))
-    d.actions.insert(first_launch, ReleaseWarmPool(ended.job_name))
-
-
 def _announce_release(d: Draft, ended: Attempt) -> None:
     """Tell runs waiting for quota that instances were released -- minus what this run is
     about to take again itself (a resume must not lose its instances to runs submitted later)."""
     if ended.launch == LaunchState.WAITING:
         return  # no job was created, nothing was held
     released = ended.instance_count
+    if d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == WAIT_WARM_POOL:
+        return  # the instances stay in the run's warm pool: the next attempt takes them again
     nxt = d.run.current
     if (
         nxt is not None
@@ -287,7 +264,7 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
             lines,
         )
     )
-    start_attempt(d, reuse_current=False)
+    start_or_wait(d, ended)
 
 
 def _capacity(d: Draft, ended: Attempt, cls: Classification) -> None:

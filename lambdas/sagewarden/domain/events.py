@@ -41,6 +41,11 @@ class JobObserved:
     ended_ms: int | None = None
     source: str = "event"  # event | describe
     event_id: str | None = None
+    # DescribeTrainingJob's WarmPoolStatus (the state-change event does not carry it): Status
+    # (None: the field was absent), ResourceRetainedBillableTimeInSeconds, ReusedByJob
+    warm_pool_status: str | None = None
+    warm_pool_billable_s: int | None = None
+    warm_pool_reused_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ class Observations:
     log_tail: tuple[str, ...] = ()
     log_error: str | None = None  # the log read failed: the tail is unknown, not empty
     hosts_triage: tuple[str, ...] = ()  # one line per host: what it was doing when the hang fired
+    # hosts (algo-<n>) the GPU metrics single out when a hang fires: none reported, or idle while
+    # others are busy (empty when every host looks the same, or when not read)
+    suspect_hosts: tuple[str, ...] = ()
     # log-silence fallback (no log subscription): True = no log event in the window, False = some
     # event, None = not checked (or the check failed: see log_error)
     logs_silent: bool | None = None

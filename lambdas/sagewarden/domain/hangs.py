@@ -249,7 +249,9 @@ def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
             *d.obs.log_tail[-10:],
         )
     )
-    cur = dataclasses.replace(cur, evidence=evidence)
+    # the hosts the GPU metrics single out: the attempt's warm pool holds the same instances and
+    # must not be reused (domain/warm_pools.py)
+    cur = dataclasses.replace(cur, evidence=evidence, suspect_hosts=d.obs.suspect_hosts)
     request_stop(d, cur, INTENT_HANG, f"hang confirmed ({', '.join(sorted(signals))})")
     d.act(
         notify(

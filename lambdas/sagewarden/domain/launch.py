@@ -10,30 +10,78 @@ these environment variables:
   SAGEWARDEN_RESUME_STEP                       step of the newest verified checkpoint ("" if none)
   SAGEWARDEN_RESUME_CHECKPOINT                 its S3 URI
   SAGEWARDEN_RESUME_DIR                        its local path under CheckpointConfig.LocalPath
+A value SageMaker would refuse (an Environment value is at most ENV_VALUE_MAX characters, while
+CheckpointConfig.S3Uri may be 1,024) is left out rather than fail the launch: a checkpoint URI
+that long is not set (it is S3Uri + "/" + the last part of SAGEWARDEN_RESUME_DIR), and the
+local path fits whenever LocalPath does (the API keeps it to LOCAL_PATH_MAX characters and a
+checkpoint directory's name is one file name).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from sagewarden.domain.models import Attempt, Run
+from sagewarden.domain.policy import RunPolicy
 
 MAX_RUNTIME_API_LIMIT_S = 28 * 24 * 3600
 DEFAULT_MAX_RUNTIME_S = 24 * 3600
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 MIN_SEGMENT_S = 600
 OUR_TAG_PREFIX = "sagewarden:"
+# CreateTrainingJob: an Environment value is at most 512 characters (TrainingEnvironmentValue);
+# the API refuses a longer LocalPath so LocalPath + "/" + a 255-byte directory name still fits
+ENV_VALUE_MAX = 512
+LOCAL_PATH_MAX = 256
 
 
 def wall_clock_remaining_s(run: Run, at_ms: int) -> float:
     return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.budget_origin_ms) / 1000
 
 
-def warm_pool_wanted(run: Run) -> bool:
-    """Attempts keep their instances warm after they end (unless the account has no warm-pool
-    quota for them), so a resume after a non-hardware ending starts in seconds."""
-    return run.policy.keep_alive_seconds > 0 and not run.warm_pool_off
+def warm_pool_request(
+    request: Mapping[str, Any], policy: RunPolicy, *, warm_pool_off: bool = False
+) -> tuple[int, str]:
+    """ResourceConfig.KeepAlivePeriodInSeconds every attempt asks for, and why, in one line.
+
+    The policy governs it: managed spot training keeps no warm pools ("SageMaker Managed Warm
+    Pools cannot be used with spot instances": asking would fail every launch), the policy's
+    `keep_alive_seconds` 0 turns pools off (also a value the request carries itself), any other
+    policy value caps the request's own; once SageMaker kept no pool for the run (no warm-pool
+    quota, 0 by default), none is asked for again."""
+    own = (request.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
+    cap = policy.keep_alive_seconds
+    if request.get("EnableManagedSpotTraining"):
+        return 0, (
+            "no warm pool: managed spot training (SageMaker keeps no warm pools for spot instances, "
+            "and refuses a spot job that asks for one); restarts start cold"
+        )
+    if cap <= 0:
+        return 0, "no warm pool: the policy's keep_alive_seconds is 0; restarts start cold"
+    if own is not None and int(own) <= 0:
+        return 0, "no warm pool: the request's KeepAlivePeriodInSeconds is 0; restarts start cold"
+    if warm_pool_off:
+        return 0, (
+            "no warm pool: the account's warm-pool quota for the instance type is 0 (AWS's default; "
+            "read at submit, or SageMaker kept none for an earlier attempt); restarts start cold"
+        )
+    seconds = cap if own is None else min(int(own), cap)
+    capped = (
+        f" (the request's {int(own)} s capped by keep_alive_seconds)"
+        if own is not None and int(own) > cap
+        else ""
+    )
+    return seconds, (
+        f"warm pool: each attempt's instances are kept {seconds} s after it ends{capped}, so a "
+        "resume on the same instances starts in seconds (needs warm-pool quota)"
+    )
+
+
+def keep_alive_for(run: Run) -> int:
+    """The KeepAlivePeriodInSeconds the run's next attempt asks for (0: none)."""
+    return warm_pool_request(run.request, run.policy, warm_pool_off=run.warm_pool_off)[0]
 
 
 def segment_runtime_s(run: Run, at_ms: int) -> int:
@@ -54,8 +102,11 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     resources = dict(req.get("ResourceConfig", {}))
     resources["InstanceType"] = attempt.instance_type
     resources["InstanceCount"] = attempt.instance_count
-    if warm_pool_wanted(run):
-        resources["KeepAlivePeriodInSeconds"] = run.policy.keep_alive_seconds
+    # the request's own KeepAlive is the policy's to govern (warm_pool_request): the attempt
+    # records what it asked for when it was started, so a re-issued launch asks the same
+    resources.pop("KeepAlivePeriodInSeconds", None)
+    if attempt.keep_alive_s > 0:
+        resources["KeepAlivePeriodInSeconds"] = attempt.keep_alive_s
     req["ResourceConfig"] = resources
 
     stopping = dict(req.get("StoppingCondition", {}))
@@ -73,6 +124,9 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     env["SAGEWARDEN_RESUME_DIR"] = (
         f"{local_root}/{_relative_dir(run.checkpoint_uri, ckpt.uri)}" if ckpt else ""
     )
+    for name in ("SAGEWARDEN_RESUME_CHECKPOINT", "SAGEWARDEN_RESUME_DIR"):
+        if len(env[name]) > ENV_VALUE_MAX:  # SageMaker would refuse the whole launch
+            del env[name]
     req["Environment"] = env
 
     tags = [t for t in req.get("Tags", []) if not str(t.get("Key", "")).startswith(OUR_TAG_PREFIX)]

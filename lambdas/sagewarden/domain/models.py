@@ -15,7 +15,8 @@ class RunStatus(StrEnum):
     SUBMITTED = "SUBMITTED"  # accepted; first launch not yet confirmed
     STARTING = "STARTING"  # a job exists (or its launch is in flight) and has not reached Training
     TRAINING = "TRAINING"
-    RETRY_WAIT = "RETRY_WAIT"  # waiting for quota, capacity, throttling or backoff; wake_at_ms is set
+    # waiting for quota, capacity, throttling, backoff or a warm pool; wake_at_ms is set
+    RETRY_WAIT = "RETRY_WAIT"
     STOPPING = "STOPPING"  # the supervisor asked SageMaker to stop the job (hang, budget, cancel)
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -74,6 +75,11 @@ class Attempt:
     progress_window_min: int | None = None
     hang_signals: tuple[str, ...] = ()
     cost_usd: float = 0.0
+    # ResourceConfig.KeepAlivePeriodInSeconds this attempt's request carried (0: no warm pool asked)
+    keep_alive_s: int = 0
+    # hosts (algo-<n>) a confirmed hang singled out (no GPU metrics, or idle among busy peers):
+    # with them the attempt's warm pool must not be reused (the same instances, the same bad host)
+    suspect_hosts: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -103,6 +109,27 @@ def startup_kind(att: Attempt) -> str:
 
 
 @dataclass(frozen=True)
+class PoolWatch:
+    """A warm pool an ended attempt may have left (it asked for one), watched until it is gone:
+    released when nothing will reuse it, waited for when the next attempt will run on it.
+    SageMaker's events do not carry WarmPoolStatus: the sweep reads it with DescribeTrainingJob."""
+
+    job_name: str
+    attempt: int
+    instance_type: str
+    instance_count: int
+    ended_ms: int
+    keep_alive_s: int
+    # the ending keeps a pool (Completed, Stopped, AlgorithmError, ClientError): otherwise none is
+    # expected, and its absence says nothing about the account's warm-pool quota
+    kept_by_ending: bool = True
+    bad_host: bool = False  # a host was singled out: the pool must never be reused
+    status: str | None = None  # the last WarmPoolStatus seen (None: none yet)
+    releases: int = 0  # UpdateTrainingJob(KeepAlivePeriodInSeconds=0) asked this often
+    last_release_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class Run:
     run_id: str
     name: str
@@ -119,7 +146,7 @@ class Run:
     attempts: tuple[Attempt, ...] = ()  # the store may load only the latest; numbers are contiguous
     attempt_count: int = 0
     wake_at_ms: int | None = None
-    wait_reason: str | None = None  # quota | capacity | throttle
+    wait_reason: str | None = None  # quota | capacity | throttle | warm_pool
     wait_instance_type: str | None = None
     wait_started_ms: int | None = None
     wait_count: int = 0  # consecutive waits in the current waiting spell (drives backoff)
@@ -152,7 +179,12 @@ class Run:
     strays: tuple[tuple[str, int], ...] = ()
     # POST /runs/{id}/resume reopened a FAILED or CANCELLED run: how often, by whom, and when its
     # budgets (restarts, wall clock) started afresh
-    warm_pool_off: bool = False  # the account has no warm-pool quota for this run's instances
+    # SageMaker kept no warm pool an attempt asked for (the account's warm-pool quota, 0 by
+    # default): later attempts ask for none, and the user was told once
+    warm_pool_off: bool = False
+    # warm pools of ended attempts still watched (models.PoolWatch), oldest first; may change on a
+    # terminal run too, like strays, until every pool is gone
+    warm_pools: tuple[PoolWatch, ...] = ()
     # for checkpoint-interval advice: the newest checkpoints seen, (step, written ms, write s or
     # -1 when unmeasured, the next older step in S3 or -1), oldest first, at most CHECKPOINT_HISTORY;
     # and training time of ended attempts

@@ -1,0 +1,264 @@
+"""Warm pools, as SageMaker keeps them: watched level-triggered until gone. Pure.
+
+What AWS documents (docs/fidelity.md): an ended job keeps its instances in a warm pool after it
+completes, is stopped, or fails with an algorithm or client error, for KeepAlivePeriodInSeconds
+once the pool is `Available`; the next matching job runs on *those instances* (a bad host comes
+back); `UpdateTrainingJob` may set KeepAlivePeriodInSeconds (0 releases the pool) only once the
+job ended and the pool is `Available`; the warm-pool quota is 0 by default, and then no pool is
+kept -- without an error. How long after the end a pool becomes `Available` is not published.
+The state-change event does not carry `WarmPoolStatus`: only DescribeTrainingJob shows it.
+
+So every ended attempt that asked for a pool gets a `PoolWatch`, and the sweep describes its job
+every minute until the pool is gone (`Terminated` or `Reused`), bounded in time:
+- a pool nothing will reuse (the run ended, waits, changes instance type, or the attempt singled
+  out a bad host) is released as soon as it is `Available`, and again until it is gone;
+- a resume on the same instances waits up to POOL_WAIT_MS for its pool to become `Available`
+  and then runs on it (a job created before that starts cold and leaves the pool idle, billed);
+- after a bad host the replacement waits until the pool is gone, so it can never run on it;
+- a pool that never appears after an ending that keeps one means no warm-pool quota: the user is
+  told once, and the run asks for no pool again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagewarden.domain.actions import ReleaseWarmPool
+from sagewarden.domain.classifier import Classification
+from sagewarden.domain.draft import Draft, choice, notify, start_attempt
+from sagewarden.domain.events import JobObserved
+from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
+from sagewarden.domain.models import Attempt, PoolWatch, Run, RunStatus
+from sagewarden.domain.pricing import price_per_instance_hour
+
+WAIT_WARM_POOL = "warm_pool"  # Run.wait_reason while the next launch waits for a pool
+POOL_LOOK_MS = 60_000  # a watched pool's job is described this often
+POOL_WAIT_MS = 5 * 60_000  # a resume waits this long for its pool (a cold start takes ~8 min)
+# a pool not seen by then was not kept (AWS does not say what DescribeTrainingJob shows before)
+POOL_SETTLE_MAX_MS = 10 * 60_000
+RELEASE_EVERY_MS = 60_000  # an Available pool still there is released again after this
+MAX_POOL_WATCHES = 8  # per run (one per ended attempt; each lasts minutes)
+GONE = frozenset({"Terminated", "Reused"})
+
+
+# --------------------------------------------------------------------------------------------
+# which endings keep a pool, and which pools must never be reused
+
+
+def ending_keeps_pool(status: str, failure_reason: str | None) -> bool:
+    """SageMaker guide, "Warm pool creation": completed, stopped (once the cluster is up), or
+    failed with an algorithm or client error; "any other reason that might compromise the health
+    of the cluster" keeps none."""
+    if status in ("Completed", "Stopped"):
+        return True
+    return status == "Failed" and (failure_reason or "").startswith(("AlgorithmError", "ClientError"))
+
+
+def singles_out_host(att: Attempt, cls: Classification) -> bool:
+    """The ending points at one bad instance: a hardware fault (also one that surfaced as an
+    AlgorithmError: Xid, ECC), or a hang with one host idle among busy ones or without metrics."""
+    return cls.hardware or SIGNAL_GPU_LONE_IDLE in att.hang_signals or bool(att.suspect_hosts)
+
+
+def watch_of(run: Run, job_name: str) -> PoolWatch | None:
+    return next((w for w in run.warm_pools if w.job_name == job_name), None)
+
+
+def _put(d: Draft, watch: PoolWatch | None, *, drop: str | None = None) -> None:
+    name = drop or (watch.job_name if watch is not None else "")
+    kept = tuple(w for w in d.run.warm_pools if w.job_name != name)
+    d.set(warm_pools=kept if watch is None else (*kept, watch))
+
+
+def watch_ended(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> PoolWatch | None:
+    """Start watching the pool an attempt that just ended may have left."""
+    reached = att.training_started_ms is not None or e.training_started_ms is not None
+    if att.keep_alive_s <= 0 or not reached:
+        return None
+    watch = PoolWatch(
+        job_name=att.job_name,
+        attempt=att.number,
+        instance_type=att.instance_type,
+        instance_count=att.instance_count,
+        ended_ms=e.ended_ms or e.modified_ms,
+        keep_alive_s=att.keep_alive_s,
+        kept_by_ending=ending_keeps_pool(e.status, att.failure_reason),
+        bad_host=singles_out_host(att, cls),
+    )
+    watches = [w for w in d.run.warm_pools if w.job_name != watch.job_name]
+    while len(watches) >= MAX_POOL_WATCHES:
+        old = watches.pop(0)
+        d.note(f"no longer watching the warm pool of {old.job_name} (at most {MAX_POOL_WATCHES} at once)")
+    d.set(warm_pools=(*watches, watch))
+    if watch.bad_host:
+        hosts = ", ".join(att.suspect_hosts) or "a host"
+        d.note(f"{att.job_name} singled out {hosts}: its warm pool must not be reused")
+    return watch
+
+
+# --------------------------------------------------------------------------------------------
+# the next launch: at once, or once the pool is Available (reuse) / gone (bad host)
+
+
+def start_or_wait(d: Draft, ended: Attempt) -> None:
+    """Launch the attempt after `ended`, or wait for its pool first (see the module docstring)."""
+    watch = watch_of(d.run, ended.job_name)
+    if watch is None or not watch.kept_by_ending:
+        start_attempt(d, reuse_current=False)
+        return
+    pick = choice(d)
+    if not watch.bad_host and (pick.instance_type, pick.instance_count) != (
+        ended.instance_type,
+        ended.instance_count,
+    ):
+        start_attempt(d, reuse_current=False)  # other instances: the pool is released
+        return
+    if watch.bad_host:
+        until = watch.ended_ms + POOL_SETTLE_MAX_MS + watch.keep_alive_s * 1000
+        why = "its warm pool holds the bad host: the replacement starts once the pool is gone"
+    else:
+        until = watch.ended_ms + POOL_WAIT_MS
+        why = "the replacement runs on its warm pool once SageMaker reports it Available"
+    d.set(
+        status=RunStatus.RETRY_WAIT,
+        wake_at_ms=max(until, d.now),
+        wait_reason=WAIT_WARM_POOL,
+        wait_instance_type=None,
+    )
+    d.note(f"waiting (warm pool) for the pool of {ended.job_name}: {why}")
+
+
+def waits_for(run: Run, watch: PoolWatch) -> bool:
+    """The run's next launch waits for this pool (Available for a reuse, gone after a bad host)."""
+    cur = run.current
+    return (
+        run.status == RunStatus.RETRY_WAIT
+        and run.wait_reason == WAIT_WARM_POOL
+        and cur is not None
+        and cur.job_name == watch.job_name
+    )
+
+
+def _launch_now(d: Draft, why: str) -> None:
+    d.note(why)
+    start_attempt(d, reuse_current=False)
+
+
+# --------------------------------------------------------------------------------------------
+# what DescribeTrainingJob says about a watched pool
+
+
+def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
+    """Act on a watched pool's WarmPoolStatus; returns None when it acted, else why not."""
+    watch = watch_of(d.run, e.job_name)
+    if watch is None or e.source != "describe":
+        return "not a watched warm pool"
+    status = e.warm_pool_status
+    waiting = waits_for(d.run, watch) and not d.run.status.terminal
+    if status in GONE:
+        _gone(d, watch, e)
+        if waiting:  # (Reused while the run still waits: another job took it)
+            _launch_now(d, f"the warm pool of {watch.job_name} is {status}: the next attempt starts cold")
+        return None
+    if status == "Available":
+        if waiting and not watch.bad_host:
+            _put(d, dataclasses.replace(watch, status=status))
+            _launch_now(d, f"the warm pool of {watch.job_name} is Available: the next attempt runs on it")
+            return None
+        last = watch.last_release_ms
+        if last is not None and d.now - last < RELEASE_EVERY_MS:
+            return f"release of the warm pool of {watch.job_name} asked {(d.now - last) / 1000:.0f} s ago"
+        why = "it holds a bad host" if watch.bad_host else "nothing will reuse it"
+        _put(d, dataclasses.replace(watch, status=status, releases=watch.releases + 1, last_release_ms=d.now))
+        d.act(ReleaseWarmPool(watch.job_name))
+        d.note(f"releasing the warm pool of {watch.job_name} ({why})")
+        return None
+    # no status yet (or one that says nothing about an ended job's pool)
+    if d.now - watch.ended_ms >= POOL_SETTLE_MAX_MS and watch.status is None:
+        _put(d, None, drop=watch.job_name)
+        d.note(f"no warm pool reported for {watch.job_name} {POOL_SETTLE_MAX_MS // 60_000} min after its end")
+        _not_kept(d, watch)
+        if waiting:
+            _launch_now(d, f"the next attempt starts cold (no warm pool of {watch.job_name})")
+        return None
+    if watch.status != status:
+        _put(d, dataclasses.replace(watch, status=status))
+        return None
+    return f"the warm pool of {watch.job_name} is not Available yet"
+
+
+def _gone(d: Draft, watch: PoolWatch, e: JobObserved) -> None:
+    _put(d, None, drop=watch.job_name)
+    billed_s = e.warm_pool_billable_s or 0
+    cost = 0.0
+    if billed_s > 0:
+        price = price_per_instance_hour(watch.instance_type, d.policy.instance_hour_price_usd)
+        cost = price * watch.instance_count * billed_s / 3600
+        d.set(cost_usd=round(d.run.cost_usd + cost, 2))
+    reused = f" by {e.warm_pool_reused_by}" if e.warm_pool_reused_by else ""
+    d.note(
+        f"warm pool of {watch.job_name}: {e.warm_pool_status}{reused}; kept {billed_s} s "
+        f"({watch.instance_count} instances, ~${cost:,.2f})"
+    )
+    never_kept = e.warm_pool_status == "Terminated" and billed_s <= 0 and watch.releases == 0
+    if never_kept and watch.status is None:
+        _not_kept(d, watch)
+
+
+def _not_kept(d: Draft, watch: PoolWatch) -> None:
+    """SageMaker kept no pool after an ending that keeps one: the account has no warm-pool quota
+    for these instances (0 by default; AWS then runs the job without a pool and says nothing)."""
+    if not watch.kept_by_ending or d.run.warm_pool_off or d.run.status.terminal:
+        return  # (a finished run restarts nothing: nothing to tell)
+    d.set(warm_pool_off=True)
+    quota = f"{watch.instance_type} for training warm pool usage"
+    d.act(
+        notify(
+            d,
+            "info",
+            "attempt.warm_pool_off",
+            f"{d.run.name}: no warm pool kept for {watch.instance_type}; restarts start cold",
+            [
+                f"Attempt {watch.attempt} asked SageMaker to keep its {watch.instance_count} x "
+                f"{watch.instance_type} warm for {watch.keep_alive_s} s, and SageMaker kept none: the "
+                f"account's quota '{quota}' is most likely 0 (AWS's default; no error is reported).",
+                "This run's restarts now start cold (new instances: minutes, not seconds), and its "
+                "attempts no longer ask for a warm pool.",
+                f"For warm restarts, raise '{quota}' in Service Quotas (Amazon SageMaker) to at least "
+                f"{watch.instance_count}, or set keep_alive_seconds to 0 to stop asking.",
+            ],
+        )
+    )
+    d.note(f"no warm-pool quota for {watch.instance_type}: later attempts ask for no warm pool")
+
+
+# --------------------------------------------------------------------------------------------
+# ticks: the waits' and the watches' time bounds
+
+
+def on_pool_tick(d: Draft) -> bool:
+    """Drop watches past their bound (the pool expired by then whatever happened); True if any."""
+    changed = False
+    for w in d.run.warm_pools:
+        bound = w.ended_ms + POOL_SETTLE_MAX_MS + w.keep_alive_s * 1000 + POOL_LOOK_MS
+        if d.now >= bound:
+            _put(d, None, drop=w.job_name)
+            d.note(
+                f"stopped watching the warm pool of {w.job_name}: past its keep-alive "
+                f"(last seen {w.status or 'never'}, {w.releases} release(s) asked)"
+            )
+            changed = True
+    return changed
+
+
+def pool_due_ms(run: Run, now_ms: int) -> int | None:
+    """When the sweep must next describe a watched pool (None: none watched)."""
+    return now_ms + POOL_LOOK_MS if run.warm_pools else None
+
+
+def is_pool_observation(run: Run, e: JobObserved) -> bool:
+    """A DescribeTrainingJob of an ended attempt whose pool is watched (not the live attempt)."""
+    if e.source != "describe" or watch_of(run, e.job_name) is None:
+        return False
+    cur = run.current
+    return cur is None or cur.job_name != e.job_name or cur.ended

@@ -1,0 +1,220 @@
+"""What a decision needs looked up before it is taken (the service's "observe" step): the newest
+verified checkpoint and its write time, the log tail and per-host triage of a hang (GPU metrics
+first: the hosts they single out are read first), the attempt's cadence, log silence without a
+log subscription, and whether a checkpoint save is under way. Every lookup that fails is passed
+on as *unknown* (an error text), never as "nothing there"; `decide` defers what depends on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from sagewarden import keys
+from sagewarden.audit_text import error_text
+from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.decide import wants_checkpoint, wants_log_silence_check, wants_log_tail
+from sagewarden.domain.draft import window_in_force
+from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
+from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
+from sagewarden.domain.models import Run, startup_kind
+from sagewarden.ports import ReadFailed, Series
+
+if TYPE_CHECKING:
+    from sagewarden.service import Supervisor
+
+log = logging.getLogger("sagewarden.service")
+
+OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
+LOG_TAIL_LINES = 40
+
+
+class Observer:
+    """The supervisor's look-ups through its ports (read at call time: tests swap adapters)."""
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def observe(self, run: Run, event: Event) -> Observations:
+        """Look up what deciding on `event` needs (a failed lookup is passed on as unknown)."""
+        checkpoint, ckpt_error, ckpt_permanent = None, None, False
+        tail: tuple[str, ...] = ()
+        triage: tuple[str, ...] = ()
+        suspects: tuple[str, ...] = ()
+        log_error: str | None = None
+        silent: bool | None = None
+        if wants_checkpoint(run, event) and run.checkpoint_uri:
+            pol = run.policy
+            try:
+                layout = CheckpointLayout(
+                    LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
+                )
+                checkpoint = self.sup.checkpoints.latest(run.checkpoint_uri, layout)
+            except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
+                log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
+                self.sup.counters.add(OBSERVATION_FAILURES)
+                ckpt_error = error_text(exc)
+                # the adapter says whether it can heal by itself; decide gives up on one that cannot
+                ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
+            checkpoint = self._measure_write_time(run, checkpoint)
+        if wants_log_tail(run, event):
+            job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
+            hang = isinstance(event, (HangSignal, AlarmsObserved))
+            # a hang's GPU metrics first (one GetMetricData for 500 hosts): the hosts they single
+            # out are the logs read first, so a time budget cut on a large job never loses them
+            gpu_lines, suspects = (
+                self._gpu_triage(run) if hang and self.sup.metrics is not None and run.current else ((), ())
+            )
+            try:
+                tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects)
+                if hang:
+                    triage = self.sup.logs.host_triage(job, self.sup.clock(), first=suspects)
+            except Exception as exc:
+                log.warning("could not read logs of %s: %s", job, exc)
+                self.sup.counters.add(OBSERVATION_FAILURES)
+                log_error = error_text(exc)
+            triage = gpu_lines + triage
+        heartbeat: Series | None = None
+        progress: Series | None = None
+        cur = run.current
+        if (
+            isinstance(event, Tick)
+            and self.sup.metrics is not None
+            and cur is not None
+            and cur.in_training
+            and run.policy.adaptive_windows
+            and run.policy.hang_detection
+            and wants_cadence(
+                cur.training_started_ms,
+                self.sup.clock(),
+                run.policy.startup_silence_minutes,
+                startup_known=run.startup_learned_on == startup_kind(cur),
+            )
+        ):
+            now = self.sup.clock()
+            start = now - HORIZON_MIN * 60_000
+            try:
+                heartbeat, progress = self.sup.metrics.activity(
+                    cur.job_name, run.policy.progress_metric, start, now
+                )
+            except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
+                log.warning("could not read the activity of %s: %s", cur.job_name, exc)
+                self.sup.counters.add(OBSERVATION_FAILURES)
+            if self.sup.settings.log_silence_fallback:
+                # no heartbeat metric exists without the log subscription: the same per-minute
+                # activity is read from the logs themselves (bounded; incomplete = unknown)
+                try:
+                    heartbeat = self.sup.logs.activity(
+                        cur.job_name, max(start, cur.training_started_ms or start), now
+                    )
+                except Exception as exc:
+                    log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
+                    self.sup.counters.add(OBSERVATION_FAILURES)
+                    heartbeat = None
+        if self.sup.settings.log_silence_fallback and wants_log_silence_check(run, event):
+            silent, silence_error = self._log_silence(run)
+            log_error = log_error or silence_error
+        save_ms, save_error = None, None
+        quiet_alarm = (
+            isinstance(event, (HangSignal, AlarmsObserved))
+            and wants_log_tail(run, event)
+            and wants_save_activity(event)
+        )
+        if run.checkpoint_uri and (quiet_alarm or silent):
+            save_ms, save_error = self._save_activity(run)
+        return Observations(
+            log_subscription=not self.sup.settings.log_silence_fallback,
+            checkpoint=checkpoint,
+            checkpoint_error=ckpt_error,
+            checkpoint_error_permanent=ckpt_permanent,
+            log_tail=tail,
+            log_error=log_error,
+            hosts_triage=triage,
+            suspect_hosts=suspects,
+            logs_silent=silent,
+            heartbeat=heartbeat,
+            progress=progress,
+            save_activity_ms=save_ms,
+            save_activity_error=save_error,
+        )
+
+    def _log_silence(self, run: Run) -> tuple[bool | None, str | None]:
+        """Without a log subscription: (whether the training attempt wrote no log line for its
+        log-silence window in force -- learned, carried or the policy's, as an alarm would use --
+        and declared no silent phase that still covers now; the error when that is unknown).
+        None: not judged yet (the attempt has not trained for a window)."""
+        cur, now = run.current, self.sup.clock()
+        if cur is None or cur.training_started_ms is None:
+            return None, None
+        window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
+        if now - cur.training_started_ms < window_ms:
+            return None, None
+        try:
+            if self.sup.logs.has_events_since(cur.job_name, now - window_ms):
+                return False, None
+            # a declared silent phase (phase marker) is not silence, as with the heartbeat metric
+            until = self.sup.logs.declared_phase_until(
+                cur.job_name, max(cur.training_started_ms, now - MAX_PHASE_MINUTES * 60_000)
+            )
+            return until is None or until <= now, None
+        except Exception as exc:  # an error is not silence
+            log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
+
+    def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
+        """When the newest checkpoint directory last received an object: a silent, idle job may be
+        saving, not hung. An error is reported as such (unknown), never as "no save"."""
+        pol = run.policy
+        try:
+            layout = CheckpointLayout(
+                LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
+            )
+            # a write since this moment is enough to know a save is under way (fewer pages read)
+            since = self.sup.clock() - SAVE_ACTIVE_MS
+            return self.sup.checkpoints.save_activity(run.checkpoint_uri, layout, active_since_ms=since), None
+        except Exception as exc:
+            log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
+
+    def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
+        """A checkpoint the run has not seen before gets its write time measured (one listing),
+        for the checkpoint-interval advice. Best effort: a failure leaves it unmeasured."""
+        history = run.checkpoint_history
+        if checkpoint is None or checkpoint.write_seconds is not None or run.status.terminal:
+            return checkpoint
+        if history and checkpoint.step <= history[-1][0]:
+            return checkpoint
+        try:
+            return dataclasses.replace(
+                checkpoint, write_seconds=self.sup.checkpoints.write_seconds(checkpoint)
+            )
+        except Exception as exc:
+            log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
+            return checkpoint
+
+    def _gpu_triage(self, run: Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(Triage lines of the hosts' GPU utilization, the suspect hosts: idle now or without
+        metrics, idlest first). Unreadable metrics: a line saying so, and no suspects."""
+        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_suspects, gpu_triage_lines
+        from sagewarden.domain.pricing import gpus_per_instance
+
+        cur = run.current
+        if cur is None or self.sup.metrics is None:
+            return (), ()
+        now = self.sup.clock()
+        window = max(run.policy.gpu_idle_minutes, 10) * 60_000
+        try:
+            by_host = self.sup.metrics.gpu_by_host(cur.job_name, cur.instance_count, now - window, now)
+        except Exception as exc:
+            log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return (f"GPU metrics unavailable: {error_text(exc)}",), ()
+        threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
+        return (
+            gpu_triage_lines(by_host, threshold, cur.instance_count),
+            gpu_suspects(by_host, threshold, cur.instance_count),
+        )

@@ -1,0 +1,190 @@
+"""Scenario tests: warm pools on the simulated account as AWS keeps them (drill/sim/warm_pools.py):
+the real handlers, service, sweep and adapters against pools that become Available a while after
+the end, keep their instances (bad ones included), refuse an early release, and are not kept at
+all without warm-pool quota (AWS's default)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
+
+ITYPE = "ml.p4d.24xlarge"
+NCCL = "[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"
+WATCHDOG = {"kind": "algorithm_error", "log_lines": [NCCL]}
+
+
+def pools(quota: int = 8, after_s: tuple[int, int] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"quotas": {ITYPE: quota}}
+    if after_s is not None:
+        out["available_after_s"] = list(after_s)
+    return out
+
+
+def jobs_of(result: Any) -> list[Any]:
+    return sorted(result.jobs, key=lambda j: j.created_ms)
+
+
+def keep_alive(job: Any) -> int | None:
+    return job.request["ResourceConfig"].get("KeepAlivePeriodInSeconds")
+
+
+def alert_events(result: Any, run: str) -> list[str]:
+    return [row["event"] for row in result.alert_rows() if row["run"] == run]
+
+
+def test_scenario_a_dead_host_hang_resumes_cold_not_on_its_warm_pool(template):
+    """Item 2. The pool is Available the moment the job is stopped (AWS publishes no delay: 0 is
+    in range): a resume launched at once ran on it, met the dead host again, and the run failed
+    after four attempts on it (a crash loop). It resumes on new instances."""
+    result = run_drill(
+        template,
+        {
+            "seed": 21,
+            "account": {"store": "memory", "warm_pools": pools(after_s=(0, 0))},
+            "runs": [run_spec("llama", instance_count=4)],
+            "faults": [
+                {"kind": "dead_host", "run": "llama", "attempt": 1, "after_training_min": 70, "host": 3}
+            ],
+        },
+    )
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "llama")
+    assert classes(result, "llama") == ["SUPERVISOR_STOP", "SUCCEEDED"]
+    first, second = jobs_of(result)
+    assert not second.warm_pool_used and second._inherited == {}  # new instances: no dead host
+    assert [kind for _, _, kind, _ in result_fault_log(result)] == ["dead_host"]  # it never came back
+    assert first._pool.status == "Terminated" and first._pool.reused_by is None  # released, not reused
+    assert "singled out algo-3" in decisions(result, "llama")
+
+
+def result_fault_log(result: Any) -> list[tuple[int, str, str, int]]:
+    return [(f["at_ms"], f["job"], f["kind"], f["host"]) for f in result.faults]
+
+
+def test_scenario_a_resume_waits_for_its_pool_then_starts_in_seconds(template):
+    """Item 3's other half: a pool becomes Available only a while after the end (here 2-4 min),
+    so a resume launched at once starts cold and leaves the pool idle, billed. It waits for it."""
+
+    def drill(keep: int) -> Any:
+        return run_drill(
+            template,
+            {
+                "seed": 15,
+                "account": {"store": "memory", "warm_pools": pools(after_s=(120, 240))},
+                "delivery": {"min_delay_s": 1, "max_delay_s": 5},
+                "runs": [run_spec("warm", policy={"keep_alive_seconds": keep})],
+                "faults": [{**WATCHDOG, "run": "warm", "attempt": 1, "after_training_min": 50}],
+            },
+        )
+
+    cold, warm = drill(0), drill(1800)
+    assert cold.runs["warm"]["status"] == warm.runs["warm"]["status"] == "SUCCEEDED"
+    first, second = jobs_of(warm)
+    assert second.warm_pool_used and first._pool.status == "Reused" and first._pool.reused_by == second.name
+    assert second.training_started_ms - second.created_ms == 35_000  # 20 s + 15 s on the pool
+    cold_s = cold.faults[0]["to_healthy_replacement_s"]
+    warm_s = warm.faults[0]["to_healthy_replacement_s"]
+    assert warm_s < cold_s  # a wait of 2-4 min + 35 s beats an 8-minute cold start
+    # the run ended: its last pool was released as soon as it was Available, not kept 30 minutes
+    assert second._pool.status == "Terminated"
+    assert second._pool.gone_ms - second._pool.available_ms <= 2 * 60_000
+    assert warm.counters.get("FailedActions", 0) == 0
+
+
+def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for_its_keep_alive(template):
+    """Item 3: the release is refused until the pool is Available (here 3-5 min after the end); a
+    release sent right after the end and read as "no pool" left it idle for its whole keep-alive."""
+    result = run_drill(
+        template,
+        {
+            "seed": 3,
+            "account": {"store": "memory", "warm_pools": pools(after_s=(180, 300))},
+            "runs": [run_spec("done", policy={"keep_alive_seconds": 3600})],
+        },
+    )
+    (job,) = jobs_of(result)
+    assert result.runs["done"]["status"] == "SUCCEEDED"
+    pool = job._pool
+    assert pool.status == "Terminated" and pool.available_ms is not None
+    assert pool.gone_ms - pool.available_ms <= 2 * 60_000  # released within the sweep's minute or two
+    assert f"releasing the warm pool of {job.name}" in decisions(result, "done")
+    assert result.counters.get("FailedActions", 0) == 0
+
+
+def test_scenario_a_spot_run_asks_for_no_warm_pool_and_resumes_after_interruptions(template):
+    """Item 4: SageMaker refuses a spot job that asks for a warm pool; every launch carried one."""
+    spot = {"EnableManagedSpotTraining": True, "StoppingCondition": {"MaxWaitTimeInSeconds": 6 * 86_400}}
+    result = run_drill(
+        template,
+        {
+            "seed": 4,
+            "account": {"store": "memory", "warm_pools": pools()},
+            "runs": [run_spec("spot", training_job=spot)],
+            "faults": [
+                {"kind": "spot_interruption", "run": "spot", "attempt": 1, "after_training_min": 40},
+                {"kind": "spot_interruption", "run": "spot", "attempt": 2, "after_training_min": 40},
+            ],
+        },
+    )
+    run = result.runs["spot"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "spot")
+    assert classes(result, "spot") == ["SPOT_INTERRUPTED", "SPOT_INTERRUPTED", "SUCCEEDED"]
+    assert all(keep_alive(j) is None and not j.warm_pool_used for j in jobs_of(result))
+
+
+def test_scenario_keep_alive_zero_strips_the_requests_own_pool(template):
+    """Item 6: a KeepAlivePeriodInSeconds in the request itself passed through with the policy's
+    pools off, and that pool was never released: idle instances billed after every attempt."""
+    own = {"ResourceConfig": {"KeepAlivePeriodInSeconds": 3600}}
+    result = run_drill(
+        template,
+        {
+            "seed": 6,
+            "account": {"store": "memory", "warm_pools": pools(after_s=(0, 60))},
+            "runs": [run_spec("nopool", training_job=own, policy={"keep_alive_seconds": 0})],
+            "faults": [{**WATCHDOG, "run": "nopool", "attempt": 1, "after_training_min": 40}],
+        },
+    )
+    assert result.runs["nopool"]["status"] == "SUCCEEDED"
+    jobs = jobs_of(result)
+    assert len(jobs) == 2 and all(keep_alive(j) is None and j._pool is None for j in jobs)
+
+
+COLD_RUN = {
+    "seed": 5,
+    "account": {"store": "memory"},  # warm-pool quota 0: AWS's default
+    "runs": [run_spec("coldrun")],
+    "faults": [
+        {**WATCHDOG, "run": "coldrun", "attempt": 1, "after_training_min": 40},
+        {**WATCHDOG, "run": "coldrun", "attempt": 2, "after_training_min": 40},
+    ],
+}
+
+
+def test_scenario_a_warm_pool_quota_of_0_read_at_submit_asks_for_no_pool_and_waits_for_none(template):
+    """With AWS's default warm-pool quota (0) SageMaker keeps no pool, with no error. Read from
+    Service Quotas at submit, no attempt asks for one (no restart waits for a pool that never
+    comes), and the run.submitted alert says so once."""
+    result = run_drill(template, COLD_RUN)
+    assert result.runs["coldrun"]["status"] == "SUCCEEDED"
+    told = [r for r in result.alert_rows() if "training warm pool usage" in r["body"]]
+    assert [r["event"] for r in told] == ["run.submitted"]
+    assert f"'{ITYPE} for training warm pool usage' is 0" in told[0]["body"]
+    jobs = jobs_of(result)
+    assert len(jobs) == 3 and all(keep_alive(j) is None and not j.warm_pool_used for j in jobs)
+
+
+def test_scenario_no_warm_pool_quota_is_told_once_and_restarts_start_cold(template):
+    """Item 5: with AWS's default warm-pool quota (0) the job runs and keeps no pool, with no
+    error: the old rejection path never fired, and nobody was told why restarts were cold. Where
+    the quota cannot be read at submit, the first ending teaches it."""
+    result = run_drill(template, COLD_RUN, account_options={"service_quotas": "denied"})
+    assert result.runs["coldrun"]["status"] == "SUCCEEDED"
+    assert alert_events(result, "coldrun").count("attempt.warm_pool_off") == 1
+    (body,) = [r["body"] for r in result.alert_rows() if r["event"] == "attempt.warm_pool_off"]
+    assert f"'{ITYPE} for training warm pool usage'" in body and "Service Quotas" in body
+    first, *later = jobs_of(result)
+    assert keep_alive(first) == 600 and first._pool.status == "Terminated"
+    assert later and all(keep_alive(j) is None for j in later)  # no pool asked for again
+    assert not any(j.warm_pool_used for j in later)

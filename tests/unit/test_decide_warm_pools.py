@@ -1,0 +1,251 @@
+"""Warm pools as SageMaker keeps them, at the level of the pure decision (domain/warm_pools.py):
+what an attempt asks for, the wait for a pool, a cold restart after a bad host, the release
+retried until the pool is gone, and no warm-pool quota told once."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from sagewarden.domain.actions import LaunchAttempt, Notify, ReleaseWarmPool
+from sagewarden.domain.decide import next_due_ms
+from sagewarden.domain.events import AlarmsObserved, LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.launch import warm_pool_request
+from sagewarden.domain.models import RunStatus
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.warm_pools import POOL_SETTLE_MAX_MS, POOL_WAIT_MS, watch_of
+from tests.builders import (
+    HOUR,
+    MIN,
+    REQUEST,
+    ckpt,
+    make_run,
+    observed,
+    pool_seen,
+    spot_request,
+    step,
+    training_run,
+)
+
+NCCL = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "Watchdog caught collective operation timeout"'
+INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
+XID_TAIL = ("NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus.",)
+
+
+def launches(d):
+    return [a for a in d.actions if isinstance(a, LaunchAttempt)]
+
+
+def keep_alive(launch: LaunchAttempt) -> int | None:
+    return launch.request["ResourceConfig"].get("KeepAlivePeriodInSeconds")
+
+
+def ended(run, status="Failed", secondary="Failed", reason=NCCL, *, tail=(), at=None):
+    end = at if at is not None else run.current.training_started_ms + HOUR
+    d = step(
+        run,
+        observed(run, status, secondary, end, reason),
+        end,
+        Observations(checkpoint=ckpt(500), log_tail=tail),
+    )
+    return d, end
+
+
+# --- what an attempt asks for -----------------------------------------------------------------------
+
+
+def test_a_managed_spot_run_asks_for_no_warm_pool_even_if_its_request_does():
+    """Item 4: SageMaker keeps no warm pools for spot; asking fails every launch."""
+    request = spot_request()
+    request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 1800  # the user's own
+    d = step(make_run(request=request), Submitted(), 0)
+    (launch,) = launches(d)
+    assert keep_alive(launch) is None and d.run.current.keep_alive_s == 0
+    seconds, why = warm_pool_request(request, RunPolicy())
+    assert seconds == 0 and "spot" in why
+
+
+@pytest.mark.parametrize(
+    ("own", "policy_s", "sent"),
+    [
+        (3600, 0, None),  # the policy turns pools off: the request's own is stripped (item 6)
+        (3600, 600, 600),  # the policy caps it
+        (300, 600, 300),  # a shorter one of the user's own is kept
+        (0, 600, None),  # the user asked for none
+        (None, 600, 600),  # the policy's, by default
+    ],
+)
+def test_the_requests_own_keep_alive_is_governed_by_the_policy(own, policy_s, sent):
+    request = copy.deepcopy(REQUEST)
+    if own is not None:
+        request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = own
+    d = step(make_run(RunPolicy(keep_alive_seconds=policy_s), request=request), Submitted(), 0)
+    (launch,) = launches(d)
+    assert keep_alive(launch) == sent
+
+
+# --- a resume waits for its pool, then runs on it ---------------------------------------------------------
+
+
+def test_a_resume_waits_for_its_pool_and_runs_on_it_once_available():
+    run = training_run()
+    d, end = ended(run)  # an NCCL watchdog timeout: the instances are fine, the pool is kept
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "warm_pool"
+    assert not launches(d) and d.run.wake_at_ms == end + POOL_WAIT_MS
+    assert next_due_ms(d.run, end) == end + MIN  # the sweep describes the pool every minute
+    waiting = step(d.run, pool_seen(d.run, None), end + MIN)  # not Available yet: no status at all
+    assert waiting.ignored and not waiting.actions
+    now = end + 2 * MIN
+    warm = step(d.run, pool_seen(d.run, "Available"), now)
+    (launch,) = launches(warm)
+    assert warm.run.status == RunStatus.STARTING and launch.attempt == 2 and keep_alive(launch) == 600
+    assert not any(isinstance(a, ReleaseWarmPool) for a in warm.actions)
+    # the new job took it: the old job's pool is Reused, and no longer watched
+    old = dataclasses.replace(warm.run, attempts=warm.run.attempts[:1])
+    gone = step(warm.run, pool_seen(old, "Reused", billable_s=60, reused_by=launch.job_name), now + MIN)
+    assert gone.run.warm_pools == () and not gone.actions and not gone.run.warm_pool_off
+
+
+def test_a_resume_starts_cold_when_its_pool_is_not_available_in_time_and_the_pool_is_released():
+    run = training_run()
+    d, end = ended(run)
+    cold = step(d.run, Tick(), end + POOL_WAIT_MS)
+    (launch,) = launches(cold)
+    assert cold.run.status == RunStatus.STARTING and launch.attempt == 2
+    old = dataclasses.replace(cold.run, attempts=cold.run.attempts[:1])
+    late = step(cold.run, pool_seen(old, "Available"), end + POOL_WAIT_MS + MIN)
+    assert ReleaseWarmPool(run.current.job_name) in late.actions  # nothing will take it now
+
+
+def test_an_ending_that_keeps_no_pool_resumes_at_once():
+    d, end = ended(training_run(), reason=INTERNAL)  # SageMaker keeps no pool after this
+    (launch,) = launches(d)
+    assert launch.attempt == 2 and d.run.status == RunStatus.STARTING
+    watch = watch_of(d.run, run_job(d.run, 1))
+    assert watch is not None and not watch.kept_by_ending
+    old = dataclasses.replace(d.run, attempts=d.run.attempts[:1])
+    gone = step(d.run, pool_seen(old, "Terminated"), end + 3 * MIN)
+    assert gone.run.warm_pools == () and not gone.run.warm_pool_off  # expected: nothing to tell
+
+
+def run_job(run, number):
+    return next(a.job_name for a in run.attempts if a.number == number)
+
+
+# --- a bad host: the replacement never runs on its pool ---------------------------------------------------
+
+
+def _hang_stopped(run, alarm: str, obs: Observations):
+    t0 = run.current.training_started_ms
+    now = t0 + 3 * HOUR
+    alarms = AlarmsObserved(run.current.job_name, 1, ((alarm, "ALARM", now - MIN),))
+    stopping = step(run, alarms, now, obs)
+    assert stopping.run.status == RunStatus.STOPPING
+    end = now + 2 * MIN
+    d = step(
+        stopping.run,
+        observed(stopping.run, "Stopped", "Stopped", end),
+        end,
+        Observations(checkpoint=ckpt(500)),
+    )
+    return d, end
+
+
+@pytest.mark.parametrize(
+    ("alarm", "obs"),
+    [
+        ("gpu_lone_idle", Observations()),  # one host idle while its peers spin
+        ("gpu_idle", Observations(suspect_hosts=("algo-2",))),  # the GPU triage names a host
+    ],
+)
+def test_a_hang_that_singles_out_a_host_never_resumes_on_its_pool(alarm, obs):
+    """Item 2: the pool keeps the same instances; a resume on it meets the dead host again."""
+    run = training_run()
+    d, end = _hang_stopped(run, alarm, obs)
+    job = run.current.job_name
+    assert d.run.restarts_by_class == {"HANG": 1} and not launches(d)  # before the fix: launched at once
+    assert d.run.status == RunStatus.RETRY_WAIT and watch_of(d.run, job).bad_host
+    available = step(d.run, pool_seen(d.run, "Available"), end + 2 * MIN)
+    assert ReleaseWarmPool(job) in available.actions and not launches(available)
+    gone = step(available.run, pool_seen(d.run, "Terminated", billable_s=45), end + 2 * MIN)
+    (launch,) = launches(gone)
+    assert launch.attempt == 2 and gone.run.warm_pools == ()
+    assert not gone.run.warm_pool_off  # it was kept (billed 45 s): the quota is fine
+
+
+def test_a_bad_gpu_crash_that_ends_as_an_algorithm_error_is_a_bad_host():
+    run = training_run()
+    d, end = ended(run, tail=XID_TAIL)  # AlgorithmError: SageMaker keeps the pool, Xid and all
+    assert not launches(d) and watch_of(d.run, run.current.job_name).bad_host
+    never_seen = step(d.run, pool_seen(d.run, None), end + POOL_SETTLE_MAX_MS)
+    assert launches(never_seen)  # no pool reported in 10 minutes: none was kept
+
+
+# --- the release: level-triggered, retried until the pool is gone -------------------------------------------
+
+
+def test_a_finished_runs_pool_is_released_once_available_and_again_until_gone():
+    """Item 3: AWS accepts the release only while the pool is Available."""
+    run = training_run()
+    d, end = ended(run, "Completed", "Completed", None)
+    job = run.current.job_name
+    assert d.run.status == RunStatus.SUCCEEDED and not any(isinstance(a, ReleaseWarmPool) for a in d.actions)
+    assert next_due_ms(d.run, end) == end + MIN  # a terminal run is looked at while its pool is watched
+    early = step(d.run, pool_seen(d.run, None), end + MIN)
+    assert not early.actions
+    first = step(d.run, pool_seen(d.run, "Available"), end + 3 * MIN)
+    assert first.actions == (ReleaseWarmPool(job),) and first.run.status == RunStatus.SUCCEEDED
+    soon = step(first.run, pool_seen(d.run, "Available"), end + 3 * MIN + 30_000)
+    assert soon.ignored and not soon.actions  # asked 30 s ago
+    again = step(first.run, pool_seen(d.run, "Available", billable_s=60), end + 4 * MIN)
+    assert again.actions == (ReleaseWarmPool(job),) and watch_of(again.run, job).releases == 2
+    gone = step(again.run, pool_seen(d.run, "Terminated", billable_s=90), end + 5 * MIN)
+    assert gone.run.warm_pools == () and next_due_ms(gone.run, end + 5 * MIN) is None
+    assert gone.run.cost_usd > d.run.cost_usd  # 90 s x 2 instances were billed
+    assert gone.run.outcome == d.run.outcome and gone.run.status == RunStatus.SUCCEEDED
+
+
+def test_a_watch_is_dropped_after_its_bound_whatever_was_seen():
+    run = training_run()
+    d, end = ended(run, "Completed", "Completed", None)
+    later = step(d.run, Tick(), end + POOL_SETTLE_MAX_MS + 600_000 + MIN)
+    assert later.run.warm_pools == () and any("stopped watching" in n for n in later.notes)
+
+
+# --- no warm-pool quota: told once ------------------------------------------------------------------------
+
+
+def test_no_pool_after_an_ending_that_keeps_one_means_no_quota_told_once():
+    """Item 5: with the default quota 0 SageMaker runs the job and keeps no pool, no error."""
+    run = training_run()
+    d, end = ended(run)
+    cold = step(d.run, pool_seen(d.run, "Terminated", billable_s=0), end + 2 * MIN)
+    (launch,) = launches(cold)
+    (alert,) = [a for a in cold.actions if isinstance(a, Notify)]
+    assert alert.event == "attempt.warm_pool_off" and alert.severity == "info"
+    assert "ml.p4d.24xlarge for training warm pool usage" in alert.body and "Service Quotas" in alert.body
+    assert cold.run.warm_pool_off and keep_alive(launch) is None  # the run asks for none again
+    # the next attempt ends the same way: no pool to wait for, no second alert
+    run2 = step(cold.run, LaunchAccepted(2), end + 3 * MIN).run
+    run2 = step(run2, observed(run2, "InProgress", "Training", end + 10 * MIN), end + 10 * MIN).run
+    again, _ = ended(run2, at=end + 2 * HOUR)
+    assert launches(again) and not any(
+        isinstance(a, Notify) and a.event == "attempt.warm_pool_off" for a in again.actions
+    )
+
+
+def test_a_pool_that_is_never_reported_also_means_no_quota():
+    run = training_run()
+    d, end = ended(run)
+    still = step(d.run, pool_seen(d.run, None), end + POOL_SETTLE_MAX_MS - MIN)
+    assert not still.actions
+    d = step(d.run, Tick(), end + POOL_WAIT_MS)  # the resume started cold meanwhile
+    none = step(
+        d.run,
+        pool_seen(dataclasses.replace(d.run, attempts=d.run.attempts[:1]), None),
+        end + POOL_SETTLE_MAX_MS,
+    )
+    assert any(isinstance(a, Notify) and a.event == "attempt.warm_pool_off" for a in none.actions)
+    assert none.run.warm_pool_off and none.run.warm_pools == ()
