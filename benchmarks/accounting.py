@@ -50,6 +50,9 @@ class FaultLoss:
     floor: tuple[float, float, float, float]
     recovered: bool = True
     false_stop: str = ""  # the phase a false stop interrupted (compile, save, data pause, eval, train)
+    # the fault met again: its bad host came back on a warm pool the supervisor's next job took
+    # (nothing forced it: its floor is zero; scored in the fault's class, not counted as a fault)
+    again: bool = False
 
     @property
     def cls(self) -> str:
@@ -94,15 +97,16 @@ class Account:
         return self.total_gpu_hours(cls) - self.floor_gpu_hours(cls)
 
     def count(self, cls: str | None = None) -> int:
-        return sum(1 for x in self.losses if cls is None or x.cls == cls)
+        """Losses of a class (a fault met again counts in its first meeting)."""
+        return sum(1 for x in self.losses if (cls is None or x.cls == cls) and not x.again)
 
     @property
     def false_stops(self) -> list[FaultLoss]:
         return [x for x in self.losses if x.fault is None]
 
     def fault_count(self) -> int:
-        """Faults met (false stops aside)."""
-        return sum(1 for x in self.losses if x.fault is not None)
+        """Faults met (false stops and a fault met again on a reused warm pool aside)."""
+        return sum(1 for x in self.losses if x.fault is not None and not x.again)
 
     @property
     def effective_training(self) -> float:
@@ -243,11 +247,19 @@ def account(
     spm = workload.steps_per_minute
     st = workload.startup
     losses: list[FaultLoss] = []
+    met: set[int] = set()
     for rec in records:
         if rec.label is None or rec.run != workload.name or rec.kind in ("capacity", "throttle"):
             continue
         tf = by_index[int(rec.label.split(" ", 1)[0])]
         t0 = rec.at_ms
+        if tf.index in met:  # its bad host again, on a warm pool a later job took: no floor
+            minutes, recovered = history.fault_minutes(
+                rec, steps_per_minute=spm, end_ms=end_ms, decided_ms=decided_ms
+            )
+            losses.append(FaultLoss(tf, t0, minutes, (0.0, 0.0, 0.0, 0.0), recovered=recovered, again=True))
+            continue
+        met.add(tf.index)
         silent = tf.hang or tf.manifestation == "nccl_watchdog"  # does not end the job at once
         floor_detect = (METRIC_PERIOD_MS + DELIVERY_MS) if silent else DELIVERY_MS
         floor_stop = (KILL_AFTER_MS + DELIVERY_MS) if silent else 0

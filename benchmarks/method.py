@@ -121,9 +121,12 @@ def method_lines(person: Person) -> list[str]:
         f"{GPU_SCRIPT.lone_idle_minutes} datapoints while a peer is busy (> {GPU_SCRIPT.busy_percent:g} %) "
         f"in the same minutes ({GPU_SCRIPT.lone_idle_startup_minutes} during start-up), or every host idle "
         f"for {GPU_SCRIPT.whole_idle_minutes} datapoints after the start-up allowance. Both page the person "
-        f"when their own stops repeat {SCRIPT.loop_after} times with no new checkpoint (a save or compile "
-        "longer than the rule), leave that rule off, and the person, after their paged delay, doubles its "
-        "threshold. Their logs are the script's lines at its cadence (`drill.sim_cloudwatch.ScriptLogs`).",
+        f"when an ending repeats {SCRIPT.loop_after} times with no new checkpoint: their own stop (a save "
+        "or compile longer than the rule; the rule is left off) or a failure (a bad host back on the warm "
+        "pool the resubmission took: AWS keeps a pool's instances, bad ones too). The person, after their "
+        "paged delay, doubles a looping rule's threshold and resubmits, cold: they release the run's warm "
+        "pools first (UpdateTrainingJob, KeepAlive 0). A fault met again on a reused pool is scored in its "
+        "class with a zero floor. Their logs are the script's lines at its cadence (`drill.sim_cloudwatch.ScriptLogs`).",
         "- **(c), (d)** run the real handlers, service and adapters in the drill (state in memory, log "
         "reads answered by the simulator, an hourly reconcile). When sagewarden gives up on the run "
         "(restart budget, crash loop, a user error by policy) it pages, and the person resubmits it. "

@@ -15,12 +15,16 @@ afternoon, driving the simulated SageMaker through its public API (no sagewarden
     while a peer's newest is busy (above 50 % per GPU) -- 10 datapoints during the start-up
     allowance --, or every host idle for the last 10 datapoints after the allowance.
 
-Both know one thing a careful engineer adds after the first bad night: an automatic stop that
-repeats with no new checkpoint in between (a save or a compile longer than the rule allows) is a
-loop. The script then pages the person and leaves that rule off; the person, after their paged
-delay, doubles the rule's threshold (the start-up allowance when the stop came during start-up,
-else the window) and turns it back on. Hangs the rules miss wait for the person's eyes, as for
-(a) and (b) (:mod:`benchmarks.baselines`).
+Both know one thing a careful engineer adds after the first bad night: an ending that repeats
+with no new checkpoint in between is a loop -- the script's own stop (a save or a compile longer
+than the rule allows) or a failure (a bad host coming back on the warm pool the resubmission
+took: AWS keeps a pool's instances, bad ones included). The script then pages the person and
+leaves the resubmission to them (and a stop's rule off); the person, after their paged delay,
+doubles a looping rule's threshold (the start-up allowance when the stop came during start-up,
+else the window), turns it back on, and resubmits. Hangs the rules miss wait for the person's
+eyes, as for (a) and (b) (:mod:`benchmarks.baselines`). The person's resubmission is cold, as
+theirs is for every supervisor: they first release the run's warm pools (UpdateTrainingJob,
+``KeepAlivePeriodInSeconds`` 0, on each ended job whose pool is Available).
 
 The logs are the script's own lines at its cadence (:class:`drill.sim_cloudwatch.ScriptLogs`).
 GPU datapoints come from the simulator's metric model; the reads use its bounds
@@ -32,6 +36,7 @@ they do not -- :meth:`GpuRules.read` (the fast path) is tested to give what
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,6 +225,8 @@ class ScriptDriver(BaselineDriver):
         self._stopping: str | None = None  # the job the script stopped, until it has ended
         self._loop: dict[str, tuple[int, int]] = {}  # rule -> (checkpoint at its last stop, stops in a row)
         self._off: set[str] = set()  # rules the script left off after a loop, until the person looks
+        self._crashes: tuple[int, int] = (-1, 0)  # (checkpoint at the last failure, failures in a row)
+        self._paged = False  # a loop was handed to the person: the script resubmits nothing meanwhile
         self.stops: list[tuple[int, str, str]] = []  # (ms, rule, job) of the script's own stops
 
     def _request(self) -> dict[str, Any]:
@@ -228,6 +235,10 @@ class ScriptDriver(BaselineDriver):
         return request
 
     def _submit(self, who: str) -> None:
+        if who.startswith("person"):
+            self._paged = False
+            self._crashes = (-1, 0)
+            self._release_pools()
         try:
             super()._submit(who)
         except ClientError as err:  # throttled or over a quota: the next poll tries again
@@ -243,6 +254,31 @@ class ScriptDriver(BaselineDriver):
             super()._on_event(event)  # the person stopped it: they resubmit (or the script does first)
         # Failed and Stopped jobs otherwise wait for the script's next poll
 
+    def _release_pools(self) -> None:
+        """The person's cold start: every warm pool the run's ended jobs left is released."""
+        if self._current is not None and not self.sim.job(self._current).is_terminal:
+            return  # nothing to resubmit (the script was first)
+        for job in self.sim.jobs():
+            if not job.is_terminal or job.run_name != self.workload.name:
+                continue
+            try:
+                self.sim.update_training_job(
+                    TrainingJobName=job.name, ResourceConfig={"KeepAlivePeriodInSeconds": 0}
+                )
+            except ClientError:
+                continue  # no pool Available there (none kept, not yet settled, reused or gone)
+            self.actions.append((self.clock.now_ms, "person: release the warm pool", job.name))
+
+    def _page(self, what: str, name: str, then: Callable[[], None]) -> None:
+        """Page the person about a loop; ``then`` is what they do after their paged delay."""
+        self._paged = True
+        fault = self._fault_index()
+        k = self._pages.get(fault, 0)
+        self._pages[fault] = k + 1
+        delivered = self.clock.now_ms + round(self._delivery.uniform(1.0, 20.0) * 1000)
+        self.actions.append((delivered, f"page: script loops on {what}", name))
+        self._at(delivered + self.person.paged_delay_ms(fault, k), f"person handles the {what} loop", then)
+
     # -- the script ------------------------------------------------------------------------------
     def _poll(self) -> None:
         if self._done:
@@ -251,6 +287,8 @@ class ScriptDriver(BaselineDriver):
         self._at(self.clock.now_ms + self.poll_ms, "poll", self._poll)
 
     def _look(self) -> None:
+        if self._paged:
+            return  # the person has the run
         if self._current is None:
             self._submit("script")
             return
@@ -258,6 +296,8 @@ class ScriptDriver(BaselineDriver):
         status = d["TrainingJobStatus"]
         if status in ("Failed", "Stopped"):
             self._stopping = None
+            if status == "Failed" and self._failure_loops(self._current):
+                return
             self._submit("script")
         elif status == "InProgress" and d["SecondaryStatus"] == "Training" and self._stopping is None:
             started = max(
@@ -288,6 +328,17 @@ class ScriptDriver(BaselineDriver):
                 return rule
         return None
 
+    def _failure_loops(self, name: str) -> bool:
+        """A failure with no new checkpoint since the previous one: the second in a row pages."""
+        checkpoint = self._newest_checkpoint()
+        last, streak = self._crashes
+        streak = streak + 1 if checkpoint == last else 1
+        self._crashes = (checkpoint, streak)
+        if streak < self.rules.loop_after:
+            return False
+        self._page("failures", name, lambda: self._submit("person"))
+        return True
+
     def _stop(self, rule: str, started: int) -> None:
         name = self._current
         assert name is not None
@@ -304,16 +355,7 @@ class ScriptDriver(BaselineDriver):
             self._off.add(rule)
             self._loop.pop(rule)
             in_startup = now - started <= self._startup_span_ms(rule)
-            fault = self._fault_index()
-            k = self._pages.get(fault, 0)
-            self._pages[fault] = k + 1
-            delivered = now + round(self._delivery.uniform(1.0, 20.0) * 1000)
-            self.actions.append((delivered, f"page: script loops on {rule}", name))
-            self._at(
-                delivered + self.person.paged_delay_ms(fault, k),
-                "person retunes the script",
-                lambda: self._retune(rule, in_startup),
-            )
+            self._page(rule, name, lambda: self._retune(rule, in_startup))
         self._at(now + self.rules.stop_check_seconds * 1000, "until stopped", self._until_stopped)
 
     def _startup_span_ms(self, rule: str) -> int:
@@ -328,7 +370,8 @@ class ScriptDriver(BaselineDriver):
             return
         if self.sim.describe_training_job(TrainingJobName=self._stopping)["TrainingJobStatus"] == "Stopped":
             self._stopping = None
-            self._submit("script")
+            if not self._paged:
+                self._submit("script")
             return
         self._at(
             self.clock.now_ms + self.rules.stop_check_seconds * 1000, "until stopped", self._until_stopped
@@ -350,6 +393,7 @@ class ScriptDriver(BaselineDriver):
             self.gpu.rules = r
         self._off.discard(rule)
         self.actions.append((self.clock.now_ms, f"person: retune the script ({rule})", self._current or ""))
+        self._submit("person")  # once the stopped job has ended (else the script's next look does)
 
 
 def run_script(

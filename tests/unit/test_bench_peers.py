@@ -346,3 +346,54 @@ def test_the_simulators_stream_lookup_finds_what_its_stream_listing_holds() -> N
         assert sim.log_stream(bad) is None
     with pytest.raises(Exception, match="ResourceNotFoundException"):
         SimulatedLogs(sim).get_log_events(logGroupName=TRAINING_LOG_GROUP, logStreamName=f"{job}/algo-13-1")
+
+
+# ----------------------------------------------------------------------------------------------
+# A bad host on the warm pool the resubmission took (AWS keeps a pool's instances, bad ones too)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_bad_host_back_on_the_reused_pool_is_a_failure_loop_the_person_resubmits_cold() -> None:
+    # seed 3: the GPU crash's pool is Available before the poll at 85 min, so the resubmission
+    # takes it and the bad host fails it again 5 min into Training; no checkpoint in between
+    trace = _trace((75.0, "xid_crash", True))
+    result, _ = run_script("script", SMALL, trace, PERSON, seed=3)
+    assert result.completed
+    jobs = sorted(result.jobs, key=lambda j: j.created_ms)
+    assert [(j.status, j.warm_pool_used) for j in jobs] == [
+        ("Failed", False),
+        ("Failed", True),
+        ("Completed", False),
+    ]
+    whats = [who for _, who, _ in result.actions]
+    # the second failure in a row pages; the script resubmits nothing until the person does
+    assert whats == [
+        "start: resubmit",
+        "script: resubmit",
+        "page: script loops on failures",
+        "person: resubmit",
+    ]
+    a = _account(result, trace)
+    first, again = a.losses
+    assert first.fault is again.fault and not first.again and again.again
+    assert first.floor_min > 0 and again.floor == (0.0, 0.0, 0.0, 0.0)  # nothing forced the pool's reuse
+    assert a.fault_count() == 1 and a.count(first.cls) == 1
+    # the first recovery, onto the bad pool, looked quick (warm); the loss it led to is all excess
+    assert a.excess_gpu_hours() == pytest.approx(
+        a.gpu_hours(first.total_min - first.floor_min + again.total_min)
+    )
+    assert again.total_min > first.floor_min - first.total_min
+
+
+def test_the_person_releases_the_runs_warm_pools_before_resubmitting() -> None:
+    # a person quick to answer the page finds the second job's pool Available (bad host inside):
+    # they release it (UpdateTrainingJob KeepAlivePeriodInSeconds 0), so their resubmission is cold
+    quick = Person(seed=3, paged_median_min=6.0, paged_sigma=0.0)
+    trace = _trace((75.0, "xid_crash", True))
+    result, driver = run_script("script", SMALL, trace, quick, seed=3)
+    assert result.completed
+    jobs = sorted(result.jobs, key=lambda j: j.created_ms)
+    released = [job for _, who, job in result.actions if who == "person: release the warm pool"]
+    assert released == [jobs[1].name]
+    assert driver.sim.warm_pools.pool_of(jobs[1].name).status == "Terminated"
+    assert not jobs[2].warm_pool_used and jobs[2].status == "Completed"
