@@ -397,3 +397,51 @@ def test_the_person_releases_the_runs_warm_pools_before_resubmitting() -> None:
     assert released == [jobs[1].name]
     assert driver.sim.warm_pools.pool_of(jobs[1].name).status == "Terminated"
     assert not jobs[2].warm_pool_used and jobs[2].status == "Completed"
+
+
+# ----------------------------------------------------------------------------------------------
+# Seeds: reproducible, and the per-seed ratio to the best peer summarised by median and range
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["script", "gpuscript"])
+def test_a_seeds_peer_run_is_reproducible(kind: str) -> None:
+    trace = _trace((75.0, "xid_crash", True), (300.0, "dead_host", True), compile_min=7.0)
+    runs = [_account(run_script(kind, SMALL, trace, PERSON, seed=5)[0], trace) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0].losses
+
+
+def test_benign_draws_are_reproducible_per_seed_and_differ_between_seeds() -> None:
+    from benchmarks.trace import generate
+
+    def draw(seed: int) -> Trace:
+        return generate(seed=seed, hosts=256, gpus_per_host=8, horizon_hours=240, benign=True)
+
+    assert draw(4) == draw(4)
+    assert (draw(4).phases, draw(4).compile_min) != (draw(5).phases, draw(5).compile_min)
+
+
+def test_the_ratio_to_the_best_peer_is_taken_per_seed_then_summarised() -> None:
+    from benchmarks.accounting import Account, FaultLoss
+    from benchmarks.seeds import SeedResult, _ratios, best_peer, med
+    from benchmarks.sidebyside import SideBySide
+
+    def acct(excess_min: float) -> Account:
+        tf = TraceFault(1, 10.0, "test", "xid_crash", 2, False, None)
+        loss = FaultLoss(tf, 0, (excess_min + 1.0, 0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))
+        return Account("x", 16, [loss], 100.0, 90.0, 95.0, True)
+
+    # seed 1: (e) is the best peer; seed 2: (e2) is; (a) and (b) lose more in both
+    per_seed = {
+        1: {"a": 90, "b": 80, "e": 10, "e2": 20, "d": 5},
+        2: {"a": 90, "b": 80, "e": 40, "e2": 20, "d": 30},
+    }
+    results = []
+    for seed, minutes in per_seed.items():
+        sbs = SideBySide(f"seed {seed}", SMALL, _trace())
+        sbs.accounts = {k: acct(m) for k, m in minutes.items()}
+        results.append(SeedResult(seed, sbs))
+    assert [best_peer(r.sbs.accounts)[0] for r in results] == ["e", "e2"]
+    assert _ratios(results, "d", None, excess=True) == pytest.approx([0.5, 1.5])
+    assert _ratios(results, "d", "e", excess=True) == pytest.approx([0.5, 0.75])
+    assert med(_ratios(results, "d", None, excess=True)) == "1.000 (0.500-1.500)"
