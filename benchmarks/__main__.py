@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import io
 import multiprocessing
+import resource
 import statistics
 import sys
 import time
@@ -312,11 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     pool.shutdown()
     out.append("")
     total = time.perf_counter() - started
+    cpu = sum(
+        getattr(resource.getrusage(who), field)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for field in ("ru_utime", "ru_stime")
+    )
     out.append(
         f"This file and the chart took {total / 60:.1f} min of wall clock to regenerate (`make bench`: "
         f"{len(trace_seeds)} trace seeds x 6 supervisors, the person-delay variants, the stress run, every "
         f"table above, the chart; the side-by-side runs in {args.jobs} worker process(es) next to the rest, "
-        "so their wall times above overlap) on this machine."
+        f"so their wall times above overlap) on this machine, and {cpu / 60:.1f} min of CPU time over its "
+        "processes (on a machine shared with other work the wall clock is longer than its cores alone "
+        "would take; the wall times above are then stretched the same way)."
     )
     head = [
         f"## Side by side: six supervisors, {len(results)} trace seeds",
