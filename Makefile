@@ -34,7 +34,7 @@ AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 # The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
 CDK = npx --no-install cdk
 
-.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint format synth bench bootstrap doctor \
+.PHONY: help prereqs prereqs-cdk cdk-cli setup lock demo drill test test-fast soak lint checkov format synth bench bootstrap doctor \
 	deploy destroy clean openapi soak-api
 
 help:
@@ -47,15 +47,20 @@ prereqs:
 prereqs-cdk:
 	@sh scripts/check-prereqs.sh "$(if $(wildcard $(PY)),$(PY),$(PYTHON))" --npm
 
-$(VENV)/.installed: pyproject.toml | prereqs
-	@echo "==> creating $(VENV) and installing the pinned Python packages (first time: about 2 minutes)"
+$(VENV)/.installed: pyproject.toml requirements.lock | prereqs
+	@echo "==> creating $(VENV) and installing the locked Python packages (first time: about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --progress-bar off pip
-	$(PY) -m pip install --progress-bar off ".[infra,dev]"
+	$(PY) -m pip install --progress-bar off -r requirements.lock
+	$(PY) -m pip install --progress-bar off --no-deps ".[infra,dev]"
 	@echo "==> $(VENV) ready"
 	touch $@
 
-setup: prereqs $(VENV)/.installed ## create .venv with the pinned dependencies
+setup: prereqs $(VENV)/.installed ## create .venv with the locked dependencies (requirements.lock)
+
+lock: setup ## regenerate requirements.lock from pyproject.toml's ranges (keeps current pins; UPGRADE=1 takes the newest)
+	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links --extra infra --extra dev \
+		$(if $(UPGRADE),--upgrade) -o requirements.lock pyproject.toml
 
 demo: setup ## local drill on a simulated account (no AWS needed)
 	$(PY) -m drill $(SCENARIO)
@@ -83,11 +88,26 @@ soak: setup ## 10,000 random interleavings + a crash at every port call (prints 
 	  $(PY) -m pytest tests/soak -p no:randomly
 	$(MAKE) soak-api
 
-lint: setup ## ruff (lint + format check) and mypy (strict on the domain)
+lint: setup ## ruff (lint + format check), mypy (strict on the domain) and checkov on the template
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
-	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts
+	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts examples/platform-app/app.py
+	$(MAKE) checkov
+
+# checkov pins an older boto3 than the project: it gets a virtualenv of its own, installed from
+# its own lock (requirements-checkov.lock)
+CHECKOV_VENV ?= .venv-checkov
+$(CHECKOV_VENV)/.installed: requirements-checkov.lock | prereqs
+	@echo "==> creating $(CHECKOV_VENV) from requirements-checkov.lock"
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --progress-bar off -r requirements-checkov.lock
+	touch $@
+
+checkov: setup $(CHECKOV_VENV)/.installed ## checkov on a fresh synth; fails on any finding .checkov.yaml does not accept
+	rm -rf .cache/checkov-synth
+	CDK_OUTDIR=.cache/checkov-synth $(PY) app.py > /dev/null
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f .cache/checkov-synth/*.template.json
 
 format: setup
 	$(PY) -m ruff format .

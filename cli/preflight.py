@@ -47,7 +47,7 @@ SIGTERM_GRACE_S = 120
 @dataclass(frozen=True)
 class Finding:
     level: str  # "warning" | "note"
-    check: str  # checkpoint | max-runtime | efa | warm-pool | collective-timeout | quota
+    check: str  # checkpoint | max-runtime | efa | slow-fabric | warm-pool | collective-timeout | quota
     message: str
 
     def to_json(self) -> dict[str, str]:
@@ -152,6 +152,19 @@ def review(job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
                     "sockets. NCCL_DEBUG puts NCCL's errors into the log tail sagewarden classifies",
                 )
             )
+
+    # the run-time fabric check (domain/fabric.py) reads NCCL's INFO lines
+    efa_jobs = [(t, c) for t, c in dict.fromkeys(choices) if c > 1 and EFA_GPU_FAMILY.match(t)]
+    if efa_jobs and str(env.get("NCCL_DEBUG", "")).strip().upper() not in ("INFO", "TRACE"):
+        findings.append(
+            Finding(
+                "note",
+                "slow-fabric",
+                "set NCCL_DEBUG=INFO (Environment or policy.environment_defaults) so sagewarden can see "
+                "which network NCCL selects and flag a job that falls back to TCP sockets instead of EFA "
+                "(policy.slow_fabric_check)",
+            )
+        )
 
     # warm pools: what each attempt asks SageMaker to keep (none for managed spot)
     findings.append(Finding("note", "warm-pool", _warm_pool(job, policy)[1]))

@@ -363,6 +363,8 @@ class DrillRunner:
                         "end_reason": a["end_reason"],
                         "hang_signals": hang_signals(a),
                         "stop_intent": a["stop_intent"],
+                        "infra_check": a["infra_check"],
+                        "fabric": a["fabric"],
                         "sagemaker": f"{a['sagemaker_status']}/{a['secondary_status']}",
                         "requested_at": a["requested_at"],
                         "training_started_at": a["training_started_at"],

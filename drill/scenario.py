@@ -327,13 +327,14 @@ PROFILE_FIELDS = _from_dataclass(
         "steps_per_minute": _at_least(0),
         "checkpoint_every_steps": _at_least(0),
         "checkpoint_layout": _one_of(CHECKPOINT_LAYOUTS),
+        "nccl_transport": _one_of(("efa", "socket")),
         "checkpoint_write_seconds": _time,
         "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)
         "gpu_util_per_host": _at_least(0),
         "log_lines_per_minute": _at_least(0),
     },
 )
-STARTUP_FIELDS = _from_dataclass(StartupTimes, {})
+STARTUP_FIELDS = _from_dataclass(StartupTimes, {"infra_check_on_bad_host": _one_of(("replace", "fail"))})
 DELIVERY_FIELDS = _from_dataclass(
     Delivery, {"duplicate_rate": _rate, "drop_rate": _rate, "min_delay_s": _time, "max_delay_s": _time}
 )

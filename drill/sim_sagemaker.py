@@ -34,6 +34,7 @@ from typing import Any
 
 from drill.clock import VirtualClock, from_ms
 from drill.sim import faults, series
+from drill.sim import hosts as sim_hosts
 from drill.sim.lifecycle import SimCore
 from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
@@ -199,6 +200,11 @@ class SimSageMaker(SimCore):
 
         if pool is not None:  # the pool's instances, bad ones included (KeepAlive or not)
             self.warm_pools.take(pool, job, now)
+        sim_hosts.take_lemons(self, job)  # new instances may include a bad host that came back
+        check_ms, check_fails = 0, None
+        if sim_hosts.wants_infra_check(request):
+            job.infra_check = True
+            check_ms, check_fails = sim_hosts.infra_check(self, job)
         capacity = None if job.warm_pool_used else faults.take_capacity_fault(self, job)
         message = WARM_STARTING_MESSAGE if job.warm_pool_used else STATUS_MESSAGES["Starting"]
         self._transition(job, now, "InProgress", "Starting", message)
@@ -207,9 +213,13 @@ class SimSageMaker(SimCore):
             job._capacity = capacity
             delay = max(round(capacity.fault.after_training_min * MINUTE_MS), 1000)
             self._set_timer(job, now + delay, "pending")
+        elif check_fails is not None:
+            job._infra_check_host = check_fails
+            provision = self.startup.warm_provision_s if job.warm_pool_used else self.startup.provision_s
+            self._set_timer(job, now + provision * 1000 + check_ms, "infra_check_fail")
         else:
             provision = self.startup.warm_provision_s if job.warm_pool_used else self.startup.provision_s
-            self._set_timer(job, now + provision * 1000, "downloading")
+            self._set_timer(job, now + provision * 1000 + check_ms, "downloading")
         self._reschedule(job)
         return {"TrainingJobArn": arn, "ResponseMetadata": self._response_metadata()}
 
@@ -251,7 +261,7 @@ class SimSageMaker(SimCore):
             r.get("EnableInterContainerTrafficEncryption", False)
         )
         out["EnableManagedSpotTraining"] = bool(r.get("EnableManagedSpotTraining", False))
-        for key in ("CheckpointConfig", "Environment", "RetryStrategy"):
+        for key in ("CheckpointConfig", "Environment", "RetryStrategy", "InfraCheckConfig"):
             if key in r:
                 out[key] = copy.deepcopy(r[key])
         if job.ended_ms is not None and job.provisioned_ms is not None:

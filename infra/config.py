@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from infra import constants
 from sagewarden import keys
 from sagewarden.domain.policy import PolicyError, RunPolicy
+
+from . import constants
 
 # Context keys (camelCase, as typed on the command line)
 CTX_ALERT_EMAIL = "alertEmail"
@@ -33,6 +34,9 @@ CTX_API_LOGGING = "apiLogging"
 CTX_CHECKPOINT_KMS_KEY_ARNS = "checkpointKmsKeyArns"
 CTX_STACK_NAME = "stackName"
 CTX_TRACING = "tracing"
+CTX_ADMIN_ROLE_ARNS = "adminRoleArns"
+CTX_TABLE_KMS_KEY_ARN = "tableKmsKeyArn"
+CTX_RESERVED_CONCURRENCY = "reservedConcurrency"
 
 CONTEXT_KEYS = (
     CTX_STACK_NAME,
@@ -48,6 +52,9 @@ CONTEXT_KEYS = (
     CTX_API_LOGGING,
     CTX_CHECKPOINT_KMS_KEY_ARNS,
     CTX_TRACING,
+    CTX_ADMIN_ROLE_ARNS,
+    CTX_TABLE_KMS_KEY_ARN,
+    CTX_RESERVED_CONCURRENCY,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -102,6 +109,15 @@ class SupervisorConfig:
     tracing: bool = False
     # KMS keys of SSE-KMS checkpoint buckets: checkpoint discovery gets kms:Decrypt on them.
     checkpoint_kms_key_arns: tuple[str, ...] = ()
+    # IAM roles whose sessions may cancel and resume any run (everyone else: only their own)
+    admin_role_arns: tuple[str, ...] = ()
+    # A customer-managed KMS key (same region) for the state table, which stores every run's
+    # request; None: the AWS-managed DynamoDB key
+    table_kms_key_arn: str | None = None
+    # Reserved concurrency for each function (constants.FunctionSpec.reserved_concurrency, 33 in
+    # all). Off by default: AWS refuses a reservation that leaves fewer than 100 unreserved
+    # executions in the region, and a new account has 10 in all.
+    reserved_concurrency: bool = False
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.match(self.stack_name) or len(self.stack_name) > STACK_NAME_MAX:
@@ -119,6 +135,17 @@ class SupervisorConfig:
                 )
         if len(set(self.allowed_role_arns)) != len(self.allowed_role_arns):
             raise ConfigError(f"{CTX_ALLOWED_ROLE_ARNS}: duplicate entries")
+        for arn in self.admin_role_arns:
+            if not _ROLE_ARN.match(arn):
+                raise ConfigError(
+                    f"{CTX_ADMIN_ROLE_ARNS}: not an IAM role ARN: {arn!r} "
+                    "(expected arn:aws:iam::<12-digit account>:role/<name>)"
+                )
+        if self.table_kms_key_arn is not None and not _KMS_KEY_ARN.match(self.table_kms_key_arn):
+            raise ConfigError(
+                f"{CTX_TABLE_KMS_KEY_ARN}: not a KMS key ARN: {self.table_kms_key_arn!r} "
+                "(expected arn:aws:kms:<region>:<account>:key/<key id>; an alias does not work in IAM)"
+            )
         if not _JOB_PREFIX.match(self.job_prefix):
             raise ConfigError(f"{CTX_JOB_PREFIX}: must be 1-8 characters [a-z0-9], got {self.job_prefix!r}")
         for bucket in self.checkpoint_buckets:
@@ -162,6 +189,10 @@ class SupervisorConfig:
     @property
     def allowed_role_arns_json(self) -> str:
         return json.dumps(list(self.allowed_role_arns), separators=(",", ":"))
+
+    @property
+    def admin_role_arns_json(self) -> str:
+        return json.dumps(list(self.admin_role_arns), separators=(",", ":"))
 
     @property
     def powertools_layer_parameter(self) -> str:
@@ -209,6 +240,7 @@ class SupervisorConfig:
             (CTX_API_GATEWAY_ACCOUNT_ROLE, "api_gateway_account_role"),
             (CTX_API_LOGGING, "api_logging"),
             (CTX_TRACING, "tracing"),
+            (CTX_RESERVED_CONCURRENCY, "reserved_concurrency"),
         ):
             flag = context.get(ctx_key)
             if flag is not None:
@@ -216,6 +248,12 @@ class SupervisorConfig:
         kms_keys = context.get(CTX_CHECKPOINT_KMS_KEY_ARNS)
         if kms_keys is not None:
             kwargs["checkpoint_kms_key_arns"] = parse_str_list(kms_keys, CTX_CHECKPOINT_KMS_KEY_ARNS)
+        admins = context.get(CTX_ADMIN_ROLE_ARNS)
+        if admins is not None:
+            kwargs["admin_role_arns"] = parse_str_list(admins, CTX_ADMIN_ROLE_ARNS)
+        table_key = _optional_str(context.get(CTX_TABLE_KMS_KEY_ARN))
+        if table_key is not None:
+            kwargs["table_kms_key_arn"] = table_key
         return cls(**kwargs)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 from sagewarden import keys
+
+from . import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 
 # --- Stack ------------------------------------------------------------------------------------
 STACK_ID = "Sagewarden"  # the default stack name (context `stackName`)
@@ -115,6 +116,9 @@ class FunctionSpec:
     # it runs for every training job of the region, so sampled traces would cost more than its
     # Lambda requests (scripts/heartbeat_cost.py).
     tracing: bool = True
+    # Reserved concurrency with `reservedConcurrency=true` (off by default: AWS refuses any
+    # reservation that leaves fewer than 100 unreserved executions, and a new account has 10)
+    reserved_concurrency: int = 1
 
 
 API_FUNCTION = FunctionSpec(
@@ -123,6 +127,7 @@ API_FUNCTION = FunctionSpec(
     description="sagewarden REST API: submit, list, inspect and cancel runs",
     timeout_seconds=29,  # API Gateway's integration timeout
     memory_mb=512,
+    reserved_concurrency=10,  # people and the CLI; API Gateway throttles at 20 requests/s anyway
 )
 JOB_STATE_FUNCTION = FunctionSpec(
     construct_id="JobStateFunction",
@@ -130,6 +135,7 @@ JOB_STATE_FUNCTION = FunctionSpec(
     description="sagewarden: react to SageMaker training job state changes",
     timeout_seconds=90,
     memory_mb=512,
+    reserved_concurrency=5,  # asynchronous: a throttled event waits in Lambda's queue (retried up to 6 h)
 )
 ALARM_STATE_FUNCTION = FunctionSpec(
     construct_id="AlarmStateFunction",
@@ -137,6 +143,7 @@ ALARM_STATE_FUNCTION = FunctionSpec(
     description="sagewarden: react to hang alarm state changes",
     timeout_seconds=90,
     memory_mb=512,
+    reserved_concurrency=5,  # asynchronous, as above
 )
 SWEEP_FUNCTION = FunctionSpec(
     construct_id="SweepFunction",
@@ -146,6 +153,7 @@ SWEEP_FUNCTION = FunctionSpec(
     # should stop taking new work when little time remains: the next tick carries on.
     timeout_seconds=60,
     memory_mb=512,
+    reserved_concurrency=2,  # one works (the lease); a tick that overlaps it finds the lease taken
 )
 HEARTBEAT_FUNCTION = FunctionSpec(
     construct_id="HeartbeatFunction",
@@ -154,6 +162,7 @@ HEARTBEAT_FUNCTION = FunctionSpec(
     timeout_seconds=60,
     memory_mb=256,
     tracing=False,
+    reserved_concurrency=10,  # asynchronous (log subscription deliveries); throttled ones are retried
 )
 ALL_FUNCTIONS = (
     API_FUNCTION,

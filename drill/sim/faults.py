@@ -147,6 +147,10 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         _record(sim, job, f, host, t)
     if f.bad_host or f.kind in BAD_HOST_KINDS:
         job._bad_hosts[host] = f  # bad hardware: it stays bad in a warm pool the job leaves
+    if f.returns_cold > 0:
+        from drill.sim.hosts import remember_lemon
+
+        remember_lemon(sim, job, host, f)
     if f.restart_capacity_min is not None and job.run_name is not None:
         sim.arm(
             Fault(
@@ -221,8 +225,9 @@ def crash(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     lines = f.log_lines
     if f.kind == "algorithm_error" and not lines:
         lines = (DEFAULT_ALGORITHM_LOG_LINE,)
+    printer = min(max(f.log_host, 1), job.instance_count) if f.log_host is not None else host
     for line in lines:
-        sim.logs.write_line(job, host, t, line)
+        sim.logs.write_line(job, printer, t, line)
     if f.half_written_checkpoint:
         sim.checkpoint_writer.write_half(job)
     job._save = None

@@ -26,6 +26,7 @@ from typing import Any
 from drill.clock import VirtualClock
 from drill.sim import faults
 from drill.sim.checkpoints import CheckpointWriter
+from drill.sim.hosts import INFRA_CHECK_FAILURE_REASON, Lemon, training_start_lines
 from drill.sim.logs import SimLogs
 from drill.sim.model import (
     Fault,
@@ -102,6 +103,7 @@ class SimCore:
         self.fault_records: list[FaultRecord] = []  # every training fault that fired, in order
         self._run_healthy_ms: dict[str, int] = {}  # per run name: healthy Training ms of ended phases
         self.warm_pools = WarmPools(warm_pools or WarmPoolSettings())
+        self.lemons: list[Lemon] = []  # bad hosts that come back on new instances (drill/sim/hosts.py)
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
         self._advancing = False
@@ -317,6 +319,9 @@ class SimCore:
             job.ended_reason = "completed"
             self._transition(job, t, "Completed", "Completed")
             self._finish(job, t)
+        elif timer == "infra_check_fail":
+            job.ended_reason = "infra_check"
+            self._fail(job, t, INFRA_CHECK_FAILURE_REASON.format(host=job._infra_check_host))
         elif timer == "fault_crash":
             state, job._pending_crash = job._pending_crash, None
             assert state is not None
@@ -345,6 +350,8 @@ class SimCore:
                 self.logs.write_line(job, host, t, line)
             if resume > 0:
                 self.logs.write_line(job, host, t, f"Resuming training from global step {resume}")
+            for line in training_start_lines(job, host):
+                self.logs.write_line(job, host, t, line)
         for state in self._faults:
             f = state.fault
             if f.kind in TRAINING_FAULTS and not state.consumed and faults.matches(f, job):

@@ -32,6 +32,11 @@ class JobProfile:
     straggler_gpu_util: float = 240.0
     progress_metric: str = "train:throughput"  # a MetricDefinitions metric, reported each minute of training
     startup_log_lines: tuple[str, ...] = ("Loading model...", "Initializing process group")
+    # the training-script contract's fingerprint line, once per host at Training start
+    # (drill/sim/hosts.py), and the network NCCL selects ("efa" | "socket"; printed with
+    # NCCL_DEBUG=INFO in the job's Environment)
+    fingerprints: bool = False
+    nccl_transport: str = "efa"
 
 
 def script_profile(request: dict[str, Any]) -> JobProfile:
@@ -54,6 +59,12 @@ class StartupTimes:
     warm_download_s: int = 15
     upload_s: int = 60  # Uploading before Completed
     stop_s: int = 60  # Stopping -> Stopped after StopTrainingJob (SIGKILL at 120 s)
+    # InfraCheckConfig.EnableInfraCheck: the check's extra time in Starting, drawn per job (AWS
+    # publishes no figure: an adversarial range), and what it does with a bad host it finds
+    # ("replace": the job starts on good instances; "fail": the job fails naming it)
+    infra_check_min_s: int = 300
+    infra_check_max_s: int = 1800
+    infra_check_on_bad_host: str = "replace"
 
 
 @dataclass
@@ -107,6 +118,14 @@ class Fault:
     during_save: bool = False
     # quota only: the limit ResourceLimitExceeded names (None: the request's own instance count)
     quota_limit: int | None = None
+    # the fault's host comes back (same serials) in the run's next this-many jobs of the same
+    # instance type on new instances (drill/sim/hosts.py: a "lemon")
+    returns_cold: int = 0
+    # SageMaker's infra check (InfraCheckConfig) finds this bad host before Training (False: an
+    # intermittent fault a short check misses)
+    infra_check_finds: bool = True
+    # which host writes the fault's log lines (None: its own ``host``), e.g. a peer naming it
+    log_host: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -232,6 +251,9 @@ class SimJob:
     # a warm pool the job leaves, and ``_inherited`` are those a job met on the pool it reused
     _bad_hosts: dict[int, Fault] = field(default_factory=dict)
     _inherited: dict[int, Fault] = field(default_factory=dict)
+    _serials: dict[int, str] = field(default_factory=dict)  # GPU serials per host (drill/sim/hosts.py)
+    infra_check: bool = False  # the request's InfraCheckConfig.EnableInfraCheck
+    _infra_check_host: int = 0  # the bad host the check found when the job fails for it
     _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
     _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come

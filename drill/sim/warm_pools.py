@@ -39,6 +39,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from drill.sim.hosts import serials
 from drill.sim.model import Fault, SimJob
 from drill.sim.texts import client_error
 
@@ -82,6 +83,7 @@ class WarmPool:
     settles_ms: int  # when it becomes Available (or is known not kept: Terminated)
     kept: bool  # the ending allows a pool (before the quota is looked at)
     bad_hosts: dict[int, Fault]
+    serials: dict[int, str] = field(default_factory=dict)  # the instances' GPU serials, per host
     status: str | None = None  # None until it settles
     available_ms: int | None = None
     gone_ms: int | None = None  # when it stopped being Available (released, expired, reused)
@@ -187,6 +189,7 @@ class WarmPools:
         job.warm_pool_used = True
         job._inherited = dict(pool.bad_hosts)
         job._bad_hosts.update(pool.bad_hosts)  # the same instances: still bad
+        job._serials.update(pool.serials)  # ... with the same GPUs
 
     def refires(self, job: SimJob) -> list[Fault]:
         """The faults of the bad hosts a job met on the pool it took, as they fire in it."""
@@ -202,6 +205,7 @@ class WarmPools:
                 after_run_training_min=None,
                 once=True,
                 restart_capacity_min=None,
+                returns_cold=0,
                 during_save=False,
                 half_written_checkpoint=False,
             )
@@ -225,6 +229,7 @@ class WarmPools:
             settles_ms=t + delay_s * 1000,
             kept=ending_keeps_pool(job),
             bad_hosts=dict(job._bad_hosts),
+            serials={h: serials(job, h) for h in range(1, job.instance_count + 1)},
         )
         job._pool = pool
         self._by_job[job.name] = pool

@@ -26,11 +26,12 @@ from aws_cdk import ArnFormat, CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.functions import SupervisorFunction, SupervisorFunctions
-from infra.constructs.nag import acknowledge, resource_finding
 from sagewarden import alarm_shapes, keys
+
+from .. import constants
+from ..config import SupervisorConfig
+from .functions import SupervisorFunction, SupervisorFunctions
+from .nag import acknowledge, resource_finding
 
 SHAPE_CHECK_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:TagResource", "cloudwatch:DeleteAlarms")
 
@@ -62,6 +63,10 @@ class AlarmShapeCheck(Construct):
             layer=functions.layer,
             architecture=functions.architecture,
             environment=functions.powertools_environment,
+            log_key=functions.log_key,
+            reserved_concurrency=constants.SHAPE_CHECK_FUNCTION.reserved_concurrency
+            if config.reserved_concurrency
+            else None,
         )
         # CloudFormation invokes the function asynchronously; a second run after a function
         # error would answer a request that is already answered.

@@ -1,4 +1,5 @@
-"""The SNS topic people subscribe to for run alerts, encrypted with its own KMS key."""
+"""The SNS topic people subscribe to for run alerts, and the stack's KMS key (the topic's, and
+the log groups' of the functions and the API: their logs carry training log tails)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 _CLOUDWATCH = "cloudwatch.amazonaws.com"
+# CloudWatch Logs' regional service principal: it encrypts a log group's events with the key
+_LOGS_ACTIONS = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
 
 
 class Alerts(Construct):
@@ -19,10 +22,11 @@ class Alerts(Construct):
     KMS data-key actions). CloudWatch alarms of this stack (e.g. the dead-letter-queue alarm)
     may publish too: the key policy and topic policy allow ``cloudwatch.amazonaws.com`` for
     alarms of this account only; without that an alarm action on an encrypted topic fails
-    silently.
+    silently. CloudWatch Logs may use the key for the log groups of this account and region
+    (``grant_logs``: the functions' and the API's log groups are encrypted with it).
 
     Attributes:
-        key: the ``kms.Key`` of the topic.
+        key: the ``kms.Key`` of the topic and of the stack's log groups.
         topic: the ``sns.Topic``.
         email_subscription: the ``sns.Subscription`` when an alert e-mail is configured.
     """
@@ -34,9 +38,10 @@ class Alerts(Construct):
         self.key = kms.Key(
             self,
             "TopicKey",
-            description="sagewarden alert topic encryption",
+            description="sagewarden alert topic and log group encryption",
             enable_key_rotation=True,
-            # Only in-flight notifications are encrypted with it; nothing to keep after destroy.
+            # In-flight notifications and the stack's own log groups (destroyed with the stack)
+            # are encrypted with it; nothing to keep after destroy.
             removal_policy=RemovalPolicy.DESTROY,
             pending_window=Duration.days(7),
         )
@@ -46,6 +51,25 @@ class Alerts(Construct):
                 principals=[iam.ServicePrincipal(_CLOUDWATCH)],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
+            )
+        )
+
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchLogsOfThisAccountAndRegion",
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=_LOGS_ACTIONS,
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
             )
         )
 

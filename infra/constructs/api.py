@@ -19,12 +19,13 @@ import json
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import constants
-from infra.constructs.nag import acknowledge
+from .. import constants
+from .nag import acknowledge
 
 # (method, path) of every route, in the order they are created.
 ROUTES = (
@@ -76,6 +77,7 @@ class SupervisorApi(Construct):
         account_cloud_watch_role: bool = False,
         logging: bool = True,
         tracing: bool = False,
+        log_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -85,6 +87,7 @@ class SupervisorApi(Construct):
             self.access_log_group = logs.LogGroup(
                 self,
                 "AccessLogs",
+                encryption_key=log_key,
                 retention=logs.RetentionDays[constants.LOG_RETENTION],
                 removal_policy=RemovalPolicy.DESTROY,
             )

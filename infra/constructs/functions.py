@@ -15,14 +15,15 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.nag import acknowledge
+from .. import constants
+from ..config import SupervisorConfig
+from .nag import acknowledge
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 
@@ -47,12 +48,16 @@ class SupervisorFunction(Construct):
         layer: lambda_.ILayerVersion,
         architecture: lambda_.Architecture,
         environment: Mapping[str, str],
+        log_key: kms.IKey,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
+        # encrypted with the stack's key: a function's log carries training log tails and errors
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
+            encryption_key=log_key,
             retention=logs.RetentionDays[constants.LOG_RETENTION],
             removal_policy=RemovalPolicy.DESTROY,
         )
@@ -80,6 +85,7 @@ class SupervisorFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             environment=dict(environment),
+            reserved_concurrent_executions=reserved_concurrency,
         )
         acknowledge(
             self.function,
@@ -105,6 +111,7 @@ class SupervisorFunctions(Construct):
         layer_parameter_name: the public SSM parameter name it is resolved from.
         code: the shared ``lambda_.Code`` asset.
         architecture: the functions' ``lambda_.Architecture``.
+        log_key: the ``kms.IKey`` every function's log group is encrypted with.
         powertools_environment: the Powertools settings every function gets (service name,
             metrics namespace, log level).
         api, job_state, alarm_state, sweep, heartbeat: the ``SupervisorFunction`` wrappers.
@@ -118,8 +125,10 @@ class SupervisorFunctions(Construct):
         *,
         config: SupervisorConfig,
         environment: Mapping[str, str],
+        log_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.log_key = log_key
         self.layer_parameter_name = config.powertools_layer_parameter
         # A CloudFormation parameter of type AWS::SSM::Parameter::Value<String>: resolved by
         # CloudFormation at deploy time, a token at synth time (no AWS call, no context lookup).
@@ -150,6 +159,8 @@ class SupervisorFunctions(Construct):
                 layer=self.layer,
                 architecture=architecture,
                 environment={**full_environment, "POWERTOOLS_TRACE_DISABLED": "false" if traced else "true"},
+                log_key=log_key,
+                reserved_concurrency=spec.reserved_concurrency if config.reserved_concurrency else None,
             )
 
         self.api = make(constants.API_FUNCTION)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from sagewarden import keys
 
 TTL_ATTRIBUTE = "expires_at"
+
+# What a principal needs on a customer-managed table key to read and write the table: DynamoDB
+# uses the key on the caller's behalf (kms:ViaService), so only through DynamoDB
+KEY_ACTIONS = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey")
 
 # Item-level data actions the supervisor needs. No Scan: every read goes through a key or one
 # of the three indexes. (TransactWriteItems is authorised through these per-item actions.)
@@ -35,15 +40,24 @@ GLOBAL_SECONDARY_INDEXES = (
 
 
 class StateTable(Construct):
-    """On-demand table with PITR, SSE (AWS managed key), TTL and the three shared GSIs.
+    """On-demand table with PITR, SSE, TTL and the three shared GSIs.
+
+    SSE uses the AWS-managed DynamoDB key, or the customer-managed key ``kms_key_arn`` (context
+    ``tableKmsKeyArn``): the table stores every run's request, so a deployment may want to
+    control (and audit, and revoke) the key itself. The key is the deployment's, not the stack's:
+    it outlives the stack like the table does.
 
     Attributes:
         table: the ``dynamodb.Table``.
+        key: the customer-managed ``kms.IKey``, or None.
         index_names: names of the global secondary indexes, in ``keys`` order.
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, kms_key_arn: str | None = None) -> None:
         super().__init__(scope, construct_id)
+        self.key: kms.IKey | None = (
+            kms.Key.from_key_arn(self, "TableKey", kms_key_arn) if kms_key_arn is not None else None
+        )
 
         self.table = dynamodb.Table(
             self,
@@ -54,7 +68,10 @@ class StateTable(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED
+            if self.key is not None
+            else dynamodb.TableEncryption.AWS_MANAGED,
+            encryption_key=self.key,
             time_to_live_attribute=TTL_ATTRIBUTE,
             # The audit trail of every run outlives the stack: `cdk destroy` leaves it behind.
             removal_policy=RemovalPolicy.RETAIN,
@@ -73,6 +90,17 @@ class StateTable(Construct):
         resources = [self.table.table_arn] + [
             f"{self.table.table_arn}/index/{name}" for name in self.index_names
         ]
+        if self.key is not None:
+            grantee.grant_principal.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="UseTheTableKeyThroughDynamoDB",
+                    actions=list(KEY_ACTIONS),
+                    resources=[self.key.key_arn],
+                    conditions={
+                        "StringEquals": {"kms:ViaService": f"dynamodb.{Stack.of(self).region}.amazonaws.com"}
+                    },
+                )
+            )
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=list(READ_WRITE_ACTIONS), resource_arns=resources
         )

@@ -11,19 +11,20 @@ from aws_cdk import Duration
 from aws_cdk import aws_lambda_destinations as destinations
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.alarm_shape_check import AlarmShapeCheck
-from infra.constructs.alerts import Alerts
-from infra.constructs.api import SupervisorApi
-from infra.constructs.dashboard import SupervisorDashboard
-from infra.constructs.event_rules import EventRules
-from infra.constructs.functions import SupervisorFunctions
-from infra.constructs.hang_signals import HangSignals
-from infra.constructs.health import SupervisorHealth
-from infra.constructs.permissions import SupervisorPermissions
-from infra.constructs.state_table import StateTable
 from sagewarden import keys
+
+from .. import constants
+from ..config import SupervisorConfig
+from .alarm_shape_check import AlarmShapeCheck
+from .alerts import Alerts
+from .api import SupervisorApi
+from .dashboard import SupervisorDashboard
+from .event_rules import EventRules
+from .functions import SupervisorFunctions
+from .hang_signals import HangSignals
+from .health import SupervisorHealth
+from .permissions import SupervisorPermissions
+from .state_table import StateTable
 
 
 class Supervisor(Construct):
@@ -48,7 +49,7 @@ class Supervisor(Construct):
         super().__init__(scope, construct_id)
         self.config = config
 
-        self.state = StateTable(self, constants.STATE_TABLE_ID)
+        self.state = StateTable(self, constants.STATE_TABLE_ID, kms_key_arn=config.table_kms_key_arn)
         self.alerts = Alerts(self, constants.ALERTS_ID, alert_email=config.alert_email)
         self.functions = SupervisorFunctions(
             self,
@@ -64,7 +65,10 @@ class Supervisor(Construct):
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
                 keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
             },
+            log_key=self.alerts.key,
         )
+        # the API function's alone: who may cancel and resume any run (domain/ownership.py)
+        self.functions.api.function.add_environment(keys.ENV_ADMIN_ROLE_ARNS, config.admin_role_arns_json)
         self.event_rules = EventRules(
             self,
             constants.EVENT_RULES_ID,
@@ -94,6 +98,7 @@ class Supervisor(Construct):
             account_cloud_watch_role=config.api_gateway_account_role,
             logging=config.api_logging,
             tracing=config.tracing,
+            log_key=self.alerts.key,
         )
         self.hang_signals = HangSignals(
             self,

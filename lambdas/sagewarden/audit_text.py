@@ -1,11 +1,12 @@
-"""How the service writes events, observations and actions into the audit trail (text and detail)."""
+"""How the service writes events, observations and actions into the audit trail (text and detail),
+and what of a run's secrets its entries and alerts may show (none: `domain.redaction`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from sagewarden.domain.actions import Action, LaunchAttempt
+from sagewarden.domain.actions import Action, LaunchAttempt, Notify
 from sagewarden.domain.events import (
     AlarmsObserved,
     CancelRequested,
@@ -17,6 +18,9 @@ from sagewarden.domain.events import (
     ResumeRequested,
     event_name,
 )
+from sagewarden.domain.models import Run
+from sagewarden.domain.redaction import redact, scrub_text, secret_values
+from sagewarden.ports import AuditEntry
 
 
 def error_text(exc: BaseException) -> str:
@@ -75,3 +79,24 @@ def action_detail(action: Action) -> dict[str, Any]:
             "resource_config": req.get("ResourceConfig", {}),
         }
     return data
+
+
+def run_secrets(run: Run) -> tuple[str, ...]:
+    """The secret values of a run that audit entries and alerts must not show."""
+    return secret_values(run.request, run.policy.environment_defaults)
+
+
+def redacted_entry(entry: AuditEntry, secrets: tuple[str, ...]) -> AuditEntry:
+    """An audit entry as it may be stored and shown (`domain.redaction`)."""
+    return AuditEntry(
+        entry.at_ms, entry.kind, scrub_text(entry.summary, secrets), redact(entry.detail, secrets)
+    )
+
+
+def redacted_alert(message: Notify, secrets: tuple[str, ...]) -> Notify:
+    """An alert as it may be published: no secret value in its subject or body."""
+    if not secrets:
+        return message
+    return dataclasses.replace(
+        message, subject=scrub_text(message.subject, secrets), body=scrub_text(message.body, secrets)
+    )

@@ -26,6 +26,11 @@ def allowed_role_arns() -> frozenset[str]:
     return frozenset(json.loads(os.environ.get(keys.ENV_ALLOWED_ROLE_ARNS, "[]") or "[]"))
 
 
+def admin_role_arns() -> tuple[str, ...]:
+    """Who may cancel and resume any run, besides its owner (`domain.ownership`)."""
+    return tuple(json.loads(os.environ.get(keys.ENV_ADMIN_ROLE_ARNS, "[]") or "[]"))
+
+
 def job_prefix() -> str:
     return os.environ.get(keys.ENV_JOB_PREFIX, keys.DEFAULT_JOB_PREFIX)
 

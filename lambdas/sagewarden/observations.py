@@ -20,6 +20,7 @@ from sagewarden.domain.draft import window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
+from sagewarden.observe_hosts import read_fingerprints, read_scan
 from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ class Observer:
         suspects: tuple[str, ...] = ()
         log_error: str | None = None
         silent: bool | None = None
+        fingerprint_lines: tuple[str, ...] = ()
+        fingerprint_error: str | None = None
+        scan_lines, scan_error = read_scan(self.sup, run, event, OBSERVATION_FAILURES)
         if wants_checkpoint(run, event) and run.checkpoint_uri:
             pol = run.policy
             try:
@@ -76,6 +80,7 @@ class Observer:
                 self.sup.counters.add(OBSERVATION_FAILURES)
                 log_error = error_text(exc)
             triage = gpu_lines + triage
+            fingerprint_lines, fingerprint_error = read_fingerprints(self.sup, run, job, OBSERVATION_FAILURES)
         heartbeat: Series | None = None
         progress: Series | None = None
         cur = run.current
@@ -138,6 +143,10 @@ class Observer:
             progress=progress,
             save_activity_ms=save_ms,
             save_activity_error=save_error,
+            fingerprint_lines=fingerprint_lines,
+            fingerprint_error=fingerprint_error,
+            scan_lines=scan_lines,
+            scan_error=scan_error,
         )
 
     def _log_silence(self, run: Run) -> tuple[bool | None, str | None]:

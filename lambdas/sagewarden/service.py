@@ -25,7 +25,15 @@ from typing import Any
 
 from sagewarden import admission, keys
 from sagewarden.api.errors import InvalidRequest
-from sagewarden.audit_text import action_detail, describe_event, error_text, event_detail
+from sagewarden.audit_text import (
+    action_detail,
+    describe_event,
+    error_text,
+    event_detail,
+    redacted_alert,
+    redacted_entry,
+    run_secrets,
+)
 from sagewarden.domain.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -64,6 +72,7 @@ from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
+from sagewarden.domain.ownership import may_change
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.observations import Observer
 from sagewarden.ports import (
@@ -122,6 +131,16 @@ class RunFinished(Exception):
     def __init__(self, run: Run) -> None:
         super().__init__(run.run_id)
         self.run = run
+
+
+class NotRunOwner(Exception):
+    """Only the run's owner or an admin may cancel or resume it (`domain.ownership`)."""
+
+    def __init__(self, run: Run, caller: str, action: str) -> None:
+        super().__init__(run.run_id)
+        self.run = run
+        self.caller = caller
+        self.action = action
 
 
 class RunNotResumable(Exception):
@@ -234,21 +253,29 @@ class Supervisor:
         self.handle(run.run_id, Submitted())
         return self.store.get(run.run_id, all_attempts=True) or run, True
 
-    def cancel(self, run_id: str, by: str) -> Run:
+    def cancel(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
+        """Cancel a run. `admins`: the deployment's admin principals; given (the API always
+        gives them), only the run's owner or an admin may cancel (NotRunOwner otherwise); None
+        is for callers inside the deployment, which are trusted."""
         run = self.store.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
+        if admins is not None and not may_change(run.owner, by, admins):
+            raise NotRunOwner(run, by, "cancel")
         if run.status.terminal:
             raise RunFinished(run)
         self.handle(run_id, CancelRequested(by))
         return self.store.get(run_id, all_attempts=True) or run
 
-    def resume(self, run_id: str, by: str) -> Run:
+    def resume(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
         """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
-        with fresh restart and wall-clock budgets. Audited like every decision."""
+        with fresh restart and wall-clock budgets. Audited like every decision. `admins`: as
+        for `cancel`."""
         run = self.store.get(run_id)
         if run is None:
             raise RunNotFound(run_id)
+        if admins is not None and not may_change(run.owner, by, admins):
+            raise NotRunOwner(run, by, "resume")
         if run.status not in RESUMABLE:
             raise RunNotResumable(
                 run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
@@ -279,9 +306,14 @@ class Supervisor:
         return self.store.list_runs(status, limit, cursor)
 
     def events(self, run_id: str, limit: int, cursor: str | None) -> Page:
-        if self.store.get(run_id) is None:
+        """A page of the run's audit trail, redacted (entries written before redaction existed
+        included): the values of the run's secret-looking keys never leave the table."""
+        run = self.store.get(run_id)
+        if run is None:
             raise RunNotFound(run_id)
-        return self.store.list_audit(run_id, limit, cursor)
+        page = self.store.list_audit(run_id, limit, cursor)
+        secrets = run_secrets(run)
+        return Page([redacted_entry(e, secrets) for e in page.items], page.cursor)
 
     # -- EventBridge use cases ----------------------------------------------------------------
     def on_job_state_change(self, detail: Mapping[str, Any], event_id: str | None = None) -> Run | None:
@@ -384,13 +416,15 @@ class Supervisor:
                     },
                 ),
             ]
+            secrets = run_secrets(run)
+            entries = [redacted_entry(e, secrets) for e in entries]
             version = run.version + 1
             outbox = [
                 OutboxMessage(
                     run_id,
                     f"{run_id}-{version:06d}-{i:02d}",
                     now,
-                    self._with_links(decision.run, action),
+                    redacted_alert(self._with_links(decision.run, action), secrets),
                     due_ms=now + OUTBOX_GRACE_MS,
                 )
                 for i, action in enumerate(a for a in decision.actions if isinstance(a, Notify))
@@ -489,8 +523,11 @@ class Supervisor:
                     )
                 )
         if entries:
+            secrets = run_secrets(run)
             try:
-                self.store.append_audit(run.run_id, run.version, entries)
+                self.store.append_audit(
+                    run.run_id, run.version, [redacted_entry(e, secrets) for e in entries]
+                )
             except Exception:  # the audit of results is best effort; the state is already saved
                 log.exception("audit of %s's action results failed", run.run_id)
         for rel in released:

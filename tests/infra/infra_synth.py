@@ -29,13 +29,19 @@ FULL_CONTEXT: dict[str, Any] = {
     "logSubscription": False,
 }
 KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-# The opt-ins: the account-wide API Gateway CloudWatch role, and an SSE-KMS checkpoint bucket.
+TABLE_KEY = "arn:aws:kms:us-east-1:123456789012:key/abcd1234-12ab-34cd-56ef-0987654321ab"
+ADMIN_ROLE = "arn:aws:iam::123456789012:role/platform/PlatformAdmin"
+# The opt-ins: the account-wide API Gateway CloudWatch role, an SSE-KMS checkpoint bucket, admins,
+# a customer-managed table key and reserved concurrency.
 OPT_IN_CONTEXT: dict[str, Any] = {
     "allowedRoleArns": [ROLE_A],
     "checkpointBuckets": ["team-checkpoints"],
     "checkpointKmsKeyArns": [KMS_KEY],
     "apiGatewayAccountRole": True,
     "tracing": True,
+    "adminRoleArns": [ADMIN_ROLE],
+    "tableKmsKeyArn": TABLE_KEY,
+    "reservedConcurrency": "true",
 }
 # A region without an API Gateway CloudWatch role, and the account setting left alone.
 NO_API_LOGS_CONTEXT: dict[str, Any] = {"allowedRoleArns": [ROLE_A], "apiLogging": False}

@@ -345,7 +345,8 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
         (["demo"], [".venv/bin/python -m drill default"]),
         # `make test` runs everything CI runs (pytest with 2 workers): no marker, path or -k filter
         (["test"], [".venv/bin/python -m pytest -n 2 --dist loadgroup"]),
-        # `make lint` runs ruff (lint and format check), `mypy --strict` on `domain/`, and mypy elsewhere
+        # `make lint` runs ruff (lint and format check), `mypy --strict` on `domain/`, mypy
+        # elsewhere, and checkov on a fresh synth of the template with the checked-in config
         (
             ["lint"],
             [
@@ -353,6 +354,8 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
                 ".venv/bin/python -m ruff format --check .",
                 ".venv/bin/python -m mypy --strict lambdas/sagewarden/domain",
                 ".venv/bin/python -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts",
+                "CDK_OUTDIR=.cache/checkov-synth .venv/bin/python app.py",
+                ".venv-checkov/bin/checkov --config-file .checkov.yaml -f .cache/checkov-synth/",
             ],
         ),
         # make soak: 10,000 histories, 200 more on the DynamoDB store, then the API fuzzer at 20,000
@@ -423,7 +426,7 @@ def test_make_help_lists_the_targets_and_ci_runs_make_test() -> None:
 
 
 @needs_make
-def test_setup_installs_exactly_pinned_packages_and_the_sagewarden_command(tmp_path: Path) -> None:
+def test_setup_installs_the_locked_packages_and_the_sagewarden_command(tmp_path: Path) -> None:
     import tomllib
 
     venv = tmp_path / "venv"
@@ -433,15 +436,13 @@ def test_setup_installs_exactly_pinned_packages_and_the_sagewarden_command(tmp_p
     lines = [line.strip() for line in result.stdout.splitlines()]
     # PYTHON=/path/to/python3.12 picks the interpreter the environment is made with
     assert f"/path/to/python3.12 -m venv {venv}" in lines
-    assert f'{venv}/bin/python -m pip install --progress-bar off ".[infra,dev]"' in lines
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    wanted = (
-        project["dependencies"]
-        + project["optional-dependencies"]["infra"]
-        + project["optional-dependencies"]["dev"]
+    # the exact versions come from the lock; the project itself adds no other package
+    lock = lines.index(f"{venv}/bin/python -m pip install --progress-bar off -r requirements.lock")
+    project_line = lines.index(
+        f'{venv}/bin/python -m pip install --progress-bar off --no-deps ".[infra,dev]"'
     )
-    unpinned = [spec for spec in wanted if "==" not in spec]
-    assert not unpinned, f"not pinned: {unpinned}"
+    assert lock < project_line
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     # installing the project installs the `sagewarden` command
     assert project["scripts"] == {"sagewarden": "cli.__main__:main"}
     from cli.__main__ import main

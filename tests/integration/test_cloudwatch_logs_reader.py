@@ -494,3 +494,41 @@ def test_a_whole_job_hang_of_250_hosts_reads_about_150_in_the_triage_budget(logs
     assert TRIAGE_BUDGET_S == 15.0
     (not_read,) = re.findall(r"(\d+) of 250 hosts not read \(time budget ran out", rows[0])
     assert 140 <= 250 - int(not_read) <= 155
+
+
+# --- matching lines (domain/fabric.py's start-up scan, domain/hosts.py's fingerprints) ----------
+
+
+def test_matching_lines_on_moto_names_the_host_and_keeps_only_the_phrase(logs):
+    base = _base_ms()
+    _write(
+        logs,
+        f"{JOB}/algo-2-1767607200",
+        [(base, "algo-2:92:182 [0] NCCL INFO Using network Socket"), (base + 1, "step 1")],
+    )
+    _write(logs, f"{JOB}/algo-1-1767607200", [(base + 2, "[sagewarden] host=1 fingerprint=GPU-A")])
+    reader = CloudWatchLogsReader(logs)
+    assert reader.matching_lines(JOB, base, '"Using network"') == (
+        "[algo-2] algo-2:92:182 [0] NCCL INFO Using network Socket",
+    )
+    assert reader.matching_lines(JOB, base, '"[sagewarden] host="') == (
+        "[algo-1] [sagewarden] host=1 fingerprint=GPU-A",
+    )
+
+
+def test_matching_lines_past_its_page_bound_is_unknown_not_fewer_lines(aws):
+    client, stub = _stubbed(aws)
+    params: dict[str, Any] = {
+        "logGroupName": GROUP,
+        "logStreamNamePrefix": f"{JOB}/",
+        "startTime": 1000,
+        "filterPattern": '"Using network"',
+    }
+    for i in range(5):  # MATCH_MAX_PAGES pages, each with a further token
+        stub.add_response(
+            "filter_log_events",
+            {"events": [], "nextToken": f"t{i + 1}"},
+            {**params, **({"nextToken": f"t{i}"} if i else {})},
+        )
+    with stub, pytest.raises(LogReadIncomplete):
+        CloudWatchLogsReader(client).matching_lines(JOB, 1000, '"Using network"')

@@ -94,6 +94,8 @@ def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
         review.split()
     )
     assert "[collective-timeout] no collective timeout set" in review
+    # the run-time fabric check reads NCCL's INFO lines: the review says how to turn it on
+    assert "note     [slow-fabric] set NCCL_DEBUG=INFO" in review
     assert "[max-runtime] MaxRuntime 1 d is shorter than the run's wall-clock budget 10 d" in " ".join(
         review.split()
     )

@@ -643,6 +643,14 @@ class FakeLogs:
         counts = activity_per_minute(self.lines.get(job_name, []))
         return tuple(sorted((t, float(n)) for t, n in counts.items() if start_ms <= t < end_ms))
 
+    def matching_lines(self, job_name: str, since_ms: int, pattern: str) -> tuple[str, ...]:
+        phrase = pattern.strip('"')
+        return tuple(
+            f"[algo-1] {text}"
+            for at, text in self.lines.get(job_name, [])
+            if at >= since_ms and phrase in text
+        )
+
     def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
         last = self.lines.get(job_name)
         return (f"algo-1: last log line {(now_ms - last[-1][0]) / 60_000:.0f} min ago",) if last else ()

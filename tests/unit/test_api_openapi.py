@@ -65,3 +65,11 @@ def test_openapi_policy_schema_quotes_the_policy_ranges():
         low_key = "exclusiveMinimum" if allowed.low_open else "minimum"
         high_key = "exclusiveMaximum" if allowed.high_open else "maximum"
         assert numeric[low_key] == allowed.low and numeric[high_key] == allowed.high, name
+
+
+def test_openapi_cancel_and_resume_document_the_403_for_non_owners():
+    paths = json.loads(DOC.read_text(encoding="utf-8"))["paths"]
+    for route in ("/runs/{run_id}/cancel", "/runs/{run_id}/resume"):
+        forbidden = paths[route]["post"]["responses"]["403"]
+        assert "owner" in forbidden["description"] and "admin" in forbidden["description"]
+    assert "403" not in paths["/runs/{run_id}"]["get"]["responses"]  # reading stays open

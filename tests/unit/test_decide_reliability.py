@@ -77,6 +77,23 @@ def test_cancel_then_inflight_launch_throttled_ends_cancelled():
     assert d.run.status == RunStatus.CANCELLED and _launches(d) == []
 
 
+def test_cancel_whose_stop_met_a_job_sagemaker_did_not_know_yet_asks_again_when_it_is_seen_running():
+    """StopTrainingJob the moment after CreateTrainingJob may answer 'not found' (read after
+    create); the job then shows up running. The recorded cancel asks again at once, not only
+    when the sweep's 5-minute retry comes due."""
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchAccepted(1, "arn:aws:sagemaker:us-east-1:123456789012:training-job/x"), 1).run
+    cancelling = step(run, CancelRequested("alice"), 2)
+    assert [a for a in cancelling.actions if isinstance(a, StopJob)]
+    # the stop met 'not found'; within a minute a running job is not asked again (one stop in flight)
+    early = step(cancelling.run, observed(cancelling.run, "InProgress", "Starting", 30_000), 30_000)
+    assert not [a for a in early.actions if isinstance(a, StopJob)]
+    seen = step(early.run, observed(early.run, "InProgress", "Downloading", 2 * MIN), 2 * MIN)
+    stops = [a for a in seen.actions if isinstance(a, StopJob)]
+    assert [(s.job_name, s.intent) for s in stops] == [(seen.run.current.job_name, INTENT_CANCEL)]
+    assert seen.run.status == RunStatus.STOPPING and seen.run.current.stop_requested_ms == 2 * MIN
+
+
 def test_cancel_with_unconfirmed_launch_is_never_reissued_and_ends_cancelled_once_settled():
     run = step(make_run(), Submitted(), 0).run  # launch intent recorded, never confirmed
     cancelling = step(run, CancelRequested("alice"), 30_000).run

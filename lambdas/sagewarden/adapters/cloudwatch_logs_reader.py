@@ -47,6 +47,9 @@ REUSE_S = 30.0  # a job's host reads this recent serve the next look (the tail, 
 SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
 ACTIVITY_BUDGET_S = 10.0  # a no-subscription deployment reads an attempt's activity from its logs
 ACTIVITY_MAX_PAGES = 50  # FilterLogEvents pages (up to 10,000 events or 1 MB each) per read
+MATCH_MAX_LINES = 200  # start-up scan: NCCL's network lines (a few per rank) and fingerprints
+MATCH_MAX_PAGES = 5
+MATCH_BUDGET_S = 5.0
 PHASE_PATTERN = '"[sagewarden] phase="'  # a quoted term matches the phrase as written
 TRIAGE_MAX_ROWS = 50
 LINE_MAX_BYTES = 1024  # one log event can be 256 KB; evidence and alerts need lines, not pages
@@ -407,6 +410,41 @@ class CloudWatchLogsReader:
                     end = cover[-1] + 60_000
                     latest = end if latest is None else max(latest, end)
         return latest
+
+    def matching_lines(
+        self,
+        job_name: str,
+        since_ms: int,
+        pattern: str,
+        *,
+        max_lines: int = MATCH_MAX_LINES,
+        budget_s: float = MATCH_BUDGET_S,
+    ) -> tuple[str, ...]:
+        """The job's log events at or after `since_ms` that match a filter pattern (a quoted
+        phrase), as `[algo-<n>] <message>` lines in time order, at most `max_lines` (the first
+        ones: the start-up scan's lines are printed once, at start). One FilterLogEvents call per
+        page, at most MATCH_MAX_PAGES pages and `budget_s`: an incomplete read raises
+        `LogReadIncomplete` (unknown, never "none printed"); other errors propagate."""
+        out: list[tuple[int, str]] = []
+        for page in self._filter_pages(
+            job_name,
+            start_ms=since_ms,
+            end_ms=None,
+            pattern=pattern,
+            budget_s=budget_s,
+            what=f"lines matching {pattern}",
+            max_pages=MATCH_MAX_PAGES,
+        ):
+            for e in page:
+                stream = str(e.get("logStreamName", ""))
+                m = _STREAM.match(stream[len(job_name) + 1 :])
+                host = f"algo-{int(m[1])}" if m else stream[len(job_name) + 1 :] or "?"
+                text = clip_text(f"[{host}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
+                out.append((int(e.get("timestamp", 0)), text))
+            if len(out) >= max_lines:
+                break  # enough: the earliest lines are the ones that matter
+        out.sort(key=lambda tl: tl[0])
+        return tuple(text for _, text in out[:max_lines])
 
     def host_triage(
         self,

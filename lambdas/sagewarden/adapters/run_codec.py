@@ -50,6 +50,7 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
     out["evidence"] = list(a.evidence)
     out["hang_signals"] = list(a.hang_signals)
     out["suspect_hosts"] = list(a.suspect_hosts)
+    out["fabric_evidence"] = list(a.fabric_evidence)
     return out
 
 
@@ -62,6 +63,7 @@ def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
     data["evidence"] = tuple(d.get("evidence", ()))
     data["hang_signals"] = tuple(d.get("hang_signals", ()))
     data["suspect_hosts"] = tuple(d.get("suspect_hosts", ()))
+    data["fabric_evidence"] = tuple(d.get("fabric_evidence", ()))
     return Attempt(**data)
 
 
@@ -79,6 +81,7 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["warm_pools"] = [dataclasses.asdict(w) for w in r.warm_pools]
     out["checkpoint_history"] = [list(h) for h in r.checkpoint_history]
     out["claims"] = list(r.claims)
+    out["bad_fingerprints"] = [list(b) for b in r.bad_fingerprints]
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
     return out
 
@@ -97,6 +100,7 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
         PoolWatch(**{k: v for k, v in w.items() if k in pool_fields}) for w in d.get("warm_pools", ())
     )
     data["claims"] = tuple(str(c) for c in d.get("claims", ()))
+    data["bad_fingerprints"] = tuple((str(b[0]), str(b[1]), int(b[2])) for b in d.get("bad_fingerprints", ()))
     data["checkpoint_history"] = tuple(
         # (step, written at, write seconds or -1, previous step or -1); older items lack the last
         (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)

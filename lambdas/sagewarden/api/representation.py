@@ -1,4 +1,8 @@
-"""JSON shapes the API returns (and the CLI prints)."""
+"""JSON shapes the API returns (and the CLI prints).
+
+Every shape here is redacted (`domain.redaction`): the values of secret-looking Environment
+and HyperParameters keys, and those values wherever they show up in text, never leave the API.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.redaction import redact, secret_values
 from sagewarden.ports import AuditEntry
 
 
@@ -73,6 +78,10 @@ def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
         "evidence": list(a.evidence),
         "stop_intent": a.stop_intent,
         "hang_signals": list(a.hang_signals),
+        "suspect_hosts": list(a.suspect_hosts),
+        "infra_check": a.infra_check,
+        "fabric": a.fabric,
+        "fabric_evidence": list(a.fabric_evidence),
         "learned_windows_min": {
             k: v
             for k, v in (("log_silence", a.log_window_min), ("progress_stalled", a.progress_window_min))
@@ -179,7 +188,8 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         out["warm_pool"] = warm_pool_json(r)
         out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
-    return out
+    redacted: dict[str, Any] = redact(out, secret_values(r.request, r.policy.environment_defaults))
+    return redacted
 
 
 def audit_json(e: AuditEntry) -> dict[str, Any]:
@@ -188,5 +198,6 @@ def audit_json(e: AuditEntry) -> dict[str, Any]:
         "at_ms": e.at_ms,
         "kind": e.kind,
         "summary": e.summary,
-        "detail": dict(e.detail),
+        # the service scrubbed the run's secret values; this keeps secret-looking keys out too
+        "detail": redact(dict(e.detail)),
     }

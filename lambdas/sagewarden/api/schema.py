@@ -136,6 +136,13 @@ class Attempt(BaseModel):
     evidence: list[str]
     stop_intent: str | None
     hang_signals: list[str]
+    suspect_hosts: list[str] = Field(description="hosts (algo-<n>) a hang or the ending singled out")
+    infra_check: bool = Field(description="the attempt asked SageMaker for an infra check (InfraCheckConfig)")
+    fabric: str | None = Field(
+        description="the network NCCL selected, from its log: socket (slow: attempt.slow_fabric), efa, "
+        "other; null: not seen or not checked"
+    )
+    fabric_evidence: list[str] = Field(description="the NCCL log lines that show it")
     learned_windows_min: dict[str, int] = Field(
         description="hang windows learned from this attempt's cadence (log_silence, progress_stalled)"
     )
@@ -175,7 +182,10 @@ class Deferral(BaseModel):
 class RunSummary(BaseModel):
     run_id: str
     name: str
-    owner: str
+    owner: str = Field(
+        description="the IAM principal that submitted the run: it (any session of its role) or an "
+        "admin may cancel and resume it"
+    )
     status: RunStatusName  # type: ignore[valid-type]
     outcome: str | None
     created_at: str | None
@@ -246,7 +256,11 @@ class Run(RunSummary):
     )
     warm_pool: WarmPool
     attempts: list[Attempt]
-    training_job: dict[str, Any]
+    training_job: dict[str, Any] = Field(
+        description="the CreateTrainingJob request as submitted, except that the values of Environment "
+        "and HyperParameters keys containing TOKEN, SECRET, PASSWORD, KEY or CREDENTIAL read "
+        '"<redacted>" (the launched jobs get the real values)'
+    )
 
 
 class RunPage(BaseModel):
@@ -276,3 +290,8 @@ BAD_REQUEST = response("invalid input: `errors` names each problem; nothing was 
 TOO_LARGE = response("the request (or the run it would store) is too large; nothing was stored", Error)
 NOT_FOUND = response("no run has this id", Error)
 INTERNAL = response("an unexpected error; the body carries a request_id", Error)
+NOT_OWNER = response(
+    "only the run's owner (the principal that submitted it; a role counts, whatever the session) "
+    "or an admin (the deployment's adminRoleArns) may do this; nothing changed",
+    Error,
+)

@@ -29,6 +29,7 @@ from sagewarden.domain.draft import (
     LAUNCH_RETRY_AFTER_MS,
     LAUNCH_SETTLE_MS,
     RECONCILE_INTERVAL_MS,
+    STOP_REASK_ON_EVIDENCE_MS,
     STOP_RETRY_AFTER_MS,
     Draft,
     backoff_ms,
@@ -66,9 +67,11 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
+from sagewarden.domain.fabric import on_scan, scan_due_ms, submit_lines
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
+from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
-from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, LaunchState, Run, RunStatus
+from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
@@ -220,6 +223,9 @@ def wants_log_silence_check(run: Run, event: Event) -> bool:
 def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_INTERVAL_MS) -> int | None:
     """When the sweep must next look at this run (None: never again)."""
     due = _next_due_ms(run, now_ms, reconcile_interval_ms)
+    scan = scan_due_ms(run, now_ms)  # a training attempt's start-up log scan (domain/fabric.py)
+    if scan is not None and due is not None:
+        due = min(due, scan)
     pools = pool_due_ms(run, now_ms)  # watched warm pools: terminal runs too
     if pools is None:
         return due
@@ -313,6 +319,7 @@ def _on_submitted(d: Draft) -> str | None:
                     f"Owner: {d.run.owner}",
                     f"Instances: {pick.instance_count} x {pick.instance_type}",
                     *(no_warm_pool_lines(pick) if d.run.warm_pool_off else ()),
+                    *submit_lines(d.run, pick.instance_type, pick.instance_count),
                 ],
             )
         )
@@ -425,6 +432,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
     )
     if not cur.end_pending:
         d.note(f"attempt {cur.number}: {e.status}/{e.secondary} (from {e.source})")
+    att = _restop_running(d, att, e)
     if e.status in SM_TERMINAL:
         before = d.run
         on_attempt_ended(d, att, e)
@@ -442,6 +450,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
             att = dataclasses.replace(att, alarms_active=True, alarms_confirmed=False)
             d.act(hang_alarms(d, att))
         d.put_attempt(att)
+        on_training(d, att)  # an infra check passed (domain/hosts.py)
         if d.run.status != RunStatus.STOPPING:
             d.set(status=RunStatus.TRAINING)
         d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None)
@@ -471,6 +480,24 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
     return None
 
 
+def _restop_running(d: Draft, att: Attempt, e: JobObserved) -> Attempt:
+    """Intent is final: a job seen running after its stop was asked for (SageMaker may not know a
+    job for a moment after CreateTrainingJob, so an early StopTrainingJob can answer 'not found')
+    is asked again at once, not only when the sweep's retry comes due."""
+    intent = att.stop_intent
+    if (
+        e.status != "InProgress"
+        or intent is None
+        or att.stop_requested_ms is None
+        or d.now - att.stop_requested_ms < STOP_REASK_ON_EVIDENCE_MS
+    ):
+        return att
+    att = dataclasses.replace(att, stop_requested_ms=d.now)
+    d.act(StopJob(att.job_name, intent))
+    d.note(f"{att.job_name} still running after its stop was asked for: asking again")
+    return att
+
+
 def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
     cur = d.run.current
     if cur is None or cur.number != e.attempt or cur.launch != LaunchState.PENDING:
@@ -489,8 +516,9 @@ def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
 
 def _on_tick(d: Draft) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
+    scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
     reason = _tick(d)
-    return None if dropped else reason
+    return None if dropped or scanned else reason
 
 
 def _tick(d: Draft) -> str | None:

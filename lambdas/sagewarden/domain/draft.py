@@ -21,7 +21,13 @@ from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.classifier import Classification
 from sagewarden.domain.costs import live_cost_usd
 from sagewarden.domain.events import Observations
-from sagewarden.domain.launch import MIN_SEGMENT_S, build_request, keep_alive_for, wall_clock_remaining_s
+from sagewarden.domain.launch import (
+    MIN_SEGMENT_S,
+    build_request,
+    infra_check_for,
+    keep_alive_for,
+    wall_clock_remaining_s,
+)
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
@@ -33,6 +39,7 @@ LAUNCH_RETRY_AFTER_MS = 2 * 60_000  # a launch intent still unconfirmed after th
 # for this long after the request: longer than any function that could still be issuing it.
 LAUNCH_SETTLE_MS = 5 * 60_000
 STOP_RETRY_AFTER_MS = 5 * 60_000  # a stop still not observed after this is re-issued
+STOP_REASK_ON_EVIDENCE_MS = 60_000  # a job seen running this long after its stop is asked again at once
 DEFER_RETRY_MS = 60_000  # a deferred decision is retried on the next sweep
 DEFER_ALERT_AFTER_MS = 10 * 60_000  # ... and a person is told when it stays deferred this long
 # ... and when the reason is an error that cannot heal by itself (no such bucket, access denied),
@@ -140,6 +147,7 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         launch_tries=tries,
         resume_from=ckpt,
         keep_alive_s=keep_alive_for(run),
+        infra_check=infra_check_for(run),
     )
     d.put_attempt(att)
     d.set(

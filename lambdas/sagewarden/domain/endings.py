@@ -42,6 +42,7 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
+from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
@@ -81,7 +82,7 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     final = (
         cancel_pending(d)
         or cls.kind in _FINAL_CLASSES
-        or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent != INTENT_HANG)
+        or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent not in (INTENT_HANG, INTENT_BAD_HOST))
     )
     gave_up: str | None = None
     if d.obs.checkpoint_error and not final:
@@ -116,6 +117,7 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     if att.alarms_active:
         d.act(DeleteHangAlarms(att.job_name))
     d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
+    att, ended = note_ending(d, att, ended, cls)  # a host singled out (domain/hosts.py)
     watch = watch_ended(d, att, e, cls)
     if gave_up is not None:
         give_up(d, gave_up)
@@ -161,6 +163,8 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
             finish_cancelled(d, "stopped")
         elif intent == INTENT_HANG:
             _resume(d, ended, cls, label="HANG", counted=True)
+        elif intent == INTENT_BAD_HOST:
+            _resume(d, ended, cls, label="BAD_HOST", counted=True)
         elif intent == INTENT_WALL_CLOCK:
             fail(d, "wall-clock budget exhausted", evidence=cls.evidence)
         else:

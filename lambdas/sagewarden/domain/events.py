@@ -152,6 +152,14 @@ class Observations:
     # done), read when a hang alarm is in ALARM; None: no checkpoint directory or not read
     save_activity_ms: int | None = None
     save_activity_error: str | None = None  # the read failed: whether a save is under way is unknown
+    # domain/hosts.py: the contract's fingerprint lines of the attempt, read with its log tail at
+    # an ending or a hang (the error when they could not be read: unknown, not "none printed")
+    fingerprint_lines: tuple[str, ...] = ()
+    fingerprint_error: str | None = None
+    # domain/fabric.py: the start-up scan of a training attempt's log (NCCL's transport lines and
+    # fingerprint lines; None: not read), or the error that left it unknown
+    scan_lines: tuple[str, ...] | None = None
+    scan_error: str | None = None
 
 
 def event_name(event: Event) -> str:

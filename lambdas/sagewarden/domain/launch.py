@@ -84,6 +84,12 @@ def keep_alive_for(run: Run) -> int:
     return warm_pool_request(run.request, run.policy, warm_pool_off=run.warm_pool_off)[0]
 
 
+def infra_check_for(run: Run) -> bool:
+    """Whether the run's next attempt asks SageMaker to check its instances first
+    (domain/hosts.py: after a fault that singled out a host, until an attempt trains with it)."""
+    return run.infra_check_pending and run.policy.infra_check_after_bad_host
+
+
 def segment_runtime_s(run: Run, at_ms: int) -> int:
     """MaxRuntimeInSeconds of a new attempt: the user's, capped by the API and the run's budget."""
     requested = int(
@@ -108,6 +114,11 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     if attempt.keep_alive_s > 0:
         resources["KeepAlivePeriodInSeconds"] = attempt.keep_alive_s
     req["ResourceConfig"] = resources
+
+    # after a bad host (domain/hosts.py): SageMaker checks the instances before the job runs; a
+    # request's own InfraCheckConfig is the user's and is kept as it is
+    if attempt.infra_check and "InfraCheckConfig" not in req:
+        req["InfraCheckConfig"] = {"EnableInfraCheck": True}
 
     stopping = dict(req.get("StoppingCondition", {}))
     stopping["MaxRuntimeInSeconds"] = segment_runtime_s(run, attempt.requested_at_ms)

@@ -80,6 +80,13 @@ class Attempt:
     # hosts (algo-<n>) a confirmed hang singled out (no GPU metrics, or idle among busy peers):
     # with them the attempt's warm pool must not be reused (the same instances, the same bad host)
     suspect_hosts: tuple[str, ...] = ()
+    # domain/hosts.py and domain/fabric.py: this attempt's request asked SageMaker to check its
+    # instances first (InfraCheckConfig); its NCCL transport as its log showed it ("socket",
+    # "efa", None: not seen), with the lines that show it; its start-up log scan is over
+    infra_check: bool = False
+    fabric: str | None = None
+    fabric_evidence: tuple[str, ...] = ()
+    scan_done: bool = False
 
     @property
     def ended(self) -> bool:
@@ -211,6 +218,11 @@ class Run:
     # what the run holds while it is not terminal, so no other live run can take it: its name and
     # its checkpoint prefix (domain.claims; the store writes and releases them with the run)
     claims: tuple[str, ...] = ()
+    # domain/hosts.py: fingerprints (GPU serials) of hosts an ending or a hang singled out, as
+    # (host, serials, attempt), oldest first, at most hosts.MAX_BAD_FINGERPRINTS; and whether the
+    # next attempts ask SageMaker for an infra check (until one reaches Training with it)
+    bad_fingerprints: tuple[tuple[str, str, int], ...] = ()
+    infra_check_pending: bool = False
 
     @property
     def budget_origin_ms(self) -> int:

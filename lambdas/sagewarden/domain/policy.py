@@ -141,6 +141,12 @@ class RunPolicy:
     startup_silence_minutes: int = 45  # after Training starts: first-step compile, NCCL init
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
+    # --- bad hosts and slow fabric (domain/hosts.py, domain/fabric.py) ---------------------------
+    # after a fault that singles out a host, the next attempts ask SageMaker to check their
+    # instances first (CreateTrainingJob InfraCheckConfig.EnableInfraCheck)
+    infra_check_after_bad_host: bool = True
+    # a multi-node job on EFA instances whose NCCL selects sockets is flagged (needs NCCL_DEBUG=INFO)
+    slow_fabric_check: bool = True
     # --- sharing the account's quota ------------------------------------------------------------
     priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

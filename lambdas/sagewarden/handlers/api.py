@@ -28,7 +28,7 @@ from sagewarden.api.validation import idempotency_key_problem, validate_submit
 from sagewarden.domain.models import RunStatus
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
-from sagewarden.service import RunFinished, RunNotFound, RunNotResumable
+from sagewarden.service import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 app = APIGatewayRestResolver()
 MAX_PAGE = 100
@@ -51,6 +51,9 @@ def _json(status: int, body: Any) -> Response:
 
 
 def _caller() -> str:
+    """The IAM principal of the request (API Gateway's AWS_IAM authorisation): a run's owner
+    is the caller that submitted it; cancel and resume compare callers by
+    `domain.ownership.same_principal` (a role's sessions are the role)."""
     ctx = app.current_event.request_context
     identity = ctx.identity
     return identity.user_arn or identity.caller or identity.account_id or "unknown"
@@ -158,6 +161,7 @@ def submit_run(
 @app.get(
     "/runs",
     summary="List runs, newest first",
+    description="Every caller the API admits sees every run (redacted: no secret values).",
     responses={
         200: schema.response("a page of runs", schema.RunPage),
         400: schema.BAD_REQUEST,
@@ -186,6 +190,9 @@ def list_runs(
 @app.get(
     "/runs/<run_id>",
     summary="A run with all its attempts",
+    description="Every caller the API admits may read every run. The values of secret-looking "
+    "Environment and HyperParameters keys (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) read "
+    '"<redacted>", here and in every other answer, audit entry and alert.',
     responses={200: schema.response("the run", schema.Run), 404: schema.NOT_FOUND, 500: schema.INTERNAL},
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
@@ -218,11 +225,13 @@ def get_events(
 @app.post(
     "/runs/<run_id>/cancel",
     summary="Cancel a run",
+    description="Only the run's owner (any session of the role that submitted it) or an admin.",
     responses={
         202: schema.response(
             "the stop was requested; the run becomes CANCELLED when SageMaker confirms", schema.Run
         ),
         200: schema.response("the run had no live job and is now CANCELLED", schema.Run),
+        403: schema.NOT_OWNER,
         404: schema.NOT_FOUND,
         409: schema.response("the run already finished", schema.Error),
         500: schema.INTERNAL,
@@ -230,17 +239,19 @@ def get_events(
 )
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.cancel(_run_id(run_id), by=_caller())
+    run = sup.cancel(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
     return _json(202 if not run.status.terminal else 200, run_json(run, now_ms=sup.clock()))
 
 
 @app.post(
     "/runs/<run_id>/resume",
     summary="Resume a FAILED or CANCELLED run",
+    description="Only the run's owner (any session of the role that submitted it) or an admin.",
     responses={
         202: schema.response(
             "a new attempt was launched from the newest verified checkpoint, with fresh budgets", schema.Run
         ),
+        403: schema.NOT_OWNER,
         404: schema.NOT_FOUND,
         409: schema.response(
             "the run is not FAILED or CANCELLED, its checkpoints cannot be read, or another live run "
@@ -252,8 +263,19 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
 )
 def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.resume(_run_id(run_id), by=_caller())
+    run = sup.resume(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
     return _json(202, run_json(run, now_ms=sup.clock()))
+
+
+@app.exception_handler(NotRunOwner)
+def _not_owner(exc: NotRunOwner) -> Response:
+    return _json(
+        403,
+        {
+            "message": f"only the run's owner ({exc.run.owner}) or an admin may {exc.action} run "
+            f"{exc.run.run_id}; you are {exc.caller}",
+        },
+    )
 
 
 @app.exception_handler(RunNotResumable)

@@ -1,0 +1,143 @@
+"""Hosts of the simulated SageMaker: their GPU serials, bad hosts that come back, the infra check,
+and the NCCL lines a job prints at its first collective (docs/fidelity.md has one row each).
+
+- **Serials.** Every host of a job has GPU serials, drawn per job and host; a job that runs on a
+  warm pool has the pool's hosts and so their serials. A training script whose profile sets
+  ``fingerprints`` prints the contract's `[sagewarden] host=<n> fingerprint=<serials>` line once
+  on each host when Training starts.
+- **Lemons.** A fault with ``returns_cold`` N makes its host a "lemon": the run's next N jobs of
+  the same instance type that start on new instances (no warm pool) get that host back, with the
+  same serials, as host ``host`` -- and it fails there again ``bad_host_refire_min`` into
+  Training, like a bad host met on a warm pool. (The fleet hands back repaired-but-not-fixed
+  instances; AWS publishes nothing about how often: the unkind case.)
+- **Infra check** (CreateTrainingJob ``InfraCheckConfig.EnableInfraCheck``; AWS documents only
+  that SageMaker checks the hardware and the cluster network before the job runs). How long the
+  check takes is not published: each job draws it from ``StartupTimes.infra_check_min_s`` ..
+  ``infra_check_max_s`` (default 5-30 min) and spends it in Starting. A bad host the job would
+  have met (from a warm pool, or a lemon) is found unless its fault says
+  ``infra_check_finds: false`` (an intermittent fault a short check misses); a found host is
+  replaced by a good one (new serials) before Training, or, with
+  ``StartupTimes.infra_check_on_bad_host`` "fail", the job fails in Starting with a reason naming
+  it (the model's own wording: AWS does not publish one).
+- **NCCL's network lines.** A job whose Environment has ``NCCL_DEBUG`` INFO (or TRACE) prints, on
+  each host when Training starts (its first collective), which network NCCL chose: the profile's
+  ``nccl_transport`` "efa" (`NET/OFI Selected Provider is efa`, `Using network AWS Libfabric`)
+  or "socket" (`NET/Socket : Using [0]eth0:...`, `Using network Socket`). Single-node jobs print
+  them too (NCCL initialises its network plugin either way): a check must not read them alone.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from drill.sim.model import Fault, SimJob
+
+if TYPE_CHECKING:
+    from drill.sim.lifecycle import SimCore
+
+INFRA_CHECK_FAILURE_REASON = (
+    "InfraCheckError: the infrastructure health check found an unhealthy instance (algo-{host}) "
+    "before training started. Please retry the training job."
+)
+_SERIAL_SALT = 0x5E21_A15E_0F00_D00D
+_CHECK_SALT = 0x1AF2_ACEC_4EC0_0001
+_REPLACED_SALT = 0x2E91_ACED_0000_0BAD
+
+
+@dataclass
+class Lemon:
+    run: str | None
+    instance_type: str
+    host: int
+    fault: Fault
+    serials: str
+    left: int
+
+
+def _draw(job: SimJob, host: int, salt: int) -> str:
+    rng = random.Random(job._salt ^ salt ^ host)
+    return ",".join(f"GPU-{rng.getrandbits(40):010x}" for _ in range(max(job.profile.gpus_per_host, 1)))
+
+
+def serials(job: SimJob, host: int) -> str:
+    """The host's GPU serials (drawn once per job and host, or the pool's/lemon's own)."""
+    known = job._serials.get(host)
+    if known is None:
+        known = job._serials[host] = _draw(job, host, _SERIAL_SALT)
+    return known
+
+
+def remember_lemon(sim: SimCore, job: SimJob, host: int, fault: Fault) -> None:
+    """A fired fault with ``returns_cold``: its host comes back in the run's next cold jobs."""
+    sim.lemons.append(
+        Lemon(job.run_name, job.instance_type, host, fault, serials(job, host), fault.returns_cold)
+    )
+
+
+def take_lemons(sim: SimCore, job: SimJob) -> None:
+    """A job on new instances (no warm pool) meets the lemons its run has left."""
+    if job.warm_pool_used:
+        return
+    for lemon in sim.lemons:
+        if lemon.left <= 0 or lemon.run != job.run_name or lemon.instance_type != job.instance_type:
+            continue
+        host = min(max(lemon.host, 1), job.instance_count)
+        if host in job._inherited:
+            continue
+        lemon.left -= 1
+        job._inherited[host] = lemon.fault
+        job._bad_hosts[host] = lemon.fault
+        job._serials[host] = lemon.serials
+        sim.fault_log.append((job.created_ms, job.name, "lemon_returns", host))
+
+
+def wants_infra_check(request: dict[str, object]) -> bool:
+    config = request.get("InfraCheckConfig")
+    return isinstance(config, dict) and bool(config.get("EnableInfraCheck"))
+
+
+def infra_check(sim: SimCore, job: SimJob) -> tuple[int, int | None]:
+    """(ms the check adds to Starting, the bad host it found when the job must fail, else None).
+    Found hosts are replaced when the job goes on."""
+    st = sim.startup
+    low, high = st.infra_check_min_s, st.infra_check_max_s
+    extra_ms = random.Random(job._salt ^ _CHECK_SALT).randint(low, high) * 1000
+    found = [h for h, f in sorted(job._inherited.items()) if f.infra_check_finds]
+    if not found:
+        return extra_ms, None
+    sim.fault_log.append((job.created_ms, job.name, "infra_check_found", found[0]))
+    if st.infra_check_on_bad_host == "fail":
+        return extra_ms, found[0]
+    for host in found:  # replaced by good instances before Training
+        job._inherited.pop(host, None)
+        job._bad_hosts.pop(host, None)
+        job._serials[host] = _draw(job, host, _REPLACED_SALT)  # a new instance: new GPUs
+    return extra_ms, None
+
+
+def nccl_debug_info(job: SimJob) -> bool:
+    env = job.request.get("Environment") or {}
+    return str(env.get("NCCL_DEBUG", "")).strip().upper() in ("INFO", "TRACE")
+
+
+def training_start_lines(job: SimJob, host: int) -> list[str]:
+    """What the host prints when Training starts, beyond the profile's start-up lines."""
+    lines: list[str] = []
+    if job.profile.fingerprints:
+        lines.append(f"[sagewarden] host={host} fingerprint={serials(job, host)}")
+    if nccl_debug_info(job):
+        who = f"algo-{host}:{90 + host}:{180 + host} [0]"
+        if job.profile.nccl_transport == "socket":
+            lines += [
+                f"{who} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+                f"{who} NCCL INFO NET/Socket : Using [0]eth0:10.0.{host}.23<0>",
+                f"{who} NCCL INFO Using network Socket",
+            ]
+        else:
+            lines += [
+                f"{who} NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)",
+                f"{who} NCCL INFO Using network AWS Libfabric",
+            ]
+    return lines

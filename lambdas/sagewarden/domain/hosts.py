@@ -1,0 +1,261 @@
+"""Bad hosts: which host an ending or a hang singled out, its fingerprint, and the infra check. Pure.
+
+A few hosts cause most repeated failures (aws-facts: Meta's "lemon nodes"; a 504-GPU study found
+3 of 63 nodes behind more than half of all exclusions). So:
+
+- **Which faults single out a host** (`singled_out`): a hardware fault (FailureReason, or
+  ECC/Xid/"fell off the bus" in the log tail -- the host whose log printed it), an NCCL/collective
+  error line that names another host (`algo-<n>` in its text: every healthy peer prints NCCL
+  errors about its own side, so only a *named* peer is singled out), a hang with one host idle
+  among busy ones or without metrics (domain/hangs.py's `suspect_hosts`), and the supervisor's own
+  stop of an attempt that printed a known-bad fingerprint. Such an attempt's warm pool is never
+  reused (domain/warm_pools.py), and the next attempts ask SageMaker to check their instances
+  first: `InfraCheckConfig: {EnableInfraCheck: true}` (policy `infra_check_after_bad_host`;
+  domain/launch.py keeps a request's own InfraCheckConfig) until one reaches Training with it.
+- **Fingerprints.** A training script that follows the contract prints, once at start, per host
+  `[sagewarden] host=<n> fingerprint=<GPU serials, comma separated>`. The serials of a singled-out
+  host are remembered on the run (at most MAX_BAD_FINGERPRINTS, oldest dropped first). A later
+  attempt whose log shows a host sharing a GPU serial with a remembered one is stopped at once
+  (intent `bad_host`), with an `attempt.bad_host` alert naming the host and its serials, and is
+  resumed cold with the infra check.
+- **Unknown is not "no fingerprint".** Where the log could not be read, the bad host is still
+  singled out (the warm pool and the infra check do not depend on it); only its fingerprint is
+  not remembered, and the audit trail says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sagewarden.domain.classifier import (
+    HARDWARE_LOG_LABELS,
+    INFRA_LOG_SIGNATURES,
+    Classification,
+    EndingClass,
+)
+from sagewarden.domain.draft import Draft, notify, request_stop
+from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
+from sagewarden.domain.models import Attempt, Run
+
+INTENT_BAD_HOST = "bad_host"
+MAX_BAD_FINGERPRINTS = 16  # per run; the oldest is forgotten first
+MAX_SERIALS = 16  # per host (8 GPUs on the largest instances today)
+SERIAL_MAX_CHARS = 64
+MAX_SINGLED_OUT = 2  # an ending naming more hosts than this points at the fabric, not at a host
+FINGERPRINT_PATTERN = '"[sagewarden] host="'  # CloudWatch Logs filter pattern: the phrase as written
+
+_PREFIX = re.compile(r"^\s*\[(algo-\d+)\]\s*")
+_POINTER = re.compile(r"^\s*\[sagewarden\] first error-looking line:\s*")
+_NAMED = re.compile(r"\balgo-(\d+)\b")
+_FINGERPRINT = re.compile(
+    r"\[sagewarden\] host=(?:algo-)?(\d+) fingerprint=([A-Za-z0-9_.:/-]{1,64}(?:,[A-Za-z0-9_.:/-]{1,64})*)"
+)
+_HARDWARE = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern, label in INFRA_LOG_SIGNATURES
+    if label in HARDWARE_LOG_LABELS
+)
+_COLLECTIVE = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern, label in INFRA_LOG_SIGNATURES
+    if label not in HARDWARE_LOG_LABELS
+)
+
+
+# --------------------------------------------------------------------------------------------
+# reading lines (pure text work)
+
+
+def _split(line: str) -> tuple[str | None, str]:
+    """(the host whose log printed the line, from the reader's `[algo-<n>]` prefix; its text)."""
+    text = _POINTER.sub("", line)
+    m = _PREFIX.match(text)
+    if m is None:
+        return None, text
+    return m.group(1), text[m.end() :]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def hosts_in_tail(lines: Iterable[str], instance_count: int) -> tuple[str, ...]:
+    """Hosts the log tail singles out: the printing host of a GPU hardware line (ECC, Xid, lost,
+    off the bus) and any host named inside one; a host named inside an NCCL/collective error line
+    other than its printer. Hosts outside 1..instance_count are ignored; more than MAX_SINGLED_OUT
+    hosts single out none (a fabric-wide fault)."""
+    found: list[str] = []
+
+    def add(host: str) -> None:
+        n = int(host.split("-")[1])
+        if 1 <= n <= instance_count and host not in found:
+            found.append(host)
+
+    for line in lines:
+        printer, text = _split(line)
+        norm = _norm(text)
+        if any(p.search(norm) for p in _HARDWARE):
+            if printer is not None:
+                add(printer)
+            for m in _NAMED.finditer(text):
+                add(f"algo-{int(m.group(1))}")
+        elif any(p.search(norm) for p in _COLLECTIVE):
+            for m in _NAMED.finditer(text):
+                named = f"algo-{int(m.group(1))}"
+                if named != printer:
+                    add(named)
+    return tuple(found) if len(found) <= MAX_SINGLED_OUT else ()
+
+
+def fingerprints(lines: Iterable[str]) -> dict[str, str]:
+    """host (`algo-<n>`) -> its serials (comma separated, at most MAX_SERIALS, sorted) from the
+    contract's `[sagewarden] host=<n> fingerprint=<serials>` lines; the first line of a host wins."""
+    out: dict[str, str] = {}
+    for line in lines:
+        m = _FINGERPRINT.search(line)
+        if m is None:
+            continue
+        host = f"algo-{int(m.group(1))}"
+        serials = sorted({s for s in m.group(2).split(",") if s})[:MAX_SERIALS]
+        if serials and host not in out:
+            out[host] = ",".join(serials)
+    return out
+
+
+def known_bad(run: Run, serials: str) -> tuple[str, str, int] | None:
+    """The remembered bad fingerprint sharing a GPU serial with `serials` (None: none)."""
+    mine = set(serials.split(","))
+    return next((b for b in run.bad_fingerprints if mine & set(b[1].split(","))), None)
+
+
+# --------------------------------------------------------------------------------------------
+# endings and hangs that single out a host
+
+
+@dataclass(frozen=True)
+class SingledOut:
+    hosts: tuple[str, ...]  # may be empty: a hardware FailureReason need not name its host
+    why: str
+
+
+def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> SingledOut | None:
+    """Whether (and which host) the attempt's ending singles out (see the module doc)."""
+    named = (
+        hosts_in_tail(tail, att.instance_count)
+        if cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.SUPERVISOR_STOP, EndingClass.UNKNOWN)
+        else ()
+    )
+    # a hardware FailureReason may name the instance ("Instance algo-2 failed its health checks")
+    in_reason = (
+        tuple(
+            f"algo-{int(m.group(1))}"
+            for m in _NAMED.finditer(att.failure_reason or "")
+            if 1 <= int(m.group(1)) <= att.instance_count
+        )
+        if cls.hardware
+        else ()
+    )
+    hosts = tuple(dict.fromkeys((*att.suspect_hosts, *in_reason, *named)))
+    if att.stop_intent == INTENT_BAD_HOST:
+        return SingledOut(hosts, "it ran on a host with a known-bad fingerprint")
+    if cls.hardware:
+        return SingledOut(hosts, "a hardware fault")
+    if SIGNAL_GPU_LONE_IDLE in att.hang_signals or att.suspect_hosts:
+        return SingledOut(hosts, "a hang with one host idle or without metrics")
+    if named:
+        return SingledOut(hosts, "an error in the log naming the host")
+    return None
+
+
+def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> tuple[Attempt, Attempt]:
+    """At an attempt's end: when it singled out a host, record the host(s) on the attempt (so its
+    warm pool is never reused), remember their fingerprints, and ask for the infra check on the
+    next attempts. Returns (att, ended) with the hosts recorded."""
+    bad = singled_out(att, cls, d.obs.log_tail)
+    if bad is None:
+        return att, ended
+    att = dataclasses.replace(att, suspect_hosts=bad.hosts)
+    ended = dataclasses.replace(ended, suspect_hosts=bad.hosts)
+    d.put_attempt(ended)
+    shown = ", ".join(bad.hosts) or "a host"
+    d.note(f"{att.job_name} singled out {shown} ({bad.why})")
+    if d.policy.infra_check_after_bad_host and not d.run.infra_check_pending:
+        d.set(infra_check_pending=True)
+        d.note("the next attempts ask SageMaker to check their instances first (InfraCheckConfig)")
+    remember(d, att, bad.hosts)
+    return att, ended
+
+
+def remember(d: Draft, att: Attempt, hosts: Sequence[str]) -> None:
+    """Remember the fingerprints of `hosts` (from the fingerprint lines the service read)."""
+    if not hosts or att.stop_intent == INTENT_BAD_HOST:
+        return  # (stopped for a fingerprint already remembered)
+    if d.obs.fingerprint_error is not None:
+        d.note(
+            f"fingerprint of {', '.join(hosts)} unknown: the log could not be read ({d.obs.fingerprint_error})"
+        )
+        return
+    seen = fingerprints((*d.obs.fingerprint_lines, *d.obs.log_tail))
+    bad = list(d.run.bad_fingerprints)
+    for host in hosts:
+        serials = seen.get(host)
+        if serials is None:
+            d.note(f"{host} printed no fingerprint line ([sagewarden] host=<n> fingerprint=...)")
+            continue
+        if any(b[1] == serials for b in bad):
+            continue
+        bad.append((host, serials, att.number))
+        d.note(f"remembered the fingerprint of {host} ({serials}) as bad")
+    while len(bad) > MAX_BAD_FINGERPRINTS:
+        old = bad.pop(0)
+        d.note(f"forgot the bad fingerprint {old[1]} (at most {MAX_BAD_FINGERPRINTS} per run)")
+    d.set(bad_fingerprints=tuple(bad))
+
+
+def on_training(d: Draft, att: Attempt) -> None:
+    """An attempt that reached Training after an infra check ends the infra-check spell."""
+    if att.infra_check and d.run.infra_check_pending:
+        d.set(infra_check_pending=False)
+        d.note(f"attempt {att.number} passed SageMaker's infra check and trains: later attempts ask for none")
+
+
+# --------------------------------------------------------------------------------------------
+# a live attempt printing a known-bad fingerprint
+
+
+def check_fingerprints(d: Draft, cur: Attempt, lines: Sequence[str]) -> bool:
+    """Stop the attempt when one of its hosts printed a known-bad fingerprint; True if it did."""
+    if not d.run.bad_fingerprints or cur.stop_intent is not None:
+        return False
+    for host, serials in sorted(fingerprints(lines).items(), key=lambda hs: int(hs[0].split("-")[1])):
+        hit = known_bad(d.run, serials)
+        if hit is None:
+            continue
+        bad_host, bad_serials, where = hit
+        shared = sorted(set(serials.split(",")) & set(bad_serials.split(",")))
+        why = (
+            f"{host} of {cur.job_name} has GPU serials {serials}, {len(shared)} of them also on "
+            f"{bad_host} of attempt {where}, which failed"
+        )
+        d.put_attempt(dataclasses.replace(cur, suspect_hosts=(host,)))
+        request_stop(d, d.run.current or cur, INTENT_BAD_HOST, f"known-bad host: {why}")
+        d.act(
+            notify(
+                d,
+                "warning",
+                "attempt.bad_host",
+                f"{d.run.name}: attempt {cur.number} runs on a known-bad host ({host}); stopping it",
+                [
+                    f"Host: {host} of {cur.job_name}",
+                    f"GPU serials: {serials}",
+                    f"Known bad since attempt {where} ({bad_host}: {bad_serials})",
+                    "The attempt is stopped now and resumed on new instances (no warm pool) with "
+                    "SageMaker's infra check (InfraCheckConfig) when the policy allows it.",
+                ],
+            )
+        )
+        return True
+    return False

@@ -1,0 +1,62 @@
+"""Who may change a run: its owner, or a configured admin.
+
+A run's ``owner`` is the IAM principal that submitted it, as API Gateway's IAM authorisation
+names it (``requestContext.identity.userArn``). The rule (README, "Who may do what"):
+
+* principals are compared by *identity*, not by the exact ARN string: an IAM user by account
+  and user name; a role by account and role name, whether it appears as the role
+  (``arn:aws:iam::<acct>:role/<path>/<name>``) or as a session of it
+  (``arn:aws:sts::<acct>:assumed-role/<name>/<session>``). The session name changes with every
+  login (SSO puts the user's e-mail there, a CI job its build id), so whoever can assume the
+  role that submitted a run may cancel and resume it: a role is the team identity. An IAM name
+  is unique in its account whatever its path and case (IAM does not tell names apart by case),
+  and an assumed-role ARN carries no path, so the path is left out and names compare in lower
+  case. Anything else (a federated user, the account root) must match exactly;
+* an admin is any principal whose identity is one of the deployment's ``adminRoleArns``;
+* an unknown caller (no identity in the request) owns nothing.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_ARN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):(?P<service>iam|sts)::(?P<account>\d{12}):(?P<resource>.+)$"
+)
+UNKNOWN = "unknown"
+
+
+def principal(arn: str) -> str:
+    """The identity behind an IAM or STS ARN, in one canonical form:
+    ``arn:<partition>:iam::<account>:role/<name>`` for a role or any session of it,
+    ``arn:<partition>:iam::<account>:user/<name>`` for an IAM user (names in lower case: IAM
+    does not tell names apart by case); anything else as given."""
+    m = _ARN.match(arn.strip())
+    if m is None:
+        return arn
+    partition, service, account, resource = m.group("partition", "service", "account", "resource")
+    kind, _, rest = resource.partition("/")
+    if service == "sts" and kind == "assumed-role" and "/" in rest:
+        return f"arn:{partition}:iam::{account}:role/{rest.split('/', 1)[0].lower()}"
+    if service == "iam" and kind in ("role", "user") and rest:
+        return f"arn:{partition}:iam::{account}:{kind}/{rest.rsplit('/', 1)[-1].lower()}"
+    return arn
+
+
+def same_principal(a: str, b: str) -> bool:
+    """True when the two ARNs name the same identity (see the module's rule)."""
+    if not a or not b or UNKNOWN in (a, b):
+        return False
+    return principal(a) == principal(b)
+
+
+def is_admin(caller: str, admins: Iterable[str]) -> bool:
+    return any(same_principal(caller, admin) for admin in admins)
+
+
+def may_change(owner: str, caller: str, admins: Iterable[str]) -> bool:
+    """May `caller` cancel or resume a run `owner` submitted?"""
+    return same_principal(owner, caller) or is_admin(caller, admins)

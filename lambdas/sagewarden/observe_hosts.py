@@ -1,0 +1,58 @@
+"""The look-ups domain/hosts.py and domain/fabric.py need (the Observer calls these): the
+contract's fingerprint lines at an ending or a hang, and a training attempt's start-up scan.
+
+Both are bounded reads of the job's log (FilterLogEvents with a quoted filter pattern: pages,
+time and lines are capped in the reader), and an error is passed on as *unknown*, never as
+"nothing printed".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from sagewarden.audit_text import error_text
+from sagewarden.domain.events import Event, Tick
+from sagewarden.domain.fabric import scan_patterns
+from sagewarden.domain.hosts import FINGERPRINT_PATTERN
+from sagewarden.domain.models import Run
+
+if TYPE_CHECKING:
+    from sagewarden.service import Supervisor
+
+log = logging.getLogger("sagewarden.service")
+
+
+def read_fingerprints(
+    sup: Supervisor, run: Run, job: str, failures: str
+) -> tuple[tuple[str, ...], str | None]:
+    """The fingerprint lines the attempt `job` printed since it was created (its start)."""
+    cur = run.current
+    if cur is None or cur.job_name != job or not job:
+        return (), None
+    since = cur.training_started_ms or cur.created_ms or cur.requested_at_ms
+    try:
+        return sup.logs.matching_lines(job, since - 60_000, FINGERPRINT_PATTERN), None
+    except Exception as exc:  # unknown, not "no fingerprint"
+        log.warning("could not read the fingerprints of %s: %s", job, exc)
+        sup.counters.add(failures)
+        return (), error_text(exc)
+
+
+def read_scan(
+    sup: Supervisor, run: Run, event: Event, failures: str
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """The start-up scan's lines for the current attempt (None: no scan due, or it failed)."""
+    cur = run.current
+    patterns = scan_patterns(run) if isinstance(event, Tick) else ()
+    if cur is None or not patterns or cur.training_started_ms is None:
+        return None, None
+    lines: list[str] = []
+    try:
+        for pattern in patterns:
+            lines += sup.logs.matching_lines(cur.job_name, cur.training_started_ms - 60_000, pattern)
+    except Exception as exc:  # unknown: nothing is judged, the next minute reads again
+        log.warning("start-up scan of %s failed: %s", cur.job_name, exc)
+        sup.counters.add(failures)
+        return None, error_text(exc)
+    return tuple(lines), None

@@ -1,0 +1,237 @@
+"""Who may do what, and what the API, the audit trail and the alerts show of a run's secrets
+(issue 21 part 4), through the template's IAM-authorised routes and the real handler."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenario import default_training_job
+from drill.sim.model import Fault
+from sagewarden import keys
+from sagewarden.domain.redaction import REDACTED
+from tests.scenarios.cli_support import CliHarness
+
+ACCT = "123456789012"
+ALICE_ROLE = f"arn:aws:iam::{ACCT}:role/alice"
+BOB_ROLE = f"arn:aws:iam::{ACCT}:role/bob"
+TEAM_SESSION_1 = f"arn:aws:sts::{ACCT}:assumed-role/ml-team/alice@example.com"
+TEAM_SESSION_2 = f"arn:aws:sts::{ACCT}:assumed-role/ml-team/ci-build-4711"
+OTHER_TEAM_SESSION = f"arn:aws:sts::{ACCT}:assumed-role/vision-team/alice@example.com"
+ADMIN_ROLE = f"arn:aws:iam::{ACCT}:role/platform/platform-admin"
+ADMIN_SESSION = f"arn:aws:sts::{ACCT}:assumed-role/platform-admin/oncall"
+
+HF_TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+WANDB_KEY = "0123456789abcdef0123456789abcdef01234567"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+HP_KEY = "sk-live-hyperparameter-secret-42"
+DEFAULT_TOKEN = "ghp_policyDefaultSecretValue000111"
+SECRETS = (HF_TOKEN, WANDB_KEY, AWS_SECRET, HP_KEY, DEFAULT_TOKEN)
+
+
+def _body(name="llama-8b", **job_changes):
+    job = default_training_job(name, BUCKET, EXECUTION_ROLE)
+    job.update(job_changes)
+    return {"name": name, "training_job": job}
+
+
+def _secret_body(name="llama-8b"):
+    body = _body(
+        name,
+        Environment={
+            "HF_TOKEN": HF_TOKEN,
+            "WANDB_API_KEY": WANDB_KEY,
+            "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+            "db_password": "pw1",  # short: redacted by key only
+            "EPOCHS": "3",
+        },
+        HyperParameters={"api_key": HP_KEY, "lr": "0.0003"},
+    )
+    body["policy"] = {"environment_defaults": {"GITHUB_TOKEN": DEFAULT_TOKEN, "NCCL_DEBUG": "WARN"}}
+    return body
+
+
+@pytest.fixture
+def acct(template, monkeypatch):
+    with LocalAccount(template, store="memory") as account:
+        monkeypatch.setenv(keys.ENV_ADMIN_ROLE_ARNS, json.dumps([ADMIN_ROLE]))
+        yield account
+
+
+def _submit(acct, caller, body=None):
+    status, run = acct.api("POST", "/runs", body=body or _body(), caller_arn=caller)
+    assert status == 201, run
+    return run
+
+
+def _cancelled(acct, caller) -> str:
+    rid = _submit(acct, caller)["run_id"]
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=caller)[0] == 202
+    _advance(acct, 15)
+    assert acct.api("GET", f"/runs/{rid}")[1]["status"] == "CANCELLED"
+    return str(rid)
+
+
+def _events(acct, rid, caller=ALICE_ROLE):
+    status, body = acct.api("GET", f"/runs/{rid}/events", query={"limit": "100"}, caller_arn=caller)
+    assert status == 200
+    return body["events"]
+
+
+# --- ownership: cancel and resume -------------------------------------------------------------
+
+
+def test_cancel_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_changes_nothing(acct):
+    rid = _submit(acct, ALICE_ROLE)["run_id"]
+    status, body = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=BOB_ROLE)
+    assert status == 403
+    assert set(body) == {"message"}
+    assert ALICE_ROLE in body["message"] and BOB_ROLE in body["message"] and "cancel" in body["message"]
+    run = acct.api("GET", f"/runs/{rid}", caller_arn=BOB_ROLE)[1]
+    assert run["status"] == "STARTING" and run["attempts"][-1]["stop_intent"] is None
+    assert not any("cancel requested" in e["summary"] for e in _events(acct, rid))
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=ALICE_ROLE)[0] == 202
+
+
+def test_resume_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_changes_nothing(acct):
+    rid = _cancelled(acct, ALICE_ROLE)
+    jobs = len(acct.sagemaker.jobs())
+    status, body = acct.api("POST", f"/runs/{rid}/resume", caller_arn=BOB_ROLE)
+    assert status == 403 and "resume" in body["message"]
+    assert acct.api("GET", f"/runs/{rid}")[1]["status"] == "CANCELLED"
+    assert len(acct.sagemaker.jobs()) == jobs
+    assert not any("resume requested" in e["summary"] for e in _events(acct, rid))
+    assert acct.api("POST", f"/runs/{rid}/resume", caller_arn=ALICE_ROLE)[0] == 202
+
+
+def test_any_session_of_the_role_that_submitted_may_cancel_and_resume(acct):
+    rid = _submit(acct, TEAM_SESSION_1)["run_id"]
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=OTHER_TEAM_SESSION)[0] == 403
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=TEAM_SESSION_2)[0] == 202
+    _advance(acct, 15)
+    assert acct.api("POST", f"/runs/{rid}/resume", caller_arn=OTHER_TEAM_SESSION)[0] == 403
+    assert acct.api("POST", f"/runs/{rid}/resume", caller_arn=f"arn:aws:iam::{ACCT}:role/ml-team")[0] == 202
+
+
+def test_iam_users_own_their_runs_by_user_name(acct):
+    carol, dave = f"arn:aws:iam::{ACCT}:user/carol", f"arn:aws:iam::{ACCT}:user/dave"
+    rid = _submit(acct, carol)["run_id"]
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=dave)[0] == 403
+    # a role session named like the user is not the user
+    assert (
+        acct.api("POST", f"/runs/{rid}/cancel", caller_arn=f"arn:aws:sts::{ACCT}:assumed-role/x/carol")[0]
+        == 403
+    )
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=carol)[0] == 202
+
+
+def test_the_same_role_name_in_another_account_owns_nothing(acct):
+    rid = _submit(acct, TEAM_SESSION_1)["run_id"]
+    stranger = "arn:aws:sts::210987654321:assumed-role/ml-team/alice@example.com"
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=stranger)[0] == 403
+
+
+def test_an_admin_role_may_cancel_and_resume_any_run(acct):
+    rid = _submit(acct, ALICE_ROLE)["run_id"]
+    status, run = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=ADMIN_SESSION)
+    assert status == 202 and run["owner"] == ALICE_ROLE
+    _advance(acct, 15)
+    assert acct.api("POST", f"/runs/{rid}/resume", caller_arn=ADMIN_SESSION)[0] == 202
+    assert any(f"cancel requested by {ADMIN_SESSION}" in e["summary"] for e in _events(acct, rid))
+
+
+def test_reading_stays_open_to_every_caller_the_api_admits(acct):
+    rid = _submit(acct, ALICE_ROLE)["run_id"]
+    assert acct.api("GET", f"/runs/{rid}", caller_arn=BOB_ROLE)[0] == 200
+    assert acct.api("GET", f"/runs/{rid}/events", caller_arn=BOB_ROLE)[0] == 200
+    assert [r["run_id"] for r in acct.api("GET", "/runs", caller_arn=BOB_ROLE)[1]["runs"]] == [rid]
+
+
+def test_the_cli_prints_one_clear_line_for_a_403(acct, capsys):
+    rid = _submit(acct, ALICE_ROLE)["run_id"]  # the CLI harness signs as the drill's ml-engineer role
+    cli = CliHarness(acct, capsys)
+    result = cli.cli("cancel", rid, "--yes")
+    assert result.code != 0
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1, result.err
+    assert "HTTP 403: only the run's owner" in lines[0] and ALICE_ROLE in lines[0], lines[0]
+    assert acct.api("GET", f"/runs/{rid}")[1]["status"] == "STARTING"
+
+
+# --- redaction --------------------------------------------------------------------------------
+
+
+def _assert_no_secret(payload):
+    text = json.dumps(payload)
+    leaked = [s for s in SECRETS if s in text]
+    assert not leaked, f"secret values in {text[:400]}"
+
+
+def test_secret_values_never_leave_the_api_and_the_launched_job_keeps_them(acct):
+    status, submitted = acct.api("POST", "/runs", body=_secret_body(), caller_arn=ALICE_ROLE)
+    assert status == 201
+    rid = submitted["run_id"]
+    _, got = acct.api("GET", f"/runs/{rid}")
+    _, listed = acct.api("GET", "/runs")
+    events = _events(acct, rid)
+    _, cancelled = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=ALICE_ROLE)
+    _advance(acct, 15)
+    _, resumed = acct.api("POST", f"/runs/{rid}/resume", caller_arn=ALICE_ROLE)
+    for answer in (submitted, got, listed, events, cancelled, resumed, _events(acct, rid)):
+        _assert_no_secret(answer)
+    env = got["training_job"]["Environment"]
+    assert env == {
+        "HF_TOKEN": REDACTED,
+        "WANDB_API_KEY": REDACTED,
+        "AWS_SECRET_ACCESS_KEY": REDACTED,
+        "db_password": REDACTED,
+        "EPOCHS": "3",
+    }
+    assert got["training_job"]["HyperParameters"] == {"api_key": REDACTED, "lr": "0.0003"}
+    assert got["policy"]["environment_defaults"] == {"GITHUB_TOKEN": REDACTED, "NCCL_DEBUG": "WARN"}
+    # the stored run keeps the real values: every attempt is launched with them
+    for job in acct.sagemaker.jobs():
+        described = acct.sagemaker.describe_training_job(TrainingJobName=job.name)
+        assert described["Environment"]["HF_TOKEN"] == HF_TOKEN
+        assert described["Environment"]["GITHUB_TOKEN"] == DEFAULT_TOKEN
+        assert described["HyperParameters"]["api_key"] == HP_KEY
+
+
+def test_a_secret_echoed_in_failure_text_and_logs_is_scrubbed_from_audit_alerts_and_api(acct):
+    leak = f"RuntimeError: login to the hub failed with token {HF_TOKEN} (401)"
+    acct.sagemaker.inject(
+        Fault(
+            kind="algorithm_error",
+            run="llama-8b",
+            after_training_min=5,
+            failure_reason=f"AlgorithmError: {leak}",
+            log_lines=(f"env: HF_TOKEN={HF_TOKEN} WANDB_API_KEY={WANDB_KEY}", leak),
+        )
+    )
+    rid = _submit(acct, ALICE_ROLE, _secret_body())["run_id"]
+    _advance(acct, 60)
+    _, run = acct.api("GET", f"/runs/{rid}")
+    assert run["status"] == "FAILED", run["status"]
+    assert any(REDACTED in (a["failure_reason"] or "") for a in run["attempts"])
+    _assert_no_secret(run)
+    events = _events(acct, rid)
+    _assert_no_secret(events)
+    assert any(REDACTED in json.dumps(e) and "login to the hub failed" in json.dumps(e) for e in events)
+    # redacted when written, not only when shown: the table holds no secret in its audit trail
+    stored = acct.supervisor.store.list_audit(rid, 1000, None).items
+    assert stored and all(not any(s in json.dumps(e.detail) + e.summary for s in SECRETS) for e in stored)
+    alerts = acct.alerts_received()
+    assert alerts and any("failed" in a.get("Subject", "").lower() for a in alerts), alerts
+    _assert_no_secret(alerts)
+
+
+def _advance(acct, minutes):
+    from drill.runner import AccountStepper
+
+    world = AccountStepper(acct)
+    target = acct.clock.now_ms + int(minutes * 60_000)
+    while (t := world.next_time(sweeping=True)) is not None and t <= target:
+        world.step(t, sweeping=lambda: True)
+    acct.sagemaker.advance(target)

@@ -1,0 +1,116 @@
+"""Scenario tests for issue 19's bad hosts and slow fabric on the simulated account: the real
+handlers, sweep and adapters (FilterLogEvents under the account's rate limits) against a
+SageMaker that keeps bad hosts in warm pools, hands a lemon back, models InfraCheckConfig and
+prints NCCL's network choice (drill/sim/hosts.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from drill.scenario import SCENARIO_DIR
+from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
+
+ITYPE = "ml.p4d.24xlarge"
+NAMED = [
+    "algo-1:95:190 [3] NCCL WARN NET/OFI Request error: remote peer algo-3 closed the connection",
+    "torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+]
+
+
+def shipped(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((Path(SCENARIO_DIR) / f"{name}.json").read_text())
+    return data
+
+
+def jobs_of(result: Any, run: str) -> list[Any]:
+    return sorted((j for j in result.jobs if j.run_name == run), key=lambda j: j.created_ms)
+
+
+def alerts(result: Any, run: str, event: str) -> list[dict[str, Any]]:
+    return [row for row in result.alert_rows() if row["run"] == run and row["event"] == event]
+
+
+def test_scenario_an_nccl_error_naming_a_host_restarts_cold_with_the_infra_check(template):
+    """A warm restart would run on the same instances and meet algo-3 again (before: attempt 2
+    reused the pool and failed again 5 min into Training)."""
+    result = run_drill(template, shipped("bad-host"))
+    assert classes(result, "warm-again") == ["INFRASTRUCTURE", "SUCCEEDED"], decisions(result, "warm-again")
+    first, second = jobs_of(result, "warm-again")
+    assert first._bad_hosts and 3 in first._bad_hosts
+    assert not second.warm_pool_used and second._inherited == {}  # new instances
+    assert second.request["InfraCheckConfig"] == {"EnableInfraCheck": True} and second.infra_check
+    assert "InfraCheckConfig" not in first.request
+    attempts = result.runs["warm-again"]["attempts"]
+    assert [a["infra_check"] for a in attempts] == [False, True]  # the run's GET shows it
+    assert "singled out algo-3" in decisions(result, "warm-again")
+
+
+def test_scenario_a_known_bad_fingerprint_is_stopped_before_it_fails_again(template):
+    result = run_drill(template, shipped("bad-host"))
+    assert classes(result, "lemon") == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"], decisions(
+        result, "lemon"
+    )
+    _, second, third = jobs_of(result, "lemon")
+    assert 2 in second._inherited and second.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    kinds = [(f["attempt"], f["kind"]) for f in result.faults if f["run"] == "lemon"]
+    assert (2, "hardware") not in kinds  # stopped before the lemon failed it again
+    assert second.stop_requested_ms is not None and second.training_started_ms is not None
+    assert second.stop_requested_ms - second.training_started_ms <= 5 * 60_000
+    (alert,) = alerts(result, "lemon", "attempt.bad_host")
+    fingerprint = ",".join(sorted(second._serials[2].split(",")))
+    assert "algo-2" in alert["subject"] and fingerprint in alert["body"]
+    assert third._inherited == {} and third.infra_check
+
+
+def test_scenario_the_infra_check_adds_start_up_time_and_can_fail_a_job_naming_the_host(template):
+    """The check's duration is drawn from an adversarial range; a bad host it finds on a warm
+    pool fails the job in Starting when the account is set to ("fail")."""
+    data = {
+        "seed": 7,
+        "account": {
+            "store": "memory",
+            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [0, 0]},
+            "startup": {
+                "infra_check_min_s": 600,
+                "infra_check_max_s": 600,
+                "infra_check_on_bad_host": "fail",
+            },
+        },
+        "runs": [
+            run_spec(
+                "checked",
+                instance_count=4,
+                policy={"keep_alive_seconds": 1800},
+                training_job={"InfraCheckConfig": {"EnableInfraCheck": True}},
+            )
+        ],
+        "faults": [
+            {"kind": "dead_host", "run": "checked", "attempt": 1, "after_training_min": 30, "host": 2}
+        ],
+    }
+    result = run_drill(template, data)
+    first = jobs_of(result, "checked")[0]
+    assert first.infra_check
+    start_s = (first.training_started_ms - first.created_ms) / 1000
+    assert start_s >= 360 + 600 + 120  # provision + the check + download
+    assert result.runs["checked"]["status"] == "SUCCEEDED"
+
+
+def test_scenario_sockets_on_efa_are_flagged_within_5_minutes_and_look_alikes_never(template):
+    result = run_drill(template, shipped("slow-fabric"))
+    runs = result.runs
+    assert all(runs[r]["status"] == "SUCCEEDED" for r in runs)
+    (flag,) = alerts(result, "sockets", "attempt.slow_fabric")
+    assert "Using network Socket" in flag["body"]
+    (job,) = jobs_of(result, "sockets")
+    lines_ms = job.training_started_ms  # the sim prints NCCL's lines when Training starts
+    assert flag["at_ms"] - lines_ms <= 5 * 60_000
+    assert job.stop_requested_ms is None  # no stop: a slow job still trains
+    assert runs["sockets"]["attempts"][0]["fabric"] == "socket"  # the run's GET shows it
+    assert runs["efa"]["attempts"][0]["fabric"] == "efa"
+    for look_alike in ("efa", "single-node", "no-debug"):
+        assert not alerts(result, look_alike, "attempt.slow_fabric"), look_alike
+    (submitted,) = alerts(result, "no-debug", "run.submitted")
+    assert "NCCL_DEBUG=INFO" in submitted["body"]

@@ -1,0 +1,212 @@
+"""Bad hosts at the level of the pure decision (domain/hosts.py): every fault that singles out a
+host keeps the replacement off its warm pool and asks SageMaker for an infra check; fingerprints
+of bad hosts are remembered and a later attempt printing one is stopped at once."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
+from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.events import LaunchAccepted, Observations, Tick
+from sagewarden.domain.hosts import (
+    INTENT_BAD_HOST,
+    MAX_BAD_FINGERPRINTS,
+    fingerprints,
+    hosts_in_tail,
+)
+from sagewarden.domain.models import RunStatus
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.warm_pools import watch_of
+from tests.builders import HOUR, MIN, ckpt, observed, on_pool, step, training_run
+
+NCCL_REASON = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "ncclRemoteError"'
+HARDWARE = "Hardware failure: unhealthy instance algo-2"
+FP2 = "[algo-2] [sagewarden] host=2 fingerprint=GPU-S21,GPU-S22"
+FP1 = "[algo-1] [sagewarden] host=1 fingerprint=GPU-S11,GPU-S12"
+# every peer prints NCCL errors about its own side; only a host *named* in one is singled out
+NAMED_NCCL = (
+    "[algo-1] algo-1:95:190 [3] NCCL WARN NET/OFI Request error: remote peer algo-2 closed the connection",
+    "[algo-1] torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+)
+ANON_NCCL = (
+    "[algo-1] torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+)
+ECC_TAIL = ("[algo-2] RuntimeError: CUDA error: uncorrectable ECC error encountered",)
+XID_TAIL = ("[algo-2] NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus.",)
+
+
+def launches(d):
+    return [a for a in d.actions if isinstance(a, LaunchAttempt)]
+
+
+def alerts(d, event):
+    return [a for a in d.actions if isinstance(a, Notify) and a.event == event]
+
+
+def end(run, reason, tail, *, fp=(FP1, FP2), fp_error=None, policy=None):
+    at = run.current.training_started_ms + HOUR
+    obs = Observations(checkpoint=ckpt(500), log_tail=tail, fingerprint_lines=fp, fingerprint_error=fp_error)
+    return step(run, observed(run, "Failed", "Failed", at, reason), at, obs), at
+
+
+def next_launch(d):
+    """The replacement's LaunchAttempt, once its (bad) pool is gone."""
+    d = on_pool(d)
+    (launch,) = launches(d)
+    return d, launch
+
+
+@pytest.mark.parametrize(
+    ("reason", "tail", "host"),
+    [
+        (NCCL_REASON, NAMED_NCCL, "algo-2"),  # an NCCL error naming a host
+        (NCCL_REASON, ECC_TAIL, "algo-2"),  # an ECC error in a host's log
+        (NCCL_REASON, XID_TAIL, "algo-2"),  # an Xid
+        (HARDWARE, (), "algo-2"),  # a hardware FailureReason naming its instance
+        ("ClientError: Hardware failure: repair exhausted", (), None),  # ... or not
+    ],
+)
+def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, tail, host):
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    d, _ = end(run, reason, tail)
+    job = run.current.job_name
+    assert watch_of(d.run, job).bad_host, d.notes  # the pool holding it is never reused
+    assert d.run.infra_check_pending
+    if host is not None:
+        assert d.run.attempts[0].suspect_hosts == (host,)
+    d, launch = next_launch(d)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    assert d.run.current.infra_check
+
+
+def test_an_nccl_error_naming_no_host_restarts_warm_without_an_infra_check():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    d, _ = end(run, NCCL_REASON, ANON_NCCL)
+    assert not watch_of(d.run, run.current.job_name).bad_host
+    assert not d.run.infra_check_pending
+    d, launch = next_launch(d)
+    assert "InfraCheckConfig" not in launch.request
+
+
+def test_the_policy_turns_the_infra_check_off_and_the_pool_still_is_not_reused():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600, infra_check_after_bad_host=False))
+    d, _ = end(run, NCCL_REASON, ECC_TAIL)
+    assert watch_of(d.run, run.current.job_name).bad_host
+    d, launch = next_launch(d)
+    assert "InfraCheckConfig" not in launch.request
+
+
+def test_a_users_own_infra_check_config_is_kept():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    run = dataclasses.replace(run, request={**run.request, "InfraCheckConfig": {"EnableInfraCheck": False}})
+    d, _ = end(run, NCCL_REASON, ECC_TAIL)
+    d, launch = next_launch(d)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": False}
+
+
+def test_the_infra_check_spell_ends_once_an_attempt_trains_with_it():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    d, at = end(run, NCCL_REASON, ECC_TAIL)
+    (launch,) = launches(d)  # no pool: at once, cold
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    run = step(d.run, LaunchAccepted(2), at + 1).run
+    run = step(run, observed(run, "InProgress", "Training", at + 20 * MIN), at + 20 * MIN).run
+    assert not run.infra_check_pending
+    d, _ = end(run, NCCL_REASON, ANON_NCCL)  # a fault that singles out no host
+    (launch,) = launches(d)
+    assert "InfraCheckConfig" not in launch.request
+
+
+def test_the_bad_hosts_fingerprint_is_remembered_and_survives_the_store():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    d, _ = end(run, NCCL_REASON, ECC_TAIL)
+    assert d.run.bad_fingerprints == (("algo-2", "GPU-S21,GPU-S22", 1),)
+    again = run_from_dict(run_to_dict(d.run), d.run.attempts)
+    assert again.bad_fingerprints == d.run.bad_fingerprints and again.infra_check_pending
+    assert again.current.infra_check
+
+
+def test_an_unreadable_fingerprint_is_unknown_not_absent():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    d, _ = end(run, NCCL_REASON, ECC_TAIL, fp=(), fp_error="ThrottlingException: Rate exceeded")
+    assert d.run.bad_fingerprints == ()
+    assert any("fingerprint of algo-2 unknown" in n for n in d.notes)
+    assert d.run.infra_check_pending  # the host is still singled out
+
+
+def _second_attempt_training():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    d, at = end(run, NCCL_REASON, ECC_TAIL)
+    run = step(d.run, LaunchAccepted(2), at + 1).run
+    t = at + 20 * MIN
+    return step(run, observed(run, "InProgress", "Training", t), t).run, t
+
+
+def test_a_later_attempt_printing_a_known_bad_fingerprint_is_stopped_fast_and_resumed_cold():
+    run, t = _second_attempt_training()
+    lines = (
+        "[algo-1] [sagewarden] host=1 fingerprint=GPU-N11,GPU-N12",
+        "[algo-2] [sagewarden] host=2 fingerprint=GPU-S22,GPU-S21",  # the lemon, back
+    )
+    d = step(run, Tick(), t + MIN, Observations(scan_lines=lines))
+    (stop,) = [a for a in d.actions if isinstance(a, StopJob)]
+    assert stop.intent == INTENT_BAD_HOST and d.run.status == RunStatus.STOPPING
+    (alert,) = alerts(d, "attempt.bad_host")
+    assert "algo-2" in alert.subject and "GPU-S21,GPU-S22" in alert.body
+    # the stop ends the attempt: resumed on new instances with the infra check
+    stopped = step(
+        d.run,
+        observed(d.run, "Stopped", "Stopped", t + 3 * MIN),
+        t + 3 * MIN,
+        Observations(checkpoint=ckpt(600)),
+    )
+    (launch,) = launches(stopped)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    assert stopped.run.attempts[1].end_class == "SUPERVISOR_STOP"
+    assert stopped.run.restarts_by_class.get("BAD_HOST") == 1
+
+
+def test_the_fingerprint_scan_ends_once_every_host_printed_a_good_one():
+    run, t = _second_attempt_training()
+    one = ("[algo-1] [sagewarden] host=1 fingerprint=GPU-N1",)
+    d = step(run, Tick(), t + MIN, Observations(scan_lines=one))
+    assert not d.run.current.scan_done  # algo-2 not seen yet: it may still be the lemon
+    both = (*one, "[algo-2] [sagewarden] host=2 fingerprint=GPU-N2")
+    d = step(d.run, Tick(), t + 2 * MIN, Observations(scan_lines=both))
+    assert d.run.current.scan_done and d.run.status == RunStatus.TRAINING
+
+
+def test_good_fingerprints_are_not_stopped_and_an_unreadable_scan_decides_nothing():
+    run, t = _second_attempt_training()
+    d = step(
+        run, Tick(), t + MIN, Observations(scan_lines=("[algo-2] [sagewarden] host=2 fingerprint=GPU-N1",))
+    )
+    assert not [a for a in d.actions if isinstance(a, StopJob)]
+    d = step(run, Tick(), t + MIN, Observations(scan_error="ThrottlingException"))
+    assert not [a for a in d.actions if isinstance(a, StopJob)]
+    assert d.run.current == run.current  # nothing judged: the next minute reads again
+
+
+def test_the_remembered_fingerprints_are_bounded():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    many = tuple((f"algo-{i}", f"GPU-{i}", 1) for i in range(MAX_BAD_FINGERPRINTS))
+    run = dataclasses.replace(run, bad_fingerprints=many)
+    d, _ = end(run, NCCL_REASON, ECC_TAIL)
+    assert len(d.run.bad_fingerprints) == MAX_BAD_FINGERPRINTS
+    assert d.run.bad_fingerprints[-1][1] == "GPU-S21,GPU-S22"
+
+
+def test_parsing_hosts_and_fingerprints():
+    assert hosts_in_tail(NAMED_NCCL, 4) == ("algo-2",)
+    assert hosts_in_tail(ANON_NCCL, 4) == ()
+    assert hosts_in_tail(("[sagewarden] first error-looking line: " + XID_TAIL[0],), 4) == ("algo-2",)
+    assert hosts_in_tail(("[algo-9] Xid 79",), 4) == ()  # not a host of this job
+    fabric_wide = tuple(f"[algo-{i}] uncorrectable ECC error" for i in range(1, 5))
+    assert hosts_in_tail(fabric_wide, 4) == ()  # more than two hosts: not one bad host
+    assert fingerprints((FP2, FP1, "[algo-2] [sagewarden] host=2 fingerprint=OTHER")) == {
+        "algo-2": "GPU-S21,GPU-S22",
+        "algo-1": "GPU-S11,GPU-S12",
+    }
