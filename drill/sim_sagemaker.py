@@ -354,6 +354,16 @@ class SimSageMaker(SimCore):
             return []
         return self.logs.tail(job, host, n)
 
+    def log_stream(self, name: str) -> tuple[SimJob, int] | None:
+        """(job, host) of the log stream called ``name`` exactly (a host that has written a line),
+        else None: what ``log_streams(name)`` holds under that name, found without a scan."""
+        job_name, _, rest = name.partition("/")
+        job = self._jobs.get(job_name)
+        host = int_tag(rest[5:].partition("-")[0]) if rest.startswith("algo-") else None
+        if job is None or host is None or host not in job._tails or SimLogs.stream(job, host) != name:
+            return None
+        return job, host
+
     def log_streams(self, prefix: str) -> list[tuple[str, SimJob, int]]:
         """The log streams (name, job, host) whose names start with ``prefix``, sorted by name:
         ``<job>/algo-<host>-<epoch>`` for every host that has written a line."""

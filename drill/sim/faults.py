@@ -163,6 +163,7 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         )
 
     if f.kind in CRASH_KINDS and f.hang_before_crash_min is not None:
+        job._save = None  # a spin in a checkpoint save: its remaining objects and marker never appear
         sim._close_segment(job, t)
         job._dead_host = 0
         sim._open_segment(job, t, "hang_spin")

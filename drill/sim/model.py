@@ -242,6 +242,7 @@ class SimJob:
     _seg_starts: list[int] = field(default_factory=list)
     _segs: list[tuple[int, int | None, str, int]] = field(default_factory=list)  # start, end, kind, dead host
     _line_times: list[int] = field(default_factory=list)  # discrete log lines (not periodic progress)
+    _lines: list[tuple[int, int, str]] = field(default_factory=list)  # the same lines: (ms, host, text)
     _declared: set[int] = field(default_factory=set)  # minutes a phase marker line declared active
     _lines_until: int = 0
     _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)

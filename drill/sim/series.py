@@ -162,6 +162,22 @@ def gpu_bounds(
     return out
 
 
+def gpu_bounds_by_host(
+    job: SimJob, start_ms: int, end_ms: int, now_ms: int
+) -> tuple[list[tuple[int, int, float, float]], dict[int, list[tuple[int, int, float, float]]]]:
+    """:func:`gpu_bounds` of every host of the job at once: the stretches all hosts share, and the
+    hosts whose stretches differ from them (a dead host, a straggler) with their own. Asking
+    ``gpu_bounds`` host by host gives the same answer; this costs one computation per distinct host."""
+    shared = gpu_bounds(job, 0, start_ms, end_ms, now_ms)
+    odd = {dead for _, _, kind, dead in job._segs if kind == "dead_host" and dead}
+    if job.profile.straggler_host:
+        odd.add(job.profile.straggler_host)
+    own = {
+        h: gpu_bounds(job, h, start_ms, end_ms, now_ms) for h in sorted(odd) if 1 <= h <= job.instance_count
+    }
+    return shared, {h: b for h, b in own.items() if b != shared}
+
+
 def logging_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, str]]:
     """The Training minutes in [start_ms, end_ms) in which the script writes its periodic lines:
     every minute of a logging phase, or every ``log_every_minutes``-th one counted from the start
