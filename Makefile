@@ -34,7 +34,7 @@ AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 # The CDK CLI pinned in package.json/package-lock.json; never a download prompt.
 CDK = npx --no-install cdk
 
-.PHONY: help prereqs prereqs-cdk cdk-cli setup demo drill test test-fast soak lint format synth bench bootstrap doctor \
+.PHONY: help prereqs prereqs-cdk cdk-cli setup lock demo drill test test-fast soak lint format synth bench bootstrap doctor \
 	deploy destroy clean openapi soak-api
 
 help:
@@ -47,15 +47,20 @@ prereqs:
 prereqs-cdk:
 	@sh scripts/check-prereqs.sh "$(if $(wildcard $(PY)),$(PY),$(PYTHON))" --npm
 
-$(VENV)/.installed: pyproject.toml | prereqs
-	@echo "==> creating $(VENV) and installing the pinned Python packages (first time: about 2 minutes)"
+$(VENV)/.installed: pyproject.toml requirements.lock | prereqs
+	@echo "==> creating $(VENV) and installing the locked Python packages (first time: about 2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --progress-bar off pip
-	$(PY) -m pip install --progress-bar off ".[infra,dev]"
+	$(PY) -m pip install --progress-bar off -r requirements.lock
+	$(PY) -m pip install --progress-bar off --no-deps ".[infra,dev]"
 	@echo "==> $(VENV) ready"
 	touch $@
 
-setup: prereqs $(VENV)/.installed ## create .venv with the pinned dependencies
+setup: prereqs $(VENV)/.installed ## create .venv with the locked dependencies (requirements.lock)
+
+lock: setup ## regenerate requirements.lock from pyproject.toml's ranges (keeps current pins; UPGRADE=1 takes the newest)
+	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links --extra infra --extra dev \
+		$(if $(UPGRADE),--upgrade) -o requirements.lock pyproject.toml
 
 demo: setup ## local drill on a simulated account (no AWS needed)
 	$(PY) -m drill $(SCENARIO)

@@ -36,6 +36,7 @@ from typing import Any
 
 from drill.account import ALARM_PREFIX, BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.alarm_evaluator import AlarmEvaluator
+from drill.rate_limits import DEFAULT_RATES
 from drill.runner import DrillResult, DrillRunner
 from drill.scenario import Scenario, parse
 from infra.constants import (
@@ -60,18 +61,11 @@ EMF_BYTES_PER_LINE = 0.3e9 / 1.4e6
 EMF_USD_PER_GB = 0.50
 TARGET_USD_PER_RUN_DAY = 0.05
 
-# Documented default quotas, per account and Region (transactions per second). CloudWatch: the
-# User Guide's "CloudWatch service quotas" page (its source, awsdocs/amazon-cloudwatch-user-guide
-# doc_source/cloudwatch_limits.md). Logs: the CloudWatch Logs quotas page as published in
-# awsdocs/amazon-cloudwatch-logs-user-guide (older figures; check Service Quotas today).
+# Documented default quotas, per account and Region (transactions per second): the rates the
+# simulated account throttles at (drill/rate_limits.py, which cites the pages; the lower figure
+# where AWS's pages differ). SageMaker publishes none: its modelled rates are not listed here.
 QUOTA_TPS: dict[str, float] = {
-    "cloudwatch.DescribeAlarms": 9,
-    "cloudwatch.DeleteAlarms": 3,
-    "cloudwatch.PutMetricAlarm": 3,
-    "cloudwatch.GetMetricData": 50,
-    "logs.DescribeLogStreams": 5,
-    "logs.FilterLogEvents": 5,
-    "logs.GetLogEvents": 10,
+    op: rate for op, rate in DEFAULT_RATES.items() if not op.startswith("sagemaker.") and rate is not None
 }
 # the operations the table always lists (with 0 if never called), in this order
 REPORTED = (
@@ -359,6 +353,7 @@ class SweepTimes:
     due: int = 0
     wall_s: float = 0.0
     per_due_s: list[float] = field(default_factory=list)  # per pass with due items
+    out_of_time: int = 0  # passes whose time budget ran out (what was left stayed due)
 
 
 @dataclass
@@ -402,6 +397,7 @@ def _instrument(
         out = sweep()
         wall = time.process_time() - t0
         due = sum(int(r.get("due", 0)) for r in out if isinstance(r, dict))
+        sweeps.out_of_time += any(isinstance(r, dict) and r.get("out_of_time") for r in out)
         sweeps.passes += 1
         sweeps.due += due
         sweeps.wall_s += wall
@@ -586,6 +582,14 @@ def render(results: list[ScaleResult], big: BigJob, total_wall_s: float) -> list
     row("failed reads (ObservationFailures)", (f"{r.observation_failures:,}" for r in results))
     row("virtual time", (f"{r.virtual_hours:.1f} h" for r in results))
     row("sweep passes / due items served", (f"{r.sweeps.passes:,} / {r.sweeps.due:,}" for r in results))
+    row(
+        "sweep passes out of time; calls throttled / waited for (the account's rates)",
+        (
+            f"{r.sweeps.out_of_time:,}; {sum(r.drill.api.get('throttled', {}).values()):,} / "
+            f"{sum(r.drill.api.get('waited_s', {}).values()):,.0f} s"
+            for r in results
+        ),
+    )
     row(
         "**sweep CPU time per due item** (mean; median of passes)",
         (

@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         help="draw the runs' attempts on a time axis (.png, or .html/.svg)",
     )
     parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
-    parser.add_argument("--verbose", action="store_true", help="show routine sweep look-ups too")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show the raw events behind decisions (each submit, each accepted launch) and full job names",
+    )
     args = parser.parse_args(argv)
     if args.plot is not None:
         problem = plot_path_problem(args.plot)

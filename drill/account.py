@@ -24,10 +24,14 @@ from moto import mock_aws
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
 from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.deploy import run_alarm_shape_check
+from drill.dynamodb_limits import enforce_transaction_limits
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
+from drill.invocation import spent_ms
 from drill.memory_store import InMemoryRunStore
 from drill.metric_delay import MetricDelays
+from drill.rate_limits import DEFAULT_RATES, DEFAULT_RETRY_WAIT_S, RateLimits
 from drill.router import LambdaContext, TemplateRouter
+from drill.sim.read_after_create import DEFAULT_WINDOW_S, ReadAfterCreate
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_quotas import SimServiceQuotas
 from drill.sim_sagemaker import SimSageMaker, StartupTimes, WarmPoolSettings
@@ -189,7 +193,18 @@ class LocalAccount:
         # ``account.metric_delay`` (per source), a MetricDelays, or None for the defaults (late by
         # up to 3 minutes); ``MetricDelays.none()`` is the kind model
         metric_delay: Mapping[str, Any] | MetricDelays | None = None,
+        # the account's API rate limits (drill/rate_limits.py): calls per second per operation over
+        # the documented defaults (None for an operation: not limited), and how long botocore's
+        # retries wait for a throttled call's slot before it fails
+        api_rates: Mapping[str, float | None] | None = None,
+        api_retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
+        # a job just created is not visible to DescribeTrainingJob (and Stop/Update) for a delay
+        # drawn per job in this range, seconds (drill/sim/read_after_create.py); (0, 0): at once
+        describe_after_create_s: tuple[float, float] = DEFAULT_WINDOW_S,
     ) -> None:
+        self._api_rates = {**DEFAULT_RATES, **dict(api_rates or {})}
+        self._api_retry_wait_s = api_retry_wait_s
+        self._describe_after_create_s = describe_after_create_s
         self._backend_reads = backend_reads
         self.metric_delays = (
             metric_delay
@@ -257,7 +272,8 @@ class LocalAccount:
         self._clock_patches.enter_context(moto_logs_follow(self.clock))
         self._clock_patches.enter_context(moto_s3_follow(self.clock))
         self._clock_patches.enter_context(moto_cloudwatch_follow(self.clock))
-        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        # DynamoDB refuses a transaction over 4 MB, which moto accepts (drill/dynamodb_limits.py)
+        self.ddb = enforce_transaction_limits(boto3.client("dynamodb", region_name=REGION))
         self.s3 = boto3.client("s3", region_name=REGION)
         self.sns = boto3.client("sns", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
@@ -285,6 +301,9 @@ class LocalAccount:
             self.template, region=REGION, account=ACCOUNT, table=TABLE, topic_arn=self.topic_arn
         )
         self.recorder = CallRecorder(facts, enabled=self._iam_replay)
+        # the supervisor's calls are throttled at the account's rates (the recorder sees exactly them)
+        self.rate_limits = RateLimits(lambda: self.clock.now_ms, self._api_rates, self._api_retry_wait_s)
+        self.recorder.gates.append(self.rate_limits.admit)
         for client in (self.ddb, self.s3, self.sns, self.cloudwatch, self.logs):
             self.recorder.attach(client)
         # ---
@@ -311,6 +330,8 @@ class LocalAccount:
             heartbeat_metric=self.log_subscription,
             warm_pools=self._warm_pools,
         )
+        # what the supervisor's SageMaker client sees: a new job only after a short delay
+        self.sagemaker_view = ReadAfterCreate(self.sagemaker, self._describe_after_create_s, seed=self._seed)
         self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)
         self.service_quotas = SimServiceQuotas(
             self.sagemaker, region=REGION, account=ACCOUNT, denied=self._service_quotas == "denied"
@@ -321,7 +342,7 @@ class LocalAccount:
         self.counters = MemoryCounters()
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
-            launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker, "sagemaker")),
+            launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker_view, "sagemaker")),
             checkpoints=S3CheckpointFinder(checkpoint_client),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self._alarms_client(), ALARM_PREFIX),
@@ -329,9 +350,10 @@ class LocalAccount:
                 FlushOnReadLogs(self.logs, self.sagemaker)
                 if self._logs_kind == "moto"
                 else self.recorder.wrap(SimulatedLogs(self.sagemaker), "logs"),
-                # virtual seconds: reads take no virtual time, and a read is reused only within
-                # the same virtual half-minute, as in an account (not across a fast drill's hours)
-                clock=lambda: self.clock.now_ms / 1000,
+                # virtual seconds: reads take no virtual time but what throttling makes them wait
+                # (drill/invocation.py), and a read is reused only within the same virtual
+                # half-minute, as in an account (not across a fast drill's hours)
+                clock=lambda: (self.clock.now_ms + spent_ms()) / 1000,
             ),
             metrics=CloudWatchMetricsReader(
                 self.recorder.wrap(

@@ -3,7 +3,9 @@
 moto's DynamoDB scans and sorts the whole table on every query, which makes months of virtual
 time slow; long scenarios and benchmarks can run on this store instead. Runs and attempts are
 kept in the same serialised form the DynamoDB store writes (the shared codec), so a value
-that would not survive DynamoDB does not survive here either.
+that would not survive DynamoDB does not survive here either; and every write is planned by the
+DynamoDB store's own planner first (``plan_create``/``plan_save``), so a write DynamoDB would
+refuse (over 100 actions, 4 MB, 400 KB an item) is refused here too, before anything changes.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_cursors import decode_cursor, encode_cursor
-from sagewarden.adapters.dynamodb_run_store import AUDIT_DETAIL_BYTES, AUDIT_SUMMARY_BYTES, idempotency_pk
+from sagewarden.adapters.dynamodb_run_store import (
+    AUDIT_DETAIL_BYTES,
+    AUDIT_SUMMARY_BYTES,
+    DynamoDbRunStore,
+    idempotency_pk,
+)
 from sagewarden.adapters.run_codec import (
     attempt_from_dict,
-    attempt_to_dict,
     notify_from_dict,
     notify_to_dict,
     run_from_dict,
@@ -64,6 +70,8 @@ class InMemoryRunStore:
         self._exclusive: dict[str, str] = {}
         self._shared: dict[str, set[str]] = {}
         self._seq = 0
+        # plans every write as the DynamoDB store would (no client: planning makes no call)
+        self._planner = DynamoDbRunStore(None, "sagewarden")
 
     # -- the due index ---------------------------------------------------------------------------
     def _set_due_entry(self, kind: str, run_id: str, key: str, due_ms: int | None) -> None:
@@ -89,6 +97,7 @@ class InMemoryRunStore:
 
     # -- writes -----------------------------------------------------------------------------
     def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
+        self._planner.plan_create(run, audit, body_hash)  # WriteTooLarge before anything changes
         key = idempotency_pk(run.owner, run.idempotency_key) if run.idempotency_key else None
         if key is not None and key in self._idem:
             rid, h = self._idem[key]
@@ -109,10 +118,10 @@ class InMemoryRunStore:
         self._append(run.run_id, run.version, audit, salt=False)
         return run
 
-    def _store_run(self, run: Run) -> None:
+    def _store_run(self, run: Run, data: str | None = None) -> None:
         self._runs[run.run_id] = (
             run.version,
-            json.dumps(run_to_dict(run), sort_keys=True, ensure_ascii=False),
+            data if data is not None else json.dumps(run_to_dict(run), sort_keys=True, ensure_ascii=False),
         )
         if run.status == RunStatus.RETRY_WAIT and run.wait_reason:
             self._waiting[run.run_id] = (-run.policy.priority, run.wait_reason, run.wait_instance_type)
@@ -127,6 +136,7 @@ class InMemoryRunStore:
         due_ms: int | None,
         outbox: Sequence[OutboxMessage] = (),
     ) -> Run:
+        plan = self._planner.plan_save(run, previous, audit, due_ms, outbox)  # WriteTooLarge first
         stored = self._runs.get(run.run_id)
         if stored is None or stored[0] != previous.version:
             raise ConcurrentUpdate(run.run_id)
@@ -141,12 +151,9 @@ class InMemoryRunStore:
             self._take(run.run_id, run.claims)
         elif releasing:
             self._release(run.run_id, run.claims)
-        saved = dataclasses.replace(run, version=previous.version + 1)
-        self._store_run(saved)
-        before = {a.number: a for a in previous.attempts}
-        for att in run.attempts:
-            if before.get(att.number) != att:
-                self._attempts[run.run_id][att.number] = json.dumps(attempt_to_dict(att), sort_keys=True)
+        saved = plan.run
+        self._store_run(saved, plan.run_data)
+        self._attempts[run.run_id].update(plan.attempt_data)
         self._set_due_entry("run", run.run_id, "", due_ms)
         for m in outbox:
             self._outbox[(m.run_id, m.dedupe_id)] = (m, json.dumps(notify_to_dict(m.notify)))

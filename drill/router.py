@@ -22,6 +22,7 @@ from typing import Any
 from moto.events.models import EventPattern
 
 from drill.iam.recorder import invoked_as
+from drill.invocation import invocation, spent_ms
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -56,8 +57,11 @@ class LambdaContext:
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local"
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
+    timeout_ms: int = 60_000
+
     def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+        """The invocation's time left: what its throttled calls waited is spent (drill/invocation.py)."""
+        return max(0, int(self.timeout_ms - spent_ms()))
 
 
 class _ThreadRoutedStdout(io.TextIOBase):
@@ -110,7 +114,7 @@ def _attributed(dotted: str, fn: Handler) -> Handler:
     output of a CLI talking to the drill."""
 
     def invoke(event: dict[str, Any], context: Any) -> Any:
-        with invoked_as(dotted), _discard_this_threads_stdout():
+        with invoked_as(dotted), invocation(), _discard_this_threads_stdout():
             return fn(event, context)
 
     return invoke

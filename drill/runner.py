@@ -33,20 +33,15 @@ class TimelineRow:
     run: str
     kind: str  # event | decision | action | error | FAULT | API
     text: str
-    routine: bool = False  # a sweep or reconciler look that changed nothing (hidden unless --verbose)
+    routine: bool = False  # an event row the next decision repeats (hidden unless --verbose)
     detail: dict[str, Any] = field(default_factory=dict)  # the audit entry's detail (e.g. the event's fields)
 
 
-def _is_noise(entry: dict[str, Any], following: dict[str, Any] | None) -> bool:
-    """Rows a person does not need in the timeline (they stay in the audit trail and --verbose)."""
-    text = entry["summary"]
-    if entry["kind"] != "event":
-        return False
-    if text.startswith(("Submitted(", "LaunchAccepted(")):  # the next decision says the same
-        return True
-    if following is None or not following["summary"].startswith("ignored"):
-        return False
-    return text.startswith("Tick(") or text.endswith(("(describe)", " OK", " INSUFFICIENT_DATA"))
+def _is_noise(entry: dict[str, Any]) -> bool:
+    """Rows a person does not need in the timeline (they stay in the audit trail and --verbose):
+    the event rows of a submission and a launch confirmation, which the next decision restates.
+    (An event that changed nothing is not in the audit trail at all: it is counted and logged.)"""
+    return entry["kind"] == "event" and entry["summary"].startswith(("Submitted(", "LaunchAccepted("))
 
 
 @dataclass
@@ -69,6 +64,9 @@ class DrillResult:
     iam: Any = None  # drill.iam.ReplayReport: the run's AWS calls checked against the template's IAM
     description: str = ""
     run_names: dict[str, str] = field(default_factory=dict)  # run id -> name
+    # the account's API rate limits and read-after-create delays as the supervisor met them:
+    # calls, throttled and waited_s per operation, hidden_reads (drill/rate_limits.py)
+    api: dict[str, Any] = field(default_factory=dict)
 
     def alert_rows(self) -> list[dict[str, Any]]:
         """Every alert published, in time order: at (ms), run name, severity, event, subject, body."""
@@ -108,8 +106,20 @@ class DrillResult:
                 for a in self.alert_rows()
             ],
             "counters": self.counters,
+            "api": self.api,
             "invariant_violations": self.invariant_violations,
         }
+
+
+def api_summary(acct: LocalAccount) -> dict[str, Any]:
+    """What the account's API limits did to the supervisor's calls (see DrillResult.api)."""
+    limits = acct.rate_limits
+    return {
+        "calls": dict(sorted(limits.calls.items())),
+        "throttled": dict(sorted(limits.throttled.items())),
+        "waited_s": {k: round(v / 1000, 1) for k, v in sorted(limits.waited_ms.items())},
+        "hidden_reads": acct.sagemaker_view.hidden_answers,
+    }
 
 
 class AccountStepper:
@@ -196,6 +206,9 @@ class DrillRunner:
             reconcile_interval_min=sc.reconcile_interval_min,
             store=sc.store,
             metric_delay=sc.metric_delay,
+            api_rates=sc.api_rates,
+            api_retry_wait_s=sc.api_retry_wait_s,
+            describe_after_create_s=sc.describe_after_create_s,
             **self.account_options,
         ) as acct:
             self.acct = acct
@@ -321,17 +334,11 @@ class DrillRunner:
         for name, run_id in self.run_ids.items():
             _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
-            for i, e in enumerate(audit):
-                nxt = audit[i + 1] if i + 1 < len(audit) else None
-                prev = audit[i - 1] if i else None
-                noise = _is_noise(e, nxt) or (
-                    prev is not None
-                    and e["summary"].startswith("ignored")
-                    and _is_noise(prev, e)
-                    and not prev["summary"].startswith(("Submitted(", "LaunchAccepted("))
-                )
+            for e in audit:
                 timeline.append(
-                    TimelineRow(e["at_ms"], name, e["kind"], e["summary"], routine=noise, detail=e["detail"])
+                    TimelineRow(
+                        e["at_ms"], name, e["kind"], e["summary"], routine=_is_noise(e), detail=e["detail"]
+                    )
                 )
             run_jobs = [j for j in jobs if j.run_name == name]
             submitted_ms = submitted.get(name, start)
@@ -407,6 +414,7 @@ class DrillRunner:
             jobs=jobs,
             events_delivered=len(acct.delivered),
             counters=dict(acct.counters.values),
+            api=api_summary(acct),
             description=self.scenario.description,
             run_names={run_id: name for name, run_id in self.run_ids.items()},
         )

@@ -19,6 +19,11 @@ Format (all times are virtual minutes from the scenario start unless named other
                              "available_after_s": [0, 300],      # end -> pool Available (drawn)
                              "bad_host_refire_min": 5},          # a bad host kept in a pool fails
                                                                  # the next job this long in
+              "api_rates": {"sagemaker.DescribeTrainingJob": 2},  # calls/s per operation over the
+                                                       # defaults (drill/rate_limits.py); null: unlimited
+              "api_retry_wait_s": 35.5,                # how long retries wait for a throttled call
+              "describe_after_create_s": [0, 10],      # a new job is missing from DescribeTrainingJob
+                                                       # (and Stop/Update) this long, drawn per job
               "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
@@ -70,6 +75,8 @@ from typing import Any
 
 from drill.account import Delivery
 from drill.metric_delay import MAX_DELAY_S, SOURCES, SourceDelay
+from drill.rate_limits import DEFAULT_RETRY_WAIT_S, MAX_RETRY_WAIT_S, known_operations
+from drill.sim.read_after_create import DEFAULT_WINDOW_S, MAX_WINDOW_S
 from drill.sim.texts import CRASH_KINDS, PAUSE_KINDS, START_FAULTS
 from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_sagemaker import FAULT_KINDS, Fault, JobProfile, StartupTimes
@@ -165,6 +172,9 @@ class Scenario:
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
     metric_delay: dict[str, dict[str, Any]] = field(default_factory=dict)  # per source, over the defaults
+    api_rates: dict[str, float | None] = field(default_factory=dict)  # over drill.rate_limits' defaults
+    api_retry_wait_s: float = DEFAULT_RETRY_WAIT_S
+    describe_after_create_s: tuple[float, float] = DEFAULT_WINDOW_S
 
 
 class ScenarioError(ValueError):
@@ -329,6 +339,12 @@ DELIVERY_FIELDS = _from_dataclass(
 )
 
 
+def _within(v: Any, high: float) -> str | None:
+    if v < 0 or v > high:
+        return f"must be within 0..{high:g} seconds, got {_show(v)}"
+    return None
+
+
 def _delay(v: Any) -> str | None:
     if v < 0 or v > MAX_DELAY_S:
         return f"must be within 0..{MAX_DELAY_S:g} seconds, got {_show(v)}"
@@ -358,6 +374,9 @@ ACCOUNT_FIELDS = {
     "log_subscription": Spec("bool"),
     "metric_delay": Spec("object"),
     "warm_pools": Spec("object"),
+    "api_rates": Spec("object"),
+    "api_retry_wait_s": Spec("number", check=lambda v: _within(v, MAX_RETRY_WAIT_S)),
+    "describe_after_create_s": Spec("list"),
 }
 WARM_POOL_FIELDS = {
     "quotas": Spec("object"),
@@ -554,6 +573,10 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
                 continue
             metric_delay[name] = dict(entry)
     warm_pools = _warm_pools(check, account.get("warm_pools", {}))
+    api_rates = _api_rates(check, account.get("api_rates", {}))
+    describe_after_create = _span(
+        check, "account.describe_after_create_s", account.get("describe_after_create_s"), MAX_WINDOW_S
+    )
     delivery = check.obj("delivery", top.get("delivery", {}), DELIVERY_FIELDS)
     if delivery.get("min_delay_s", 0) > delivery.get("max_delay_s", math.inf):
         check.add("delivery.min_delay_s", "must not exceed max_delay_s")
@@ -669,6 +692,9 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         log_subscription=bool(account.get("log_subscription", True)),
         delivery=dict(delivery),
         metric_delay=metric_delay,
+        api_rates=api_rates,
+        api_retry_wait_s=float(account.get("api_retry_wait_s", DEFAULT_RETRY_WAIT_S)),
+        describe_after_create_s=describe_after_create or DEFAULT_WINDOW_S,
         policy_defaults=dict(policy_defaults),
         runs=runs,
         faults=faults,
@@ -676,6 +702,37 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         expect=expect,
         source=source,
     )
+
+
+def _api_rates(check: _Checker, raw: Any) -> dict[str, float | None]:
+    """``account.api_rates``: calls per second per operation ("service.Operation", one the model
+    limits), a positive number or null (not limited)."""
+    ops = known_operations()
+    data = check.obj("account.api_rates", raw, dict.fromkeys(ops, Spec("number|null")))
+    out: dict[str, float | None] = {}
+    for op, rate in data.items():
+        if rate is not None and rate <= 0:
+            check.add(
+                f"account.api_rates.{op}", f"must be a positive number of calls per second, got {_show(rate)}"
+            )
+            continue
+        out[op] = None if rate is None else float(rate)
+    return out
+
+
+def _span(check: _Checker, where: str, raw: Any, high: float) -> tuple[float, float] | None:
+    """A ``[low, high]`` range of seconds with 0 <= low <= high <= ``high`` (None when absent)."""
+    if raw is None:
+        return None
+    if (
+        isinstance(raw, list)
+        and len(raw) == 2
+        and all(_matches(v, "number") for v in raw)
+        and 0 <= raw[0] <= raw[1] <= high
+    ):
+        return (float(raw[0]), float(raw[1]))
+    check.add(where, f"expected [low, high] in seconds with 0 <= low <= high <= {high:g}, got {_show(raw)}")
+    return None
 
 
 def _warm_pools(check: _Checker, raw: Any) -> WarmPoolSettings:

@@ -19,6 +19,7 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from drill.sim_sagemaker import SimSageMaker
+from sagewarden.domain.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
 
 OPERATIONS = ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
 DEFAULT_PAGE = 100
@@ -41,6 +42,11 @@ class SimServiceQuotas:
         rows = [
             (f"{itype} for training job usage", limit) for itype, limit in sorted(self._sm.quotas.items())
         ]
+        # AWS lists a warm-pool quota for every training instance type, 0 by default: here the types
+        # the account knows (its training quotas, its warm-pool quotas, the supervisor's price table)
+        pools = self._sm.warm_pools.settings.quotas
+        for itype in sorted({*self._sm.quotas, *pools, *ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD}):
+            rows.append((f"{itype} for training warm pool usage", pools.get(itype, 0)))
         if self._sm.total_instance_quota is not None:
             rows.append(("Number of instances across all training jobs", self._sm.total_instance_quota))
         return [

@@ -37,6 +37,7 @@ from drill.sim import faults, series
 from drill.sim.lifecycle import SimCore
 from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
+from drill.sim.request_limits import length_problems, validation_message
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
     CAPACITY_FAILURE_REASON,
@@ -521,6 +522,9 @@ class SimSageMaker(SimCore):
         report = ParamValidator().validate(request, _create_input_shape())
         if report.has_errors():
             raise client_error("ValidationException", report.generate_report(), op)
+        too_long = length_problems(request, _create_input_shape())  # what botocore leaves to SageMaker
+        if too_long:
+            raise client_error("ValidationException", validation_message(too_long), op)
         for key in (
             "TrainingJobName",
             "AlgorithmSpecification",

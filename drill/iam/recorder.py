@@ -96,11 +96,16 @@ class CallRecorder:
     # called with (function, service, operation, params) for every call of a function, enabled or
     # not (e.g. the scale benchmark's per-minute call counter, benchmarks/scale.py)
     listeners: list[Callable[[str, str, str, Mapping[str, Any]], None]] = field(default_factory=list)
+    # called with (service, operation, params) before every call of a function is made; may refuse
+    # it by raising the service's error (the account's API rate limits, drill/rate_limits.py)
+    gates: list[Callable[[str, str, Mapping[str, Any]], None]] = field(default_factory=list)
 
     def record(self, service: str, operation: str, params: Mapping[str, Any]) -> None:
         function = CURRENT_FUNCTION.get()
         if function is None:
             return
+        for gate in self.gates:
+            gate(service, operation, params)
         for listener in self.listeners:
             listener(function, service, operation, params)
         if not self.enabled:

@@ -39,6 +39,26 @@ def training_quota(instance_type: str) -> str:
     return f"{instance_type} for training job usage"
 
 
+def warm_pool_quota(instance_type: str) -> str:
+    return f"{instance_type} for training warm pool usage"
+
+
+def no_warm_pool_quota(reader: QuotaReader | None, training_job: Mapping[str, Any]) -> str | None:
+    """The quota name when the account's warm-pool quota for the run's instance type is known to
+    be 0 (AWS's default): SageMaker then keeps no pool, without an error, so asking for one only
+    makes the first restart wait for a pool that never comes. None: not 0, or unknown."""
+    if reader is None:
+        return None
+    try:
+        quotas = reader.sagemaker_quotas()
+    except Exception as exc:  # unknown: the run asks, and learns from the first ending
+        log.warning("warm-pool quota not checked: %s", exc)
+        return None
+    itype = str((training_job.get("ResourceConfig") or {}).get("InstanceType", ""))
+    name = warm_pool_quota(itype)
+    return name if quotas.get(name) == 0 else None
+
+
 class RunConflict(Exception):
     """Another live run holds this run's name or checkpoint prefix (409)."""
 

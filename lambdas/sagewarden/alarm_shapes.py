@@ -107,6 +107,9 @@ class ShapeReport:
     accepted: list[ShapeRequest] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     not_tried: list[ShapeRequest] = field(default_factory=list)  # out of time
+    # throttled past the SDK's retries: CloudWatch did not judge them (PutMetricAlarm is 3 per
+    # second per account; other tools share it)
+    throttled: list[ShapeRequest] = field(default_factory=list)
     left_behind: list[str] = field(default_factory=list)  # alarms that could not be deleted
     cleanup_errors: list[str] = field(default_factory=list)
 
@@ -115,6 +118,7 @@ class ShapeReport:
         return (
             not self.refused
             and not self.not_tried
+            and not self.throttled
             and not self.left_behind
             and len(self.accepted) == len(self.requests)
         )
@@ -224,6 +228,13 @@ def resource_properties(prefix: str, policy_defaults_json: str) -> dict[str, str
     }
 
 
+# the answers a throttled call gets once the SDK's retries are spent (CloudWatch's query API answers
+# Throttling; the others are the same condition under other services' names)
+THROTTLING_CODES = frozenset(
+    {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
+)
+
+
 # -- the check ------------------------------------------------------------------------------------------
 
 
@@ -248,6 +259,9 @@ def check(
                 cloudwatch.put_metric_alarm(**r.request)
             except ClientError as exc:
                 error = exc.response.get("Error", {})
+                if str(error.get("Code", "")) in THROTTLING_CODES:  # not a verdict on the expression
+                    report.throttled.append(r)
+                    continue
                 report.refused.append(Refusal(r, str(error.get("Code", "")), str(error.get("Message", ""))))
                 continue
             except BotoCoreError as exc:
@@ -337,6 +351,12 @@ def failure_reason(report: ShapeReport) -> str:
                 f"[{f.request.label()}] expression {_clip(f.request.expressions(), EXPRESSION_MAX)} -> "
                 f"{f.code}: {_clip(f.message, MESSAGE_MAX)}"
             )
+    if report.throttled:
+        parts.append(
+            f"CloudWatch throttled {len(report.throttled)} of {total} requests past the SDK's retries "
+            f"({', '.join(r.label() for r in report.throttled)}): they were not judged. PutMetricAlarm "
+            "is limited per account (3 per second by default) and other tools share it: deploy again."
+        )
     if report.not_tried:
         parts.append(
             f"Out of time before {len(report.not_tried)} of {total} requests could be put "

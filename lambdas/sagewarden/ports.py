@@ -24,6 +24,13 @@ class ConcurrentUpdate(Exception):
     whose response was lost is recognised and returned as saved."""
 
 
+class WriteTooLarge(Exception):
+    """A decision's write is larger than one atomic write of the store can carry (DynamoDB: 100
+    actions, 4 MB, 400 KB an item). Nothing was written: the store refuses it whole rather than
+    write part of it. Loud by design (the invocation fails and is counted and alarmed as any
+    failure is); no decision writes that much today."""
+
+
 class ReadFailed(Exception):
     """An observation could not be made: what it would have said is unknown, never "nothing".
 

@@ -60,6 +60,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
+from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
@@ -211,6 +212,12 @@ class Supervisor:
         problems += admission.quota_problems(self.quotas, training_job, policy)
         if problems:
             raise InvalidRequest(problems)
+        if warm_pool_request(training_job, policy)[0] > 0:
+            # a warm-pool quota known to be 0: no attempt asks for a pool (the first restart
+            # would wait for one that never comes); the submitted alert says why restarts are cold
+            no_pool = admission.no_warm_pool_quota(self.quotas, training_job)
+            if no_pool is not None:
+                run = dataclasses.replace(run, warm_pool_off=True)
         try:
             self.store.create(
                 run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash

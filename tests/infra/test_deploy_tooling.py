@@ -332,3 +332,116 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
         str(venv_repo / ".venv" / "bin" / "python"),
         str(venv_repo / "app.py"),
     ]
+
+
+# --- what README says each target runs (docs/claims.md) --------------------------------------------
+
+
+@needs_make
+@pytest.mark.parametrize(
+    ("args", "runs"),
+    [
+        # `make demo` runs drill/scenarios/default.json
+        (["demo"], [".venv/bin/python -m drill default"]),
+        # `make test` runs everything CI runs (pytest with 2 workers): no marker, path or -k filter
+        (["test"], [".venv/bin/python -m pytest -n 2 --dist loadgroup"]),
+        # `make lint` runs ruff (lint and format check), `mypy --strict` on `domain/`, and mypy elsewhere
+        (
+            ["lint"],
+            [
+                ".venv/bin/python -m ruff check .",
+                ".venv/bin/python -m ruff format --check .",
+                ".venv/bin/python -m mypy --strict lambdas/sagewarden/domain",
+                ".venv/bin/python -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts",
+            ],
+        ),
+        # make soak: 10,000 histories, 200 more on the DynamoDB store, then the API fuzzer at 20,000
+        (
+            ["soak"],
+            [
+                "SAGEWARDEN_SOAK_EXAMPLES=10000 SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 "
+                ".venv/bin/python -m pytest tests/soak -p no:randomly",
+                "SAGEWARDEN_FUZZ_REQUESTS=20000 .venv/bin/python -m pytest tests/fuzz -m fuzz -s -q",
+            ],
+        ),
+        (
+            ["soak-api", "FUZZ_REQUESTS=500"],
+            ["SAGEWARDEN_FUZZ_REQUESTS=500 .venv/bin/python -m pytest tests/fuzz"],
+        ),
+        # make bench -> BENCHMARKS.md, docs/bench-*.png
+        (["bench"], [".venv/bin/python -m benchmarks --write"]),
+        # STACK= and JOB_PREFIX= set both for make doctor, make deploy and make destroy
+        (
+            ["doctor", "STACK=SagewardenTeamB", "JOB_PREFIX=tb"],
+            [".venv/bin/python -m cli.doctor -c stackName=SagewardenTeamB -c jobPrefix=tb"],
+        ),
+        (
+            ["deploy", "STACK=SagewardenTeamB", "JOB_PREFIX=tb"],
+            ["npx --no-install cdk deploy -c stackName=SagewardenTeamB -c jobPrefix=tb"],
+        ),
+        (
+            ["destroy", "STACK=SagewardenTeamB", "JOB_PREFIX=tb", "FORCE=1"],
+            ["npx --no-install cdk destroy -c stackName=SagewardenTeamB -c jobPrefix=tb"],
+        ),
+    ],
+    ids=["demo", "test", "lint", "soak", "soak-api", "bench", "doctor", "deploy", "destroy"],
+)
+def test_make_targets_run_what_the_readme_says(args: list[str], runs: list[str]) -> None:
+    result = _make("-n", *args)
+
+    assert result.returncode == 0, result.stderr
+    lines = [" ".join(line.split()) for line in result.stdout.replace("\\\n", " ").splitlines()]
+    for command in runs:
+        assert any(line.startswith(command) for line in lines), (
+            f"make {' '.join(args)} never runs {command!r}"
+        )
+
+
+@needs_make
+def test_make_help_lists_the_targets_and_ci_runs_make_test() -> None:
+    result = _make("help")
+
+    assert result.returncode == 0, result.stderr
+    listed = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {
+        "setup",
+        "demo",
+        "test",
+        "lint",
+        "soak",
+        "soak-api",
+        "bench",
+        "doctor",
+        "deploy",
+        "destroy",
+    } <= listed
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "make test" in [line.strip() for line in ci]  # `.ci/run` runs `make test`
+    # the fuzzer's share of `make test` (`make soak-api` sets its own size)
+    fuzz = (REPO_ROOT / "tests" / "fuzz" / "test_api_fuzz.py").read_text(encoding="utf-8")
+    assert 'int(os.environ.get("SAGEWARDEN_FUZZ_REQUESTS", "300"))' in fuzz
+
+
+@needs_make
+def test_setup_installs_the_locked_packages_and_the_sagewarden_command(tmp_path: Path) -> None:
+    import tomllib
+
+    venv = tmp_path / "venv"
+    result = _make("-n", "setup", "PYTHON=/path/to/python3.12", f"VENV={venv}")
+
+    assert result.returncode == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    # PYTHON=/path/to/python3.12 picks the interpreter the environment is made with
+    assert f"/path/to/python3.12 -m venv {venv}" in lines
+    # the exact versions come from the lock; the project itself adds no other package
+    lock = lines.index(f"{venv}/bin/python -m pip install --progress-bar off -r requirements.lock")
+    project_line = lines.index(
+        f'{venv}/bin/python -m pip install --progress-bar off --no-deps ".[infra,dev]"'
+    )
+    assert lock < project_line
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    # installing the project installs the `sagewarden` command
+    assert project["scripts"] == {"sagewarden": "cli.__main__:main"}
+    from cli.__main__ import main
+
+    assert callable(main)

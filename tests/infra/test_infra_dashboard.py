@@ -180,3 +180,23 @@ def test_dashboard_cost_estimate_uses_the_gauges_and_drops_heartbeats_without_a_
         == (constants.CW_ALARM_METRIC_MONTH_USD * a + constants.CW_CUSTOM_METRIC_MONTH_USD * j)
         / constants.DAYS_PER_BILLING_MONTH
     )
+
+
+def test_dashboard_cost_price_is_the_readmes(synth_default: SynthResult) -> None:
+    """README: "A dashboard costs $3 per month beyond the account's three free ones." The
+    dashboard states the same price in its own text widget (infra/constants.py, dated)."""
+    from infra import REPO_ROOT
+
+    _, body = _dashboard(synth_default)
+    texts = " ".join(w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text")
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    (stated,) = re.findall(
+        r"A dashboard costs \$(\d+(?:\.\d+)?) per month beyond the account's three free ones", readme
+    )
+
+    assert float(stated) == constants.CW_DASHBOARD_MONTH_USD
+    assert (
+        f"this dashboard (${constants.CW_DASHBOARD_MONTH_USD:.2f}/month beyond the account's free three)"
+        in texts
+    )
+    assert constants.CW_PRICES_AS_OF in texts

@@ -60,3 +60,31 @@ def test_lambda_asset_has_no_test_or_tooling_files():
     assert files, "empty asset"
     assert all(p.parts[0] == "sagewarden" for p in files), files
     assert not [p for p in files if p.suffix not in (".py", ".pyc", ".typed")], files
+
+
+def test_lambda_asset_only_adapters_and_composition_import_boto3() -> None:
+    """README's layout: adapters/ are the only boto3 users, composition.py the one place that
+    builds clients, the domain pure (no boto3 or botocore at all)."""
+    import ast
+
+    package = REPO / "lambdas" / "sagewarden"
+    importers: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for name in names:
+                top = name.split(".")[0]
+                if top in ("boto3", "botocore"):
+                    importers.setdefault(top, set()).add(str(path.relative_to(package)))
+
+    assert importers["boto3"] and all(
+        p.startswith("adapters/") or p == "composition.py" for p in importers["boto3"]
+    ), importers["boto3"]
+    assert not [p for p in importers["boto3"] | importers["botocore"] if p.startswith("domain/")]

@@ -4,6 +4,7 @@ cannot produce (an empty FilterLogEvents page that still carries a nextToken).""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -476,3 +477,20 @@ def test_activity_follows_every_page_and_an_unfinished_read_is_unknown(aws):
 
     with pytest.raises(LogReadIncomplete):
         CloudWatchLogsReader(SlowPages(), clock=clock).activity(JOB, 0, 600_000)
+
+
+def test_a_whole_job_hang_of_250_hosts_reads_about_150_in_the_triage_budget(logs):
+    """README: a whole-job hang (every host idle, no suspect) of a 250-host job reads about 150
+    of 250 hosts: GetLogEvents at the documented 10 TPS (0.1 s a call) in the triage's 15-second
+    budget, and the notice names how many were not read."""
+    from sagewarden.adapters.cloudwatch_logs_reader import TRIAGE_BUDGET_S
+
+    _job_of_hosts(logs, 250, lines=2)
+    clock = FakeClock(tick=0.1)
+    reader = CloudWatchLogsReader(Timed(logs, clock), clock=clock)
+
+    rows = reader.host_triage(JOB, _base_ms())
+
+    assert TRIAGE_BUDGET_S == 15.0
+    (not_read,) = re.findall(r"(\d+) of 250 hosts not read \(time budget ran out", rows[0])
+    assert 140 <= 250 - int(not_read) <= 155

@@ -160,3 +160,38 @@ def test_handler_heartbeat_declared_phase_keeps_its_minutes_active():
     minutes = [r["_aws"]["Timestamp"] for r in records]
     assert minutes == [t0 + i * 60_000 for i in range(12)]
     assert all(r["LogEvents"] >= 1 for r in records)
+
+
+def test_handler_a_subscription_filtered_on_critical_gets_only_critical_alerts(acct, submitted):
+    """README: to page only on critical, add an SNS subscription filter policy
+    {"severity": ["critical"]}. A code bug fails the run (critical run.failed) after its info
+    alerts; the filtered subscriber gets that one alert and nothing else."""
+    from drill.sim.model import Fault
+
+    queue_url = acct.sqs.create_queue(QueueName="pager")["QueueUrl"]
+    queue_arn = acct.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    acct.sns.subscribe(
+        TopicArn=acct.topic_arn,
+        Protocol="sqs",
+        Endpoint=queue_arn,
+        Attributes={"FilterPolicy": json.dumps({"severity": ["critical"]})},
+    )
+    crash = ("Traceback (most recent call last):", "ModuleNotFoundError: No module named 'flash_attn'")
+    acct.sagemaker.inject(
+        Fault(kind="algorithm_error", run="llama-8b", attempt=1, after_training_min=0.5, log_lines=crash)
+    )
+    for _ in range(4):
+        acct.sagemaker.advance(acct.clock.now_ms + 10 * 60_000)
+        acct.deliver_due()
+
+    everything = [m["MessageAttributes"]["event"]["Value"] for m in acct.alerts_received()]
+    paged = []
+    while msgs := acct.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in msgs:
+            paged.append(json.loads(m["Body"])["MessageAttributes"])
+            acct.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+    assert "attempt.training" in everything and everything[-1] == "run.failed"
+    assert [(a["event"]["Value"], a["severity"]["Value"]) for a in paged] == [("run.failed", "critical")]

@@ -155,3 +155,34 @@ def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
     report = acct.supervisor.sweep()
     assert report.due >= 1 and report.observed == 1
     assert reads.count(run_id) == 1, reads
+
+
+def test_a_routine_sweep_look_up_writes_no_audit_entry(acct):
+    """README: the sweep's routine "still fine" look-ups are not audited, so a months-long run's
+    trail holds what happened."""
+    from drill.sim_sagemaker import JobProfile
+
+    acct.sagemaker.set_profile("llama-8b", JobProfile(total_steps=10**7, checkpoint_every_steps=10**6))
+    run_id = _submit(acct)["run_id"]
+    for _ in range(75):  # into Training, alarms confirmed, the start-up allowance learned (45 min)
+        acct.clock.advance_to(acct.clock.now_ms + MIN)
+        acct.sagemaker.advance(acct.clock.now_ms)
+        acct.deliver_due()
+        acct.run_sweep()
+    assert acct.api("GET", f"/runs/{run_id}")[1]["status"] == "TRAINING"
+
+    def trail() -> list[str]:
+        return [
+            e["summary"]
+            for e in acct.api("GET", f"/runs/{run_id}/events", query={"limit": "100"})[1]["events"]
+        ]
+
+    before = trail()
+    looked = 0
+    for _ in range(3):  # three reconcile intervals: each pass describes the job and finds it fine
+        acct.clock.advance_to(acct.clock.now_ms + 11 * MIN)
+        acct.sagemaker.advance(acct.clock.now_ms)
+        looked += acct.supervisor.sweep().observed
+    assert looked >= 3 and acct.api("GET", f"/runs/{run_id}")[1]["status"] == "TRAINING"
+    after = trail()
+    assert after == before, after[len(before) :]  # nothing changed, so nothing was written

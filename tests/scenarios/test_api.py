@@ -732,5 +732,27 @@ def test_api_submit_of_a_spot_run_says_no_warm_pool_and_launches_without_one(acc
     assert run["warm_pool"]["keep_alive_seconds"] == 0 and "spot" in run["warm_pool"]["note"]
     job = acct.sagemaker.describe_training_job(TrainingJobName=run["attempts"][0]["job_name"])
     assert "KeepAlivePeriodInSeconds" not in job["ResourceConfig"]
+    acct.sagemaker.warm_pools.settings.quotas["ml.p4d.24xlarge"] = 8  # a raised warm-pool quota
+    acct.supervisor.quotas._cached = None  # (the API reads Service Quotas again after 15 min)
     status, plain = acct.api("POST", "/runs", body=_body(name="plain"))
     assert plain["warm_pool"]["keep_alive_seconds"] == 600 and plain["warm_pool"]["pools"] == []
+
+
+def test_api_a_warm_pool_quota_known_to_be_0_at_submit_asks_for_no_pool_and_says_so_once(acct):
+    """AWS's default warm-pool quota is 0, and then SageMaker keeps no pool without an error: a run
+    that asked for one waited up to 5 minutes at its first restart for a pool that never came.
+    Read at submit (Service Quotas), the run asks for none and is told once why restarts are cold."""
+    status, run = acct.api("POST", "/runs", body=_body(name="cold"))
+    assert status == 201
+    assert run["warm_pool"]["keep_alive_seconds"] == 0 and "quota" in run["warm_pool"]["note"]
+    job = acct.sagemaker.describe_training_job(TrainingJobName=run["attempts"][0]["job_name"])
+    assert "KeepAlivePeriodInSeconds" not in job["ResourceConfig"]
+    acct.deliver_due()
+    told = [m for _, m in acct.notifier.sent if "training warm pool usage" in m.body]
+    assert [m.event for m in told] == ["run.submitted"]  # told once, in the submitted alert
+    assert "'ml.p4d.24xlarge for training warm pool usage' is 0" in told[0].body
+    # with the quota raised the run asks for a pool
+    acct.sagemaker.warm_pools.settings.quotas["ml.p4d.24xlarge"] = 8
+    acct.supervisor.quotas._cached = None  # (the API reads Service Quotas again after 15 min)
+    _, warm = acct.api("POST", "/runs", body=_body(name="warm"))
+    assert warm["warm_pool"]["keep_alive_seconds"] == 600

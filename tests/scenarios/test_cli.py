@@ -82,7 +82,8 @@ def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
               "--set", "checkpoint_layout=megatron", transport=no_network)  # fmt: skip
     assert r.code == 0, r.err
     assert "the API would accept this run (nothing was submitted)" in r.out
-    assert "note: name and checkpoint prefix not checked against the live runs: cannot list them" in r.out
+    flat = " ".join(r.out.split())  # the note wraps at the terminal's width, which differs between hosts
+    assert "note: name and checkpoint prefix not checked against the live runs: cannot list them" in flat
     assert re.search(r"first job   sw-llama-70b-[0-9A-Z]{26}-a001\b", r.out)
     assert re.search(r"max_wall_clock_hours\s+240\n", r.out) and re.search(
         r"checkpoint_layout\s+megatron\n", r.out
@@ -156,7 +157,22 @@ def test_dry_run_says_a_spot_run_gets_no_warm_pool(h, tmp_path):
     )
     (note,) = [f for f in plain.json()["review"] if f["check"] == "warm-pool"]
     assert note["message"].startswith("warm pool: each attempt's instances are kept 600 s")
-    assert h.requests == []
+    assert all(method == "GET" for method, _ in h.requests)  # read (conflicts), never submitted
+
+
+def test_dry_run_says_what_it_cannot_know_about_the_deployment(h, tmp_path):
+    """README: it cannot know the deployment's allowedRoleArns and policyDefaults, and says so."""
+    r = h.cli("submit", write_yaml(tmp_path / "run.yaml", run_body("llama-70b")), "--dry-run")
+
+    assert r.code == 0, r.err
+    out = " ".join(r.out.split())
+    assert "not checked locally: RoleArn must be one of the deployment's allowedRoleArns" in out
+    assert "its policyDefaults apply under your policy" in out
+    notes = h.cli(
+        "submit", write_yaml(tmp_path / "run.yaml", run_body("llama-70b")), "--dry-run", json_out=True
+    )
+    assert any("allowedRoleArns" in n and "policyDefaults" in n for n in notes.json()["notes"])
+    assert {req[0] for req in h.requests} == {"GET"}  # the live-run listing only: nothing submitted
 
 
 def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
@@ -357,6 +373,7 @@ def test_get_follow_shows_training_progress_checkpoints_and_learned_windows(h, a
 
 def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
     acct.sagemaker.set_profile("llama-8b", SHORT)
+    acct.sagemaker.warm_pools.settings.quotas["ml.p4d.24xlarge"] = 8  # the job leaves a warm pool
     run_id = h.submit(run_body("llama-8b"))
     r = h.cli("events", "llama-8b", "--follow")
     assert r.code == 0, r.err

@@ -98,6 +98,48 @@ def test_the_server_speaks_like_api_gateway(server):
     assert unknown.value.code == 403
 
 
+def test_the_server_dates_its_answers_in_virtual_time(server):
+    """README: responses carry the virtual time in `Date`, so ages and durations follow the
+    simulated clock (which runs 3,000 times faster than the wall clock here)."""
+    import email.utils
+
+    for _ in range(200):  # until the virtual clock is well ahead of the wall clock
+        if server.account.clock.now_ms > time.time() * 1000 + 60 * 60_000:
+            break
+        time.sleep(0.05)
+    signed = urllib.request.Request(
+        f"{server.url}/runs", headers={"Authorization": "AWS4-HMAC-SHA256 Credential=x"}
+    )
+    before = server.account.clock.now_ms
+    with urllib.request.urlopen(signed, timeout=5) as resp:
+        dated = email.utils.parsedate_to_datetime(resp.headers["Date"]).timestamp() * 1000
+    after = server.account.clock.now_ms
+
+    assert before - 1000 <= dated <= after + 1000  # the virtual time (to the second)
+    assert dated > time.time() * 1000 + 30 * 60_000  # not the wall clock's
+
+
+def test_local_mode_signs_with_fixed_local_credentials_never_yours(server, capsys, monkeypatch):
+    """README: local mode signs with fixed local credentials, never yours."""
+    from cli import client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAYOURSNOTLOCAL")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "yours")
+    seen: list[str] = []
+    real = client.http_transport
+
+    def recording(method, url, headers, body, **kwargs):
+        seen.append(headers.get("Authorization", ""))
+        return real(method, url, headers, body, **kwargs)
+
+    monkeypatch.setattr(client, "http_transport", recording)
+    code, _, err = cli(capsys, "--local", "--api-url", server.url, "ls")
+
+    assert code == 0, err
+    assert seen and all(f"Credential={client.LOCAL_CREDENTIALS[0]}/" in h for h in seen)
+    assert not any("AKIAYOURSNOTLOCAL" in h for h in seen)
+
+
 def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
     # a fresh shell after `make setup`: .venv/bin (where the `sagewarden` command is) not on PATH
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}

@@ -60,8 +60,8 @@ def test_plot_draws_each_attempt_its_phases_the_fault_the_detection_and_the_resu
     assert drawn(fig, "fault") == [["llama-13b", "0"]]
     assert drawn(fig, "action") == [["llama-13b", "0"]]
     assert drawn(fig, "resume") == [["llama-13b", "2"]]
-    # the resume waited until SageMaker reported the dead host's warm pool gone (none was kept:
-    # the account has AWS's default warm-pool quota, 0)
+    # the resume waited until SageMaker reported the dead host's warm pool gone (released: it
+    # holds the dead host)
     assert drawn(fig, "wait") == [["llama-13b", "0"]]
     # the supervisor's action comes after the fault, and the resume after the action
     assert x_of(fig, "fault/llama-13b/0") < x_of(fig, "action/llama-13b/0") < x_of(fig, "resume/llama-13b/2")

@@ -174,6 +174,34 @@ def test_iam_replay_removing_the_kms_grant_denies_publishing(
     assert actions_of(report.denied) == {"kms:GenerateDataKey", "kms:Decrypt"}
 
 
+def test_iam_replay_checks_what_the_lambda_service_does_with_each_role(
+    template: dict[str, Any], default_report: ReplayReport
+) -> None:
+    """README: each role is also checked for what the Lambda service does with it: writing the
+    function's logs and sending failed events to the dead-letter queue (no recorded call makes
+    these requests: the service does)."""
+
+    def drop(*actions: str) -> Callable[[dict[str, Any]], None]:
+        def change(resources: dict[str, Any]) -> None:
+            for res in resources.values():
+                if res["Type"] != "AWS::IAM::Policy":
+                    continue
+                doc = res["Properties"]["PolicyDocument"]
+                for st in doc["Statement"]:
+                    listed = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                    st["Action"] = [a for a in listed if a not in actions] or ["none:None"]
+
+        return change
+
+    logs = recheck(default_report, mutated(template, drop("logs:CreateLogStream", "logs:PutLogEvents")))
+    dlq = recheck(default_report, mutated(template, drop("sqs:SendMessage")))
+
+    assert {"logs:CreateLogStream", "logs:PutLogEvents"} <= actions_of(logs.denied)
+    assert all("the Lambda service" in f.render() for f in logs.denied)
+    assert "sqs:SendMessage" in actions_of(dlq.denied)
+    assert not recheck(default_report, template).denied  # the template as synthesized allows them
+
+
 def test_iam_replay_an_explicit_deny_wins(template: dict[str, Any], default_report: ReplayReport) -> None:
     def deny_stop(resources: dict[str, Any]) -> None:
         stmts = statements(resources, "SupervisorPermissionsSageMakerTrainingJobs")

@@ -367,3 +367,25 @@ def test_scenario_string_timestamps_are_accepted(template):
         },
     )
     assert classes(result, "iso") == ["INFRASTRUCTURE", "SUCCEEDED"]
+
+
+def test_scenario_a_run_whose_checkpoint_prefix_is_1000_characters_resumes(template):
+    """CheckpointConfig.S3Uri may be 1,024 characters, an Environment value 512: the resumed
+    attempt must not carry the checkpoint's full URI into SAGEWARDEN_RESUME_CHECKPOINT, or
+    SageMaker refuses the launch and the run fails as a client error (issue 17 item 9)."""
+    from drill.account import BUCKET
+
+    prefix = f"s3://{BUCKET}/" + "/".join(["p" * 120] * 8) + "/"
+    assert 950 < len(prefix) <= 1024
+    result = run_drill(
+        template,
+        {
+            "seed": 1,
+            "runs": [run_spec("llama", training_job={"CheckpointConfig": {"S3Uri": prefix}})],
+            "faults": [{"kind": "hardware", "run": "llama", "attempt": 1, "after_training_min": 65}],
+        },
+    )
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "llama")
+    assert classes(result, "llama") == ["INFRASTRUCTURE", "SUCCEEDED"]
+    assert run["attempts"][1]["resumed_from_step"] == 600

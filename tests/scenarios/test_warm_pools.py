@@ -151,21 +151,35 @@ def test_scenario_keep_alive_zero_strips_the_requests_own_pool(template):
     assert len(jobs) == 2 and all(keep_alive(j) is None and j._pool is None for j in jobs)
 
 
+COLD_RUN = {
+    "seed": 5,
+    "account": {"store": "memory"},  # warm-pool quota 0: AWS's default
+    "runs": [run_spec("coldrun")],
+    "faults": [
+        {**WATCHDOG, "run": "coldrun", "attempt": 1, "after_training_min": 40},
+        {**WATCHDOG, "run": "coldrun", "attempt": 2, "after_training_min": 40},
+    ],
+}
+
+
+def test_scenario_a_warm_pool_quota_of_0_read_at_submit_asks_for_no_pool_and_waits_for_none(template):
+    """With AWS's default warm-pool quota (0) SageMaker keeps no pool, with no error. Read from
+    Service Quotas at submit, no attempt asks for one (no restart waits for a pool that never
+    comes), and the run.submitted alert says so once."""
+    result = run_drill(template, COLD_RUN)
+    assert result.runs["coldrun"]["status"] == "SUCCEEDED"
+    told = [r for r in result.alert_rows() if "training warm pool usage" in r["body"]]
+    assert [r["event"] for r in told] == ["run.submitted"]
+    assert f"'{ITYPE} for training warm pool usage' is 0" in told[0]["body"]
+    jobs = jobs_of(result)
+    assert len(jobs) == 3 and all(keep_alive(j) is None and not j.warm_pool_used for j in jobs)
+
+
 def test_scenario_no_warm_pool_quota_is_told_once_and_restarts_start_cold(template):
     """Item 5: with AWS's default warm-pool quota (0) the job runs and keeps no pool, with no
-    error: the old rejection path never fired, and nobody was told why restarts were cold."""
-    result = run_drill(
-        template,
-        {
-            "seed": 5,
-            "account": {"store": "memory"},  # warm-pool quota 0: AWS's default
-            "runs": [run_spec("coldrun")],
-            "faults": [
-                {**WATCHDOG, "run": "coldrun", "attempt": 1, "after_training_min": 40},
-                {**WATCHDOG, "run": "coldrun", "attempt": 2, "after_training_min": 40},
-            ],
-        },
-    )
+    error: the old rejection path never fired, and nobody was told why restarts were cold. Where
+    the quota cannot be read at submit, the first ending teaches it."""
+    result = run_drill(template, COLD_RUN, account_options={"service_quotas": "denied"})
     assert result.runs["coldrun"]["status"] == "SUCCEEDED"
     assert alert_events(result, "coldrun").count("attempt.warm_pool_off") == 1
     (body,) = [r["body"] for r in result.alert_rows() if r["event"] == "attempt.warm_pool_off"]

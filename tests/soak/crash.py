@@ -200,6 +200,21 @@ def scenario_cancel_during_launch(d: Driver) -> None:
     d.sweep(minutes=6)
 
 
+def scenario_launch_unconfirmed(d: Driver) -> None:
+    """CreateTrainingJob of attempt 1 takes effect but its answer is lost (a read timeout), and
+    the job's first state-change event is lost too: the sweep must find the job it launched."""
+    from tests.soak.world import aws_error
+
+    d.world.calls.inject_lost_response(
+        "sagemaker.create_training_job", aws_error("sagemaker", "timeout", "CreateTrainingJob")
+    )
+    d.submit("unconfirmed")
+    d.world.pending.clear()  # the job's InProgress event never arrives
+    d.sweep(minutes=3)  # the launch is re-issued: ResourceInUse, the job exists
+    d.sweep(minutes=3)
+    d.progress("unconfirmed", 1, "advance")
+
+
 def scenario_cancel_while_training(d: Driver) -> None:
     d.submit("stopme")
     _to_training(d, "stopme")
@@ -282,6 +297,19 @@ SCENARIOS = (
     ),
     # without a subscription the cadence is read from the logs (LogReader.activity)
     Scenario("cadence learned from the logs", scenario_cadence_and_advice, {"log_silence_fallback": True}),
+    # a new job missing from DescribeTrainingJob/Stop for longer than the supervisor waits before
+    # re-issuing a launch (2 min) or giving up on a cancelled one (5 min): "not found" must read as
+    # "not visible yet", never as "never launched" (no second job, none left running)
+    Scenario(
+        "launch unconfirmed, job not visible for 3.5 min",
+        scenario_launch_unconfirmed,
+        {"read_after_create_ms": (210_000, 210_000)},
+    ),
+    Scenario(
+        "cancel during a launch, job not visible for 6 min",
+        scenario_cancel_during_launch,
+        {"read_after_create_ms": (360_000, 360_000)},
+    ),
 )
 
 

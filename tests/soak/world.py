@@ -393,6 +393,7 @@ class FakeSageMaker:
         self.quotas = dict(quotas)
         self.jobs: dict[str, Job] = {}
         self.created: list[tuple[str, int]] = []  # (job name, ms) of every job created
+        self.hidden_reads = 0  # reads answered "not found" for a job that exists (not visible yet)
 
     def _call(self, op: str, args: tuple[Any, ...]) -> None:
         self.world.calls.before(f"sagemaker.{op}", args)
@@ -443,7 +444,7 @@ class FakeSageMaker:
 
     def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("stop_training_job", (TrainingJobName,))
-        job = self.jobs.get(TrainingJobName)
+        job = self._visible(TrainingJobName)
         if job is None:
             raise client_error("ValidationException", "Requested resource not found.", 400, "StopTrainingJob")
         if job.status == "InProgress":
@@ -459,9 +460,20 @@ class FakeSageMaker:
             "StopTrainingJob",
         )
 
+    def _visible(self, name: str) -> Job | None:
+        """The job as a read sees it: not yet, for a delay drawn per job after its creation (AWS
+        does not say how long a new job can be missing from reads; drill/sim/read_after_create.py)."""
+        job = self.jobs.get(name)
+        low, high = self.world.read_after_create_ms
+        delay = random.Random(f"read-after-create|{name}").randint(low, high)
+        if job is not None and self.world.now() < job.created_ms + delay:
+            self.hidden_reads += 1
+            return None
+        return job
+
     def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:
         self._call("describe_training_job", (TrainingJobName,))
-        job = self.jobs.get(TrainingJobName)
+        job = self._visible(TrainingJobName)
         if job is None:
             raise client_error(
                 "ValidationException", "Requested resource not found.", 400, "DescribeTrainingJob"
@@ -475,7 +487,7 @@ class FakeSageMaker:
     def update_training_job(self, TrainingJobName: str, ResourceConfig: dict[str, Any]) -> dict[str, Any]:
         """KeepAlivePeriodInSeconds 0 releases an ended job's Available pool; else refused."""
         self._call("update_training_job", (TrainingJobName,))
-        job = self.jobs.get(TrainingJobName)
+        job = self._visible(TrainingJobName)
         pool = job.warm_pool() if job is not None else None
         if job is None or pool is None or pool["Status"] != "Available":
             raise client_error(
@@ -701,6 +713,9 @@ class World:
     store: Any = None  # a RunStore; the in-memory one unless given
     log_silence_fallback: bool = False
     store_wrapper: Callable[[Any], Any] | None = None  # e.g. the referee's ObservedStore
+    # a job just created is missing from DescribeTrainingJob/Stop/Update for a delay drawn per job
+    # in this range (ms): the drill's default read-after-create model, on here too
+    read_after_create_ms: tuple[int, int] = (0, 10_000)
 
     def __post_init__(self) -> None:
         self.clock_ms = START_MS

@@ -197,6 +197,39 @@ def test_alarm_shape_check_refusal_fails_the_deploy_naming_shape_expression_and_
     assert answer.detail == reason and answer.report is None
 
 
+def test_alarm_shape_check_calls_a_throttled_put_unjudged_not_refused() -> None:
+    """PutMetricAlarm is 3 per second per account, shared with other tools: a put throttled past
+    the SDK's retries says nothing about its expression. The deploy still fails (nothing proven),
+    but says why and that deploying again helps, instead of 'CloudWatch refused' the shape."""
+    event = _event()
+    requests = _requests(event)
+    throttled = requests[1]
+    cw = _client()
+    with Stubber(cw) as stub:
+        accepted = []
+        for r in requests:
+            if r is throttled:
+                stub.add_client_error(
+                    "put_metric_alarm",
+                    service_error_code="Throttling",
+                    service_message="Rate exceeded",
+                    http_status_code=400,
+                    expected_params=dict(r.request),
+                )
+            else:
+                stub.add_response("put_metric_alarm", {}, dict(r.request))
+                accepted.append(r.name)
+        stub.add_response("delete_alarms", {}, {"AlarmNames": accepted})
+        answer = alarm_shapes.on_event(event, cw)
+        stub.assert_no_pending_responses()
+
+    assert answer.status == "FAILED"
+    reason = answer.body["Reason"]
+    assert f"CloudWatch throttled 1 of {len(requests)} requests" in reason and "deploy again" in reason
+    assert throttled.label() in reason
+    assert "refused" not in reason
+
+
 def test_alarm_shape_check_deletes_what_it_put_when_the_time_runs_out() -> None:
     event = _event()
     requests = _requests(event)

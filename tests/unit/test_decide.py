@@ -426,6 +426,123 @@ def test_decide_cost_budget_stops_the_job():
     assert end.run.status == RunStatus.FAILED
 
 
+def test_decide_every_attempt_gets_the_training_script_contract_variables():
+    """README's training-script contract: which run and attempt, and the resume step, URI and
+    local directory (empty on a fresh start), on every attempt."""
+    first = next(a for a in step(make_run(), Submitted(), 0).actions if isinstance(a, LaunchAttempt))
+    run = training_run()
+    obs = Observations(checkpoint=ckpt(1200, at_ms=HOUR))
+    resumed = next(
+        a
+        for a in step(run, observed(run, "Failed", "Failed", 2 * HOUR, INTERNAL), 2 * HOUR, obs).actions
+        if isinstance(a, LaunchAttempt)
+    )
+    contract = (
+        "SAGEWARDEN_RUN_ID",
+        "SAGEWARDEN_ATTEMPT",
+        "SAGEWARDEN_RESUME_STEP",
+        "SAGEWARDEN_RESUME_CHECKPOINT",
+        "SAGEWARDEN_RESUME_DIR",
+    )
+    assert {k: first.request["Environment"][k] for k in contract} == {
+        "SAGEWARDEN_RUN_ID": run.run_id,
+        "SAGEWARDEN_ATTEMPT": "1",
+        "SAGEWARDEN_RESUME_STEP": "",
+        "SAGEWARDEN_RESUME_CHECKPOINT": "",
+        "SAGEWARDEN_RESUME_DIR": "",
+    }
+    assert {k: resumed.request["Environment"][k] for k in contract} == {
+        "SAGEWARDEN_RUN_ID": run.run_id,
+        "SAGEWARDEN_ATTEMPT": "2",
+        "SAGEWARDEN_RESUME_STEP": "1200",
+        "SAGEWARDEN_RESUME_CHECKPOINT": "s3://bucket/ckpt/checkpoint-1200/",
+        "SAGEWARDEN_RESUME_DIR": "/opt/ml/checkpoints/checkpoint-1200",
+    }
+    assert (
+        resumed.request["CheckpointConfig"] == first.request["CheckpointConfig"]
+    )  # the same on every attempt
+
+
+def test_decide_wall_clock_budget_stops_the_job_on_a_tick():
+    run = training_run(RunPolicy(max_wall_clock_hours=3))
+    assert step(run, Tick(), 3 * HOUR - MIN).ignored == "nothing due"
+    d = step(run, Tick(), 3 * HOUR + MIN)  # the sweep's tick, past the run's wall clock
+    assert d.run.status == RunStatus.STOPPING and d.actions[0] == StopJob(run.current.job_name, "wall_clock")
+    end = step(d.run, observed(d.run, "Stopped", "Stopped", 3 * HOUR + 2 * MIN), 3 * HOUR + 2 * MIN)
+    assert end.run.status == RunStatus.FAILED and "wall-clock budget" in (end.run.outcome or "")
+
+
+def test_decide_capacity_wait_fails_after_capacity_wait_max_hours():
+    """README: after the last fallback, back off and go round again, within capacity_wait_max_hours."""
+    reason = "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
+    run = step(make_run(RunPolicy(capacity_wait_max_hours=2)), Submitted(), 0).run
+    now, launches = 0, 1
+    while run.status != RunStatus.FAILED:
+        run = step(run, LaunchAccepted(run.current.number), now).run
+        now += 20 * MIN  # pending for capacity, then refused
+        run = step(run, observed(run, "Failed", "Failed", now, reason), now).run
+        if run.status == RunStatus.RETRY_WAIT:
+            assert run.wait_reason == "capacity" and run.restarts == 0
+            now = run.wake_at_ms
+            run = step(run, Tick(), now).run
+            assert run.status == RunStatus.STARTING  # went round again
+            launches += 1
+        assert now < 5 * HOUR, "never gave up"
+    assert 2 * HOUR < now <= 3 * HOUR and launches >= 3
+    assert "no capacity for 2 h" in (run.outcome or "")
+
+
+def test_decide_backoff_jitter_is_deterministic_per_run_and_try():
+    pol = RunPolicy(backoff_base_seconds=60, backoff_cap_seconds=600, backoff_jitter=0.2)
+    msg = QUOTA_MSG.format(limit=4, used=4, delta=2)
+
+    def delays(run_id: str) -> list[float]:
+        run = step(make_run(pol, run_id=run_id), Submitted(), 0).run
+        out, now = [], 0
+        for _ in range(5):
+            run = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), now).run
+            out.append((run.wake_at_ms - now) / 1000)
+            now = run.wake_at_ms
+            run = step(run, Tick(), now).run
+        return out
+
+    first = delays("01JC0FFEE0BADC0DE000000001")
+    assert first == delays("01JC0FFEE0BADC0DE000000001")  # a replay waits exactly as long
+    other = delays("01JC0FFEE0BADC0DE000000002")
+    assert other != first  # another run draws other factors
+    for got in (first, other):
+        for nominal, delay in zip([60, 120, 240, 480, 600], got, strict=True):
+            assert 0.8 * nominal <= delay <= 1.2 * nominal
+    assert (
+        len(set(round(d / n, 4) for d, n in zip(first, [60, 120, 240, 480, 600], strict=True))) > 1
+    )  # per try
+
+
+def test_decide_resume_alert_reads_at_a_glance():
+    """README Alerts: the subject, then class and reason, evidence, restarts k of budget and the
+    no-progress streak, the checkpoint resumed from, work lost in minutes and estimated $."""
+    run = training_run(RunPolicy(instance_hour_price_usd=30.0))
+    end = 2 * HOUR
+    obs = Observations(
+        checkpoint=ckpt(500, at_ms=end - 30 * MIN),
+        log_tail=("[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout",),
+    )
+    reason = "AlgorithmError: ExecuteUserScriptError: ExitCode 1"
+    d = step(run, observed(run, "Failed", "Failed", end, reason), end, obs)
+
+    (alert,) = [a for a in d.actions if isinstance(a, Notify) and a.event == "attempt.resumed"]
+    assert alert.subject.endswith("llama: attempt 1 infrastructure, resuming as attempt 2")
+    assert alert.severity == "warning"
+    body = alert.body
+    assert "Class: INFRASTRUCTURE (counted against max_restarts)" in body
+    assert "Reason: " in body and "NCCL" in body
+    assert "Watchdog caught collective operation timeout" in body.split("Evidence:")[1]
+    assert "Restarts: 1 of 10; no-progress streak 0 of 3" in body
+    assert "step 500" in body.split("Resuming from:")[1].splitlines()[0]
+    # 30 minutes since the checkpoint on 2 instances at $30 an hour
+    assert "Work lost since that checkpoint: 30 min (~$30)" in body
+
+
 @pytest.mark.parametrize("status", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED])
 def test_decide_next_due_is_none_only_for_terminal(status):
     assert next_due_ms(make_run(status=status), 0) is None

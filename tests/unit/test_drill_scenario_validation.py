@@ -503,3 +503,29 @@ def test_scenario_warm_pool_account_fields_default_to_aws_and_are_checked() -> N
         'account.warm_pools.quota: unknown field (did you mean "quotas"?)',
         "account.warm_pools.quotas.ml.p4d.24xlarge: must be at least 0, got -1",
     ]
+
+
+def test_scenario_api_limits_default_to_the_unkind_model_and_are_checked() -> None:
+    """account.api_rates / api_retry_wait_s / describe_after_create_s (issue 17 item 10): on by
+    default, over the documented rates; mistakes reported like any other field's."""
+    sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.api_rates == {} and sc.api_retry_wait_s == 35.5 and sc.describe_after_create_s == (0, 10)
+    account = {
+        "api_rates": {"sagemaker.DescribeTrainingJob": 0.5, "logs.GetLogEvents": None},
+        "api_retry_wait_s": 5,
+        "describe_after_create_s": [30, 60],
+    }
+    sc = parse(scenario(account=account), bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert sc.api_rates == {"sagemaker.DescribeTrainingJob": 0.5, "logs.GetLogEvents": None}
+    assert sc.api_retry_wait_s == 5 and sc.describe_after_create_s == (30, 60)
+    bad = {
+        "api_rates": {"sagemaker.DescribeTrainingJobs": 1, "cloudwatch.PutMetricAlarm": 0},
+        "api_retry_wait_s": 901,
+        "describe_after_create_s": [60, 30],
+    }
+    assert sorted(problems(scenario(account=bad))) == [
+        "account.api_rates.cloudwatch.PutMetricAlarm: must be a positive number of calls per second, got 0",
+        'account.api_rates.sagemaker.DescribeTrainingJobs: unknown field (did you mean "sagemaker.DescribeTrainingJob"?)',
+        "account.api_retry_wait_s: must be within 0..900 seconds, got 901",
+        "account.describe_after_create_s: expected [low, high] in seconds with 0 <= low <= high <= 600, got [60, 30]",
+    ]

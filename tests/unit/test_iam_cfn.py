@@ -109,3 +109,43 @@ def test_iam_cfn_roles_collect_attached_inline_and_managed_policies() -> None:
     assert sorted(a for s in role.statements for a in s.actions or ()) == ["a:A", "b:B", "c:C"]
     # the AWS managed policy is not in the template: it is opaque, never assumed empty
     assert len(role.opaque) == 1 and "AWSLambdaBasicExecutionRole" in role.opaque[0]
+
+
+def test_iam_cfn_a_permissions_boundary_makes_the_role_unknown() -> None:
+    """README: the checker answers *unknown* for a role with a permissions boundary (it does not
+    evaluate it), even where the role's own policy allows the request."""
+    from drill.iam.evaluate import Principal, evaluate
+    from drill.iam.requests import req
+
+    def template(boundary: bool) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "Policies": [
+                {
+                    "PolicyName": "inline",
+                    "PolicyDocument": {
+                        "Statement": [{"Effect": "Allow", "Action": "sns:Publish", "Resource": "*"}]
+                    },
+                }
+            ]
+        }
+        if boundary:
+            props["PermissionsBoundary"] = "arn:aws:iam::123456789012:policy/boundary"
+        return {
+            "Resources": {
+                "Role": {"Type": "AWS::IAM::Role", "Properties": props},
+                "Fn": {
+                    "Type": "AWS::Lambda::Function",
+                    "Properties": {"Handler": "pkg.handler", "Role": {"Fn::GetAtt": ["Role", "Arn"]}},
+                },
+            }
+        }
+
+    names = PhysicalNames(region="us-east-1", account=ACCOUNT)
+    who = Principal(f"arn:aws:iam::{ACCOUNT}:role/fn", ACCOUNT, "us-east-1")
+    request = req("sns:Publish", f"arn:aws:sns:us-east-1:{ACCOUNT}:alerts")
+    decisions = {}
+    for boundary in (False, True):
+        role = TemplateIam.load(template(boundary), names).role_of("pkg.handler")
+        assert role is not None
+        decisions[boundary] = evaluate(request, who, role, []).decision
+    assert decisions == {False: "allow", True: "unknown"}

@@ -129,3 +129,59 @@ def test_policy_readme_range_column_quotes_the_ranges_table():
     assert set(rows) <= {f.name for f in dataclasses.fields(RunPolicy)}, (
         "the README names a field RunPolicy lacks"
     )
+
+
+def _readme_policy_defaults() -> dict[str, str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("### Policy fields") :].split("\n\n")[2]
+    defaults: dict[str, str] = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        names = [n.strip(" `") for n in cells[0].split("/")]
+        values = [v.strip() for v in cells[1].split("/")] if "/" in cells[1] else [cells[1]] * len(names)
+        defaults.update(zip(names, values, strict=True))
+    return defaults
+
+
+def _as_readme_writes_it(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value == ():
+        return "`[]`"
+    if isinstance(value, str):
+        return f"`{value}`"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def test_policy_readme_default_column_is_the_policys_defaults():
+    stated = _readme_policy_defaults()
+    defaults = RunPolicy()
+    assert stated.pop("environment_defaults") == "`{}`" and defaults.environment_defaults == ()
+    assert stated.pop("max_wall_clock_hours") == "2160 (90 days)" and defaults.max_wall_clock_hours == 90 * 24
+    assert stated, "no default column parsed"
+    assert {name: stated[name] for name in stated} == {
+        name: _as_readme_writes_it(getattr(defaults, name)) for name in stated
+    }
+
+
+def test_policy_list_limits_and_the_backoff_cap_are_enforced():
+    """README: instance_fallbacks at most 10, environment_defaults at most 50, the backoff cap at
+    least the base."""
+    fallback = {"instance_type": "ml.p4d.24xlarge", "instance_count": 1}
+    assert len(RunPolicy.from_dict({"instance_fallbacks": [fallback] * 10}).instance_fallbacks) == 10
+    assert _reject("instance_fallbacks", [fallback] * 11)
+    env = {f"V{i}": "1" for i in range(50)}
+    assert len(RunPolicy.from_dict({"environment_defaults": env}).environment_defaults) == 50
+    assert _reject("environment_defaults", {**env, "V50": "1"})
+    assert (
+        RunPolicy.from_dict({"backoff_base_seconds": 60, "backoff_cap_seconds": 60}).backoff_cap_seconds == 60
+    )
+    with pytest.raises(PolicyError) as caught:
+        RunPolicy.from_dict({"backoff_base_seconds": 60, "backoff_cap_seconds": 59})
+    assert caught.value.field == "backoff_cap_seconds"

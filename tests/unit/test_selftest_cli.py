@@ -254,3 +254,99 @@ def test_the_readme_states_the_deadlines_and_the_cost_the_code_uses():
     for key, value in selftest.POLICY.items():
         if key in ("log_silence_minutes", "hang_grace_minutes"):
             assert f"`{key}` {value}" in flat
+
+
+def test_the_readme_states_the_selftests_policy():
+    """README: `log_silence_minutes` 5, `hang_grace_minutes` 1, no warm pool, at most 3 restarts
+    and 2 hours."""
+    flat = " ".join(_readme_selftest().split())
+    assert (
+        "`log_silence_minutes` 5, `hang_grace_minutes` 1, no warm pool, at most 3 restarts and 2 hours"
+        in flat
+    )
+    policy = selftest.POLICY
+    assert (policy["log_silence_minutes"], policy["hang_grace_minutes"]) == (5, 1)
+    assert policy["keep_alive_seconds"] == 0  # no warm pool
+    assert policy["max_restarts"] == 3 and policy["max_wall_clock_hours"] == 2
+    run = validate_submit(
+        {"name": "sagewarden-selftest", "training_job": selftest.training_job(target()), "policy": policy},
+        allowed_roles=frozenset({ROLE}),
+        job_prefix="sw",
+        policy_defaults=RunPolicy(),
+    )
+    assert "KeepAlivePeriodInSeconds" not in run.training_job["ResourceConfig"]
+
+
+def test_cloudwatch_and_s3_add_less_than_a_cent():
+    """README: "CloudWatch alarms and S3 add less than a cent", bounded generously: each of the 3
+    attempts' hang alarms and heartbeat series billed for the whole worst-case self-test, every
+    object the self-test and its jobs write, and five S3 requests a minute by the supervisor (the
+    scale benchmark measures well under one per run-minute)."""
+    from infra.constants import CW_ALARM_METRIC_MONTH_USD, CW_CUSTOM_METRIC_MONTH_USD
+    from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs
+    from sagewarden.domain.actions import EnsureHangAlarms
+
+    s3_request_usd = 0.005 / 1000  # S3 Standard PUT/LIST, us-east-1 list price (GETs cost less)
+    hours_per_month = 730
+    minutes = selftest.most_instance_minutes()
+    attempts = 3
+    spec = EnsureHangAlarms(
+        "sw-sagewarden-selftest-01KE5Q86000DNQ47GXEV9VZMPH-a001",
+        1,
+        1,
+        0,  # a CPU instance: no GPU metric
+        selftest.POLICY["log_silence_minutes"],
+        1.0,
+        20,
+        gpu_lone_idle_minutes=0,
+    )
+    metrics = sum(
+        max(1, len([m for m in a.get("Metrics", []) if "MetricStat" in m]))
+        for a in alarm_specs(spec, "p-", "RUN")
+    )
+    alarms_usd = attempts * metrics * minutes / 60 * CW_ALARM_METRIC_MONTH_USD / hours_per_month
+    heartbeat_usd = attempts * minutes / 60 * CW_CUSTOM_METRIC_MONTH_USD / hours_per_month
+    objects = 1 + 2 * 4 + attempts  # the script's tarball, 4 checkpoints of 2 files, each job's output
+    s3_usd = (objects + 5 * minutes) * s3_request_usd
+
+    assert 0 < metrics <= 3
+    assert alarms_usd + heartbeat_usd + s3_usd < 0.01
+    assert "CloudWatch alarms and S3 add less than a cent" in " ".join(_readme_selftest().split())
+    assert "CloudWatch alarms and S3 add less than a cent" in " ".join(selftest.cost_lines("ml.m5.large"))
+
+
+def test_logs_the_identity_may_not_read_leave_the_log_check_not_checked(monkeypatch):
+    """README: logs:DescribeLogStreams and logs:GetLogEvents are optional (the log check; without
+    them it says "not checked"): an AccessDenied is no failure of the self-test."""
+    import boto3
+    from botocore.stub import Stubber
+
+    logs = boto3.client("logs", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+    stub = Stubber(logs)
+    stub.add_client_error(
+        "describe_log_streams", "AccessDeniedException", "not authorized to perform logs:DescribeLogStreams"
+    )
+    stub.activate()
+    test = selftest_on(FakeApi(set()))
+    monkeypatch.setattr(test.ctx, "aws_client", lambda service: logs)
+    run = {
+        "attempts": [
+            {
+                "number": 1,
+                "job_name": "sw-x-a001",
+                "resumed_from": None,
+                "training_started_at": "2026-01-05T00:10:00Z",
+            },
+            {
+                "number": 2,
+                "job_name": "sw-x-a002",
+                "resumed_from": {"step": 20},
+                "training_started_at": "2026-01-05T00:40:00Z",
+            },
+        ]
+    }
+
+    state, text = test.script_resumes(run)
+
+    assert state == "not checked" and state != selftest.FAILED
+    assert text.startswith("its logs could not be read (") and "AccessDenied" in text

@@ -496,6 +496,34 @@ def test_sim_job_without_a_profile_trains_the_max_steps_its_hyperparameters_name
     assert sim.job("a-a01").step == 600
 
 
+def test_sim_default_profile_is_what_the_readme_walkthrough_assumes(sim: SimSageMaker) -> None:
+    """README (CLI, local mode): the local server's simulated script trains max_steps steps, 10 a
+    minute, logging every minute and saving a checkpoint every 1,000; so llama-8b's 6,000 steps
+    train for 10 virtual hours, about a minute at the default --speed 600, and llama-8b-b's
+    100,000 about a week, some 17 minutes of wall time."""
+    from drill.server import DEFAULT_SPEED
+
+    req = request("llama-a01", run="llama")
+    req["HyperParameters"] = {"max_steps": "6000"}
+    sim.create_training_job(**req)
+    run_until(sim, lambda: sim.job("llama-a01").training_started_ms is not None)
+    started = sim.job("llama-a01").training_started_ms
+    assert started is not None
+    run_until(sim, lambda: sim.job("llama-a01").status == "Completed")
+    job = sim.job("llama-a01")
+    assert job.checkpoints == [1000, 2000, 3000, 4000, 5000, 6000]
+    first_hour = [v for _, v in heartbeat(sim, "llama-a01", started, started + 60 * MIN)]
+    assert len(first_hour) >= 59 and all(v > 0 for v in first_hour)  # a log line every minute
+    assert job.training_ended_ms is not None
+    training_ms = job.training_ended_ms - started
+    assert 10 * 60 * MIN <= training_ms <= 10.5 * 60 * MIN  # 600 min of steps, 6 saves of 2 min
+    assert DEFAULT_SPEED == 600
+    assert 55 <= training_ms / 1000 / DEFAULT_SPEED <= 65  # about a minute of wall time
+    week_ms = training_ms / 6_000 * 100_000
+    assert 6.5 <= week_ms / 86_400_000 <= 7.5  # about a week
+    assert 16 <= week_ms / 1000 / DEFAULT_SPEED / 60 <= 18  # some 17 minutes
+
+
 def test_sim_unknown_fault_kind_rejected() -> None:
     with pytest.raises(ValueError):
         Fault(kind="meteor")

@@ -116,3 +116,17 @@ def test_json_body_any_text_parses_or_is_a_field_problem(text):
 
 def test_json_body_empty_key_has_a_visible_path():
     assert set(_fields('{"": {"x": NaN}}')) == {'"".x'}
+
+
+def test_json_body_limits_are_the_readmes():
+    """README: over 256 KiB is 413, integers of more than 30 digits and nesting deeper than 16
+    levels are refused; the limits themselves pass."""
+    assert parse_json("[" * 16 + "]" * 16) is not None
+    assert "nested deeper than 16 levels" in _fields("[" * 17 + "]" * 17)["body"]
+    assert parse_json('{"n": ' + "9" * 30 + "}") == {"n": int("9" * 30)}
+    assert "31 digits" in _fields('{"n": ' + "9" * 31 + "}")["n"]
+    fits = '"' + "a" * (256 * 1024 - 2) + '"'
+    assert body_text(fits, False) == fits
+    with pytest.raises(RequestTooLarge) as caught:
+        body_text(fits + " ", False)
+    assert caught.value.status == 413

@@ -6,6 +6,7 @@ Item shapes (the only place they exist; key names come from `sagewarden.keys`):
                                                due_shard/due_at while the run needs the sweep
   attempt  pk=RUN#<id>  sk=ATTEMPT#<000001>    data (JSON)  every attempt, for GET /runs/{id}
   outbox   pk=RUN#<id>  sk=OUTBOX#<dedupe id>  data (JSON: the alert), tries, due_shard/due_at while owed
+                                               (with the lease: adapters/dynamodb_outbox_lease.py)
   audit    pk=AUDIT#<id> sk=AUDIT#<ms>#<ver>#<..> at_ms, kind, summary, detail (JSON)  append-only
            (its own partition: reading a run never touches its thousands of audit items)
   idempotency pk=IDEMP#<sha256(owner, key)> sk=IDEMP  run_id, body_hash
@@ -20,6 +21,12 @@ Reading a run is one GetItem (the current attempt rides in the run item), so a d
 stale event costs one read. A run write carries a ClientRequestToken derived from its content
 and records it as `write_token`: a retried write that already committed (its response lost)
 is recognised as ours instead of being read as a concurrent update.
+
+A write is planned within DynamoDB's limits before it is sent (adapters/dynamodb_limits.py: 100
+actions, 4 MB, 400 KB an item): the run item, its claims, changed attempts and owed alerts commit
+together or the write is refused whole (WriteTooLarge, nothing sent); the write's audit entries
+fill the room left and the rest are put right after the commit, under keys fixed by the version
+and their position (a retried put stores them once). Nothing is ever trimmed to fit.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ import json
 import os
 import random
 import time
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,12 +54,13 @@ from sagewarden.adapters.dynamodb_cursors import (
     run_pk,
     runs_start_key,
 )
+from sagewarden.adapters.dynamodb_limits import split_transaction
+from sagewarden.adapters.dynamodb_outbox_lease import OUTBOX_PREFIX, OutboxAndLease
+from sagewarden.adapters.dynamodb_outbox_lease import due_shard as _shard
 from sagewarden.adapters.run_codec import (
     attempt_from_dict,
     attempt_to_dict,
     compact_json,
-    notify_from_dict,
-    notify_to_dict,
     run_from_dict,
     run_to_dict,
 )
@@ -67,16 +74,32 @@ from sagewarden.ports import (
     IdempotentReplay,
     OutboxMessage,
     Page,
+    WriteTooLarge,
 )
 
 ATTEMPT_PREFIX = "ATTEMPT#"
-OUTBOX_PREFIX = "OUTBOX#"
-LEASE_SK = "LEASE"
 DUE_PAGE = 100
 AUDIT_SUMMARY_BYTES = 2048  # audit texts are bounded by bytes (an item is at most 400 KB)
 AUDIT_DETAIL_BYTES = 64 * 1024  # valid JSON whatever is cut (bounded_json)
 AUDIT_WRITE_ATTEMPTS = 8  # BatchWriteItem tries for one batch before the write fails loudly
 _sleep = time.sleep  # the backoff between tries (tests replace it)
+
+
+MAX_AUDIT_PER_WRITE = 1000  # a write's own audit keys are A000..A999 (sorted as written)
+
+
+@dataclasses.dataclass(frozen=True)
+class SavePlan:
+    """One save, planned within DynamoDB's limits: the run as saved, the transaction's actions,
+    the audit puts that follow its commit, whether it takes the run's claims, and the stored JSON
+    of the run and of each changed attempt (the in-memory store keeps the same text)."""
+
+    run: Run
+    transaction: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    taking: bool
+    run_data: str
+    attempt_data: dict[int, str]
 
 
 def idempotency_pk(owner: str, key: str) -> str:
@@ -94,15 +117,19 @@ def write_token(items: Sequence[Mapping[str, Any]]) -> str:
 # --- store -----------------------------------------------------------------------------------
 
 
-class DynamoDbRunStore:
+class DynamoDbRunStore(OutboxAndLease):
     def __init__(self, client: Any, table_name: str) -> None:
         self._ddb = client
         self._table = table_name
         self._seq = itertools.count()
 
     # -- writes -----------------------------------------------------------------------------
-    def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
-        items: list[dict[str, Any]] = [
+    def plan_create(
+        self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(The transaction, the audit puts after it) that create `run`, within DynamoDB's limits
+        (WriteTooLarge otherwise); pure, like `plan_save`."""
+        required: list[dict[str, Any]] = [
             {
                 "Put": {
                     "TableName": self._table,
@@ -112,7 +139,7 @@ class DynamoDbRunStore:
             }
         ]
         if run.idempotency_key:
-            items.append(
+            required.append(
                 {
                     "Put": {
                         "TableName": self._table,
@@ -127,14 +154,18 @@ class DynamoDbRunStore:
                 }
             )
         if not run.status.terminal:
-            items += claim_items.take(self._table, run.run_id, run.claims)
-        items += self._audit_puts(run.run_id, run.version, audit)
+            required += claim_items.take(self._table, run.run_id, run.claims)
+        return self._split(required, self._audit_puts(run.run_id, run.version, audit), run.run_id)
+
+    def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
+        items, after = self.plan_create(run, audit, body_hash)
         token = write_token(items)
         items[0]["Put"]["Item"]["write_token"] = {"S": token}
         try:
             self._ddb.transact_write_items(TransactItems=items, ClientRequestToken=token)
         except (ClientError, BotoCoreError) as exc:
             if self._committed(run.run_id, run.version, token):
+                self._put_after_commit(run.run_id, after)
                 return run  # an earlier try committed; its answer was lost
             if not isinstance(exc, ClientError):
                 raise
@@ -156,21 +187,47 @@ class DynamoDbRunStore:
                     ) from exc
             self._raise_claim_conflict(run, exc)
             raise
+        self._put_after_commit(run.run_id, after)
         return run
+
+    def _split(
+        self, required: list[dict[str, Any]], audit: list[dict[str, Any]], run_id: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One write of `run_id` planned within DynamoDB's limits (adapters/dynamodb_limits.py):
+        `required` commits together or not at all (WriteTooLarge before anything is sent when it
+        cannot); audit items fill the room left, the rest follow the commit. The run item (first)
+        is measured with its write token in place."""
+        required[0]["Put"]["Item"]["write_token"] = {"S": "0" * 36}
+        transaction, after = split_transaction(
+            required, audit, key_names=(keys.PK, keys.SK), what=f"write of run {run_id}"
+        )
+        return [dict(a) for a in transaction], [dict(a) for a in after]
+
+    def _put_after_commit(self, run_id: str, after: Sequence[Mapping[str, Any]]) -> None:
+        """Audit items that did not fit the transaction, written once it committed. Their keys
+        are deterministic (version and position), so a retried write puts the same items again.
+        A failure is loud (RuntimeError after AUDIT_WRITE_ATTEMPTS tries): the decision is saved,
+        the invocation fails like one that crashed after its write, and the sweep carries on."""
+        if after:
+            self._batch_put(run_id, [a["Put"]["Item"] for a in after])
 
     def _raise_claim_conflict(self, run: Run, exc: Exception) -> None:
         held = claim_items.holder(self._ddb, self._table, run.run_id, run.claims) if run.claims else None
         if held is not None:
             raise ClaimConflict(*held) from exc
 
-    def save(
+    def plan_save(
         self,
         run: Run,
         previous: Run,
         audit: Sequence[AuditEntry],
         due_ms: int | None,
         outbox: Sequence[OutboxMessage] = (),
-    ) -> Run:
+    ) -> SavePlan:
+        """What `save` writes, planned within DynamoDB's limits without calling DynamoDB (the
+        in-memory store plans every save through it too, so a save too large for DynamoDB fails
+        there as well). Raises WriteTooLarge when the run, its claims, changed attempts and owed
+        alerts cannot commit in one transaction."""
         saved = dataclasses.replace(run, version=previous.version + 1)
         before = {a.number: a for a in previous.attempts}
         run_put: dict[str, Any] = {
@@ -180,36 +237,51 @@ class DynamoDbRunStore:
             "ExpressionAttributeNames": {"#v": "version"},
             "ExpressionAttributeValues": {":v": {"N": str(previous.version)}},
         }
-        items: list[dict[str, Any]] = [{"Put": run_put}]
+        required: list[dict[str, Any]] = [{"Put": run_put}]
         taking = bool(run.claims) and previous.status.terminal and not run.status.terminal
         if taking:  # a resume reopens the run: it takes its name and prefix again, or fails
-            items += claim_items.take(self._table, run.run_id, run.claims)
+            required += claim_items.take(self._table, run.run_id, run.claims)
         elif run.claims and not previous.status.terminal and run.status.terminal:
-            items += claim_items.release(self._table, run.run_id, run.claims)
+            required += claim_items.release(self._table, run.run_id, run.claims)
+        attempts: dict[int, str] = {}
         for att in run.attempts:
             if before.get(att.number) != att:
-                items.append({"Put": {"TableName": self._table, "Item": self._attempt_item(run.run_id, att)}})
-        items += [{"Put": self._outbox_put(m)} for m in outbox]
-        items += self._audit_puts(run.run_id, saved.version, audit)
+                item = self._attempt_item(run.run_id, att)
+                attempts[att.number] = item["data"]["S"]
+                required.append({"Put": {"TableName": self._table, "Item": item}})
+        required += [{"Put": self._outbox_put(m)} for m in outbox]
+        transaction, after = self._split(
+            required, self._audit_puts(run.run_id, saved.version, audit), run.run_id
+        )
+        return SavePlan(saved, transaction, after, taking, run_put["Item"]["data"]["S"], attempts)
+
+    def save(
+        self,
+        run: Run,
+        previous: Run,
+        audit: Sequence[AuditEntry],
+        due_ms: int | None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> Run:
+        plan = self.plan_save(run, previous, audit, due_ms, outbox)
+        saved, items = plan.run, plan.transaction
         token = write_token(items)
-        run_put["Item"]["write_token"] = {"S": token}
+        items[0]["Put"]["Item"]["write_token"] = {"S": token}
         try:
-            self._ddb.transact_write_items(TransactItems=items[:100], ClientRequestToken=token)
+            self._ddb.transact_write_items(TransactItems=items, ClientRequestToken=token)
         except ClientError as exc:
             code = exc.response["Error"]["Code"]
             if code not in ("TransactionCanceledException", "IdempotentParameterMismatchException"):
                 raise
-            if self._committed(run.run_id, saved.version, token):
-                return saved  # our own write, committed by an earlier try whose answer was lost
-            if taking:
-                self._raise_claim_conflict(run, exc)
-            raise ConcurrentUpdate(run.run_id) from exc
+            if not self._committed(run.run_id, saved.version, token):
+                if plan.taking:
+                    self._raise_claim_conflict(run, exc)
+                raise ConcurrentUpdate(run.run_id) from exc
+            # our own write, committed by an earlier try whose answer was lost
         except BotoCoreError as exc:  # timeout / connection reset: did it commit?
-            if self._committed(run.run_id, saved.version, token):
-                return saved
-            raise ConcurrentUpdate(run.run_id) from exc
-        if len(items) > 100:  # pragma: no cover - a decision writes a handful of items
-            self.append_audit(run.run_id, saved.version, [])
+            if not self._committed(run.run_id, saved.version, token):
+                raise ConcurrentUpdate(run.run_id) from exc
+        self._put_after_commit(run.run_id, plan.after)
         return saved
 
     def _committed(self, run_id: str, version: int, token: str) -> bool:
@@ -225,14 +297,18 @@ class DynamoDbRunStore:
         )
 
     def append_audit(self, run_id: str, version: int, entries: Sequence[AuditEntry]) -> None:
-        """Write audit entries in batches of 25. Items DynamoDB leaves unprocessed (throttling,
+        """Write audit entries in batches of 25 (see `_batch_put`)."""
+        puts = self._audit_puts(run_id, version, entries, salt=True)
+        self._batch_put(run_id, [p["Put"]["Item"] for p in puts])
+
+    def _batch_put(self, run_id: str, items: Sequence[Mapping[str, Any]]) -> None:
+        """Put audit items in batches of 25. Items DynamoDB leaves unprocessed (throttling,
         partition limits) are sent again with exponential backoff and jitter; after
         AUDIT_WRITE_ATTEMPTS tries the write fails loudly (RuntimeError): an entry is never
         dropped silently."""
-        puts = self._audit_puts(run_id, version, entries, salt=True)
-        for i in range(0, len(puts), 25):
+        for i in range(0, len(items), 25):
             pending: Mapping[str, Any] = {
-                self._table: [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in puts[i : i + 25]]
+                self._table: [{"PutRequest": {"Item": p}} for p in items[i : i + 25]]
             }
             for attempt in range(AUDIT_WRITE_ATTEMPTS):
                 if attempt:
@@ -267,100 +343,6 @@ class DynamoDbRunStore:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise  # a newer version already set its own due time
-
-    # -- owed alerts (the outbox) ---------------------------------------------------------------
-    def _outbox_put(self, m: OutboxMessage) -> dict[str, Any]:
-        return {
-            "TableName": self._table,
-            "ConditionExpression": "attribute_not_exists(pk)",
-            "Item": {
-                keys.PK: {"S": run_pk(m.run_id)},
-                keys.SK: {"S": f"{OUTBOX_PREFIX}{m.dedupe_id}"},
-                "run_id": {"S": m.run_id},
-                "created_ms": {"N": str(m.created_ms)},
-                "tries": {"N": str(m.tries)},
-                "data": {"S": compact_json(notify_to_dict(m.notify))},
-                keys.GSI_DUE_PK: {"S": _shard(m.run_id)},
-                keys.GSI_DUE_SK: {"N": str(m.due_ms or m.created_ms)},
-            },
-        }
-
-    def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None:
-        item = self._ddb.get_item(
-            TableName=self._table,
-            Key={keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": f"{OUTBOX_PREFIX}{dedupe_id}"}},
-            ConsistentRead=True,
-        ).get("Item")
-        if not item:
-            return None
-        return OutboxMessage(
-            run_id=run_id,
-            dedupe_id=dedupe_id,
-            created_ms=int(item["created_ms"]["N"]),
-            notify=notify_from_dict(json.loads(item["data"]["S"])),
-            due_ms=int(item.get(keys.GSI_DUE_SK, {}).get("N", "0")),
-            tries=int(item.get("tries", {}).get("N", "0")),
-            last_error=item.get("last_error", {}).get("S"),
-        )
-
-    def outbox_done(self, run_id: str, dedupe_id: str, at_ms: int) -> None:
-        self._ddb.delete_item(
-            TableName=self._table,
-            Key={keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": f"{OUTBOX_PREFIX}{dedupe_id}"}},
-        )
-
-    def outbox_retry(self, run_id: str, dedupe_id: str, due_ms: int, tries: int, error: str) -> None:
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key={keys.PK: {"S": run_pk(run_id)}, keys.SK: {"S": f"{OUTBOX_PREFIX}{dedupe_id}"}},
-                UpdateExpression="SET #d = :d, #t = :t, #e = :e",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#d": keys.GSI_DUE_SK, "#t": "tries", "#e": "last_error"},
-                ExpressionAttributeValues={
-                    ":d": {"N": str(due_ms)},
-                    ":t": {"N": str(tries)},
-                    ":e": {"S": error[:1000]},
-                },
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise  # already published by someone else
-
-    # -- the sweep's lease ------------------------------------------------------------------------
-    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool:
-        try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item={
-                    keys.PK: {"S": f"{keys.LEASE_PK_PREFIX}{name}"},
-                    keys.SK: {"S": LEASE_SK},
-                    "owner": {"S": owner},
-                    "expires_ms": {"N": str(now_ms + ttl_ms)},
-                    "expires_at": {"N": str((now_ms + ttl_ms) // 1000 + 3600)},
-                },
-                ConditionExpression="attribute_not_exists(pk) OR expires_ms < :now OR #o = :me",
-                ExpressionAttributeNames={"#o": "owner"},
-                ExpressionAttributeValues={":now": {"N": str(now_ms)}, ":me": {"S": owner}},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
-
-    def release_lease(self, name: str, owner: str) -> None:
-        try:
-            self._ddb.delete_item(
-                TableName=self._table,
-                Key={keys.PK: {"S": f"{keys.LEASE_PK_PREFIX}{name}"}, keys.SK: {"S": LEASE_SK}},
-                ConditionExpression="#o = :me",
-                ExpressionAttributeNames={"#o": "owner"},
-                ExpressionAttributeValues={":me": {"S": owner}},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None:
@@ -511,6 +493,10 @@ class DynamoDbRunStore:
     def _audit_puts(
         self, run_id: str, version: int, entries: Sequence[AuditEntry], salt: bool = False
     ) -> list[dict[str, Any]]:
+        if not salt and len(entries) > MAX_AUDIT_PER_WRITE:
+            raise WriteTooLarge(
+                f"write of run {run_id}: {len(entries)} audit entries; one write keys at most {MAX_AUDIT_PER_WRITE}"
+            )
         puts = []
         for i, e in enumerate(entries):
             # Entries of a versioned save sort first ("A"); entries appended later under the same
@@ -546,7 +532,3 @@ def _audit_detail(text: str) -> Mapping[str, Any]:
     except ValueError:
         return {"detail_text": text}
     return value if isinstance(value, dict) else {"detail_text": text}
-
-
-def _shard(run_id: str) -> str:
-    return str(zlib.crc32(run_id.encode()) % keys.DUE_SHARDS)

@@ -20,7 +20,7 @@ from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 from sagewarden.api.json_body import MAX_BODY_BYTES, join
 from sagewarden.domain import claims as claim_rules
-from sagewarden.domain.launch import MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
+from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
 
@@ -172,6 +172,15 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
             f"{p}.CheckpointConfig.S3Uri",
             f"at most {claim_rules.MAX_PREFIX_DEPTH} folders deep (sagewarden keeps two live runs "
             "from writing into each other's prefixes by claiming every folder above it)",
+        )
+
+    local = ckpt.get("LocalPath") if isinstance(ckpt, Mapping) else None
+    if isinstance(local, str) and len(local.rstrip("/")) > LOCAL_PATH_MAX:
+        add(
+            f"{p}.CheckpointConfig.LocalPath",
+            f"at most {LOCAL_PATH_MAX} characters: a resumed attempt is told its checkpoint's local "
+            f"path (LocalPath/<directory>) in SAGEWARDEN_RESUME_DIR, and SageMaker takes at most "
+            f"{ENV_VALUE_MAX} characters in an environment value",
         )
 
     stop = job.get("StoppingCondition")

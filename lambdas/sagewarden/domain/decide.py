@@ -37,6 +37,7 @@ from sagewarden.domain.draft import (
     finish_cancelled,
     hang_alarms,
     next_usable_choice,
+    no_warm_pool_lines,
     notify,
     relaunch_same,
     request_stop,
@@ -272,7 +273,11 @@ def _on_submitted(d: Draft) -> str | None:
                 "info",
                 "run.submitted",
                 f"{d.run.name}: submitted",
-                [f"Owner: {d.run.owner}", f"Instances: {pick.instance_count} x {pick.instance_type}"],
+                [
+                    f"Owner: {d.run.owner}",
+                    f"Instances: {pick.instance_count} x {pick.instance_type}",
+                    *(no_warm_pool_lines(pick) if d.run.warm_pool_off else ()),
+                ],
             )
         )
     before = d.run

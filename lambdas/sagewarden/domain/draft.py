@@ -413,6 +413,18 @@ def hang_alarms(d: Draft, att: Attempt, only_keys: tuple[str, ...] = ()) -> Ensu
     )
 
 
+def no_warm_pool_lines(pick: InstanceChoice) -> list[str]:
+    """What the run.submitted alert says when the account's warm-pool quota for the run's
+    instances is 0 (AWS's default), known from Service Quotas at submit: the run is told once."""
+    quota = f"{pick.instance_type} for training warm pool usage"
+    return [
+        f"Warm pool: none. The account's quota '{quota}' is 0 (AWS's default): SageMaker would keep "
+        "no pool, without an error, so this run's attempts ask for none and restarts start cold "
+        f"(new instances: minutes, not seconds). For warm restarts, raise it in Service Quotas "
+        f"(Amazon SageMaker) to at least {pick.instance_count}.",
+    ]
+
+
 def notify(d: Draft, severity: str, event: str, subject: str, lines: list[str]) -> Notify:
     run = d.run
     body_lines = clip_lines(

@@ -10,6 +10,11 @@ these environment variables:
   SAGEWARDEN_RESUME_STEP                       step of the newest verified checkpoint ("" if none)
   SAGEWARDEN_RESUME_CHECKPOINT                 its S3 URI
   SAGEWARDEN_RESUME_DIR                        its local path under CheckpointConfig.LocalPath
+A value SageMaker would refuse (an Environment value is at most ENV_VALUE_MAX characters, while
+CheckpointConfig.S3Uri may be 1,024) is left out rather than fail the launch: a checkpoint URI
+that long is not set (it is S3Uri + "/" + the last part of SAGEWARDEN_RESUME_DIR), and the
+local path fits whenever LocalPath does (the API keeps it to LOCAL_PATH_MAX characters and a
+checkpoint directory's name is one file name).
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ DEFAULT_MAX_RUNTIME_S = 24 * 3600
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 MIN_SEGMENT_S = 600
 OUR_TAG_PREFIX = "sagewarden:"
+# CreateTrainingJob: an Environment value is at most 512 characters (TrainingEnvironmentValue);
+# the API refuses a longer LocalPath so LocalPath + "/" + a 255-byte directory name still fits
+ENV_VALUE_MAX = 512
+LOCAL_PATH_MAX = 256
 
 
 def wall_clock_remaining_s(run: Run, at_ms: int) -> float:
@@ -55,8 +64,8 @@ def warm_pool_request(
         return 0, "no warm pool: the request's KeepAlivePeriodInSeconds is 0; restarts start cold"
     if warm_pool_off:
         return 0, (
-            "no warm pool: SageMaker kept none for an earlier attempt (the account's warm-pool "
-            "quota for the instance type is 0 by default); restarts start cold"
+            "no warm pool: the account's warm-pool quota for the instance type is 0 (AWS's default; "
+            "read at submit, or SageMaker kept none for an earlier attempt); restarts start cold"
         )
     seconds = cap if own is None else min(int(own), cap)
     capped = (
@@ -115,6 +124,9 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     env["SAGEWARDEN_RESUME_DIR"] = (
         f"{local_root}/{_relative_dir(run.checkpoint_uri, ckpt.uri)}" if ckpt else ""
     )
+    for name in ("SAGEWARDEN_RESUME_CHECKPOINT", "SAGEWARDEN_RESUME_DIR"):
+        if len(env[name]) > ENV_VALUE_MAX:  # SageMaker would refuse the whole launch
+            del env[name]
     req["Environment"] = env
 
     tags = [t for t in req.get("Tags", []) if not str(t.get("Key", "")).startswith(OUR_TAG_PREFIX)]

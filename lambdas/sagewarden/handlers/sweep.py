@@ -43,4 +43,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "acted": report.acted,
         "skipped": report.skipped,
         "errors": len(report.errors),
+        "out_of_time": report.out_of_time,
     }
