@@ -61,11 +61,14 @@ def _alarm_names(acct: LocalAccount) -> list[str]:
 
 
 def test_sweep_acts_on_an_alarm_in_alarm_whose_event_never_arrived(acct):
+    # the job is stuck (the hosts' metrics say so: a whole job idle while they work is a benign
+    # phase, waited for -- domain/evidence.py)
+    acct.sagemaker.inject(Fault(kind="stuck_dataloader", run="llama-8b", attempt=1, after_training_min=20))
     run = _submit(acct)
     stored = _until_training(acct, run["run_id"])
     job = stored.current.job_name
     name = alarm_name(acct.supervisor.alarms.prefix, job, "gpu_idle")
-    acct.clock.advance_to(stored.current.training_started_ms + 50 * MIN)  # past the start-up allowance
+    acct.sagemaker.advance(stored.current.training_started_ms + 50 * MIN)  # past the start-up allowance
     # CloudWatch holds the alarm in ALARM; its one state-change event went to the DLQ
     acct.cloudwatch.set_alarm_state(AlarmName=name, StateValue="ALARM", StateReason="Threshold Crossed")
     report = acct.supervisor.sweep()
