@@ -203,7 +203,7 @@ def _past_startup(job: SimJob, training_ms: int) -> int | None:
             continue
         if start > training_ms:
             break
-        return end if kind == "idle" else start
+        return end if kind in ("compile", "nccl_init", "idle") else start
     return training_ms
 
 
@@ -225,7 +225,14 @@ def _phase_at(job: SimJob, t: int) -> str:
             start, kind = recent[-1]
     if kind == "idle":
         return "compile" if start in opens else "data pause"
-    return {"save": "save", "eval": "eval", "train": "training"}.get(kind, kind)
+    names = {
+        "save": "save",
+        "eval": "eval",
+        "eval_silent": "eval",
+        "train": "training",
+        "data_pause": "data pause",
+    }
+    return names.get(kind, kind)
 
 
 def account(
