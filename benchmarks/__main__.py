@@ -1,7 +1,7 @@
 """`make bench`: measure what users judge sagewarden by, on the local drill (virtual time).
 
 First the side-by-side benchmark over many trace seeds (:mod:`benchmarks.seeds`,
-:mod:`benchmarks.sidebyside`): per seed a 30-day fault trace for a 2,048-GPU run with its benign
+:mod:`benchmarks.sidebyside`): per seed a fault trace (7.5 days of work by default) for a 2,048-GPU run with its benign
 phases, driven through six supervisors -- SageMaker's RetryStrategy + a person, a polling script +
 the same person, a competent polling script (e) and the same every minute with sagewarden's GPU
 rules (e2), and sagewarden (default and recommended policy) --, lost GPU-hours by cause against the
@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the small-job tables")
     parser.add_argument("--trace-seeds", type=int, default=10, help="trace seeds of the side-by-side (1..n)")
-    parser.add_argument("--days", type=float, default=30.0, help="days of work of each side-by-side run")
-    parser.add_argument("--stress-days", type=float, default=7.5, help="days of work of the 16x stress run")
+    parser.add_argument("--days", type=float, default=7.5, help="days of work of each side-by-side run")
+    parser.add_argument("--stress-days", type=float, default=2.5, help="days of work of the 16x stress run")
     parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md and the chart")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for the side-by-side runs")
     parser.add_argument("--no-small", action="store_true", help="skip everything but the side-by-side")

@@ -2,7 +2,7 @@
 per-class ratios to the physical floor pooled over seeds, false stops on the benign phases, and
 the person's hang-notice delay as a sensitivity axis.
 
-Each seed is its own 30-day run (its own faults, benign phases, compile time and log cadence: see
+Each seed is its own run (7.5 days of work by default: `--days`) (its own faults, benign phases, compile time and log cadence: see
 :mod:`benchmarks.trace`), driven through every supervisor and scored by the one function of
 :mod:`benchmarks.accounting`. A ratio is taken per seed (a supervisor against the best peer *of
 that seed*), then summarised: the median, and the range (lowest to highest) over the seeds.
@@ -286,7 +286,7 @@ def person_table(results: Sequence[SeedResult]) -> list[str]:
 def readme_lines(results: Sequence[SeedResult]) -> list[str]:
     """The README's table and sentences, from the same numbers as BENCHMARKS.md."""
     out = [
-        f"Medians (lowest-highest) over {len(results)} trace seeds, 30-day runs, GPU-hours:",
+        f"Medians (lowest-highest) over {len(results)} trace seeds, {results[0].sbs.workload.days:g}-day runs, GPU-hours:",
         "",
         "| supervisor | lost | above the physical floor | false stops |",
         "|---|---|---|---|",
