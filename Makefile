@@ -17,7 +17,7 @@ SOAK_EXAMPLES ?= 10000
 #   PROFILE           an AWS CLI profile (AWS_PROFILE and AWS_REGION work as well)
 #   FORCE=1           make destroy without a confirmation prompt (CI, no terminal)
 #   REQUIRE_APPROVAL  e.g. never: make deploy without the IAM-change prompt (CI, no terminal)
-#   PREFLIGHT=0       make deploy and make bootstrap without the preflight (python -m cli.doctor)
+#   PREFLIGHT=0       make deploy and make bootstrap without the preflight (python -m sagewarden_cli.doctor)
 ALERT_EMAIL ?=
 ALLOWED_ROLE_ARNS ?=
 STACK ?=
@@ -92,7 +92,7 @@ lint: setup ## ruff (lint + format check), mypy (strict on the domain) and check
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
-	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts
+	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks sagewarden_cli scripts examples/platform-app/app.py
 	$(MAKE) checkov
 
 # checkov pins an older boto3 than the project: it gets a virtualenv of its own, installed from
@@ -139,16 +139,16 @@ cdk-cli: prereqs-cdk node_modules/.installed
 
 bootstrap: setup cdk-cli ## credentials preflight, then cdk bootstrap the current AWS account and region (once per account and region)
 ifneq ($(PREFLIGHT),0)
-	$(PY) -m cli.doctor --credentials-only $(AWS_ARGS)
+	$(PY) -m sagewarden_cli.doctor --credentials-only $(AWS_ARGS)
 endif
 	$(CDK) bootstrap $(AWS_ARGS)
 
 doctor: setup ## deploy preflight: credentials, bootstrap, roles, log subscription slots, buckets, quotas
-	$(PY) -m cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
+	$(PY) -m sagewarden_cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
 
 deploy: setup cdk-cli ## preflight, then cdk deploy to the current AWS account (ALLOWED_ROLE_ARNS=..., ALERT_EMAIL=...)
 ifneq ($(PREFLIGHT),0)
-	$(PY) -m cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
+	$(PY) -m sagewarden_cli.doctor $(AWS_ARGS) $(CDK_CONTEXT)
 endif
 	$(CDK) deploy $(AWS_ARGS) $(CDK_CONTEXT) $(if $(REQUIRE_APPROVAL),--require-approval $(REQUIRE_APPROVAL))
 

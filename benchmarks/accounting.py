@@ -39,13 +39,24 @@ CAPACITY_PENDING_AFTER_MS = 2 * MINUTE_MS  # a restart that meets no capacity go
 BUCKETS = ("detection", "stop", "instance start", "work lost")
 
 
+FALSE_STOP = "false stop"  # the class prefix of a supervisor's stop where no fault was
+
+
 @dataclass(frozen=True)
 class FaultLoss:
-    fault: TraceFault
+    fault: TraceFault | None  # None: a false stop (a stop of a job no fault had hit)
     onset_ms: int
     minutes: tuple[float, float, float, float]  # detection, stop, instance start, work lost
     floor: tuple[float, float, float, float]
     recovered: bool = True
+    false_stop: str = ""  # the phase a false stop interrupted (compile, save, data pause, eval, train)
+    # the fault met again: its bad host came back on a warm pool the supervisor's next job took
+    # (nothing forced it: its floor is zero; scored in the fault's class, not counted as a fault)
+    again: bool = False
+
+    @property
+    def cls(self) -> str:
+        return self.fault.cls if self.fault is not None else f"{FALSE_STOP}: {self.false_stop}"
 
     @property
     def total_min(self) -> float:
@@ -73,11 +84,11 @@ class Account:
         return self.gpus * minutes / 60.0
 
     def bucket_gpu_hours(self, cls: str | None = None) -> tuple[float, ...]:
-        rows = [x for x in self.losses if cls is None or x.fault.cls == cls]
+        rows = [x for x in self.losses if cls is None or x.cls == cls]
         return tuple(self.gpu_hours(sum(x.minutes[i] for x in rows)) for i in range(4))
 
     def floor_gpu_hours(self, cls: str | None = None) -> float:
-        return self.gpu_hours(sum(x.floor_min for x in self.losses if cls is None or x.fault.cls == cls))
+        return self.gpu_hours(sum(x.floor_min for x in self.losses if cls is None or x.cls == cls))
 
     def total_gpu_hours(self, cls: str | None = None) -> float:
         return sum(self.bucket_gpu_hours(cls))
@@ -86,7 +97,16 @@ class Account:
         return self.total_gpu_hours(cls) - self.floor_gpu_hours(cls)
 
     def count(self, cls: str | None = None) -> int:
-        return sum(1 for x in self.losses if cls is None or x.fault.cls == cls)
+        """Losses of a class (a fault met again counts in its first meeting)."""
+        return sum(1 for x in self.losses if (cls is None or x.cls == cls) and not x.again)
+
+    @property
+    def false_stops(self) -> list[FaultLoss]:
+        return [x for x in self.losses if x.fault is None]
+
+    def fault_count(self) -> int:
+        """Faults met (false stops and a fault met again on a reused warm pool aside)."""
+        return sum(1 for x in self.losses if x.fault is not None and not x.again)
 
     @property
     def effective_training(self) -> float:
@@ -122,9 +142,18 @@ class RunHistory:
     trainings: list[tuple[int, int]]  # (Training ms, resumed step), sorted
 
     @staticmethod
-    def of(jobs: list[SimJob], run_name: str | None) -> RunHistory:
+    def of(jobs: list[SimJob], run_name: str | None, *, through_startup: bool = False) -> RunHistory:
+        """With ``through_startup``, a relaunch trains again once the silent start-up phase that
+        opens its Training (a compile: an idle phase at its first minute) has ended."""
         run_jobs = sorted((j for j in jobs if j.run_name == run_name), key=lambda j: j.created_ms)
         launches = _launches(run_jobs)
+        if through_startup:
+            launches = [
+                (req, _past_startup(job, t) if t is not None else None, step)
+                for job in run_jobs
+                for req, t, step in _launches([job])
+            ]
+            launches.sort(key=lambda x: x[0])
         trainings = sorted((t, step) for _, t, step in launches if t is not None)
         return RunHistory({j.name: j for j in run_jobs}, launches, trainings)
 
@@ -166,6 +195,46 @@ class RunHistory:
         return minutes, True
 
 
+def _past_startup(job: SimJob, training_ms: int) -> int | None:
+    """When the try that entered Training at ``training_ms`` was past its opening idle phase (its
+    compile); None while it still compiles (or if it ended compiling)."""
+    for start, end, kind in job.phase_intervals:
+        if start < training_ms or end == start:
+            continue
+        if start > training_ms:
+            break
+        return end if kind in ("compile", "nccl_init", "idle") else start
+    return training_ms
+
+
+def _phase_at(job: SimJob, t: int) -> str:
+    """What the job was doing at ``t``, for naming a false stop (the stop closes the phase under
+    way at ``t``: the last one that started before ``t``)."""
+    opens = {job.training_started_ms, *(r["training_ms"] for r in job.retries)}
+    under_way = [(s, kind) for s, e, kind in job.phase_intervals if s < t and (e is None or t <= e)]
+    if not under_way:
+        return "start-up"
+    start, kind = under_way[-1]
+    if kind == "train":  # a phase that has just ended, its newest datapoints not arrived yet
+        recent = [
+            (s, k)
+            for s, e, k in job.phase_intervals
+            if k != "train" and e is not None and t - e <= 5 * MINUTE_MS
+        ]
+        if recent:
+            start, kind = recent[-1]
+    if kind == "idle":
+        return "compile" if start in opens else "data pause"
+    names = {
+        "save": "save",
+        "eval": "eval",
+        "eval_silent": "eval",
+        "train": "training",
+        "data_pause": "data pause",
+    }
+    return names.get(kind, kind)
+
+
 def account(
     supervisor: str,
     workload: Workload,
@@ -180,15 +249,24 @@ def account(
     decided_ms: Sequence[int] = (),
 ) -> Account:
     by_index = {f.index: f for f in trace.faults}
-    history = RunHistory.of(jobs, workload.name)
+    history = RunHistory.of(jobs, workload.name, through_startup=trace.compile_min > 0)
+    compile_ms = round(trace.compile_min * MINUTE_MS)  # every restart compiles again
     spm = workload.steps_per_minute
     st = workload.startup
     losses: list[FaultLoss] = []
+    met: set[int] = set()
     for rec in records:
         if rec.label is None or rec.run != workload.name or rec.kind in ("capacity", "throttle"):
             continue
         tf = by_index[int(rec.label.split(" ", 1)[0])]
         t0 = rec.at_ms
+        if tf.index in met:  # its bad host again, on a warm pool a later job took: no floor
+            minutes, recovered = history.fault_minutes(
+                rec, steps_per_minute=spm, end_ms=end_ms, decided_ms=decided_ms
+            )
+            losses.append(FaultLoss(tf, t0, minutes, (0.0, 0.0, 0.0, 0.0), recovered=recovered, again=True))
+            continue
+        met.add(tf.index)
         silent = tf.hang or tf.manifestation == "nccl_watchdog"  # does not end the job at once
         floor_detect = (METRIC_PERIOD_MS + DELIVERY_MS) if silent else DELIVERY_MS
         floor_stop = (KILL_AFTER_MS + DELIVERY_MS) if silent else 0
@@ -197,6 +275,7 @@ def account(
             if tf.hardware
             else (st.warm_provision_s + st.warm_download_s) * 1000
         )
+        start_ms_floor += compile_ms
         if tf.restart_capacity_min is not None:
             start_ms_floor += CAPACITY_PENDING_AFTER_MS + round(tf.restart_capacity_min * MINUTE_MS)
         floor_work = max(0.0, rec.progress - rec.checkpoint_step) / spm
@@ -206,6 +285,8 @@ def account(
         )
         # never recovered before the end of the drill: everything after onset is detection
         losses.append(FaultLoss(tf, t0, minutes, floor, recovered=recovered))
+    losses += _false_stops(history, records, workload, end_ms, losses)
+    losses.sort(key=lambda x: x.onset_ms)
     return Account(
         supervisor=supervisor,
         gpus=workload.gpus,
@@ -215,3 +296,39 @@ def account(
         faultfree_wall_min=faultfree_wall_min,
         completed=completed,
     )
+
+
+def _false_stops(
+    history: RunHistory, records: list[FaultRecord], workload: Workload, end_ms: int, losses: list[FaultLoss]
+) -> list[FaultLoss]:
+    """A supervisor's StopTrainingJob of a job in Training that no fault had hit: from the stop to
+    the run training again past the step it was stopped at costs GPUs, and the floor is nothing.
+    A false stop inside another loss's recovery (a replacement stopped while it compiles) is
+    counted, with no minutes of its own: they are that loss's already."""
+    faulted = {rec.job for rec in records}
+    windows = [(x.onset_ms, x.onset_ms + round(sum(x.minutes[:3]) * MINUTE_MS)) for x in losses]
+    out: list[FaultLoss] = []
+    stopped = [
+        j
+        for j in history.jobs.values()
+        if j.stop_requested_ms is not None
+        and j.training_started_ms is not None
+        and j.name not in faulted
+        and j.ended_reason == "stopped"
+    ]
+    for job in sorted(stopped, key=lambda j: j.stop_requested_ms or 0):
+        stop = job.stop_requested_ms
+        assert stop is not None
+        phase = _phase_at(job, stop)
+        if any(lo <= stop < hi for lo, hi in windows):
+            out.append(FaultLoss(None, stop, (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0), false_stop=phase))
+            continue
+        rec = FaultRecord(stop, job.name, job.run_name, FALSE_STOP, 0, None, job.step, 0, float(job.step))
+        minutes, recovered = history.fault_minutes(
+            rec, steps_per_minute=workload.steps_per_minute, end_ms=end_ms
+        )
+        out.append(
+            FaultLoss(None, stop, minutes, (0.0, 0.0, 0.0, 0.0), recovered=recovered, false_stop=phase)
+        )
+        windows.append((stop, stop + round(sum(minutes[:3]) * MINUTE_MS)))
+    return out

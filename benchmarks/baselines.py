@@ -17,6 +17,7 @@ script resumes. Event delivery to the person's pager takes 1-20 s, like the dril
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import random
@@ -29,6 +30,7 @@ from benchmarks.trace import Trace
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.sim.texts import HANG_PHASES
+from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_sagemaker import SimJob, SimSageMaker
 
 BUCKET = "sagewarden-bench"
@@ -58,7 +60,14 @@ class BaselineResult:
 
 
 class BaselineDriver:
-    """Drives one run of ``workload`` through ``trace`` on a fresh simulator (see module docstring)."""
+    """Drives one run of ``workload`` through ``trace`` on a fresh simulator (see module docstring).
+
+    Subclasses (the polling scripts of :mod:`benchmarks.peers`) reuse the loop, the submission and
+    the person's eyes, and bring their own ``KINDS``, request and polling."""
+
+    KINDS: tuple[str, ...] = ("retry", "poll")
+    # the simulator's in-memory log tails get a periodic line per host this often (seconds)
+    PROGRESS_LOG_INTERVAL_S = 600
 
     def __init__(
         self,
@@ -72,8 +81,8 @@ class BaselineDriver:
         poll_minutes: float = 5.0,
         max_days: float = 400.0,
     ) -> None:
-        if kind not in ("retry", "poll"):
-            raise ValueError("kind must be 'retry' (a) or 'poll' (b)")
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}")
         self.kind = kind
         self.workload = workload
         self.trace = trace
@@ -83,11 +92,19 @@ class BaselineDriver:
         self.max_ms = round(max_days * 24 * 60 * MINUTE_MS)
         self.clock = VirtualClock()
         self.sim = SimSageMaker(
-            self.clock, s3_client=NullS3(), emit=self._on_event, seed=seed, startup=workload.startup
+            self.clock,
+            s3_client=NullS3(),
+            emit=self._on_event,
+            seed=seed,
+            startup=workload.startup,
+            progress_log_interval_s=self.PROGRESS_LOG_INTERVAL_S,
+            # the same account as sagewarden's drill (the warm-pool quota the job's pools need);
+            # pools then follow AWS's rules for every supervisor that asks for one
+            warm_pools=WarmPoolSettings(quotas=workload.warm_pool_quotas()),
         )
         self.sim.set_profile(workload.name, workload.profile())
-        for tf in trace.faults:
-            self.sim.inject(tf.sim_fault(workload.name))
+        for fault in trace.sim_faults(workload.name):
+            self.sim.inject(fault)
         self._delivery = random.Random(seed * 7919 + 3)
         self._timers: list[tuple[int, int, str, Callable[[], None]]] = []
         self._seq = 0
@@ -103,7 +120,7 @@ class BaselineDriver:
     def run(self) -> BaselineResult:
         start = self.clock.now_ms
         self._submit("start")
-        if self.kind == "poll":
+        if self.kind != "retry":
             self._at(start + self.poll_ms, "poll", self._poll)
         limit = start + self.max_ms
         while not self._done:
@@ -131,18 +148,25 @@ class BaselineDriver:
     def _newest_checkpoint(self) -> int:
         return max((max(j.checkpoints, default=0) for j in self.sim.jobs()), default=0)
 
+    def _request(self) -> dict[str, Any]:
+        """The CreateTrainingJob request every (re)submission starts from."""
+        request = self.workload.training_job(BUCKET, ROLE)
+        if self.kind == "retry":
+            request["RetryStrategy"] = {"MaximumRetryAttempts": self.retry_attempts}
+        return request
+
     def _submit(self, who: str) -> None:
+        if self._current is not None and not self.sim.job(self._current).is_terminal:
+            return  # someone resubmitted already (the script and the person may both react)
         self._attempt += 1
         name = f"{self.workload.name}-{self.kind}-{self._attempt:03d}"
-        request = self.workload.training_job(BUCKET, ROLE)
+        request = self._request()
         request["TrainingJobName"] = name
         request["Tags"] = self.workload.tags(f"baseline-{self.kind}", self._attempt)
         request["Environment"] = {
             **request.get("Environment", {}),
             "SAGEWARDEN_RESUME_STEP": str(self._newest_checkpoint()),
         }
-        if self.kind == "retry":
-            request["RetryStrategy"] = {"MaximumRetryAttempts": self.retry_attempts}
         self.sim.create_training_job(**request)
         self._current = name
         self.actions.append((self.clock.now_ms, f"{who}: resubmit", name))
@@ -216,3 +240,13 @@ def run_baseline(
     kind: str, workload: Workload, trace: Trace, person: Person, **kwargs: Any
 ) -> BaselineResult:
     return BaselineDriver(kind, workload, trace, person, **kwargs).run()
+
+
+def faultfree_minutes(workload: Workload, trace: Trace) -> float:
+    """Wall clock of the run with the trace's benign phases and no fault (simulated: its compile,
+    saves, pauses and evals take what they take)."""
+    quiet = dataclasses.replace(trace, faults=())
+    result = BaselineDriver("retry", workload, quiet, Person()).run()
+    if not result.completed:
+        raise RuntimeError("the fault-free run did not complete")
+    return (result.end_ms - result.start_ms) / MINUTE_MS

@@ -70,7 +70,7 @@ def render(cmp: IntervalComparison) -> list[str]:
         ("advised, Young/Daly", cmp.advised, cmp.advised_account),
     ):
         rows.append(
-            f"| every {w.checkpoint_minutes:.0f} min ({label}) | {acc.count()} | "
+            f"| every {w.checkpoint_minutes:.0f} min ({label}) | {acc.fault_count()} | "
             f"{write_gpu_hours(w, acc):,.0f} GPU-h | {acc.bucket_gpu_hours()[3]:,.0f} GPU-h | "
             f"{acc.total_gpu_hours():,.0f} GPU-h | {acc.wall_min / 1440:.2f} d | "
             f"{100 * acc.effective_training:.1f} % |"

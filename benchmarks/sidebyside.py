@@ -1,10 +1,13 @@
-"""The side-by-side benchmark: one fault trace, four supervisors, each driving the simulated
+"""The side-by-side benchmark: one fault trace, six supervisors, each driving the simulated
 SageMaker; where the GPU-hours went, against the physical floor.
 
 (a) SageMaker's RetryStrategy + a person on call, (b) a 5-minute polling script + the same person
-(:mod:`benchmarks.baselines`), (c) sagewarden with its default policy and (d) with
+(:mod:`benchmarks.baselines`), (e) a competent polling script (log silence, resubmission from the
+newest checkpoint, a warm pool) and (e2) the same every minute with sagewarden's GPU rules
+(:mod:`benchmarks.peers`), (c) sagewarden with its default policy and (d) with
 ``RECOMMENDED_POLICY`` (:mod:`benchmarks.supervised`, the real drill). The trace is
-:mod:`benchmarks.trace`, the accounting :mod:`benchmarks.accounting`.
+:mod:`benchmarks.trace`, the accounting :mod:`benchmarks.accounting` -- one function scores every
+supervisor. Many seeds: :mod:`benchmarks.seeds`.
 """
 
 from __future__ import annotations
@@ -19,27 +22,41 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.accounting import BUCKETS, Account, account
-from benchmarks.baselines import run_baseline
+from benchmarks.baselines import faultfree_minutes, run_baseline
 from benchmarks.chart import write_chart
+from benchmarks.peers import run_script
 from benchmarks.person import Person
 from benchmarks.supervised import RECOMMENDED_POLICY, run_sagewarden
-from benchmarks.trace import GPU_FAULT_RATE_PER_GPU_HOUR, MANIFESTATIONS, ROOT_CAUSES, Trace, class_order
+from benchmarks.trace import (
+    GPU_FAULT_RATE_PER_GPU_HOUR,
+    MANIFESTATIONS,
+    ROOT_CAUSES,
+    Trace,
+    class_order,
+)
 from benchmarks.workload import Workload
 from sagewarden.domain.advice import CheckpointAdvice
 
-SUPERVISORS = ("a", "b", "c", "d")
+SUPERVISORS = ("a", "b", "e", "e2", "c", "d")
+PEERS = ("a", "b", "e", "e2")  # the alternatives sagewarden is measured against
 LABELS = {
     "a": "(a) SageMaker RetryStrategy + person",
     "b": "(b) polling script (5 min) + person",
+    "e": "(e) competent script: 5-min poll, 15-min log silence, warm pool",
+    "e2": "(e2) the same, 1-min poll + sagewarden's GPU rules",
     "c": "(c) sagewarden, default policy",
     "d": "(d) sagewarden, recommended policy",
 }
+SHORT = {k: v.split(" ", 1)[0] for k, v in LABELS.items()}  # "(a)" .. "(e2)"
 TICKS = {
     "a": "(a) RetryStrategy\n+ person",
-    "b": "(b) polling script\n+ person",
+    "b": "(b) 5-min poll\n+ person",
+    "e": "(e) script\n5 min",
+    "e2": "(e2) script 1 min\n+ GPU rules",
     "c": "(c) sagewarden\ndefault",
     "d": "(d) sagewarden\nrecommended",
 }
+SCRIPT_KINDS = {"e": "script", "e2": "gpuscript"}
 CHART = Path("docs/bench-lost-gpu-hours.png")
 RETRY_ATTEMPTS = 3
 
@@ -49,23 +66,31 @@ class SideBySide:
     title: str
     workload: Workload
     trace: Trace
+    faultfree_min: float = 0.0
     accounts: dict[str, Account] = field(default_factory=dict)
     wall_s: dict[str, float] = field(default_factory=dict)
     person: dict[str, int] = field(default_factory=dict)  # the person's interventions
+    noticed: dict[str, int] = field(default_factory=dict)  # hangs the person noticed and stopped
     gave_up: dict[str, int] = field(default_factory=dict)  # sagewarden runs that ended FAILED
     advice: dict[str, CheckpointAdvice] = field(default_factory=dict)  # sagewarden's, at the end
 
+    def best_peer(self, excess: bool = False) -> tuple[str, float]:
+        """The best alternative present (key, GPU-hours): least above the floor, or least in total."""
+        values = {
+            k: (self.accounts[k].excess_gpu_hours() if excess else self.accounts[k].total_gpu_hours())
+            for k in PEERS
+            if k in self.accounts
+        }
+        key = min(values, key=lambda k: values[k])
+        return key, values[key]
+
     def best_alternative(self, excess: bool = False) -> float:
-        values = [
-            (self.accounts[k].excess_gpu_hours() if excess else self.accounts[k].total_gpu_hours())
-            for k in ("a", "b")
-        ]
-        return min(values)
+        return self.best_peer(excess)[1]
 
 
 @dataclass
 class Supervised:
-    """What one sagewarden drill of the side-by-side hands back (picklable: it may run in a worker)."""
+    """What one supervisor's run hands back (picklable: a process-pool worker may run it)."""
 
     key: str
     account: Account
@@ -73,71 +98,79 @@ class Supervised:
     person: int
     gave_up: int
     advice: CheckpointAdvice | None = None
+    noticed: int = 0  # hangs the person noticed and stopped (what the notice delay changes)
+
+
+def run_one(
+    key: str,
+    workload: Workload,
+    trace: Trace,
+    person: Person,
+    template: dict[str, Any] | None,
+    seed: int,
+    faultfree_min: float,
+) -> Supervised:
+    """One supervisor on the trace, scored by :func:`benchmarks.accounting.account`."""
+    warnings.filterwarnings("ignore", message="No application metrics to publish")  # routine in a drill
+    t0 = time.perf_counter()
+    advice = None
+    gave_up = 0
+    decided: list[int] = []  # the scripts decide when they act: their stop or relaunch is the time
+    if key in ("c", "d"):
+        assert template is not None
+        policy = {} if key == "c" else RECOMMENDED_POLICY
+        with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
+            s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)
+        if s.drill.invariant_violations:
+            raise RuntimeError(f"invariant violated in {LABELS[key]}: {s.drill.invariant_violations}")
+        jobs, records, start, end, completed, actions = (
+            s.jobs,
+            s.records,
+            s.start_ms,
+            s.end_ms,
+            s.completed,
+            s.actions,
+        )
+        advice = s.advice
+        decided = s.decided_ms  # sagewarden's audit: a relaunch waiting for a warm pool is not detection
+        gave_up = sum(1 for _, who, _ in actions if who.startswith("page"))
+    else:
+        if key in SCRIPT_KINDS:
+            r, _ = run_script(SCRIPT_KINDS[key], workload, trace, person, seed=seed)
+        else:
+            kind = "retry" if key == "a" else "poll"
+            r = run_baseline(kind, workload, trace, person, seed=seed, retry_attempts=RETRY_ATTEMPTS)
+        jobs, records, start, end, completed, actions = (
+            r.jobs,
+            r.sim.fault_records,
+            r.start_ms,
+            r.end_ms,
+            r.completed,
+            r.actions,
+        )
+    wall = time.perf_counter() - t0
+    acc = account(
+        LABELS[key],
+        workload,
+        trace,
+        jobs,
+        records,
+        start_ms=start,
+        end_ms=end,
+        completed=completed,
+        faultfree_wall_min=faultfree_min,
+        decided_ms=decided,
+    )
+    acted = sum(1 for _, who, _ in actions if who.startswith("person"))
+    noticed = sum(1 for _, who, _ in actions if who == "person: stop hung job")
+    return Supervised(key, acc, wall, acted, gave_up, advice, noticed)
 
 
 def run_supervised(
     key: str, workload: Workload, trace: Trace, person: Person, template: dict[str, Any], seed: int
 ) -> Supervised:
-    """Supervisor (c) or (d) on the trace, through the drill; a process-pool worker may run it."""
-    policy = {} if key == "c" else RECOMMENDED_POLICY
-    warnings.filterwarnings("ignore", message="No application metrics to publish")  # routine in a drill
-    t0 = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
-        s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)
-    wall = time.perf_counter() - t0
-    if s.drill.invariant_violations:
-        raise RuntimeError(f"invariant violated in {LABELS[key]}: {s.drill.invariant_violations}")
-    acc = account(
-        LABELS[key],
-        workload,
-        trace,
-        s.jobs,
-        s.records,
-        start_ms=s.start_ms,
-        end_ms=s.end_ms,
-        completed=s.completed,
-        faultfree_wall_min=workload.faultfree_minutes,
-        decided_ms=s.decided_ms,
-    )
-    return Supervised(
-        key,
-        acc,
-        wall,
-        sum(1 for _, who, _ in s.actions if who.startswith("person")),
-        sum(1 for _, who, _ in s.actions if who.startswith("page")),
-        s.advice,
-    )
-
-
-def run_baselines(
-    title: str,
-    workload: Workload,
-    trace: Trace,
-    person: Person,
-    *,
-    seed: int = 1,
-    progress: Callable[[str], None] = lambda _: None,
-) -> SideBySide:
-    """The side-by-side with (a) and (b) filled in (they take seconds); add (c), (d) with ``add``."""
-    out = SideBySide(title, workload, trace)
-    for key, kind in (("a", "retry"), ("b", "poll")):
-        t0 = time.perf_counter()
-        r = run_baseline(kind, workload, trace, person, seed=seed, retry_attempts=RETRY_ATTEMPTS)
-        out.wall_s[key] = time.perf_counter() - t0
-        out.accounts[key] = account(
-            LABELS[key],
-            workload,
-            trace,
-            r.jobs,
-            r.sim.fault_records,
-            start_ms=r.start_ms,
-            end_ms=r.end_ms,
-            completed=r.completed,
-            faultfree_wall_min=workload.faultfree_minutes,
-        )
-        out.person[key] = sum(1 for _, who, _ in r.actions if who.startswith("person"))
-        progress(f"{title}: {LABELS[key]} done in {out.wall_s[key]:.1f} s")
-    return out
+    """Supervisor (c) or (d) on the trace, through the drill (fault-free wall clock simulated)."""
+    return run_one(key, workload, trace, person, template, seed, faultfree_minutes(workload, trace))
 
 
 def add(sbs: SideBySide, result: Supervised) -> None:
@@ -145,8 +178,13 @@ def add(sbs: SideBySide, result: Supervised) -> None:
     sbs.wall_s[result.key] = result.wall_s
     sbs.person[result.key] = result.person
     sbs.gave_up[result.key] = result.gave_up
+    sbs.noticed[result.key] = result.noticed
     if result.advice is not None:
         sbs.advice[result.key] = result.advice
+
+
+def order(sbs: SideBySide) -> None:
+    sbs.accounts = {k: sbs.accounts[k] for k in SUPERVISORS if k in sbs.accounts}
 
 
 def run_side_by_side(
@@ -154,18 +192,18 @@ def run_side_by_side(
     workload: Workload,
     trace: Trace,
     person: Person,
-    template: dict[str, Any],
+    template: dict[str, Any] | None,
     *,
     seed: int = 1,
+    keys: tuple[str, ...] = SUPERVISORS,
     progress: Callable[[str], None] = lambda _: None,
 ) -> SideBySide:
-    """All four supervisors in this process, one after the other."""
-    out = run_baselines(title, workload, trace, person, seed=seed, progress=progress)
-    for key in ("c", "d"):
-        add(out, run_supervised(key, workload, trace, person, template, seed))
+    """The supervisors ``keys`` in this process, one after the other."""
+    out = SideBySide(title, workload, trace, faultfree_minutes(workload, trace))
+    for key in keys:
+        add(out, run_one(key, workload, trace, person, template, seed, out.faultfree_min))
         progress(f"{title}: {LABELS[key]} done in {out.wall_s[key]:.1f} s")
-    accounts = out.accounts
-    out.accounts = {k: accounts[k] for k in SUPERVISORS}
+    order(out)
     return out
 
 
@@ -184,25 +222,24 @@ def _ratio(num: float, den: float) -> str:
 
 def summary_table(sbs: SideBySide) -> list[str]:
     out = [
-        "| supervisor | faults | "
+        "| supervisor | faults | false stops | "
         + " | ".join(BUCKETS)
         + " | total lost | physical floor | above the floor | effective training | run took | person acted |",
-        "|---|---|" + "---|" * (len(BUCKETS) + 6),
+        "|---|---|---|" + "---|" * (len(BUCKETS) + 6),
     ]
-    for key in SUPERVISORS:
-        a = sbs.accounts[key]
+    for key, a in sbs.accounts.items():
         buckets = " | ".join(_gh(v) for v in a.bucket_gpu_hours())
         gave_up = f" ({sbs.gave_up[key]} give-ups)" if sbs.gave_up.get(key) else ""
         out.append(
-            f"| {LABELS[key]} | {a.count()} | {buckets} | **{_gh(a.total_gpu_hours())}** | "
-            f"{_gh(a.floor_gpu_hours())} | **{_gh(a.excess_gpu_hours())}** | {100 * a.effective_training:.1f} % | "
-            f"{a.wall_min / 1440:.2f} d | {sbs.person[key]}{gave_up} |"
+            f"| {LABELS[key]} | {a.fault_count()} | {len(a.false_stops)} | {buckets} | "
+            f"**{_gh(a.total_gpu_hours())}** | {_gh(a.floor_gpu_hours())} | **{_gh(a.excess_gpu_hours())}** | "
+            f"{100 * a.effective_training:.1f} % | {a.wall_min / 1440:.2f} d | {sbs.person.get(key, 0)}{gave_up} |"
         )
     return out
 
 
 def ratio_lines(sbs: SideBySide) -> list[str]:
-    best_total, best_excess = sbs.best_alternative(), sbs.best_alternative(excess=True)
+    (bt, best_total), (be, best_excess) = sbs.best_peer(), sbs.best_peer(excess=True)
     out = [
         "| ratio | on total lost GPU-hours | on GPU-hours above the physical floor |",
         "|---|---|---|",
@@ -210,33 +247,44 @@ def ratio_lines(sbs: SideBySide) -> list[str]:
     for key in ("c", "d"):
         a = sbs.accounts[key]
         out.append(
-            f"| {LABELS[key]} / best of (a), (b) | {_ratio(a.total_gpu_hours(), best_total)} | "
-            f"**{_ratio(a.excess_gpu_hours(), best_excess)}** |"
+            f"| {SHORT[key]} / best peer ({SHORT[bt]} on totals, {SHORT[be]} above the floor) | "
+            f"{_ratio(a.total_gpu_hours(), best_total)} | **{_ratio(a.excess_gpu_hours(), best_excess)}** |"
         )
+    d = sbs.accounts["d"]
+    for peer in ("e", "e2"):
+        if peer in sbs.accounts:
+            p = sbs.accounts[peer]
+            out.append(
+                f"| {SHORT['d']} / {SHORT[peer]} | {_ratio(d.total_gpu_hours(), p.total_gpu_hours())} | "
+                f"{_ratio(d.excess_gpu_hours(), p.excess_gpu_hours())} |"
+            )
     return out
 
 
+def classes_met(accounts: dict[str, Account]) -> list[str]:
+    """Fault classes in table order, then the false-stop classes, as met by any supervisor."""
+    seen = {x.cls for a in accounts.values() for x in a.losses}
+    faults = [c for c in class_order() if c in seen]
+    return faults + sorted(c for c in seen if c not in faults)
+
+
 def class_table(sbs: SideBySide) -> list[str]:
+    keys = list(sbs.accounts)
     out = [
         "| fault class | faults | physical floor per fault | "
-        + " | ".join(f"({k}) per fault" for k in SUPERVISORS)
-        + " | (c) / floor | (d) / floor |",
-        "|---|---|---|" + "---|" * (len(SUPERVISORS) + 2),
+        + " | ".join(f"{SHORT[k]} per fault" for k in keys)
+        + " | (d) / floor |",
+        "|---|---|---|" + "---|" * (len(keys) + 1),
     ]
     d = sbs.accounts["d"]
-    for cls in class_order():
+    for cls in classes_met(sbs.accounts):
         n = d.count(cls)
-        if n == 0:
+        if n == 0 or cls not in class_order():
             continue
-        per = {
-            k: sbs.accounts[k].total_gpu_hours(cls) / max(sbs.accounts[k].count(cls), 1) for k in SUPERVISORS
-        }
-        floor = d.floor_gpu_hours(cls) / n
-        c = sbs.accounts["c"]
+        per = {k: sbs.accounts[k].total_gpu_hours(cls) / max(sbs.accounts[k].count(cls), 1) for k in keys}
         out.append(
-            f"| {cls} | {n} | {_gh(floor)} | "
-            + " | ".join(_gh(per[k]) for k in SUPERVISORS)
-            + f" | {_ratio(c.total_gpu_hours(cls), c.floor_gpu_hours(cls))}"
+            f"| {cls} | {n} | {_gh(d.floor_gpu_hours(cls) / n)} | "
+            + " | ".join(_gh(per[k]) for k in keys)
             + f" | {_ratio(d.total_gpu_hours(cls), d.floor_gpu_hours(cls))} |"
         )
     return out
@@ -246,13 +294,11 @@ def class_buckets_table(sbs: SideBySide, key: str) -> list[str]:
     """Minutes per fault by bucket for one supervisor, next to the floor's."""
     a = sbs.accounts[key]
     out = [
-        "| fault class | " + " | ".join(f"{b} (floor)" for b in BUCKETS) + " |",
+        "| class | " + " | ".join(f"{b} (floor)" for b in BUCKETS) + " |",
         "|---|" + "---|" * len(BUCKETS),
     ]
-    for cls in class_order():
-        rows = [x for x in a.losses if x.fault.cls == cls]
-        if not rows:
-            continue
+    for cls in classes_met({key: a}):
+        rows = [x for x in a.losses if x.cls == cls]
         cells = []
         for i in range(len(BUCKETS)):
             got = sum(x.minutes[i] for x in rows) / len(rows)
@@ -279,72 +325,36 @@ def mapping_table() -> list[str]:
 
 def trace_lines(sbs: SideBySide) -> list[str]:
     w, tr = sbs.workload, sbs.trace
-    used = sbs.accounts["d"].count()
+    used = sbs.accounts["d"].fault_count()
     cap = sum(1 for f in tr.faults[:used] if f.restart_capacity_min is not None)
+    benign = ""
+    if tr.phases or tr.compile_min:
+        kinds = {k: sum(1 for p in tr.phases if p.phase == k) for k in ("save", "pause", "eval")}
+        benign = (
+            f" Benign side: a {tr.compile_min:g}-minute compile at every start, a log line every "
+            f"{tr.log_interval_s:g} s, and over the trace {kinds['save']} long saves, {kinds['pause']} data "
+            f"pauses and {kinds['eval']} evals."
+        )
     return [
         f"Trace: {w.hosts} x {w.instance_type} ({w.gpus:,} GPUs), {w.days:g} days of work, a checkpoint every "
         f"{w.checkpoint_minutes:g} min ({w.checkpoint_write_seconds} s to write), faults at "
         f"{GPU_FAULT_RATE_PER_GPU_HOUR:.3g} per GPU-hour x {tr.rate_multiplier:g} = one per "
         f"{tr.mtbf_hours:.1f} h of healthy operation (seed {tr.seed}); {used} faults met by (d), "
-        f"{cap} of them followed by a capacity error at restart. Lost GPU-hours = {w.gpus:,} GPUs x time; "
-        f"the fault-free run takes {w.faultfree_minutes / 1440:.2f} days.",
+        f"{cap} of them followed by a capacity error at restart.{benign} Lost GPU-hours = {w.gpus:,} GPUs x "
+        f"time; the fault-free run (benign phases included) takes {sbs.faultfree_min / 1440:.2f} days.",
     ]
 
 
-def render(normal: SideBySide, stress: SideBySide, person: Person) -> list[str]:
-    out: list[str] = []
-    out += ["## Side by side: one fault trace, four supervisors", ""]
-    out += [*trace_lines(normal), ""]
-    out += [f"![lost GPU-hours by cause]({CHART.as_posix()})", ""]
-    out += [*summary_table(normal), ""]
-    out += [*ratio_lines(normal), ""]
-    out += [
-        "Per fault class: lost GPU-hours per fault, and sagewarden's ratio to the physical floor "
-        "(1.00 = nothing lost that physics did not force):",
-        "",
-    ]
-    out += [*class_table(normal), ""]
-    out += ["Where (d)'s minutes per fault go, against the floor's:", ""]
-    out += [*class_buckets_table(normal, "d"), ""]
-    out += [f"### Stress: the same run at {stress.trace.rate_multiplier:g}x the fault rate", ""]
-    out += [*trace_lines(stress), ""]
-    out += [*summary_table(stress), ""]
-    out += [*ratio_lines(stress), ""]
-    out += [*class_table(stress), ""]
-    out += ["### How the trace is made and how it is scored", ""]
-    out += [
-        "Root causes in the proportions of the Llama 3 interruption table, each shown on SageMaker "
-        "as `benchmarks/trace.py` says (edit its table to try another view):",
-        "",
-    ]
-    out += [*mapping_table(), ""]
-    out += [
-        f"- **Person on call** (the same for every supervisor): {person.describe()}. Delays are drawn per "
-        "fault, so two supervisors that need the person for the same fault wait the same time.",
-        "- **(a)** sets `RetryStrategy.MaximumRetryAttempts` "
-        f"= {RETRY_ATTEMPTS}; SageMaker retries only an InternalServerError, within the same job (the "
-        "simulator's assumptions: status stays InProgress, SecondaryStatus goes back to Starting, cold "
-        "instances, the script resumes from the newest complete checkpoint, MaxRuntimeInSeconds counts "
-        "every try). Every other failure pages the person. **(b)** calls DescribeTrainingJob every 5 "
-        "minutes and resubmits a Failed job from the newest complete checkpoint at once. Neither "
-        "detects hangs: they last until the person notices.",
-        "- **(c), (d)** run the real handlers, service and adapters in the drill (state in memory, log "
-        "reads answered by the simulator, an hourly reconcile). When sagewarden gives up on the run "
-        "(restart budget, crash loop, a user error by policy) it pages, and the person resubmits it. "
-        f"(d)'s policy: `{RECOMMENDED_POLICY}` (`benchmarks/supervised.py`).",
-        "- **Buckets** per fault: *detection* = onset -> first decision (stop, relaunch, or SageMaker's "
-        "own retry); *stop* = decision -> replacement requested (the job's Stopping, and the wait for "
-        "the person when sagewarden gives up after stopping a hung job); *instance start* = requested -> "
-        "Training again (capacity errors included); *work lost* = steps since the resumed checkpoint. "
-        "**Physical floor**: detection one metric period (60 s) + event delivery (10.5 s) for anything "
-        "that does not end the job by itself, delivery only for a crash; stop 120 s (SIGKILL of a hung "
-        "script) + delivery; instance start cold (8 min) after a bad instance, warm (35 s) otherwise, "
-        "plus any capacity wait; work since the newest complete checkpoint at onset (half a checkpoint "
-        "interval on average). *Above the floor* is what a supervisor controls.",
-        "- **Effective training** = the work's training time / the run's wall clock (the fault-free run "
-        f"scores {100 * normal.workload.useful_minutes / normal.workload.faultfree_minutes:.1f} %: start-up "
-        "and checkpoint writes).",
-    ]
+def render(sbs: SideBySide, *, heading: str) -> list[str]:
+    """One trace's full tables (an illustration next to the medians over seeds)."""
+    out = [heading, ""]
+    out += [*trace_lines(sbs), ""]
+    out += [*summary_table(sbs), ""]
+    out += [*ratio_lines(sbs), ""]
+    out += ["Per fault class: lost GPU-hours per fault, and (d)'s ratio to the physical floor:", ""]
+    out += [*class_table(sbs), ""]
+    out += ["Where (d)'s minutes per fault (or false stop) go, against the floor's:", ""]
+    out += [*class_buckets_table(sbs, "d"), ""]
     return out
 
 
@@ -352,59 +362,25 @@ README_START = "<!-- bench:summary:start (written by `make bench`) -->"
 README_END = "<!-- bench:summary:end -->"
 
 
-def readme_summary(normal: SideBySide) -> list[str]:
-    """The README's table and sentences, from the same numbers as BENCHMARKS.md."""
-    out = [
-        "| supervisor | lost GPU-hours | above the physical floor | effective training |",
-        "|---|---|---|---|",
-    ]
-    for key in SUPERVISORS:
-        a = normal.accounts[key]
-        out.append(
-            f"| {LABELS[key]} | {_gh(a.total_gpu_hours())} | {_gh(a.excess_gpu_hours())} | "
-            f"{100 * a.effective_training:.1f} % |"
-        )
-    best_total, best_excess = normal.best_alternative(), normal.best_alternative(excess=True)
-    c, d = normal.accounts["c"], normal.accounts["d"]
-    gave_up = normal.gave_up.get("c", 0)
-    out += [
-        "",
-        f"The physical floor ({_gh(d.floor_gpu_hours())} GPU-hours for (d)) is what no supervisor avoids: a fault "
-        "is seen one metric period after it starts, a hung job takes 120 s to kill, instances take minutes to "
-        "start, and the work since the last checkpoint is redone. Above that floor, sagewarden loses "
-        f"{_ratio(c.excess_gpu_hours(), best_excess)} (default policy) and {_ratio(d.excess_gpu_hours(), best_excess)} "
-        "(recommended policy) of the best alternative's GPU-hours; counting the floor too, "
-        f"{_ratio(c.total_gpu_hours(), best_total)} and {_ratio(d.total_gpu_hours(), best_total)}. Crashes cost "
-        "about the floor for anyone quick to react; the gain is on hangs, which the alternatives leave to a "
-        "person."
-        + (
-            f" The default policy gave up {gave_up} time(s) on this run (its restart budget is small for a fault "
-            "a day) and paged the person."
-            if gave_up
-            else ""
-        ),
-    ]
-    return out
-
-
-def update_readme(text: str, normal: SideBySide) -> str:
-    """Replace the README's generated block (between the markers) with the current numbers."""
+def update_readme(text: str, lines: list[str]) -> str:
+    """Replace the README's generated block (between the markers) with ``lines``."""
     start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    return text[:start] + "\n" + "\n".join(readme_summary(normal)) + "\n" + text[end:]
+    return text[:start] + "\n" + "\n".join(lines) + "\n" + text[end:]
 
 
-def chart(normal: SideBySide, stress: SideBySide, path: Path = CHART) -> Path:
-    panels = [
-        (
-            f"{normal.workload.days:g}-day run, {normal.workload.gpus:,} GPUs, {normal.accounts['d'].count()} faults",
-            normal.accounts,
-        ),
-        (
-            f"stress: {stress.trace.rate_multiplier:g}x fault rate, {stress.accounts['d'].count()} faults",
-            stress.accounts,
-        ),
-    ]
-    return write_chart(panels, TICKS, path)
+def chart(panels: list[SideBySide], path: Path = CHART) -> Path:
+    return write_chart(
+        [
+            (
+                f"{p.title}: {p.workload.days:g}-day run, {p.workload.gpus:,} GPUs, "
+                f"{p.accounts['d'].fault_count()} faults",
+                p.accounts,
+            )
+            for p in panels
+        ],
+        TICKS,
+        path,
+    )
 
 
 def drill_speed_rows(*results: SideBySide) -> list[str]:
@@ -415,7 +391,7 @@ def drill_speed_rows(*results: SideBySide) -> list[str]:
             hours = a.wall_min / 60
             wall = sbs.wall_s[key]
             rows.append(
-                f"| {sbs.title}: {sbs.workload.hosts} x p5 ({sbs.workload.gpus:,} GPUs), {a.count()} faults, "
+                f"| {sbs.title}: {sbs.workload.hosts} x p5 ({sbs.workload.gpus:,} GPUs), {a.fault_count()} faults, "
                 f"{LABELS[key]} | {hours / 24:.1f} days | {wall:.1f} s | {hours / wall:.0f} |"
             )
     return rows

@@ -113,7 +113,7 @@ def scenario_for(
                 "reconcile_interval_min": 60,
                 # the account has the warm-pool quota the recommended policy's pools need (AWS's
                 # default is 0: without it every restart is cold, and sagewarden says so once)
-                "warm_pools": {"quotas": {workload.instance_type: workload.hosts}},
+                "warm_pools": {"quotas": workload.warm_pool_quotas()},
             },
             "delivery": {"min_delay_s": 1, "max_delay_s": 20},
             "runs": [
@@ -126,7 +126,7 @@ def scenario_for(
                     "policy": policy,
                 }
             ],
-            "faults": [tf.scenario_fault(workload.name) for tf in trace.faults],
+            "faults": trace.scenario_faults(workload.name),
         },
         bucket=BUCKET,
         role_arn=EXECUTION_ROLE,

@@ -18,6 +18,8 @@ generator follows it.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +138,15 @@ ROOT_CAUSES: tuple[RootCause, ...] = (
 # a restart that finds no capacity waits Pending this long (uniform, minutes), then fails CapacityError
 RESTART_CAPACITY_MIN = (20.0, 60.0)
 
+# Benign phases: what a healthy script does that looks like trouble. Ranges are the issue's "wide"
+# ones; each has a public report at or beyond its ends (BENCHMARKS.md lists them):
+LOG_INTERVAL_S = (10.0, 600.0)  # per run, log-uniform: HF Trainer logs every 500 steps by default
+COMPILE_MIN = (5.0, 70.0)  # per run, log-uniform, silent, every GPU idle: at every (re)start
+SAVE_MIN, SAVE_EVERY_H = (2.0, 25.0), 12.0  # a full (optimizer) save, silent, GPUs low
+PAUSE_MIN, PAUSE_EVERY_H = (1.0, 12.0), 6.0  # a data-loader pause (shard/epoch), silent, GPUs idle
+EVAL_MIN, EVAL_EVERY_H = (5.0, 30.0), 8.0  # an eval: still logging, GPUs low
+BENIGN_KINDS = {"save": "checkpoint_save_long", "pause": "dataloader_pause", "eval": "eval_phase"}
+
 
 @dataclass(frozen=True)
 class TraceFault:
@@ -173,16 +184,39 @@ class TraceFault:
 
     def scenario_fault(self, run: str = RUN_NAME) -> dict[str, Any]:
         """The same fault as a drill scenario's ``faults`` entry."""
-        f = self.sim_fault(run)
-        out = {
-            k: getattr(f, k)
-            for k in f.__dataclass_fields__
-            if getattr(f, k) != Fault.__dataclass_fields__[k].default
-        }
-        out["kind"] = f.kind
-        if "log_lines" in out:
-            out["log_lines"] = list(out["log_lines"])
-        return out
+        return scenario_fault(self.sim_fault(run))
+
+
+def scenario_fault(f: Fault) -> dict[str, Any]:
+    """A simulator fault as a drill scenario's ``faults`` entry (its non-default fields)."""
+    out = {
+        k: getattr(f, k)
+        for k in f.__dataclass_fields__
+        if getattr(f, k) != Fault.__dataclass_fields__[k].default
+    }
+    out["kind"] = f.kind
+    if "log_lines" in out:
+        out["log_lines"] = list(out["log_lines"])
+    return out
+
+
+@dataclass(frozen=True)
+class TracePhase:
+    """A benign phase at a point of the run's healthy operation (it pauses progress, nothing fails)."""
+
+    index: int
+    phase: str  # save | pause | eval (BENIGN_KINDS)
+    healthy_min: float
+    duration_min: float
+
+    def sim_fault(self, run: str = RUN_NAME) -> Fault:
+        return Fault(
+            kind=BENIGN_KINDS[self.phase],
+            run=run,
+            after_run_training_min=self.healthy_min,
+            duration_min=self.duration_min,
+            label=f"benign {self.index:03d} {self.phase}",
+        )
 
 
 @dataclass(frozen=True)
@@ -193,10 +227,40 @@ class Trace:
     rate_multiplier: float
     horizon_hours: float
     faults: tuple[TraceFault, ...] = field(default_factory=tuple)
+    # the benign side (none unless drawn: see ``generate``)
+    phases: tuple[TracePhase, ...] = field(default_factory=tuple)
+    compile_min: float = 0.0  # at the start of every attempt's Training
+    log_interval_s: float = 10.0  # how often each host logs a line
 
     @property
     def mtbf_hours(self) -> float:
         return 1.0 / (GPU_FAULT_RATE_PER_GPU_HOUR * self.gpus * self.rate_multiplier)
+
+    def benign_faults(self, run: str = RUN_NAME) -> list[Fault]:
+        """The benign phases as simulator faults: the compile of every attempt, then the rest."""
+        out = [p.sim_fault(run) for p in self.phases]
+        if self.compile_min > 0:
+            compile_ = Fault(
+                kind="compile", run=run, once=False, duration_min=self.compile_min, label="compile"
+            )
+            out.insert(0, compile_)
+        return out
+
+    def sim_faults(self, run: str = RUN_NAME) -> list[Fault]:
+        """Everything the simulator is armed with: the faults, then the benign phases."""
+        return [f.sim_fault(run) for f in self.faults] + self.benign_faults(run)
+
+    def scenario_faults(self, run: str = RUN_NAME) -> list[dict[str, Any]]:
+        """The same as a drill scenario's ``faults`` entries."""
+        return [scenario_fault(f) for f in self.sim_faults(run)]
+
+    def script(self, workload: Any) -> Any:
+        """``workload`` logging at this trace's cadence (a Workload; typed loosely: no import cycle)."""
+        if self.log_interval_s < 60:
+            lines, every = max(1, round(60 / self.log_interval_s)), 1
+        else:
+            lines, every = 1, max(1, round(self.log_interval_s / 60))
+        return dataclasses.replace(workload, log_lines_per_minute=lines, log_every_minutes=every)
 
 
 def draw_cause(rng: random.Random) -> RootCause:
@@ -208,10 +272,42 @@ def draw_manifestation(rng: random.Random, cause: RootCause) -> str:
     return rng.choices(names, weights=[p for _, p in cause.shows_as])[0]
 
 
+def draw_benign(seed: int, horizon_hours: float) -> tuple[tuple[TracePhase, ...], float, float]:
+    """(phases, compile minutes, log interval seconds) of a run: drawn from their own stream, so a
+    seed's faults are the same with or without them."""
+    rng = random.Random(seed * 1_000_003 + 29)
+    log_interval = math.exp(rng.uniform(*map(math.log, LOG_INTERVAL_S)))
+    compile_min = math.exp(rng.uniform(*map(math.log, COMPILE_MIN)))
+    events: list[tuple[float, str, float]] = []
+    for phase, every_h, span in (
+        ("save", SAVE_EVERY_H, SAVE_MIN),
+        ("pause", PAUSE_EVERY_H, PAUSE_MIN),
+        ("eval", EVAL_EVERY_H, EVAL_MIN),
+    ):
+        t = 0.0
+        while True:
+            t += rng.expovariate(1.0 / every_h)
+            if t >= horizon_hours:
+                break
+            events.append((round(t * 60.0, 3), phase, round(rng.uniform(*span), 1)))
+    events.sort()
+    phases = tuple(
+        TracePhase(i, phase, at, minutes) for i, (at, phase, minutes) in enumerate(events, start=1)
+    )
+    return phases, round(compile_min, 1), round(log_interval, 1)
+
+
 def generate(
-    *, seed: int, hosts: int = 256, gpus_per_host: int = 8, horizon_hours: float, rate_multiplier: float = 1.0
+    *,
+    seed: int,
+    hosts: int = 256,
+    gpus_per_host: int = 8,
+    horizon_hours: float,
+    rate_multiplier: float = 1.0,
+    benign: bool = False,
 ) -> Trace:
-    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed)."""
+    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed), and with
+    ``benign`` the run's benign phases (:func:`draw_benign`)."""
     for cause in ROOT_CAUSES:
         total = sum(p for _, p in cause.shows_as)
         if abs(total - 1.0) > 1e-9 or any(m not in MANIFESTATIONS for m, _ in cause.shows_as):
@@ -242,7 +338,12 @@ def generate(
                 restart_capacity_min=capacity,
             )
         )
-    return Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
+    if not benign:
+        return Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
+    phases, compile_min, log_interval = draw_benign(seed, horizon_hours)
+    return Trace(
+        seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults), phases, compile_min, log_interval
+    )
 
 
 def class_order() -> list[str]:

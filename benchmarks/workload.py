@@ -28,6 +28,8 @@ class Workload:
     checkpoint_write_seconds: int = 120
     max_runtime_days: int = 28  # the API maximum
     work_steps: int | None = None  # fixed work (e.g. to compare checkpoint intervals); else from `days`
+    log_lines_per_minute: int = 6  # per host while training (the trace sets the script's cadence)
+    log_every_minutes: int = 1
     startup: StartupTimes = field(
         default_factory=StartupTimes
     )  # 6 min provisioning + 2 min download; warm 20 s + 15 s
@@ -66,6 +68,8 @@ class Workload:
             steps_per_minute=self.steps_per_minute,
             checkpoint_every_steps=self.checkpoint_every_steps,
             checkpoint_write_seconds=self.checkpoint_write_seconds,
+            log_lines_per_minute=self.log_lines_per_minute,
+            log_every_minutes=self.log_every_minutes,
         )
 
     def training_job(self, bucket: str, role_arn: str) -> dict[str, Any]:
@@ -75,6 +79,11 @@ class Workload:
         job["ResourceConfig"]["InstanceCount"] = self.hosts
         job["StoppingCondition"]["MaxRuntimeInSeconds"] = self.max_runtime_days * 86_400
         return job
+
+    def warm_pool_quotas(self) -> dict[str, int]:
+        """The account's warm-pool quota, per instance type, for every supervisor: enough for this
+        job's instances (AWS's default is 0: a job asking for a pool would run and keep none)."""
+        return {self.instance_type: self.hosts}
 
     def tags(self, run_id: str, attempt: int) -> list[dict[str, str]]:
         """Tags the simulator matches profiles and faults on (sagewarden sets the same ones)."""

@@ -1,7 +1,8 @@
 """Metric ingestion delay: when a datapoint becomes visible to CloudWatch's readers.
 
 A datapoint is not there the moment its period ends. SageMaker publishes instance metrics
-(``/aws/sagemaker/TrainingJobs`` GPUUtilization, per ``Host``) and the job's MetricDefinitions
+(``/aws/sagemaker/TrainingJobs`` GPUUtilization, CPUUtilization, DiskUtilization, ..., per ``Host``;
+the scenario's ``gpu`` source covers all of them) and the job's MetricDefinitions
 metric (per ``TrainingJobName``) some time later; the heartbeat metric goes through a log
 subscription, a Lambda function and CloudWatch's embedded-metric-format extraction. AWS's
 metric-math guide (the FILL function) warns that with "a slight delay" the most recent minute has
@@ -38,7 +39,7 @@ MINUTE_MS = 60_000
 MAX_DELAY_S = 3600.0  # a scenario's bound on any one delay
 SOURCES = ("gpu", "progress", "heartbeat")
 SOURCE_TEXT = {
-    "gpu": "SageMaker instance metrics (/aws/sagemaker/TrainingJobs GPUUtilization, per Host)",
+    "gpu": "SageMaker instance metrics (/aws/sagemaker/TrainingJobs GPU, CPU, memory and disk utilization, per Host)",
     "progress": "the job's MetricDefinitions metric (/aws/sagemaker/TrainingJobs, per TrainingJobName)",
     "heartbeat": "the heartbeat metric (embedded metric format from the log-subscription function)",
 }

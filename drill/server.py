@@ -359,14 +359,14 @@ def _from_here(path: Path) -> str:
 def cli_command() -> str:
     """How to type the `sagewarden` command here, so that the banner's example works as printed:
     `sagewarden` when PATH finds this environment's script, else that script's path (make setup
-    installs it as .venv/bin/sagewarden), else this interpreter with `-m cli`."""
+    installs it as .venv/bin/sagewarden), else this interpreter with `-m sagewarden_cli`."""
     script = Path(sys.executable).parent / "sagewarden"
     found = shutil.which("sagewarden")
     if script.is_file():
         if found is not None and Path(found).resolve() == script.resolve():
             return "sagewarden"
         return shlex.quote(_from_here(script))
-    return f"{shlex.quote(_from_here(Path(sys.executable)))} -m cli"
+    return f"{shlex.quote(_from_here(Path(sys.executable)))} -m sagewarden_cli"
 
 
 class _ApiHandler(BaseHTTPRequestHandler):

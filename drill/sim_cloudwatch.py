@@ -14,12 +14,19 @@ one moto call per host stream at every flush.
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays
-from drill.sim.texts import client_error
+from drill.sim import series
+from drill.sim.logs import SimLogs
+from drill.sim.model import SimJob
+from drill.sim.texts import MINUTE_MS, client_error
 from drill.sim_sagemaker import SimSageMaker
 from sagewarden.keys import TRAINING_LOG_GROUP
 
@@ -153,12 +160,12 @@ class SimulatedLogs:
         **_: Any,
     ) -> dict[str, Any]:
         self._check_group(logGroupName, "GetLogEvents")
-        match = [s for s in self._sim.log_streams(logStreamName) if s[0] == logStreamName]
-        if not match:
+        match = self._sim.log_stream(logStreamName)
+        if match is None:
             raise client_error(
                 "ResourceNotFoundException", "The specified log stream does not exist.", "GetLogEvents"
             )
-        job, host = match[0][1], match[0][2]
+        job, host = match
         events = [
             (t, m)
             for t, m in self._sim.log_events(job, host)
@@ -217,3 +224,120 @@ class SimulatedLogs:
         if offset + len(page) < len(found):
             out["nextToken"] = str(offset + len(page))
         return out
+
+
+class ScriptLogs:
+    """FilterLogEvents over the training script's log as the script writes it, for a reader that
+    polls the log itself (the benchmark's polling scripts): every host writes
+    ``log_lines_per_minute`` lines in each minute of a logging phase (or one line every
+    ``log_every_minutes`` minutes), plus every discrete line (start-up, checkpoint saves, the lines a
+    fault writes). The minutes are those of the heartbeat metric (``drill.sim.series``), computed
+    from the job's phases, so weeks of hundreds of hosts cost nothing to keep; the simulator's
+    in-memory tails (:class:`SimulatedLogs`) hold the periodic lines only every
+    ``progress_log_interval_s`` (10 minutes by default). Lines are readable as soon as written
+    (CloudWatch Logs publishes no ingestion delay). Only FilterLogEvents is answered.
+    """
+
+    def __init__(self, sim: SimSageMaker, group: str = TRAINING_LOG_GROUP) -> None:
+        self._sim = sim
+        self._group = group
+        self._order: dict[str, list[tuple[str, int]]] = {}  # job -> (stream, host) by stream name
+
+    def _streams(self, job: SimJob) -> list[tuple[str, int]]:
+        order = self._order.get(job.name)
+        if order is None:
+            order = sorted((SimLogs.stream(job, h), h) for h in range(1, job.instance_count + 1))
+            self._order[job.name] = order
+        return order
+
+    def _events(self, job: SimJob, start: int, end: int) -> Iterator[tuple[int, str, str]]:
+        """(ms, stream, text) of the job's lines in [start, end), up to now, oldest first."""
+        now = self._sim.clock.now_ms
+        end = min(end, now + 1)
+        streams = self._streams(job)
+        names = dict((h, name) for name, h in streams)
+        i = bisect.bisect_left(job._lines, (start,))
+        discrete = ((t, names[h], text) for t, h, text in itertools.islice(job._lines, i, None))
+        per_minute = max(job.profile.log_lines_per_minute, 1)
+        gap = MINUTE_MS // per_minute
+
+        def periodic() -> Iterator[tuple[int, str, str]]:
+            first = start // MINUTE_MS * MINUTE_MS
+            for m, kind in series.logging_minutes(job, first, end, now):
+                text = PERIODIC_TEXT.get(kind, kind)
+                for k in range(per_minute):
+                    t = m + k * gap
+                    if start <= t < end:
+                        for name, _ in streams:
+                            yield t, name, text
+
+        for event in heapq.merge(discrete, periodic()):
+            if event[0] >= end:
+                return
+            yield event
+
+    def filter_log_events(
+        self,
+        *,
+        logGroupName: str,
+        logStreamNamePrefix: str = "",
+        startTime: int | None = None,
+        endTime: int | None = None,
+        limit: int = 10_000,
+        filterPattern: str = "",
+        nextToken: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        """As :meth:`SimulatedLogs.filter_log_events` (stream prefix, time window, one quoted term,
+        pages of at most 10,000 events, oldest first)."""
+        if logGroupName != self._group or not self._sim.jobs():
+            raise client_error(
+                "ResourceNotFoundException", "The specified log group does not exist.", "FilterLogEvents"
+            )
+        phrase: str | None = None
+        if filterPattern:
+            if not (len(filterPattern) >= 2 and filterPattern[0] == filterPattern[-1] == '"'):
+                raise NotImplementedError("ScriptLogs matches only one quoted term")
+            phrase = filterPattern[1:-1]
+        job_part = logStreamNamePrefix.split("/", 1)[0]
+        jobs = sorted(
+            (
+                j
+                for j in self._sim.jobs()
+                if j.name.startswith(job_part) and j.training_started_ms is not None
+            ),
+            key=lambda j: j.name,
+        )
+        start = startTime if startTime is not None else 0
+        end = endTime if endTime is not None else self._sim.clock.now_ms + 1
+        merged = heapq.merge(*(self._events(j, start, end) for j in jobs))
+        found = (
+            e for e in merged if e[1].startswith(logStreamNamePrefix) and (phrase is None or phrase in e[2])
+        )
+        offset = int(nextToken) if nextToken else 0
+        size = min(limit, 10_000)
+        page = list(itertools.islice(found, offset, offset + size + 1))
+        more, page = len(page) > size, page[:size]
+        out: dict[str, Any] = {
+            "events": [
+                {
+                    "logStreamName": name,
+                    "timestamp": t,
+                    "message": text,
+                    "ingestionTime": t,
+                    "eventId": f"{t}-{offset + i}",
+                }
+                for i, (t, name, text) in enumerate(page)
+            ],
+            "searchedLogStreams": [],
+        }
+        if more:
+            out["nextToken"] = str(offset + len(page))
+        return out
+
+
+PERIODIC_TEXT = {
+    "train": "train step done (loss logged)",
+    "eval": "eval batch done",
+    "spin_logging": "[watchdog] rank alive, waiting in a collective",
+}

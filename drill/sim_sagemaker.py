@@ -354,6 +354,16 @@ class SimSageMaker(SimCore):
             return []
         return self.logs.tail(job, host, n)
 
+    def log_stream(self, name: str) -> tuple[SimJob, int] | None:
+        """(job, host) of the log stream called ``name`` exactly (a host that has written a line),
+        else None: what ``log_streams(name)`` holds under that name, found without a scan."""
+        job_name, _, rest = name.partition("/")
+        job = self._jobs.get(job_name)
+        host = int_tag(rest[5:].partition("-")[0]) if rest.startswith("algo-") else None
+        if job is None or host is None or host not in job._tails or SimLogs.stream(job, host) != name:
+            return None
+        return job, host
+
     def log_streams(self, prefix: str) -> list[tuple[str, SimJob, int]]:
         """The log streams (name, job, host) whose names start with ``prefix``, sorted by name:
         ``<job>/algo-<host>-<epoch>`` for every host that has written a line."""
@@ -458,8 +468,10 @@ class SimSageMaker(SimCore):
     ) -> list[tuple[int, float]]:
         """Simulated CloudWatch datapoints ``[(bucket start ms, value)]`` for [start_ms, end_ms).
 
-        GPUUtilization (``/aws/sagemaker/TrainingJobs``, ``Host=<job>/algo-<n>``): one sample per
-        minute per host while the job is in Training. LogEvents (``Sagewarden/Heartbeat``,
+        Instance metrics (``/aws/sagemaker/TrainingJobs``, ``Host=<job>/algo-<n>``: GPUUtilization,
+        GPUMemoryUtilization, CPUUtilization, MemoryUtilization, DiskUtilization; see
+        :mod:`drill.sim.series` for what each phase does to them): one sample per minute per host
+        while the job is in Training (no GPU metric on a CPU instance). LogEvents (``Sagewarden/Heartbeat``,
         ``TrainingJobName=<job>``): per-minute count of lines the job wrote, only for minutes with
         at least one line (like a metric fed by a log subscription), and none at all in a deployment
         without the subscription (``heartbeat_metric=False``). Only samples up to now exist.
@@ -469,15 +481,15 @@ class SimSageMaker(SimCore):
         if period_s <= 0 or period_s % 60:
             raise ValueError("period_s must be a positive multiple of 60")
         samples: Iterable[tuple[int, float]]
-        gpu = namespace == TRAINING_METRIC_NAMESPACE and metric == "GPUUtilization"
+        instance = namespace == TRAINING_METRIC_NAMESPACE and metric in series.INSTANCE_METRICS
         heartbeat = namespace == HEARTBEAT_NAMESPACE and metric == HEARTBEAT_METRIC
-        if gpu and set(dimensions) == {"Host"}:
+        if instance and set(dimensions) == {"Host"}:
             job_name, _, algo = dimensions["Host"].rpartition("/")
             job = self._jobs.get(job_name)
             host = int_tag(algo[5:]) if algo.startswith("algo-") else None
             if job is None or host is None or not 1 <= host <= job.instance_count:
                 return []
-            samples = series.gpu_samples(job, host, start_ms, end_ms, self.clock.now_ms)
+            samples = series.instance_samples(job, host, metric, start_ms, end_ms, self.clock.now_ms)
         elif namespace == TRAINING_METRIC_NAMESPACE and set(dimensions) == {"TrainingJobName"}:
             job = self._jobs.get(dimensions["TrainingJobName"])
             if job is None or metric != job.profile.progress_metric:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from infra import constants
 from sagewarden import keys
 from sagewarden.domain.policy import PolicyError, RunPolicy
+
+from . import constants
 
 # Context keys (camelCase, as typed on the command line)
 CTX_ALERT_EMAIL = "alertEmail"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 from sagewarden import keys
+
+from . import LAMBDAS_DIR  # also puts lambdas/ on sys.path
 
 # --- Stack ------------------------------------------------------------------------------------
 STACK_ID = "Sagewarden"  # the default stack name (context `stackName`)
@@ -36,10 +37,10 @@ OUTPUT_TABLE_NAME = "TableName"
 OUTPUT_TOPIC_ARN = "TopicArn"
 OUTPUT_DLQ_URL = "DeadLetterQueueUrl"
 # The deployment's job prefix: how the preflight tells which stack of an account and region owns
-# a prefix (cli/deployments.py reads it; a stack has exactly one).
+# a prefix (sagewarden_cli/deployments.py reads it; a stack has exactly one).
 OUTPUT_JOB_PREFIX = "JobPrefix"
 # What CloudWatch made of the hang-alarm shapes at the last deploy that changed them (a JSON
-# report from the alarm-shape check; `sagewarden selftest` prints it; cli/selftest_shapes.py).
+# report from the alarm-shape check; `sagewarden selftest` prints it; sagewarden_cli/selftest_shapes.py).
 OUTPUT_ALARM_SHAPES = "AlarmShapes"
 
 # --- Lambda -----------------------------------------------------------------------------------

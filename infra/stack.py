@@ -10,9 +10,9 @@ from aws_cdk import App, CfnOutput, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from infra import REPO_ROOT, constants
-from infra.config import SupervisorConfig
-from infra.constructs.supervisor import Supervisor
+from . import REPO_ROOT, constants
+from .config import SupervisorConfig
+from .constructs.supervisor import Supervisor
 
 
 class SagewardenStack(Stack):

@@ -12,7 +12,7 @@ twice.
 
 Usage::
 
-    from infra.template import synthesized_template
+    from .template import synthesized_template
 
     template = synthesized_template()                                    # cdk.json defaults
     template = synthesized_template(context={"logSubscription": False})  # overrides
@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra import REPO_ROOT, constants
+from . import REPO_ROOT, constants
 
 CACHE_DIR = REPO_ROOT / ".cache" / "synth"
 TEMPLATE_FILE = f"{constants.STACK_ID}.template.json"  # with the default stack name
@@ -73,8 +73,9 @@ def cache_key(context: Mapping[str, Any] | None = None) -> str:
 def _shape_fingerprint(context: Mapping[str, Any] | None) -> str:
     """The alarm-shape check's fingerprint (a property of the template) for ``context``: it follows
     the Lambda code that builds the alarms (sagewarden.alarm_shapes), which the files above omit."""
-    from infra.config import SupervisorConfig
     from sagewarden import alarm_shapes, keys
+
+    from .config import SupervisorConfig
 
     path = REPO_ROOT / "cdk.json"
     defaults = json.loads(path.read_text(encoding="utf-8")).get("context", {}) if path.exists() else {}

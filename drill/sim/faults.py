@@ -23,9 +23,11 @@ from drill.sim.texts import (
     HANG_PHASES,
     HARDWARE_FAILURE_REASON,
     IDLE_PAUSE_MIN,
+    IDLE_PAUSE_PHASE,
     INTERNAL_ERROR_REASON,
     MINUTE_MS,
     PAUSE_KINDS,
+    TIMED_PHASES,
     client_error,
     limit_error,
 )
@@ -133,7 +135,9 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         if f.during_save and job._phase != "save":
             job._await_save.append(state)  # bound again half-way through the job's next save
             return
-        if job._phase in ("save", "eval", "idle") and not (f.during_save and job._phase == "save"):
+        if (job._phase == "save" or job._phase in TIMED_PHASES) and not (
+            f.during_save and job._phase == "save"
+        ):
             assert job._timer_at is not None
             job._bound.append((job._timer_at, state.seq, state))  # defer to the end of the phase
             job._bound.sort(key=lambda b: (b[0], b[1]))
@@ -163,6 +167,7 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         )
 
     if f.kind in CRASH_KINDS and f.hang_before_crash_min is not None:
+        job._save = None  # a spin in a checkpoint save: its remaining objects and marker never appear
         sim._close_segment(job, t)
         job._dead_host = 0
         sim._open_segment(job, t, "hang_spin")
@@ -190,19 +195,28 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_SAVE_LONG_MIN
         job._after_save = "train"
         sim.checkpoint_writer.begin_save(job, t, int(job._stepf), round(minutes * MINUTE_MS), "long")
+        _pin(job, t, f)
         sim._open_segment(job, t, "save")
         sim._set_timer(job, job._save.end_ms if job._save else t, "phase_end")
         save_started(job, t)
     elif f.kind == "eval_phase":
         sim._close_segment(job, t)
         minutes = f.duration_min if f.duration_min is not None else DEFAULT_EVAL_MIN
-        sim._open_segment(job, t, "eval")
+        _pin(job, t, f)
+        sim._open_segment(job, t, "eval_silent" if f.silent else "eval")
         sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
     elif f.kind in IDLE_PAUSE_MIN:  # silent, every GPU idle, then training goes on
         sim._close_segment(job, t)
         minutes = f.duration_min if f.duration_min is not None else IDLE_PAUSE_MIN[f.kind]
-        sim._open_segment(job, t, "idle")
+        _pin(job, t, f)
+        sim._open_segment(job, t, IDLE_PAUSE_PHASE[f.kind])
         sim._set_timer(job, t + round(minutes * MINUTE_MS), "phase_end")
+
+
+def _pin(job: SimJob, t: int, f: Fault) -> None:
+    """A fault that opens a benign phase at ``t`` may pin how it looks in the instance metrics."""
+    if f.variant is not None:
+        job._variants[t] = f.variant
 
 
 def save_started(job: SimJob, t: int) -> None:

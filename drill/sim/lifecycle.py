@@ -49,6 +49,7 @@ from drill.sim.texts import (
     RETRY_STARTING_MESSAGE,
     STATUS_MESSAGES,
     TERMINAL,
+    TIMED_PHASES,
     TRAINING_FAULTS,
     iso_ms,
     iso_s,
@@ -464,7 +465,7 @@ class SimCore:
                 self._begin_upload(job, t)
             else:
                 self._start_train(job, t)
-        elif phase in ("eval", "idle"):
+        elif phase in TIMED_PHASES:
             self._close_segment(job, t)
             self._start_train(job, t)
         else:  # pragma: no cover - hangs have no end timer

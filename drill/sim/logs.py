@@ -53,8 +53,10 @@ class SimLogs:
             job._declared.update(phase_cover(text, t)[1:])  # as the heartbeat function does
             if job._line_times and t < job._line_times[-1]:
                 bisect.insort(job._line_times, t)
+                bisect.insort(job._lines, (t, host, text))
             else:
                 job._line_times.append(t)
+                job._lines.append((t, host, text))
         if self.client is not None:
             self._buffer.setdefault(self.stream(job, host), []).append((t, self._seq, text))
             self._seq += 1

@@ -7,7 +7,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.sim.texts import CRASH_KINDS, FAULT_KINDS, HANG_KINDS, MINUTE_MS, TERMINAL
+from drill.sim.texts import (
+    CRASH_KINDS,
+    FAULT_KINDS,
+    FAULT_PHASE,
+    HANG_KINDS,
+    MINUTE_MS,
+    PHASE_VARIANTS,
+    TERMINAL,
+)
 
 
 @dataclass
@@ -126,6 +134,11 @@ class Fault:
     infra_check_finds: bool = True
     # which host writes the fault's log lines (None: its own ``host``), e.g. a peer naming it
     log_host: int | None = None
+    # benign phases only: how the phase looks in the instance metrics (texts.PHASE_VARIANTS; None:
+    # drawn per occurrence from the job's salt, as periodic saves are)
+    variant: str | None = None
+    # eval_phase only: the eval writes no log lines (its GPUs stay busy, its hosts load data)
+    silent: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -136,6 +149,15 @@ class Fault:
             raise ValueError("during_save applies to hang kinds only")
         if self.quota_limit is not None and self.kind != "quota":
             raise ValueError("quota_limit applies to quota faults only")
+        if self.silent and self.kind != "eval_phase":
+            raise ValueError("silent applies to eval_phase only")
+        if self.variant is not None:
+            known = PHASE_VARIANTS.get(FAULT_PHASE.get(self.kind, ""), ())
+            if self.variant not in known:
+                raise ValueError(
+                    f"variant {self.variant!r} does not apply to {self.kind}"
+                    + (f" (one of {', '.join(known)})" if known else "")
+                )
 
 
 @dataclass
@@ -227,7 +249,7 @@ class SimJob:
     # --- internals -----------------------------------------------------------------------------
     _salt: int = 0
     _stepf: float = 0.0
-    _phase: str | None = None  # train | save | eval | idle | hang_spin | dead_host | stuck (only in Training)
+    _phase: str | None = None  # a kind of phase_intervals (only in Training)
     _phase_start: int = 0
     _seg_step0: float = 0.0  # the step the open Training phase started at (goodput ground truth)
     _phase_target: float = 0.0
@@ -243,7 +265,9 @@ class SimJob:
     _seg_starts: list[int] = field(default_factory=list)
     _segs: list[tuple[int, int | None, str, int]] = field(default_factory=list)  # start, end, kind, dead host
     _line_times: list[int] = field(default_factory=list)  # discrete log lines (not periodic progress)
+    _lines: list[tuple[int, int, str]] = field(default_factory=list)  # the same lines: (ms, host, text)
     _declared: set[int] = field(default_factory=set)  # minutes a phase marker line declared active
+    _variants: dict[int, str] = field(default_factory=dict)  # segment start -> a fault's pinned variant
     _lines_until: int = 0
     _tails: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: (ms, line)
     _pool: Any = None  # the warm pool the job left when it ended (drill.sim.warm_pools.WarmPool)
@@ -284,7 +308,8 @@ class SimJob:
     @property
     def phase_intervals(self) -> list[tuple[int, int | None, str]]:
         """The Training phases so far: (start ms, end ms or None while open, kind) with kind one of
-        train, save, eval, hang_spin, dead_host, stuck, spin_logging (for reports and plots)."""
+        train, save, eval, eval_silent, compile, nccl_init, data_pause, hang_spin, dead_host, stuck,
+        spin_logging (for reports and plots)."""
         return [(start, end, kind) for start, end, kind, _ in self._segs]
 
     @property

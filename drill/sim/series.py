@@ -1,9 +1,33 @@
 """The simulated metric series of a job, answered analytically from its Training segments.
 
-GPUUtilization per host, the job's progress metric (a MetricDefinitions metric) and the heartbeat
-metric (log lines per minute) exist only for minutes while the job was in Training, and only up
-to "now". Every value is a pure function of the job's segments, its noise salt and the minute, so
-any window can be asked for at any time and gets the same answer.
+SageMaker's instance metrics per host (GPUUtilization, GPUMemoryUtilization, CPUUtilization,
+MemoryUtilization, DiskUtilization), the job's progress metric (a MetricDefinitions metric) and the
+heartbeat metric (log lines per minute) exist only for minutes while the job was in Training, and
+only up to "now". Every value is a pure function of the job's segments, its noise salt and the
+minute, so any window can be asked for at any time and gets the same answer.
+
+What each phase looks like on a host is a model: AWS documents what the metrics measure (SageMaker
+Developer Guide, "Amazon SageMaker AI metrics in Amazon CloudWatch": CPUUtilization is the sum of
+every core's utilisation, 100 per busy core; GPUUtilization and GPUMemoryUtilization 0-100 per GPU,
+summed; MemoryUtilization and DiskUtilization 0-100 % of the container's memory and *disk space*),
+not what a training script's phases do to them. So the levels below are plausible and, where
+phases could be confused, adversarial: the unkind overlaps are in (``PHASE_SIGNATURES``).
+CPU is modelled in busy cores per GPU (a rank and its data-loader workers):
+
+| phase | GPU (% per GPU) | CPU (cores per GPU) | disk space | logs |
+|---|---|---|---|---|
+| train | the profile's (95) | 2.5-4.5 (loader workers) | flat | yes |
+| save, busy / light | 5 | 1.5-3 / 0.2-0.6 | grows on every host / on algo-1 only (rank 0 writes) | no |
+| eval (silent or not), even / uneven | 60-85 | 2-4 / 0.8-1.3 on some hosts (never all) | flat | per fault |
+| compile, parallel / serial | 0.3 | 2-6 / 0.8-1.3 (one core per rank) | flat | no |
+| data_pause, workers / light | 0.3 | 1.5-5 / 0.6-1 | flat | no |
+| nccl_init | 0.3 | 0.05-0.4 (as idle as a stuck job: only the start-up allowance holds it) | flat | no |
+| hang_spin, spin_logging | 99.5-100 | 0.9-1.25 (a rank busy-waits on its stream) | flat | no / yes |
+| stuck (data loader) | 2 | 0.02-0.3 | flat | no |
+| dead_host | 0 on the dead host, peers spin | 0-0.05 on the dead host | flat | no |
+
+Disk space grows during a save by a per-job rate (0.02-0.3 percentage points a minute) and drops
+back when it ends (the oldest checkpoint is pruned); a save cut by a hang keeps what it wrote.
 """
 
 from __future__ import annotations
@@ -12,7 +36,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 
 from drill.sim.model import SimJob
-from drill.sim.texts import LOGGING_PHASES, MASK64, MINUTE_MS
+from drill.sim.texts import HANG_PHASES, LOGGING_PHASES, MASK64, MINUTE_MS, PHASE_VARIANTS
 
 
 def mix64(x: int) -> int:
@@ -71,12 +95,11 @@ def gpu_level(job: SimJob, host: int, kind: str) -> tuple[float, float] | None:
         if p.straggler_host and host == p.straggler_host:  # slow but alive: less busy than its peers
             return p.straggler_gpu_util, 0.1
         return p.gpu_util_per_host, 0.02
-    return {
-        "save": (5.0 * gpus, 0.2),
-        "eval": (10.0 * gpus, 0.2),
-        "idle": (0.3 * gpus, 0.5),  # compile, NCCL init, data-loader pause: below 1 % per GPU
-        "stuck": (2.0 * gpus, 0.2),
-    }.get(kind)
+    if kind in ("eval", "eval_silent"):
+        return 72.5 * gpus, 0.17  # forward passes only: 60-85 % per GPU
+    if kind in ("compile", "nccl_init", "data_pause"):
+        return 0.3 * gpus, 0.5  # below 1 % per GPU
+    return {"save": (5.0 * gpus, 0.2), "stuck": (2.0 * gpus, 0.2)}.get(kind)
 
 
 def gpu_samples(job: SimJob, host: int, start_ms: int, end_ms: int, now_ms: int) -> list[tuple[int, float]]:
@@ -162,6 +185,22 @@ def gpu_bounds(
     return out
 
 
+def gpu_bounds_by_host(
+    job: SimJob, start_ms: int, end_ms: int, now_ms: int
+) -> tuple[list[tuple[int, int, float, float]], dict[int, list[tuple[int, int, float, float]]]]:
+    """:func:`gpu_bounds` of every host of the job at once: the stretches all hosts share, and the
+    hosts whose stretches differ from them (a dead host, a straggler) with their own. Asking
+    ``gpu_bounds`` host by host gives the same answer; this costs one computation per distinct host."""
+    shared = gpu_bounds(job, 0, start_ms, end_ms, now_ms)
+    odd = {dead for _, _, kind, dead in job._segs if kind == "dead_host" and dead}
+    if job.profile.straggler_host:
+        odd.add(job.profile.straggler_host)
+    own = {
+        h: gpu_bounds(job, h, start_ms, end_ms, now_ms) for h in sorted(odd) if 1 <= h <= job.instance_count
+    }
+    return shared, {h: b for h, b in own.items() if b != shared}
+
+
 def logging_minutes(job: SimJob, start_ms: int, end_ms: int, now_ms: int) -> Iterator[tuple[int, str]]:
     """The Training minutes in [start_ms, end_ms) in which the script writes its periodic lines:
     every minute of a logging phase, or every ``log_every_minutes``-th one counted from the start
@@ -237,4 +276,138 @@ def aggregate(samples: Iterable[tuple[int, float]], period_ms: int, stat: str) -
             "SampleCount": count,
         }[stat]
         out.append((b, value))
+    return out
+
+
+# --- the other instance metrics ----------------------------------------------------------------
+
+INSTANCE_METRICS = frozenset(
+    {"GPUUtilization", "GPUMemoryUtilization", "CPUUtilization", "MemoryUtilization", "DiskUtilization"}
+)
+_CPU_TRAIN = (2.5, 4.5)
+_CPU_SPIN = (0.9, 1.25)  # a rank busy-waits on its stream while the collective spins on the GPU
+# busy cores per GPU: (kind, variant) -> range; variant None = every occurrence
+PHASE_SIGNATURES: dict[tuple[str, str | None], tuple[float, float]] = {
+    ("train", None): _CPU_TRAIN,
+    ("save", "busy"): (1.5, 3.0),
+    ("save", "light"): (0.2, 0.6),
+    ("eval", "even"): (2.0, 4.0),
+    ("eval", "uneven"): (2.0, 4.0),  # the quiet hosts: _CPU_EVAL_QUIET
+    ("compile", "parallel"): (2.0, 6.0),
+    ("compile", "serial"): (0.8, 1.3),
+    ("data_pause", "workers"): (1.5, 5.0),
+    ("data_pause", "light"): (0.6, 1.0),
+    ("nccl_init", None): (0.05, 0.4),  # bootstrap waits on the network: as idle as a stuck job
+    ("hang_spin", None): _CPU_SPIN,
+    ("spin_logging", None): _CPU_SPIN,
+    ("dead_host", None): _CPU_SPIN,  # the live hosts spin in the collective the dead one left
+    ("stuck", None): (0.02, 0.3),
+}
+_CPU_EVAL_QUIET = (0.8, 1.3)
+_CPU_DEAD = (0.0, 0.05)
+_SLOTS_WITHOUT_GPUS = 4  # a CPU instance: its "ranks"
+
+
+def _unit(*parts: int) -> float:
+    """A deterministic draw in [0, 1) from integers."""
+    h = 0x2545F4914F6CDD1D
+    for p in parts:
+        h = mix64(h ^ (p & MASK64))
+    return (h >> 11) / float(1 << 53)
+
+
+def phase_variant(job: SimJob, seg_start: int, kind: str) -> str | None:
+    """The variant of one occurrence of a phase: pinned by the fault that opened it, else drawn."""
+    options = PHASE_VARIANTS.get(kind)
+    if not options:
+        return None
+    pinned = job._variants.get(seg_start)
+    if pinned in options:
+        return pinned
+    return options[int(_unit(job._salt, seg_start, 0x7A) * len(options))]
+
+
+def _quiet_eval_host(job: SimJob, seg_start: int, host: int) -> bool:
+    """An uneven eval's hosts that load data with little CPU: about half, never every host."""
+    n = job.instance_count
+    if n < 2:
+        return False
+    busy = 1 + int(_unit(job._salt, seg_start, 0xB5) * n)  # at least this one stays busy
+    return host != busy and _unit(job._salt, seg_start, host, 0xE7) < 0.5
+
+
+def _writers(job: SimJob, seg_start: int, variant: str | None) -> frozenset[int] | None:
+    """Hosts whose disk space grows during a save (None: every host)."""
+    return frozenset({1}) if variant == "light" else None
+
+
+def _segment_at(job: SimJob, m: int) -> int:
+    """Index of the segment that holds minute start ``m`` (the latest one starting at or before)."""
+    return max(bisect.bisect_right(job._seg_starts, m) - 1, 0)
+
+
+def cpu_range(job: SimJob, host: int, kind: str, dead: int, seg_start: int) -> tuple[float, float]:
+    """Busy cores per GPU of one host in one phase (see the module docstring)."""
+    if kind == "dead_host" and host == dead:
+        return _CPU_DEAD
+    variant = phase_variant(job, seg_start, kind)
+    if kind in ("eval", "eval_silent") and variant == "uneven" and _quiet_eval_host(job, seg_start, host):
+        return _CPU_EVAL_QUIET
+    key = ("eval" if kind == "eval_silent" else kind, variant)
+    return PHASE_SIGNATURES.get(key) or PHASE_SIGNATURES.get((key[0], None)) or _CPU_TRAIN
+
+
+def _disk_base(job: SimJob, host: int) -> float:
+    return 15.0 + 25.0 * _unit(job._salt, host, 0xD1)
+
+
+def _disk_rate(job: SimJob) -> float:
+    """Percentage points of disk space a writing host gains per minute of a save."""
+    return 0.02 + 0.28 * _unit(job._salt, 0xD2)
+
+
+def disk_value(job: SimJob, host: int, m: int) -> float:
+    """DiskUtilization of one host at minute start ``m`` (in Training)."""
+    i = _segment_at(job, m)
+    start, _, kind, _ = job._segs[i]
+    base = _disk_base(job, host)
+    if kind == "save":
+        writers = _writers(job, start, phase_variant(job, start, "save"))
+        if writers is None or host in writers:
+            return base + _disk_rate(job) * max(0, m - start) / MINUTE_MS
+        return base
+    if kind in HANG_PHASES and i > 0:  # a save cut by the hang keeps what it wrote
+        p_start, p_end, p_kind, _ = job._segs[i - 1]
+        if p_kind == "save" and p_end == start:
+            writers = _writers(job, p_start, phase_variant(job, p_start, "save"))
+            if writers is None or host in writers:
+                return base + _disk_rate(job) * (p_end - p_start) / MINUTE_MS
+    return base
+
+
+def instance_samples(
+    job: SimJob, host: int, metric: str, start_ms: int, end_ms: int, now_ms: int
+) -> list[tuple[int, float]]:
+    """One value of an instance metric per Training minute of the window (``/aws/sagemaker/
+    TrainingJobs``, ``Host=<job>/algo-<host>``). GPU metrics: none for a CPU instance."""
+    gpus = job.profile.gpus_per_host
+    if metric == "GPUUtilization":
+        return gpu_samples(job, host, start_ms, end_ms, now_ms)
+    if metric == "GPUMemoryUtilization" and gpus <= 0:
+        return []
+    slots = gpus if gpus > 0 else _SLOTS_WITHOUT_GPUS
+    out: list[tuple[int, float]] = []
+    for m, kind, dead in training_minutes(job, start_ms, end_ms, now_ms):
+        u = (noise(job._salt ^ 0xC9, host, m // MINUTE_MS) + 1.0) / 2.0  # [0, 1)
+        dead_here = kind == "dead_host" and host == dead
+        if metric == "CPUUtilization":
+            seg_start = job._segs[_segment_at(job, m)][0]
+            lo, hi = cpu_range(job, host, kind, dead, seg_start)
+            out.append((m, 100.0 * slots * (lo + (hi - lo) * u)))
+        elif metric == "GPUMemoryUtilization":  # the model's weights stay allocated; a dead rank's are freed
+            out.append((m, 0.0 if dead_here else gpus * (72.0 + 12.0 * _unit(job._salt, host, 0x6D) + u)))
+        elif metric == "MemoryUtilization":
+            out.append((m, 30.0 + 25.0 * _unit(job._salt, host, 0x4D) + 2.0 * u))
+        elif metric == "DiskUtilization":
+            out.append((m, round(disk_value(job, host, m), 4)))
     return out

@@ -56,8 +56,9 @@ DEFAULT_CAPACITY_WAIT_MIN = 30.0
 DEFAULT_SAVE_LONG_MIN = 12.0
 DEFAULT_EVAL_MIN = 10.0
 # silent phases with every GPU idle: a first-step compile, NCCL init on many hosts, a data-loader
-# pause at an epoch boundary (default minutes)
+# pause at an epoch boundary (default minutes), and the Training phase each one opens
 IDLE_PAUSE_MIN = {"compile": 30.0, "nccl_init": 8.0, "dataloader_pause": 4.0}
+IDLE_PAUSE_PHASE = {"compile": "compile", "nccl_init": "nccl_init", "dataloader_pause": "data_pause"}
 NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 NAME_PATTERN = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
 TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
@@ -72,10 +73,23 @@ FAULT_KINDS = TRAINING_FAULTS | START_FAULTS
 # faults whose host is bad hardware whatever the fault says (others only with ``bad_host``)
 BAD_HOST_KINDS = frozenset({"dead_host", "hardware"})
 HANG_PHASES = frozenset({"hang_spin", "dead_host", "stuck", "spin_logging"})
+# How a benign phase looks in the instance metrics, per occurrence (drill/sim/series.py draws one
+# from the job's salt unless a fault pins it with ``variant``): the unkind overlaps are in here
+PHASE_VARIANTS = {
+    "save": ("busy", "light"),  # light: little CPU on every host, and only algo-1 writes (rank 0)
+    "compile": ("parallel", "serial"),  # serial: one core per rank, as a spinning collective uses
+    "data_pause": ("workers", "light"),  # light: the loader's workers mostly wait on storage
+    "eval": ("even", "uneven"),  # uneven: some hosts (never all) load data with little CPU
+    "eval_silent": ("even", "uneven"),
+}
+FAULT_PHASE = {"checkpoint_save_long": "save", "eval_phase": "eval", **IDLE_PAUSE_PHASE}
+# benign phases that end on a timer (a save ends when its files are written): faults due meanwhile
+# wait for their end
+TIMED_PHASES = frozenset({"eval", "eval_silent", *IDLE_PAUSE_PHASE.values()})
 # spin_logging: the training loop is stuck in a collective (GPUs spin) while another thread keeps
 # writing lines, so neither log silence nor idle GPUs show it; only the progress metric stops
 LOGGING_PHASES = frozenset({"train", "eval", "spin_logging"})
-HEALTHY_PHASES = frozenset({"train", "save", "eval", "idle"})  # the run's operating clock for trace faults
+HEALTHY_PHASES = frozenset({"train", "save", *TIMED_PHASES})  # the run's operating clock for trace faults
 STATS = frozenset({"Average", "Minimum", "Maximum", "Sum", "SampleCount"})
 MASK64 = (1 << 64) - 1
 

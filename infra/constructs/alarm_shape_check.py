@@ -26,11 +26,12 @@ from aws_cdk import ArnFormat, CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.functions import SupervisorFunction, SupervisorFunctions
-from infra.constructs.nag import acknowledge, resource_finding
 from sagewarden import alarm_shapes, keys
+
+from .. import constants
+from ..config import SupervisorConfig
+from .functions import SupervisorFunction, SupervisorFunctions
+from .nag import acknowledge, resource_finding
 
 SHAPE_CHECK_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:TagResource", "cloudwatch:DeleteAlarms")
 

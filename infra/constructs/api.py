@@ -24,8 +24,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import constants
-from infra.constructs.nag import acknowledge
+from .. import constants
+from .nag import acknowledge
 
 # (method, path) of every route, in the order they are created.
 ROUTES = (

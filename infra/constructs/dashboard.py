@@ -30,9 +30,10 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra import constants
-from infra.constructs.functions import SupervisorFunctions
 from sagewarden import keys
+
+from .. import constants
+from .functions import SupervisorFunctions
 
 WIDTH = 24  # the dashboard grid is 24 units wide
 ROW_HEIGHT = 6

@@ -23,9 +23,10 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra import constants
-from infra.constructs.nag import acknowledge
 from sagewarden import keys
+
+from .. import constants
+from .nag import acknowledge
 
 SAGEMAKER_SOURCE = "aws.sagemaker"
 SAGEMAKER_DETAIL_TYPE = "SageMaker Training Job State Change"

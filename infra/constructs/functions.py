@@ -21,9 +21,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.nag import acknowledge
+from .. import constants
+from ..config import SupervisorConfig
+from .nag import acknowledge
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 

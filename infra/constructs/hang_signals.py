@@ -31,9 +31,10 @@ from aws_cdk import aws_logs_destinations as log_destinations
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from infra import constants
-from infra.constructs.nag import acknowledge, resource_finding
 from sagewarden import keys
+
+from .. import constants
+from .nag import acknowledge, resource_finding
 
 # An empty pattern forwards every event: any line a job writes is a sign of life.
 ALL_EVENTS_PATTERN = ""

@@ -16,8 +16,9 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra import constants
 from sagewarden import keys
+
+from .. import constants
 
 
 @dataclass(frozen=True)

@@ -37,14 +37,15 @@ from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.config import SupervisorConfig
-from infra.constructs.alerts import Alerts
-from infra.constructs.event_rules import training_job_name_prefix
-from infra.constructs.functions import SupervisorFunction, SupervisorFunctions
-from infra.constructs.hang_signals import training_log_group_arn
-from infra.constructs.nag import acknowledge, resource_finding
-from infra.constructs.state_table import StateTable
 from sagewarden import keys
+
+from ..config import SupervisorConfig
+from .alerts import Alerts
+from .event_rules import training_job_name_prefix
+from .functions import SupervisorFunction, SupervisorFunctions
+from .hang_signals import training_log_group_arn
+from .nag import acknowledge, resource_finding
+from .state_table import StateTable
 
 SAGEMAKER_JOB_ACTIONS = (
     "sagemaker:CreateTrainingJob",

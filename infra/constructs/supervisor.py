@@ -11,19 +11,20 @@ from aws_cdk import Duration
 from aws_cdk import aws_lambda_destinations as destinations
 from constructs import Construct
 
-from infra import constants
-from infra.config import SupervisorConfig
-from infra.constructs.alarm_shape_check import AlarmShapeCheck
-from infra.constructs.alerts import Alerts
-from infra.constructs.api import SupervisorApi
-from infra.constructs.dashboard import SupervisorDashboard
-from infra.constructs.event_rules import EventRules
-from infra.constructs.functions import SupervisorFunctions
-from infra.constructs.hang_signals import HangSignals
-from infra.constructs.health import SupervisorHealth
-from infra.constructs.permissions import SupervisorPermissions
-from infra.constructs.state_table import StateTable
 from sagewarden import keys
+
+from .. import constants
+from ..config import SupervisorConfig
+from .alarm_shape_check import AlarmShapeCheck
+from .alerts import Alerts
+from .api import SupervisorApi
+from .dashboard import SupervisorDashboard
+from .event_rules import EventRules
+from .functions import SupervisorFunctions
+from .hang_signals import HangSignals
+from .health import SupervisorHealth
+from .permissions import SupervisorPermissions
+from .state_table import StateTable
 
 
 class Supervisor(Construct):

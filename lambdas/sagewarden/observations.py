@@ -16,9 +16,10 @@ from sagewarden.audit_text import error_text
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 from sagewarden.domain.decide import wants_checkpoint, wants_log_silence_check, wants_log_tail
-from sagewarden.domain.draft import window_in_force
+from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
-from sagewarden.domain.hangs import SAVE_ACTIVE_MS, wants_save_activity
+from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
 from sagewarden.observe_hosts import read_fingerprints, read_scan
 from sagewarden.ports import ReadFailed, Series
@@ -63,22 +64,40 @@ class Observer:
                 # the adapter says whether it can heal by itself; decide gives up on one that cannot
                 ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
             checkpoint = self._measure_write_time(run, checkpoint)
+        hosts: tuple[HostMetrics, ...] | None = None
+        hosts_error: str | None = None
+        save_ms, save_error = None, None
         if wants_log_tail(run, event):
             job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
             hang = isinstance(event, (HangSignal, AlarmsObserved))
-            # a hang's GPU metrics first (one GetMetricData for 500 hosts): the hosts they single
-            # out are the logs read first, so a time budget cut on a large job never loses them
-            gpu_lines, suspects = (
-                self._gpu_triage(run) if hang and self.sup.metrics is not None and run.current else ((), ())
-            )
-            try:
-                tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects)
-                if hang:
-                    triage = self.sup.logs.host_triage(job, self.sup.clock(), first=suspects)
-            except Exception as exc:
-                log.warning("could not read logs of %s: %s", job, exc)
-                self.sup.counters.add(OBSERVATION_FAILURES)
-                log_error = error_text(exc)
+            # a hang's host metrics first (one GetMetricData per 500 series): the evidence of what
+            # the job is doing, and the hosts the GPU metrics single out are the logs read first,
+            # so a time budget cut on a large job never loses them
+            gpu_lines: tuple[str, ...] = ()
+            if hang and self.sup.metrics is not None and run.current:
+                hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
+            elif hang:
+                hosts_error = "no metrics reader in this deployment"
+            benign_wait = False
+            if isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event):
+                if run.checkpoint_uri:
+                    save_ms, save_error = self._save_activity(run)
+                partial = Observations(
+                    host_metrics=hosts,
+                    host_metrics_error=hosts_error,
+                    save_activity_ms=save_ms,
+                    save_activity_error=save_error,
+                )
+                benign_wait = quiet_signals_wait(run, event, partial, self.sup.clock())
+            if not benign_wait:  # the tail and per-host triage serve a hang's alert only
+                try:
+                    tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects)
+                    if hang:
+                        triage = self.sup.logs.host_triage(job, self.sup.clock(), first=suspects)
+                except Exception as exc:
+                    log.warning("could not read logs of %s: %s", job, exc)
+                    self.sup.counters.add(OBSERVATION_FAILURES)
+                    log_error = error_text(exc)
             triage = gpu_lines + triage
             fingerprint_lines, fingerprint_error = read_fingerprints(self.sup, run, job, OBSERVATION_FAILURES)
         heartbeat: Series | None = None
@@ -94,7 +113,7 @@ class Observer:
             and wants_cadence(
                 cur.training_started_ms,
                 self.sup.clock(),
-                run.policy.startup_silence_minutes,
+                startup_allowance(run, run.policy, cur),
                 startup_known=run.startup_learned_on == startup_kind(cur),
             )
         ):
@@ -118,17 +137,19 @@ class Observer:
                     log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
                     self.sup.counters.add(OBSERVATION_FAILURES)
                     heartbeat = None
+        silent_for: int | None = None
         if self.sup.settings.log_silence_fallback and wants_log_silence_check(run, event):
-            silent, silence_error = self._log_silence(run)
+            silent, silent_for, silence_error = self._log_silence(run)
             log_error = log_error or silence_error
-        save_ms, save_error = None, None
-        quiet_alarm = (
-            isinstance(event, (HangSignal, AlarmsObserved))
-            and wants_log_tail(run, event)
-            and wants_save_activity(event)
-        )
-        if run.checkpoint_uri and (quiet_alarm or silent):
-            save_ms, save_error = self._save_activity(run)
+        if silent:  # the sweep's own log-silence check: judged on the same evidence as an alarm
+            if run.checkpoint_uri and save_ms is None and save_error is None:
+                save_ms, save_error = self._save_activity(run)
+            if hosts is None and hosts_error is None:
+                if self.sup.metrics is not None:
+                    hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
+                    triage = gpu_lines + triage
+                else:
+                    hosts_error = "no metrics reader in this deployment"
         return Observations(
             log_subscription=not self.sup.settings.log_silence_fallback,
             checkpoint=checkpoint,
@@ -139,6 +160,7 @@ class Observer:
             hosts_triage=triage,
             suspect_hosts=suspects,
             logs_silent=silent,
+            logs_silent_min=silent_for,
             heartbeat=heartbeat,
             progress=progress,
             save_activity_ms=save_ms,
@@ -147,31 +169,44 @@ class Observer:
             fingerprint_error=fingerprint_error,
             scan_lines=scan_lines,
             scan_error=scan_error,
+            host_metrics=hosts,
+            host_metrics_error=hosts_error,
         )
 
-    def _log_silence(self, run: Run) -> tuple[bool | None, str | None]:
+    def _log_silence(self, run: Run) -> tuple[bool | None, int | None, str | None]:
         """Without a log subscription: (whether the training attempt wrote no log line for its
         log-silence window in force -- learned, carried or the policy's, as an alarm would use --
-        and declared no silent phase that still covers now; the error when that is unknown).
+        and declared no silent phase that still covers now; for how many minutes at least: the
+        window, or the policy's window or the benign-phase ceiling when silent that long too, so
+        the decision knows how long the quiet stretch has lasted; the error when that is unknown).
         None: not judged yet (the attempt has not trained for a window)."""
         cur, now = run.current, self.sup.clock()
         if cur is None or cur.training_started_ms is None:
-            return None, None
-        window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
-        if now - cur.training_started_ms < window_ms:
-            return None, None
+            return None, None, None
+        window = window_in_force(run, run.policy, cur)[0]
+        if now - cur.training_started_ms < window * 60_000:
+            return None, None, None
         try:
-            if self.sup.logs.has_events_since(cur.job_name, now - window_ms):
-                return False, None
+            if self.sup.logs.has_events_since(cur.job_name, now - window * 60_000):
+                return False, None, None
             # a declared silent phase (phase marker) is not silence, as with the heartbeat metric
             until = self.sup.logs.declared_phase_until(
                 cur.job_name, max(cur.training_started_ms, now - MAX_PHASE_MINUTES * 60_000)
             )
-            return until is None or until <= now, None
+            if until is not None and until > now:
+                return False, None, None
+            silent_for = window
+            for longer in sorted({run.policy.log_silence_minutes, run.policy.benign_phase_max_minutes}):
+                if longer <= silent_for or now - cur.training_started_ms < longer * 60_000:
+                    continue
+                if self.sup.logs.has_events_since(cur.job_name, now - longer * 60_000):
+                    break
+                silent_for = longer
+            return True, silent_for, None
         except Exception as exc:  # an error is not silence
             log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
+            return None, None, error_text(exc)
 
     def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
         """When the newest checkpoint directory last received an object: a silent, idle job may be
@@ -205,25 +240,32 @@ class Observer:
             log.info("could not measure how long %s took to write: %s", checkpoint.uri, exc)
             return checkpoint
 
-    def _gpu_triage(self, run: Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(Triage lines of the hosts' GPU utilization, the suspect hosts: idle now or without
-        metrics, idlest first). Unreadable metrics: a line saying so, and no suspects."""
-        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_suspects, gpu_triage_lines
+    def _read_hosts(
+        self, run: Run
+    ) -> tuple[tuple[HostMetrics, ...] | None, str | None, tuple[str, ...], tuple[str, ...]]:
+        """(Each host's recent GPU, CPU and disk metrics, the read's error, triage lines of the
+        hosts' GPU utilization, the suspect hosts: idle now or without metrics, idlest first).
+        Unreadable metrics: unknown (an error and a line saying so), no suspects."""
+        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_summary, gpu_suspects, gpu_triage_lines
         from sagewarden.domain.pricing import gpus_per_instance
 
         cur = run.current
         if cur is None or self.sup.metrics is None:
-            return (), ()
+            return None, None, (), ()
         now = self.sup.clock()
         window = max(run.policy.gpu_idle_minutes, 10) * 60_000
         try:
-            by_host = self.sup.metrics.gpu_by_host(cur.job_name, cur.instance_count, now - window, now)
+            hosts = self.sup.metrics.host_metrics(cur.job_name, cur.instance_count, now - window, now)
         except Exception as exc:
-            log.warning("could not read GPU metrics of %s: %s", cur.job_name, exc)
+            log.warning("could not read the host metrics of %s: %s", cur.job_name, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return (f"GPU metrics unavailable: {error_text(exc)}",), ()
+            return None, error_text(exc), (f"GPU metrics unavailable: {error_text(exc)}",), ()
+        by_host = gpu_summary(hosts)
+        cpu_now = {m.host: max(m.cpu)[1] for m in hosts if m.cpu}
         threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)
         return (
-            gpu_triage_lines(by_host, threshold, cur.instance_count),
+            hosts,
+            None,
+            gpu_triage_lines(by_host, threshold, cur.instance_count, cpu_now),
             gpu_suspects(by_host, threshold, cur.instance_count),
         )

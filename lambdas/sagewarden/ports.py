@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from sagewarden.domain.actions import EnsureHangAlarms, Notify
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.models import Run
 
 
@@ -185,9 +186,10 @@ Series = tuple[tuple[int, float], ...]  # (minute start ms, value) of the minute
 
 
 class MetricsReader(Protocol):
-    def gpu_by_host(
+    # each host's GPU, CPU and disk utilization per minute (the datapoints that have arrived)
+    def host_metrics(
         self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float, float]]: ...
+    ) -> tuple[HostMetrics, ...]: ...
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
     ) -> tuple[Series, Series | None]: ...

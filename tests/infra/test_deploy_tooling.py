@@ -53,7 +53,7 @@ def test_make_deploy_runs_the_preflight_first_with_the_same_context_and_profile(
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    doctor = [i for i, line in enumerate(lines) if "-m cli.doctor" in line]
+    doctor = [i for i, line in enumerate(lines) if "-m sagewarden_cli.doctor" in line]
     deploy = [i for i, line in enumerate(lines) if "npx --no-install cdk deploy" in line]
 
     assert len(doctor) == 1 and len(deploy) == 1 and doctor[0] < deploy[0]
@@ -69,7 +69,7 @@ def test_make_deploy_preflight_can_be_skipped_and_approval_passed_for_ci() -> No
     result = _make("-n", "deploy", "PREFLIGHT=0", "REQUIRE_APPROVAL=never")
 
     assert result.returncode == 0, result.stderr
-    assert not _lines_starting(result.stdout, ".venv/bin/python -m cli.doctor")
+    assert not _lines_starting(result.stdout, ".venv/bin/python -m sagewarden_cli.doctor")
     (deploy,) = [line for line in result.stdout.splitlines() if "cdk deploy" in line]
     assert deploy.rstrip().endswith("--require-approval never")
 
@@ -86,13 +86,17 @@ def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
 @needs_make
 def test_make_bootstrap_runs_the_credentials_preflight_first() -> None:
     lines = _make("-n", "bootstrap", "PROFILE=ml").stdout.splitlines()
-    doctor = [i for i, line in enumerate(lines) if "-m cli.doctor" in line]
+    doctor = [i for i, line in enumerate(lines) if "-m sagewarden_cli.doctor" in line]
     bootstrap = [i for i, line in enumerate(lines) if "cdk bootstrap" in line]
 
     assert len(doctor) == 1 and len(bootstrap) == 1 and doctor[0] < bootstrap[0]
-    assert lines[doctor[0]].split("-m cli.doctor", 1)[1].split() == ["--credentials-only", "--profile", "ml"]
+    assert lines[doctor[0]].split("-m sagewarden_cli.doctor", 1)[1].split() == [
+        "--credentials-only",
+        "--profile",
+        "ml",
+    ]
     assert not _lines_starting(
-        _make("-n", "bootstrap", "PREFLIGHT=0").stdout, ".venv/bin/python -m cli.doctor"
+        _make("-n", "bootstrap", "PREFLIGHT=0").stdout, ".venv/bin/python -m sagewarden_cli.doctor"
     )
 
 
@@ -353,7 +357,7 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
                 ".venv/bin/python -m ruff check .",
                 ".venv/bin/python -m ruff format --check .",
                 ".venv/bin/python -m mypy --strict lambdas/sagewarden/domain",
-                ".venv/bin/python -m mypy lambdas/sagewarden drill infra app.py benchmarks cli scripts",
+                ".venv/bin/python -m mypy lambdas/sagewarden drill infra app.py benchmarks sagewarden_cli scripts examples/platform-app/app.py",
                 "CDK_OUTDIR=.cache/checkov-synth .venv/bin/python app.py",
                 ".venv-checkov/bin/checkov --config-file .checkov.yaml -f .cache/checkov-synth/",
             ],
@@ -376,7 +380,7 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
         # STACK= and JOB_PREFIX= set both for make doctor, make deploy and make destroy
         (
             ["doctor", "STACK=SagewardenTeamB", "JOB_PREFIX=tb"],
-            [".venv/bin/python -m cli.doctor -c stackName=SagewardenTeamB -c jobPrefix=tb"],
+            [".venv/bin/python -m sagewarden_cli.doctor -c stackName=SagewardenTeamB -c jobPrefix=tb"],
         ),
         (
             ["deploy", "STACK=SagewardenTeamB", "JOB_PREFIX=tb"],
@@ -444,7 +448,7 @@ def test_setup_installs_the_locked_packages_and_the_sagewarden_command(tmp_path:
     assert lock < project_line
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     # installing the project installs the `sagewarden` command
-    assert project["scripts"] == {"sagewarden": "cli.__main__:main"}
-    from cli.__main__ import main
+    assert project["scripts"] == {"sagewarden": "sagewarden_cli.__main__:main"}
+    from sagewarden_cli.__main__ import main
 
     assert callable(main)

@@ -1,4 +1,4 @@
-"""The deploy preflight (cli/doctor.py) against a moto account, one test per problem it reports.
+"""The deploy preflight (sagewarden_cli/doctor.py) against a moto account, one test per problem it reports.
 
 moto serves STS, SSM, CloudFormation, IAM, API Gateway, CloudWatch Logs, Lambda, S3 and KMS;
 Service Quotas (moto only knows VPC quotas), S3's cross-account answers and access-denied
@@ -21,11 +21,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from cli import doctor
-from cli.doctor import FAIL, OK, WARN, Finding, Preflight
 from infra import REPO_ROOT, constants
 from infra.config import SupervisorConfig
 from sagewarden import keys
+from sagewarden_cli import doctor
+from sagewarden_cli.doctor import FAIL, OK, WARN, Finding, Preflight
 
 ACCOUNT = "123456789012"  # moto's account
 REGION = "us-east-1"
@@ -148,7 +148,7 @@ def test_doctor_json_output_lists_every_finding(ready: boto3.Session) -> None:
 
 def test_doctor_runs_as_a_module_with_help() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cli.doctor", "--help"],
+        [sys.executable, "-m", "sagewarden_cli.doctor", "--help"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -746,7 +746,7 @@ def test_doctor_arguments_plug_into_a_cli_subcommand_with_global_options(ready: 
 
 
 def test_doctor_is_a_sagewarden_subcommand(ready: boto3.Session, capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.app import build_parser
+    from sagewarden_cli.app import build_parser
 
     args = build_parser().parse_args(["--json", "doctor", "-c", f"allowedRoleArns={ROLE}"])
     assert args.command == "doctor" and args.json

@@ -1,4 +1,4 @@
-"""The preflight's prefix check (cli/deployments.py, run by `make doctor` and `make deploy`): two
+"""The preflight's prefix check (sagewarden_cli/deployments.py, run by `make doctor` and `make deploy`): two
 deployments may share an account and region, never a job prefix; re-deploying a stack passes.
 
 moto serves CloudFormation (stacks with outputs and descriptions) and CloudWatch; the older stacks
@@ -16,11 +16,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from cli import doctor
-from cli.doctor import FAIL, OK, WARN, Finding, Preflight
 from infra import constants
 from infra.config import SupervisorConfig
 from sagewarden import keys
+from sagewarden_cli import doctor
+from sagewarden_cli.doctor import FAIL, OK, WARN, Finding, Preflight
 from tests.integration.test_doctor import ACCOUNT, REGION, ROLE, StubbedSession
 
 SIDE = "SagewardenTeamB"
@@ -190,7 +190,7 @@ def test_every_page_of_stacks_is_read(session: boto3.Session) -> None:
 
 
 def test_listing_stops_after_its_page_bound_and_says_so(session: boto3.Session) -> None:
-    from cli.deployments import list_stacks
+    from sagewarden_cli.deployments import list_stacks
 
     cfn = session.client("cloudformation", region_name=REGION)
     stubber = Stubber(cfn)
@@ -250,7 +250,7 @@ def test_the_bucket_policy_names_the_roles_of_the_configured_stack(session: boto
 
 
 def test_prefix_check_names_match_the_infrastructure() -> None:
-    from cli import deployments
+    from sagewarden_cli import deployments
 
     assert deployments.OUTPUT_JOB_PREFIX == constants.OUTPUT_JOB_PREFIX
     assert constants.STACK_DESCRIPTION.startswith(deployments.STACK_DESCRIPTION_START)

@@ -21,10 +21,10 @@ from urllib.parse import parse_qsl, urlsplit
 import boto3
 import yaml
 
-from cli.app import main
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.runner import AccountStepper
 from drill.scenario import default_training_job
+from sagewarden_cli.app import main
 
 API = "https://abc123.execute-api.us-east-1.amazonaws.com/prod"
 RESUMABLE = ("FAILED", "CANCELLED")

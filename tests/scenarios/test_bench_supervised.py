@@ -77,3 +77,33 @@ def test_the_person_resubmits_when_sagewarden_gives_up(template: dict[str, Any])
     assert len({j.run_id for j in result.jobs}) == 2  # a second sagewarden run
     last = max(result.jobs, key=lambda j: j.created_ms)
     assert last.start_step == 60 and last.status == "Completed"  # it resumed from the checkpoint
+
+
+def test_every_supervisor_is_scored_by_the_one_function_on_the_same_inputs(
+    template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # run_one is what `make bench` runs for every supervisor: each of the six goes through
+    # accounting.account with the same workload, trace and fault-free wall clock
+    from benchmarks import sidebyside
+
+    calls: list[tuple[str, Workload, Trace, float]] = []
+
+    def spy(label: str, workload: Workload, trace: Trace, *args: Any, **kwargs: Any) -> Any:
+        calls.append((label, workload, trace, kwargs["faultfree_wall_min"]))
+        return account(label, workload, trace, *args, **kwargs)
+
+    monkeypatch.setattr(sidebyside, "account", spy)
+    trace = _trace((75.0, "xid_crash"))
+    faultfree = 1_234.5  # any value: it must reach the scoring unchanged for every supervisor
+    results = {
+        key: sidebyside.run_one(key, SMALL, trace, PERSON, template, 1, faultfree)
+        for key in sidebyside.SUPERVISORS
+    }
+    assert [label for label, *_ in calls] == [sidebyside.LABELS[k] for k in sidebyside.SUPERVISORS]
+    assert all(w is SMALL and t is trace and ff == faultfree for _, w, t, ff in calls)
+    for key, r in results.items():
+        assert r.account.supervisor == sidebyside.LABELS[key]
+        (loss,) = r.account.losses  # the one crash, met by everyone, with the same floor rules
+        assert loss.fault is trace.faults[0]
+    floors = {key: r.account.losses[0].floor[1:] for key, r in results.items()}  # stop, start, work
+    assert len(set(floors.values())) == 1, floors

@@ -262,7 +262,7 @@ def test_dry_run_checks_instance_counts_against_service_quotas(h, tmp_path):
 
 
 def test_list_and_ls_print_a_table_that_fits(h, acct):
-    from cli import render
+    from sagewarden_cli import render
 
     a = h.submit(run_body("llama-8b-pretraining-longer"))
     h.advance(30)
@@ -298,7 +298,7 @@ def test_list_and_ls_print_a_table_that_fits(h, acct):
 
 
 def test_ls_piped_never_cuts_names_or_ids_a_terminal_cuts_only_names(h, monkeypatch):
-    from cli import render
+    from sagewarden_cli import render
 
     name = "llama-8b-pretrain-v2-ablate"  # as long as a run name can be (its job name has 63 chars)
     run_id = h.submit(run_body(name))

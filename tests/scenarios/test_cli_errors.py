@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from cli.app import main
-from cli.errors import API_ERROR, INTERRUPTED, NETWORK, NOT_FOUND, USAGE
+from sagewarden_cli.app import main
+from sagewarden_cli.errors import API_ERROR, INTERRUPTED, NETWORK, NOT_FOUND, USAGE
 from tests.scenarios.cli_support import API, run_body, session, write_yaml
 
 RUN_ID = "01KE5Q86000DNQ47GXEV9VZMPH"

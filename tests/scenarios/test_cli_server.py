@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.app import main
 from drill.server import LocalServer
 from drill.sim_sagemaker import JobProfile
+from sagewarden_cli.app import main
 from tests.scenarios.cli_support import readme_walkthrough
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def test_the_server_dates_its_answers_in_virtual_time(server):
 
 def test_local_mode_signs_with_fixed_local_credentials_never_yours(server, capsys, monkeypatch):
     """README: local mode signs with fixed local credentials, never yours."""
-    from cli import client
+    from sagewarden_cli import client
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAYOURSNOTLOCAL")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "yours")

@@ -12,9 +12,9 @@ import tomllib
 
 import pytest
 
-from cli.app import main
 from drill.account import LocalAccount
 from drill.server import DEFAULT_SPEED
+from sagewarden_cli.app import main
 from tests.scenarios.cli_support import API, REPO, CliHarness, Result, readme_walkthrough, session
 
 GAPS_S = (0, 10, 60)  # wall seconds between two commands
@@ -34,7 +34,7 @@ def test_the_readme_walkthrough_works_as_written_at_any_typing_speed(template, c
     # before the first command the reader puts `sagewarden` on PATH: make setup installs it there
     assert lines[0] == ["source", ".venv/bin/activate"]
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert scripts["sagewarden"] == "cli.__main__:main"
+    assert scripts["sagewarden"] == "sagewarden_cli.__main__:main"
     (export,) = [words for words in lines if words[0] == "export"]
     assert export[1].startswith("SAGEWARDEN_API_URL=http://127.0.0.1:")
     monkeypatch.chdir(REPO)

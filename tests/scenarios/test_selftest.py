@@ -19,15 +19,15 @@ from typing import Any
 import boto3
 import pytest
 
-from cli import selftest
-from cli.app import main
-from cli.errors import API_ERROR, NETWORK
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import run_scenario
 from drill.scenario import load, parse
 from drill.server import LocalServer
 from sagewarden.alarm_shapes import representative_shapes
 from sagewarden.domain.policy import RunPolicy
+from sagewarden_cli import selftest
+from sagewarden_cli.app import main
+from sagewarden_cli.errors import API_ERROR, NETWORK
 
 REPO = Path(__file__).resolve().parents[2]
 SPEED = 1000.0  # 1 wall second = 17 virtual minutes: a loaded CI worker stalling a second stays inside the deadlines
@@ -187,7 +187,7 @@ def test_a_crash_classed_as_a_code_bug_fails_the_selftest(template, capsys):
 
 
 def test_the_selftest_rides_out_a_network_blip_while_it_watches(template, capsys):
-    from cli.client import http_transport
+    from sagewarden_cli.client import http_transport
 
     polls = 0
 
@@ -212,7 +212,7 @@ def test_the_selftest_rides_out_a_network_blip_while_it_watches(template, capsys
 def _lose_answers(drop: str, posts_to_lose: int) -> Any:
     """A transport that lets the server process a POST /runs, then loses its answer: a timeout, or
     API Gateway's 504 (its integration timed out while the function went on and stored the run)."""
-    from cli.client import http_transport
+    from sagewarden_cli.client import http_transport
 
     lost = 0
 
@@ -233,7 +233,7 @@ def _lose_answers(drop: str, posts_to_lose: int) -> Any:
 def test_a_lost_submission_answer_is_recovered_by_its_key_and_cancelled_before_the_files_go(
     template, capsys, monkeypatch, drop, exit_code
 ):
-    from cli import selftest_cleanup
+    from sagewarden_cli import selftest_cleanup
 
     statuses_at_delete: list[str] = []
     delete = selftest_cleanup.delete_uploads
@@ -287,7 +287,7 @@ def test_a_run_that_cannot_be_confirmed_ended_keeps_its_files(template, capsys):
 
 
 def selftest_cleanup_attempts() -> int:
-    from cli.selftest_cleanup import RECOVERY_ATTEMPTS
+    from sagewarden_cli.selftest_cleanup import RECOVERY_ATTEMPTS
 
     return RECOVERY_ATTEMPTS
 

@@ -74,6 +74,10 @@ def check_hang_during_checkpoint_save(s: Summary) -> None:
     # the half-written save (step 450) is skipped: the resume is from an older, complete checkpoint
     resumed = s["runs"]["llama-13b"]["attempts"][1]["resumed_from_step"]
     assert resumed is not None and resumed < 450
+    # the hung save stops writing: a spin on the evidence, caught on the learned window (README:
+    # "stopped 6 minutes later"; 32 on the policy's window before issue 18)
+    (hang,) = [f for f in s["faults"] if f["kind"] == "hang_spin"]
+    assert hang["to_action_s"] is not None and hang["to_action_s"] <= 8 * 60
 
 
 def check_hang_logging_thread(s: Summary) -> None:
@@ -185,7 +189,7 @@ def check_default(s: Summary) -> None:
 
 
 def check_selftest(s: Summary) -> None:
-    # the same plan as `sagewarden selftest` (cli/selftest.py writes this scenario): a crash, a hang
+    # the same plan as `sagewarden selftest` (sagewarden_cli/selftest.py writes this scenario): a crash, a hang
     attempts = s["runs"]["sagewarden-selftest"]["attempts"]
     assert [a["end_class"] for a in attempts] == ["INFRASTRUCTURE", "SUPERVISOR_STOP", "SUCCEEDED"]
     (stop,) = hang_stops(s, "sagewarden-selftest")
@@ -205,6 +209,9 @@ def check_no_log_subscription(s: Summary) -> None:
     # caught on a window learned from the logs, sooner than the policy's 30 minutes
     (spin,) = [f for f in s["faults"] if f["kind"] == "hang_spin"]
     assert spin["to_action_s"] is not None and spin["to_action_s"] < 30 * 60
+    # README: "stopped 9 minutes after it starts (window learned: 4 minutes)", of which some are
+    # FilterLogEvents reads over the shared group that ran out of pages (unknown: deferred)
+    assert spin["to_action_s"] <= 10 * 60
 
 
 CHECKS: dict[str, Callable[[Summary], None]] = {

@@ -38,6 +38,7 @@ from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.sns_notifier import SnsNotifier
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
@@ -268,7 +269,7 @@ FAULT_TARGETS: tuple[tuple[str, str], ...] = (
     ("CheckpointFinder.save_activity", "s3"),
     ("LogReader.tail", "logs"),
     ("LogReader.host_triage", "logs"),
-    ("MetricsReader.gpu_by_host", "cloudwatch"),
+    ("MetricsReader.host_metrics", "cloudwatch"),
     ("RunStore.get", "dynamodb"),
     ("RunStore.save", "dynamodb"),
     ("RunStore.create", "dynamodb"),
@@ -660,10 +661,13 @@ class FakeMetrics:
     def __init__(self, world: World) -> None:
         self.world = world
 
-    def gpu_by_host(
-        self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float, float]]:
-        return {f"algo-{h}": (0.0, 0.0, 0.0) for h in range(1, hosts + 1)}
+    def host_metrics(self, job_name: str, hosts: int, start_ms: int, end_ms: int) -> tuple[HostMetrics, ...]:
+        """Every host idle, nothing written: the fake world's hangs are stuck jobs, acted on as
+        soon as a quiet alarm is in ALARM (the evidence says so)."""
+        minutes = tuple(range(start_ms - start_ms % 60_000, end_ms - 60_000, 60_000))
+        zero = tuple((t, 0.0) for t in minutes)
+        disk = tuple((t, 20.0) for t in minutes)
+        return tuple(HostMetrics(f"algo-{h}", gpu=zero, cpu=zero, disk=disk) for h in range(1, hosts + 1))
 
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int

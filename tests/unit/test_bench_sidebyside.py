@@ -14,7 +14,16 @@ from benchmarks.accounting import DELIVERY_MS, account
 from benchmarks.baselines import BaselineResult, run_baseline
 from benchmarks.chart import write_chart
 from benchmarks.person import Person
-from benchmarks.sidebyside import README_END, README_START, TICKS, SideBySide, _gh, update_readme
+from benchmarks.seeds import SeedResult, readme_lines
+from benchmarks.sidebyside import (
+    README_END,
+    README_START,
+    SUPERVISORS,
+    TICKS,
+    SideBySide,
+    _gh,
+    update_readme,
+)
 from benchmarks.trace import (
     GPU_FAULT_RATE_PER_GPU_HOUR,
     MANIFESTATIONS,
@@ -248,21 +257,81 @@ def test_chart_is_written(tmp_path: Path) -> None:
 
 
 def test_readme_block_is_rewritten_between_its_markers() -> None:
-    crash = _one("xid_crash")
-    accounts = {
-        "a": _account(run_baseline("retry", SMALL, crash, PERSON), crash),
-        "b": _account(run_baseline("poll", SMALL, crash, PERSON), crash),
-    }
-    accounts["c"], accounts["d"] = accounts["a"], accounts["b"]
-    sbs = SideBySide("t", SMALL, crash, accounts=accounts, gave_up={"c": 2})
+    crash, hang = _one("xid_crash"), _one("nccl_spin")
+    runs = []
+    for seed, trace in ((1, crash), (2, hang)):
+        accounts = {
+            k: _account(run_baseline("retry" if k in ("a", "c") else "poll", SMALL, trace, PERSON), trace)
+            for k in SUPERVISORS
+        }
+        runs.append(SeedResult(seed, SideBySide("t", SMALL, trace, accounts=accounts)))
     text = f"intro\n{README_START}\nold table\n{README_END}\nafter\n"
-    out = update_readme(text, sbs)
-    assert out.startswith(f"intro\n{README_START}\n| supervisor |") and out.endswith(f"{README_END}\nafter\n")
-    assert "old table" not in out and "gave up 2 time(s)" in out
-    assert f"| {_gh(accounts['b'].total_gpu_hours())} |" in out
-    assert update_readme(out, sbs) == out  # idempotent
+    out = update_readme(text, readme_lines(runs))
+    assert out.startswith(f"intro\n{README_START}\nMedians") and out.endswith(f"{README_END}\nafter\n")
+    assert "old table" not in out and "over 2 trace seeds" in out
+    totals = sorted(runs[i].sbs.accounts["b"].total_gpu_hours() for i in range(2))
+    assert f"{_gh((totals[0] + totals[1]) / 2)} ({_gh(totals[0])}-{_gh(totals[1])})" in out  # median (range)
+    assert update_readme(out, readme_lines(runs)) == out  # idempotent
 
 
 def test_small_workload_is_what_the_expectations_assume() -> None:
     assert (SMALL.gpus, SMALL.checkpoint_every_steps, SMALL.steps_per_minute) == (16, 30, 1.0)
     assert dataclasses.asdict(SMALL.startup)["provision_s"] + SMALL.startup.download_s == 480
+
+
+def test_benign_phases_are_drawn_apart_from_the_faults_within_their_ranges_and_rates() -> None:
+    from benchmarks.trace import (
+        COMPILE_MIN,
+        EVAL_EVERY_H,
+        EVAL_MIN,
+        LOG_INTERVAL_S,
+        PAUSE_EVERY_H,
+        PAUSE_MIN,
+        SAVE_EVERY_H,
+        SAVE_MIN,
+    )
+
+    hours = 20_000.0
+    plain = generate(seed=7, hosts=256, horizon_hours=hours)
+    busy = generate(seed=7, hosts=256, horizon_hours=hours, benign=True)
+    assert busy.faults == plain.faults and plain.phases == () and plain.compile_min == 0
+    assert busy == generate(seed=7, hosts=256, horizon_hours=hours, benign=True)
+    assert [p.healthy_min for p in busy.phases] == sorted(p.healthy_min for p in busy.phases)
+    for phase, span, every_h in (
+        ("save", SAVE_MIN, SAVE_EVERY_H),
+        ("pause", PAUSE_MIN, PAUSE_EVERY_H),
+        ("eval", EVAL_MIN, EVAL_EVERY_H),
+    ):
+        got = [p for p in busy.phases if p.phase == phase]
+        assert all(span[0] <= p.duration_min <= span[1] for p in got)
+        expected = hours / every_h
+        assert abs(len(got) - expected) < 5 * expected**0.5, phase
+    for seed in range(40):
+        tr = generate(seed=seed, hosts=4, horizon_hours=10, benign=True)
+        assert COMPILE_MIN[0] <= tr.compile_min <= COMPILE_MIN[1]
+        assert LOG_INTERVAL_S[0] <= tr.log_interval_s <= LOG_INTERVAL_S[1]
+
+
+def test_the_log_cadence_becomes_the_scripts_lines_per_minute_or_every_n_minutes() -> None:
+    for interval, lines, every in ((10.0, 6, 1), (30.0, 2, 1), (70.0, 1, 1), (600.0, 1, 10), (250.0, 1, 4)):
+        w = dataclasses.replace(_one("xid_crash"), log_interval_s=interval).script(SMALL)
+        assert (w.log_lines_per_minute, w.log_every_minutes) == (lines, every)
+        assert (w.profile().log_lines_per_minute, w.profile().log_every_minutes) == (lines, every)
+
+
+def test_benign_phases_are_valid_scenario_faults_and_the_compile_repeats_on_every_attempt() -> None:
+    trace = generate(seed=3, hosts=256, horizon_hours=24 * 20, benign=True)
+    faults = trace.scenario_faults("llm")
+    compile_ = next(f for f in faults if f["kind"] == "compile")
+    assert compile_["once"] is False and compile_["duration_min"] == trace.compile_min
+    run = {
+        "name": "llm",
+        "instance_type": "ml.p5.48xlarge",
+        "instance_count": 256,
+        "profile": {"total_steps": 10**6, "steps_per_minute": 1, "checkpoint_every_steps": 60},
+    }
+    data = {"max_days": 400, "policy_defaults": {"max_restarts": 100}, "runs": [run], "faults": faults}
+    scenario = parse(data, bucket=BUCKET, role_arn=EXECUTION_ROLE)
+    assert scenario.faults == trace.sim_faults("llm")
+    kinds = {f.kind for f in scenario.faults}
+    assert {"compile", "checkpoint_save_long", "dataloader_pause", "eval_phase"} <= kinds

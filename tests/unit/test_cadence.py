@@ -8,13 +8,16 @@ from hypothesis import strategies as st
 from sagewarden.domain.cadence import (
     FLOOR_MIN,
     HORIZON_MIN,
-    LEARN_AFTER_MIN,
+    LEARN_MIN_OBSERVED,
     MAX_PHASE_MINUTES,
+    MIN_INTERVALS,
     SETTLE_MIN,
     learn_startup,
     learn_window,
+    learnable_at,
     phase_cover,
     phase_marker,
+    typical_quiet,
     wants_cadence,
 )
 from sagewarden.domain.hang_alarms import METRIC_LAG_MIN
@@ -27,28 +30,51 @@ def _every(k: int, minutes: int, *, start: int = T0, skip: range = range(0)) -> 
     return [(start + m * MIN, 6.0) for m in range(0, minutes, k) if m not in skip]
 
 
-def test_cadence_is_not_learned_before_two_hours_of_training():
-    series = _every(1, 100)
-    assert learn_window(series, start_ms=T0, now_ms=T0 + 100 * MIN, ceiling_min=30).window_min is None
+def test_a_job_logging_every_minute_has_its_window_learned_after_twenty_minutes_not_two_hours():
+    """Issue 18: a window was learned only after 120 minutes of training past start-up, so a spin
+    2.4 h into a 16-host run's first attempt took 29 minutes. A job active every minute has shown
+    its cadence after tens of minutes; the evidence (domain/evidence.py) guards what is longer."""
+    series = _every(1, 200)
+    early = LEARN_MIN_OBSERVED + SETTLE_MIN
+    assert learn_window(series, start_ms=T0, now_ms=T0 + (early - 1) * MIN, ceiling_min=30).window_min is None
+    got = learn_window(series, start_ms=T0, now_ms=T0 + early * MIN, ceiling_min=30)
+    assert (
+        got.window_min == FLOOR_MIN and got.typical_quiet_min == 0 and got.observed_min == LEARN_MIN_OBSERVED
+    )
+    assert learnable_at(T0, 45) == T0 + (45 + early) * MIN
 
 
 def test_cadence_of_a_job_logging_every_minute_is_the_floor():
     series = _every(1, 200)
     got = learn_window(series, start_ms=T0, now_ms=T0 + 200 * MIN, ceiling_min=30)
-    assert got.window_min == FLOOR_MIN and got.longest_quiet_min == 0
+    assert got.window_min == FLOOR_MIN == 4 and got.typical_quiet_min == 0
 
 
-def test_cadence_of_a_job_logging_every_ten_minutes_stays_long():
+def test_a_slow_cadence_needs_as_many_of_its_intervals_observed():
     series = _every(10, 300)
+    needed = MIN_INTERVALS * 10  # ten of its 10-minute intervals
+    assert (
+        learn_window(series, start_ms=T0, now_ms=T0 + (needed + 2) * MIN, ceiling_min=30).window_min is None
+    )
     got = learn_window(series, start_ms=T0, now_ms=T0 + 300 * MIN, ceiling_min=30)
-    assert got.longest_quiet_min == 9 and got.window_min == 30  # 3 x 10 min, at the policy's ceiling
+    assert got.typical_quiet_min == 9 and got.window_min == 30  # 3 x 10 min, at the policy's ceiling
 
 
-def test_cadence_counts_a_completed_quiet_stretch_but_not_the_one_under_way():
-    quiet = range(100, 104)  # a 4-minute undeclared pause, completed
+def test_the_window_follows_the_typical_quiet_stretch_not_a_rare_benign_phase():
+    """A 2-minute checkpoint save every 30 minutes no longer widens the window: a phase longer than
+    it is told apart by the evidence of what the hosts are doing, read when the alarm fires."""
+    saves = [m for m in range(150) if m % 30 in (28, 29)]
+    series = _every(1, 150, skip=saves)
+    got = learn_window(series, start_ms=T0, now_ms=T0 + 150 * MIN, ceiling_min=30)
+    assert got.typical_quiet_min == 0 and got.window_min == FLOOR_MIN
+    assert typical_quiet([0] * 9 + [12]) == 0 and typical_quiet([0] * 8 + [12, 12]) == 12
+
+
+def test_cadence_counts_completed_quiet_stretches_but_not_the_one_under_way():
+    quiet = [m for m in range(150) if m % 3 != 0]  # active every third minute: quiet stretches of 2
     series = _every(1, 150, skip=quiet)
     got = learn_window(series, start_ms=T0, now_ms=T0 + 150 * MIN, ceiling_min=30)
-    assert got.longest_quiet_min == 4 and got.window_min == 15
+    assert got.typical_quiet_min == 2 and got.window_min == 9
     hanging = _every(1, 140)  # silent since minute 140, now minute 170: not learned from
     got = learn_window(hanging, start_ms=T0, now_ms=T0 + 170 * MIN, ceiling_min=30)
     assert got.window_min == FLOOR_MIN
@@ -56,16 +82,19 @@ def test_cadence_counts_a_completed_quiet_stretch_but_not_the_one_under_way():
 
 @settings(max_examples=200, deadline=None)
 @given(gaps=st.lists(st.integers(0, 40), min_size=3, max_size=60), ceiling=st.integers(5, 60))
-def test_cadence_window_is_bounded_and_covers_every_quiet_stretch_it_saw(gaps, ceiling):
+def test_cadence_window_is_bounded_and_covers_nine_in_ten_quiet_stretches_it_saw(gaps, ceiling):
     t, series = T0, []
     for g in gaps:
         series.append((t, 1.0))
         t += (g + 1) * MIN
-    now = max(t, T0 + (LEARN_AFTER_MIN + 10) * MIN)
+    series.append((t, 1.0))
+    now = t + (SETTLE_MIN + 1) * MIN
     got = learn_window(series, start_ms=T0, now_ms=now, ceiling_min=ceiling)
     if got.window_min is not None:
         assert FLOOR_MIN <= got.window_min <= max(FLOOR_MIN, ceiling)
-        assert got.window_min == ceiling or got.window_min > got.longest_quiet_min
+        covered = sum(1 for g in gaps if g < got.window_min)
+        assert got.window_min == ceiling or covered >= 0.9 * len(gaps)
+        assert got.intervals >= MIN_INTERVALS and got.observed_min >= LEARN_MIN_OBSERVED
 
 
 def test_phase_marker_keeps_its_minutes_active_up_to_two_hours():
@@ -110,13 +139,16 @@ def test_an_attempt_silent_from_its_start_keeps_the_whole_allowance():
 
 def test_the_start_up_allowance_is_read_as_soon_as_its_span_is_observed():
     """Issue 16 item 6: the learned allowance needed ~167 minutes of training (the window's
-    LEARN_AFTER_MIN) plus a sweep tick, while its own span is 45 minutes."""
+    learning span then) plus a sweep tick, while its own span is 45 minutes."""
     t0 = 1_000 * MIN
     settled = 45 + SETTLE_MIN  # the span's last minutes have their datapoints (METRIC_LAG_MIN late)
     assert not wants_cadence(t0, t0 + (settled - 1) * MIN, 45, startup_known=False)  # span still settling
     assert wants_cadence(t0, t0 + settled * MIN, 45, startup_known=False)
     assert not wants_cadence(t0, t0 + settled * MIN, 45, startup_known=True)  # known: only windows
-    assert wants_cadence(t0, t0 + (45 + 120 + SETTLE_MIN) * MIN, 45, startup_known=True)
+    assert not wants_cadence(
+        t0, t0 + (45 + LEARN_MIN_OBSERVED + SETTLE_MIN - 1) * MIN, 45, startup_known=True
+    )
+    assert wants_cadence(t0, t0 + (45 + LEARN_MIN_OBSERVED + SETTLE_MIN) * MIN, 45, startup_known=True)
     # past the activity horizon the span can no longer be read
     assert not wants_cadence(t0, t0 + (HORIZON_MIN + 1) * MIN, 500, startup_known=False)
 
@@ -151,7 +183,7 @@ def test_what_is_learned_does_not_depend_on_datapoints_still_on_their_way(
         series.append((t, 6.0))
         t += (gap + 1) * MIN
     allowance = 45
-    for span in (allowance + SETTLE_MIN, LEARN_AFTER_MIN + allowance + SETTLE_MIN + extra_min):
+    for span in (allowance + SETTLE_MIN, LEARN_MIN_OBSERVED + allowance + SETTLE_MIN + extra_min):
         now = T0 + span * MIN + now_offset_s * 1000
         seen = _arrived(series, now, delays_s)
         full = [(m, v) for m, v in series if m < now]

@@ -184,9 +184,9 @@ def test_tick_learns_a_short_log_silence_window_and_re_puts_only_that_alarm():
     obs = Observations(heartbeat=_activity(t0, 240), progress=_activity(t0, 240, every=2))
     d = step(run, Tick(), now, obs)
     (ensure,) = [a for a in d.actions if isinstance(a, EnsureHangAlarms)]
-    assert ensure.log_silence_minutes == 5 and ensure.progress_stall_minutes == 6
+    assert ensure.log_silence_minutes == 4 and ensure.progress_stall_minutes == 6
     assert set(ensure.only_keys) == {"log_silence", "progress_stalled"}
-    assert d.run.current.log_window_min == 5 and d.run.current.progress_window_min == 6
+    assert d.run.current.log_window_min == 4 and d.run.current.progress_window_min == 6
     assert "learned from the attempt's cadence" in "; ".join(d.notes)
     again = step(d.run, Tick(), now + 10 * MIN, obs)
     assert not any(isinstance(a, EnsureHangAlarms) for a in again.actions)
@@ -205,9 +205,11 @@ def test_no_window_is_learned_without_adaptive_windows_or_before_enough_training
     t0 = run.current.training_started_ms
     d = step(run, Tick(), t0 + 5 * HOUR, Observations(heartbeat=_activity(t0, 300)))
     assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
-    early = training_run()
-    d = step(early, Tick(), t0 + 90 * MIN, Observations(heartbeat=_activity(t0, 90)))
+    early = training_run()  # 45-minute start-up allowance, then 20 settled minutes of cadence
+    d = step(early, Tick(), t0 + 67 * MIN, Observations(heartbeat=_activity(t0, 67)))
     assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
+    d = step(early, Tick(), t0 + 68 * MIN, Observations(heartbeat=_activity(t0, 68)))
+    assert d.run.current.log_window_min == 4
 
 
 # --- checkpoint-interval advice (Young/Daly) -----------------------------------------------------
@@ -281,7 +283,7 @@ def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
 
 
 def _learned_then_resumed(policy: RunPolicy | None = None):
-    """Attempt 1 learns 5 / 6-minute windows after 4 h, then ends on an internal error; the run
+    """Attempt 1 learns 4 / 6-minute windows after 4 h, then ends on an internal error; the run
     resumes as attempt 2, which reaches Training."""
     run = training_run(policy or RunPolicy(progress_metric="train:step"))
     t0 = run.current.training_started_ms
@@ -299,7 +301,7 @@ def test_a_resumed_attempt_on_the_same_instances_starts_with_the_learned_windows
     d = _learned_then_resumed()
     assert d.run.current.number == 2 and d.run.current.log_window_min is None  # not its own yet
     (ensure,) = [a for a in d.actions if isinstance(a, EnsureHangAlarms)]
-    assert ensure.attempt == 2 and ensure.log_silence_minutes == 5 and ensure.progress_stall_minutes == 6
+    assert ensure.attempt == 2 and ensure.log_silence_minutes == 4 and ensure.progress_stall_minutes == 6
     assert d.run.learned_windows_on == "ml.p4d.24xlarge x 2"
 
 
@@ -323,8 +325,8 @@ def test_relearning_one_window_keeps_the_other_carried_one():
     d = _learned_then_resumed()
     run = d.run
     t0 = run.current.training_started_ms
-    # attempt 2 relearns only the progress window (its heartbeat shows the same 5-minute cadence)
+    # attempt 2 relearns only the progress window (its heartbeat shows the same 4-minute cadence)
     obs = Observations(heartbeat=_activity(t0, 240), progress=_activity(t0, 240, every=4))
     d2 = step(run, Tick(), t0 + 4 * HOUR, obs)
     assert d2.run.current.progress_window_min == 12 and d2.run.current.log_window_min is None
-    assert d2.run.learned_log_window_min == 5 and d2.run.learned_progress_window_min == 12
+    assert d2.run.learned_log_window_min == 4 and d2.run.learned_progress_window_min == 12

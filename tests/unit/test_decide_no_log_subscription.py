@@ -91,7 +91,7 @@ def test_a_learned_window_without_a_subscription_re_puts_no_alarm():
     run = training_run(obs=NO_SUB)
     t0 = run.current.training_started_ms
     d = step(run, Tick(), t0 + 4 * HOUR, Observations(log_subscription=False, heartbeat=_activity(t0, 240)))
-    assert d.run.current.log_window_min == 5  # learned from the logs' per-minute activity
+    assert d.run.current.log_window_min == 4  # learned from the logs' per-minute activity
     assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
 
 

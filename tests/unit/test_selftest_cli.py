@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from botocore.credentials import Credentials
 
-from cli import selftest, selftest_cleanup
-from cli.client import Client, Context
-from cli.errors import NETWORK, USAGE, CliError
 from sagewarden.api.validation import validate_submit
 from sagewarden.domain.policy import RunPolicy
+from sagewarden_cli import selftest, selftest_cleanup
+from sagewarden_cli.client import Client, Context
+from sagewarden_cli.errors import NETWORK, USAGE, CliError
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
@@ -84,7 +84,7 @@ def test_the_source_tarball_is_what_script_mode_unpacks():
 def test_the_scenario_file_is_the_plan():
     on_disk = json.loads((REPO / "drill" / "scenarios" / "selftest.json").read_text())
     assert on_disk == selftest.scenario_document(), (
-        "drill/scenarios/selftest.json is stale: PYTHONPATH=lambdas:. python -m cli.selftest > drill/scenarios/selftest.json"
+        "drill/scenarios/selftest.json is stale: PYTHONPATH=lambdas:. python -m sagewarden_cli.selftest > drill/scenarios/selftest.json"
     )
     profile = on_disk["runs"][0]["profile"]
     assert profile["steps_per_minute"] * selftest.PLAN.seconds_per_step == 60

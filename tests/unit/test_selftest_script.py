@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.selftest import PLAN
 from sagewarden.domain.classifier import Ending, EndingClass, classify
+from sagewarden_cli.selftest import PLAN
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "selftest" / "train.py"

@@ -856,12 +856,12 @@ def test_sim_stuck_dataloader_low_gpu_no_logs(sim: SimSageMaker) -> None:
     assert sim.job("job-a01").step == 100
 
 
-def test_sim_eval_phase_gpu_low_logs_continue_then_resumes(sim: SimSageMaker) -> None:
+def test_sim_eval_phase_gpu_busy_logs_continue_then_resumes(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="eval_phase", after_training_min=20, duration_min=15))
     started = training_job(sim, "job-a01")
     drain(sim, until_ms=started + 60 * MIN)
     during = (started + 21 * MIN, started + 35 * MIN)
-    assert all(v < 100 for v in gpu(sim, "job-a01", 1, *during))
+    assert all(60 * 8 <= v <= 85 * 8 for v in gpu(sim, "job-a01", 1, *during))  # forward passes only
     assert [v for _, v in heartbeat(sim, "job-a01", *during)] == [12.0] * 14
     assert min(gpu(sim, "job-a01", 1, started + 35 * MIN, started + 60 * MIN)) > 700
     assert sim.job("job-a01").step == 450  # 60 min minus the 15 min pause
@@ -1048,7 +1048,8 @@ def test_sim_metric_aggregation_aligned_buckets_and_stats(sim: SimSageMaker) -> 
     assert beats[0] == (start + 5 * MIN, 2 * 12 + 4)  # two minutes of 2 hosts x 6 lines + 4 start-up lines
     with pytest.raises(ValueError):
         sim.metric_datapoints(GPU_NS, "GPUUtilization", dims, start, end, 300, "p99")
-    assert sim.metric_datapoints(GPU_NS, "CPUUtilization", dims, start, end, 300, "Average") == []
+    assert sim.metric_datapoints(GPU_NS, "NetworkIn", dims, start, end, 300, "Average") == []  # not published
+    assert len(sim.metric_datapoints(GPU_NS, "CPUUtilization", dims, start, end, 300, "Average")) == 11
 
 
 # ----------------------------------------------------------------------------------------------

@@ -217,6 +217,27 @@ def test_spin_before_crash_stopped_first_ends_stopped(sim: SimSageMaker) -> None
     assert job.ended_ms == job.stop_requested_ms + 2 * MIN  # hung: SIGKILL after 120 s
 
 
+def test_spin_before_crash_in_a_checkpoint_save_leaves_the_save_unfinished(sim: SimSageMaker) -> None:
+    # the collective hangs during the save 30 steps in: its marker never lands, so the run's newest
+    # complete checkpoint stays what it was at the onset (what the fault record says)
+    sim.set_profile("r1", PROFILE)
+    sim.create_training_job(**request("job-a01"))
+    sim.inject(
+        Fault(
+            kind="algorithm_error",
+            run="r1",
+            after_run_training_min=31,
+            hang_before_crash_min=10,
+            log_lines=(WATCHDOG,),
+        )
+    )
+    _run_until_ended(sim, "job-a01")
+    job = sim.job("job-a01")
+    (record,) = sim.fault_records
+    assert (record.step, record.checkpoint_step) == (30, 0)
+    assert job.status == "Failed" and job.checkpoints == []
+
+
 def test_restart_capacity_delays_the_runs_next_job_then_fails_it(sim: SimSageMaker) -> None:
     sim.create_training_job(**request("job-a01"))
     sim.inject(Fault(kind="hardware", run="r1", after_training_min=10, restart_capacity_min=40))

@@ -1,35 +1,41 @@
-"""Per-host GPU triage for a hang: which host went idle, from the job's own GPUUtilization.
+"""The job's metrics the supervisor reads with GetMetricData: each host's GPU, CPU and disk
+metrics when a hang alarm is in ALARM (the evidence of what the job is doing and the triage of
+which host went idle), and the per-minute activity its hang windows are learned from.
 
-The gpu-idle alarm evaluates MIN over hosts, which says *that* a host is idle but not *which*;
-one GetMetricData call (up to 500 series) answers that for the alert.
+The gpu-idle alarms evaluate MIN/MAX over hosts, which says *that* a host is idle but not
+*which*, nor what the others are doing; one GetMetricData call (up to 500 series) answers both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sagewarden import keys
+from sagewarden.domain.evidence import HostMetrics
 
-MAX_SERIES = 500
+MAX_SERIES = 500  # GetMetricData: at most 500 queries per call
+MAX_HOSTS = 2_000  # hosts read (4 calls): a larger job's triage names the hosts it did not read
+# the instance metrics read per host (SageMaker, /aws/sagemaker/TrainingJobs, dimension Host)
+HOST_METRICS = (("g", "GPUUtilization"), ("c", "CPUUtilization"), ("d", "DiskUtilization"))
 
 
 class CloudWatchMetricsReader:
     def __init__(self, client: Any) -> None:
         self._cw = client
 
-    def gpu_by_host(
-        self, job_name: str, hosts: int, start_ms: int, end_ms: int
-    ) -> dict[str, tuple[float, float, float]]:
-        """host -> (average, minimum, latest) GPUUtilization over the window; hosts without data
-        are absent. Every page of GetMetricData is followed."""
+    def host_metrics(self, job_name: str, hosts: int, start_ms: int, end_ms: int) -> tuple[HostMetrics, ...]:
+        """Each host's GPUUtilization, CPUUtilization and DiskUtilization per minute over the
+        window (the datapoints that have arrived). 500 queries per call, every page of each call
+        followed; hosts without any datapoint are absent."""
         queries = [
             {
-                "Id": f"h{h}",
+                "Id": f"{prefix}{h}",
                 "MetricStat": {
                     "Metric": {
                         "Namespace": keys.TRAINING_METRIC_NAMESPACE,
-                        "MetricName": "GPUUtilization",
+                        "MetricName": metric,
                         "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{h}"}],
                     },
                     "Period": 60,
@@ -37,29 +43,30 @@ class CloudWatchMetricsReader:
                 },
                 "ReturnData": True,
             }
-            for h in range(1, min(hosts, MAX_SERIES) + 1)
+            for h in range(1, min(hosts, MAX_HOSTS) + 1)
+            for prefix, metric in HOST_METRICS
         ]
-        request: dict[str, Any] = {
-            "MetricDataQueries": queries,
-            "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
-            "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
-        }
         points: dict[str, list[tuple[int, float]]] = {}
-        while True:
-            resp = self._cw.get_metric_data(**request)
-            for series in resp.get("MetricDataResults", []):
-                pairs = zip(series.get("Timestamps", []), series.get("Values", []), strict=False)
-                points.setdefault(series["Id"], []).extend((_ms(t), float(v)) for t, v in pairs)
-            if not resp.get("NextToken"):
-                break
-            request["NextToken"] = resp["NextToken"]
-        out: dict[str, tuple[float, float, float]] = {}
-        for qid, series_points in points.items():
-            if series_points:
-                values = [v for _, v in series_points]
-                latest = max(series_points)[1]
-                out[f"algo-{qid[1:]}"] = (sum(values) / len(values), min(values), latest)
-        return out
+        for i in range(0, len(queries), MAX_SERIES):
+            request: dict[str, Any] = {
+                "MetricDataQueries": queries[i : i + MAX_SERIES],
+                "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
+                "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
+            }
+            while True:
+                resp = self._cw.get_metric_data(**request)
+                for series in resp.get("MetricDataResults", []):
+                    pairs = zip(series.get("Timestamps", []), series.get("Values", []), strict=False)
+                    points.setdefault(series["Id"], []).extend((_ms(t), float(v)) for t, v in pairs)
+                if not resp.get("NextToken"):
+                    break
+                request["NextToken"] = resp["NextToken"]
+        out = []
+        for h in range(1, min(hosts, MAX_HOSTS) + 1):
+            got = {prefix: tuple(sorted(points.get(f"{prefix}{h}", ()))) for prefix, _ in HOST_METRICS}
+            if any(got.values()):
+                out.append(HostMetrics(f"algo-{h}", gpu=got["g"], cpu=got["c"], disk=got["d"]))
+        return tuple(out)
 
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
@@ -123,6 +130,16 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+def gpu_summary(hosts: Sequence[HostMetrics]) -> dict[str, tuple[float, float, float]]:
+    """host -> (average, minimum, latest) GPUUtilization of the hosts that reported it."""
+    out: dict[str, tuple[float, float, float]] = {}
+    for m in hosts:
+        if m.gpu:
+            values = [v for _, v in m.gpu]
+            out[m.host] = (sum(values) / len(values), min(values), max(m.gpu)[1])
+    return out
+
+
 def gpu_suspects(
     by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
 ) -> tuple[str, ...]:
@@ -135,13 +152,18 @@ def gpu_suspects(
 
 
 def gpu_triage_lines(
-    by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
+    by_host: dict[str, tuple[float, float, float]],
+    threshold: float,
+    hosts: int,
+    cpu_now: dict[str, float] | None = None,
 ) -> tuple[str, ...]:
     """Readable lines, idlest host now first, e.g.
-    'algo-3: GPUUtilization now 0 (avg 649, min 0 over the window)  <- idle'."""
+    'algo-3: GPUUtilization now 0 (avg 649, min 0 over the window), CPUUtilization now 3  <- idle'."""
     rows = sorted(by_host.items(), key=lambda kv: (kv[1][2], kv[1][0], kv[0]))
+    cpu = cpu_now or {}
     lines = [
         f"{host}: GPUUtilization now {last:.0f} (avg {avg:.0f}, min {low:.0f} over the window)"
+        + (f", CPUUtilization now {cpu[host]:.0f}" if host in cpu else "")
         + ("  <- idle" if last < threshold else "")
         for host, (avg, low, last) in rows
     ]

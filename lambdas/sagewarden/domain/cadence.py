@@ -4,14 +4,21 @@ A fixed log-silence window has to be longer than the slowest benign silence of *
 spinning NCCL collective burns that long on every job. Like NVIDIA's resiliency extension, which
 derives its heartbeat timeouts from observed intervals times a safety factor, the supervisor
 reads the attempt's per-minute activity (the heartbeat metric for log lines, the progress
-metric's reports) and sets the window to the safety factor times the longest *completed* quiet
-stretch it has seen, never below a floor and never above the policy's window (which stays in
-force until enough training has been observed).
+metric's reports) and sets the window to the safety factor times its *typical* quiet stretch: the
+longest of the shortest 90 % of the completed quiet stretches it has seen (a job that logs every
+minute has quiet stretches of 0 minutes, one that logs every 10 minutes of 9), never below a floor
+and never above the policy's window.
+
+The window only decides when the evidence of what the job is doing is read (`domain/evidence.py`);
+a benign phase longer than it (a checkpoint save, a compile, an eval) is told apart by that
+evidence, so the window need not cover every benign phase, and it is learned as soon as the
+cadence is established: after LEARN_MIN_OBSERVED minutes of training past the start-up allowance,
+and at least MIN_INTERVALS of the attempt's typical intervals (20 minutes for a job that logs
+every minute, 100 for one that logs every 10 minutes). Until then the policy's window is in force.
 
 Declared long phases (a training script prints `[sagewarden] phase=<name> max_minutes=<n>`)
 never count as quiet: the heartbeat function marks their minutes as active (see
-`handlers/on_training_logs.py`), so a 12-minute checkpoint save neither trips the alarm nor
-widens the window.
+`handlers/on_training_logs.py`).
 
 The quiet stretch still under way is not learned from: a job that is hanging right now must not
 teach the supervisor to wait longer.
@@ -29,10 +36,14 @@ from dataclasses import dataclass
 from sagewarden.domain.hang_alarms import METRIC_LAG_MIN
 
 MINUTE_MS = 60_000
-LEARN_AFTER_MIN = 120  # minutes of observed training before a window is learned
+LEARN_MIN_OBSERVED = 20  # minutes of observed training (past start-up) before a window is learned
+MIN_INTERVALS = 10  # ... and at least this many typical intervals
+QUANTILE = 0.9  # the typical quiet stretch: the longest of the shortest 90 % of them
 HORIZON_MIN = 360  # the activity looked at (the newest six hours)
 SAFETY_FACTOR = 3.0
-FLOOR_MIN = 5
+# the silence alarms cannot be shorter (late datapoints alone would fill a shorter window:
+# adapters/cloudwatch_hang_alarms.py); a benign phase longer than it is the evidence's to judge
+FLOOR_MIN = METRIC_LAG_MIN + 1
 # the newest minutes may still lack datapoints: a GetMetricData read sees a minute only once its
 # datapoint has arrived, up to METRIC_LAG_MIN minutes after the minute ended (AWS publishes no
 # bound; drill/metric_delay.py models up to 3 minutes); so only minutes ended that long ago are read
@@ -42,8 +53,13 @@ SETTLE_MIN = METRIC_LAG_MIN
 @dataclass(frozen=True)
 class Cadence:
     window_min: int | None  # None: not enough observed yet (the policy's window stays in force)
-    longest_quiet_min: int  # the longest completed stretch without activity
+    typical_quiet_min: int  # the QUANTILE quiet stretch (0 for a job active every minute)
     observed_min: int  # minutes of activity data the verdict rests on
+    intervals: int = 0  # completed quiet stretches seen (0-minute ones included)
+
+    @property
+    def quantile_pct(self) -> int:
+        return round(QUANTILE * 100)
 
 
 def observation_span(start_ms: int, now_ms: int) -> tuple[int, int]:
@@ -54,6 +70,12 @@ def observation_span(start_ms: int, now_ms: int) -> tuple[int, int]:
     return first, end
 
 
+def typical_quiet(gaps: Sequence[int]) -> int:
+    """The QUANTILE of the quiet stretches (minutes): the longest of the shortest 90 %."""
+    ordered = sorted(gaps)
+    return ordered[max(0, math.ceil(QUANTILE * len(ordered)) - 1)]
+
+
 def learn_window(
     series: Sequence[tuple[int, float]], *, start_ms: int, now_ms: int, ceiling_min: int
 ) -> Cadence:
@@ -62,11 +84,14 @@ def learn_window(
     first, end = observation_span(start_ms, now_ms)
     observed = max(0, (end - first) // MINUTE_MS)
     active = sorted({t - t % MINUTE_MS for t, v in series if v > 0 and first <= t < end})
-    if observed < LEARN_AFTER_MIN or len(active) < 2:
+    if len(active) < 2:
         return Cadence(None, 0, observed)
-    longest = max((b - a) // MINUTE_MS - 1 for a, b in itertools.pairwise(active))
-    window = max(FLOOR_MIN, math.ceil(SAFETY_FACTOR * (longest + 1)))
-    return Cadence(min(ceiling_min, window), longest, observed)
+    gaps = [(b - a) // MINUTE_MS - 1 for a, b in itertools.pairwise(active)]
+    typical = typical_quiet(gaps)
+    if observed < max(LEARN_MIN_OBSERVED, MIN_INTERVALS * (typical + 1)) or len(gaps) < MIN_INTERVALS:
+        return Cadence(None, typical, observed, len(gaps))
+    window = max(FLOOR_MIN, math.ceil(SAFETY_FACTOR * (typical + 1)))
+    return Cadence(min(ceiling_min, window), typical, observed, len(gaps))
 
 
 STARTUP_FLOOR_MIN = 10
@@ -93,10 +118,16 @@ def learn_startup(
     return min(allowance_min, max(STARTUP_FLOOR_MIN, math.ceil(SAFETY_FACTOR * (longest + 1))))
 
 
+def learnable_at(started_ms: int, startup_min: int) -> int:
+    """The earliest moment a window can be learned (`learn_window` for a job active every
+    minute): LEARN_MIN_OBSERVED settled minutes past the start-up allowance."""
+    return started_ms + (startup_min + LEARN_MIN_OBSERVED + SETTLE_MIN) * MINUTE_MS
+
+
 def wants_cadence(
     started_ms: int | None, now_ms: int, startup_min: int, *, startup_known: bool = True
 ) -> bool:
-    """Whether reading the activity can teach anything yet: a window (after LEARN_AFTER_MIN of
+    """Whether reading the activity can teach anything yet: a window (after LEARN_MIN_OBSERVED of
     training past start-up) or, when the start-up allowance is not yet known for this kind of
     attempt, the allowance (as soon as the start-up span is observed)."""
     if started_ms is None:
@@ -108,7 +139,7 @@ def wants_cadence(
         and now_ms - started_ms <= HORIZON_MIN * MINUTE_MS
     ):
         return True
-    return past_startup >= (LEARN_AFTER_MIN + SETTLE_MIN) * MINUTE_MS
+    return now_ms >= learnable_at(started_ms, startup_min)
 
 
 # --- the training-script contract's phase marker ------------------------------------------------

@@ -7,7 +7,8 @@ missing (a launch still PENDING, a stop not yet confirmed, hang alarms CloudWatc
 have, a stray job still running). Alerts go through the store's outbox for the same reason.
 
 Module map: this file dispatches events and handles the small ones; `draft` holds the shared
-building blocks, `endings` what happens when an attempt ends, `hangs` the hang signals.
+building blocks, `endings` what happens when an attempt ends, `hangs` the hang signals (judged
+on `evidence`), `due` when the sweep looks next.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from sagewarden.domain.actions import Action, StopJob
 from sagewarden.domain.advice import record_checkpoint
 from sagewarden.domain.classifier import Ending, EndingClass, classify
 from sagewarden.domain.draft import (
-    ALARM_VERIFY_AFTER_MS,
-    DEFER_RETRY_MS,
     INTENT_CANCEL,
     INTENT_COST,
     INTENT_HANG,
@@ -38,7 +37,6 @@ from sagewarden.domain.draft import (
     fail,
     finish_cancelled,
     hang_alarms,
-    jitter,
     next_usable_choice,
     no_warm_pool_lines,
     notify,
@@ -51,6 +49,7 @@ from sagewarden.domain.draft import (
     wait,
     waiting_launch,
 )
+from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.endings import on_attempt_ended
 from sagewarden.domain.events import (
     AlarmsObserved,
@@ -67,7 +66,7 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.fabric import on_scan, scan_due_ms, submit_lines
+from sagewarden.domain.fabric import on_scan, submit_lines
 from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import on_training
@@ -78,7 +77,6 @@ from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
     on_pool_tick,
-    pool_due_ms,
     waits_for,
     watch_of,
 )
@@ -100,7 +98,6 @@ __all__ = [
 ]
 
 NO_OBSERVATIONS = Observations()
-DUE_JITTER = 0.2
 RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
@@ -225,42 +222,6 @@ def wants_log_silence_check(run: Run, event: Event) -> bool:
         and cur.in_training
         and cur.stop_intent is None
     )
-
-
-def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_INTERVAL_MS) -> int | None:
-    """When the sweep must next look at this run (None: never again)."""
-    due = _next_due_ms(run, now_ms, reconcile_interval_ms)
-    scan = scan_due_ms(run, now_ms)  # a training attempt's start-up log scan (domain/fabric.py)
-    if scan is not None and due is not None:
-        due = min(due, scan)
-    pools = pool_due_ms(run, now_ms)  # watched warm pools: terminal runs too
-    if pools is None:
-        return due
-    return pools if due is None else min(due, pools)
-
-
-def _next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int) -> int | None:
-    if run.status.terminal:
-        if not run.strays:
-            return None
-        return min(at for _, at in run.strays) + STOP_RETRY_AFTER_MS
-    current = run.current
-    if run.deferred_since_ms is not None:
-        return now_ms + DEFER_RETRY_MS
-    if run.status == RunStatus.RETRY_WAIT and run.wake_at_ms is not None:
-        return run.wake_at_ms
-    if current is None:
-        return now_ms
-    if current.launch == LaunchState.PENDING:
-        return current.requested_at_ms + LAUNCH_RETRY_AFTER_MS
-    if current.stop_requested_ms is not None and current.live:
-        return current.stop_requested_ms + STOP_RETRY_AFTER_MS
-    if current.in_training and current.alarms_active and not current.alarms_confirmed:
-        return now_ms + ALARM_VERIFY_AFTER_MS
-    # the routine look is jittered (+/- 20 %, per run and pass): runs that a backlog served in the
-    # same minute drift apart instead of staying bunched into one minute every interval for ever
-    spread = jitter(run.run_id, now_ms // 60_000, DUE_JITTER)
-    return now_ms + int(reconcile_interval_ms * spread)
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from sagewarden.domain.launch import (
     keep_alive_for,
     wall_clock_remaining_s,
 )
-from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus, startup_kind
 from sagewarden.domain.names import job_name
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
 from sagewarden.domain.pricing import gpus_per_instance, price_per_instance_hour
@@ -382,6 +382,16 @@ def window_in_force(run: Run, policy: RunPolicy, att: Attempt, *, progress: bool
     if learned and run.learned_windows_on == instance_shape(att):
         return min(learned, ceiling), WINDOW_CARRIED
     return ceiling, WINDOW_POLICY
+
+
+def startup_allowance(run: Run, policy: RunPolicy, att: Attempt) -> int:
+    """The policy's start-up allowance, or a shorter one learned from an earlier *comparable*
+    attempt (`startup_kind`: a fresh start's minutes say nothing about a resume that loads a
+    checkpoint for twenty silent minutes)."""
+    learned, pol = run.startup_learned_min, policy.startup_silence_minutes
+    if learned is None or run.startup_learned_on != startup_kind(att):
+        return pol
+    return min(pol, learned)
 
 
 def log_window(d: Draft, att: Attempt) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.evidence import HostMetrics
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ class Observations:
     # log-silence fallback (no log subscription): True = no log event in the window, False = some
     # event, None = not checked (or the check failed: see log_error)
     logs_silent: bool | None = None
+    # ... and for how many minutes at least (the window in force, or a longer one it also spans)
+    logs_silent_min: int | None = None
     # per-minute activity of the attempt, to learn its hang windows from (None: not read)
     heartbeat: tuple[tuple[int, float], ...] | None = None
     progress: tuple[tuple[int, float], ...] | None = None
@@ -160,6 +163,10 @@ class Observations:
     # fingerprint lines; None: not read), or the error that left it unknown
     scan_lines: tuple[str, ...] | None = None
     scan_error: str | None = None
+    # each host's recent GPU, CPU and disk metrics, read when a hang alarm is in ALARM (None: not
+    # read); the read failed: host_metrics_error (unknown, never "idle")
+    host_metrics: tuple[HostMetrics, ...] | None = None
+    host_metrics_error: str | None = None
 
 
 def event_name(event: Event) -> str:

@@ -16,7 +16,7 @@ stop (a slow job still trains; the user decides). An unreadable log is unknown: 
 decided, and the next minute reads again.
 
 Which instances: the GPU families with EFA (p4d, p4de, p5, p5e, p5en, p6-*; the same list the
-submit review warns about, cli/preflight.py). Trainium (trn1, trn1n, trn2) also has EFA, but its
+submit review warns about, sagewarden_cli/preflight.py). Trainium (trn1, trn1n, trn2) also has EFA, but its
 collectives are the Neuron runtime's, not NCCL's: NCCL's lines say nothing there.
 """
 

@@ -28,9 +28,11 @@ from sagewarden.domain.draft import (
     notify,
     progress_window,
     request_stop,
+    startup_allowance,
     window_in_force,
 )
-from sagewarden.domain.events import AlarmsObserved, HangSignal
+from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations
+from sagewarden.domain.evidence import UNKNOWN, WORK, Verdict, judge
 from sagewarden.domain.hang_alarms import (
     SIGNAL_CHECKPOINT,
     SIGNAL_GPU_IDLE,
@@ -40,7 +42,9 @@ from sagewarden.domain.hang_alarms import (
     alarm_keys,
     key_signal,
 )
-from sagewarden.domain.models import Attempt, startup_kind
+from sagewarden.domain.models import Attempt, Run, startup_kind
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.pricing import gpus_per_instance
 
 # What start-up looks like, so these wait out `startup_silence_minutes` after Training starts: a
 # first-step compile or NCCL init on hundreds of hosts is silent and leaves *every* GPU idle for
@@ -162,10 +166,12 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         if not events:
             names = ", ".join(e.signal for e in waiting)
             return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
+    basis: str | None = None
     if all(e.signal in _QUIET_SIGNALS for e in events):
-        act, why = _saving(d, events)
+        act, why = _quiet_gate(d, cur, events)
         if not act:
             return why
+        basis = why
     signals = set(cur.hang_signals)
     new = [e for e in events if e.signal not in signals]
     if not new:
@@ -179,65 +185,176 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
             f"{', '.join(e.signal for e in new)} in ALARM; waiting for a second signal ({d.policy.hang_confirmation})"
         )
         return None
-    _confirm(d, cur, new[-1], signals)
+    _confirm(d, cur, new[-1], signals, basis)
     return None
 
 
 def wants_save_activity(event: HangSignal | AlarmsObserved) -> bool:
-    """Whether deciding on this alarm event may need to know if a checkpoint save is under way:
-    only a quiet signal in ALARM ever waits for one (see `_saving`)."""
+    """Whether deciding on this alarm event may need the evidence of what the job is doing (a
+    checkpoint save under way, the hosts' metrics): only a quiet signal in ALARM is judged on it
+    (see `_quiet_gate`)."""
     if isinstance(event, HangSignal):
         return event.state == "ALARM" and event.signal in _QUIET_SIGNALS
     return any(state == "ALARM" and key_signal(key) in _QUIET_SIGNALS for key, state, _ in event.states)
 
 
 def startup_allowance_min(d: Draft, cur: Attempt) -> int:
-    """The policy's start-up allowance, or a shorter one learned from an earlier *comparable*
-    attempt (`startup_kind`: a fresh start's minutes say nothing about a resume that loads a
-    checkpoint for twenty silent minutes)."""
-    learned = d.run.startup_learned_min
-    pol = d.policy.startup_silence_minutes
-    if learned is None or d.run.startup_learned_on != startup_kind(cur):
-        return pol
-    return min(pol, learned)
+    """The start-up allowance in force for `cur` (`draft.startup_allowance`)."""
+    return startup_allowance(d.run, d.policy, cur)
 
 
-def _saving(d: Draft, quiet: list[HangSignal]) -> tuple[bool, str | None]:
-    """Whether quiet signals (every host silent or idle) may act, or wait because a checkpoint
-    save is under way: a save keeps landing objects in S3, while a hung save (or any hang) lands
-    none, so the wait ends SAVE_ACTIVE_MS after the last object. An unreadable bucket defers the
-    judgement (unknown is not "no save"). Returns (act, why not: None when the draft changed)."""
-    names = ", ".join(e.signal for e in quiet)
-    if d.obs.save_activity_error is not None:
+def quiet_onset_ms(run: Run, policy: RunPolicy, cur: Attempt, signal: str, since_ms: int) -> int:
+    """When the quiet stretch behind a quiet signal began, at the latest: its alarm went to ALARM
+    `since_ms`, at least its window after the stretch began."""
+    return since_ms - _window_in_force(run, policy, cur, signal) * 60_000
+
+
+def host_verdict(
+    run: Run, policy: RunPolicy, cur: Attempt, obs: Observations, since_ms: int, now_ms: int
+) -> Verdict:
+    """The evidence of the hosts' metrics since `since_ms` (`domain/evidence.py`); unknown when
+    they were not read or the read failed (never "idle")."""
+    if obs.host_metrics_error is not None:
+        return Verdict(UNKNOWN, f"the hosts' metrics could not be read: {obs.host_metrics_error}")
+    if obs.host_metrics is None:
+        return Verdict(UNKNOWN, "the hosts' metrics were not read")
+    return judge(
+        obs.host_metrics,
+        instance_count=cur.instance_count,
+        gpus_per_host=gpus_per_instance(cur.instance_type),
+        gpu_busy_percent=policy.gpu_busy_percent,
+        since_ms=since_ms,
+        now_ms=now_ms,
+    )
+
+
+def _quiet_gate(d: Draft, cur: Attempt, quiet: list[HangSignal]) -> tuple[bool, str | None]:
+    """Whether quiet signals may act now (`quiet_judgement`). Returns (act, why): why not, or the
+    basis of acting; (False, None) when the draft changed (deferred)."""
+    kind, why = quiet_judgement(d.run, d.policy, cur, d.obs, d.now, quiet)
+    if kind == DEFER:
         before = d.run
-        defer(
-            d,
-            f"{names} in ALARM, but whether a checkpoint save is under way is unknown: "
-            f"{d.obs.save_activity_error}",
+        defer(d, why)
+        return (
+            False,
+            None if d.actions or d.run != before else f"deferred: {', '.join(e.signal for e in quiet)}",
         )
-        return False, None if d.actions or d.run != before else f"deferred: {names}"
-    last = d.obs.save_activity_ms
-    if last is not None and d.now - last < SAVE_ACTIVE_MS:
-        return False, (
-            f"{names} in ALARM while a checkpoint save is under way (its newest object written "
-            f"{(d.now - last) / 60_000:.1f} min ago); looking again on the next pass"
-        )
+    if kind == WAIT:
+        return False, why
     if d.run.deferred_since_ms is not None:
         clear_deferral(d)
-    return True, None
+    return True, why
 
 
-def _window_minutes(d: Draft, cur: Attempt, signal: str) -> int:
+ACT, WAIT, DEFER = "act", "wait", "defer"
+
+
+def quiet_judgement(
+    run: Run, policy: RunPolicy, cur: Attempt, obs: Observations, now: int, quiet: list[HangSignal]
+) -> tuple[str, str]:
+    """How quiet signals (the job silent, stalled or idle) are judged on the evidence of what the
+    job is doing: (ACT | WAIT | DEFER, why).
+
+    - A checkpoint save under way (an object landed in S3 in the last SAVE_ACTIVE_MS) or hosts
+      that are working (`domain/evidence.py`: CPU busy, disk space growing) are a benign phase:
+      WAIT, up to `benign_phase_max_minutes` of quiet (a compile that never ends, a save that
+      keeps writing for ever are still hangs).
+    - Hosts spinning or stuck, nothing landing: a hang, ACT at once.
+    - No usable evidence (a CPU instance, metrics late or unreadable): the silence alone decides,
+      on the policy's window (a learned window only decides when the evidence is read).
+    - An unreadable bucket: DEFER (unknown is not "no save").
+    - Nothing looked up at all (the service's first, look-up-free pass over an alarm event): ACT,
+      so that pass never takes a "nothing to do" the evidence may contradict; the observed pass
+      then decides."""
+    names = ", ".join(e.signal for e in quiet)
+    looked_up = (obs.save_activity_ms, obs.save_activity_error, obs.host_metrics, obs.host_metrics_error)
+    if all(x is None for x in looked_up):
+        return ACT, "the evidence of what the job is doing was not looked up"
+    if obs.save_activity_error is not None:
+        return DEFER, (
+            f"{names} in ALARM, but whether a checkpoint save is under way is unknown: {obs.save_activity_error}"
+        )
+    onsets = {e.signal: quiet_onset_ms(run, policy, cur, e.signal, e.since_ms) for e in quiet}
+    quiet_min = (now - min(onsets.values())) / 60_000
+    verdict = host_verdict(run, policy, cur, obs, max(onsets.values()), now)
+    last = obs.save_activity_ms
+    benign = None
+    if last is not None and now - last < SAVE_ACTIVE_MS:
+        benign = (
+            f"a checkpoint save is under way (its newest object written {(now - last) / 60_000:.1f} min ago)"
+        )
+    elif verdict.kind == WORK:
+        benign = f"the hosts are working ({verdict.detail})"
+    ceiling = policy.benign_phase_max_minutes
+    if benign is not None:
+        if quiet_min < ceiling:
+            return WAIT, (
+                f"{names} in ALARM while {benign}: a benign phase, waited for up to {ceiling} min of "
+                f"quiet ({quiet_min:.0f} so far); looking again on the next pass"
+            )
+        return (
+            ACT,
+            f"quiet for {quiet_min:.0f} min, past the {ceiling}-minute ceiling of a benign phase, while {benign}",
+        )
+    if verdict.hang:
+        return ACT, f"evidence: {verdict.kind}: {verdict.detail}"
+    # no usable evidence: the silence alone, on the window that needs none
+    if any(now - onsets[e.signal] >= _evidence_free_window(policy, e.signal) * 60_000 for e in quiet):
+        return ACT, f"no usable evidence ({verdict.detail}); quiet past the policy's window"
+    wait_min = min(_evidence_free_window(policy, e.signal) for e in quiet)
+    return WAIT, (
+        f"{names} in ALARM, no usable evidence of what the job is doing ({verdict.detail}): acting "
+        f"once it has been quiet for the policy's {wait_min} min ({quiet_min:.0f} so far)"
+    )
+
+
+def quiet_signals_wait(run: Run, event: HangSignal | AlarmsObserved, obs: Observations, now: int) -> bool:
+    """Whether deciding on `event` will only wait for a benign phase (or a deferral): every
+    signal in ALARM is quiet and judged WAIT or DEFER on `obs`. The service then skips the log
+    tail and per-host log triage, which only a hang's alert needs (a job of hundreds of hosts is
+    quiet through every long save)."""
+    cur = run.current
+    if cur is None or not cur.in_training or cur.training_started_ms is None:
+        return False
+    if isinstance(event, HangSignal):
+        rows = [(event.signal, event.state, event.since_ms)]
+    else:
+        rows = [(key_signal(k), state, since) for k, state, since in event.states]
+    alarmed = [
+        HangSignal(cur.job_name, cur.number, signal, state, since)
+        for signal, state, since in rows
+        if state == "ALARM"
+    ]
+    if not alarmed or any(e.signal not in _QUIET_SIGNALS for e in alarmed):
+        return False
+    kind, _ = quiet_judgement(run, run.policy, cur, obs, now, alarmed)
+    return kind != ACT
+
+
+def _evidence_free_window(policy: RunPolicy, signal: str) -> int:
+    """How long a quiet signal must last to act on without evidence: the policy's window."""
     return {
-        SIGNAL_LOG_SILENCE: log_window(d, cur),
-        SIGNAL_GPU_IDLE: d.policy.gpu_idle_minutes,
-        SIGNAL_GPU_LONE_IDLE: d.policy.gpu_lone_idle_minutes,
-        SIGNAL_CHECKPOINT: d.policy.checkpoint_stale_minutes or 0,
-        SIGNAL_PROGRESS: progress_window(d, cur),
+        SIGNAL_LOG_SILENCE: policy.log_silence_minutes,
+        SIGNAL_PROGRESS: policy.progress_stall_minutes,
+        SIGNAL_GPU_IDLE: policy.gpu_idle_minutes,
     }.get(signal, 0)
 
 
-def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
+def _window_in_force(run: Run, policy: RunPolicy, cur: Attempt, signal: str) -> int:
+    return {
+        SIGNAL_LOG_SILENCE: window_in_force(run, policy, cur)[0],
+        SIGNAL_GPU_IDLE: policy.gpu_idle_minutes,
+        SIGNAL_GPU_LONE_IDLE: policy.gpu_lone_idle_minutes,
+        SIGNAL_CHECKPOINT: policy.checkpoint_stale_minutes or 0,
+        SIGNAL_PROGRESS: window_in_force(run, policy, cur, progress=True)[0],
+    }.get(signal, 0)
+
+
+def _window_minutes(d: Draft, cur: Attempt, signal: str) -> int:
+    return _window_in_force(d.run, d.policy, cur, signal)
+
+
+def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str], basis: str | None = None) -> None:
     window = _window_minutes(d, cur, e.signal)
     silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
     evidence = bounded_evidence(
@@ -245,6 +362,7 @@ def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
             f"signal: {', '.join(sorted(signals))} ({e.source})",
             f"host: {e.host or 'see triage'}; for {silent_for:.0f} min",
             f"alarm reason: {e.reason[:200]}",
+            *((basis[:400],) if basis else ()),
             *d.obs.hosts_triage,
             *d.obs.log_tail[-10:],
         )
@@ -267,6 +385,7 @@ def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str]) -> None:
             [
                 f"Signal: {e.signal} on {e.host or 'the job (see host triage)'} for {silent_for:.0f} min",
                 f"Alarm: {e.reason[:200]}",
+                *((f"Why: {basis[:400]}",) if basis else ()),
                 f"Restarts used: {d.run.restarts} of {d.policy.max_restarts}",
                 "Host triage:",
                 *(d.obs.hosts_triage or ("(unavailable: " + (d.obs.log_error or "no data") + ")",)),
@@ -305,13 +424,16 @@ def tick_signal(d: Draft, cur: Attempt) -> HangSignal | str | None:
                 source="sweep",
             )
     if d.obs.logs_silent is True:
+        window = log_window(d, cur)
+        silent_for = max(window, d.obs.logs_silent_min or window)
         return HangSignal(
             job_name=cur.job_name,
             attempt=cur.number,
             signal=SIGNAL_LOG_SILENCE,
             state="ALARM",
-            since_ms=d.now,
-            reason=f"no log events in the last {d.policy.log_silence_minutes} min (sweep check, no log subscription)",
+            # as an alarm would: in ALARM since the window's end (the quiet stretch's onset + window)
+            since_ms=d.now - (silent_for - window) * 60_000,
+            reason=f"no log events in the last {silent_for} min (sweep check, no log subscription)",
             source="sweep",
         )
     if d.obs.log_error and d.obs.logs_silent is None:
@@ -364,7 +486,7 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
     pol = d.policy
     if not (pol.adaptive_windows and pol.hang_detection and cur.in_training and cur.training_started_ms):
         return False
-    start = cur.training_started_ms + pol.startup_silence_minutes * 60_000
+    start = cur.training_started_ms + startup_allowance_min(d, cur) * 60_000
     before_startup = (d.run.startup_learned_min, d.run.startup_learned_on)
 
     def learned(series: tuple[tuple[int, float], ...] | None, ceiling: int, current: int) -> Cadence | None:
@@ -408,8 +530,9 @@ def adapt_windows(d: Draft, cur: Attempt) -> bool:
         if cadence is not None:
             changed.append(signal)
             notes.append(
-                f"{signal} window {current} -> {cadence.window_min} min (longest quiet stretch "
-                f"{cadence.longest_quiet_min} min in {cadence.observed_min} min of training)"
+                f"{signal} window {current} -> {cadence.window_min} min (quiet stretches up to "
+                f"{cadence.typical_quiet_min} min in {cadence.quantile_pct}% of {cadence.intervals} "
+                f"intervals, {cadence.observed_min} min of training)"
             )
     if not changed:
         return (d.run.startup_learned_min, d.run.startup_learned_on) != before_startup

@@ -88,6 +88,7 @@ RANGES: Mapping[str, Range] = {
     "gpu_lone_idle_minutes": Range(0, DAY_MIN),
     "gpu_busy_percent": Range(0, 100, low_open=True),
     "startup_silence_minutes": Range(0, DAY_MIN),
+    "benign_phase_max_minutes": Range(1, DAY_MIN),
     "priority": Range(-1000, 1000),
 }
 
@@ -139,6 +140,9 @@ class RunPolicy:
     progress_stall_minutes: int = 30  # ... not reported, or reported unchanged, for this long
     adaptive_windows: bool = True  # learn the log-silence / progress windows from the attempt's cadence
     startup_silence_minutes: int = 45  # after Training starts: first-step compile, NCCL init
+    # a quiet stretch while the hosts' metrics show work (CPU busy, disk space growing) or
+    # checkpoint objects land is a benign phase for at most this long (domain/evidence.py)
+    benign_phase_max_minutes: int = 90
     hang_confirmation: str = "any"
     hang_grace_minutes: int = 15
     # --- bad hosts and slow fabric (domain/hosts.py, domain/fabric.py) ---------------------------

@@ -1,7 +1,7 @@
 """The preflight's prefix check: the sagewarden deployments of an account and region, as
 CloudFormation holds them.
 
-The preflight (cli/doctor.py) runs :func:`check_prefix` to refuse a job prefix another stack
+The preflight (sagewarden_cli/doctor.py) runs :func:`check_prefix` to refuse a job prefix another stack
 already uses: two
 deployments with one prefix would receive each other's job and alarm events, could stop each
 other's jobs (IAM is scoped by the prefix) and would delete each other's hang alarms (each sweep
@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cli.findings import FAIL, OK, WARN, Finding, denied
+from sagewarden_cli.findings import FAIL, OK, WARN, Finding, denied
 
 OUTPUT_JOB_PREFIX = "JobPrefix"  # infra.constants.OUTPUT_JOB_PREFIX
 STACK_DESCRIPTION_START = "sagewarden:"  # infra.constants.STACK_DESCRIPTION

@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from cli import render
-from cli.client import Context, Transport, connect, env_region, is_loopback
-from cli.errors import API_ERROR, EXIT_CODES, INTERRUPTED, NETWORK, NOT_FOUND, OK, USAGE, CliError
+from sagewarden_cli import render
+from sagewarden_cli.client import Context, Transport, connect, env_region, is_loopback
+from sagewarden_cli.errors import API_ERROR, EXIT_CODES, INTERRUPTED, NETWORK, NOT_FOUND, OK, USAGE, CliError
 
 VERSION = "0.1.0"
 DEFAULT_INTERVAL_S = 5.0
@@ -259,7 +259,7 @@ def build_parser() -> Parser:
     )
     p.add_argument("run", metavar="RUN", help="run id or run name")
 
-    from cli import doctor
+    from sagewarden_cli import doctor
 
     p = _command(
         sub,
@@ -271,8 +271,8 @@ def build_parser() -> Parser:
     )
     doctor.add_arguments(p, include_global=False)
 
-    # --- selftest (cli/selftest.py) ---------------------------------------------------------------
-    from cli import selftest
+    # --- selftest (sagewarden_cli/selftest.py) ---------------------------------------------------------------
+    from sagewarden_cli import selftest
 
     p = _command(
         sub,
@@ -362,7 +362,7 @@ class Env:
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_submit(env: Env) -> int:
-    from cli.submit import apply_sets, load_body
+    from sagewarden_cli.submit import apply_sets, load_body
 
     a = env.args
     body = apply_sets(load_body(a.file, env.stdin), a.sets)
@@ -383,8 +383,8 @@ def cmd_submit(env: Env) -> int:
 
 
 def _dry_run(env: Env, body: dict[str, Any]) -> int:
-    from cli import preflight
-    from cli.submit import dry_run
+    from sagewarden_cli import preflight
+    from sagewarden_cli.submit import dry_run
 
     result, req = dry_run(body, env.args.idempotency_key)
     findings: list[preflight.Finding] = []
@@ -444,7 +444,7 @@ def _dry_run(env: Env, body: dict[str, Any]) -> int:
 def _conflict_review(env: Env, req: Any) -> tuple[list[dict[str, str]], str | None]:
     """(live runs the submit would collide with, a note when they could not be listed). Reads
     GET /runs only; a dry run never submits."""
-    from cli.submit import live_conflicts
+    from sagewarden_cli.submit import live_conflicts
 
     uri = str((req.training_job.get("CheckpointConfig") or {}).get("S3Uri", ""))
     try:
@@ -462,7 +462,7 @@ def _conflict_review(env: Env, req: Any) -> tuple[list[dict[str, str]], str | No
 
 
 def _quota_review(env: Env, req: Any) -> list[Any]:
-    from cli import preflight
+    from sagewarden_cli import preflight
 
     a = env.args
     if a.local or is_loopback(a.api_url or os.environ.get("SAGEWARDEN_API_URL") or ""):
@@ -605,7 +605,7 @@ def cmd_events(env: Env) -> int:
 
 
 def cmd_logs(env: Env) -> int:
-    from cli.logs import JobLogReader, format_lines
+    from sagewarden_cli.logs import JobLogReader, format_lines
 
     a = env.args
     ctx = env.ctx()
@@ -800,13 +800,13 @@ def cmd_resume(env: Env) -> int:
 
 
 def cmd_doctor(env: Env) -> int:
-    from cli import doctor
+    from sagewarden_cli import doctor
 
     return int(doctor.run(env.args))
 
 
-def cmd_selftest(env: Env) -> int:  # --- selftest (cli/selftest.py) ---
-    from cli import selftest
+def cmd_selftest(env: Env) -> int:  # --- selftest (sagewarden_cli/selftest.py) ---
+    from sagewarden_cli import selftest
 
     return selftest.run(env)
 

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from cli.errors import USAGE, CliError
+from sagewarden_cli.errors import USAGE, CliError
 
 BODY_KEYS = ("name", "training_job", "policy")
 # --set shortcuts: key -> path in the POST /runs body

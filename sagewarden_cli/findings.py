@@ -1,4 +1,4 @@
-"""What a preflight check reports (cli/doctor.py, cli/deployments.py), and how it reads AWS errors."""
+"""What a preflight check reports (sagewarden_cli/doctor.py, sagewarden_cli/deployments.py), and how it reads AWS errors."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cli.errors import API_ERROR, NOT_FOUND, CliError
+from sagewarden_cli.errors import API_ERROR, NOT_FOUND, CliError
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _STREAM = re.compile(r"^(?P<job>.+)/algo-(?P<host>\d+)-(?P<epoch>\d+)$")
@@ -119,7 +119,7 @@ def _logs_error(exc: Any) -> CliError:
 
 
 def format_lines(lines: Iterable[LogLine], *, timestamps: bool) -> list[str]:
-    from cli.render import iso
+    from sagewarden_cli.render import iso
 
     out = []
     for line in lines:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from cli.errors import API_ERROR, NETWORK, NOT_FOUND, USAGE, CliError
+from sagewarden_cli.errors import API_ERROR, NETWORK, NOT_FOUND, USAGE, CliError
 
 # (method, url, headers, body) -> (status, body) or (status, body, headers)
 Transport = Callable[[str, str, dict[str, str], bytes | None], tuple[Any, ...]]

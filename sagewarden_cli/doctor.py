@@ -1,4 +1,4 @@
-"""Deploy preflight (`sagewarden doctor`, `python -m cli.doctor`, run first by `make deploy`).
+"""Deploy preflight (`sagewarden doctor`, `python -m sagewarden_cli.doctor`, run first by `make deploy`).
 
 With your own AWS credentials, checks what a first `cdk deploy` of sagewarden needs and says in
 one line each what is wrong and how to fix it:
@@ -7,7 +7,7 @@ one line each what is wrong and how to fix it:
   (``make bootstrap`` runs that, before ``cdk bootstrap``);
 * the job prefix is not used by another sagewarden stack of the account and region, and the stack
   name is not taken by a stack that is not sagewarden or runs another prefix
-  (cloudformation:DescribeStacks without a name, which also needs ListStacks; cli/deployments.py); hang alarms under the prefix that no stack
+  (cloudformation:DescribeStacks without a name, which also needs ListStacks; sagewarden_cli/deployments.py); hang alarms under the prefix that no stack
   claims are a warning (cloudwatch:DescribeAlarms);
 * the environment is CDK-bootstrapped (SSM ``/cdk-bootstrap/<qualifier>/version``, else the
   ``CDKToolkit`` stack), recently enough for this app;
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote
 
-from cli.findings import FAIL, OK, WARN, Finding
-from cli.findings import denied as _denied
-from cli.findings import error_code as _code
+from sagewarden_cli.findings import FAIL, OK, WARN, Finding
+from sagewarden_cli.findings import denied as _denied
+from sagewarden_cli.findings import error_code as _code
 
 STACK_NAME = "Sagewarden"  # infra.constants.STACK_ID, the default of the stackName context
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"  # sagewarden.keys.TRAINING_LOG_GROUP
@@ -320,7 +320,7 @@ class Preflight:
 
     # job prefix and stack name -----------------------------------------------------------------
     def check_prefix(self) -> list[Finding]:
-        from cli.deployments import check_prefix
+        from sagewarden_cli.deployments import check_prefix
 
         return check_prefix(
             self.client("cloudformation"),
@@ -746,7 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sagewarden doctor",
         description="Check that this AWS account and region are ready for `make deploy` (one line per problem).",
-        epilog="example: python -m cli.doctor --profile ml -c allowedRoleArns=arn:aws:iam::123456789012:role/Train",
+        epilog="example: python -m sagewarden_cli.doctor --profile ml -c allowedRoleArns=arn:aws:iam::123456789012:role/Train",
     )
     add_arguments(parser)
     return parser

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cli.errors import CliError
+from sagewarden_cli.errors import CliError
 
 if TYPE_CHECKING:
-    from cli.selftest import SelfTest
+    from sagewarden_cli.selftest import SelfTest
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 RECOVERY_ATTEMPTS = 3  # repeats of a POST /runs whose answer was lost

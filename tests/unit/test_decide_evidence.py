@@ -1,0 +1,222 @@
+"""Issue 18 at the level of the pure decision: quiet signals are judged on the evidence of what
+the hosts are doing; a spin or a stuck job is stopped at once, a benign phase waits up to its
+ceiling, and no evidence falls back to the policy's window (never to "idle")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagewarden.domain.actions import StopJob
+from sagewarden.domain.decide import INTENT_HANG, next_due_ms
+from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations, Tick
+from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.hangs import quiet_signals_wait
+from sagewarden.domain.models import RunStatus
+from sagewarden.domain.policy import RunPolicy
+from tests.builders import HOUR, MIN, step, training_run
+
+GPUS = 8
+
+
+def _hosts(
+    start: int, end: int, gpu_pct: float, cpu_per_gpu: float, *, n: int = 2
+) -> tuple[HostMetrics, ...]:
+    minutes = range(start - start % MIN, end - MIN, MIN)
+    return tuple(
+        HostMetrics(
+            f"algo-{h}",
+            gpu=tuple((t, gpu_pct * GPUS) for t in minutes),
+            cpu=tuple((t, 100 * cpu_per_gpu * GPUS) for t in minutes),
+            disk=tuple((t, 25.0) for t in minutes),
+        )
+        for h in range(1, n + 1)
+    )
+
+
+def _attempt(run, **changes):
+    return dataclasses.replace(run, attempts=run.with_attempt(dataclasses.replace(run.current, **changes)))
+
+
+def _confirmed(run):
+    """Its hang alarms seen in CloudWatch (the sweep's first look confirms them)."""
+    return _attempt(run, alarms_confirmed=True)
+
+
+def _learned(window: int = 4, policy: RunPolicy | None = None):
+    """A training run whose log-silence window was learned short."""
+    return _attempt(_confirmed(training_run(policy)), log_window_min=window)
+
+
+def _states(run, *alarmed):
+    """Every alarm the attempt has, OK but those given as (key, since) in ALARM."""
+    rows = dict.fromkeys(("log_silence", "gpu_idle", "gpu_lone_idle"))
+    rows.update(dict(alarmed))
+    return AlarmsObserved(
+        run.current.job_name,
+        run.current.number,
+        tuple((k, "OK" if since is None else "ALARM", since or 0) for k, since in rows.items()),
+    )
+
+
+def _silent(run, since):
+    return _states(run, ("log_silence", since))
+
+
+def _stopped(d) -> bool:
+    return StopJob(d.run.current.job_name, INTENT_HANG) in d.actions
+
+
+def test_a_spin_is_stopped_as_soon_as_the_short_window_fires():
+    run = _learned()
+    t0 = run.current.training_started_ms
+    onset = t0 + 2 * HOUR
+    since = onset + 6 * MIN  # 4-minute window, plus the late minutes CloudWatch waits out
+    now = since + MIN
+    d = step(run, _silent(run, since), now, Observations(host_metrics=_hosts(onset, now, 99.5, 1.1)))
+    assert _stopped(d) and d.run.status == RunStatus.STOPPING
+    assert any(line.startswith("evidence: spin: GPUs busy on 2 of 2") for line in d.run.current.evidence)
+
+
+def test_a_stuck_data_loader_is_stopped_at_once_too():
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    now = onset + 7 * MIN
+    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    assert _stopped(d) and any(line.startswith("evidence: stuck") for line in d.run.current.evidence)
+
+
+def test_a_compile_waits_while_the_hosts_work_up_to_the_benign_ceiling():
+    """A 45- or 60-minute first-step compile was stopped when the start-up allowance ended."""
+    run = _confirmed(training_run())
+    t0 = run.current.training_started_ms
+    since = t0 + 30 * MIN  # the policy's 30-minute window, in ALARM since minute 30
+    for minute in (46, 60, 89):
+        now = t0 + minute * MIN
+        d = step(run, _silent(run, since), now, Observations(host_metrics=_hosts(t0, now, 0.3, 1.0)))
+        assert not _stopped(d) and "a benign phase" in (d.ignored or ""), minute
+    end = t0 + 91 * MIN  # quiet since Training started, 91 min: past benign_phase_max_minutes (90)
+    d = step(run, _silent(run, since), end, Observations(host_metrics=_hosts(t0, end, 0.3, 1.0)))
+    assert _stopped(d)
+    assert any("past the 90-minute ceiling of a benign phase" in line for line in d.run.current.evidence)
+
+
+def test_a_checkpoint_save_landing_objects_waits_up_to_the_ceiling():
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    idle = _hosts(onset, onset + 120 * MIN, 5.0, 0.3)  # a light save: hosts as idle as a stuck job
+    now = onset + 20 * MIN
+    d = step(
+        run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=idle, save_activity_ms=now - MIN)
+    )
+    assert not _stopped(d) and "checkpoint save is under way" in d.ignored
+    later = onset + 95 * MIN
+    d = step(
+        run,
+        _silent(run, onset + 6 * MIN),
+        later,
+        Observations(host_metrics=idle, save_activity_ms=later - MIN),
+    )
+    assert _stopped(d)
+
+
+def test_without_evidence_a_short_window_waits_for_the_policys_window():
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    since = onset + 6 * MIN
+    unread = Observations(host_metrics_error="ThrottlingException: Rate exceeded")
+    early = step(run, _silent(run, since), onset + 10 * MIN, unread)
+    assert not _stopped(early) and "policy's 30 min" in early.ignored  # unknown is not idle
+    # quiet counted from the alarm's time less its window (2 minutes after the true onset here)
+    assert not _stopped(step(run, _silent(run, since), onset + 31 * MIN, unread))
+    late = step(run, _silent(run, since), onset + 32 * MIN, unread)
+    assert _stopped(late)
+    assert any("no usable evidence" in line for line in late.run.current.evidence)
+    # a host whose datapoints have not arrived is unknown too, not idle
+    partial = _hosts(onset, onset + 10 * MIN, 2.0, 0.1)[:1]
+    d = step(run, _silent(run, since), onset + 10 * MIN, Observations(host_metrics=partial))
+    assert not _stopped(d) and "algo-2" in d.ignored
+
+
+def test_the_whole_job_idle_still_acts_on_its_own_window_without_evidence():
+    run = _learned()
+    t0 = run.current.training_started_ms
+    gpu_idle = _states(run, ("gpu_idle", t0 + 2 * HOUR))
+    d = step(run, gpu_idle, t0 + 2 * HOUR + MIN, Observations(host_metrics_error="AccessDenied"))
+    assert _stopped(d)
+
+
+def test_a_loop_stuck_while_a_thread_logs_is_stopped_on_spin_evidence():
+    run = _learned(policy=RunPolicy(progress_metric="train:step"))
+    run = _attempt(run, progress_window_min=6)
+    onset = run.current.training_started_ms + 2 * HOUR
+    now = onset + 9 * MIN
+    stalled = AlarmsObserved(
+        run.current.job_name,
+        1,
+        (
+            ("log_silence", "OK", 0),
+            ("progress_stalled", "ALARM", onset + 8 * MIN),
+            ("gpu_idle", "OK", 0),
+            ("gpu_lone_idle", "OK", 0),
+        ),
+    )
+    assert _stopped(step(run, stalled, now, Observations(host_metrics=_hosts(onset, now, 99.0, 1.1))))
+    # an eval pauses the progress metric too, with its hosts loading data: benign
+    assert not _stopped(step(run, stalled, now, Observations(host_metrics=_hosts(onset, now, 72.0, 3.0))))
+
+
+def test_the_first_pass_without_any_look_up_never_ignores_what_the_evidence_may_decide():
+    """The service decides an alarm event once without look-ups (a duplicate costs one read): that
+    pass must not take "nothing to do", or the evidence would never be read."""
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    d = step(run, _silent(run, onset + 6 * MIN), onset + 7 * MIN, Observations())
+    assert d.ignored is None
+
+
+def test_the_log_tail_is_skipped_only_while_every_alarmed_signal_waits_for_a_benign_phase():
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    now = onset + 10 * MIN
+    compile_ = Observations(host_metrics=_hosts(onset, now, 0.3, 3.0))
+    spin = Observations(host_metrics=_hosts(onset, now, 99.0, 1.1))
+    assert quiet_signals_wait(run, _silent(run, onset + 6 * MIN), compile_, now)
+    assert not quiet_signals_wait(run, _silent(run, onset + 6 * MIN), spin, now)
+    both = AlarmsObserved(
+        run.current.job_name, 1, (("log_silence", "ALARM", onset + 6 * MIN), ("gpu_lone_idle", "ALARM", now))
+    )
+    assert not quiet_signals_wait(run, both, compile_, now)  # a dead host's alert needs its logs
+    edge = HangSignal(run.current.job_name, 1, "log_silence", "ALARM", onset + 6 * MIN)
+    assert quiet_signals_wait(run, edge, compile_, now)
+
+
+def test_the_sweep_looks_at_a_training_attempt_as_soon_as_its_window_can_be_learned():
+    run = _confirmed(training_run())
+    t0 = run.current.training_started_ms
+    learnable = t0 + (45 + 20 + 3) * MIN
+    assert next_due_ms(run, t0 + 60 * MIN) == learnable  # not a reconcile interval later
+    assert next_due_ms(run, learnable) > learnable  # once due, the routine look
+    learned = step(
+        run, Tick(), learnable, Observations(heartbeat=tuple((t0 + m * MIN, 6.0) for m in range(68)))
+    ).run
+    assert learned.current.log_window_min == 4
+    assert next_due_ms(learned, t0 + 60 * MIN) > learnable  # nothing left to learn early
+
+
+def test_without_a_log_subscription_the_sweeps_silence_check_is_judged_on_the_same_evidence():
+    """No heartbeat metric: the sweep finds the silence itself (FilterLogEvents) and says for how
+    long; the evidence, the policy's window and the benign ceiling apply as to an alarm."""
+    no_sub = Observations(log_subscription=False)
+    run = _attempt(_confirmed(training_run(obs=no_sub)), log_window_min=4)
+    now = run.current.training_started_ms + 3 * HOUR
+
+    def tick(silent_min: int, **evidence):
+        obs = dataclasses.replace(no_sub, logs_silent=True, logs_silent_min=silent_min, **evidence)
+        return step(run, Tick(), now, obs)
+
+    assert _stopped(tick(4, host_metrics=_hosts(now - 4 * MIN, now, 99.0, 1.1)))  # spin
+    assert not _stopped(tick(4, host_metrics=_hosts(now - 4 * MIN, now, 0.3, 3.0)))  # compile
+    assert not _stopped(tick(30, host_metrics=_hosts(now - 30 * MIN, now, 0.3, 3.0)))
+    assert _stopped(tick(90, host_metrics=_hosts(now - 90 * MIN, now, 0.3, 3.0)))  # the ceiling
+    assert not _stopped(tick(4, host_metrics_error="AccessDenied"))  # unknown: the policy's window
+    assert _stopped(tick(30, host_metrics_error="AccessDenied"))
