@@ -92,6 +92,18 @@ def run_times(jobs: Sequence[SimJob], start_ms: int, end_ms: int) -> dict[str, f
     return {k: round(v / 1000, 1) for k, v in ms.items()}
 
 
+def ground_truth(productive_ms: float, start_ms: int, end_ms: int) -> dict[str, Any]:
+    """What the simulator knows about a run's goodput: the time its jobs spent training steps
+    none of them had trained before, over the span from its submission to its end (or the
+    drill's end), to compare with the supervisor's estimate (the run's ``ettr``)."""
+    wall = max(0, end_ms - start_ms)
+    return {
+        "productive_s": round(productive_ms / 1000, 1),
+        "wall_s": round(wall / 1000, 1),
+        "ettr_percent": round(100 * productive_ms / wall, 2) if wall else None,
+    }
+
+
 def hang_signals(attempt: Mapping[str, Any]) -> list[str]:
     """The signals a hang was confirmed on: the attempt's evidence says ``signal: a, b (source)``
     (its ``hang_signals`` are cleared once the alarms leave ALARM, as they do after the stop)."""

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount, template_for
-from drill.report import check_expectations, fault_summary, from_iso, hang_signals, iso, run_times
+from drill.report import (
+    check_expectations,
+    fault_summary,
+    from_iso,
+    ground_truth,
+    hang_signals,
+    iso,
+    run_times,
+)
 from drill.scenario import RunSpec, Scenario
 from drill.sim.texts import PAUSE_KINDS
 
@@ -382,6 +390,10 @@ class DrillRunner:
                 },
                 "gpu_hours_lost": 0.0,
                 "estimated_cost_usd": run["estimated_cost_usd"],
+                "ettr": run["ettr"],
+                "ground_truth": ground_truth(
+                    acct.sagemaker.run_productive_ms(name, ended_ms or now), submitted_ms, ended_ms or now
+                ),
                 "decisions": [
                     e["summary"]
                     for e in audit

@@ -158,11 +158,12 @@ def run_table(
             causes(r.get("restarts_by_class")),
             ago(r.get("created_at"), now_ms).removesuffix(" ago"),
             duration(run_duration_ms(r, now_ms)),
+            ettr_cell(r.get("ettr")),
             money(r.get("estimated_cost_usd")),
         ]
         for r in runs
     ]
-    headers = ["NAME", "ID", "STATUS", "ATTEMPT", "RESTARTS", "AGE", "DURATION", "EST. COST"]
+    headers = ["NAME", "ID", "STATUS", "ATTEMPT", "RESTARTS", "AGE", "DURATION", "ETTR", "EST. COST"]
     if not terminal:
         return table(headers, rows, max_width=10**9)
     return table(headers, rows, shrink=("RESTARTS", "NAME"), max_width=max_width)
@@ -227,6 +228,12 @@ def follow_lines(before: Mapping[str, Any] | None, run: Mapping[str, Any], now_m
     return lines
 
 
+def ettr_cell(ettr: Mapping[str, Any] | None) -> str:
+    """The run's effective training time ratio as a percentage ("-" before any wall time)."""
+    percent = (ettr or {}).get("percent")
+    return "-" if percent is None else f"{percent:.1f} %"
+
+
 def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     status = str(run["status"])
     lines = [f"{run['name']}  {run['run_id']}  {status}"]
@@ -286,6 +293,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     # the API's one figure: ended attempts plus the live one so far (the budget counts the same)
     so_far = "" if status in TERMINAL else " so far"
     row("est. cost", f"{money(run.get('estimated_cost_usd'))}{so_far}")
+    ettr = run.get("ettr") or {}
+    if ettr.get("summary"):
+        row("goodput", str(ettr["summary"]) + ("; ~ estimate" if "~" in str(ettr["summary"]) else ""))
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)

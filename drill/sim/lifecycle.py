@@ -103,6 +103,10 @@ class SimCore:
         self._fault_seq = 0
         self.fault_records: list[FaultRecord] = []  # every training fault that fired, in order
         self._run_healthy_ms: dict[str, int] = {}  # per run name: healthy Training ms of ended phases
+        # goodput ground truth per run name: ms spent training steps no job of the run had trained
+        # before (closed train phases), and the highest step any of its jobs reached
+        self._run_new_ms: dict[str, float] = {}
+        self._run_high_step: dict[str, float] = {}
         self.warm_pools = WarmPools(warm_pools or WarmPoolSettings())
         self.lemons: list[Lemon] = []  # bad hosts that come back on new instances (drill/sim/hosts.py)
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
@@ -152,6 +156,25 @@ class SimCore:
             if job.run_name == run_name and job._phase in HEALTHY_PHASES:
                 total += max(0, now_ms - job._phase_start)
         return total
+
+    def run_productive_ms(self, run_name: str | None, now_ms: int) -> float:
+        """Ground truth for goodput: how long the run's jobs spent training steps none of them had
+        trained before (work redone after a resume, saves, pauses and hangs do not count), by now."""
+        if run_name is None:
+            return 0.0
+        total = self._run_new_ms.get(run_name, 0.0)
+        high = self._run_high_step.get(run_name)
+        for job in self._live.values():
+            if job.run_name == run_name and job._phase == "train" and job.profile.steps_per_minute > 0:
+                s1 = min(job._phase_target, stepf_at(job, now_ms))
+                new, _ = self._new_steps(job._seg_step0, s1, high)
+                total += new * MINUTE_MS / job.profile.steps_per_minute
+        return total
+
+    @staticmethod
+    def _new_steps(s0: float, s1: float, high: float | None) -> tuple[float, float]:
+        floor = s0 if high is None else max(s0, high)
+        return max(0.0, s1 - floor), s1 if high is None else max(high, s1)
 
     def next_event_time(self) -> int | None:
         """Earliest virtual time at which something is pending, never earlier than now; None if idle.
@@ -370,6 +393,7 @@ class SimCore:
     def _open_segment(self, job: SimJob, t: int, kind: str) -> None:
         job._phase = kind
         job._phase_start = t
+        job._seg_step0 = job._stepf
         job._seg_starts.append(t)
         job._segs.append((t, None, kind, job._dead_host))
         for listener in self._phase_listeners:
@@ -382,6 +406,11 @@ class SimCore:
         self.logs.progress_lines(job, t)
         if job._phase == "train" and job.profile.steps_per_minute > 0:
             job._stepf = min(job._phase_target, stepf_at(job, t))
+            if job.run_name is not None:
+                high = self._run_high_step.get(job.run_name)
+                new, self._run_high_step[job.run_name] = self._new_steps(job._seg_step0, job._stepf, high)
+                ms = new * MINUTE_MS / job.profile.steps_per_minute
+                self._run_new_ms[job.run_name] = self._run_new_ms.get(job.run_name, 0.0) + ms
         job.step = int(job._stepf)
         start, _, kind, dead = job._segs[-1]
         job._segs[-1] = (start, t, kind, dead)

@@ -251,6 +251,7 @@ class SimJob:
     _stepf: float = 0.0
     _phase: str | None = None  # a kind of phase_intervals (only in Training)
     _phase_start: int = 0
+    _seg_step0: float = 0.0  # the step the open Training phase started at (goodput ground truth)
     _phase_target: float = 0.0
     _after_save: str = "train"  # train | upload
     _dead_host: int = 0

@@ -4,6 +4,7 @@ Rows, top to bottom:
 
 1. runs by status, restarts by class, hang detections by signal;
 2. time to recovery, quota/capacity waits by reason, supervision cost;
+2b. the ETTR (goodput) of each run that ended, one series per run (``Ettr{service,run}``);
 3. the supervisor's health alarms and the DLQ alarm, failed actions and errors, DLQ depth,
    the functions' errors and throttles.
 
@@ -190,6 +191,22 @@ class SupervisorDashboard(Construct):
             width=6,
             height=ROW_HEIGHT,
         )
+        ettr = cloudwatch.GraphWidget(
+            title="ETTR of each run that ended (%, productive training / wall time)",
+            left=[
+                cloudwatch.MathExpression(
+                    expression=search_expression(
+                        keys.METRIC_ETTR, keys.DIM_RUN, self.service, "Minimum", period_s
+                    ),
+                    using_metrics={},
+                    label="",
+                    period=period,
+                )
+            ],
+            left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+            width=WIDTH,
+            height=ROW_HEIGHT,
+        )
         header = cloudwatch.TextWidget(
             markdown=self._header(job_prefix, log_subscription, own_alarms=len(health_alarms) + 1),
             width=WIDTH,
@@ -205,6 +222,7 @@ class SupervisorDashboard(Construct):
                 [header],
                 [status, restarts, hangs],
                 [recovery, waits, cost],
+                [ettr],
                 [alarm_status, failures, dlq, function_errors],
             ],
         )

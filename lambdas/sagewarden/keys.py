@@ -91,6 +91,11 @@ METRIC_RECOVERY_SECONDS = "RecoverySeconds"
 # Waits{service,reason}: a run entered RETRY_WAIT; reason quota | capacity | throttle. Count, event.
 METRIC_WAITS = "Waits"
 DIM_REASON = "reason"
+# Ettr{service,run}: a run ended (SUCCEEDED, FAILED, CANCELLED); its effective training time ratio
+# (domain/goodput.py) in percent, `run` its name. Percent, one value per run end, from the
+# function that ends it. Each run name is its own metric, with one data point.
+METRIC_ETTR = "Ettr"
+DIM_RUN = "run"
 # Gauges from the sweep's periodic alarm cleanup (one DescribeAlarms listing of the deployment's
 # hang-alarm prefix): how many hang alarms exist, and for how many distinct training jobs.
 # Count, one value per cleanup pass; the dashboard plots their Maximum. They drive the

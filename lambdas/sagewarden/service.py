@@ -68,6 +68,7 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
+from sagewarden.domain.goodput import run_goodput
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
@@ -475,6 +476,14 @@ class Supervisor:
         try:
             if after.status != before.status:
                 self.counters.add(keys.METRIC_RUN_STATUS, dimension=(keys.DIM_STATUS, after.status.value))
+                ratio = run_goodput(after, after.updated_ms).ratio
+                if after.status.terminal and ratio is not None:
+                    self.counters.add(
+                        keys.METRIC_ETTR,
+                        round(100 * ratio, 2),
+                        dimension=(keys.DIM_RUN, after.name),
+                        unit="Percent",
+                    )
                 if after.status == RunStatus.RETRY_WAIT and after.wait_reason:
                     self.counters.add(keys.METRIC_WAITS, dimension=(keys.DIM_REASON, after.wait_reason))
             for cls, n in after.restarts_by_class.items():

@@ -280,6 +280,7 @@ def test_list_and_ls_print_a_table_that_fits(h, acct):
             "RESTARTS",
             "AGE",
             "DURATION",
+            "ETTR",
             "EST.",
             "COST",
         ]

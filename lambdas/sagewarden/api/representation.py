@@ -13,6 +13,7 @@ from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.costs import attempt_cost_usd, run_cost_usd
 from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
+from sagewarden.domain.goodput import run_goodput
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.policy import RunPolicy
@@ -180,6 +181,8 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         "estimated_cost_usd": round(run_cost_usd(r, now), 2),
         "policy": r.policy.to_dict(),
         "version": r.version,
+        # from the run item alone (its goodput ledger and current attempt): the same in lists
+        "ettr": run_goodput(r, now).to_dict(),
     }
     if with_attempts:
         out["checkpoint_advice"] = advice_json(r, now)

@@ -179,6 +179,33 @@ class Deferral(BaseModel):
     fails_at: str | None = Field(description="permanent errors only: when the run fails if still deferred")
 
 
+class GoodputBucket(BaseModel):
+    name: str = Field(
+        description="productive | waiting | provisioning | downloading | startup | checkpoint_saves | "
+        "hang_detection | stopping | uploading | restarts | straggler | idle_warm_pool | other"
+    )
+    label: str
+    seconds: float
+    percent: float = Field(description="of the run's wall time")
+    how: Literal["measured", "estimate", "not measured"] = Field(
+        description="measured: between two recorded timestamps; estimate: derived (save counts x "
+        "write time, a hang's onset from its alarm window, work redone, productive as the rest of "
+        "Training); not measured: nothing the run records shows it (0)"
+    )
+    estimate: bool = Field(description="how is not measured")
+
+
+class Goodput(BaseModel):
+    ratio: float | None = Field(description="effective training time ratio: productive / wall time")
+    percent: float | None
+    wall_seconds: float = Field(description="submission to the run's end (to now while it is live)")
+    live: bool = Field(description="the run is not terminal: the figures are so far")
+    summary: str = Field(description='one line, e.g. "ETTR 93.1 %: 3.2 % restarts (work redone), ..."')
+    buckets: list[GoodputBucket] = Field(
+        description="every bucket, in a fixed order; they add up to the wall time"
+    )
+
+
 class RunSummary(BaseModel):
     run_id: str
     name: str
@@ -209,6 +236,9 @@ class RunSummary(BaseModel):
     )
     policy: dict[str, Any] = Field(description="the run's resolved policy (every field of Policy)")
     version: int
+    ettr: Goodput = Field(
+        description="goodput: the run's wall time split into productive training and badput buckets"
+    )
 
 
 class HangWindow(BaseModel):

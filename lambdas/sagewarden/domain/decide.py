@@ -67,6 +67,7 @@ from sagewarden.domain.events import (
     Tick,
 )
 from sagewarden.domain.fabric import on_scan, submit_lines
+from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
@@ -121,7 +122,7 @@ def decide(
         if reason is not None and not d.actions:
             return Decision(run=run, ignored=reason, notes=(reason,))
         d.set(updated_ms=now_ms)
-        return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes))
+        return _accounted(run, d, event)
     if run.status.terminal:
         # terminal runs never change (status, outcome, attempts); the only bookkeeping left is
         # stopping stray jobs until SageMaker confirms they ended
@@ -134,7 +135,13 @@ def decide(
     if reason is not None and not d.actions and not seen:
         return Decision(run=run, ignored=reason, notes=(reason,))
     d.set(updated_ms=now_ms)
-    return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes))
+    return _accounted(run, d, event)
+
+
+def _accounted(before: Run, d: Draft, event: Event) -> Decision:
+    """The decision with the run's goodput ledger kept (domain/goodput.py)."""
+    after, actions = after_decision(before, d.run, event, d.actions, d.now)
+    return Decision(run=after, actions=actions, notes=tuple(d.notes))
 
 
 def _dispatch(d: Draft, event: Event) -> str | None:

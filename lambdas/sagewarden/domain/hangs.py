@@ -369,7 +369,12 @@ def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str], basis: st
     )
     # the hosts the GPU metrics single out: the attempt's warm pool holds the same instances and
     # must not be reused (domain/warm_pools.py)
-    cur = dataclasses.replace(cur, evidence=evidence, suspect_hosts=d.obs.suspect_hosts)
+    cur = dataclasses.replace(
+        cur,
+        evidence=evidence,
+        suspect_hosts=d.obs.suspect_hosts,
+        hang_onset_ms=e.since_ms - window * 60_000,  # for goodput's hang-detection bucket
+    )
     request_stop(d, cur, INTENT_HANG, f"hang confirmed ({', '.join(sorted(signals))})")
     d.act(
         notify(

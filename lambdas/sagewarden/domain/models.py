@@ -87,6 +87,13 @@ class Attempt:
     fabric: str | None = None
     fabric_evidence: tuple[str, ...] = ()
     scan_done: bool = False
+    # domain/goodput.py: when SageMaker was first seen Downloading, Uploading, Stopping for this
+    # attempt (its secondary status, from the event's or DescribeTrainingJob's modified time), and
+    # the onset a confirmed hang implies (its alarm's state change minus the alarm's window)
+    downloading_ms: int | None = None
+    uploading_ms: int | None = None
+    stopping_ms: int | None = None
+    hang_onset_ms: int | None = None
 
     @property
     def ended(self) -> bool:
@@ -223,6 +230,15 @@ class Run:
     # next attempts ask SageMaker for an infra check (until one reaches Training with it)
     bad_fingerprints: tuple[tuple[str, str, int], ...] = ()
     infra_check_pending: bool = False
+    # domain/goodput.py: the wall time already accounted, as ms per bucket, and which buckets hold
+    # an estimate; the span it covers ends at goodput_until_ms (None: nothing folded yet, it starts
+    # at created_ms) and takes in attempts up to goodput_through; goodput_carry_ms: training time
+    # the folded attempts spent past the checkpoint the next one resumes from (to be redone)
+    goodput_ms: Mapping[str, int] = field(default_factory=dict)
+    goodput_estimates: tuple[str, ...] = ()
+    goodput_until_ms: int | None = None
+    goodput_through: int = 0
+    goodput_carry_ms: int = 0
 
     @property
     def budget_origin_ms(self) -> int:
