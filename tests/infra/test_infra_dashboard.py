@@ -12,6 +12,7 @@ from infra import constants
 from infra.constructs.dashboard import BREAKDOWNS, cost_expression, dashboard_name
 from infra.constructs.health import HEALTH_ALARMS
 from sagewarden import keys
+from tests.doc_pages import documentation
 
 REGION = "eu-west-1"
 # Every metric name sagewarden.keys defines for the supervisor's namespace.
@@ -185,11 +186,10 @@ def test_dashboard_cost_estimate_uses_the_gauges_and_drops_heartbeats_without_a_
 def test_dashboard_cost_price_is_the_readmes(synth_default: SynthResult) -> None:
     """README: "A dashboard costs $3 per month beyond the account's three free ones." The
     dashboard states the same price in its own text widget (infra/constants.py, dated)."""
-    from infra import REPO_ROOT
 
     _, body = _dashboard(synth_default)
     texts = " ".join(w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text")
-    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join(documentation().split())
     (stated,) = re.findall(
         r"A dashboard costs \$(\d+(?:\.\d+)?) per month beyond the account's three free ones", readme
     )

@@ -1,5 +1,5 @@
-"""Every `make` command the README shows exists and takes the variables shown (make -n: nothing
-runs), every `npx` is the pinned CLI, and every context key the README names is one the app reads."""
+"""Every `make` command the README and its docs/ pages show exists and takes the variables shown (make -n: nothing
+runs), every `npx` is the pinned CLI, and every context key they name is one the app reads."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from infra import REPO_ROOT
 from infra.config import CONTEXT_KEYS
+from tests.doc_pages import documentation
 
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+README = documentation()
 
 
 def _bash_blocks() -> list[str]:

@@ -25,6 +25,7 @@ from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.runner import AccountStepper
 from drill.scenario import default_training_job
 from sagewarden_cli.app import main
+from tests.doc_pages import documentation
 
 API = "https://abc123.execute-api.us-east-1.amazonaws.com/prod"
 RESUMABLE = ("FAILED", "CANCELLED")
@@ -38,7 +39,7 @@ def readme_walkthrough() -> list[list[str]]:
     """The shell lines of the README's CLI section, each as its words (a line continued with a
     backslash joined to the next, comments dropped), in order: `source`, `export` and every
     `sagewarden` command, exactly as a user would type them."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     section = text.split("### CLI\n", 1)[1].split("\n## ", 1)[0]
     lines = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):

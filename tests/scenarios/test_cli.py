@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from drill.account import LocalAccount
 from drill.sim_sagemaker import Fault, JobProfile
+from tests.doc_pages import documentation
 from tests.scenarios.cli_support import API, REPR, CliHarness, run_body, write_yaml
 
 SHORT = JobProfile(total_steps=600, steps_per_minute=10, checkpoint_every_steps=200)
@@ -649,7 +649,7 @@ def test_the_cli_finds_the_api_of_a_second_deployment_by_its_stack_name(h, monke
 
     monkeypatch.delenv("SAGEWARDEN_API_URL", raising=False)
     monkeypatch.delenv("SAGEWARDEN_STACK", raising=False)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = documentation()
     section = readme.split("### Two deployments side by side\n", 1)[1].split("\n### ", 1)[0]
     (command,) = [line for line in section.splitlines() if line.startswith("sagewarden ")]
     argv = shlex.split(command, comments=True)[1:]

@@ -28,6 +28,7 @@ from sagewarden.domain.policy import RunPolicy
 from sagewarden_cli import selftest
 from sagewarden_cli.app import main
 from sagewarden_cli.errors import API_ERROR, NETWORK
+from tests.doc_pages import documentation
 
 REPO = Path(__file__).resolve().parents[2]
 SPEED = 1000.0  # 1 wall second = 17 virtual minutes: a loaded CI worker stalling a second stays inside the deadlines
@@ -395,7 +396,7 @@ def test_the_drill_runs_the_selftest_scenario_with_the_scripts_own_lines(templat
 
 
 def _readme_selftest_commands() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     section = text.split("### Self-test\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     lines = [line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines()]

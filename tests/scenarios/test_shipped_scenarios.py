@@ -9,7 +9,6 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ import drill.__main__ as drill_cli
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.scenario import load, shipped
 from drill.server import DEFAULT_SPEED
+from tests.doc_pages import documentation
 
 GPU_SIGNALS = {"gpu_idle", "gpu_lone_idle"}
 Summary = dict[str, Any]
@@ -266,7 +266,7 @@ def counted_runs(text: str) -> list[int]:
 
 
 def test_shipped_descriptions_and_readme_rows_count_the_runs_they_have() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = documentation()
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (.*) \|$", readme, flags=re.MULTILINE))
     stated = 0
     for name in shipped():

@@ -13,6 +13,7 @@ import pytest
 import drill.__main__ as drill_cli
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.scenario import ScenarioError, load, parse, shipped
+from tests.doc_pages import documentation
 
 PROFILE = {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300}  # 2 h of training
 
@@ -428,7 +429,7 @@ def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring
     import drill.scenario
     from drill.sim_sagemaker import FAULT_KINDS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = documentation()
     section = readme.split("Fault kinds (`drill/sim_sagemaker.py`):", 1)[1].split("\n\n", 2)[1]
     in_readme = set(re.findall(r"`([a-z_]+)`", section))
     in_docstring = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", drill.scenario.__doc__ or ""))
@@ -476,7 +477,7 @@ def test_scenario_metric_delay_is_set_per_source_and_checked() -> None:
 
 def test_the_readme_scenario_example_parses() -> None:
     """README's scenario-format example (account.metric_delay included) is a valid scenario."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = documentation()
     section = readme.split("## The drill and the scenario format", 1)[1]
     example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
     sc = parse(example, bucket=BUCKET, role_arn=EXECUTION_ROLE)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sagewarden.domain.policy import RANGES, PolicyError, Range, RunPolicy
+from tests.doc_pages import documentation
 
 
 def _numeric_fields() -> dict[str, str]:
@@ -110,9 +111,8 @@ def test_policy_bad_checkpoint_regex_and_long_texts_are_rejected():
 
 
 def _readme_policy_rows() -> dict[str, str]:
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     table = text[text.index("### Policy fields") :].split("\n\n")[2]
     rows: dict[str, str] = {}
     for line in table.splitlines()[2:]:
@@ -132,9 +132,8 @@ def test_policy_readme_range_column_quotes_the_ranges_table():
 
 
 def _readme_policy_defaults() -> dict[str, str]:
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     table = text[text.index("### Policy fields") :].split("\n\n")[2]
     defaults: dict[str, str] = {}
     for line in table.splitlines()[2:]:

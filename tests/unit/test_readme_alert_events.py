@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.doc_pages import documentation
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = re.compile(r'"((?:run|attempt|hang)\.[a-z_]+)"')
 
@@ -18,7 +20,7 @@ def _sent_by_code() -> set[str]:
 
 
 def _listed_in_readme() -> set[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     section = text[text.index("## Alerts") :]
     listing = section[section.index("Events:") : section.index("For example")]
     return set(re.findall(r"`((?:run|attempt|hang)\.[a-z_]+)`", listing))

@@ -19,6 +19,7 @@ from sagewarden.domain.policy import RunPolicy
 from sagewarden_cli import selftest, selftest_cleanup
 from sagewarden_cli.client import Client, Context
 from sagewarden_cli.errors import NETWORK, USAGE, CliError
+from tests.doc_pages import documentation
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
@@ -233,7 +234,7 @@ def test_a_lost_answer_is_repeated_with_the_same_key_and_body_and_a_refusal_mean
 
 
 def _readme_selftest() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = documentation()
     return text.split("### Self-test\n", 1)[1].split("\n### ", 1)[0]
 
 

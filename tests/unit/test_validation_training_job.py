@@ -14,6 +14,7 @@ from sagewarden.api.errors import InvalidRequest, RequestTooLarge
 from sagewarden.domain.launch import build_request
 from sagewarden.domain.models import Attempt, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from tests.doc_pages import documentation
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 
@@ -220,9 +221,8 @@ def test_validation_model_is_loaded_once_lazily_and_domain_never_imports_botocor
 
 
 def test_validation_readme_example_body_is_accepted():
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = documentation()
     start = readme.index("Example body:\n\n```json\n") + len("Example body:\n\n```json\n")
     import json
 
