@@ -78,7 +78,7 @@ def test_readme_context_keys_are_the_apps() -> None:
 def test_readme_api_table_lists_every_route_of_the_api() -> None:
     from infra.constructs.api import ROUTES
 
-    section = README.split("## The API\n", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n#{1,2} ", README.split("## The API\n", 1)[1], maxsplit=1)[0]
     rows = re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) ([^`?]+)[^`]*` \|", section, flags=re.M)
 
     assert sorted(rows) == sorted(ROUTES)

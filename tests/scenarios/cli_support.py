@@ -40,7 +40,7 @@ def readme_walkthrough() -> list[list[str]]:
     backslash joined to the next, comments dropped), in order: `source`, `export` and every
     `sagewarden` command, exactly as a user would type them."""
     text = documentation()
-    section = text.split("### CLI\n", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n#{1,2} ", text.split("### CLI\n", 1)[1], maxsplit=1)[0]
     lines = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):
         for line in block.replace("\\\n", " ").splitlines():

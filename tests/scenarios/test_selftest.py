@@ -397,7 +397,7 @@ def test_the_drill_runs_the_selftest_scenario_with_the_scripts_own_lines(templat
 
 def _readme_selftest_commands() -> list[str]:
     text = documentation()
-    section = text.split("### Self-test\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    section = re.split(r"\n#{1,3} ", text.split("### Self-test\n", 1)[1], maxsplit=1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     lines = [line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
