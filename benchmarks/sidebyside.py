@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.accounting import BUCKETS, Account, account
+from benchmarks.accounting import Account, account
 from benchmarks.baselines import faultfree_minutes, run_baseline
 from benchmarks.chart import write_chart
 from benchmarks.peers import run_script
@@ -35,6 +35,7 @@ from benchmarks.trace import (
     class_order,
 )
 from benchmarks.workload import Workload
+from drill.history import BUCKETS
 from sagewarden.domain.advice import CheckpointAdvice
 
 SUPERVISORS = ("a", "b", "e", "e2", "c", "d")

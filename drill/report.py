@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from benchmarks.accounting import BUCKETS, RunHistory
+from drill.history import BUCKETS, RunHistory
 from drill.sim.model import FaultRecord, SimJob
 from drill.sim.texts import HANG_KINDS, HANG_PHASES, PAUSE_KINDS, START_FAULTS
 

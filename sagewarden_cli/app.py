@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from sagewarden_cli import render
-from sagewarden_cli.client import Context, Transport, connect, env_region, is_loopback
+from sagewarden_cli.client import Transport, env_region, is_loopback
+from sagewarden_cli.env import Env
 from sagewarden_cli.errors import API_ERROR, EXIT_CODES, INTERRUPTED, NETWORK, NOT_FOUND, OK, USAGE, CliError
 
 VERSION = "0.1.0"
@@ -313,51 +314,6 @@ def _positive_int(text: str) -> int:
 
 def _non_negative_int(text: str) -> int:
     return 0 if text.strip() == "0" else _positive_int(text)
-
-
-# -- the environment a command runs in ------------------------------------------------------------
-class Env:
-    def __init__(
-        self,
-        args: argparse.Namespace,
-        *,
-        transport: Transport | None,
-        session: Any,
-        stdin: TextIO,
-        stdout: TextIO,
-        stderr: TextIO,
-        sleep: Callable[[float], None],
-    ) -> None:
-        self.args = args
-        self.json = bool(args.json)
-        self._transport = transport
-        self._session = session
-        self.stdin, self.stdout, self.stderr, self.sleep = stdin, stdout, stderr, sleep
-        self._ctx: Context | None = None
-
-    def ctx(self) -> Context:
-        if self._ctx is None:
-            a = self.args
-            self._ctx = connect(
-                api_url=a.api_url,
-                stack=a.stack,
-                region=a.region,
-                profile=a.profile,
-                local=bool(a.local),
-                logs_endpoint_url=a.logs_endpoint_url,
-                transport=self._transport,
-                session=self._session,
-            )
-        return self._ctx
-
-    def out(self, text: str = "") -> None:
-        print(text, file=self.stdout, flush=True)
-
-    def note(self, text: str) -> None:
-        print(text, file=self.stderr, flush=True)
-
-    def emit_json(self, value: Any, *, compact: bool = False) -> None:
-        self.out(json.dumps(value, separators=(",", ":")) if compact else json.dumps(value, indent=2))
 
 
 # -- commands -------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ from sagewarden_cli.client import DEFAULT_STACK
 from sagewarden_cli.errors import API_ERROR, INTERRUPTED, NETWORK, OK, USAGE, CliError
 
 if TYPE_CHECKING:
-    from sagewarden_cli.app import Env
     from sagewarden_cli.client import Client, Context
+    from sagewarden_cli.env import Env
 
 RUN_NAME = "sagewarden-selftest"
 SCENARIO_NAME = "selftest"  # drill/scenarios/selftest.json, what a local server must run

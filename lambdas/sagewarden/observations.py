@@ -25,7 +25,7 @@ from sagewarden.observe_hosts import read_fingerprints, read_scan
 from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
-    from sagewarden.service import Supervisor
+    from sagewarden.ports_host import ObserverHost
 
 log = logging.getLogger("sagewarden.service")
 
@@ -36,7 +36,7 @@ LOG_TAIL_LINES = 40
 class Observer:
     """The supervisor's look-ups through its ports (read at call time: tests swap adapters)."""
 
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: ObserverHost) -> None:
         self.sup = sup
 
     def observe(self, run: Run, event: Event) -> Observations:

@@ -18,13 +18,13 @@ from sagewarden.domain.hosts import FINGERPRINT_PATTERN
 from sagewarden.domain.models import Run
 
 if TYPE_CHECKING:
-    from sagewarden.service import Supervisor
+    from sagewarden.ports_host import ObserverHost
 
 log = logging.getLogger("sagewarden.service")
 
 
 def read_fingerprints(
-    sup: Supervisor, run: Run, job: str, failures: str
+    sup: ObserverHost, run: Run, job: str, failures: str
 ) -> tuple[tuple[str, ...], str | None]:
     """The fingerprint lines the attempt `job` printed since it was created (its start)."""
     cur = run.current
@@ -40,7 +40,7 @@ def read_fingerprints(
 
 
 def read_scan(
-    sup: Supervisor, run: Run, event: Event, failures: str
+    sup: ObserverHost, run: Run, event: Event, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """The start-up scan's lines for the current attempt (None: no scan due, or it failed)."""
     cur = run.current

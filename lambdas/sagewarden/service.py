@@ -16,15 +16,11 @@ re-issues what is missing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sagewarden import admission, keys
-from sagewarden.api.errors import InvalidRequest
+from sagewarden import keys
 from sagewarden.audit_text import (
     action_detail,
     describe_event,
@@ -34,6 +30,7 @@ from sagewarden.audit_text import (
     redacted_entry,
     run_secrets,
 )
+from sagewarden.aws_events import AwsEvents
 from sagewarden.domain.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -44,9 +41,7 @@ from sagewarden.domain.actions import (
     ReleaseWarmPool,
     StopJob,
 )
-from sagewarden.domain.claims import claim_keys
 from sagewarden.domain.decide import (
-    RESUMABLE,
     Decision,
     decide,
     next_due_ms,
@@ -63,37 +58,38 @@ from sagewarden.domain.events import (
     LaunchAccepted,
     LaunchRejected,
     Observations,
-    ResumeRequested,
-    Submitted,
     Tick,
     event_name,
 )
 from sagewarden.domain.goodput import run_goodput
-from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
-from sagewarden.domain.ownership import may_change
-from sagewarden.domain.policy import RunPolicy
 from sagewarden.observations import Observer
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
-    ClaimConflict,
     ConcurrentUpdate,
     Counters,
     HangAlarms,
-    IdempotentReplay,
     Launcher,
     LogReader,
     MetricsReader,
     NoCounters,
     Notifier,
     OutboxMessage,
-    Page,
     QuotaReader,
     RunStore,
 )
+from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
+    NotRunOwner,
+    RunFinished,
+    RunNotFound,
+    RunNotResumable,
+    RunRequests,
+)
+from sagewarden.settings import SupervisorSettings
+from sagewarden.sweep import Sweep
 
 log = logging.getLogger("sagewarden.service")
 
@@ -123,47 +119,13 @@ ALERTS_PUBLISHED = keys.METRIC_ALERTS_PUBLISHED
 ALERT_PUBLISH_FAILURES = keys.METRIC_ALERT_PUBLISH_FAILURES
 EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 
-
-class RunNotFound(Exception):
-    pass
+__all__ = ["NotRunOwner", "RunFinished", "RunNotFound", "RunNotResumable", "Supervisor", "SupervisorSettings"]
 
 
-class RunFinished(Exception):
-    def __init__(self, run: Run) -> None:
-        super().__init__(run.run_id)
-        self.run = run
+class Supervisor(RunRequests, AwsEvents):
+    """The use cases (API requests: `sagewarden.run_requests`; job and alarm events:
+    `sagewarden.aws_events`; the sweep's entry) around one shared loop: decide, save, carry out."""
 
-
-class NotRunOwner(Exception):
-    """Only the run's owner or an admin may cancel or resume it (`domain.ownership`)."""
-
-    def __init__(self, run: Run, caller: str, action: str) -> None:
-        super().__init__(run.run_id)
-        self.run = run
-        self.caller = caller
-        self.action = action
-
-
-class RunNotResumable(Exception):
-    """Only a FAILED or CANCELLED run can be resumed (or its checkpoints cannot be read now)."""
-
-    def __init__(self, run: Run, reason: str) -> None:
-        super().__init__(reason)
-        self.run = run
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class SupervisorSettings:
-    job_prefix: str = "sw"
-    policy_defaults: RunPolicy = field(default_factory=RunPolicy)
-    reconcile_interval_ms: int = 10 * 60_000
-    log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
-    sweep_lease_ms: int = 70_000  # a sweep holds the lease at most this long (its timeout + margin)
-    region: str = ""  # for the console links in alerts (none when empty)
-
-
-class Supervisor:
     def __init__(
         self,
         *,
@@ -194,154 +156,6 @@ class Supervisor:
         self.settings = settings or SupervisorSettings()
         self.observer = Observer(self)
 
-    # -- API use cases ------------------------------------------------------------------------
-    def submit(
-        self,
-        *,
-        name: str,
-        owner: str,
-        training_job: Mapping[str, Any],
-        policy: RunPolicy,
-        idempotency_key: str | None = None,
-    ) -> tuple[Run, bool]:
-        """Store a new run and launch its first attempt. Returns (run, created).
-
-        Raises InvalidRequest when the account says the run can never work (its checkpoint
-        bucket cannot be listed, its instance count is above a known quota) and RunConflict when
-        another live run holds its name or checkpoint prefix; nothing is stored then."""
-        now = self.clock()
-        body_hash = hashlib.sha256(
-            json.dumps(
-                {"name": name, "training_job": training_job, "policy": policy.to_dict()}, sort_keys=True
-            ).encode()
-        ).hexdigest()
-        run = Run(
-            run_id=self.new_id(),
-            name=name,
-            owner=owner,
-            request=dict(training_job),
-            policy=policy,
-            status=RunStatus.SUBMITTED,
-            created_ms=now,
-            updated_ms=now,
-            job_prefix=self.settings.job_prefix,
-            idempotency_key=idempotency_key,
-            claims=claim_keys(name, str(training_job.get("CheckpointConfig", {}).get("S3Uri", ""))),
-        )
-        problems = admission.checkpoint_problems(self.checkpoints, run.checkpoint_uri)
-        problems += admission.quota_problems(self.quotas, training_job, policy)
-        if problems:
-            raise InvalidRequest(problems)
-        if warm_pool_request(training_job, policy)[0] > 0:
-            # a warm-pool quota known to be 0: no attempt asks for a pool (the first restart
-            # would wait for one that never comes); the submitted alert says why restarts are cold
-            no_pool = admission.no_warm_pool_quota(self.quotas, training_job)
-            if no_pool is not None:
-                run = dataclasses.replace(run, warm_pool_off=True)
-        try:
-            self.store.create(
-                run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash
-            )
-        except IdempotentReplay as replay:
-            if not replay.same_body:
-                raise
-            existing = self.store.get(replay.run_id, all_attempts=True)
-            if existing is None:  # pragma: no cover - the idempotency item points at a stored run
-                raise RunNotFound(replay.run_id) from replay
-            return existing, False
-        except ClaimConflict as taken:
-            raise admission.conflict(self.store, taken, run) from taken
-        self.handle(run.run_id, Submitted())
-        return self.store.get(run.run_id, all_attempts=True) or run, True
-
-    def cancel(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
-        """Cancel a run. `admins`: the deployment's admin principals; given (the API always
-        gives them), only the run's owner or an admin may cancel (NotRunOwner otherwise); None
-        is for callers inside the deployment, which are trusted."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
-        if admins is not None and not may_change(run.owner, by, admins):
-            raise NotRunOwner(run, by, "cancel")
-        if run.status.terminal:
-            raise RunFinished(run)
-        self.handle(run_id, CancelRequested(by))
-        return self.store.get(run_id, all_attempts=True) or run
-
-    def resume(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
-        """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
-        with fresh restart and wall-clock budgets. Audited like every decision. `admins`: as
-        for `cancel`."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
-        if admins is not None and not may_change(run.owner, by, admins):
-            raise NotRunOwner(run, by, "resume")
-        if run.status not in RESUMABLE:
-            raise RunNotResumable(
-                run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
-            )
-        try:
-            outcome = self._decide_and_save(run_id, ResumeRequested(by))
-        except ClaimConflict as taken:  # another live run took the name or prefix meanwhile
-            raise admission.conflict(self.store, taken, run, resuming=True) from taken
-        if outcome is None:
-            raise RunNotFound(run_id)
-        after, decision, outbox = outcome
-        if decision.ignored is not None:
-            # refused, nothing stored: the checkpoints cannot be read right now, or another
-            # request reopened the run first (its status is no longer FAILED or CANCELLED)
-            raise RunNotResumable(after, decision.ignored)
-        self._follow_up(after, decision, outbox)
-        # carried out and audited; a run that failed again at once (e.g. a quota that can never
-        # fit) says why in its outcome: the resume itself happened, so it is not refused
-        return self.store.get(run_id, all_attempts=True) or after
-
-    def get(self, run_id: str) -> Run:
-        run = self.store.get(run_id, all_attempts=True)
-        if run is None:
-            raise RunNotFound(run_id)
-        return run
-
-    def list_runs(self, status: str | None, limit: int, cursor: str | None) -> Page:
-        return self.store.list_runs(status, limit, cursor)
-
-    def events(self, run_id: str, limit: int, cursor: str | None) -> Page:
-        """A page of the run's audit trail, redacted (entries written before redaction existed
-        included): the values of the run's secret-looking keys never leave the table."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
-        page = self.store.list_audit(run_id, limit, cursor)
-        secrets = run_secrets(run)
-        return Page([redacted_entry(e, secrets) for e in page.items], page.cursor)
-
-    # -- EventBridge use cases ----------------------------------------------------------------
-    def on_job_state_change(self, detail: Mapping[str, Any], event_id: str | None = None) -> Run | None:
-        from sagewarden.adapters.sagemaker_launcher import job_observed_from_description
-
-        name = str(detail.get("TrainingJobName", ""))
-        parsed = parse_job_name(name)
-        tags = detail.get("Tags") or {}
-        if isinstance(tags, list):  # API shape, in case a caller forwards DescribeTrainingJob output
-            tags = {t.get("Key"): t.get("Value") for t in tags if isinstance(t, Mapping)}
-        if parsed is None:
-            run_id, attempt = tags.get(keys.TAG_RUN_ID), tags.get(keys.TAG_ATTEMPT)
-            if not run_id or not str(attempt or "").isdigit():
-                log.info("ignoring state change of %s: not a sagewarden job", name)
-                return None
-            parsed = (str(run_id), int(str(attempt)))
-        run_id, attempt = parsed
-        observed = job_observed_from_description(detail, attempt, source="event", event_id=event_id)
-        return self.handle(run_id, observed)
-
-    def on_hang_signal(self, signal: HangSignal) -> Run | None:
-        parsed = parse_job_name(signal.job_name)
-        if parsed is None:
-            log.info("alarm for unknown job %s", signal.job_name)
-            return None
-        return self.handle(parsed[0], dataclasses.replace(signal, attempt=parsed[1]))
-
     # -- the sweep (reconciler + durable timers + outbox) --------------------------------------
     def sweep(
         self,
@@ -350,8 +164,6 @@ class Supervisor:
         time_left_ms: Callable[[], int] | None = None,
         owner: str = "sweep",
     ) -> Any:
-        from sagewarden.sweep import Sweep
-
         return Sweep(self, time_left_ms=time_left_ms, owner=owner).run(cleanup_alarms=cleanup_alarms)
 
     # -- the loop -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sagewarden import keys
 from sagewarden.domain.decide import decide
@@ -28,7 +28,29 @@ from sagewarden.domain.names import parse_job_name
 from sagewarden.ports import AlarmInventory, DueItem
 
 if TYPE_CHECKING:
-    from sagewarden.service import Supervisor
+    from sagewarden.domain.events import Event, Observations
+    from sagewarden.ports import Counters, HangAlarms, Launcher, OutboxMessage, RunStore
+    from sagewarden.settings import SupervisorSettings
+
+
+class SweepHost(Protocol):
+    """What a sweep pass needs of the supervisor (sagewarden.service.Supervisor is one): its
+    ports, its settings and the shared loop. Typed here so the sweep does not import the service."""
+
+    store: RunStore
+    launcher: Launcher
+    alarms: HangAlarms
+    counters: Counters
+    clock: Callable[[], int]
+    settings: SupervisorSettings
+
+    def handle(self, run_id: str, event: Event, *, known: Run | None = None) -> Run | None: ...
+
+    @property
+    def deployment_facts(self) -> Observations: ...
+
+    def publish(self, message: OutboxMessage) -> str: ...
+
 
 log = logging.getLogger("sagewarden.sweep")
 
@@ -50,7 +72,7 @@ class SweepReport:
 
 
 class Sweep:
-    def __init__(self, sup: Supervisor, *, time_left_ms: Callable[[], int] | None, owner: str) -> None:
+    def __init__(self, sup: SweepHost, *, time_left_ms: Callable[[], int] | None, owner: str) -> None:
         self.sup = sup
         self.time_left_ms = time_left_ms
         self.owner = owner

@@ -1,0 +1,20 @@
+"""What the look-ups before a decision (`sagewarden.observations`, `sagewarden.observe_hosts`) need
+of the supervisor: its read ports and settings. `sagewarden.service.Supervisor` is one; typed here
+so those modules do not import the service that uses them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from sagewarden.ports import CheckpointFinder, Counters, LogReader, MetricsReader
+from sagewarden.settings import SupervisorSettings
+
+
+class ObserverHost(Protocol):
+    checkpoints: CheckpointFinder
+    logs: LogReader
+    metrics: MetricsReader | None
+    counters: Counters
+    clock: Callable[[], int]
+    settings: SupervisorSettings
