@@ -67,6 +67,7 @@ from sagewarden.domain.events import (
     Tick,
 )
 from sagewarden.domain.fabric import on_scan, submit_lines
+from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import on_training
@@ -485,6 +486,7 @@ def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
 def _on_tick(d: Draft) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
     scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
+    scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
     reason = _tick(d)
     return None if dropped or scanned else reason
 
