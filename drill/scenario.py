@@ -332,6 +332,8 @@ PROFILE_FIELDS = _from_dataclass(
         "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)
         "gpu_util_per_host": _at_least(0),
         "log_lines_per_minute": _at_least(0),
+        "uneven_host": _at_least(0),
+        "uneven_fraction": _at_least(0),
     },
 )
 STARTUP_FIELDS = _from_dataclass(StartupTimes, {"infra_check_on_bad_host": _one_of(("replace", "fail"))})
@@ -363,6 +365,7 @@ FAULT_FIELDS = _from_dataclass(
         "host": _at_least(1),
         "duration_min": _time,
         "quota_limit": _at_least(0),
+        "slowdown": _positive,
     },
 )
 ACCOUNT_FIELDS = {
@@ -875,8 +878,12 @@ def _fault_problems(
                     f"{f.kind} acts when a job is created (CreateTrainingJob), not during training: "
                     f"{name} never applies (pick the launch with attempt)",
                 )
-    if "duration_min" in explicit and f.kind not in PAUSE_KINDS and f.kind != "capacity":
-        check.add(f"{where}.duration_min", "applies to checkpoint_save_long, eval_phase and capacity only")
+    if "duration_min" in explicit and f.kind not in PAUSE_KINDS and f.kind not in ("capacity", "slow_host"):
+        check.add(
+            f"{where}.duration_min", "applies to checkpoint_save_long, eval_phase, slow_host and capacity only"
+        )
+    if "slowdown" in explicit and f.kind != "slow_host":
+        check.add(f"{where}.slowdown", "applies to slow_host only")
     if "half_written_checkpoint" in explicit and f.kind not in CRASH_KINDS:
         check.add(
             f"{where}.half_written_checkpoint",
