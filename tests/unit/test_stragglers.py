@@ -67,7 +67,7 @@ def samples_of(lines, upto_min: int, window_min: int = 8):
 
 
 def base_of(lines):
-    b = baseline(parse(text for t, text in lines if t <= 5 * MIN), HOSTS)
+    b = baseline(parse(text for t, text in lines if t <= 12 * MIN), HOSTS)
     assert b is not None
     return b
 

@@ -88,10 +88,9 @@ class Attempt:
     fabric_evidence: tuple[str, ...] = ()
     scan_done: bool = False
     # domain/stragglers.py: each host's baseline from the attempt's first step lines, as (host,
-    # compute vs the peers' median, compute ms); when the step lines were last read; the host
-    # flagged as a straggler (None: none) with its slowdown
+    # compute vs the peers' median, compute ms); the host flagged as a straggler (None: none)
+    # with its slowdown
     host_baselines: tuple[tuple[str, float, float], ...] = ()
-    steps_read_ms: int | None = None
     straggler_host: str | None = None
     straggler_shift: float | None = None
     # domain/goodput.py: when SageMaker was first seen Downloading, Uploading, Stopping for this

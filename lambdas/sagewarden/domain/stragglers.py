@@ -58,7 +58,7 @@ STEP_PATTERN = '"step_ms="'  # CloudWatch Logs filter pattern: the phrase as wri
 READ_EVERY_MS = 2 * 60_000
 READ_MARGIN_MS = 3 * 60_000  # read window = straggler window + this (a read a little late still sees it)
 MIN_PEERS = 2  # a host is compared with the median of at least this many peers
-BASELINE_SAMPLES = 3  # steps of every host before the baseline is taken
+BASELINE_SAMPLES = 10  # compared steps of every host before the baseline is taken (their median)
 STOP_ESTIMATE_S = 120  # StopTrainingJob: SIGTERM, then SIGKILL after 120 s (aws-facts)
 # a cold restart asks for SageMaker's infra check, whose duration AWS does not publish: the middle
 # of the simulator's adversarial 5-30 min range (drill/sim/hosts.py)
@@ -245,8 +245,6 @@ def read_since_ms(run: Run, now_ms: int) -> int | None:
     cur = run.current
     if cur is None or not watching(run, cur) or cur.training_started_ms is None:
         return None
-    if cur.steps_read_ms is not None and now_ms - cur.steps_read_ms < READ_EVERY_MS:
-        return None
     if not cur.host_baselines:
         return cur.training_started_ms
     span = run.policy.straggler_window_minutes * 60_000 + READ_MARGIN_MS
@@ -254,12 +252,9 @@ def read_since_ms(run: Run, now_ms: int) -> int | None:
 
 
 def read_due_ms(run: Run, now_ms: int) -> int | None:
-    cur = run.current
-    if cur is None or not watching(run, cur):
-        return None
-    if cur.steps_read_ms is None:
-        return now_ms + READ_EVERY_MS
-    return max(cur.steps_read_ms + READ_EVERY_MS, now_ms + 1000)
+    """The sweep looks (and reads) every READ_EVERY_MS while the attempt is watched: nothing is
+    saved for a read that changes nothing."""
+    return now_ms + READ_EVERY_MS if watching(run, run.current) else None
 
 
 def on_steps(d: Draft) -> bool:
@@ -270,21 +265,21 @@ def on_steps(d: Draft) -> bool:
     if d.obs.step_lines is None:
         if d.obs.step_error is None:
             return False
-        d.put_attempt(dataclasses.replace(cur, steps_read_ms=d.now))
+        # unknown: nothing is judged (a flagged host stays flagged, none is cleared)
         d.note(f"step lines of {cur.job_name} unknown (read again in {READ_EVERY_MS // 60_000} min): {d.obs.step_error}")
         return True
-    cur = dataclasses.replace(cur, steps_read_ms=d.now)
     samples = parse(d.obs.step_lines)
     hosts = _hosts(cur)
     if not cur.host_baselines:
         base = baseline(samples, hosts)
-        if base is not None:
-            cur = dataclasses.replace(cur, host_baselines=tuple((h, r, c) for h, (r, c) in base.items()))
-            d.note(
-                f"attempt {cur.number}: per-host baselines from the first step lines (compute vs peers: "
-                + ", ".join(f"{h} {r:.2f}" for h, (r, _) in base.items())
-                + ")"
-            )
+        if base is None:
+            return False
+        cur = dataclasses.replace(cur, host_baselines=tuple((h, r, c) for h, (r, c) in base.items()))
+        d.note(
+            f"attempt {cur.number}: per-host baselines from the first step lines (compute vs peers: "
+            + ", ".join(f"{h} {r:.2f}" for h, (r, _) in base.items())
+            + ")"
+        )
         d.put_attempt(cur)
         return True
     pol = d.policy
@@ -296,19 +291,18 @@ def on_steps(d: Draft) -> bool:
         pol.straggler_window_minutes * 60_000,
     )
     flagged = [s for s in scores if s.status == "straggler"]
-    if not flagged:
-        d.put_attempt(cur)
-        unknown = [s.host for s in scores if s.status == "unknown"]
-        if unknown and len(unknown) < len(hosts):
-            d.note(f"attempt {cur.number}: no step line from {', '.join(unknown)} in the read (unknown, not healthy)")
-        return True
+    if not flagged:  # (a host without lines is unknown: neither flagged nor cleared)
+        return False
     worst = max(flagged, key=lambda s: s.shift or 0.0)
     assert worst.shift is not None
     be = _break_even(d, cur, worst, samples)
     first = cur.straggler_host is None
-    cur = dataclasses.replace(cur, straggler_host=worst.host, straggler_shift=round(worst.shift, 4))
-    d.put_attempt(cur)
     restart = pol.straggler_action == "restart" and be.restart_pays
+    if not first and not restart:
+        return False  # flagged and alerted already: the next reads re-check the break-even only
+    if first:
+        cur = dataclasses.replace(cur, straggler_host=worst.host, straggler_shift=round(worst.shift, 4))
+        d.put_attempt(cur)
     if first:
         _alert(d, cur, worst, be, restart)
     if restart:
