@@ -51,6 +51,8 @@ Fault kinds (``Fault`` in drill/sim/model.py has every field):
                   half-way through a checkpoint save
   benign phases   checkpoint_save_long, eval_phase, and the silent all-GPUs-idle compile (30 min),
                   nccl_init (8 min), dataloader_pause (4 min); duration_min sets their length
+  slow hosts      slow_host: the host's compute per step is slowdown (e.g. 0.15) longer, so the
+                  whole job's step rate is 1/(1 + slowdown); for duration_min, or lasting
   ``once: false`` repeats a fault on every matching attempt.
 
 Everything is checked before anything runs (:func:`parse` raises :class:`ScenarioError` with one
@@ -880,7 +882,8 @@ def _fault_problems(
                 )
     if "duration_min" in explicit and f.kind not in PAUSE_KINDS and f.kind not in ("capacity", "slow_host"):
         check.add(
-            f"{where}.duration_min", "applies to checkpoint_save_long, eval_phase, slow_host and capacity only"
+            f"{where}.duration_min",
+            "applies to checkpoint_save_long, eval_phase, slow_host and capacity only",
         )
     if "slowdown" in explicit and f.kind != "slow_host":
         check.add(f"{where}.slowdown", "applies to slow_host only")

@@ -52,8 +52,12 @@ def test_scenario_alert_only_keeps_training(result):
 
 
 def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
-    assert classes(result, "slow-30-restart") == ["SUPERVISOR_STOP", "SUCCEEDED"], decisions(result, "slow-30-restart")
-    first, second = sorted((j for j in result.jobs if j.run_name == "slow-30-restart"), key=lambda j: j.created_ms)
+    assert classes(result, "slow-30-restart") == ["SUPERVISOR_STOP", "SUCCEEDED"], decisions(
+        result, "slow-30-restart"
+    )
+    first, second = sorted(
+        (j for j in result.jobs if j.run_name == "slow-30-restart"), key=lambda j: j.created_ms
+    )
     assert first.stop_requested_ms is not None and not second.warm_pool_used
     assert second.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
     assert "singled out algo-2" in decisions(result, "slow-30-restart")

@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import re
 
+import boto3
 import pytest
 
+from drill.clock import VirtualClock
 from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
 from sagewarden.domain.stragglers import parse
-from tests.unit.test_sim_sagemaker import MIN, clock, drain, rec, s3, sim, training_job  # noqa: F401 (fixtures)
+from tests.unit.test_sim_sagemaker import BUCKET, MIN, drain, training_job
+
+
+@pytest.fixture
+def sim(aws: None) -> SimSageMaker:
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    return SimSageMaker(VirtualClock(), s3_client=client)
+
 
 LINE = re.compile(r"\[sagewarden\] host=(\d+) step=(\d+) step_ms=(\d+) compute_ms=(\d+) total=(\d+)")
 

@@ -87,7 +87,9 @@ def test_a_lasting_slowdown_of_15_or_30_percent_is_flagged_once_it_lasted_the_wi
     assert verdict(lines, 29)["algo-2"] == "ok"
     assert verdict(lines, 32)["algo-2"] == "shifted"  # not yet for 5 minutes
     assert verdict(lines, 37) == {"algo-1": "ok", "algo-2": "straggler", "algo-3": "ok", "algo-4": "ok"}
-    (s,) = [s for s in score(samples_of(lines, 37), base_of(lines), HOSTS, 0.15, 5 * MIN) if s.host == "algo-2"]
+    (s,) = [
+        s for s in score(samples_of(lines, 37), base_of(lines), HOSTS, 0.15, 5 * MIN) if s.host == "algo-2"
+    ]
     assert s.shift == pytest.approx(fraction, abs=0.02)
     assert s.vs_history == pytest.approx(fraction, abs=0.02)
 
@@ -111,7 +113,9 @@ def test_a_constant_offset_from_the_start_is_in_the_baseline_and_not_flagged():
 
 
 def test_a_host_without_lines_is_unknown_not_healthy():
-    lines = [(t, text) for t, text in job_lines(60, lambda h, m: 1.0) if not (t > 30 * MIN and "[algo-2]" in text)]
+    lines = [
+        (t, text) for t, text in job_lines(60, lambda h, m: 1.0) if not (t > 30 * MIN and "[algo-2]" in text)
+    ]
     v = verdict(lines, 40)
     assert v["algo-2"] == "unknown" and v["algo-1"] == "ok"
     assert {s.status for s in score([], base_of(lines), HOSTS, 0.15, 5 * MIN)} == {"unknown"}
@@ -128,7 +132,9 @@ def test_break_even_is_slowdown_times_remaining_gpu_hours_against_the_restarts_g
     assert be.loss_gpu_h == pytest.approx(0.15 * 10 * 16)  # 24 GPU-h
     assert be.cost_gpu_h == pytest.approx((600 + 120 + 1500 + 1380) / 3600 * 16)  # 16 GPU-h
     assert be.restart_pays
-    near_end = break_even(0.15, 3600, 16, detect_s=600, stop_s=120, cold_start_s=1500, since_checkpoint_s=1380)
+    near_end = break_even(
+        0.15, 3600, 16, detect_s=600, stop_s=120, cold_start_s=1500, since_checkpoint_s=1380
+    )
     assert near_end.loss_gpu_h == pytest.approx(2.4) and not near_end.restart_pays
     unknown = break_even(0.3, None, 16, detect_s=0, stop_s=0, cold_start_s=0, since_checkpoint_s=0)
     assert unknown.loss_gpu_h is None and not unknown.restart_pays
@@ -174,7 +180,9 @@ def drive(run, t0, lines, minutes):
 
 
 def alerts(out):
-    return [(m, a) for m, d in out for a in d.actions if isinstance(a, Notify) and a.event == "attempt.straggler"]
+    return [
+        (m, a) for m, d in out for a in d.actions if isinstance(a, Notify) and a.event == "attempt.straggler"
+    ]
 
 
 def stops(out):

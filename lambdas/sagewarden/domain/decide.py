@@ -67,13 +67,13 @@ from sagewarden.domain.events import (
     Tick,
 )
 from sagewarden.domain.fabric import on_scan, submit_lines
-from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,

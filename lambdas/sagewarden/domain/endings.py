@@ -43,11 +43,11 @@ from sagewarden.domain.draft import (
 )
 from sagewarden.domain.events import JobObserved
 from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending
-from sagewarden.domain.stragglers import INTENT_STRAGGLER
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
+from sagewarden.domain.stragglers import INTENT_STRAGGLER
 from sagewarden.domain.warm_pools import WAIT_WARM_POOL, on_pool_observed, start_or_wait, watch_ended
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
@@ -83,7 +83,10 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     final = (
         cancel_pending(d)
         or cls.kind in _FINAL_CLASSES
-        or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent not in (INTENT_HANG, INTENT_BAD_HOST, INTENT_STRAGGLER))
+        or (
+            cls.kind == EndingClass.SUPERVISOR_STOP
+            and att.stop_intent not in (INTENT_HANG, INTENT_BAD_HOST, INTENT_STRAGGLER)
+        )
     )
     gave_up: str | None = None
     if d.obs.checkpoint_error and not final:

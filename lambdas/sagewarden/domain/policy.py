@@ -160,7 +160,9 @@ class RunPolicy:
     step_lines: bool = False
     straggler_threshold: float = 0.15  # a host this much slower than its own baseline vs its peers
     straggler_window_minutes: int = 5  # ... for at least this long is a straggler
-    straggler_action: str = "alert"  # "alert" | "restart" (when the projected loss exceeds the restart's cost)
+    straggler_action: str = (
+        "alert"  # "alert" | "restart" (when the projected loss exceeds the restart's cost)
+    )
     # --- sharing the account's quota ------------------------------------------------------------
     priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)

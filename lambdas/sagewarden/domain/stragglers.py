@@ -43,6 +43,7 @@ default) the job keeps training and the user decides.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -168,8 +169,8 @@ def score(
                 break
             run.append(item)
         run.reverse()
-        lasted = sum((b[0] - a[0]) * b[2] for a, b in zip(run, run[1:], strict=False))
-        step, ratio, step_ms, compute = rows[-1]
+        lasted = sum((b[0] - a[0]) * b[2] for a, b in itertools.pairwise(run))
+        _, ratio, step_ms, compute = rows[-1]
         status = "ok"
         if run:
             status = "straggler" if lasted >= window_ms else "shifted"
@@ -266,7 +267,9 @@ def on_steps(d: Draft) -> bool:
         if d.obs.step_error is None:
             return False
         # unknown: nothing is judged (a flagged host stays flagged, none is cleared)
-        d.note(f"step lines of {cur.job_name} unknown (read again in {READ_EVERY_MS // 60_000} min): {d.obs.step_error}")
+        d.note(
+            f"step lines of {cur.job_name} unknown (read again in {READ_EVERY_MS // 60_000} min): {d.obs.step_error}"
+        )
         return True
     samples = parse(d.obs.step_lines)
     hosts = _hosts(cur)
@@ -357,9 +360,10 @@ def _alert(d: Draft, cur: Attempt, worst: HostScore, be: BreakEven, restart: boo
     elif d.policy.straggler_action == "restart":
         verdict = "A restart does not pay yet: the job keeps training (checked again at every read)."
     else:
-        verdict = (
-            "The job keeps training (policy straggler_action 'alert'); "
-            + ("a restart would pay: stop it, or set straggler_action 'restart'." if be.restart_pays else "a restart would not pay now.")
+        verdict = "The job keeps training (policy straggler_action 'alert'); " + (
+            "a restart would pay: stop it, or set straggler_action 'restart'."
+            if be.restart_pays
+            else "a restart would not pay now."
         )
     d.act(
         notify(
