@@ -6,10 +6,12 @@ infra check)."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 
 import pytest
 
+from sagewarden.adapters.run_codec import attempt_from_dict, attempt_to_dict
 from sagewarden.domain.actions import Notify, StopJob
 from sagewarden.domain.decide import next_due_ms
 from sagewarden.domain.events import LaunchAccepted, Observations, Submitted, Tick
@@ -202,6 +204,8 @@ def test_a_lasting_straggler_is_alerted_within_ten_minutes_naming_host_slowdown_
     assert "A restart's cost" in alert.body and "straggler_action 'alert'" in alert.body
     assert not stops(out) and run.status == RunStatus.TRAINING
     assert run.current.straggler_host == "algo-3"
+    stored = attempt_from_dict(json.loads(json.dumps(attempt_to_dict(run.current))))
+    assert stored == run.current and len(stored.host_baselines) == 4  # what the store keeps
 
 
 def test_with_restart_a_paying_restart_stops_the_attempt_and_resumes_cold_with_the_infra_check():
