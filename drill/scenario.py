@@ -51,6 +51,8 @@ Fault kinds (``Fault`` in drill/sim/model.py has every field):
                   half-way through a checkpoint save
   benign phases   checkpoint_save_long, eval_phase, and the silent all-GPUs-idle compile (30 min),
                   nccl_init (8 min), dataloader_pause (4 min); duration_min sets their length
+  slow hosts      slow_host: the host's compute per step is slowdown (e.g. 0.15) longer, so the
+                  whole job's step rate is 1/(1 + slowdown); for duration_min, or lasting
   ``once: false`` repeats a fault on every matching attempt.
 
 Everything is checked before anything runs (:func:`parse` raises :class:`ScenarioError` with one
@@ -332,6 +334,8 @@ PROFILE_FIELDS = _from_dataclass(
         "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)
         "gpu_util_per_host": _at_least(0),
         "log_lines_per_minute": _at_least(0),
+        "uneven_host": _at_least(0),
+        "uneven_fraction": _at_least(0),
     },
 )
 STARTUP_FIELDS = _from_dataclass(StartupTimes, {"infra_check_on_bad_host": _one_of(("replace", "fail"))})
@@ -363,6 +367,7 @@ FAULT_FIELDS = _from_dataclass(
         "host": _at_least(1),
         "duration_min": _time,
         "quota_limit": _at_least(0),
+        "slowdown": _positive,
     },
 )
 ACCOUNT_FIELDS = {
@@ -875,8 +880,13 @@ def _fault_problems(
                     f"{f.kind} acts when a job is created (CreateTrainingJob), not during training: "
                     f"{name} never applies (pick the launch with attempt)",
                 )
-    if "duration_min" in explicit and f.kind not in PAUSE_KINDS and f.kind != "capacity":
-        check.add(f"{where}.duration_min", "applies to checkpoint_save_long, eval_phase and capacity only")
+    if "duration_min" in explicit and f.kind not in PAUSE_KINDS and f.kind not in ("capacity", "slow_host"):
+        check.add(
+            f"{where}.duration_min",
+            "applies to checkpoint_save_long, eval_phase, slow_host and capacity only",
+        )
+    if "slowdown" in explicit and f.kind != "slow_host":
+        check.add(f"{where}.slowdown", "applies to slow_host only")
     if "half_written_checkpoint" in explicit and f.kind not in CRASH_KINDS:
         check.add(
             f"{where}.half_written_checkpoint",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from drill.sim import stragglers
 from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
@@ -27,6 +28,7 @@ from drill.sim.texts import (
     INTERNAL_ERROR_REASON,
     MINUTE_MS,
     PAUSE_KINDS,
+    SLOW_KINDS,
     TIMED_PHASES,
     client_error,
     limit_error,
@@ -127,6 +129,9 @@ def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
 def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     """A bound fault's time has come: apply it to the job (or defer it, or drop it)."""
     f = state.fault
+    if state.ends and job.secondary == "Training" and job._phase is not None:
+        stragglers.fire(sim, job, state, min(max(f.host, 1), job.instance_count), t)
+        return
     if (state.consumed and f.once) or job.secondary != "Training" or job._phase is None:
         return
     if f.kind in HANG_KINDS or f.kind in PAUSE_KINDS:
@@ -177,6 +182,11 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
         return
     if f.kind in CRASH_KINDS:
         crash(sim, job, state, t)
+        return
+    if f.kind in SLOW_KINDS:
+        for line in f.log_lines:
+            sim.logs.write_line(job, host, t, line)
+        stragglers.fire(sim, job, state, host, t)
         return
     for line in f.log_lines:
         sim.logs.write_line(job, host, t, line)

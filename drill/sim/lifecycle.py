@@ -35,6 +35,7 @@ from drill.sim.model import (
     JobProfile,
     SimJob,
     StartupTimes,
+    spm,
     stepf_at,
 )
 from drill.sim.texts import (
@@ -437,7 +438,7 @@ class SimCore:
         if p.steps_per_minute <= 0:
             self._set_timer(job, None, "")
         else:
-            self._set_timer(job, t + math.ceil((target - s) * MINUTE_MS / p.steps_per_minute), "phase_end")
+            self._set_timer(job, t + math.ceil((target - s) * MINUTE_MS / spm(job)), "phase_end")
 
     def _on_phase_end(self, job: SimJob, t: int) -> None:
         phase = job._phase

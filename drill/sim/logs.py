@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from drill.clock import VirtualClock
 from drill.sim.model import SimJob, stepf_at
 from drill.sim.series import noise
+from drill.sim.stragglers import step_line
 from drill.sim.texts import LOGGING_PHASES, MINUTE_MS
 from sagewarden.domain.cadence import phase_cover
 from sagewarden.keys import TRAINING_LOG_GROUP
@@ -72,7 +73,13 @@ class SimLogs:
         # never more often than the script logs (the heartbeat metric's cadence, log_every_minutes)
         every = max(self.progress_ms, job.profile.log_every_minutes * MINUTE_MS)
         first = max(since, job._phase_start - 1) // every * every + every
-        for mark in range(first, upto + 1, every):
+        marks = range(first, upto + 1, every)
+        if job._phase == "train" and job.profile.step_lines:  # the contract's step lines, their own cadence
+            each = max(job.profile.step_lines_every_s, 1) * 1000
+            begin = max(since, job._phase_start - 1) // each * each + each
+            self._step_lines(job, sorted({*marks, *range(begin, upto + 1, each)}), set(marks))
+            return
+        for mark in marks:
             if job._phase == "train":
                 step = int(min(stepf_at(job, mark), job._phase_target))
                 loss = 1.2 + 2.8 * math.exp(-3.0 * step / max(job.profile.total_steps, 1))
@@ -84,6 +91,19 @@ class SimLogs:
                 text = f"eval at step {int(job._stepf)}: batch {(mark - job._phase_start) // every + 1}"
             for host in range(1, job.instance_count + 1):
                 self.write_line(job, host, mark, text, discrete=False)
+
+    def _step_lines(self, job: SimJob, times: list[int], progress: set[int]) -> None:
+        """The train phase's progress lines (at ``progress`` times) and step lines, in time order."""
+        each = max(job.profile.step_lines_every_s, 1) * 1000
+        for mark in times:
+            step = int(min(stepf_at(job, mark), job._phase_target))
+            for host in range(1, job.instance_count + 1):
+                if mark in progress:
+                    loss = 1.2 + 2.8 * math.exp(-3.0 * step / max(job.profile.total_steps, 1))
+                    loss += 0.02 * noise(job._salt, 0, mark // MINUTE_MS)
+                    self.write_line(job, host, mark, f"step {step} loss {loss:.4f}", discrete=False)
+                if mark % each == 0:
+                    self.write_line(job, host, mark, step_line(job, host, mark, step), discrete=False)
 
     def tail(self, job: SimJob, host: int, n: int) -> list[str]:
         return [text for _, text in self.events(job, host)[-n:]] if n > 0 else []

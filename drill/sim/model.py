@@ -45,6 +45,13 @@ class JobProfile:
     # NCCL_DEBUG=INFO in the job's Environment)
     fingerprints: bool = False
     nccl_transport: str = "efa"
+    # the contract's step lines (drill/sim/stragglers.py): each host prints, every
+    # step_lines_every_s while training, `[sagewarden] host=<n> step=<s> step_ms=<ms> compute_ms=<ms> total=<steps>`
+    step_lines: bool = False
+    step_lines_every_s: int = 60
+    # uneven data shards: this host (0: none) does this much more work per step from the start
+    uneven_host: int = 0
+    uneven_fraction: float = 0.05
 
 
 def script_profile(request: dict[str, Any]) -> JobProfile:
@@ -139,6 +146,9 @@ class Fault:
     variant: str | None = None
     # eval_phase only: the eval writes no log lines (its GPUs stay busy, its hosts load data)
     silent: bool = False
+    # slow_host only: how much longer the host's compute per step takes (0.15: 15 % slower), for
+    # ``duration_min`` (None: for the rest of the job)
+    slowdown: float = 0.15
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -151,6 +161,8 @@ class Fault:
             raise ValueError("quota_limit applies to quota faults only")
         if self.silent and self.kind != "eval_phase":
             raise ValueError("silent applies to eval_phase only")
+        if self.kind == "slow_host" and not 0 < self.slowdown <= 10:
+            raise ValueError("slowdown must be within 0 (excluded) .. 10")
         if self.variant is not None:
             known = PHASE_VARIANTS.get(FAULT_PHASE.get(self.kind, ""), ())
             if self.variant not in known:
@@ -189,6 +201,7 @@ class FaultState:
     fault: Fault
     seq: int
     consumed: bool = False
+    ends: bool = False  # the end of a transient slow_host fault (drill/sim/stragglers.py)
 
 
 @dataclass(frozen=True)
@@ -276,6 +289,7 @@ class SimJob:
     _bad_hosts: dict[int, Fault] = field(default_factory=dict)
     _inherited: dict[int, Fault] = field(default_factory=dict)
     _serials: dict[int, str] = field(default_factory=dict)  # GPU serials per host (drill/sim/hosts.py)
+    _slow: dict[int, float] = field(default_factory=dict)  # slow hosts now: host -> slowdown (stragglers.py)
     infra_check: bool = False  # the request's InfraCheckConfig.EnableInfraCheck
     _infra_check_host: int = 0  # the bad host the check found when the job fails for it
     _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
@@ -326,15 +340,20 @@ class SimJob:
     def current_step(self, now_ms: int) -> int:
         """The script's global step at ``now_ms`` (only moves while training normally)."""
         if self._phase == "train":
-            spm = self.profile.steps_per_minute
-            s = self._stepf + spm * (now_ms - self._phase_start) / MINUTE_MS
+            s = self._stepf + spm(self) * (now_ms - self._phase_start) / MINUTE_MS
             return int(min(s, self._phase_target))
         return int(self._stepf)
 
 
+def spm(job: SimJob) -> float:
+    """The job's step rate now: every step waits for its slowest host (stragglers.py)."""
+    slow = max(job._slow.values(), default=0.0)
+    return job.profile.steps_per_minute / (1.0 + slow)
+
+
 def stepf_at(job: SimJob, t: int) -> float:
     """The open train phase's fractional step at ``t`` (before capping at the phase target)."""
-    return job._stepf + job.profile.steps_per_minute * (t - job._phase_start) / MINUTE_MS
+    return job._stepf + spm(job) * (t - job._phase_start) / MINUTE_MS
 
 
 def int_tag(value: str | None) -> int | None:

@@ -65,7 +65,8 @@ TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 CRASH_KINDS = frozenset({"internal_error", "hardware", "algorithm_error"})
 HANG_KINDS = frozenset({"hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"})
 PAUSE_KINDS = frozenset({"checkpoint_save_long", "eval_phase", *IDLE_PAUSE_MIN})
-TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | {"spot_interruption"}
+SLOW_KINDS = frozenset({"slow_host"})  # a host alive but slow (drill/sim/stragglers.py)
+TRAINING_FAULTS = CRASH_KINDS | HANG_KINDS | PAUSE_KINDS | SLOW_KINDS | {"spot_interruption"}
 # at CreateTrainingJob: a long Pending (capacity), or a synchronous error: ThrottlingException
 # (throttle) or ResourceLimitExceeded (quota)
 START_FAULTS = frozenset({"capacity", "throttle", "quota"})

@@ -21,7 +21,7 @@ from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObser
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
-from sagewarden.observe_hosts import read_fingerprints, read_scan
+from sagewarden.observe_hosts import read_fingerprints, read_scan, read_steps
 from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class Observer:
         fingerprint_lines: tuple[str, ...] = ()
         fingerprint_error: str | None = None
         scan_lines, scan_error = read_scan(self.sup, run, event, OBSERVATION_FAILURES)
+        step_lines, step_error = read_steps(self.sup, run, event, self.sup.clock(), OBSERVATION_FAILURES)
         if wants_checkpoint(run, event) and run.checkpoint_uri:
             pol = run.policy
             try:
@@ -169,6 +170,8 @@ class Observer:
             fingerprint_error=fingerprint_error,
             scan_lines=scan_lines,
             scan_error=scan_error,
+            step_lines=step_lines,
+            step_error=step_error,
             host_metrics=hosts,
             host_metrics_error=hosts_error,
         )

@@ -1,5 +1,6 @@
-"""The look-ups domain/hosts.py and domain/fabric.py need (the Observer calls these): the
-contract's fingerprint lines at an ending or a hang, and a training attempt's start-up scan.
+"""The look-ups domain/hosts.py, domain/fabric.py and domain/stragglers.py need (the Observer
+calls these): the contract's fingerprint lines at an ending or a hang, a training attempt's
+start-up scan, and its recent step lines (one read every few minutes, when the script prints them).
 
 Both are bounded reads of the job's log (FilterLogEvents with a quoted filter pattern: pages,
 time and lines are capped in the reader), and an error is passed on as *unknown*, never as
@@ -16,6 +17,7 @@ from sagewarden.domain.events import Event, Tick
 from sagewarden.domain.fabric import scan_patterns
 from sagewarden.domain.hosts import FINGERPRINT_PATTERN
 from sagewarden.domain.models import Run
+from sagewarden.domain.stragglers import STEP_PATTERN, read_since_ms
 
 if TYPE_CHECKING:
     from sagewarden.ports_host import ObserverHost
@@ -56,3 +58,20 @@ def read_scan(
         sup.counters.add(failures)
         return None, error_text(exc)
     return tuple(lines), None
+
+
+def read_steps(
+    sup: Supervisor, run: Run, event: Event, now_ms: int, failures: str
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """The current attempt's step lines over the window domain/stragglers.py asks for, with one
+    bounded FilterLogEvents (None: no read due, or it failed)."""
+    cur = run.current
+    since = read_since_ms(run, now_ms) if isinstance(event, Tick) else None
+    if cur is None or since is None:
+        return None, None
+    try:
+        return sup.logs.matching_lines(cur.job_name, since, STEP_PATTERN), None
+    except Exception as exc:  # unknown: nothing is judged, the next read tries again
+        log.warning("step lines of %s could not be read: %s", cur.job_name, exc)
+        sup.counters.add(failures)
+        return None, error_text(exc)

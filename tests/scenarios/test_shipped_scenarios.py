@@ -145,6 +145,18 @@ def check_slow_fabric(s: Summary) -> None:
     assert "Set Environment NCCL_DEBUG=INFO" in submitted
 
 
+def check_stragglers(s: Summary) -> None:
+    for run, host in (("slow-15", "algo-3"), ("slow-30-restart", "algo-2")):
+        (body,) = alert_bodies(s, run, "attempt.straggler")
+        assert f"Host: {host}" in body and "A restart's cost" in body
+    assert [a["end_class"] for a in s["runs"]["slow-30-restart"]["attempts"]] == [
+        "SUPERVISOR_STOP",
+        "SUCCEEDED",
+    ]
+    for run in ("slow-10", "transient", "shard-write", "uneven-shards"):
+        assert not alert_bodies(s, run, "attempt.straggler"), run
+
+
 def check_month_long(s: Summary) -> None:
     assert s["virtual_duration_s"] > 28 * 86_400
     assert round(s["virtual_duration_s"] / 86_400) == 29  # README: 29 virtual days
@@ -228,6 +240,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "quota-contention": check_quota_contention,
     "selftest": check_selftest,
     "slow-fabric": check_slow_fabric,
+    "stragglers": check_stragglers,
     "warm-pool": check_warm_pool,
 }
 SLOW = {"month-long"}  # ~30 virtual days: several seconds of wall time (deselect with -m "not slow")

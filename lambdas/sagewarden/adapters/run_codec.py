@@ -51,6 +51,7 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
     out["hang_signals"] = list(a.hang_signals)
     out["suspect_hosts"] = list(a.suspect_hosts)
     out["fabric_evidence"] = list(a.fabric_evidence)
+    out["host_baselines"] = [list(b) for b in a.host_baselines]
     return out
 
 
@@ -64,6 +65,7 @@ def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
     data["hang_signals"] = tuple(d.get("hang_signals", ()))
     data["suspect_hosts"] = tuple(d.get("suspect_hosts", ()))
     data["fabric_evidence"] = tuple(d.get("fabric_evidence", ()))
+    data["host_baselines"] = tuple((str(b[0]), float(b[1]), float(b[2])) for b in d.get("host_baselines", ()))
     return Attempt(**data)
 
 

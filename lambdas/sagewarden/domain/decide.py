@@ -73,6 +73,7 @@ from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
@@ -485,6 +486,7 @@ def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
 def _on_tick(d: Draft) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
     scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
+    scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
     reason = _tick(d)
     return None if dropped or scanned else reason
 

@@ -47,6 +47,7 @@ from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
+from sagewarden.domain.stragglers import INTENT_STRAGGLER
 from sagewarden.domain.warm_pools import WAIT_WARM_POOL, on_pool_observed, start_or_wait, watch_ended
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
@@ -82,7 +83,10 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     final = (
         cancel_pending(d)
         or cls.kind in _FINAL_CLASSES
-        or (cls.kind == EndingClass.SUPERVISOR_STOP and att.stop_intent not in (INTENT_HANG, INTENT_BAD_HOST))
+        or (
+            cls.kind == EndingClass.SUPERVISOR_STOP
+            and att.stop_intent not in (INTENT_HANG, INTENT_BAD_HOST, INTENT_STRAGGLER)
+        )
     )
     gave_up: str | None = None
     if d.obs.checkpoint_error and not final:
@@ -165,6 +169,8 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
             _resume(d, ended, cls, label="HANG", counted=True)
         elif intent == INTENT_BAD_HOST:
             _resume(d, ended, cls, label="BAD_HOST", counted=True)
+        elif intent == INTENT_STRAGGLER:
+            _resume(d, ended, cls, label="STRAGGLER", counted=True)
         elif intent == INTENT_WALL_CLOCK:
             fail(d, "wall-clock budget exhausted", evidence=cls.evidence)
         else:

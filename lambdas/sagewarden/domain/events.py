@@ -163,6 +163,10 @@ class Observations:
     # fingerprint lines; None: not read), or the error that left it unknown
     scan_lines: tuple[str, ...] | None = None
     scan_error: str | None = None
+    # domain/stragglers.py: the contract's step lines of the training attempt's recent minutes
+    # (None: not read), or the error that left them unknown
+    step_lines: tuple[str, ...] | None = None
+    step_error: str | None = None
     # each host's recent GPU, CPU and disk metrics, read when a hang alarm is in ALARM (None: not
     # read); the read failed: host_metrics_error (unknown, never "idle")
     host_metrics: tuple[HostMetrics, ...] | None = None

@@ -8,7 +8,7 @@ A few hosts cause most repeated failures (aws-facts: Meta's "lemon nodes"; a 504
   error line that names another host (`algo-<n>` in its text: every healthy peer prints NCCL
   errors about its own side, so only a *named* peer is singled out), a hang with one host idle
   among busy ones or without metrics (domain/hangs.py's `suspect_hosts`), and the supervisor's own
-  stop of an attempt that printed a known-bad fingerprint. Such an attempt's warm pool is never
+  stop of an attempt that printed a known-bad fingerprint or ran a straggler (domain/stragglers.py). Such an attempt's warm pool is never
   reused (domain/warm_pools.py), and the next attempts ask SageMaker to check their instances
   first: `InfraCheckConfig: {EnableInfraCheck: true}` (policy `infra_check_after_bad_host`;
   domain/launch.py keeps a request's own InfraCheckConfig) until one reaches Training with it.
@@ -39,6 +39,7 @@ from sagewarden.domain.classifier import (
 from sagewarden.domain.draft import Draft, notify, request_stop
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, Run
+from sagewarden.domain.stragglers import INTENT_STRAGGLER
 
 INTENT_BAD_HOST = "bad_host"
 MAX_BAD_FINGERPRINTS = 16  # per run; the oldest is forgotten first
@@ -161,6 +162,8 @@ def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> Singl
     hosts = tuple(dict.fromkeys((*att.suspect_hosts, *in_reason, *named)))
     if att.stop_intent == INTENT_BAD_HOST:
         return SingledOut(hosts, "it ran on a host with a known-bad fingerprint")
+    if att.stop_intent == INTENT_STRAGGLER:
+        return SingledOut(hosts, "a straggler (a host alive but slow, domain/stragglers.py)")
     if cls.hardware:
         return SingledOut(hosts, "a hardware fault")
     if SIGNAL_GPU_LONE_IDLE in att.hang_signals or att.suspect_hosts:

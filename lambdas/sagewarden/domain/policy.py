@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HANG_CONFIRMATIONS = ("any", "2-of-3")
+STRAGGLER_ACTIONS = ("alert", "restart")
 CHECKPOINT_LAYOUTS = ("auto", "hf", "megatron", "dcp", "regex")
 MAX_TEXT = 256  # checkpoint_dir_regex, checkpoint_marker, progress_metric
 MAX_FALLBACKS = 10
@@ -90,6 +91,8 @@ RANGES: Mapping[str, Range] = {
     "startup_silence_minutes": Range(0, DAY_MIN),
     "benign_phase_max_minutes": Range(1, DAY_MIN),
     "priority": Range(-1000, 1000),
+    "straggler_threshold": Range(0.05, 1),
+    "straggler_window_minutes": Range(1, DAY_MIN),
 }
 
 
@@ -151,6 +154,15 @@ class RunPolicy:
     infra_check_after_bad_host: bool = True
     # a multi-node job on EFA instances whose NCCL selects sockets is flagged (needs NCCL_DEBUG=INFO)
     slow_fabric_check: bool = True
+    # --- stragglers: a host alive but slow (domain/stragglers.py) ------------------------------
+    # the training script prints the contract's step lines ([sagewarden] host=<n> step=<s>
+    # step_ms=<ms> compute_ms=<ms>): the sweep reads them and scores each host
+    step_lines: bool = False
+    straggler_threshold: float = 0.15  # a host this much slower than its own baseline vs its peers
+    straggler_window_minutes: int = 5  # ... for at least this long is a straggler
+    straggler_action: str = (
+        "alert"  # "alert" | "restart" (when the projected loss exceeds the restart's cost)
+    )
     # --- sharing the account's quota ------------------------------------------------------------
     priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -228,6 +240,8 @@ class RunPolicy:
                 raise PolicyError("checkpoint_dir_regex", f"not a valid regular expression: {exc}") from exc
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
+        if self.straggler_action not in STRAGGLER_ACTIONS:
+            raise PolicyError("straggler_action", f"must be one of {', '.join(STRAGGLER_ACTIONS)}")
 
 
 def _coerce(key: str, value: Any) -> Any:

@@ -1,0 +1,78 @@
+"""Stragglers in the simulated SageMaker: a host alive but slow, uneven data shards, and the
+training-script contract's step lines (docs/fidelity.md has one row each).
+
+- **A slow host** (fault ``slow_host``: ``host``, ``slowdown`` e.g. 0.10 / 0.15 / 0.30,
+  ``duration_min`` or lasting when None). In synchronous data-parallel training every step
+  waits for the slowest host, so the whole job's step time grows by the slowdown: its step rate
+  becomes 1/(1 + slowdown) of the profile's (a 15 % slower host: 13 % fewer steps per hour). The
+  rate changes at the fault's onset and, for a transient one, back at its end (the open train
+  segment is split there; a save or a hang in between keeps its own course).
+- **Uneven data shards** (profile ``uneven_host``, ``uneven_fraction``, default 5 %): that host
+  does more work per step from the first step on; the profile's step rate is the job's rate with
+  it (nothing changes later).
+- **Step lines.** A profile with ``step_lines`` makes every host print, every
+  ``step_lines_every_s`` while training (default 60), `[sagewarden] host=<n> step=<s>
+  step_ms=<ms> compute_ms=<ms> total=<steps>`. The model: the wall step time ``step_ms`` is the same on every
+  host (they wait for each other) = 60,000 / the job's rate now; a host's ``compute_ms`` (its own
+  work, without waiting in collectives) is COMPUTE_SHARE of the healthy step time, times
+  (1 + its slowdown), times (1 + its uneven fraction), with +/- 1 % jitter per host and minute.
+  Peers of a slow host therefore print the same compute as before and a longer step_ms.
+  The throughput metric (progress_metric) does not follow the slowdown (a limit of the model).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drill.sim.model import FaultState, SimJob, spm
+from drill.sim.series import noise
+from drill.sim.texts import MINUTE_MS
+
+if TYPE_CHECKING:
+    from drill.sim.lifecycle import SimCore
+
+COMPUTE_SHARE = 0.85  # of a healthy step: the rest is the collectives' own time
+JITTER = 0.01
+_STEP_SALT = 0x57E9_11E5_0000_0019
+
+
+def set_slowdown(sim: SimCore, job: SimJob, host: int, slowdown: float | None, t: int) -> None:
+    """The host's slowdown from ``t`` (None: healthy again); the open train segment is split so
+    the steps before ``t`` keep the old rate."""
+    training = job._phase == "train"
+    if training:
+        sim._close_segment(job, t)
+    if slowdown is None:
+        job._slow.pop(host, None)
+    else:
+        job._slow[host] = slowdown
+    if training:
+        sim._start_train(job, t)
+
+
+def fire(sim: SimCore, job: SimJob, state: FaultState, host: int, t: int) -> None:
+    """A ``slow_host`` fault fires (or, with ``state.ends``, a transient one ends)."""
+    f = state.fault
+    if state.ends:
+        set_slowdown(sim, job, host, None, t)
+        return
+    set_slowdown(sim, job, host, f.slowdown, t)
+    if f.duration_min is not None:
+        end = FaultState(f, state.seq, consumed=True, ends=True)
+        job._bound.append((t + round(f.duration_min * MINUTE_MS), state.seq, end))
+        job._bound.sort(key=lambda b: (b[0], b[1]))
+
+
+def step_line(job: SimJob, host: int, t: int, step: int) -> str:
+    p = job.profile
+    healthy_ms = MINUTE_MS / p.steps_per_minute
+    wall_ms = MINUTE_MS / spm(job)
+    factor = 1.0 + job._slow.get(host, 0.0)
+    if p.uneven_host and host == p.uneven_host:
+        factor *= 1.0 + p.uneven_fraction
+    factor *= 1.0 + JITTER * noise(job._salt ^ _STEP_SALT, host, t // MINUTE_MS)
+    compute_ms = COMPUTE_SHARE * healthy_ms * factor
+    return (
+        f"[sagewarden] host={host} step={step} step_ms={wall_ms:.0f} compute_ms={compute_ms:.0f} "
+        f"total={p.total_steps}"
+    )

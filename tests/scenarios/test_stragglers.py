@@ -1,0 +1,69 @@
+"""Scenario tests for stragglers (issue 19, a host alive but slow) on the simulated account: the
+real handlers, sweep and adapters (FilterLogEvents under the account's rate limits) against a
+SageMaker whose slow host slows the whole job and whose script prints the contract's step lines
+(drill/sim/stragglers.py, drill/scenarios/stragglers.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drill.scenario import SCENARIO_DIR
+from tests.scenarios.helpers import classes, decisions, run_drill
+
+MIN = 60_000
+
+
+@pytest.fixture(scope="module")
+def result(template: dict[str, Any]) -> Any:
+    data = json.loads((Path(SCENARIO_DIR) / "stragglers.json").read_text())
+    return run_drill(template, data)
+
+
+def alerts(result: Any, run: str) -> list[dict[str, Any]]:
+    return [row for row in result.alert_rows() if row["run"] == run and row["event"] == "attempt.straggler"]
+
+
+def onset(result: Any, run: str) -> int:
+    (t,) = [f["at_ms"] for f in result.faults if f["kind"] == "slow_host" and f["run"] == run]
+    return int(t)
+
+
+def alerted_at(result: Any, run: str) -> int:
+    (row,) = alerts(result, run)
+    return int(row["at_ms"])
+
+
+@pytest.mark.parametrize("run,host,pct", [("slow-15", "algo-3", 15), ("slow-30-restart", "algo-2", 30)])
+def test_scenario_a_lasting_slow_host_is_flagged_within_ten_minutes(result, run, host, pct):
+    (row,) = alerts(result, run)
+    shown = re.search(rf"{host} of attempt 1 is (\d+)% slower", row["subject"])
+    assert shown is not None and abs(int(shown[1]) - pct) <= 2, row["subject"]  # compute jitters ~1 %
+    assert "Projected loss over the remaining run" in row["body"] and "A restart's cost" in row["body"]
+    assert 0 < alerted_at(result, run) - onset(result, run) <= 10 * MIN
+
+
+def test_scenario_alert_only_keeps_training(result):
+    assert classes(result, "slow-15") == ["SUCCEEDED"]
+
+
+def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
+    assert classes(result, "slow-30-restart") == ["SUPERVISOR_STOP", "SUCCEEDED"], decisions(
+        result, "slow-30-restart"
+    )
+    first, second = sorted(
+        (j for j in result.jobs if j.run_name == "slow-30-restart"), key=lambda j: j.created_ms
+    )
+    assert first.stop_requested_ms is not None and not second.warm_pool_used
+    assert second.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    assert "singled out algo-2 (a straggler" in decisions(result, "slow-30-restart")  # not "a hang"
+
+
+@pytest.mark.parametrize("run", ["slow-10", "transient", "shard-write", "uneven-shards"])
+def test_scenario_look_alikes_and_small_slowdowns_are_never_flagged(result, run):
+    assert alerts(result, run) == [] and classes(result, run) == ["SUCCEEDED"], decisions(result, run)
+    assert "baselines from the first step lines" in decisions(result, run)  # it was watched
