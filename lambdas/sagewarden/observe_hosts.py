@@ -61,7 +61,7 @@ def read_scan(
 
 
 def read_steps(
-    sup: Supervisor, run: Run, event: Event, now_ms: int, failures: str
+    sup: ObserverHost, run: Run, event: Event, now_ms: int, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """The current attempt's step lines over the window domain/stragglers.py asks for, with one
     bounded FilterLogEvents (None: no read due, or it failed)."""
