@@ -100,7 +100,11 @@ def test_dashboard_breakdowns_search_each_metric_by_its_dimension_for_this_servi
             if match:
                 searches[match["metric"]] = (match["schema"], match["service"], widget["title"])
 
-    assert set(searches) == {metric for metric, _, _ in BREAKDOWNS}
+    # the breakdowns, and the ETTR of each run that ended (one series per run)
+    assert set(searches) == {metric for metric, _, _ in BREAKDOWNS} | {keys.METRIC_ETTR}
+    ettr_schema, ettr_service, ettr_title = searches[keys.METRIC_ETTR]
+    assert ettr_schema == f"{keys.METRICS_NAMESPACE},service,{keys.DIM_RUN}" and ettr_service == service
+    assert "ETTR" in ettr_title
     for metric, dimension, _ in BREAKDOWNS:
         schema, searched_service, _ = searches[metric]
         assert metric in KEY_METRICS
