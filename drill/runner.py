@@ -373,6 +373,7 @@ class DrillRunner:
                         "stop_intent": a["stop_intent"],
                         "infra_check": a["infra_check"],
                         "fabric": a["fabric"],
+                        "straggler_host": a["straggler_host"],
                         "sagemaker": f"{a['sagemaker_status']}/{a['secondary_status']}",
                         "requested_at": a["requested_at"],
                         "training_started_at": a["training_started_at"],

@@ -45,6 +45,7 @@ def test_scenario_a_lasting_slow_host_is_flagged_within_ten_minutes(result, run,
     assert shown is not None and abs(int(shown[1]) - pct) <= 2, row["subject"]  # compute jitters ~1 %
     assert "Projected loss over the remaining run" in row["body"] and "A restart's cost" in row["body"]
     assert 0 < alerted_at(result, run) - onset(result, run) <= 10 * MIN
+    assert result.runs[run]["attempts"][0]["straggler_host"] == host  # the run's GET shows it
 
 
 def test_scenario_alert_only_keeps_training(result):

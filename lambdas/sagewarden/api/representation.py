@@ -83,6 +83,8 @@ def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
         "infra_check": a.infra_check,
         "fabric": a.fabric,
         "fabric_evidence": list(a.fabric_evidence),
+        "straggler_host": a.straggler_host,
+        "straggler_slowdown": a.straggler_shift,
         "learned_windows_min": {
             k: v
             for k, v in (("log_silence", a.log_window_min), ("progress_stalled", a.progress_window_min))

@@ -143,6 +143,14 @@ class Attempt(BaseModel):
         "other; null: not seen or not checked"
     )
     fabric_evidence: list[str] = Field(description="the NCCL log lines that show it")
+    straggler_host: str | None = Field(
+        description="the host flagged as slower than its peers from the script's step lines "
+        "(attempt.straggler); null: none flagged or not checked"
+    )
+    straggler_slowdown: float | None = Field(
+        description="how much slower that host's compute per step is than its peers', beyond its own "
+        "baseline (0.15 = 15 %)"
+    )
     learned_windows_min: dict[str, int] = Field(
         description="hang windows learned from this attempt's cadence (log_silence, progress_stalled)"
     )
