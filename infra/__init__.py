@@ -16,6 +16,7 @@ of its own (the asset must hold nothing else).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 import tempfile
@@ -30,17 +31,19 @@ if IN_REPOSITORY and str(_REPO_LAMBDAS) not in sys.path:
     sys.path.insert(0, str(_REPO_LAMBDAS))
 
 
-def _staged_installed_package() -> Path:
-    """A directory holding only a copy of the installed ``sagewarden`` package (no byte code)."""
+@functools.cache
+def lambda_code_dir() -> Path:
+    """The Lambda asset's directory: ``<repo>/lambdas``, or (installed) a directory holding only a
+    copy of the installed ``sagewarden`` package, no byte code, staged once per process when the
+    first function is built (not at import: ``import sagewarden_cdk`` for its config stays free)."""
+    if IN_REPOSITORY:
+        return _REPO_LAMBDAS
     import sagewarden
 
     source = Path(sagewarden.__file__).resolve().parent
     root = Path(tempfile.mkdtemp(prefix="sagewarden-asset-"))
     shutil.copytree(source, root / "sagewarden", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return root
-
-
-LAMBDAS_DIR = _REPO_LAMBDAS if IN_REPOSITORY else _staged_installed_package()
 
 
 def __getattr__(name: str) -> Any:

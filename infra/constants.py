@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from sagewarden import keys
 
-from . import LAMBDAS_DIR  # also puts lambdas/ on sys.path
-
 # --- Stack ------------------------------------------------------------------------------------
 STACK_ID = "Sagewarden"  # the default stack name (context `stackName`)
 STACK_DESCRIPTION = "sagewarden: serverless supervisor that keeps long SageMaker training runs alive"
@@ -44,7 +42,6 @@ OUTPUT_JOB_PREFIX = "JobPrefix"
 OUTPUT_ALARM_SHAPES = "AlarmShapes"
 
 # --- Lambda -----------------------------------------------------------------------------------
-LAMBDA_CODE_DIR = LAMBDAS_DIR
 # Never ship byte code, caches or editor droppings in the asset.
 LAMBDA_CODE_EXCLUDE = [
     "**/__pycache__",

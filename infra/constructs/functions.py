@@ -21,7 +21,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from .. import constants
+from .. import constants, lambda_code_dir
 from ..config import SupervisorConfig
 from .nag import acknowledge
 
@@ -135,7 +135,7 @@ class SupervisorFunctions(Construct):
         layer_arn = ssm.StringParameter.value_for_string_parameter(self, self.layer_parameter_name)
         self.layer = lambda_.LayerVersion.from_layer_version_arn(self, "PowertoolsLayer", layer_arn)
         self.code = lambda_.Code.from_asset(
-            str(constants.LAMBDA_CODE_DIR),
+            str(lambda_code_dir()),
             exclude=list(constants.LAMBDA_CODE_EXCLUDE),
             ignore_mode=IgnoreMode.GLOB,
         )
