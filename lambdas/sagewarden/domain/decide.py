@@ -461,10 +461,15 @@ def _restop_running(d: Draft, att: Attempt, e: JobObserved) -> Attempt:
         or d.now - att.stop_requested_ms < STOP_REASK_ON_EVIDENCE_MS
     ):
         return att
-    att = dataclasses.replace(att, stop_requested_ms=d.now)
+    return _ask_stop_again(d, att, intent, "still running after it was asked for")
+
+
+def _ask_stop_again(d: Draft, att: Attempt, intent: str, why: str) -> Attempt:
+    """StopTrainingJob again for a recorded intent (idempotent at SageMaker); the attempt with the
+    new request time, for the caller to store."""
     d.act(StopJob(att.job_name, intent))
-    d.note(f"{att.job_name} still running after its stop was asked for: asking again")
-    return att
+    d.note(f"stop of {att.job_name} {why}: asking again")
+    return dataclasses.replace(att, stop_requested_ms=d.now)
 
 
 def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
@@ -514,9 +519,7 @@ def _tick(d: Draft) -> str | None:
         if cur.sm_status == "Stopping":
             return "SageMaker is stopping the job"  # the sweep's look-up sees it end
         if cur.stop_requested_ms is not None and d.now - cur.stop_requested_ms >= STOP_RETRY_AFTER_MS:
-            d.put_attempt(dataclasses.replace(cur, stop_requested_ms=d.now))
-            d.act(StopJob(cur.job_name, cur.stop_intent))
-            d.note(f"stop of {cur.job_name} not observed yet: asking again")
+            d.put_attempt(_ask_stop_again(d, cur, cur.stop_intent, "not observed yet"))
             return None
         return "stop in progress"
     if cur.live and not cur.end_pending:
