@@ -11,7 +11,16 @@ NOT_PROSE = {"claims.md"}  # the claims list quotes the pages; it is checked on 
 
 
 @cache
+def pages() -> dict[str, str]:
+    """README.md, then every docs/*.md page but the claims list, in name order: name -> text."""
+    found = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.name not in NOT_PROSE:
+            found[f"docs/{page.name}"] = page.read_text(encoding="utf-8")
+    return found
+
+
+@cache
 def documentation() -> str:
-    """README.md, then every docs/*.md page but the claims list, in name order."""
-    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_PROSE)]
-    return "\n\n".join(p.read_text(encoding="utf-8") for p in pages)
+    """All of :func:`pages` as one text."""
+    return "\n\n".join(pages().values())

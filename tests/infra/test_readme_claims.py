@@ -14,6 +14,7 @@ from functools import cache
 import pytest
 
 from infra import REPO_ROOT
+from tests.doc_pages import pages
 
 CLAIMS = REPO_ROOT / "docs" / "claims.md"
 README = REPO_ROOT / "README.md"
@@ -95,11 +96,7 @@ def headings(text: str) -> dict[str, str]:
 @cache
 def sources() -> dict[str, str]:
     """README and every docs/ page but this list itself: where a quote may come from."""
-    pages = {"README.md": README.read_text(encoding="utf-8")}
-    for page in sorted((REPO_ROOT / "docs").glob("*.md")):
-        if page != CLAIMS:
-            pages[f"docs/{page.name}"] = page.read_text(encoding="utf-8")
-    return pages
+    return pages()
 
 
 @cache
