@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 
 from benchmarks.trace import Trace, TraceFault
 from benchmarks.workload import Workload
-from drill.history import RunHistory
+from drill.history import MINUTE_MS, RunHistory
 from drill.sim.model import FaultRecord
 from drill.sim.texts import KILL_AFTER_MS
 from drill.sim_sagemaker import SimJob
 
-MINUTE_MS = 60_000
 METRIC_PERIOD_MS = 60_000
 DELIVERY_MS = 10_500  # EventBridge delivery in the drill: 1-20 s, uniform
 CAPACITY_PENDING_AFTER_MS = 2 * MINUTE_MS  # a restart that meets no capacity goes Pending after 2 min
