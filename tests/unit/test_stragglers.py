@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 
 import pytest
@@ -199,7 +200,8 @@ def test_a_lasting_straggler_is_alerted_within_ten_minutes_naming_host_slowdown_
     run, out = drive(run, t0, lines, 90)
     ((m, alert),) = alerts(out)
     assert 30 < m <= 40
-    assert "algo-3" in alert.subject and "15%" in alert.subject
+    shown = re.search(r"algo-3 of attempt 1 is (\d+)% slower", alert.subject)
+    assert shown is not None and abs(int(shown[1]) - 15) <= 1, alert.subject  # the lines jitter 0.8 %
     assert "Projected loss over the remaining run" in alert.body and "GPU-h" in alert.body
     assert "A restart's cost" in alert.body and "straggler_action 'alert'" in alert.body
     assert not stops(out) and run.status == RunStatus.TRAINING

@@ -159,7 +159,7 @@ class RunPolicy:
     # step_ms=<ms> compute_ms=<ms>): the sweep reads them and scores each host
     step_lines: bool = False
     straggler_threshold: float = 0.15  # a host this much slower than its own baseline vs its peers
-    straggler_window_minutes: int = 5  # ... for at least this long is a straggler
+    straggler_window_minutes: int = 6  # ... for at least this long is a straggler
     straggler_action: str = (
         "alert"  # "alert" | "restart" (when the projected loss exceeds the restart's cost)
     )

@@ -17,11 +17,14 @@ hosts, a host's *ratio* is its compute_ms over the median of its peers' (the oth
 host's *baseline* is its median ratio over the attempt's first BASELINE_SAMPLES steps
 (`baseline`): uneven data shards (a host constantly ~5 % slower from the start) are in the
 baseline, so a constant offset is not a change. A host's *shift* at a step is its ratio over its
-baseline, minus 1. A host is a straggler when its shift is at least the policy's
-`straggler_threshold` (default 0.15; less TOLERANCE, 2.5 points, for the steps' own jitter)
-at every step of a trailing stretch lasting at least
-`straggler_window_minutes` (default 5), measured in wall time from the lines' own steps and
-step_ms: a host briefly slow (its own checkpoint shard write, a few minutes) is not flagged. A
+baseline, minus 1. A host is a straggler when its shift stays above half the policy's
+`straggler_threshold` (STRETCH_FLOOR) through a trailing stretch lasting at least
+`straggler_window_minutes` (default 6), measured in wall time from the lines' own steps and
+step_ms, and the median shift over the stretch's last window is at least the threshold (default
+0.15; less TOLERANCE, 2.5 points, for the steps' own jitter). The half-threshold floor keeps a
+real straggler's jitter from breaking its stretch, while a return to normal ends it, so a host
+briefly slow (its own checkpoint shard write, a few minutes) is not flagged, not even beside a
+one-minute spike (tests/unit/test_stragglers_week.py: a noisy healthy week, no flag). A
 host that printed no line in the read is *unknown*, never "healthy"; a whole job slowing down
 moves every host's compute and no host's ratio: not a straggler (the hang checks and goodput
 see that).
@@ -71,6 +74,7 @@ DEFAULT_COLD_START_S = 10 * 60  # when the attempt's own start is not known
 # per-step compute times jitter (a percent or so, data-dependent): a sample within this of the
 # threshold counts, so a host 15 % slower is not missed at a 15 % threshold half of the time
 TOLERANCE = 0.025
+STRETCH_FLOOR = 0.5  # a stretch of slowness lasts while the shift stays above half the threshold
 
 _STEP = re.compile(
     r"\[sagewarden\] host=(?:algo-)?(\d+) step=(\d+) step_ms=(\d+(?:\.\d+)?)"
@@ -166,18 +170,19 @@ def score(
             out.append(HostScore(h, "unknown"))
             continue
         shifts = [(step, ratio / base[0] - 1.0, step_ms) for step, ratio, step_ms, _ in rows]
-        run: list[tuple[int, float, float]] = []
-        for item in reversed(shifts):
-            if item[1] < threshold - TOLERANCE:
-                break
-            run.append(item)
-        run.reverse()
+        values = [v for _, v, _ in shifts]
+        start = len(shifts)  # the trailing stretch of slowness (see `_slow_at`)
+        while start > 0 and _slow_at(values, start - 1, threshold):
+            start -= 1
+        run = shifts[start:]
         lasted = sum((b[0] - a[0]) * b[2] for a, b in itertools.pairwise(run))
+        recent = _last(run, window_ms)  # its last window: how much slower the host is now
+        level = statistics.median(v for _, v, _ in recent) if recent else None
         _, ratio, step_ms, compute = rows[-1]
         status = "ok"
-        if run:
+        if level is not None and level >= threshold - TOLERANCE:
             status = "straggler" if lasted >= window_ms else "shifted"
-        shift = statistics.median(s for _, s, _ in run) if run else shifts[-1][1]
+        shift = level if level is not None else shifts[-1][1]
         out.append(
             HostScore(
                 h,
@@ -190,6 +195,28 @@ def score(
             )
         )
     return out
+
+
+def _slow_at(values: Sequence[float], i: int, threshold: float) -> bool:
+    """Whether sample `i` continues a stretch of slowness: above half the threshold (hysteresis:
+    a real straggler's own jitter does not break its stretch; a return to normal does, so a
+    benign transient never joins a spike one normal sample away)."""
+    return values[i] >= threshold * STRETCH_FLOOR
+
+
+def _last(run: Sequence[tuple[int, float, float]], window_ms: int) -> list[tuple[int, float, float]]:
+    """The samples of the stretch's last `window_ms` of wall time (steps x step_ms)."""
+    kept: list[tuple[int, float, float]] = []
+    span = 0.0
+    newest_first = list(reversed(run))
+    for k, newer in enumerate(newest_first):
+        kept.append(newer)
+        if k + 1 == len(newest_first):
+            break
+        span += (newer[0] - newest_first[k + 1][0]) * newer[2]
+        if span > window_ms:
+            break
+    return kept
 
 
 @dataclass(frozen=True)
