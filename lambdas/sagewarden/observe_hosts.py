@@ -17,7 +17,7 @@ from sagewarden.domain.events import Event, Tick
 from sagewarden.domain.fabric import scan_patterns
 from sagewarden.domain.hosts import FINGERPRINT_PATTERN
 from sagewarden.domain.models import Run
-from sagewarden.domain.stragglers import STEP_PATTERN, read_since_ms
+from sagewarden.domain.stragglers import STEP_PATTERN, read_lines, read_since_ms
 
 if TYPE_CHECKING:
     from sagewarden.ports_host import ObserverHost
@@ -64,13 +64,15 @@ def read_steps(
     sup: ObserverHost, run: Run, event: Event, now_ms: int, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """The current attempt's step lines over the window domain/stragglers.py asks for, with one
-    bounded FilterLogEvents (None: no read due, or it failed)."""
+    bounded FilterLogEvents (None: no read due, or it failed), as many lines as the domain asks
+    (`stragglers.read_lines`: the first ones for the baselines, then the newest)."""
     cur = run.current
     since = read_since_ms(run, now_ms) if isinstance(event, Tick) else None
     if cur is None or since is None:
         return None, None
     try:
-        return sup.logs.matching_lines(cur.job_name, since, STEP_PATTERN), None
+        keep, newest = read_lines(run)
+        return sup.logs.matching_lines(cur.job_name, since, STEP_PATTERN, keep=keep, newest=newest), None
     except Exception as exc:  # unknown: nothing is judged, the next read tries again
         log.warning("step lines of %s could not be read: %s", cur.job_name, exc)
         sup.counters.add(failures)

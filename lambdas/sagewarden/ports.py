@@ -178,8 +178,11 @@ class LogReader(Protocol):
     # per-minute activity read from the logs (what the heartbeat metric would carry)
     def activity(self, job_name: str, start_ms: int, end_ms: int) -> tuple[tuple[int, float], ...]: ...
     def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ...) -> tuple[str, ...]: ...
-    # lines matching a filter pattern since a time, `[algo-<n>] ...` (domain/fabric.py, hosts.py)
-    def matching_lines(self, job_name: str, since_ms: int, pattern: str) -> tuple[str, ...]: ...
+    # lines matching a filter pattern since a time, `[algo-<n>] ...` (domain/fabric.py, hosts.py):
+    # the first `keep` (None: the reader's own bound), or with `newest` the last (stragglers.py)
+    def matching_lines(
+        self, job_name: str, since_ms: int, pattern: str, *, keep: int | None = None, newest: bool = False
+    ) -> tuple[str, ...]: ...
 
 
 Series = tuple[tuple[int, float], ...]  # (minute start ms, value) of the minutes that had data

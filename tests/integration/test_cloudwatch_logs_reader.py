@@ -532,3 +532,24 @@ def test_matching_lines_past_its_page_bound_is_unknown_not_fewer_lines(aws):
         )
     with stub, pytest.raises(LogReadIncomplete):
         CloudWatchLogsReader(client).matching_lines(JOB, 1000, '"Using network"')
+
+
+def test_matching_lines_keeps_the_first_or_the_newest_as_asked_within_its_cap(logs):
+    base = _base_ms()
+    for host in range(1, 33):  # 32 hosts x 10 lines: more than the default 200 first lines
+        _write(
+            logs,
+            f"{JOB}/algo-{host}-1767607200",
+            [
+                (base + step * 60_000 + host, f"[sagewarden] host={host} step={step} step_ms=1")
+                for step in range(10)
+            ],
+        )
+    reader = CloudWatchLogsReader(logs)
+    first = reader.matching_lines(JOB, base, '"step_ms="')
+    assert len(first) == 200 and first[0].startswith("[algo-1] ") and "step=0 " in first[0]
+    newest = reader.matching_lines(JOB, base, '"step_ms="', keep=40, newest=True)
+    assert len(newest) == 40 and all("step=8 " in line or "step=9 " in line for line in newest)
+    assert newest[-1] == "[algo-32] [sagewarden] host=32 step=9 step_ms=1"
+    assert len(reader.matching_lines(JOB, base, '"step_ms="', keep=10**6, newest=True)) == 320
+    assert len(reader.matching_lines(JOB, base, '"step_ms="', keep=10**6)) == 320

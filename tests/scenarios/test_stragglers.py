@@ -68,3 +68,19 @@ def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
 def test_scenario_look_alikes_and_small_slowdowns_are_never_flagged(result, run):
     assert alerts(result, run) == [] and classes(result, run) == ["SUCCEEDED"], decisions(result, run)
     assert "baselines from the first step lines" in decisions(result, run)  # it was watched
+
+
+def test_scenario_a_slow_host_of_a_64_host_job_is_flagged_from_the_newest_step_lines(template):
+    """64 hosts print 64 step lines a minute: a read window holds more than a reader keeps, and
+    the newest lines are the ones that show the straggler (the first ones lag by minutes)."""
+    data = json.loads((Path(SCENARIO_DIR) / "stragglers.json").read_text())
+    (run,) = [r for r in data["runs"] if r["name"] == "slow-15"]
+    run["instance_count"] = 64
+    data["runs"] = [run]
+    data["account"]["quotas"] = {run["instance_type"]: 64}
+    data["faults"] = [dict(f, host=61) for f in data["faults"] if f["run"] == "slow-15"]
+    data["expect"] = {"slow-15": data["expect"]["slow-15"]}
+    big = run_drill(template, data)
+    (row,) = alerts(big, "slow-15")
+    assert "algo-61 of attempt 1 is" in row["subject"], row["subject"]
+    assert 0 < alerted_at(big, "slow-15") - onset(big, "slow-15") <= 10 * MIN

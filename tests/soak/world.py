@@ -644,7 +644,9 @@ class FakeLogs:
         counts = activity_per_minute(self.lines.get(job_name, []))
         return tuple(sorted((t, float(n)) for t, n in counts.items() if start_ms <= t < end_ms))
 
-    def matching_lines(self, job_name: str, since_ms: int, pattern: str) -> tuple[str, ...]:
+    def matching_lines(
+        self, job_name: str, since_ms: int, pattern: str, *, keep: int | None = None, newest: bool = False
+    ) -> tuple[str, ...]:
         phrase = pattern.strip('"')
         return tuple(
             f"[algo-1] {text}"

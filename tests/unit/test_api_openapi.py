@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from openapi_spec_validator import validate
@@ -73,3 +76,20 @@ def test_openapi_cancel_and_resume_document_the_403_for_non_owners():
         forbidden = paths[route]["post"]["responses"]["403"]
         assert "owner" in forbidden["description"] and "admin" in forbidden["description"]
     assert "403" not in paths["/runs/{run_id}"]["get"]["responses"]  # reading stays open
+
+
+def test_the_api_handler_loads_no_openapi_models_at_a_cold_start():
+    """The route annotations are for the document only: a cold start loads neither pydantic nor
+    the OpenAPI parameters (they made the API's import 1.55x `import boto3`); rendering does."""
+    code = (
+        "import sys; sys.path.insert(0, 'lambdas')\n"
+        "import sagewarden.handlers.api\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m.endswith('openapi.params'))\n"
+        "assert not heavy, heavy\n"
+        "from sagewarden.api import openapi\n"
+        "assert '/runs/{run_id}/cancel' in openapi.document()['paths']\n"
+        "assert 'pydantic' in sys.modules\n"
+    )
+    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr

@@ -48,6 +48,8 @@ SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
 ACTIVITY_BUDGET_S = 10.0  # a no-subscription deployment reads an attempt's activity from its logs
 ACTIVITY_MAX_PAGES = 50  # FilterLogEvents pages (up to 10,000 events or 1 MB each) per read
 MATCH_MAX_LINES = 200  # start-up scan: NCCL's network lines (a few per rank) and fingerprints
+MATCH_LINES_CAP = 4_000  # whatever a caller asks: <= 4 MB at LINE_MAX_BYTES a line
+NEWEST_MAX_PAGES = 20  # a read that keeps the newest lines reads every page
 MATCH_MAX_PAGES = 5
 MATCH_BUDGET_S = 5.0
 PHASE_PATTERN = '"[sagewarden] phase="'  # a quoted term matches the phrase as written
@@ -417,14 +419,19 @@ class CloudWatchLogsReader:
         since_ms: int,
         pattern: str,
         *,
-        max_lines: int = MATCH_MAX_LINES,
+        keep: int | None = None,
+        newest: bool = False,
         budget_s: float = MATCH_BUDGET_S,
     ) -> tuple[str, ...]:
         """The job's log events at or after `since_ms` that match a filter pattern (a quoted
-        phrase), as `[algo-<n>] <message>` lines in time order, at most `max_lines` (the first
-        ones: the start-up scan's lines are printed once, at start). One FilterLogEvents call per
-        page, at most MATCH_MAX_PAGES pages and `budget_s`: an incomplete read raises
-        `LogReadIncomplete` (unknown, never "none printed"); other errors propagate."""
+        phrase), as `[algo-<n>] <message>` lines in time order, at most `keep` (default
+        MATCH_MAX_LINES, never more than MATCH_LINES_CAP): the first ones (the start-up scan's
+        lines are printed once, at start), or with `newest` the last ones (every page is read:
+        the step lines of a recent window, where the newest matter). One FilterLogEvents call per
+        page, at most MATCH_MAX_PAGES pages (NEWEST_MAX_PAGES for `newest`) and `budget_s`: an
+        incomplete read raises `LogReadIncomplete` (unknown, never "none printed"); other errors
+        propagate."""
+        max_lines = min(keep or MATCH_MAX_LINES, MATCH_LINES_CAP)
         out: list[tuple[int, str]] = []
         for page in self._filter_pages(
             job_name,
@@ -433,7 +440,7 @@ class CloudWatchLogsReader:
             pattern=pattern,
             budget_s=budget_s,
             what=f"lines matching {pattern}",
-            max_pages=MATCH_MAX_PAGES,
+            max_pages=NEWEST_MAX_PAGES if newest else MATCH_MAX_PAGES,
         ):
             for e in page:
                 stream = str(e.get("logStreamName", ""))
@@ -441,10 +448,10 @@ class CloudWatchLogsReader:
                 host = f"algo-{int(m[1])}" if m else stream[len(job_name) + 1 :] or "?"
                 text = clip_text(f"[{host}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
                 out.append((int(e.get("timestamp", 0)), text))
-            if len(out) >= max_lines:
+            if not newest and len(out) >= max_lines:
                 break  # enough: the earliest lines are the ones that matter
         out.sort(key=lambda tl: tl[0])
-        return tuple(text for _, text in out[:max_lines])
+        return tuple(text for _, text in (out[-max_lines:] if newest else out[:max_lines]))
 
     def host_triage(
         self,

@@ -2,7 +2,7 @@
 
 `make openapi` writes it to docs/openapi.json; a test fails when the committed file differs from
 what this renders. The resolver describes the routes, parameters and responses from the route
-annotations (`api.schema`); `training_job` is then pointed at CreateTrainingJob's input shape
+annotations (`api.schema`, resolved by `api.route_docs`); `training_job` is then pointed at CreateTrainingJob's input shape
 rendered from SageMaker's service model (`api.sagemaker_model`), the same model the API checks
 submissions against, so the document describes exactly what is accepted.
 
@@ -33,9 +33,10 @@ REQUIRED_BY_SAGEWARDEN = {
 
 
 def document() -> dict[str, Any]:
-    from sagewarden.api import sagemaker_model
+    from sagewarden.api import route_docs, sagemaker_model
     from sagewarden.handlers.api import app
 
+    route_docs.resolve(app)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Powertools warns that pydantic v2 means OpenAPI 3.1
         text = app.get_openapi_json_schema(

@@ -12,15 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from sagewarden.domain.models import LaunchState, RunStatus
 from sagewarden.domain.policy import CHECKPOINT_LAYOUTS, HANG_CONFIRMATIONS, MAX_TEXT, RANGES, RunPolicy
 
 RunStatusName = Literal[tuple(s.value for s in RunStatus)]  # type: ignore[valid-type]
-RUN_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
-MAX_CURSOR_CHARS = 1024
 
 
 class InstanceChoice(BaseModel):
@@ -317,19 +314,3 @@ class AuditEvent(BaseModel):
 class EventPage(BaseModel):
     events: list[AuditEvent]
     next_cursor: str | None
-
-
-def response(description: str, model: type[BaseModel]) -> OpenAPIResponse:
-    """An OpenAPI response whose JSON body has the shape of `model`."""
-    return {"description": description, "content": {"application/json": {"model": model}}}
-
-
-BAD_REQUEST = response("invalid input: `errors` names each problem; nothing was stored", Error)
-TOO_LARGE = response("the request (or the run it would store) is too large; nothing was stored", Error)
-NOT_FOUND = response("no run has this id", Error)
-INTERNAL = response("an unexpected error; the body carries a request_id", Error)
-NOT_OWNER = response(
-    "only the run's owner (the principal that submitted it; a role counts, whatever the session) "
-    "or an admin (the deployment's adminRoleArns) may do this; nothing changed",
-    Error,
-)

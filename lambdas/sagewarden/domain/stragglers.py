@@ -28,7 +28,9 @@ see that).
 
 **Gathering.** While an attempt trains and the policy says its script prints step lines
 (`step_lines`), the sweep reads them every READ_EVERY_MS with one bounded FilterLogEvents
-(`STEP_PATTERN`) over the last `window + READ_MARGIN_MS` (lambdas/sagewarden/observe_hosts.py).
+(`STEP_PATTERN`): from Training's start the first lines, until every host has its baseline,
+then the newest lines of the last `window + READ_MARGIN_MS` (`read_lines`,
+lambdas/sagewarden/observe_hosts.py).
 An unreadable log is unknown: nothing is decided, the next read tries again.
 
 **Escalation.** A straggler is an `attempt.straggler` warning alert (once per attempt) naming the
@@ -60,6 +62,7 @@ READ_EVERY_MS = 2 * 60_000
 READ_MARGIN_MS = 3 * 60_000  # read window = straggler window + this (a read a little late still sees it)
 MIN_PEERS = 2  # a host is compared with the median of at least this many peers
 BASELINE_SAMPLES = 10  # compared steps of every host before the baseline is taken (their median)
+STEP_READ_MAX_LINES = 4_000  # per read: 256 hosts' baselines (3,072 lines); <= 4 MB at 1 KB a line
 STOP_ESTIMATE_S = 120  # StopTrainingJob: SIGTERM, then SIGKILL after 120 s (aws-facts)
 # a cold restart asks for SageMaker's infra check, whose duration AWS does not publish: the middle
 # of the simulator's adversarial 5-30 min range (drill/sim/hosts.py)
@@ -250,6 +253,18 @@ def read_since_ms(run: Run, now_ms: int) -> int | None:
         return cur.training_started_ms
     span = run.policy.straggler_window_minutes * 60_000 + READ_MARGIN_MS
     return max(cur.training_started_ms, now_ms - span)
+
+
+def read_lines(run: Run) -> tuple[int, bool]:
+    """How many step lines the read keeps, and whether the newest (else the first): for the
+    baselines, the first BASELINE_SAMPLES steps of every host (and a margin for steps some host
+    printed late); then the newest of the window, at most STEP_READ_MAX_LINES, since a many-host
+    job prints more in a window than that and a straggler shows in the newest lines."""
+    cur = run.current
+    hosts = cur.instance_count if cur is not None else 1
+    if cur is not None and cur.host_baselines:
+        return STEP_READ_MAX_LINES, True
+    return min(hosts * (BASELINE_SAMPLES + 2), STEP_READ_MAX_LINES), False
 
 
 def read_due_ms(run: Run, now_ms: int) -> int | None:

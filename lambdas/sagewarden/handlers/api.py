@@ -10,17 +10,18 @@ Every response body is strict JSON (`allow_nan=False`); an unforeseen exception 
 JSON 500 with a request id instead of escaping to API Gateway as a 502.
 """
 
+from __future__ import annotations
+
 import json
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from sagewarden import composition
 from sagewarden.admission import RunConflict
-from sagewarden.api import schema
+from sagewarden.api import responses as answers
 from sagewarden.api.errors import FieldError, InvalidRequest
 from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
@@ -30,16 +31,17 @@ from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
 from sagewarden.service import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
+if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` supplies them then
+    from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+
+    from sagewarden.api import schema
+    from sagewarden.api.route_docs import CURSOR, RUN_ID
+
 app = APIGatewayRestResolver()
 MAX_PAGE = 100
 DEFAULT_PAGE = 25
 _LIMIT_RE = re.compile(r"[0-9]{1,3}")
-_RUN_ID_RE = re.compile(schema.RUN_ID_PATTERN)
-RUN_ID = Annotated[str, Path(description="the run's id (a ULID)", pattern=schema.RUN_ID_PATTERN)]
-CURSOR = Annotated[
-    str | None,
-    Query(description="next_cursor of the previous page", max_length=schema.MAX_CURSOR_CHARS),
-]
+_RUN_ID_RE = re.compile(answers.RUN_ID_PATTERN)
 
 
 def _json(status: int, body: Any) -> Response:
@@ -74,7 +76,7 @@ def _query_limit() -> int:
 
 def _query_cursor() -> str | None:
     raw = _query("cursor")
-    if raw is not None and not 1 <= len(raw) <= schema.MAX_CURSOR_CHARS:
+    if raw is not None and not 1 <= len(raw) <= answers.MAX_CURSOR_CHARS:
         raise InvalidRequest([FieldError("cursor", "invalid cursor: use next_cursor of the previous page")])
     return raw
 
@@ -104,19 +106,19 @@ def _store_cursor_error(exc: ValueError) -> InvalidRequest:
     "count fits a known quota, no other live run holds its name or checkpoint prefix), stores it and "
     "asks for its first attempt. Nothing is stored when any check fails.",
     responses={
-        201: schema.response(
+        201: answers.response(
             "the run, created; its first attempt was requested (or its launch is deferred: see `deferred`)",
-            schema.Run,
+            "Run",
         ),
-        200: schema.response("the run an earlier request with this Idempotency-Key created", schema.Run),
-        400: schema.BAD_REQUEST,
-        409: schema.response(
+        200: answers.response("the run an earlier request with this Idempotency-Key created", "Run"),
+        400: answers.BAD_REQUEST,
+        409: answers.response(
             "another live run holds the name or the checkpoint prefix (`conflict` names it), or the "
             "Idempotency-Key was used with a different body",
-            schema.Error,
+            "Error",
         ),
-        413: schema.TOO_LARGE,
-        500: schema.INTERNAL,
+        413: answers.TOO_LARGE,
+        500: answers.INTERNAL,
     },
 )
 @tracer.capture_method
@@ -163,9 +165,9 @@ def submit_run(
     summary="List runs, newest first",
     description="Every caller the API admits sees every run (redacted: no secret values).",
     responses={
-        200: schema.response("a page of runs", schema.RunPage),
-        400: schema.BAD_REQUEST,
-        500: schema.INTERNAL,
+        200: answers.response("a page of runs", "RunPage"),
+        400: answers.BAD_REQUEST,
+        500: answers.INTERNAL,
     },
 )
 def list_runs(
@@ -193,7 +195,7 @@ def list_runs(
     description="Every caller the API admits may read every run. The values of secret-looking "
     "Environment and HyperParameters keys (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) read "
     '"<redacted>", here and in every other answer, audit entry and alert.',
-    responses={200: schema.response("the run", schema.Run), 404: schema.NOT_FOUND, 500: schema.INTERNAL},
+    responses={200: answers.response("the run", "Run"), 404: answers.NOT_FOUND, 500: answers.INTERNAL},
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
@@ -204,10 +206,10 @@ def get_run(run_id: RUN_ID) -> Response[schema.Run]:
     "/runs/<run_id>/events",
     summary="The run's audit trail, oldest first",
     responses={
-        200: schema.response("a page of events", schema.EventPage),
-        400: schema.BAD_REQUEST,
-        404: schema.NOT_FOUND,
-        500: schema.INTERNAL,
+        200: answers.response("a page of events", "EventPage"),
+        400: answers.BAD_REQUEST,
+        404: answers.NOT_FOUND,
+        500: answers.INTERNAL,
     },
 )
 def get_events(
@@ -227,14 +229,14 @@ def get_events(
     summary="Cancel a run",
     description="Only the run's owner (any session of the role that submitted it) or an admin.",
     responses={
-        202: schema.response(
-            "the stop was requested; the run becomes CANCELLED when SageMaker confirms", schema.Run
+        202: answers.response(
+            "the stop was requested; the run becomes CANCELLED when SageMaker confirms", "Run"
         ),
-        200: schema.response("the run had no live job and is now CANCELLED", schema.Run),
-        403: schema.NOT_OWNER,
-        404: schema.NOT_FOUND,
-        409: schema.response("the run already finished", schema.Error),
-        500: schema.INTERNAL,
+        200: answers.response("the run had no live job and is now CANCELLED", "Run"),
+        403: answers.NOT_OWNER,
+        404: answers.NOT_FOUND,
+        409: answers.response("the run already finished", "Error"),
+        500: answers.INTERNAL,
     },
 )
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
@@ -248,17 +250,17 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     summary="Resume a FAILED or CANCELLED run",
     description="Only the run's owner (any session of the role that submitted it) or an admin.",
     responses={
-        202: schema.response(
-            "a new attempt was launched from the newest verified checkpoint, with fresh budgets", schema.Run
+        202: answers.response(
+            "a new attempt was launched from the newest verified checkpoint, with fresh budgets", "Run"
         ),
-        403: schema.NOT_OWNER,
-        404: schema.NOT_FOUND,
-        409: schema.response(
+        403: answers.NOT_OWNER,
+        404: answers.NOT_FOUND,
+        409: answers.response(
             "the run is not FAILED or CANCELLED, its checkpoints cannot be read, or another live run "
             "took its name or checkpoint prefix (`conflict` names it)",
-            schema.Error,
+            "Error",
         ),
-        500: schema.INTERNAL,
+        500: answers.INTERNAL,
     },
 )
 def resume_run(run_id: RUN_ID) -> Response[schema.Run]:

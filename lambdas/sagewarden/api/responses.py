@@ -1,0 +1,29 @@
+"""The API's documented answers, kept light enough to load with every cold start.
+
+The routes of `handlers/api.py` name their responses here, each body's shape by the name of its
+model in `api.schema`. The models themselves (pydantic) load only when the OpenAPI document is
+rendered (`api.route_docs.resolve`), never in the Lambda: the API does not validate with them.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse  # loaded by the resolver anyway
+
+RUN_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+MAX_CURSOR_CHARS = 1024
+
+
+def response(description: str, model: str) -> OpenAPIResponse:
+    """An OpenAPI response whose JSON body has the shape of the `api.schema` model named `model`."""
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+BAD_REQUEST = response("invalid input: `errors` names each problem; nothing was stored", "Error")
+TOO_LARGE = response("the request (or the run it would store) is too large; nothing was stored", "Error")
+NOT_FOUND = response("no run has this id", "Error")
+INTERNAL = response("an unexpected error; the body carries a request_id", "Error")
+NOT_OWNER = response(
+    "only the run's owner (the principal that submitted it; a role counts, whatever the session) "
+    "or an admin (the deployment's adminRoleArns) may do this; nothing changed",
+    "Error",
+)
