@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sagewarden_cli.errors import CliError
 
 if TYPE_CHECKING:
-    from sagewarden_cli.selftest import SelfTest
+    from sagewarden_cli.selftest_session import SelfTest
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 RECOVERY_ATTEMPTS = 3  # repeats of a POST /runs whose answer was lost

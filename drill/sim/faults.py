@@ -9,9 +9,13 @@ contract's phase marker, which the heartbeat metric honours like the heartbeat f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from drill.clock import VirtualClock
 from drill.sim import stragglers
+from drill.sim.checkpoints import CheckpointWriter
+from drill.sim.hosts import HostsSim, remember_lemon
+from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
     ALGORITHM_ERROR_REASON,
@@ -35,8 +39,35 @@ from drill.sim.texts import (
 )
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_NAME
 
-if TYPE_CHECKING:
-    from drill.sim.lifecycle import SimCore
+
+class FaultsSim(stragglers.StragglerSim, HostsSim, Protocol):
+    """What faults need of the simulation (drill.sim.lifecycle.SimCore has it, and passes itself):
+    its state, its clock, logs and checkpoint writer, and the lifecycle steps a fault sets off.
+    Declared here, below the lifecycle, so that this module never imports it (the lifecycle
+    imports this one)."""
+
+    clock: VirtualClock
+    logs: SimLogs
+    checkpoint_writer: CheckpointWriter
+    fault_records: list[FaultRecord]
+    _faults: list[FaultState]
+    _jobs: dict[str, SimJob]
+
+    def arm(self, fault: Fault) -> FaultState: ...
+
+    def run_healthy_ms(self, run_name: str | None, now_ms: int) -> int: ...
+
+    def _open_segment(self, job: SimJob, t: int, kind: str) -> None: ...
+
+    def _set_timer(self, job: SimJob, at: int | None, kind: str) -> None: ...
+
+    def _begin_stop(self, job: SimJob, t: int, final: str, reason: str) -> None: ...
+
+    def _retries_left(self, job: SimJob) -> int: ...
+
+    def _retry(self, job: SimJob, t: int, reason: str) -> None: ...
+
+    def _fail(self, job: SimJob, t: int, reason: str) -> None: ...
 
 
 def matches_tags(f: Fault, tags: dict[str, str], itype: str | None) -> bool:
@@ -51,7 +82,7 @@ def matches(f: Fault, job: SimJob) -> bool:
     return matches_tags(f, job.tags, job.instance_type)
 
 
-def refuse_throttled(sim: SimCore, tags: dict[str, str], request: dict[str, Any]) -> None:
+def refuse_throttled(sim: FaultsSim, tags: dict[str, str], request: dict[str, Any]) -> None:
     """An armed throttle fault matching this CreateTrainingJob: ThrottlingException."""
     rc = request.get("ResourceConfig") or {}
     for state in sim._faults:
@@ -67,7 +98,9 @@ def refuse_throttled(sim: SimCore, tags: dict[str, str], request: dict[str, Any]
         raise client_error("ThrottlingException", "Rate exceeded", "CreateTrainingJob")
 
 
-def refuse_over_quota(sim: SimCore, tags: dict[str, str], itype: str, count: int, name: str, op: str) -> None:
+def refuse_over_quota(
+    sim: FaultsSim, tags: dict[str, str], itype: str, count: int, name: str, op: str
+) -> None:
     """An armed quota fault matching this launch: ResourceLimitExceeded, as the real quota check
     words it (aws-facts), with the limit's instances all in use."""
     for state in sim._faults:
@@ -81,7 +114,7 @@ def refuse_over_quota(sim: SimCore, tags: dict[str, str], itype: str, count: int
         raise limit_error(f"{itype} for training job usage", limit, limit, count, op)
 
 
-def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:
+def take_capacity_fault(sim: FaultsSim, job: SimJob) -> FaultState | None:
     """The first armed capacity fault matching a new job (consumed when ``once``)."""
     for state in sim._faults:
         if state.fault.kind == "capacity" and not state.consumed and matches(state.fault, job):
@@ -93,7 +126,7 @@ def take_capacity_fault(sim: SimCore, job: SimJob) -> FaultState | None:
     return None
 
 
-def bind(sim: SimCore, job: SimJob, state: FaultState, now: int, *, sort: bool = True) -> None:
+def bind(sim: FaultsSim, job: SimJob, state: FaultState, now: int, *, sort: bool = True) -> None:
     """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks);
     with ``sort=False`` the caller sorts ``job._bound`` once after binding several."""
     f = state.fault
@@ -115,7 +148,7 @@ def _unbind_run_clock(job: SimJob) -> None:
     job._bound = [b for b in job._bound if b[2].fault.after_run_training_min is None]
 
 
-def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
+def _record(sim: FaultsSim, job: SimJob, f: Fault, host: int, t: int) -> None:
     same_run = [j for j in sim._jobs.values() if j.run_name == job.run_name] if job.run_name else [job]
     checkpoint = max((max(j.checkpoints, default=0) for j in same_run), default=0)
     progress = min(stepf_at(job, t), job._phase_target) if job._phase == "train" else job._stepf
@@ -126,7 +159,7 @@ def _record(sim: SimCore, job: SimJob, f: Fault, host: int, t: int) -> None:
     )
 
 
-def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
+def fire(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
     """A bound fault's time has come: apply it to the job (or defer it, or drop it)."""
     f = state.fault
     if state.ends and job.secondary == "Training" and job._phase is not None:
@@ -157,8 +190,6 @@ def fire(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
     if f.bad_host or f.kind in BAD_HOST_KINDS:
         job._bad_hosts[host] = f  # bad hardware: it stays bad in a warm pool the job leaves
     if f.returns_cold > 0:
-        from drill.sim.hosts import remember_lemon
-
         remember_lemon(sim, job, host, f)
     if f.restart_capacity_min is not None and job.run_name is not None:
         sim.arm(
@@ -241,7 +272,7 @@ def save_started(job: SimJob, t: int) -> None:
     job._bound.sort(key=lambda b: (b[0], b[1]))
 
 
-def crash(sim: SimCore, job: SimJob, state: FaultState, t: int) -> None:
+def crash(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
     """The crash of a crash fault: its log lines, then Failed (or a RetryStrategy retry)."""
     f = state.fault
     host = min(max(f.host, 1), job.instance_count)

@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from drill.sim.model import Fault, SimJob
-
-if TYPE_CHECKING:
-    from drill.sim.lifecycle import SimCore
+from drill.sim.model import Fault, SimJob, StartupTimes
 
 INFRA_CHECK_FAILURE_REASON = (
     "InfraCheckError: the infrastructure health check found an unhealthy instance (algo-{host}) "
@@ -56,6 +53,16 @@ class Lemon:
     left: int
 
 
+class HostsSim(Protocol):
+    """What the hosts' model needs of the simulation (drill.sim.lifecycle.SimCore has it): the
+    fault log, the lemons and the start-up times. Declared here so that this module never imports
+    the lifecycle."""
+
+    fault_log: list[tuple[int, str, str, int]]
+    lemons: list[Lemon]
+    startup: StartupTimes
+
+
 def _draw(job: SimJob, host: int, salt: int) -> str:
     rng = random.Random(job._salt ^ salt ^ host)
     return ",".join(f"GPU-{rng.getrandbits(40):010x}" for _ in range(max(job.profile.gpus_per_host, 1)))
@@ -69,14 +76,14 @@ def serials(job: SimJob, host: int) -> str:
     return known
 
 
-def remember_lemon(sim: SimCore, job: SimJob, host: int, fault: Fault) -> None:
+def remember_lemon(sim: HostsSim, job: SimJob, host: int, fault: Fault) -> None:
     """A fired fault with ``returns_cold``: its host comes back in the run's next cold jobs."""
     sim.lemons.append(
         Lemon(job.run_name, job.instance_type, host, fault, serials(job, host), fault.returns_cold)
     )
 
 
-def take_lemons(sim: SimCore, job: SimJob) -> None:
+def take_lemons(sim: HostsSim, job: SimJob) -> None:
     """A job on new instances (no warm pool) meets the lemons its run has left."""
     if job.warm_pool_used:
         return
@@ -98,7 +105,7 @@ def wants_infra_check(request: dict[str, object]) -> bool:
     return isinstance(config, dict) and bool(config.get("EnableInfraCheck"))
 
 
-def infra_check(sim: SimCore, job: SimJob) -> tuple[int, int | None]:
+def infra_check(sim: HostsSim, job: SimJob) -> tuple[int, int | None]:
     """(ms the check adds to Starting, the bad host it found when the job must fail, else None).
     Found hosts are replaced when the job goes on."""
     st = sim.startup

@@ -22,21 +22,27 @@ training-script contract's step lines (docs/fidelity.md has one row each).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from drill.sim.model import FaultState, SimJob, spm
 from drill.sim.series import noise
 from drill.sim.texts import MINUTE_MS
-
-if TYPE_CHECKING:
-    from drill.sim.lifecycle import SimCore
 
 COMPUTE_SHARE = 0.85  # of a healthy step: the rest is the collectives' own time
 JITTER = 0.01
 _STEP_SALT = 0x57E9_11E5_0000_0019
 
 
-def set_slowdown(sim: SimCore, job: SimJob, host: int, slowdown: float | None, t: int) -> None:
+class StragglerSim(Protocol):
+    """What a slow host needs of the simulation (drill.sim.lifecycle.SimCore has it): to split the
+    open train segment. Declared here so that this module never imports the lifecycle."""
+
+    def _close_segment(self, job: SimJob, t: int) -> None: ...
+
+    def _start_train(self, job: SimJob, t: int) -> None: ...
+
+
+def set_slowdown(sim: StragglerSim, job: SimJob, host: int, slowdown: float | None, t: int) -> None:
     """The host's slowdown from ``t`` (None: healthy again); the open train segment is split so
     the steps before ``t`` keep the old rate."""
     training = job._phase == "train"
@@ -50,7 +56,7 @@ def set_slowdown(sim: SimCore, job: SimJob, host: int, slowdown: float | None, t
         sim._start_train(job, t)
 
 
-def fire(sim: SimCore, job: SimJob, state: FaultState, host: int, t: int) -> None:
+def fire(sim: StragglerSim, job: SimJob, state: FaultState, host: int, t: int) -> None:
     """A ``slow_host`` fault fires (or, with ``state.ends``, a transient one ends)."""
     f = state.fault
     if state.ends:

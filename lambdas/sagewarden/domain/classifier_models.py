@@ -1,0 +1,71 @@
+"""What the classifier takes and gives: the ending of one attempt, its class and the verdict.
+
+Pure data: standard library only, no clock, no environment, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["Classification", "Ending", "EndingClass", "QuotaInfo"]
+
+
+class EndingClass(StrEnum):
+    """What kind of ending an attempt had; decides what the supervisor does next."""
+
+    SUCCEEDED = "SUCCEEDED"
+    INFRASTRUCTURE = "INFRASTRUCTURE"
+    SPOT_INTERRUPTED = "SPOT_INTERRUPTED"
+    USER_ERROR = "USER_ERROR"
+    UNKNOWN = "UNKNOWN"
+    CAPACITY = "CAPACITY"
+    QUOTA = "QUOTA"
+    THROTTLED = "THROTTLED"
+    SEGMENT_DONE = "SEGMENT_DONE"
+    SUPERVISOR_STOP = "SUPERVISOR_STOP"
+    USER_STOPPED = "USER_STOPPED"
+    CLIENT_ERROR = "CLIENT_ERROR"
+
+
+@dataclass(frozen=True)
+class QuotaInfo:
+    """A parsed ResourceLimitExceeded message."""
+
+    quota_name: str
+    limit: int
+    used: int
+    delta: int
+
+    @property
+    def can_ever_fit(self) -> bool:
+        """False when the request alone is larger than the quota: only a quota increase helps."""
+        return self.delta <= self.limit
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Everything known about how an attempt ended (or why it could not start)."""
+
+    status: str | None = None
+    secondary_status: str | None = None
+    failure_reason: str | None = None
+    api_error_code: str | None = None
+    api_error_message: str | None = None
+    log_tail: tuple[str, ...] = ()
+    stop_intent: str | None = None
+    reached_training: bool = False
+    training_seconds: float = 0.0
+    pending_seconds: float = 0.0
+    max_pending_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The verdict: a class, one readable line for humans, and the texts it rests on."""
+
+    kind: EndingClass
+    reason: str
+    evidence: tuple[str, ...]
+    quota: QuotaInfo | None = None
+    hardware: bool = False  # an instance or GPU failed: restart cold, never on a warm pool
