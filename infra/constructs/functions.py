@@ -21,7 +21,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from .. import constants, lambda_code_dir
+from .. import constants
+from ..asset import lambda_code_dir
 from ..config import SupervisorConfig
 from .nag import acknowledge
 
