@@ -166,6 +166,18 @@ def check_month_long(s: Summary) -> None:
     assert len(signals) == 2 and set(signals[0]) <= GPU_SIGNALS and not set(signals[1]) & GPU_SIGNALS
 
 
+def check_week_of_faults(s: Summary) -> None:
+    # issue 20: one fault a day for a week under the recommended policy and an hourly checkpoint
+    # (about the advised interval) keeps ETTR at Llama 3's level, >= 90 %, by the simulator's
+    # ground truth and by the supervisor's own figure
+    week = s["runs"]["week"]
+    assert [a["end_class"] for a in week["attempts"]][-1] == "SUCCEEDED" and len(week["attempts"]) == 7
+    assert week["ground_truth"]["ettr_percent"] >= 90.0, week["ground_truth"]
+    assert week["ettr"]["percent"] >= 90.0, week["ettr"]["summary"]
+    (evaluation,) = [f for f in s["faults"] if f["kind"] == "eval_phase"]
+    assert evaluation["classified_as"] == "benign" and evaluation["to_action_s"] is None
+
+
 def check_default(s: Summary) -> None:
     runs = s["runs"]
     # llama-8b loses a host, leaving a half-written checkpoint: it resumes from the newest complete
@@ -242,6 +254,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "slow-fabric": check_slow_fabric,
     "stragglers": check_stragglers,
     "warm-pool": check_warm_pool,
+    "week-of-faults": check_week_of_faults,
 }
 SLOW = {"month-long"}  # ~30 virtual days: several seconds of wall time (deselect with -m "not slow")
 
