@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import benign, interval, seeds, sidebyside
+from benchmarks import benign, interval, seeds, sidebyside, stragglers
 from benchmarks.baselines import faultfree_minutes
 from benchmarks.method import method_lines
 from benchmarks.person import Person
@@ -250,6 +250,7 @@ def setup(seed: int, days: float, multiplier: float = 1.0) -> sidebyside.SideByS
         horizon_hours=2 * days * 24,
         rate_multiplier=multiplier,
         benign=True,
+        hosts_fail=True,
     )
     workload = trace.script(base)
     title = f"seed {seed}" if multiplier == 1 else f"stress {multiplier:g}x, seed {seed}"
@@ -354,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write BENCHMARKS.md and the chart")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for the side-by-side runs")
     parser.add_argument("--no-small", action="store_true", help="skip everything but the side-by-side")
+    parser.add_argument(
+        "--straggler-seeds", type=int, default=10, help="seeds of the measured straggler escalation (0: none)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     # the handlers' Powertools metrics warn when an invocation published none (routine in a drill)
@@ -368,10 +372,21 @@ def main(argv: list[str] | None = None) -> int:
 
     largest = None if args.no_small else pool.submit(scale.measure_detached, max(scale.BENCH_SIZES), template)
 
+    straggler_futures: list[Any] = []
+
     def small_job() -> list[str]:
+        # queued behind the side-by-side's runs (short ones: they fill the pool's tail)
+        straggler_futures.extend(
+            pool.submit(stragglers.run, seed, action, template)
+            for seed in range(1, args.straggler_seeds + 1)
+            for action in stragglers.ACTIONS
+        )
         return [] if args.no_small else small_job_sections(small_seeds, template)
 
     results, stress, small = side_by_side(pool, template, trace_seeds, args.days, args.stress_days, small_job)
+    straggler_runs = [f.result() for f in straggler_futures]
+    _progress(f"stragglers: {len(straggler_runs)} runs")
+    straggler_lines = stragglers.table(straggler_runs) if straggler_runs else []
     illustration = results[0].sbs
     tried = _interval_advice(
         pool, illustration, Person(seed=illustration.trace.seed), template, results[0].seed
@@ -430,7 +445,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *seeds.class_floor_table(results),
         "",
+        *seeds.breakdown_table(results),
+        "",
         *seeds.person_table(results),
+        "",
+        *seeds.hosts_table(results),
+        "",
+        *straggler_lines,
         "",
         "### False stops on benign phases (randomized)",
         "",

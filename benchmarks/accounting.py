@@ -23,10 +23,11 @@ checkpoint interval on average).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.trace import Trace, TraceFault
+from benchmarks.trace import Trace, TraceFault, trace_index
 from benchmarks.workload import Workload
 from drill.history import MINUTE_MS, RunHistory
 from drill.sim.model import FaultRecord
@@ -66,6 +67,52 @@ class FaultLoss:
         return sum(self.floor)
 
 
+@dataclass(frozen=True)
+class Slowness:
+    """What fail-slow hosts cost a run: episodes met, how many were still slowing their job when it
+    ended (a restart ended them early), and the GPU-hours of work they cost."""
+
+    met: int
+    cut_short: int
+    gpu_hours: float
+
+
+def slowness(
+    trace: Trace, jobs: Sequence[SimJob], records: Sequence[FaultRecord], gpus: int, end_ms: int
+) -> Slowness:
+    """GPU-hours the slow hosts cost: while a host is ``s`` slower its job makes 1 / (1 + s) of its
+    steps (the slowest host sets the pace when episodes overlap), so each training minute in an
+    episode loses s / (1 + s) of a minute's work on every GPU. Only the job's train phases count
+    (a save or a hang in between loses nothing more to slowness)."""
+    by_label = {f"slow {x.index:03d}": x for x in trace.slows}
+    by_job = {j.name: j for j in jobs}
+    episodes: dict[str, list[tuple[int, int, float]]] = {}
+    met = cut = 0
+    for rec in records:
+        ep = by_label.get(rec.label or "")
+        job = by_job.get(rec.job)
+        if ep is None or job is None:
+            continue
+        met += 1
+        end = rec.at_ms + round(ep.duration_min * MINUTE_MS)
+        job_end = job.ended_ms if job.ended_ms is not None else end_ms
+        if job_end < end:
+            cut += 1
+        episodes.setdefault(job.name, []).append((rec.at_ms, min(end, job_end), ep.slowdown))
+    lost_min = 0.0
+    for name, eps in episodes.items():
+        for a, b in _train_spans(by_job[name], end_ms):
+            cuts = sorted({a, b} | {t for lo, hi, _ in eps for t in (lo, hi) if a < t < b})
+            for lo, hi in itertools.pairwise(cuts):
+                worst = max((s for x, y, s in eps if x <= lo and hi <= y), default=0.0)
+                lost_min += (hi - lo) / MINUTE_MS * worst / (1.0 + worst)
+    return Slowness(met, cut, gpus * lost_min / 60.0)
+
+
+def _train_spans(job: SimJob, end_ms: int) -> list[tuple[int, int]]:
+    return [(s, e if e is not None else end_ms) for s, e, kind in job.phase_intervals if kind == "train"]
+
+
 @dataclass
 class Account:
     """The losses of one supervisor on one trace."""
@@ -78,6 +125,17 @@ class Account:
     faultfree_wall_min: float  # the same run with no fault
     completed: bool
     notes: list[str] = field(default_factory=list)
+    slowness: Slowness = field(default_factory=lambda: Slowness(0, 0, 0.0))
+
+    @property
+    def again_gpu_hours(self) -> float:
+        """GPU-hours of faults met again: a bad host back on a reused warm pool or a lemon back on
+        new instances (their whole loss: the floor of a fault met again is nothing)."""
+        return sum(self.gpu_hours(x.total_min) for x in self.losses if x.again)
+
+    @property
+    def again_count(self) -> int:
+        return sum(1 for x in self.losses if x.again)
 
     def gpu_hours(self, minutes: float) -> float:
         return self.gpus * minutes / 60.0
@@ -113,8 +171,13 @@ class Account:
 
     @property
     def unattributed_gpu_hours(self) -> float:
-        """Wall-clock GPU-hours beyond the fault-free run that no fault's buckets explain."""
-        return self.gpu_hours(self.wall_min - self.faultfree_wall_min) - self.total_gpu_hours()
+        """Wall-clock GPU-hours beyond the fault-free run that no fault's buckets (nor the slow
+        hosts) explain."""
+        return (
+            self.gpu_hours(self.wall_min - self.faultfree_wall_min)
+            - self.total_gpu_hours()
+            - self.slowness.gpu_hours
+        )
 
 
 def _phase_at(job: SimJob, t: int) -> str:
@@ -166,9 +229,10 @@ def account(
     losses: list[FaultLoss] = []
     met: set[int] = set()
     for rec in records:
-        if rec.label is None or rec.run != workload.name or rec.kind in ("capacity", "throttle"):
-            continue
-        tf = by_index[int(rec.label.split(" ", 1)[0])]
+        index = trace_index(rec.label)
+        if index is None or rec.run != workload.name or rec.kind in ("capacity", "throttle"):
+            continue  # not a fault of the trace (a slow host is scored apart: slowness_gpu_hours)
+        tf = by_index[index]
         t0 = rec.at_ms
         if tf.index in met:  # its bad host again, on a warm pool a later job took: no floor
             minutes, recovered = history.fault_minutes(
@@ -197,6 +261,7 @@ def account(
         losses.append(FaultLoss(tf, t0, minutes, floor, recovered=recovered))
     losses += _false_stops(history, records, workload, end_ms, losses)
     losses.sort(key=lambda x: x.onset_ms)
+    run_jobs = [j for j in jobs if j.run_name == workload.name]
     return Account(
         supervisor=supervisor,
         gpus=workload.gpus,
@@ -205,6 +270,7 @@ def account(
         useful_min=workload.useful_minutes,
         faultfree_wall_min=faultfree_wall_min,
         completed=completed,
+        slowness=slowness(trace, run_jobs, records, workload.gpus, end_ms),
     )
 
 
@@ -215,7 +281,7 @@ def _false_stops(
     the run training again past the step it was stopped at costs GPUs, and the floor is nothing.
     A false stop inside another loss's recovery (a replacement stopped while it compiles) is
     counted, with no minutes of its own: they are that loss's already."""
-    faulted = {rec.job for rec in records}
+    faulted = {rec.job for rec in records if trace_index(rec.label) is not None}
     windows = [(x.onset_ms, x.onset_ms + round(sum(x.minutes[:3]) * MINUTE_MS)) for x in losses]
     out: list[FaultLoss] = []
     stopped = [

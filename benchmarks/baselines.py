@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.person import Person
-from benchmarks.trace import Trace
+from benchmarks.trace import Trace, trace_index
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.sim.texts import HANG_PHASES
@@ -213,16 +213,16 @@ class BaselineDriver:
     def _fault_index(self) -> int:
         """The trace index of the fault being recovered from (the newest one that fired)."""
         records = self.sim.fault_records
-        if not records or records[-1].label is None:
-            return 0
-        return int(records[-1].label.split(" ", 1)[0])
+        return next((i for r in reversed(records) if (i := trace_index(r.label)) is not None), 0)
 
     def _watch_faults(self) -> None:
         records = self.sim.fault_records
         while self._faults_seen < len(records):
             record = records[self._faults_seen]
             self._faults_seen += 1
-            fault = int(record.label.split(" ", 1)[0]) if record.label else 0
+            fault = trace_index(record.label)
+            if fault is None:
+                continue  # a slow host: nothing hangs, the person has nothing to notice
             notice = record.at_ms + self.person.hang_notice_delay_ms(fault)
             self._at(notice, "person looks", functools.partial(self._notice, record.job))
 
@@ -243,9 +243,9 @@ def run_baseline(
 
 
 def faultfree_minutes(workload: Workload, trace: Trace) -> float:
-    """Wall clock of the run with the trace's benign phases and no fault (simulated: its compile,
-    saves, pauses and evals take what they take)."""
-    quiet = dataclasses.replace(trace, faults=())
+    """Wall clock of the run with the trace's benign phases and no fault, no slow host (simulated: its
+    compile, saves, pauses and evals take what they take)."""
+    quiet = dataclasses.replace(trace, faults=(), slows=())
     result = BaselineDriver("retry", workload, quiet, Person()).run()
     if not result.completed:
         raise RuntimeError("the fault-free run did not complete")

@@ -11,12 +11,19 @@ from benchmarks.trace import (
     COMPILE_MIN,
     EVAL_EVERY_H,
     EVAL_MIN,
+    LEMON_RETURNS,
+    LEMON_SHARE,
     LOG_INTERVAL_S,
     PAUSE_EVERY_H,
     PAUSE_MIN,
     RESTART_CAPACITY_MIN,
     SAVE_EVERY_H,
     SAVE_MIN,
+    SLOW_DURATION_MIN,
+    SLOW_FACTOR,
+    SLOW_REFERENCE_HOSTS,
+    SLOW_STRETCH,
+    slow_rate_per_host_hour,
 )
 
 # (phase, range, how often, public reports at or beyond the range's ends)
@@ -85,6 +92,25 @@ def method_lines(person: Person) -> list[str]:
         "| phase | minutes | how often | reported |",
         "|---|---|---|---|",
         *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in BENIGN_SOURCES),
+        "",
+        "**Slow hosts** (fail-slow). Alibaba's FALCON study (a production cluster of more than 10,000 "
+        "GPUs) found fail-slow episodes lasting from tens of seconds to nearly ten hours that together "
+        "lengthen the average job 1.34x; it gives that range and that total, not the law of one episode. "
+        f"The trace draws durations log-uniform over {SLOW_DURATION_MIN[0]:g}-{SLOW_DURATION_MIN[1]:g} min, "
+        f"slowdowns log-uniform {SLOW_FACTOR[0]:.0%}-{SLOW_FACTOR[1]:.0%} (our assumption), one host each, "
+        f"at {slow_rate_per_host_hour():.5f} episodes per host-hour of healthy operation "
+        f"({slow_rate_per_host_hour() * SLOW_REFERENCE_HOSTS:.2f} an hour on the 256-host job): the rate "
+        f"that makes an unhelped run of that size {SLOW_STRETCH}x longer. An episode ends when its job "
+        "ends (a restart gets re-initialised instances; for a thermal host kept by a warm pool this is "
+        "the kind side).",
+        "",
+        f"**Bad hosts that come back** (lemons). A 504-GPU study found 3 of 63 nodes behind more than half "
+        f"of all exclusions. {LEMON_SHARE:.0%} of the bad-instance faults are lemons: their host comes back "
+        f"on the run's next {LEMON_RETURNS} starts on new instances and fails the same way again "
+        "5 minutes into Training, unless SageMaker's infra check (`InfraCheckConfig`) finds it first; with "
+        f"a share p of lemons each back N times, lemons cause p(1 + N) / (1 + pN) of those faults: "
+        f"{LEMON_SHARE:g} and {LEMON_RETURNS} give one half. A bad host a warm pool keeps is met again "
+        "by whoever reuses the pool, lemon or not.",
         "",
         "**Internal consistency.** Faults and phases arrive over the run's *healthy operating time* "
         "(training, saving, evaluating, compiling; not hung), so every supervisor meets the same faults "

@@ -205,6 +205,81 @@ def class_floor_table(
     return out
 
 
+def hosts_table(results: Sequence[SeedResult]) -> list[str]:
+    """Slow hosts and bad hosts that come back, per supervisor: medians over the seeds."""
+    slows = [len(r.sbs.trace.slows) for r in results]
+    lemons = [sum(1 for f in r.sbs.trace.faults if f.returns_cold) for r in results]
+    out = [
+        "### Slow hosts and bad hosts that come back",
+        "",
+        f"Each seed's trace also holds fail-slow episodes ({med(slows, '{:.0f}')} drawn over its horizon) and "
+        f"lemons ({med(lemons, '{:.0f}')} of its bad-instance faults come back on the run's next "
+        "2 cold starts; `benchmarks/trace.py` cites both). Medians (lowest-highest) per seed. *Slowness* is "
+        "the work the slow hosts cost (a host s slower costs s / (1 + s) of each training minute, on every "
+        "GPU); an episode ends early when its job ends (a restart, or the run's end). *Met again* is a bad host's fault met a second time: "
+        "on a warm pool the supervisor reused, or a lemon on new instances that no infra check caught.",
+        "",
+        "| supervisor | slow episodes met | ended early with their job | GPU-h lost to slowness "
+        "| bad-host faults met again | GPU-h lost to them |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in SUPERVISORS:
+        accts = [r.sbs.accounts[key] for r in results]
+        out.append(
+            f"| {LABELS[key]} | {med([a.slowness.met for a in accts], '{:.0f}')} "
+            f"| {med([a.slowness.cut_short for a in accts], '{:.0f}')} "
+            f"| {med([a.slowness.gpu_hours for a in accts], '{:,.0f}')} "
+            f"| {med([a.again_count for a in accts], '{:.0f}')} "
+            f"| {med([a.again_gpu_hours for a in accts], '{:,.0f}')} |"
+        )
+    out += [
+        "",
+        "No supervisor here catches a slow host: the 2,048-GPU runs print no step lines (at 256 hosts the "
+        "drill would spend most of its time writing them), and nothing else tells a slow host from its "
+        "peers. What sagewarden's straggler check and escalation do when the script prints them is "
+        "measured on a 16-host job below.",
+    ]
+    return out
+
+
+BUCKET_NAMES = ("detection", "stop", "instance start", "work redone")
+
+
+def breakdown_table(results: Sequence[SeedResult], key: str = "d") -> list[str]:
+    """Where the minutes above the floor went, for each class (d) loses more than the target on:
+    per fault, pooled over seeds, each bucket against its floor."""
+    out = [
+        f"Where {SHORT[key]} loses more than {TARGET_PER_CLASS} x the floor: minutes per fault, pooled "
+        "over the seeds, each bucket as lost / floor (instance start includes SageMaker's infra check "
+        "when the replacement asks for it, and any capacity wait); *met again* is the class's faults met "
+        "a second time, minutes per first meeting:",
+        "",
+        "| fault class | faults | " + " | ".join(BUCKET_NAMES) + " | met again | total / floor |",
+        "|---|---|" + "---|" * len(BUCKET_NAMES) + "---|---|",
+    ]
+    rows = 0
+    for cls in class_order():
+        losses = [x for r in results for x in r.sbs.accounts[key].losses if x.cls == cls]
+        first = [x for x in losses if not x.again]
+        if not first:
+            continue
+        floor = sum(x.floor_min for x in first)
+        total = sum(x.total_min for x in losses)
+        if floor <= 0 or total / floor <= TARGET_PER_CLASS:
+            continue
+        n = len(first)
+        cells = [
+            f"{sum(x.minutes[i] for x in first) / n:.1f} / {sum(x.floor[i] for x in first) / n:.1f}"
+            for i in range(len(BUCKET_NAMES))
+        ]
+        again = sum(x.total_min for x in losses if x.again) / n
+        out.append(f"| {cls} | {n} | " + " | ".join(cells) + f" | {again:.1f} | {total / floor:.2f} |")
+        rows += 1
+    if rows == 0:
+        return []
+    return out
+
+
 def benign_table(results: Sequence[SeedResult]) -> list[str]:
     """The randomized benign result: the phases every supervisor met, and the false stops they made."""
     phases = [p for r in results for p in r.sbs.trace.phases]

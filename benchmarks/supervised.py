@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.person import Person
-from benchmarks.trace import Trace
+from benchmarks.trace import Trace, trace_index
 from benchmarks.workload import Workload
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.alarm_evaluator import AlarmEvaluator
@@ -76,7 +76,7 @@ class PersonOnCall:
         if len(self._handled) > self.max_resubmissions:
             return
         records = runner.acct.sagemaker.fault_records
-        fault = int(records[-1].label.split(" ", 1)[0]) if records and records[-1].label else 0
+        fault = next((i for r in reversed(records) if (i := trace_index(r.label)) is not None), 0)
         k = self._pages.get(fault, 0)
         self._pages[fault] = k + 1
         self.actions.append((now, "page: sagewarden gave up", run_id))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +148,45 @@ PAUSE_MIN, PAUSE_EVERY_H = (1.0, 12.0), 6.0  # a data-loader pause (shard/epoch)
 EVAL_MIN, EVAL_EVERY_H = (5.0, 30.0), 8.0  # an eval: still logging, GPUs low
 BENIGN_KINDS = {"save": "checkpoint_save_long", "pause": "dataloader_pause", "eval": "eval_phase"}
 
+# Fail-slow hosts (FALCON, Wu et al. 2024, a production cluster of more than 10,000 GPUs): episodes
+# last "from tens of seconds to nearly ten hours" and together lengthen the average job 1.34x. The
+# paper gives that range and that total, not the law of one episode, so: durations log-uniform over
+# its range, slowdowns log-uniform 10-60 % (our assumption), one host each, arriving per host-hour
+# at the rate that makes an unhelped run of the bench's size (256 hosts) 1.34x longer
+# (``slow_rate_per_host_hour``). A job's step waits for its slowest host; an episode ends when its
+# job ends (a restart gets re-initialised instances: the kind side for a thermal host a warm pool
+# keeps; docs/fidelity.md).
+SLOW_DURATION_MIN = (0.5, 600.0)
+SLOW_FACTOR = (0.10, 0.60)
+SLOW_STRETCH = 1.34
+SLOW_REFERENCE_HOSTS = 256
+
+# Recurring bad hosts ("lemons"). A 504-GPU study found 3 of 63 nodes behind more than half of all
+# exclusions, and Meta reports the same pattern at scale. If a share p of bad-instance faults are on
+# lemons that come back on the run's next N cold starts and fail again, lemons cause
+# p(1 + N) / (1 + pN) of those faults: p = 0.25 with N = 2 gives one half, the study's figure.
+LEMON_SHARE = 0.25
+LEMON_RETURNS = 2
+
+
+def slow_rate_per_host_hour() -> float:
+    """Episodes per host-hour of healthy operation such that an unhelped run of
+    SLOW_REFERENCE_HOSTS hosts takes SLOW_STRETCH x its work: each episode loses
+    D x s / (1 + s) minutes of work (D its minutes, s its slowdown), so the rate is
+    (1 - 1 / SLOW_STRETCH) / E[D] / E[s / (1 + s)] per minute over the reference job."""
+    d_lo, d_hi = SLOW_DURATION_MIN
+    s_lo, s_hi = SLOW_FACTOR
+    mean_d = (d_hi - d_lo) / math.log(d_hi / d_lo)
+    mean_lost = math.log((1 + s_hi) / (1 + s_lo)) / math.log(s_hi / s_lo)
+    per_min = (1.0 - 1.0 / SLOW_STRETCH) / (mean_d * mean_lost)
+    return per_min * 60.0 / SLOW_REFERENCE_HOSTS
+
+
+def trace_index(label: str | None) -> int | None:
+    """The trace fault a simulator record's label names (None: a slow episode or no trace fault)."""
+    head = (label or "").split(" ", 1)[0]
+    return int(head) if head.isdigit() else None
+
 
 @dataclass(frozen=True)
 class TraceFault:
@@ -157,6 +197,7 @@ class TraceFault:
     host: int
     hardware: bool
     restart_capacity_min: float | None
+    returns_cold: int = 0  # a lemon: its host comes back on the run's next this-many cold starts
 
     @property
     def cls(self) -> str:
@@ -178,6 +219,7 @@ class TraceFault:
             host=self.host,
             bad_host=self.hardware,
             restart_capacity_min=self.restart_capacity_min,
+            returns_cold=self.returns_cold,
             label=self.label,
             **spec,
         )
@@ -220,6 +262,29 @@ class TracePhase:
 
 
 @dataclass(frozen=True)
+class TraceSlow:
+    """A fail-slow episode: a host ``slowdown`` slower for ``duration_min`` from a point of the
+    run's healthy operation (its job waits for it; the episode ends early if the job ends)."""
+
+    index: int
+    healthy_min: float
+    host: int
+    slowdown: float
+    duration_min: float
+
+    def sim_fault(self, run: str = RUN_NAME) -> Fault:
+        return Fault(
+            kind="slow_host",
+            run=run,
+            after_run_training_min=self.healthy_min,
+            host=self.host,
+            slowdown=self.slowdown,
+            duration_min=self.duration_min,
+            label=f"slow {self.index:03d}",
+        )
+
+
+@dataclass(frozen=True)
 class Trace:
     seed: int
     gpus: int
@@ -231,6 +296,7 @@ class Trace:
     phases: tuple[TracePhase, ...] = field(default_factory=tuple)
     compile_min: float = 0.0  # at the start of every attempt's Training
     log_interval_s: float = 10.0  # how often each host logs a line
+    slows: tuple[TraceSlow, ...] = field(default_factory=tuple)  # fail-slow episodes (if drawn)
 
     @property
     def mtbf_hours(self) -> float:
@@ -247,8 +313,12 @@ class Trace:
         return out
 
     def sim_faults(self, run: str = RUN_NAME) -> list[Fault]:
-        """Everything the simulator is armed with: the faults, then the benign phases."""
-        return [f.sim_fault(run) for f in self.faults] + self.benign_faults(run)
+        """Everything the simulator is armed with: the faults, the benign phases, the slow hosts."""
+        return (
+            [f.sim_fault(run) for f in self.faults]
+            + self.benign_faults(run)
+            + [x.sim_fault(run) for x in self.slows]
+        )
 
     def scenario_faults(self, run: str = RUN_NAME) -> list[dict[str, Any]]:
         """The same as a drill scenario's ``faults`` entries."""
@@ -297,6 +367,40 @@ def draw_benign(seed: int, horizon_hours: float) -> tuple[tuple[TracePhase, ...]
     return phases, round(compile_min, 1), round(log_interval, 1)
 
 
+def draw_slow(seed: int, hosts: int, horizon_hours: float) -> tuple[TraceSlow, ...]:
+    """Fail-slow episodes over the horizon, from their own stream (a seed's faults stay the same)."""
+    rng = random.Random(seed * 1_000_003 + 61)
+    rate = slow_rate_per_host_hour() * hosts
+    out: list[TraceSlow] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= horizon_hours:
+            break
+        duration = math.exp(rng.uniform(*map(math.log, SLOW_DURATION_MIN)))
+        slowdown = math.exp(rng.uniform(*map(math.log, SLOW_FACTOR)))
+        out.append(
+            TraceSlow(
+                len(out) + 1,
+                round(t * 60.0, 3),
+                rng.randint(1, hosts),
+                round(slowdown, 3),
+                round(duration, 1),
+            )
+        )
+    return tuple(out)
+
+
+def with_lemons(seed: int, faults: Sequence[TraceFault]) -> tuple[TraceFault, ...]:
+    """LEMON_SHARE of the bad-instance faults made lemons, from their own stream."""
+    rng = random.Random(seed * 1_000_003 + 97)
+    out = []
+    for f in faults:
+        lemon = rng.random() < LEMON_SHARE  # drawn for every fault: the stream does not shift
+        out.append(dataclasses.replace(f, returns_cold=LEMON_RETURNS) if f.hardware and lemon else f)
+    return tuple(out)
+
+
 def generate(
     *,
     seed: int,
@@ -305,9 +409,11 @@ def generate(
     horizon_hours: float,
     rate_multiplier: float = 1.0,
     benign: bool = False,
+    hosts_fail: bool = False,
 ) -> Trace:
-    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed), and with
-    ``benign`` the run's benign phases (:func:`draw_benign`)."""
+    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed); with
+    ``benign`` the run's benign phases (:func:`draw_benign`); with ``hosts_fail`` fail-slow
+    episodes (:func:`draw_slow`) and lemons among the bad-instance faults (:func:`with_lemons`)."""
     for cause in ROOT_CAUSES:
         total = sum(p for _, p in cause.shows_as)
         if abs(total - 1.0) > 1e-9 or any(m not in MANIFESTATIONS for m, _ in cause.shows_as):
@@ -338,12 +444,17 @@ def generate(
                 restart_capacity_min=capacity,
             )
         )
-    if not benign:
-        return Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
-    phases, compile_min, log_interval = draw_benign(seed, horizon_hours)
-    return Trace(
-        seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults), phases, compile_min, log_interval
-    )
+    trace = Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
+    if benign:
+        phases, compile_min, log_interval = draw_benign(seed, horizon_hours)
+        trace = dataclasses.replace(
+            trace, phases=phases, compile_min=compile_min, log_interval_s=log_interval
+        )
+    if hosts_fail:
+        trace = dataclasses.replace(
+            trace, faults=with_lemons(seed, trace.faults), slows=draw_slow(seed, hosts, horizon_hours)
+        )
+    return trace
 
 
 def class_order() -> list[str]:

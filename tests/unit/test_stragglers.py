@@ -26,7 +26,7 @@ from sagewarden.domain.stragglers import (
     read_since_ms,
     score,
 )
-from tests.builders import MIN, REQUEST, make_run, observed, step
+from tests.builders import MIN, REQUEST, ckpt, make_run, observed, step
 
 HOSTS = [f"algo-{n}" for n in range(1, 5)]
 STEP_MS = 6000.0  # 10 steps per minute
@@ -131,16 +131,28 @@ def test_the_whole_job_slowing_down_flags_no_host():
 
 
 def test_break_even_is_slowdown_times_remaining_gpu_hours_against_the_restarts_gpu_hours():
-    be = break_even(0.15, 10 * 3600, 16, detect_s=600, stop_s=120, cold_start_s=1500, since_checkpoint_s=1380)
+    parts = {"detect_s": 600, "stop_s": 120, "cold_start_s": 1500, "since_checkpoint_s": 1380}
+    be = break_even(0.15, 10 * 3600, 16, slow_for_s=8 * 3600, **parts)
     assert be.loss_gpu_h == pytest.approx(0.15 * 10 * 16)  # 24 GPU-h
     assert be.cost_gpu_h == pytest.approx((600 + 120 + 1500 + 1380) / 3600 * 16)  # 16 GPU-h
+    assert be.paid_gpu_h == pytest.approx(0.15 * 8 * 16)  # 19.2 GPU-h lost already
     assert be.restart_pays
-    near_end = break_even(
-        0.15, 3600, 16, detect_s=600, stop_s=120, cold_start_s=1500, since_checkpoint_s=1380
-    )
+    near_end = break_even(0.15, 3600, 16, slow_for_s=8 * 3600, **parts)
     assert near_end.loss_gpu_h == pytest.approx(2.4) and not near_end.restart_pays
     unknown = break_even(0.3, None, 16, detect_s=0, stop_s=0, cold_start_s=0, since_checkpoint_s=0)
     assert unknown.loss_gpu_h is None and not unknown.restart_pays
+
+
+def test_a_restart_waits_until_the_slowdown_has_cost_as_much_as_a_restart():
+    # the ski-rental rule: a fresh straggler with days left does not pay a restart yet (it may pass,
+    # as most fail-slow episodes do); once it has lost a restart's worth, it does
+    parts = {"detect_s": 600, "stop_s": 120, "cold_start_s": 1500, "since_checkpoint_s": 1380}
+    fresh = break_even(0.30, 48 * 3600, 16, slow_for_s=10 * 60, **parts)
+    assert fresh.loss_gpu_h is not None and fresh.loss_gpu_h > fresh.cost_gpu_h
+    assert fresh.paid_gpu_h < fresh.cost_gpu_h and not fresh.restart_pays
+    cost_h = fresh.cost_gpu_h / 16 / 0.30  # the hours a 30 % slowdown takes to cost one restart
+    assert not break_even(0.30, 48 * 3600, 16, slow_for_s=0.95 * cost_h * 3600, **parts).restart_pays
+    assert break_even(0.30, 48 * 3600, 16, slow_for_s=1.05 * cost_h * 3600, **parts).restart_pays
 
 
 def test_policy_checks_the_straggler_fields():
@@ -165,15 +177,19 @@ def run_training(**policy):
     return step(run, observed(run, "InProgress", "Training", t0), t0).run, t0
 
 
-def drive(run, t0, lines, minutes):
-    """Tick every minute; hand over the lines of the window the domain asks to read."""
+def drive(run, t0, lines, minutes, checkpoint_every=None):
+    """Tick every minute; hand over the lines of the window the domain asks to read (and, every
+    ``checkpoint_every`` minutes, a new checkpoint)."""
     out = []
     for m in range(1, minutes + 1):
         now = t0 + m * MIN
         since = read_since_ms(run, now)
-        obs = Observations()
+        saved = ckpt(m, now) if checkpoint_every and m % checkpoint_every == 0 else None
+        obs = Observations(checkpoint=saved)
         if since is not None:
-            obs = Observations(step_lines=tuple(text for t, text in lines if since <= t0 + t <= now))
+            obs = Observations(
+                step_lines=tuple(text for t, text in lines if since <= t0 + t <= now), checkpoint=saved
+            )
         d = step(run, Tick(), now, obs)
         out.append((m, d))
         run = d.run
@@ -210,18 +226,36 @@ def test_a_lasting_straggler_is_alerted_within_ten_minutes_naming_host_slowdown_
     assert stored == run.current and len(stored.host_baselines) == 4  # what the store keeps
 
 
-def test_with_restart_a_paying_restart_stops_the_attempt_and_resumes_cold_with_the_infra_check():
+def test_with_restart_a_lasting_straggler_is_stopped_once_it_has_cost_a_restart_and_resumes_cold_with_the_infra_check():
     run, t0 = run_training(straggler_action="restart")
-    lines = job_lines(90, slow_from(2, 30, 0.30), total=200_000)  # days left: a restart pays
-    run, out = drive(run, t0, lines, 90)
+    lines = job_lines(400, slow_from(2, 30, 0.30), total=200_000)  # days left: a restart pays
+    run, out = drive(run, t0, lines, 400, checkpoint_every=30)
     ((m, stop),) = stops(out)
-    assert 30 < m <= 40 and stop.intent == "straggler"
-    ((_, alert),) = alerts(out)
-    assert "stopped and resumed cold" in alert.body
+    ((at, alert),) = alerts(out)
+    assert 30 < at <= 40 and "A restart does not pay yet" in alert.body and "Lost to it so far" in alert.body
+    assert stop.intent == "straggler" and m > 60  # not at the flag: once it had cost a restart
+    why = next(n for _, d in out for n in d.notes if "it has cost" in n)
+    paid, rest, cost = (
+        float(x)
+        for x in re.findall(r"([\d.]+) GPU-h", why)[:1]
+        + re.findall(r"lose ([\d.]+)", why)
+        + re.findall(r"restart's ([\d.]+) GPU-h", why)
+    )
+    assert paid >= cost and rest > cost
     assert run.current.suspect_hosts == ("algo-2",)
     t = t0 + (m + 2) * MIN
     d = step(run, observed(run, "Stopped", "Stopped", t), t)
     assert d.run.infra_check_pending and d.run.status != RunStatus.FAILED
+
+
+def test_with_restart_a_straggler_that_passes_before_it_cost_a_restart_is_never_stopped():
+    run, t0 = run_training(straggler_action="restart")
+    lines = job_lines(200, slow_from(2, 30, 0.30, end_min=75), total=200_000)  # 45 min, then normal
+    run, out = drive(run, t0, lines, 200, checkpoint_every=30)
+    ((at, _),) = alerts(out)
+    assert 30 < at <= 40 and not stops(out) and run.status == RunStatus.TRAINING
+    assert run.current.straggler_host == "algo-2" and run.current.straggler_since_ms is None
+    assert any("back to its peers' pace" in n for _, d in out for n in d.notes)
 
 
 def test_with_restart_no_total_means_an_unknown_loss_and_no_stop():

@@ -89,10 +89,11 @@ class Attempt:
     scan_done: bool = False
     # domain/stragglers.py: each host's baseline from the attempt's first step lines, as (host,
     # compute vs the peers' median, compute ms); the host flagged as a straggler (None: none)
-    # with its slowdown
+    # with its slowdown, and since when it has been slow (None: back to its peers' pace)
     host_baselines: tuple[tuple[str, float, float], ...] = ()
     straggler_host: str | None = None
     straggler_shift: float | None = None
+    straggler_since_ms: int | None = None
     # domain/goodput.py: when SageMaker was first seen Downloading, Uploading, Stopping for this
     # attempt (its secondary status, from the event's or DescribeTrainingJob's modified time), and
     # the onset a confirmed hang implies (its alarm's state change minus the alarm's window)

@@ -225,10 +225,21 @@ class BreakEven:
     cost_gpu_h: float  # (detection + stop + cold start + work since the last checkpoint) x GPUs
     remaining_h: float | None
     parts_s: tuple[float, float, float, float]  # detection, stop, cold start, since the checkpoint
+    paid_gpu_h: float = 0.0  # slowdown x GPU-hours since the host became slow: lost already
 
     @property
     def restart_pays(self) -> bool:
-        return self.loss_gpu_h is not None and self.loss_gpu_h > self.cost_gpu_h
+        """Restart when the rest of the run would lose more than a restart costs *and* the slowdown
+        has already cost as much as a restart (the ski-rental rule): fail-slow episodes last from
+        seconds to hours (FALCON), and whether this one will pass is unknown. Waiting until it has
+        cost one restart, then restarting, never loses more than twice what the best choice made in
+        hindsight would have; restarting at once loses a restart on every episode that would have
+        passed by itself (measured in BENCHMARKS.md: the straggler escalation)."""
+        return (
+            self.loss_gpu_h is not None
+            and self.loss_gpu_h > self.cost_gpu_h
+            and self.paid_gpu_h >= self.cost_gpu_h
+        )
 
 
 def break_even(
@@ -240,13 +251,15 @@ def break_even(
     stop_s: float,
     cold_start_s: float,
     since_checkpoint_s: float,
+    slow_for_s: float = 0.0,
 ) -> BreakEven:
     parts = (max(detect_s, 0.0), max(stop_s, 0.0), max(cold_start_s, 0.0), max(since_checkpoint_s, 0.0))
     cost = sum(parts) / 3600 * gpus
+    paid = shift * max(slow_for_s, 0.0) / 3600 * gpus
     if remaining_s is None or remaining_s < 0:
-        return BreakEven(None, cost, None, parts)
+        return BreakEven(None, cost, None, parts, paid)
     remaining_h = remaining_s / 3600
-    return BreakEven(shift * remaining_h * gpus, cost, remaining_h, parts)
+    return BreakEven(shift * remaining_h * gpus, cost, remaining_h, parts, paid)
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,17 +350,29 @@ def on_steps(d: Draft) -> bool:
     )
     flagged = [s for s in scores if s.status == "straggler"]
     if not flagged:  # (a host without lines is unknown: neither flagged nor cleared)
+        if cur.straggler_since_ms is not None and any(
+            s.host == cur.straggler_host and s.status == "ok" for s in scores
+        ):
+            d.put_attempt(dataclasses.replace(cur, straggler_since_ms=None))
+            d.note(f"attempt {cur.number}: {cur.straggler_host} back to its peers' pace")
+            return True
         return False
     worst = max(flagged, key=lambda s: s.shift or 0.0)
     assert worst.shift is not None
-    be = _break_even(d, cur, worst, samples)
     first = cur.straggler_host is None
+    still = cur.straggler_host == worst.host and cur.straggler_since_ms is not None
+    since = (
+        cur.straggler_since_ms if still and cur.straggler_since_ms is not None else d.now - worst.lasted_ms
+    )
+    be = _break_even(d, cur, worst, samples, slow_for_ms=d.now - since)
     restart = pol.straggler_action == "restart" and be.restart_pays
-    if not first and not restart:
-        return False  # flagged and alerted already: the next reads re-check the break-even only
-    if first:
-        cur = dataclasses.replace(cur, straggler_host=worst.host, straggler_shift=round(worst.shift, 4))
+    if not still:  # newly slow (this host, or again): remember since when
+        cur = dataclasses.replace(
+            cur, straggler_host=worst.host, straggler_shift=round(worst.shift, 4), straggler_since_ms=since
+        )
         d.put_attempt(cur)
+    if not first and not restart:
+        return not still  # alerted already: the next reads re-check the break-even only
     if first:
         _alert(d, cur, worst, be, restart)
     if restart:
@@ -356,15 +381,18 @@ def on_steps(d: Draft) -> bool:
             d,
             d.run.current or cur,
             INTENT_STRAGGLER,
-            f"straggler {worst.host} ({worst.shift:.0%} slower): the projected loss "
-            f"{be.loss_gpu_h:.1f} GPU-h exceeds a restart's {be.cost_gpu_h:.1f} GPU-h",
+            f"straggler {worst.host} ({worst.shift:.0%} slower for {(d.now - since) // 60_000} min): it has "
+            f"cost {be.paid_gpu_h:.1f} GPU-h and the rest of the run would lose {be.loss_gpu_h:.1f}, "
+            f"more than a restart's {be.cost_gpu_h:.1f} GPU-h",
         )
     elif first:
         d.note(f"attempt {cur.number}: straggler {worst.host} ({worst.shift:.0%} slower), alert only")
     return True
 
 
-def _break_even(d: Draft, cur: Attempt, worst: HostScore, samples: Sequence[Sample]) -> BreakEven:
+def _break_even(
+    d: Draft, cur: Attempt, worst: HostScore, samples: Sequence[Sample], *, slow_for_ms: int
+) -> BreakEven:
     """The break-even of a restart now (see the module doc)."""
     gpus = cur.instance_count * gpus_per_instance(cur.instance_type)
     newest = max(samples, key=lambda s: s.step)
@@ -387,6 +415,7 @@ def _break_even(d: Draft, cur: Attempt, worst: HostScore, samples: Sequence[Samp
         stop_s=STOP_ESTIMATE_S,
         cold_start_s=cold + INFRA_CHECK_ESTIMATE_S,
         since_checkpoint_s=(d.now - since) / 1000,
+        slow_for_s=slow_for_ms / 1000,
     )
 
 
@@ -400,7 +429,11 @@ def _alert(d: Draft, cur: Attempt, worst: HostScore, be: BreakEven, restart: boo
     if restart:
         verdict = "The loss exceeds the restart's cost: the attempt is stopped and resumed cold, off this warm pool, with SageMaker's infra check."
     elif d.policy.straggler_action == "restart":
-        verdict = "A restart does not pay yet: the job keeps training (checked again at every read)."
+        verdict = (
+            "A restart does not pay yet: the job keeps training (checked again at every read; a restart "
+            "is decided once the slowdown has cost as much as a restart, if the rest of the run would "
+            "lose more)."
+        )
     else:
         verdict = "The job keeps training (policy straggler_action 'alert'); " + (
             "a restart would pay: stop it, or set straggler_action 'restart'."
@@ -422,6 +455,7 @@ def _alert(d: Draft, cur: Attempt, worst: HostScore, be: BreakEven, restart: boo
                 f"Projected loss over the remaining run: {loss}",
                 f"A restart's cost: {be.cost_gpu_h:.1f} GPU-h (detection {det} + stop {stop} + cold "
                 f"start with infra check {cold} + work since the last checkpoint {since} min)",
+                f"Lost to it so far: {be.paid_gpu_h:.1f} GPU-h",
                 verdict,
             ],
         )
