@@ -451,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *seeds.hosts_table(results),
         "",
+        *seeds.ettr_table(results),
+        "",
         *straggler_lines,
         "",
         "### False stops on benign phases (randomized)",
@@ -475,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         header = Path(__file__).with_name("HEADER.md").read_text()
         Path("BENCHMARKS.md").write_text(header + "\n" + text + "\n")
         readme = Path("README.md")
-        readme.write_text(sidebyside.update_readme(readme.read_text(), seeds.readme_lines(results)))
+        readme.write_text(
+            sidebyside.update_readme(readme.read_text(), seeds.readme_lines(results, straggler_lines))
+        )
         print("\nwrote BENCHMARKS.md and the README's benchmark summary", file=sys.stderr)
     return 0
 

@@ -10,6 +10,7 @@ that seed*), then summarised: the median, and the range (lowest to highest) over
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -205,6 +206,56 @@ def class_floor_table(
     return out
 
 
+def ettr_ceiling(r: SeedResult) -> float:
+    """The effective-training ceiling physics allows this seed's job: its fault-free run (benign
+    phases and compiles included) with the checkpoint interval at Young's optimum sqrt(2 x save x
+    MTBF), and every fault costing only its floor's detection, stop and restart plus half an
+    interval of work. Faults arrive per healthy minute, so the wall W solves
+    W = A + (W / MTBF) x (restart + interval / 2). Slow hosts and lemons are left out."""
+    w = r.sbs.workload
+    save = w.checkpoint_write_seconds / 60.0
+    mtbf = r.sbs.trace.mtbf_hours * 60.0
+    interval = math.sqrt(2.0 * save * mtbf)
+    firsts = [x for x in r.sbs.accounts["d"].losses if x.fault is not None and not x.again]
+    restart = statistics.fmean(sum(x.floor[:3]) for x in firsts) if firsts else 0.0
+    saves_now = w.total_steps // w.checkpoint_every_steps * save
+    base = r.sbs.faultfree_min - saves_now + w.useful_minutes / interval * save
+    share = (restart + interval / 2.0) / mtbf
+    return w.useful_minutes * (1.0 - share) / base if share < 1 else 0.0
+
+
+def ettr_table(results: Sequence[SeedResult]) -> list[str]:
+    """Effective training per supervisor, with and without the slow hosts, against the ceiling."""
+    ceilings = [ettr_ceiling(r) for r in results]
+    out = [
+        "### Effective training time (ETTR) against the ceiling",
+        "",
+        "ETTR = the work's training minutes / the run's wall clock. *Without slowness* takes the minutes "
+        "the slow hosts cost out of the wall clock (no supervisor here can see them: see below). The "
+        "ceiling is what physics allows this job: its fault-free run with the checkpoint interval at "
+        "Young's optimum and every fault costing only its physical floor plus half an interval of work "
+        f"(`benchmarks/seeds.py`, `ettr_ceiling`): median {med([100 * c for c in ceilings], '{:.1f} %')}. "
+        "Medians (lowest-highest) per seed; points below the ceiling per seed.",
+        "",
+        "| supervisor | ETTR | ETTR without slowness | points below the ceiling (without slowness) |",
+        "|---|---|---|---|",
+    ]
+    for key in SUPERVISORS:
+        accts = [r.sbs.accounts[key] for r in results]
+        plain = [100 * a.effective_training for a in accts]
+        fast = [100 * _ettr_without_slowness(a) for a in accts]
+        below = [100 * c - f for c, f in zip(ceilings, fast, strict=True)]
+        out.append(
+            f"| {LABELS[key]} | {med(plain, '{:.1f} %')} | {med(fast, '{:.1f} %')} | {med(below, '{:.1f}')} |"
+        )
+    return out
+
+
+def _ettr_without_slowness(a: Account) -> float:
+    wall = a.wall_min - a.slowness.gpu_hours * 60.0 / a.gpus
+    return a.useful_min / wall if wall > 0 else 0.0
+
+
 def hosts_table(results: Sequence[SeedResult]) -> list[str]:
     """Slow hosts and bad hosts that come back, per supervisor: medians over the seeds."""
     slows = [len(r.sbs.trace.slows) for r in results]
@@ -358,7 +409,7 @@ def person_table(results: Sequence[SeedResult]) -> list[str]:
     return out
 
 
-def readme_lines(results: Sequence[SeedResult]) -> list[str]:
+def readme_lines(results: Sequence[SeedResult], straggler_lines: Sequence[str] = ()) -> list[str]:
     """The README's table and sentences, from the same numbers as BENCHMARKS.md."""
     out = [
         f"Medians (lowest-highest) over {len(results)} trace seeds, {results[0].sbs.workload.days:g}-day runs, GPU-hours:",
@@ -390,5 +441,23 @@ def readme_lines(results: Sequence[SeedResult]) -> list[str]:
         f"{TARGET_PER_CLASS} x the floor on every fault class"
         + (f" but {', '.join(over)}." if over else ".")
         + " False stops on the benign phases count in full (their floor is 0).",
+        "",
+        "Slow hosts and bad hosts that come back (per seed, median): slowness costs (d) "
+        f"{med([r.sbs.accounts['d'].slowness.gpu_hours for r in results], '{:,.0f}')} GPU-hours and (e) "
+        f"{med([r.sbs.accounts['e'].slowness.gpu_hours for r in results], '{:,.0f}')} (no step lines at 256 "
+        "hosts: nobody sees them); faults met again on a bad host cost (d) "
+        f"{med([r.sbs.accounts['d'].again_gpu_hours for r in results], '{:,.0f}')} GPU-hours, (e) "
+        f"{med([r.sbs.accounts['e'].again_gpu_hours for r in results], '{:,.0f}')} and (e2) "
+        f"{med([r.sbs.accounts['e2'].again_gpu_hours for r in results], '{:,.0f}')}.",
+        *(
+            [""]
+            + [
+                "Straggler escalation, a 16-host job printing step lines (BENCHMARKS.md): " + line
+                for line in straggler_lines
+                if line.startswith("Median")
+            ]
+            if straggler_lines
+            else []
+        ),
     ]
     return out

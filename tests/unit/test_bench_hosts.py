@@ -160,3 +160,35 @@ def test_the_straggler_bench_arms_the_seeds_episodes_and_nets_alert_minus_restar
     gph = stragglers.HOSTS * stragglers.GPUS_PER_HOST / 60
     assert f"| {10 * gph:+,.0f} |" in text and f"| {-10 * gph:+,.0f} |" in text
     assert "saved +0 (" in text  # the median of +x and -x
+
+
+def test_the_ettr_ceiling_is_the_fault_free_run_at_youngs_interval_with_floor_only_faults() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.seeds import ettr_ceiling
+
+    w = Workload(days=7.5)  # 256 hosts, a 2-min save every 30 steps, a step a minute
+    base = generate(seed=1, hosts=256, horizon_hours=360)
+    fault = TraceFault(1, 10.0, "test", "xid_crash", 2, True, None)
+    loss = SimpleNamespace(fault=fault, again=False, floor=(0.2, 0.0, 9.8, 12.0))
+    sbs = SimpleNamespace(
+        workload=w,
+        trace=base,
+        faultfree_min=w.faultfree_minutes,
+        accounts={"d": SimpleNamespace(losses=[loss])},
+    )
+    ceiling = ettr_ceiling(SimpleNamespace(sbs=sbs))
+    mtbf, save = base.mtbf_hours * 60, 2.0
+    tau = math.sqrt(2 * save * mtbf)
+    saves_now = w.total_steps // w.checkpoint_every_steps * save
+    expected = (
+        w.useful_minutes
+        * (1 - (10.0 + tau / 2) / mtbf)
+        / (w.faultfree_minutes - saves_now + w.useful_minutes / tau * save)
+    )
+    assert ceiling == pytest.approx(expected)
+    at_tau = w.useful_minutes / (w.faultfree_minutes - saves_now + w.useful_minutes / tau * save)
+    assert ceiling < at_tau  # faults cost something, even at their floor
+    # a faster fault rate lowers it
+    busier = dataclasses.replace(base, rate_multiplier=4.0)
+    assert ettr_ceiling(SimpleNamespace(sbs=SimpleNamespace(**{**vars(sbs), "trace": busier}))) < ceiling
