@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     small_seeds = list(range(1, args.seeds + 1))
     trace_seeds = list(range(1, args.trace_seeds + 1))
     pool = ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"))
-    from benchmarks import scale  # 10, 100 and 1,000 concurrent runs over a virtual day
+    from benchmarks import scale, scale_report  # 10, 100 and 1,000 concurrent runs over a virtual day
 
     largest = None if args.no_small else pool.submit(scale.measure_detached, max(scale.BENCH_SIZES), template)
 
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         biggest = largest.result() if largest is not None else None
         if biggest is not None:
             _progress(f"scale: {biggest.runs} runs in {biggest.wall_s:.1f} s (worker)")
-            out += scale.run(
+            out += scale_report.run(
                 template,
                 [n for n in scale.BENCH_SIZES if n != biggest.runs],
                 progress=_progress,

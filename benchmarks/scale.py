@@ -27,39 +27,31 @@ import contextlib
 import dataclasses
 import os
 import random
-import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.account import ALARM_PREFIX, BUCKET, EXECUTION_ROLE, LocalAccount
+from benchmarks.scale_costs import (
+    MINUTE_MS,
+    CallCounter,
+    Cost,
+    billed_hours,
+    supervision_cost,
+)
+from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.alarm_evaluator import AlarmEvaluator
 from drill.rate_limits import DEFAULT_RATES
 from drill.runner import DrillResult, DrillRunner
 from drill.scenario import Scenario, parse
-from infra.constants import (
-    CW_ALARM_METRIC_MONTH_USD,
-    CW_CUSTOM_METRIC_MONTH_USD,
-    DAYS_PER_BILLING_MONTH,
-)
 from sagewarden import keys
-from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs, parse_alarm_key
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.names import parse_job_name
 
 SIZES = (10, 100, 1000)
 # what `make bench` drives (the largest in a worker process, next to the rest); a 1,000-run day
 # takes the drill about 6 minutes alone here since its heavy moto calls go to moto's backends
 # (drill/backend_clients.py)
 BENCH_SIZES = SIZES
-MINUTE_MS = 60_000
-HOURS_PER_MONTH = DAYS_PER_BILLING_MONTH * 24
-# EMF: the README's "1.4 M lines per day (~0.3 GB, ~$0.15)" for 1,000 jobs: ~214 bytes a line
-EMF_BYTES_PER_LINE = 0.3e9 / 1.4e6
-EMF_USD_PER_GB = 0.50
-TARGET_USD_PER_RUN_DAY = 0.05
 
 # Documented default quotas, per account and Region (transactions per second): the rates the
 # simulated account throttles at (drill/rate_limits.py, which cites the pages; the lower figure
@@ -96,193 +88,6 @@ FAULT_MIX: tuple[tuple[str, dict[str, Any]], ...] = (
 RECONCILE_MIN = 60  # the side-by-side benchmark's too; the default 10 would serve 6x the ticks
 TRAINING_STEPS = 1140  # 19 h at one step a minute
 CHECKPOINT_EVERY = 30
-
-
-# ----------------------------------------------------------------------------------------------
-# The call counter (pure bookkeeping; tested with known input)
-# ----------------------------------------------------------------------------------------------
-
-
-def op_key(service: str, operation: str) -> str:
-    return f"{service}.{operation}"
-
-
-@dataclass
-class Rate:
-    peak_per_min: int
-    mean_per_min: float
-    burst: int  # most calls at one virtual instant (one handler invocation's back-to-back calls)
-
-    @property
-    def peak_tps(self) -> float:
-        """The busiest minute's calls spread evenly over it."""
-        return self.peak_per_min / 60
-
-
-def per_minute_rates(
-    counts: Mapping[tuple[int, str], int], minutes: int, bursts: Mapping[str, int] | None = None
-) -> dict[str, Rate]:
-    """Per operation: the busiest minute's count and the mean per minute over ``minutes`` minutes
-    (minutes without a call count as 0). ``counts`` maps (minute index, operation) -> calls."""
-    if minutes <= 0:
-        raise ValueError("minutes must be positive")
-    peak: dict[str, int] = {}
-    total: Counter[str] = Counter()
-    for (_, op), n in counts.items():
-        total[op] += n
-        peak[op] = max(peak.get(op, 0), n)
-    return {op: Rate(peak[op], total[op] / minutes, (bursts or {}).get(op, 0)) for op in sorted(total)}
-
-
-@dataclass
-class AlarmSpan:
-    name: str
-    run_id: str
-    metrics: int
-    put_ms: int
-    end_ms: int | None = None
-
-
-def alarm_metrics(params: Mapping[str, Any]) -> int:
-    """Metrics an alarm is billed for: 1 for a single-metric alarm, else one per MetricStat."""
-    queries = params.get("Metrics") or []
-    if not queries:
-        return 1
-    return sum(1 for q in queries if "MetricStat" in q)
-
-
-@dataclass
-class CallCounter:
-    """Counts a drill's AWS calls by virtual minute and operation, and tracks live hang alarms.
-
-    ``record`` is a :class:`drill.iam.CallRecorder` listener: (function, service, operation,
-    params), stamped with ``clock()`` (virtual ms)."""
-
-    clock: Callable[[], int]
-    start_ms: int
-    prefix: str = ALARM_PREFIX
-    counts: Counter[tuple[int, str]] = field(default_factory=Counter)
-    by_function: Counter[tuple[str, str]] = field(default_factory=Counter)
-    _instant: dict[str, tuple[int, int]] = field(default_factory=dict)  # op -> (ms, calls at that ms)
-    bursts: dict[str, int] = field(default_factory=dict)
-    live: dict[str, AlarmSpan] = field(default_factory=dict)
-    spans: list[AlarmSpan] = field(default_factory=list)
-    live_by_run: Counter[str] = field(default_factory=Counter)
-    peak_by_run: dict[str, int] = field(default_factory=dict)
-    peak_total: int = 0
-    max_metrics_per_alarm: int = 0
-    calls: list[tuple[int, str, str]] | None = None  # (ms, function, op) when keep_calls
-
-    def record(self, function: str, service: str, operation: str, params: Mapping[str, Any]) -> None:
-        now = self.clock()
-        op = op_key(service, operation)
-        self.counts[((now - self.start_ms) // MINUTE_MS, op)] += 1
-        self.by_function[(function.rsplit(".", 2)[-2] if "." in function else function, op)] += 1
-        at, n = self._instant.get(op, (-1, 0))
-        n = n + 1 if at == now else 1
-        self._instant[op] = (now, n)
-        if n > self.bursts.get(op, 0):
-            self.bursts[op] = n
-        if self.calls is not None:
-            self.calls.append((now, function, op))
-        if op == "cloudwatch.PutMetricAlarm":
-            self._put(str(params.get("AlarmName", "")), alarm_metrics(params), now)
-        elif op == "cloudwatch.DeleteAlarms":
-            for name in params.get("AlarmNames", []):
-                self._delete(str(name), now)
-
-    def _run_of(self, name: str) -> str:
-        parsed = parse_alarm_key(self.prefix, name)
-        job = parse_job_name(parsed[0]) if parsed else None
-        return job[0] if job else ""
-
-    def _put(self, name: str, metrics: int, now: int) -> None:
-        self.max_metrics_per_alarm = max(self.max_metrics_per_alarm, metrics)
-        span = self.live.get(name)
-        if span is not None:  # a re-put (learned window): the same alarm, billed without a break
-            span.metrics = metrics
-            return
-        span = AlarmSpan(name, self._run_of(name), metrics, now)
-        self.live[name] = span
-        self.spans.append(span)
-        self.live_by_run[span.run_id] += 1
-        self.peak_by_run[span.run_id] = max(
-            self.peak_by_run.get(span.run_id, 0), self.live_by_run[span.run_id]
-        )
-        self.peak_total = max(self.peak_total, len(self.live))
-
-    def _delete(self, name: str, now: int) -> None:
-        span = self.live.pop(name, None)
-        if span is None:
-            return
-        span.end_ms = now
-        self.live_by_run[span.run_id] -= 1
-
-    def minutes(self, end_ms: int) -> int:
-        return max(1, -(-(end_ms - self.start_ms) // MINUTE_MS))
-
-    def rates(self, end_ms: int) -> dict[str, Rate]:
-        return per_minute_rates(self.counts, self.minutes(end_ms), self.bursts)
-
-    def alarm_metric_hours(self, end_ms: int) -> float:
-        return sum(s.metrics * ((s.end_ms or end_ms) - s.put_ms) for s in self.spans) / 3_600_000
-
-
-# ----------------------------------------------------------------------------------------------
-# Cost
-# ----------------------------------------------------------------------------------------------
-
-
-def billed_hours(intervals: Iterable[tuple[int, int]]) -> int:
-    """Clock hours in which a metric is published (CloudWatch prorates metrics by the hour)."""
-    hours = 0
-    for start, end in intervals:
-        if end > start:
-            hours += (end - 1) // 3_600_000 - start // 3_600_000 + 1
-    return hours
-
-
-@dataclass
-class Cost:
-    alarm_usd: float
-    heartbeat_usd: float
-    emf_usd: float
-
-    @property
-    def total(self) -> float:
-        return self.alarm_usd + self.heartbeat_usd + self.emf_usd
-
-
-def supervision_cost(alarm_metric_hours: float, heartbeat_hours: int, emf_lines: int) -> Cost:
-    return Cost(
-        alarm_usd=alarm_metric_hours * CW_ALARM_METRIC_MONTH_USD / HOURS_PER_MONTH,
-        heartbeat_usd=heartbeat_hours * CW_CUSTOM_METRIC_MONTH_USD / HOURS_PER_MONTH,
-        emf_usd=emf_lines * EMF_BYTES_PER_LINE / 1e9 * EMF_USD_PER_GB,
-    )
-
-
-def design_alarm_metrics(hosts: int, *, progress_metric: bool = False) -> tuple[int, int, int]:
-    """(alarms, alarm metrics, most metrics in one alarm) the adapter creates for a job of
-    ``hosts`` hosts with the default policy windows (from ``alarm_specs`` itself)."""
-    spec = EnsureHangAlarms(
-        job_name="sw-run-a1",
-        attempt=1,
-        instance_count=hosts,
-        gpus_per_host=8,
-        log_silence_minutes=30,
-        gpu_idle_percent=5.0,
-        gpu_idle_minutes=20,
-        progress_metric="train:throughput" if progress_metric else None,
-    )
-    specs = alarm_specs(spec, ALARM_PREFIX, "run")
-    metrics = [alarm_metrics(s) for s in specs]
-    return len(specs), sum(metrics), max(metrics)
-
-
-def design_cost_per_day(hosts: int, *, progress_metric: bool = False) -> float:
-    """A job training all day with the default alarms: the README's formula, from the specs."""
-    _, metrics, _ = design_alarm_metrics(hosts, progress_metric=progress_metric)
-    return supervision_cost(24.0 * metrics, 24, 1440).total
 
 
 # ----------------------------------------------------------------------------------------------
@@ -545,164 +350,6 @@ def measure_big_job(template: dict[str, Any], *, hosts: int = BIG_HOSTS, seed: i
 # ----------------------------------------------------------------------------------------------
 
 
-def _fmt_rate(rate: Rate | None) -> str:
-    if rate is None:
-        return "0 / 0"
-    return f"{rate.peak_per_min:,} / {rate.mean_per_min:,.1f}"
-
-
-def render(results: list[ScaleResult], big: BigJob, total_wall_s: float) -> list[str]:
-    names = [f"{r.runs:,}" for r in results]
-    sizes = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    out = ["", f"## Scale: {sizes} concurrent runs over one virtual day", ""]
-    out.append(
-        "Runs of 2-16 hosts (p4d and p5 alternating), submitted over the first hour, about 19 h of "
-        "training each, one or two faults per run at random points of its training (hardware, NCCL "
-        "watchdog crash, dead host, NCCL spin, internal error, stuck data loader, 12-minute save), "
-        f"default policy, reconcile every {RECONCILE_MIN} min. State in the in-memory store, log reads answered by "
-        "the simulator, alarm puts and reads, checkpoint objects and alerts through moto's in-memory "
-        "backends (moto's API, DynamoDB and Logs are too slow for 1,000 runs a day here; a test holds that "
-        "the shortcuts give the same day); AWS calls are the supervisor functions' own, counted per "
-        "virtual minute."
-    )
-    out.append("")
-    head = ["", *[f"{r.runs:,} runs" for r in results]]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
-
-    def row(label: str, values: Iterable[str]) -> None:
-        out.append("| " + " | ".join([label, *values]) + " |")
-
-    row(
-        "runs SUCCEEDED / other",
-        (f"{r.statuses.get('SUCCEEDED', 0):,} / {r.runs - r.statuses.get('SUCCEEDED', 0)}" for r in results),
-    )
-    row("faults met", (f"{len(r.drill.faults):,}" for r in results))
-    row("invariant violations", (str(len(r.drill.invariant_violations)) for r in results))
-    row("failed reads (ObservationFailures)", (f"{r.observation_failures:,}" for r in results))
-    row("virtual time", (f"{r.virtual_hours:.1f} h" for r in results))
-    row("sweep passes / due items served", (f"{r.sweeps.passes:,} / {r.sweeps.due:,}" for r in results))
-    row(
-        "sweep passes out of time; calls throttled / waited for (the account's rates)",
-        (
-            f"{r.sweeps.out_of_time:,}; {sum(r.drill.api.get('throttled', {}).values()):,} / "
-            f"{sum(r.drill.api.get('waited_s', {}).values()):,.0f} s"
-            for r in results
-        ),
-    )
-    row(
-        "**sweep CPU time per due item** (mean; median of passes)",
-        (
-            f"**{1000 * r.sweeps.wall_s / max(r.sweeps.due, 1):.2f} ms**; "
-            f"{1000 * statistics.median(r.sweeps.per_due_s or [0]):.2f} ms"
-            for r in results
-        ),
-    )
-    out.append("| *AWS calls per minute, peak / mean (quota as calls per minute)* |" + " |" * len(results))
-    for op in REPORTED:
-        quota = QUOTA_TPS.get(op)
-        label = f"{op.split('.', 1)[1]}" + (
-            f" ({quota:g} TPS = {60 * quota:,.0f}/min)" if quota else " (observed)"
-        )
-        row(label, (_fmt_rate(r.counter.rates(r.drill.end_ms).get(op)) for r in results))
-    others = sorted({op for r in results for op in r.counter.rates(r.drill.end_ms)} - set(REPORTED))
-    for op in others:
-        quota = QUOTA_TPS.get(op)
-        label = op + (f" ({quota:g} TPS = {60 * quota:,.0f}/min)" if quota else "")
-        row(label, (_fmt_rate(r.counter.rates(r.drill.end_ms).get(op)) for r in results))
-    row(
-        "busiest minute against its quota (operation)",
-        (_worst(r) for r in results),
-    )
-    row(
-        "peak hang alarms per run (max; median) / in total",
-        (
-            f"{max(r.counter.peak_by_run.values(), default=0)}; "
-            f"{statistics.median(r.counter.peak_by_run.values() or [0]):g} / {r.counter.peak_total:,}"
-            for r in results
-        ),
-    )
-    row("most metrics in one alarm", (str(r.counter.max_metrics_per_alarm) for r in results))
-    row(
-        "hang alarms left at the end / live jobs at the end",
-        (f"{r.alarms_left} / {r.live_jobs_at_end}" for r in results),
-    )
-    row(
-        "**supervision cost per run-day** (alarms + heartbeat metric + EMF)",
-        (
-            f"**${r.cost.total / r.run_days:.4f}** (${r.cost.alarm_usd / r.run_days:.4f} + "
-            f"${r.cost.heartbeat_usd / r.run_days:.4f} + ${r.cost.emf_usd / r.run_days:.5f})"
-            for r in results
-        ),
-    )
-    row(
-        "drill wall time (alarm evaluation) / per virtual hour",
-        (
-            f"{r.wall_s:.1f} s ({r.evaluator_wall_s:.1f} s) / {r.wall_s / r.virtual_hours:.2f} s"
-            for r in results
-        ),
-    )
-    out.append("")
-    alarms16, metrics16, _ = design_alarm_metrics(16)
-    out.append(
-        f"- **Cost of a 16-host job training all day, as built:** {alarms16} alarms with {metrics16} alarm "
-        f"metrics (log silence 1, whole-job idle 2, lone-idle 16) plus 1 heartbeat metric and 1,440 EMF "
-        f"lines: **${design_cost_per_day(16):.3f} per run-day** (${CW_ALARM_METRIC_MONTH_USD:.2f} per alarm "
-        f"metric-month, ${CW_CUSTOM_METRIC_MONTH_USD:.2f} per custom metric-month, {DAYS_PER_BILLING_MONTH}-day "
-        f"month, ${EMF_USD_PER_GB:.2f}/GB EMF), above the ${TARGET_USD_PER_RUN_DAY:.2f} target; with a "
-        f"progress_metric ${design_cost_per_day(16, progress_metric=True):.3f}. The runs above cost less per "
-        "run-day because they are smaller and alarms exist only while an attempt trains."
-    )
-    out.append(
-        f"- **A {big.hosts}-host job** (dead host, default policy; {big.status}): alarm creation is "
-        f"{big.put_at_creation} PutMetricAlarm calls ({big.put_at_creation / QUOTA_TPS['cloudwatch.PutMetricAlarm']:.0f} s "
-        f"at {QUOTA_TPS['cloudwatch.PutMetricAlarm']:g} TPS), at most {big.max_metrics_per_alarm} metrics per "
-        f"alarm (limit 10). Hang detected after "
-        f"{'n/a' if big.detect_min is None else f'{big.detect_min:.1f}'} min; the invocation that confirmed "
-        "it read "
-        + ", ".join(
-            f"{n} {op.split('.', 1)[1]} ({n / QUOTA_TPS[op]:.0f} s at {QUOTA_TPS[op]:g} TPS)"
-            for op, n in sorted(big.triage.items())
-        )
-        + "."
-    )
-    out.append(
-        "- Quotas: CloudWatch DescribeAlarms 9, DeleteAlarms 3, PutMetricAlarm 3, GetMetricData 50 TPS; "
-        "CloudWatch Logs DescribeLogStreams 5, FilterLogEvents 5, GetLogEvents 10 TPS (per account and "
-        "Region, as documented in the AWS user guides' quota pages; the Logs figures are older and may "
-        "have been raised). SageMaker's API rates are not documented per operation here: observed only."
-    )
-    largest = max(results, key=lambda r: r.runs)
-    if largest.runs < max(SIZES):
-        n = max(SIZES)
-        factor = n / largest.runs
-        per_run_day = largest.wall_s / largest.run_days
-        rates = largest.counter.rates(largest.drill.end_ms)
-        scaled = max(
-            ((rates[op].peak_tps * factor / q, op) for op, q in QUOTA_TPS.items() if op in rates),
-            default=(0.0, "-"),
-        )
-        out.append(
-            f"- **{n:,} runs are not driven by `make bench`**: the drill needs {per_run_day:.1f} s of wall clock "
-            f"per run-day here at {largest.runs:,} runs (mostly moto calls: alarms, checkpoint objects, alerts), "
-            f"more at {n:,} (a {n:,}-run day ran over 12 min next to the other drills and was cut; "
-            f"`python -m benchmarks.scale {n}` runs it alone). Each "
-            f"run's calls are its own, so they scale linearly: {factor:g} x the {largest.runs:,}-run peaks would put "
-            f"the busiest operation, {scaled[1].split('.', 1)[1]}, at {100 * scaled[0]:.0f} % of its quota in its "
-            "busiest minute (an upper bound: peaks of independent runs rarely coincide)."
-        )
-    out.append(f"- This section took {total_wall_s:.0f} s of wall clock on this machine.")
-    return out
-
-
-def _worst(r: ScaleResult) -> str:
-    rates = r.counter.rates(r.drill.end_ms)
-    worst = max(
-        ((rates[op].peak_tps / q, op) for op, q in QUOTA_TPS.items() if op in rates), default=(0.0, "-")
-    )
-    return f"{100 * worst[0]:.0f} % ({worst[1].split('.', 1)[1]})"
-
-
 def _no_clock() -> int:
     return 0
 
@@ -716,48 +363,14 @@ def measure_detached(runs: int, template: dict[str, Any]) -> ScaleResult:
     return r
 
 
-def run(
-    template: dict[str, Any],
-    sizes: Iterable[int] = SIZES,
-    *,
-    progress: Callable[[str], None] | None = None,
-    measured: Iterable[ScaleResult] = (),
-) -> list[str]:
-    """The section for `sizes` drilled here plus `measured` (e.g. drilled in a worker process)."""
-    t0 = time.perf_counter()
-    results = list(measured)
-    for n in sizes:
-        r = measure(n, template)
-        if progress:
-            progress(f"scale: {n} runs in {r.wall_s:.1f} s")
-        results.append(r)
-    results.sort(key=lambda r: r.runs)
-    big = measure_big_job(template)
-    return render(results, big, time.perf_counter() - t0)
-
-
-def main() -> None:  # pragma: no cover - a manual entry point: python -m benchmarks.scale
-    import sys
-
-    from drill.account import drill_template
-
-    sizes = tuple(int(a) for a in sys.argv[1:]) or SIZES
-    print("\n".join(run(drill_template(), sizes, progress=lambda s: print(s, file=sys.stderr, flush=True))))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 __all__ = [
-    "CallCounter",
-    "Rate",
+    "QUOTA_TPS",
+    "REPORTED",
+    "SIZES",
+    "BigJob",
     "ScaleResult",
-    "billed_hours",
-    "design_cost_per_day",
     "measure",
-    "per_minute_rates",
-    "run",
+    "measure_big_job",
+    "measure_detached",
     "scenario",
-    "supervision_cost",
 ]

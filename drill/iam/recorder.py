@@ -94,7 +94,7 @@ class CallRecorder:
     unmapped: dict[tuple[str, str, str], RecordedCall] = field(default_factory=dict)
     enabled: bool = True
     # called with (function, service, operation, params) for every call of a function, enabled or
-    # not (e.g. the scale benchmark's per-minute call counter, benchmarks/scale.py)
+    # not (e.g. the scale benchmark's per-minute call counter, benchmarks/scale_costs.py)
     listeners: list[Callable[[str, str, str, Mapping[str, Any]], None]] = field(default_factory=list)
     # called with (service, operation, params) before every call of a function is made; may refuse
     # it by raising the service's error (the account's API rate limits, drill/rate_limits.py)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.scale import QUOTA_TPS, BigJob, measure, render
+from benchmarks.scale import QUOTA_TPS, BigJob, measure
+from benchmarks.scale_report import render
 
 
 def test_ten_runs_finish_and_every_call_is_counted(template: dict[str, Any]) -> None:
@@ -39,7 +40,8 @@ def test_ten_runs_finish_and_every_call_is_counted(template: dict[str, Any]) -> 
 def test_a_measurement_drilled_in_a_worker_process_comes_back_whole(template: dict[str, Any]) -> None:
     import pickle
 
-    from benchmarks.scale import measure_detached, run
+    from benchmarks.scale import measure_detached
+    from benchmarks.scale_report import run
 
     r = pickle.loads(pickle.dumps(measure_detached(10, template)))  # what a process pool does
     assert dict(r.statuses) == {"SUCCEEDED": 10} and r.counter.rates(r.drill.end_ms)

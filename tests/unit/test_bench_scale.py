@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.scale import (
+from benchmarks.scale_costs import (
     CallCounter,
     alarm_metrics,
     billed_hours,
