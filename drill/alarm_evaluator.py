@@ -10,7 +10,8 @@ The module is split by concern: the decision for one evaluation range (``drill/a
 pure), the alarms' configuration and values (``drill/alarm_config.py``), series fetching,
 classification and what an evaluation sees of late datapoints (``drill/alarm_series.py``, with
 ``drill/metric_delay.py``), reading alarms from moto and writing states back
-(``drill/alarm_sync.py``), reasons and events (``drill/alarm_events.py``). This module runs them:
+(``drill/alarm_sync.py``), reasons and events (``drill/alarm_events.py``), when each alarm is looked
+at next (``drill/alarm_schedule.py``). This module runs them:
 which alarms exist, when each is evaluated, and the evaluation.
 
 Semantics implemented (AWS CloudWatch User Guide, "Configuring how CloudWatch alarms treat
@@ -60,7 +61,6 @@ with and without late datapoints.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,7 +69,6 @@ from typing import Any, Protocol
 from drill.alarm_config import (
     _OPERATORS,
     AlarmConfig,
-    Bound,
     SeriesKey,
     _bound_function,
     _job_of,
@@ -85,11 +84,11 @@ from drill.alarm_decision import (
     OK,
     _decide,
     _evaluated,
-    _promise_periods,
     _stable_periods,
     evaluate_periods,
 )
 from drill.alarm_events import iso_event_time, iso_state_time, state_change_event, transition_reason
+from drill.alarm_schedule import AlarmSchedule
 from drill.alarm_series import MINUTE_MS, Arrivals, SeriesFetch, _AlarmState, _SeriesData
 from drill.alarm_sync import AlarmSync
 from drill.metric_delay import MetricDelays
@@ -137,7 +136,7 @@ class _Transition:
     previous: tuple[str, str, int]  # reason, reason data, timestamp of the old state
 
 
-class AlarmEvaluator(AlarmSync, Arrivals, SeriesFetch):
+class AlarmEvaluator(AlarmSchedule, AlarmSync, Arrivals, SeriesFetch):
     """Evaluates the supervisor's CloudWatch alarms in the drill (see the module docstring)."""
 
     def __init__(
@@ -242,40 +241,6 @@ class AlarmEvaluator(AlarmSync, Arrivals, SeriesFetch):
         return published
 
     # -- alarms ----------------------------------------------------------------------------------
-    def _boundary(self, ms: int) -> int:
-        return ms - ms % self.period_ms
-
-    def _schedule(self, alarm: _AlarmState, at: int) -> None:
-        """Set the alarm's next check; the queue keeps the earliest at hand (no scan per step)."""
-        if at != alarm.next_check or not alarm.queued:
-            alarm.next_check = at
-            alarm.queued = True
-            heapq.heappush(self._queue, (at, alarm.config.name))
-
-    def _earliest_check(self) -> int | None:
-        queue = self._queue
-        while queue:
-            at, name = queue[0]
-            alarm = self._alarms.get(name)
-            if alarm is not None and alarm.next_check == at:
-                return at
-            heapq.heappop(queue)  # stale: the alarm was forgotten or rescheduled
-        return None
-
-    def _due_alarms(self, target: int) -> list[_AlarmState]:
-        due: dict[str, _AlarmState] = {}
-        queue = self._queue
-        while queue and queue[0][0] <= target:
-            at, name = heapq.heappop(queue)
-            alarm = self._alarms.get(name)
-            if alarm is not None and alarm.next_check == at:
-                alarm.queued = False
-                if alarm.evaluated_to < target:
-                    due[name] = alarm
-                else:  # pragma: no cover - a check is always after the last evaluation
-                    self._schedule(alarm, alarm.evaluated_to + self.period_ms)
-        return [due[name] for name in sorted(due)]
-
     def _refresh(self, now: int, target: int) -> list[_Transition]:
         """Re-read the alarms if they may have changed; returns transitions of updated alarms' catch-up."""
         found: list[_Transition] = []
@@ -422,11 +387,6 @@ class AlarmEvaluator(AlarmSync, Arrivals, SeriesFetch):
                     self._schedule(alarm, min(alarm.next_check, self._first_check_after(alarm, first)))
                     alarm.changed_ms = last
 
-    def _first_check_after(self, alarm: _AlarmState, at_ms: int) -> int:
-        bucket = -(-at_ms // MINUTE_MS) * MINUTE_MS  # the first sample of the new phase
-        end = -(-(bucket + 1) // alarm.period_ms) * alarm.period_ms  # its period's end
-        return max(-(-end // self.period_ms) * self.period_ms, alarm.evaluated_to + self.period_ms)
-
     def _forget(self, name: str) -> None:
         alarm = self._alarms.pop(name)
         self.states.pop(name, None)
@@ -514,51 +474,6 @@ class AlarmEvaluator(AlarmSync, Arrivals, SeriesFetch):
         else:
             self._schedule(alarm, target + self.period_ms)
         return found
-
-    def _future_class(self, alarm: _AlarmState) -> int | None:
-        """The class every period will have while the alarm's jobs keep their current phases
-        (bounded series only; None when it cannot be told)."""
-        cfg = alarm.config
-        states: dict[SeriesKey, Bound | None] = {}
-        for key in cfg.series:
-            if key in states:
-                continue
-            bounded, bound = self.sagemaker.metric_bound_now(
-                key.namespace, key.metric, dict(key.dimensions), key.period_s, key.stat
-            )
-            if not bounded:
-                return None
-            states[key] = bound
-        future = alarm.bound_of(states)
-        compare = _OPERATORS[cfg.comparison]
-        if future is None:
-            return _MISSING
-        if compare(future[0], cfg.threshold) == compare(future[1], cfg.threshold):
-            return _BREACH if compare(future[0], cfg.threshold) else _GOOD
-        return None
-
-    def _promise(self, alarm: _AlarmState, window: bytes | bytearray) -> int | None:
-        """Periods until the state may change if every series keeps the datapoints it has now
-        (a bounded series does until its job's next phase change, which ``_settle`` looks at):
-        None when that cannot be promised; a very large number when it never changes."""
-        cfg = alarm.config
-        if not self._promises or alarm.last_end is None:
-            return None
-        c = self._future_class(alarm)
-        if c is None:
-            return None
-        alarm.promise = c
-        return _promise_periods(
-            window,
-            c,
-            cfg.evaluation_periods,
-            cfg.datapoints_to_alarm,
-            cfg.treat_missing,
-            alarm.state,
-            unsure=min(alarm.unsure, len(window)),
-            empty=alarm.empty,
-            empty_class=alarm.empty_class,
-        )
 
     def _reason(
         self,
