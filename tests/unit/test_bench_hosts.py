@@ -10,9 +10,8 @@ import statistics
 import pytest
 
 from benchmarks import stragglers
-from benchmarks.accounting import Slowness, account
-from benchmarks.baselines import BaselineResult, run_baseline
-from benchmarks.person import Person
+from benchmarks.accounting import Slowness
+from benchmarks.baselines import run_baseline
 from benchmarks.trace import (
     LEMON_RETURNS,
     LEMON_SHARE,
@@ -29,27 +28,11 @@ from benchmarks.trace import (
     trace_index,
 )
 from benchmarks.workload import Workload
-
-SMALL = Workload(hosts=2, days=1.0)  # 16 GPUs, a step a minute, a 2-min save every 30 steps
-PERSON = Person(seed=3)
+from tests.unit.test_bench_sidebyside import PERSON, SMALL, _account  # 16 GPUs, a 2-min save every 30 steps
 
 
 def _trace(*, faults: tuple[TraceFault, ...] = (), slows: tuple[TraceSlow, ...] = ()) -> Trace:
     return Trace(0, SMALL.gpus, SMALL.hosts, 1.0, 48, faults=faults, slows=slows)
-
-
-def _account(result: BaselineResult, trace: Trace):
-    return account(
-        result.kind,
-        SMALL,
-        trace,
-        result.jobs,
-        result.sim.fault_records,
-        start_ms=result.start_ms,
-        end_ms=result.end_ms,
-        completed=result.completed,
-        faultfree_wall_min=SMALL.faultfree_minutes,
-    )
 
 
 def test_slow_episodes_follow_their_ranges_and_rate_and_leave_the_faults_alone() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain import classifier
+from sagewarden.domain import classifier_signatures
 from sagewarden.domain.classifier import (
     Classification,
     Ending,
@@ -246,7 +246,7 @@ def _log_lines(result: Classification, ending: Ending) -> tuple[str, ...]:
 def test_classify_every_signature_entry_has_examples(
     table_name: str, examples: dict[str, tuple[str, ...]]
 ) -> None:
-    table = getattr(classifier, table_name)
+    table = getattr(classifier_signatures, table_name)
     labels = [label for _, label in table]
     assert len(labels) == len(set(labels)), "labels must be unique within a table"
     assert labels == list(examples), "every table row needs examples in this file, in table order"
@@ -254,7 +254,7 @@ def test_classify_every_signature_entry_has_examples(
 
 
 def test_classify_signature_tables_are_exported() -> None:
-    exported = {name for name in classifier.__all__ if name.endswith("_SIGNATURES")}
+    exported = {name for name in classifier_signatures.__all__ if name.endswith("_SIGNATURES")}
     assert exported == {name for name, _ in TABLES}
 
 

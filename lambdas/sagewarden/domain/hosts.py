@@ -30,12 +30,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sagewarden.domain.classifier import (
-    HARDWARE_LOG_LABELS,
-    INFRA_LOG_SIGNATURES,
-    Classification,
-    EndingClass,
-)
+from sagewarden.domain.classifier import Classification, EndingClass
+from sagewarden.domain.classifier_signatures import HARDWARE_LOG_LABELS, INFRA_LOG_SIGNATURES
 from sagewarden.domain.draft import Draft, notify, request_stop
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, Run
