@@ -463,3 +463,13 @@ def test_save_activity_cut_by_its_time_budget_is_unknown_not_an_answer(s3: Any, 
     # within its budget the same listing is read to its end
     finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: 0.0)
     assert finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=far_future) is not None
+
+
+def test_save_activity_is_read_within_ten_seconds_by_default(s3: Any) -> None:
+    """docs/hang-detection.md: the listing "is read within 10 seconds". 9.9 s into it another page
+    is read; at 10 s the listing is cut (unknown), whatever pages are left."""
+    _shards(s3, 25)  # three pages of 10
+    clock = iter([0.0, 9.9, 10.0])
+    finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: next(clock))
+    with pytest.raises(CheckpointLookupError, match="cut after 2 pages by its 10-s time budget"):
+        finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=10**15)

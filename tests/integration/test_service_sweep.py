@@ -186,3 +186,28 @@ def test_a_routine_sweep_look_up_writes_no_audit_entry(acct):
     assert looked >= 3 and acct.api("GET", f"/runs/{run_id}")[1]["status"] == "TRAINING"
     after = trail()
     assert after == before, after[len(before) :]  # nothing changed, so nothing was written
+
+
+def test_without_a_subscription_a_training_attempt_is_looked_at_every_third_of_its_window(acct):
+    """docs/hang-detection.md: without a log subscription the sweep's own silence check looks at a
+    training attempt every third of its window, at least every 2 minutes, at most every reconcile
+    interval; with a subscription (the alarms watch) every reconcile interval."""
+    from sagewarden.domain.policy import RunPolicy
+    from tests.builders import training_run
+
+    def learned(run, minutes):
+        *older, cur = run.attempts
+        return dataclasses.replace(run, attempts=(*older, dataclasses.replace(cur, log_window_min=minutes)))
+
+    sup = acct.supervisor
+    hour = 60 * MIN
+    sup.settings = dataclasses.replace(sup.settings, reconcile_interval_ms=hour)
+    policy_30 = training_run()  # the policy's 30-minute window
+    learned_4 = learned(policy_30, 4)
+    long_window = training_run(RunPolicy(log_silence_minutes=600))
+    assert [sup.reconcile_interval_ms(r) for r in (policy_30, learned_4, long_window)] == [hour] * 3
+    sup.settings = dataclasses.replace(sup.settings, log_silence_fallback=True)
+    assert sup.reconcile_interval_ms(policy_30) == 10 * MIN
+    assert sup.reconcile_interval_ms(learned(policy_30, 12)) == 4 * MIN
+    assert sup.reconcile_interval_ms(learned_4) == 2 * MIN  # a third of 4 is 80 s: at least 2 minutes
+    assert sup.reconcile_interval_ms(long_window) == hour  # a third of 600 is 200: at most the interval

@@ -328,3 +328,18 @@ def test_scenario_without_evidence_a_spin_waits_for_the_policys_window(template)
     assert run["restarts_by_class"] == {"HANG": 1}
     assert any("log_silence window 30 -> 4 min" in d for d in run["decisions"])
     assert 30 <= result.faults[0]["to_action_s"] / 60 <= 35
+
+
+def test_scenario_without_lone_idle_alarms_a_dead_host_waits_for_learned_log_silence(template):
+    """docs/hang-detection.md (cost): `gpu_lone_idle_minutes: 0` saves the per-host alarms, and a
+    dead host after start-up is then caught on the learned log-silence window (the other hosts stop
+    logging; the evidence shows a stuck host among spinning ones): in about 6 minutes instead of the
+    lone-idle alarm's 4 to 5 (6.0 on seeds 21-25)."""
+    result = _hang_drill(
+        template, {"kind": "dead_host", "host": 3}, after_min=100, policy={"gpu_lone_idle_minutes": 0}
+    )
+    run = result.runs["hang"]
+    assert run["restarts_by_class"] == {"HANG": 1}
+    confirmed = next(d for d in run["decisions"] if "hang confirmed" in d)
+    assert "gpu_lone_idle" not in confirmed and "log_silence" in confirmed
+    assert 5 < result.faults[0]["to_action_s"] / 60 <= 7

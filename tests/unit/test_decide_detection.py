@@ -245,6 +245,35 @@ def test_checkpoint_advice_says_the_interval_is_not_measured_yet_never_a_questio
     assert ("optimal ~" in line) == bool(seen)  # one write time measured is enough for the optimum
 
 
+def test_a_resume_alert_gives_the_checkpoint_interval_advice_when_it_would_save():
+    """docs/hang-detection.md: the resume alerts give the Young/Daly interval and what it saves."""
+    from sagewarden.domain.actions import Notify
+
+    def resumed(history):
+        run = training_run()
+        t0 = run.current.training_started_ms
+        run = dataclasses.replace(
+            run, checkpoint_history=history, restarts_by_class={"INFRASTRUCTURE": 3}, training_ms=20 * HOUR
+        )
+        end = t0 + 4 * HOUR
+        d = step(
+            run, observed(run, "Failed", "Failed", end, INTERNAL), end, Observations(checkpoint=ckpt(600))
+        )
+        (alert,) = [a for a in d.actions if isinstance(a, Notify) and a.event == "attempt.resumed"]
+        return alert.body.splitlines(), checkpoint_advice(d.run, end)
+
+    t0 = training_run().current.training_started_ms
+    every_30 = tuple((100 * i, t0 + i * 30 * MIN, 120.0, 100 * i - 100) for i in range(1, 7))
+    lines, advice = resumed(every_30)
+    assert advice is not None and advice.worth_telling and advice.line() in lines
+    (line,) = [x for x in lines if x.startswith("Checkpoint interval:")]
+    assert "every 30 min, write 120 s" in line and "(Young/Daly), saving ~" in line
+    # nothing measured yet: no saving to tell, so no line in the alert
+    lines, advice = resumed(())
+    assert advice is not None and not advice.worth_telling
+    assert not [x for x in lines if x.startswith("Checkpoint interval")]
+
+
 def test_the_interval_is_told_from_the_steps_between_checkpoints_when_sightings_skip_some():
     """Ticks every hour see every other 30-minute checkpoint: the gap between sightings is 60 min,
     the interval is 30 (one step a minute; each checkpoint's next older directory is 30 steps back)."""

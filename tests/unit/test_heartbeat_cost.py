@@ -25,6 +25,21 @@ def test_heartbeat_cost_prices_a_million_foreign_events(capsys: pytest.CaptureFi
     assert "own log lines (START/END/REPORT) $0.0189" in out
 
 
+def test_heartbeat_cost_of_one_event_per_batch_is_the_worst_case_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/hang-detection.md's table: 1 event per batch is a million invocations per million
+    foreign events, about $0.39; X-Ray at 5 % sampling would add about $0.25."""
+    assert heartbeat_cost.main(["--events-per-batch", "1", "--runs", "50"]) == 0
+
+    out = capsys.readouterr().out
+    assert "per million foreign log events = 1,000,000 invocations" in out
+    assert "Lambda requests     $0.2000" in out and "Lambda duration     $0.0033" in out
+    assert "own log lines (START/END/REPORT) $0.1890" in out
+    assert "total               $0.3923" in out
+    assert "X-Ray traces        $0.2500 if it were traced" in out
+
+
 def test_heartbeat_cost_event_is_a_foreign_subscription_delivery_the_handler_drops() -> None:
     from sagewarden.handlers.on_training_logs import heartbeat_records
 
