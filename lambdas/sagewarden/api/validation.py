@@ -23,6 +23,7 @@ from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
+from sagewarden.domain.retention import archive_problem
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -240,6 +241,12 @@ def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]
                     f"sets, an attempt would have {total} variables; SageMaker allows {max_env}",
                 )
             )
+    ckpt = job.get("CheckpointConfig")
+    synced = ckpt.get("S3Uri") if isinstance(ckpt, Mapping) else None
+    if _is_s3(synced):
+        problem = archive_problem(str(synced), policy)
+        if problem is not None:
+            errors.append(FieldError("policy.checkpoint_archive_uri", problem))
     if policy.progress_metric is not None:
         algo = job.get("AlgorithmSpecification")
         algo = algo if isinstance(algo, Mapping) else {}
