@@ -191,3 +191,24 @@ def test_retention_delete_mode_has_no_archive() -> None:
     policy = RunPolicy(checkpoint_keep=2, checkpoint_retired="delete")
     action = retire(training_run(policy), obs(900, view(100, 800, 900)))
     assert action is not None and action.mode == "delete" and action.archive_uri is None
+
+
+def test_retention_submission_is_refused_where_the_deployment_does_not_grant_it() -> None:
+    body = {"name": "llama", "training_job": copy.deepcopy(REQUEST), "policy": {"checkpoint_keep": 2}}
+    with pytest.raises(InvalidRequest) as err:
+        validate_submit(
+            body,
+            allowed_roles=frozenset({ROLE}),
+            job_prefix="sw",
+            policy_defaults=RunPolicy(),
+            retention_allowed=False,
+        )
+    assert [e.field for e in err.value.errors] == ["policy.checkpoint_keep"]
+    body["policy"] = {}
+    validate_submit(
+        body,
+        allowed_roles=frozenset({ROLE}),
+        job_prefix="sw",
+        policy_defaults=RunPolicy(),
+        retention_allowed=False,
+    )

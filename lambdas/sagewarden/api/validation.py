@@ -57,7 +57,12 @@ class SubmitRun:
 
 
 def validate_submit(
-    body: Any, *, allowed_roles: frozenset[str], job_prefix: str, policy_defaults: RunPolicy
+    body: Any,
+    *,
+    allowed_roles: frozenset[str],
+    job_prefix: str,
+    policy_defaults: RunPolicy,
+    retention_allowed: bool = True,
 ) -> SubmitRun:
     if not isinstance(body, Mapping):
         raise InvalidRequest([FieldError("body", "must be a JSON object")])
@@ -95,6 +100,14 @@ def validate_submit(
         errors.append(FieldError(join("policy", exc.field) if exc.field != "policy" else "policy", message))
     else:
         errors += policy_errors(policy, job)
+        if policy.checkpoint_keep is not None and not retention_allowed:
+            errors.append(
+                FieldError(
+                    "policy.checkpoint_keep",
+                    "this deployment does not grant checkpoint retention's S3 writes: deploy it with "
+                    "-c checkpointRetention=true (see docs/checkpoints.md)",
+                )
+            )
     if errors:
         raise InvalidRequest(_unique(errors))
     size = stored_request_bytes(str(name), job, policy)
