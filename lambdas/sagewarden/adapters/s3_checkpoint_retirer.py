@@ -178,6 +178,8 @@ class S3CheckpointRetirer:
             try:
                 parts = []
                 for number, start in enumerate(range(0, obj.size, self._part), start=1):
+                    if self._clock() >= self._deadline:
+                        raise _OutOfBudget  # aborted below; the next pass copies it again
                     end = min(start + self._part, obj.size) - 1
                     answer = self._s3.upload_part_copy(
                         Bucket=dst_bucket,
