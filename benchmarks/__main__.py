@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import benign, interval, seeds, sidebyside
+from benchmarks import benign, interval, retention, seeds, sidebyside
 from benchmarks.baselines import faultfree_minutes
 from benchmarks.method import method_lines
 from benchmarks.person import Person
@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
                 measured=[biggest],
             )
     pool.shutdown()
+    out += ["", *retention.table()]  # arithmetic on the simulator's restore model: no drill run
     out.append("")
     total = time.perf_counter() - started
     cpu = sum(
