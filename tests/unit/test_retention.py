@@ -212,3 +212,42 @@ def test_retention_submission_is_refused_where_the_deployment_does_not_grant_it(
         policy_defaults=RunPolicy(),
         retention_allowed=False,
     )
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def add(self, name: str, value: float = 1.0, **_: object) -> None:
+        self.names.append(name)
+
+
+class _Retirer:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.limits: list[int] = []
+
+    def view(self, s3_uri: str, layout: object, *, limit: int) -> RetentionView:
+        self.limits.append(limit)
+        if self.error is not None:
+            raise self.error
+        return view(100, 800, 900)
+
+
+def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
+    from types import SimpleNamespace
+
+    from sagewarden.observations import Observer
+
+    counters = _Counters()
+    host = SimpleNamespace(retirer=_Retirer(RuntimeError("SlowDown")), counters=counters)
+    seen, error = Observer(host)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
+    assert seen is None and error is not None and "SlowDown" in error
+    assert counters.names == ["ObservationFailures"]
+    ok = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    seen, error = Observer(ok)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
+    assert error is None and seen == view(100, 800, 900)
+    # not read at all when the run keeps everything or may be read by a starting job
+    off = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    assert Observer(off)._retention(training_run(), Tick()) == (None, None)  # type: ignore[arg-type]
+    assert off.retirer.limits == []
