@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import interval, seeds, sidebyside, stragglers
+from benchmarks import interval, retention, seeds, sidebyside, stragglers
 from benchmarks.baselines import faultfree_minutes
 from benchmarks.method import method_lines
 from benchmarks.person import Person
@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 measured=[biggest],
             )
     pool.shutdown()
+    out += ["", *retention.table()]  # arithmetic on the simulator's restore model: no drill run
     out.append("")
     total = time.perf_counter() - started
     cpu = sum(

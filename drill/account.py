@@ -41,6 +41,7 @@ from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
 from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
+from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.service_quotas_reader import ServiceQuotasReader
 from sagewarden.adapters.sns_notifier import SnsNotifier
@@ -62,7 +63,11 @@ STACK_ID = (
 )
 # The deployment this account represents (CDK context): its template is what the IAM replay
 # checks the supervisor's calls against. ``drill_template()`` synthesizes it (cached on disk).
-DEPLOY_CONTEXT: dict[str, Any] = {"allowedRoleArns": [EXECUTION_ROLE], "checkpointBuckets": [BUCKET]}
+DEPLOY_CONTEXT: dict[str, Any] = {
+    "allowedRoleArns": [EXECUTION_ROLE],
+    "checkpointBuckets": [BUCKET],
+    "checkpointRetention": True,  # runs may ask for checkpoint_keep (the sweep may move checkpoints)
+}
 
 
 def drill_template(*, log_subscription: bool = True) -> dict[str, Any]:
@@ -81,6 +86,18 @@ def template_for(template: dict[str, Any], *, log_subscription: bool) -> dict[st
     if template_log_subscription(template) == log_subscription:
         return template
     return drill_template(log_subscription=log_subscription)
+
+
+def template_checkpoint_retention(template: Mapping[str, Any]) -> bool:
+    """Whether the deployment `template` describes grants checkpoint retention (its functions are
+    told by their environment, ``ENV_CHECKPOINT_RETENTION``)."""
+    for res in template.get("Resources", {}).values():
+        if res.get("Type") != "AWS::Lambda::Function":
+            continue
+        env = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        if env.get(keys.ENV_CHECKPOINT_RETENTION) == "true":
+            return True
+    return False
 
 
 def template_log_subscription(template: Mapping[str, Any]) -> bool:
@@ -340,6 +357,7 @@ class LocalAccount:
         self.recorder.attach(quotas_client)
         id_rng = random.Random(self._seed * 7919 + 1)
         self.counters = MemoryCounters()
+        retention = template_checkpoint_retention(self.template)
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
             launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker_view, "sagemaker")),
@@ -362,6 +380,10 @@ class LocalAccount:
                 )
             ),
             quotas=ServiceQuotasReader(quotas_client, clock=lambda: self.clock.now_ms / 1000),
+            # virtual seconds: a pass is cut by its object bound, never by the host's speed
+            retirer=S3CheckpointRetirer(checkpoint_client, clock=lambda: self.clock.now_ms / 1000)
+            if retention
+            else None,
             counters=self.counters,
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),
@@ -370,6 +392,7 @@ class LocalAccount:
                 policy_defaults=RunPolicy.from_dict(self._policy_defaults),
                 reconcile_interval_ms=self._reconcile_ms,
                 log_silence_fallback=not self.log_subscription,
+                checkpoint_retention=retention,
                 region=REGION,
             ),
         )

@@ -302,6 +302,8 @@ class BackendS3Reads(_Shortcut):
                     del keys[i]
 
         events.register("before-parameter-build.s3.PutObject", put)
+        events.register("before-parameter-build.s3.CopyObject", put)  # checkpoint retention's archive
+        events.register("before-parameter-build.s3.CompleteMultipartUpload", put)
         events.register("before-parameter-build.s3.DeleteObject", delete)
         events.register("before-parameter-build.s3.DeleteObjects", delete)
 

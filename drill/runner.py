@@ -30,7 +30,11 @@ from drill.report import (
     run_times,
 )
 from drill.scenario import RunSpec, Scenario
+from drill.sim.model import SimJob
 from drill.sim.texts import PAUSE_KINDS
+from sagewarden.domain.checkpoints import parse_s3_uri
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retention import archive_uri
 
 MINUTE = 60_000
 
@@ -332,6 +336,22 @@ class DrillRunner:
             if not cursor:
                 return events
 
+    def _archived(self, run: Mapping[str, Any]) -> list[str] | None:
+        """The child directories under a retention run's archive prefix (None: no retention)."""
+        policy = run["policy"]
+        uri = str(run["training_job"].get("CheckpointConfig", {}).get("S3Uri", ""))
+        if policy.get("checkpoint_keep") is None or policy.get("checkpoint_retired") != "archive" or not uri:
+            return None
+        bucket, prefix = parse_s3_uri(archive_uri(uri, RunPolicy.from_stored(policy)))
+        pages = self.acct.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix, Delimiter="/"
+        )
+        return sorted(
+            str(c["Prefix"])[len(prefix) :].rstrip("/")
+            for page in pages
+            for c in page.get("CommonPrefixes", ())
+        )
+
     def _result(self, start: int, wall_s: float) -> DrillResult:
         acct = self.acct
         now = acct.clock.now_ms
@@ -349,6 +369,7 @@ class DrillRunner:
                     )
                 )
             run_jobs = [j for j in jobs if j.run_name == name]
+            sim_jobs = {j.name: j for j in run_jobs}
             submitted_ms = submitted.get(name, start)
             ended_ms = None
             if run["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
@@ -378,6 +399,7 @@ class DrillRunner:
                         "requested_at": a["requested_at"],
                         "training_started_at": a["training_started_at"],
                         "ended_at": a["ended_at"],
+                        "restored": _restored(sim_jobs.get(a["job_name"])),
                     }
                     for a in run["attempts"]
                 ],
@@ -400,6 +422,14 @@ class DrillRunner:
                     for e in audit
                     if e["kind"] == "decision" and not e["summary"].startswith("ignored")
                 ],
+                # checkpoint retention's moves, as the audit trail has them (results and errors), and
+                # the checkpoint directories its archive prefix holds at the end
+                "retention": [
+                    e["summary"]
+                    for e in audit
+                    if e["kind"] in ("action", "error") and e["summary"].startswith("RetireCheckpoints")
+                ],
+                "archived": self._archived(run),
             }
         faults = self._fault_report(timeline, runs)
         for f in faults:
@@ -492,3 +522,11 @@ def run_scenario(scenario: Scenario, template: dict[str, Any], **kwargs: Any) ->
 
 
 __all__ = ["BUCKET", "EXECUTION_ROLE", "AccountStepper", "DrillResult", "DrillRunner", "run_scenario"]
+
+
+def _restored(job: SimJob | None) -> dict[str, Any] | None:
+    """What a job's start downloaded from its CheckpointConfig.S3Uri, where the scenario models
+    checkpoint sizes (profile.checkpoint_bytes): child directories, modelled bytes, seconds."""
+    if job is None or job.restored_bytes is None:
+        return None
+    return {"dirs": list(job.restored_dirs), "bytes": job.restored_bytes, "seconds": job.restore_ms / 1000}

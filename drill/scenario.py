@@ -331,6 +331,7 @@ PROFILE_FIELDS = _from_dataclass(
         "checkpoint_layout": _one_of(CHECKPOINT_LAYOUTS),
         "nccl_transport": _one_of(("efa", "socket")),
         "checkpoint_write_seconds": _time,
+        "checkpoint_bytes": _at_least(0),
         "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)
         "gpu_util_per_host": _at_least(0),
         "log_lines_per_minute": _at_least(0),

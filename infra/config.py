@@ -37,6 +37,7 @@ CTX_TRACING = "tracing"
 CTX_ADMIN_ROLE_ARNS = "adminRoleArns"
 CTX_TABLE_KMS_KEY_ARN = "tableKmsKeyArn"
 CTX_RESERVED_CONCURRENCY = "reservedConcurrency"
+CTX_CHECKPOINT_RETENTION = "checkpointRetention"
 
 CONTEXT_KEYS = (
     CTX_STACK_NAME,
@@ -55,6 +56,7 @@ CONTEXT_KEYS = (
     CTX_ADMIN_ROLE_ARNS,
     CTX_TABLE_KMS_KEY_ARN,
     CTX_RESERVED_CONCURRENCY,
+    CTX_CHECKPOINT_RETENTION,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -118,6 +120,10 @@ class SupervisorConfig:
     # all). Off by default: AWS refuses a reservation that leaves fewer than 100 unreserved
     # executions in the region, and a new account has 10 in all.
     reserved_concurrency: bool = False
+    # Checkpoint retention (policy checkpoint_keep): the control functions may copy and delete
+    # objects in the checkpoint buckets. Off by default (discovery only reads); runs asking for
+    # retention are refused by a deployment without it.
+    checkpoint_retention: bool = False
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.match(self.stack_name) or len(self.stack_name) > STACK_NAME_MAX:
@@ -148,6 +154,11 @@ class SupervisorConfig:
             )
         if not _JOB_PREFIX.match(self.job_prefix):
             raise ConfigError(f"{CTX_JOB_PREFIX}: must be 1-8 characters [a-z0-9], got {self.job_prefix!r}")
+        if self.checkpoint_retention and not self.checkpoint_buckets:
+            raise ConfigError(
+                f"{CTX_CHECKPOINT_RETENTION} needs {CTX_CHECKPOINT_BUCKETS}: retention copies and deletes "
+                "checkpoint objects, and those writes are never granted on every bucket"
+            )
         for bucket in self.checkpoint_buckets:
             if not _BUCKET.match(bucket) or ".." in bucket:
                 raise ConfigError(f"{CTX_CHECKPOINT_BUCKETS}: not an S3 bucket name: {bucket!r}")
@@ -241,6 +252,7 @@ class SupervisorConfig:
             (CTX_API_LOGGING, "api_logging"),
             (CTX_TRACING, "tracing"),
             (CTX_RESERVED_CONCURRENCY, "reserved_concurrency"),
+            (CTX_CHECKPOINT_RETENTION, "checkpoint_retention"),
         ):
             flag = context.get(ctx_key)
             if flag is not None:

@@ -289,6 +289,44 @@ row("s3", "GetObject", "s3:GetObject (s3:GetObjectVersion with VersionId)", "obj
 row("s3", "HeadObject", "s3:GetObject (s3:GetObjectVersion with VersionId)", "object", _S3)(_object_read)
 
 
+def _object_arn(f: AccountFacts, bucket: str, key: str) -> str:
+    return f"{_bucket_arn(f, bucket)}/{key}"
+
+
+def _copy_source(p: Params, f: AccountFacts) -> AuthorizationRequest:
+    source = p["CopySource"]
+    return req("s3:GetObject", _object_arn(f, source["Bucket"], source["Key"]))
+
+
+@row("s3", "CopyObject", "s3:GetObject on the source, s3:PutObject on the target", "objects", _S3)
+def _s3_copy(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [_copy_source(p, f), req("s3:PutObject", _object_arn(f, p["Bucket"], p["Key"]))]
+
+
+@row("s3", "UploadPartCopy", "s3:GetObject on the source, s3:PutObject on the target", "objects", _S3)
+def _s3_part_copy(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return _s3_copy(p, f)
+
+
+def _object_put(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:PutObject", _object_arn(f, p["Bucket"], p["Key"]))]
+
+
+row("s3", "CreateMultipartUpload", "s3:PutObject", "object", _S3)(_object_put)
+row("s3", "CompleteMultipartUpload", "s3:PutObject", "object", _S3)(_object_put)
+
+
+@row("s3", "AbortMultipartUpload", "s3:AbortMultipartUpload", "object", _S3)
+def _s3_abort(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:AbortMultipartUpload", _object_arn(f, p["Bucket"], p["Key"]))]
+
+
+@row("s3", "DeleteObject", "s3:DeleteObject (s3:DeleteObjectVersion with VersionId)", "object", _S3)
+def _s3_delete(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    action = "s3:DeleteObjectVersion" if p.get("VersionId") else "s3:DeleteObject"
+    return [req(action, _object_arn(f, p["Bucket"], p["Key"]))]
+
+
 # -- SNS (+ KMS for SSE-KMS topics) ---------------------------------------------------------------
 _SNS = SAR + "list_amazonsns.html"
 _KMS = SAR + "list_awskeymanagementservice.html"

@@ -3,6 +3,14 @@ progressive writes to the job's CheckpointConfig.S3Uri, completion marker last.
 
 A save takes ``checkpoint_write_seconds``: its objects appear at evenly spaced times and the
 marker is the last one, so a crash or SIGKILL in the middle leaves a half-written directory.
+
+Restores: SageMaker copies everything under CheckpointConfig.S3Uri to every instance when a job
+starts. With ``profile.checkpoint_bytes`` set, each object the simulator writes carries a modelled
+size (kept here, keyed by bucket and key; the object itself stays tiny), and a job's Downloading
+lasts as long again as the synced prefix's modelled bytes take at RESTORE_BYTES_PER_S per instance
+(the instances download in parallel, each all of it). An object the simulator did not write (an
+archive copy, a user's file) counts its real size. The prefix is read when Downloading begins, so
+whatever retention moved out of it before then is not downloaded.
 """
 
 from __future__ import annotations
@@ -13,6 +21,27 @@ from typing import Any
 from drill.clock import VirtualClock
 from drill.sim.logs import SimLogs
 from drill.sim.model import Save, SimJob
+
+# Per instance, S3 -> /opt/ml/checkpoints at job start. An assumption, not an AWS figure (none is
+# published), on the unkind side: 1.25 GB/s = 10 Gbit/s per instance, a fraction of a p5's network
+# (see docs/fidelity.md). The bench (benchmarks/retention.py) uses this same constant.
+RESTORE_BYTES_PER_S = 1.25e9
+# a Hugging Face checkpoint of a model trained with Adam in mixed precision: 2 B/param bf16
+# weights (model.safetensors) and 12 B/param fp32 master weights, m and v (optimizer.pt)
+HF_WEIGHT_SHARE = 2 / 14
+
+
+def modelled_sizes(layout: str, files: list[tuple[str, bytes]], total: int) -> list[int]:
+    """Each file's modelled size for a checkpoint of ``total`` bytes; the marker (last) keeps its
+    own. Hugging Face splits weights and optimizer state 2:12; other layouts split evenly."""
+    data = files[:-1]
+    if layout == "hf" and len(data) == 2:
+        weights = int(total * HF_WEIGHT_SHARE)
+        shares = [weights, total - weights]
+    else:
+        shares = [total // len(data)] * len(data)
+        shares[-1] += total - sum(shares)
+    return [*shares, len(files[-1][1])]
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -54,6 +83,7 @@ class CheckpointWriter:
         self.s3 = s3_client
         self.logs = logs
         self.clock = clock
+        self.sizes: dict[tuple[str, str], int] = {}  # (bucket, key) -> modelled bytes
 
     def begin_save(self, job: SimJob, t: int, step: int, duration_ms: int, reason: str) -> None:
         files = checkpoint_files(job.profile.checkpoint_layout, step, job.profile.total_steps)
@@ -70,7 +100,7 @@ class CheckpointWriter:
         save = job._save
         assert save is not None
         rel, body = save.files[save.written]
-        self.put_object(job, rel, body)
+        self.put_object(job, rel, body, self._size(job, save.files, save.written))
         save.written += 1
         if save.written == len(save.files):
             if save.step not in job.checkpoints:
@@ -79,13 +109,39 @@ class CheckpointWriter:
             self.logs.write_line(job, 1, t, f"Checkpoint for global step {save.step} saved")
             job._save = None
 
-    def put_object(self, job: SimJob, rel: str, body: bytes) -> None:
+    def put_object(self, job: SimJob, rel: str, body: bytes, size: int | None = None) -> None:
         cfg = job.request.get("CheckpointConfig")
         if not cfg:
             return
         bucket, prefix = parse_s3_uri(str(cfg["S3Uri"]))
         key = f"{prefix}/{rel}" if prefix else rel
         self.s3.put_object(Bucket=bucket, Key=key, Body=body)
+        if size is not None:
+            self.sizes[(bucket, key)] = size
+
+    @staticmethod
+    def _size(job: SimJob, files: list[tuple[str, bytes]], i: int) -> int | None:
+        total = job.profile.checkpoint_bytes
+        return modelled_sizes(job.profile.checkpoint_layout, files, total)[i] if total > 0 else None
+
+    def restore(self, job: SimJob) -> int:
+        """At Downloading: the modelled bytes under the job's CheckpointConfig.S3Uri (every page),
+        recorded on the job, and how long restoring them takes in ms (0 when not modelled)."""
+        cfg = job.request.get("CheckpointConfig")
+        if not cfg or job.profile.checkpoint_bytes <= 0:
+            return 0
+        bucket, prefix = parse_s3_uri(str(cfg["S3Uri"]))
+        root = f"{prefix}/" if prefix else ""
+        total, dirs = 0, set()
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=root):
+            for obj in page.get("Contents", ()):
+                key = str(obj["Key"])
+                total += self.sizes.get((bucket, key), int(obj.get("Size", 0)))
+                if "/" in key[len(root) :]:
+                    dirs.add(key[len(root) :].split("/", 1)[0])
+        job.restored_bytes, job.restored_dirs = total, tuple(sorted(dirs))
+        job.restore_ms = int(total / RESTORE_BYTES_PER_S * 1000)
+        return job.restore_ms
 
     def write_half(self, job: SimJob) -> None:
         """At a crash: the newest checkpoint directory without its completion marker."""
@@ -94,6 +150,7 @@ class CheckpointWriter:
             step = max(job.current_step(self.clock.now_ms), job._last_saved_step + 1)
             files = checkpoint_files(job.profile.checkpoint_layout, step, job.profile.total_steps)
             save = Save(step=step, start_ms=0, end_ms=0, files=files, reason="half")
-        for rel, body in save.files[save.written : len(save.files) - 1]:
-            self.put_object(job, rel, body)
+        for i in range(save.written, len(save.files) - 1):
+            rel, body = save.files[i]
+            self.put_object(job, rel, body, self._size(job, save.files, i))
         job._save = None

@@ -313,8 +313,9 @@ class SimCore:
             if job.provisioned_ms is None:  # a retry keeps the first TrainingStartTime
                 job.provisioned_ms = t
             self._transition(job, t, "InProgress", "Downloading")
-            download = st.warm_download_s if job.warm_pool_used else st.download_s
-            self._set_timer(job, t + download * 1000, "training")
+            download = (st.warm_download_s if job.warm_pool_used else st.download_s) * 1000
+            restore = self.checkpoint_writer.restore(job)  # the synced checkpoints, per instance
+            self._set_timer(job, t + download + restore, "training")
         elif timer == "training":
             self._enter_training(job, t)
         elif timer == "pending":

@@ -28,6 +28,10 @@ class JobProfile:
     checkpoint_layout: str = "hf"  # "hf" | "megatron" | "dcp"
     checkpoint_write_seconds: int = 120  # no log lines, GPU low; objects appear progressively, marker last
     checkpoint_on_sigterm: bool = True  # final save on StopTrainingJob / MaxRuntime / spot (not when hung)
+    # the modelled size of one checkpoint (0: the tiny objects' own sizes): carried per object by
+    # the simulator, never written; a job's start downloads the synced prefix's modelled bytes
+    # (drill/sim/checkpoints.py, RESTORE_BYTES_PER_S per instance)
+    checkpoint_bytes: int = 0
     gpus_per_host: int = 8  # 0: a CPU instance (no GPUUtilization metric)
     gpu_util_per_host: float = 760.0  # summed over the host's GPUs (0..100*gpus)
     log_lines_per_minute: int = 6  # per host while training normally
@@ -249,6 +253,11 @@ class SimJob:
     start_step: int = 0  # from Environment SAGEWARDEN_RESUME_STEP
     _step: int = 0  # ``step`` when not training (see the property)
     checkpoints: list[int] = field(default_factory=list)  # steps whose completion marker was written
+    # what its start restored from CheckpointConfig.S3Uri (modelled bytes, child directories) and
+    # how long that took (ms), with profile.checkpoint_bytes set; None: not modelled
+    restored_bytes: int | None = None
+    restored_dirs: tuple[str, ...] = ()
+    restore_ms: int = 0
     warm_pool_used: bool = False
     capacity_wait: bool = False
     # completed | stopped | max_runtime | spot_interruption | internal_error | hardware |

@@ -17,6 +17,7 @@ hang alarms              x        x        x      x
 training logs read       x        x        x      x
 metric data read         x        x        x      x
 SageMaker quotas read    x
+checkpoint retention                            x          (only with checkpointRetention)
 =====================  =====  =========  =====  =====  =========
 
 Any of the four control functions may carry out the supervisor's actions (submit an attempt,
@@ -26,7 +27,10 @@ reads (log tails, metrics): a cancel through the API whose StopTrainingJob is re
 job already failed looks at the job and classifies its failure from the log tail (the IAM replay
 found that path denied). The heartbeat function only writes its own logs (its metrics are
 CloudWatch embedded-metric-format log lines). Only the API reads Service Quotas: a submit whose
-instance count is above a known quota is refused (400).
+instance count is above a known quota is refused (400). Only the sweep moves retired checkpoints
+(domain/retention.py decides it on the sweep's tick alone), and only in a deployment that asked
+for it: copying into the archive and deleting from the synced prefix are writes discovery never
+needs.
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
 # Reading an object of an SSE-KMS bucket (e.g. Megatron's latest_checkpointed_iteration.txt) is
 # also authorised as kms:Decrypt on the object's key, requested by S3 on the caller's behalf.
 CHECKPOINT_KEY_ACTIONS = ("kms:Decrypt",)
+# Checkpoint retention: server-side copies into the archive (CopyObject and the multipart copy of
+# an object over 5 GB are both s3:PutObject), a multipart copy given up, and deletes. Reading the
+# source and checking the copy (HeadObject) are discovery's s3:GetObject and s3:ListBucket.
+RETENTION_OBJECT_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")
+RETENTION_KEY_ACTIONS = ("kms:GenerateDataKey",)
 S3_VIA_SERVICE = "s3.*.amazonaws.com"
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
 
@@ -206,6 +215,39 @@ class SupervisorPermissions(Construct):
                 "in any bucket': read-only List/Get on all buckets for checkpoint discovery. Set "
                 "-c checkpointBuckets=<names> to narrow it.",
                 findings=[resource_finding(self, arn) for arn in bucket_arns + object_arns],
+            )
+
+        # --- Checkpoint retention (opt-in; the sweep alone) -------------------------------------
+        self.retention_policy: iam.Policy | None = None
+        if config.checkpoint_retention:
+            retention_statements = [
+                iam.PolicyStatement(
+                    sid="MoveRetiredCheckpoints",
+                    actions=list(RETENTION_OBJECT_ACTIONS),
+                    resources=object_arns,
+                )
+            ]
+            if config.checkpoint_kms_key_arns:
+                retention_statements.append(
+                    iam.PolicyStatement(
+                        sid="EncryptArchivedCheckpointsThroughS3",
+                        actions=list(RETENTION_KEY_ACTIONS),
+                        resources=list(config.checkpoint_kms_key_arns),
+                        conditions={"StringLike": {"kms:ViaService": S3_VIA_SERVICE}},
+                    )
+                )
+            self.retention_policy = self._policy(
+                "CheckpointRetention", (functions.sweep,), retention_statements
+            )
+            acknowledge(
+                self.retention_policy,
+                "AwsSolutions-IAM5",
+                "Checkpoint retention (opt-in, checkpointRetention=true): the sweep moves complete "
+                "checkpoint directories older than the ones a run keeps out of its synced prefix "
+                "(copy to the archive prefix, then delete), found by prefix"
+                + ("" if config.checkpoint_buckets else "; checkpointBuckets is empty, so in any bucket")
+                + ".",
+                findings=[resource_finding(self, arn) for arn in object_arns],
             )
 
         # --- Hang alarms (name prefix) ---------------------------------------------------------

@@ -64,6 +64,7 @@ class Supervisor(Construct):
                 keys.ENV_ALARM_PREFIX: keys.alarm_prefix(config.job_prefix),
                 keys.ENV_HEARTBEAT_NAMESPACE: keys.HEARTBEAT_NAMESPACE,
                 keys.ENV_LOG_SILENCE_FALLBACK: "false" if config.log_subscription else "true",
+                keys.ENV_CHECKPOINT_RETENTION: "true" if config.checkpoint_retention else "false",
             },
             log_key=self.alerts.key,
         )

@@ -75,19 +75,27 @@ class RunConflict(Exception):
         return "name" if self.claim.startswith(claim_rules.NAME) else "checkpoint_prefix"
 
 
-def checkpoint_problems(finder: CheckpointFinder, s3_uri: str) -> list[FieldError]:
+def checkpoint_problems(
+    finder: CheckpointFinder, s3_uri: str, field: str = CHECKPOINT_FIELD
+) -> list[FieldError]:
+    """Whether the supervisor can list ``s3_uri`` (the checkpoint prefix, or checkpoint
+    retention's archive prefix with ``field`` naming it): a permanent refusal is a field error."""
     try:
         finder.check_access(s3_uri)
     except ValueError as exc:
-        return [FieldError(CHECKPOINT_FIELD, f"not a usable S3 URI: {exc}")]
+        return [FieldError(field, f"not a usable S3 URI: {exc}")]
     except ReadFailed as exc:
         if exc.permanent:
             return [
                 FieldError(
-                    CHECKPOINT_FIELD,
-                    f"the supervisor {_lowered(str(exc))}: sagewarden could never find a checkpoint "
-                    "there to resume from. Check the bucket name, the deployment's checkpointBuckets "
-                    "and the bucket policy",
+                    field,
+                    f"the supervisor {_lowered(str(exc))}: "
+                    + (
+                        "sagewarden could never find a checkpoint there to resume from"
+                        if field == CHECKPOINT_FIELD
+                        else "checkpoint retention could never archive there"
+                    )
+                    + ". Check the bucket name, the deployment's checkpointBuckets and the bucket policy",
                 )
             ]
         log.warning("checkpoint prefix %s not checked (transient): %s", s3_uri, exc)

@@ -45,6 +45,7 @@ def settings() -> SupervisorSettings:
         job_prefix=job_prefix(),
         policy_defaults=RunPolicy.from_dict(defaults),
         log_silence_fallback=os.environ.get(keys.ENV_LOG_SILENCE_FALLBACK, "false") == "true",
+        checkpoint_retention=os.environ.get(keys.ENV_CHECKPOINT_RETENTION, "false") == "true",
         region=os.environ.get("AWS_REGION", ""),
     )
 
@@ -100,15 +101,21 @@ def _build() -> Supervisor:
     from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
     from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
     from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
+    from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
     from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
     from sagewarden.adapters.service_quotas_reader import ServiceQuotasReader
     from sagewarden.adapters.sns_notifier import SnsNotifier
 
     cfg = _boto_config()
+    deployed = settings()
     return Supervisor(
         store=DynamoDbRunStore(boto3.client("dynamodb", config=cfg), os.environ[keys.ENV_TABLE_NAME]),
         launcher=SageMakerLauncher(boto3.client("sagemaker", config=cfg)),
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
+        # only where the deployment grants the writes (-c checkpointRetention=true)
+        retirer=S3CheckpointRetirer(boto3.client("s3", config=cfg))
+        if deployed.checkpoint_retention
+        else None,
         notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),
         alarms=CloudWatchHangAlarms(boto3.client("cloudwatch", config=cfg), alarm_prefix()),
         logs=CloudWatchLogsReader(boto3.client("logs", config=cfg)),
@@ -118,7 +125,7 @@ def _build() -> Supervisor:
         counters=PowertoolsCounters(),
         clock=now_ms,
         new_id=ulid_factory(now_ms),
-        settings=settings(),
+        settings=deployed,
     )
 
 

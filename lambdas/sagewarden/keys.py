@@ -39,6 +39,7 @@ ENV_HEARTBEAT_NAMESPACE = "SAGEWARDEN_HEARTBEAT_NAMESPACE"
 # "true" when no log subscription feeds the heartbeat (logSubscription=false): the sweep then
 # checks each training job for recent log events itself (FilterLogEvents, one call per job)
 ENV_LOG_SILENCE_FALLBACK = "SAGEWARDEN_LOG_SILENCE_FALLBACK"
+ENV_CHECKPOINT_RETENTION = "SAGEWARDEN_CHECKPOINT_RETENTION"
 
 DEFAULT_JOB_PREFIX = "sw"
 

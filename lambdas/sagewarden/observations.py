@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from sagewarden import keys
 from sagewarden.audit_text import error_text
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
 from sagewarden.domain.decide import wants_checkpoint, wants_log_silence_check, wants_log_tail
 from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
+from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
 from sagewarden.observe_hosts import read_fingerprints, read_scan, read_steps
 from sagewarden.ports import ReadFailed, Series
 
@@ -65,6 +66,7 @@ class Observer:
                 # the adapter says whether it can heal by itself; decide gives up on one that cannot
                 ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
             checkpoint = self._measure_write_time(run, checkpoint)
+        retention, retention_error = self._retention(run, event)
         hosts: tuple[HostMetrics, ...] | None = None
         hosts_error: str | None = None
         save_ms, save_error = None, None
@@ -174,7 +176,29 @@ class Observer:
             step_error=step_error,
             host_metrics=hosts,
             host_metrics_error=hosts_error,
+            retention=retention,
+            retention_error=retention_error,
         )
+
+    def _retention(self, run: Run, event: Event) -> tuple[RetentionView | None, str | None]:
+        """The synced prefix for checkpoint retention, on a training attempt's tick when the run
+        keeps a number of checkpoints (domain/retention.py). A failed read is unknown: nothing is
+        retired on it."""
+        retirer, keep = self.sup.retirer, run.policy.checkpoint_keep
+        if retirer is None or keep is None or not isinstance(event, Tick) or not run.checkpoint_uri:
+            return None, None
+        if not wants_retention(run, run.policy):
+            return None, None
+        pol = run.policy
+        try:
+            layout = CheckpointLayout(
+                LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
+            )
+            return retirer.view(run.checkpoint_uri, layout, limit=keep + MAX_RETIRE_DIRS + PROBE_SLACK), None
+        except Exception as exc:
+            log.warning("retention read of %s failed: %s", run.checkpoint_uri, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
 
     def _log_silence(self, run: Run) -> tuple[bool | None, int | None, str | None]:
         """Without a log subscription: (whether the training attempt wrote no log line for its

@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sagewarden.domain.actions import EnsureHangAlarms, Notify
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout
+from sagewarden.domain.actions import EnsureHangAlarms, Notify, RetireCheckpoints
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, RetentionView
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.models import Run
@@ -143,6 +143,15 @@ class CheckpointFinder(Protocol):
     def save_activity(
         self, s3_uri: str, layout: CheckpointLayout = ..., *, active_since_ms: int | None = ...
     ) -> int | None: ...
+
+
+class CheckpointRetirer(Protocol):
+    """Checkpoint retention (domain/retention.py): reads the synced prefix and moves directories
+    out of it. Raises ReadFailed when S3 cannot be read or written (unknown, never "none")."""
+
+    def view(self, s3_uri: str, layout: CheckpointLayout, *, limit: int) -> RetentionView: ...
+    # carries out one RetireCheckpoints within its bounds; returns what it did (for the audit)
+    def retire(self, action: RetireCheckpoints) -> str: ...
 
 
 class QuotaReader(Protocol):

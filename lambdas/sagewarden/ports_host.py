@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sagewarden.ports import CheckpointFinder, Counters, LogReader, MetricsReader
+from sagewarden.ports import CheckpointFinder, CheckpointRetirer, Counters, LogReader, MetricsReader
 from sagewarden.settings import SupervisorSettings
 
 
 class ObserverHost(Protocol):
     checkpoints: CheckpointFinder
+    retirer: CheckpointRetirer | None
     logs: LogReader
     metrics: MetricsReader | None
     counters: Counters

@@ -23,6 +23,7 @@ from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.ownership import may_change
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retention import archive_uri
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
@@ -121,6 +122,12 @@ class RunRequests:
             claims=claim_keys(name, str(training_job.get("CheckpointConfig", {}).get("S3Uri", ""))),
         )
         problems = admission.checkpoint_problems(self.checkpoints, run.checkpoint_uri)
+        if policy.checkpoint_keep is not None and policy.checkpoint_retired == "archive":
+            problems += admission.checkpoint_problems(
+                self.checkpoints,
+                archive_uri(run.checkpoint_uri, policy),
+                "policy.checkpoint_archive_uri",
+            )
         problems += admission.quota_problems(self.quotas, training_job, policy)
         if problems:
             raise InvalidRequest(problems)

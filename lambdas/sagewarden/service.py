@@ -39,6 +39,7 @@ from sagewarden.domain.actions import (
     LaunchAttempt,
     Notify,
     ReleaseWarmPool,
+    RetireCheckpoints,
     StopJob,
 )
 from sagewarden.domain.decide import (
@@ -69,6 +70,7 @@ from sagewarden.observations import Observer
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,
+    CheckpointRetirer,
     ConcurrentUpdate,
     Counters,
     HangAlarms,
@@ -138,6 +140,7 @@ class Supervisor(RunRequests, AwsEvents):
         clock: Callable[[], int],
         metrics: MetricsReader | None = None,
         quotas: QuotaReader | None = None,
+        retirer: CheckpointRetirer | None = None,
         counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
@@ -150,6 +153,7 @@ class Supervisor(RunRequests, AwsEvents):
         self.logs = logs
         self.metrics = metrics
         self.quotas = quotas
+        self.retirer = retirer  # checkpoint retention; None where the deployment does not grant it
         self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id
@@ -383,6 +387,10 @@ class Supervisor(RunRequests, AwsEvents):
             if parsed is not None:
                 follow_ups.append(self.launcher.observe(action.job_name, parsed[1]))
             return f"{action.job_name}: {answer}"
+        if isinstance(action, RetireCheckpoints):
+            if self.retirer is None:
+                raise RuntimeError("checkpoint retention is not granted in this deployment")
+            return self.retirer.retire(action)
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"

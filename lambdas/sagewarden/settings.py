@@ -14,4 +14,6 @@ class SupervisorSettings:
     reconcile_interval_ms: int = 10 * 60_000
     log_silence_fallback: bool = False  # no log subscription: the sweep checks log silence itself
     sweep_lease_ms: int = 70_000  # a sweep holds the lease at most this long (its timeout + margin)
+    # the deployment grants checkpoint retention's S3 writes (-c checkpointRetention=true)
+    checkpoint_retention: bool = False
     region: str = ""  # for the console links in alerts (none when empty)

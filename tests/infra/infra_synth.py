@@ -42,6 +42,7 @@ OPT_IN_CONTEXT: dict[str, Any] = {
     "adminRoleArns": [ADMIN_ROLE],
     "tableKmsKeyArn": TABLE_KEY,
     "reservedConcurrency": "true",
+    "checkpointRetention": True,
 }
 # A region without an API Gateway CloudWatch role, and the account setting left alone.
 NO_API_LOGS_CONTEXT: dict[str, Any] = {"allowedRoleArns": [ROLE_A], "apiLogging": False}

@@ -213,3 +213,11 @@ def test_config_checkpoint_kms_key_arns_accept_key_arns(key: str) -> None:
 def test_config_checkpoint_kms_key_arns_reject_aliases_ids_and_wildcards(bad: str) -> None:
     with pytest.raises(ConfigError, match="checkpointKmsKeyArns"):
         SupervisorConfig.from_mapping({"checkpointKmsKeyArns": [bad]})
+
+
+def test_config_checkpoint_retention_is_off_by_default_and_needs_named_buckets() -> None:
+    assert SupervisorConfig.from_mapping({}).checkpoint_retention is False
+    on = SupervisorConfig.from_mapping({"checkpointRetention": "true", "checkpointBuckets": "team-ckpt"})
+    assert on.checkpoint_retention is True
+    with pytest.raises(ConfigError, match="checkpointRetention needs checkpointBuckets"):
+        SupervisorConfig.from_mapping({"checkpointRetention": True})

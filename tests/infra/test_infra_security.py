@@ -173,3 +173,29 @@ def test_every_accepted_checkov_finding_has_a_one_line_reason_and_the_fixed_ones
     assert len(ids) == len(set(ids))
     # fixed, not acknowledged: encrypted log groups
     assert "CKV_AWS_158" not in ids
+
+
+def test_checkpoint_retention_writes_are_opt_in_and_the_sweeps_alone(
+    synth_default: SynthResult, synth_opt_in: SynthResult
+) -> None:
+    """Checkpoint discovery only reads; retention's copy and delete exist only with
+    checkpointRetention=true, on the sweep's role alone, scoped to the checkpoint buckets."""
+    assert not [s for s in synth_default.all_statements() if s.get("Sid") == "MoveRetiredCheckpoints"]
+    for handler in (keys.HANDLER_API, keys.HANDLER_JOB_STATE, keys.HANDLER_ALARM_STATE, keys.HANDLER_SWEEP):
+        _, function = synth_opt_in.function_by_handler(handler)
+        statements = synth_opt_in.statements_of_role(synth_opt_in.role_of(function))
+        moves = [s for s in statements if s.get("Sid") == "MoveRetiredCheckpoints"]
+        env = function["Properties"]["Environment"]["Variables"]
+        assert env[keys.ENV_CHECKPOINT_RETENTION] == "true"
+        if handler != keys.HANDLER_SWEEP:
+            assert moves == [], handler
+            continue
+        assert len(moves) == 1
+        assert set(as_list(moves[0]["Action"])) == {
+            "s3:PutObject",
+            "s3:AbortMultipartUpload",
+            "s3:DeleteObject",
+        }
+        assert "team-checkpoints/*" in json.dumps(moves[0]["Resource"])
+        kms = [s for s in statements if s.get("Sid") == "EncryptArchivedCheckpointsThroughS3"]
+        assert len(kms) == 1 and as_list(kms[0]["Action"]) == ["kms:GenerateDataKey"]

@@ -592,6 +592,22 @@ def test_api_submit_to_a_bucket_that_does_not_exist_is_400_on_the_checkpoint_uri
     assert denied == {("deny", "s3:ListBucket", "arn:aws:s3:::sagewarden-drlil")}, report.failures()
 
 
+def test_api_submit_with_checkpoint_retention_checks_the_archive_prefix_too(acct):
+    """Checkpoint retention archives into a prefix the supervisor must be able to list (and write):
+    one outside checkpointBuckets, or in a missing bucket, is refused at submit, not at the first move."""
+    body = _body()
+    body["policy"] = {"checkpoint_keep": 2, "checkpoint_archive_uri": "s3://sagewarden-archvie/llama-8b/"}
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 400, resp
+    (problem,) = [e for e in resp["errors"] if e["field"] == "policy.checkpoint_archive_uri"]
+    assert "checkpoint retention could never archive there" in problem["message"], problem
+    assert acct.api("GET", "/runs")[1]["runs"] == []
+    acct.take_iam_report()  # the denied ListBucket on the misspelt bucket, as for the S3Uri above
+    body["policy"] = {"checkpoint_keep": 2}  # the default archive, beside the synced prefix
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 201 and resp["policy"]["checkpoint_keep"] == 2, resp
+
+
 def test_api_submit_where_the_supervisor_is_denied_is_400(acct, monkeypatch):
     monkeypatch.setattr(
         acct.supervisor, "checkpoints", _S3Fault(acct.supervisor.checkpoints, _s3_error("AccessDenied"))

@@ -123,6 +123,17 @@ def test_iam_replay_default_scenario_covers_the_calls_that_matter(default_report
     assert "s3:PutObject" not in actions and "logs:PutLogEvents" not in actions
 
 
+def test_iam_replay_checkpoint_retention_moves_are_seen_and_allowed(shipped: dict[str, DrillResult]) -> None:
+    """The retention scenario's copies and deletes reach the replay (the sweep's calls), and it
+    allows them: the opt-in grant is what retention needs, not more."""
+    report: ReplayReport = shipped["checkpoint-retention"].iam
+    seen = {(r.action, r.resource) for rec in report.recorders for _, r in rec.requests}
+    actions = {a for a, _ in seen}
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket"} <= actions
+    assert any(a == "s3:PutObject" and "/keep-2/checkpoints-archive/" in r for a, r in seen)
+    assert report.denied == [] and report.unknown == [] and report.unmapped == [], report.render()
+
+
 # -- mutations the check must catch ---------------------------------------------------------------
 
 

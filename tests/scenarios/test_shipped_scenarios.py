@@ -178,6 +178,30 @@ def check_week_of_faults(s: Summary) -> None:
     assert evaluation["classified_as"] == "benign" and evaluation["to_action_s"] is None
 
 
+def check_checkpoint_retention(s: Summary) -> None:
+    # issue 20 part 2: with checkpoint_keep 2 the restart downloads only the two kept checkpoints;
+    # without it, every checkpoint the run wrote (the same run, the same fault)
+    keep2, keep_all = s["runs"]["keep-2"], s["runs"]["keep-all"]
+    restart, restart_all = keep2["attempts"][1]["restored"], keep_all["attempts"][1]["restored"]
+    resumed = keep2["attempts"][1]["resumed_from_step"]
+    assert restart["dirs"] == [f"checkpoint-{resumed - 60}", f"checkpoint-{resumed}"]
+    assert len(restart_all["dirs"]) == resumed // 60 > 10
+    assert restart["bytes"] * 10 < restart_all["bytes"] and restart["seconds"] * 10 < restart_all["seconds"]
+    # docs/drill.md's figures: the simulator's size and throughput model, not detection timing
+    assert (round(restart["bytes"] / 1e12, 2), round(restart["seconds"] / 60)) == (1.96, 26)
+    assert (len(restart_all["dirs"]), round(restart_all["bytes"] / 1e12, 1)) == (23, 22.5)
+    assert round(restart_all["seconds"] / 3600, 1) == 5.0
+    # every older checkpoint is in the archive, each move in the audit trail; keep-all moved nothing
+    steps = sorted(int(d.removeprefix("checkpoint-")) for d in keep2["archived"])
+    assert steps == list(range(60, steps[-1] + 60, 60)) and steps[-1] >= resumed
+    for step in steps:
+        assert any(
+            f"checkpoint-{step}: 3 objects" in line and "moved to" in line for line in keep2["retention"]
+        )
+    assert keep_all["retention"] == [] and keep_all["archived"] is None
+    assert keep2["ground_truth"]["ettr_percent"] > keep_all["ground_truth"]["ettr_percent"]
+
+
 def check_default(s: Summary) -> None:
     runs = s["runs"]
     # llama-8b loses a host, leaving a half-written checkpoint: it resumes from the newest complete
@@ -240,6 +264,7 @@ def check_no_log_subscription(s: Summary) -> None:
 
 CHECKS: dict[str, Callable[[Summary], None]] = {
     "bad-host": check_bad_host,
+    "checkpoint-retention": check_checkpoint_retention,
     "default": check_default,
     "hang-dead-host": check_hang_dead_host,
     "hang-during-checkpoint-save": check_hang_during_checkpoint_save,

@@ -29,6 +29,8 @@ from sagewarden.domain.checkpoints import (
     Completion,
     MegatronTracker,
     Probe,
+    RetentionView,
+    complete_ones,
     first_complete,
     needs_megatron_tracker,
     parse_megatron_tracker,
@@ -158,6 +160,25 @@ class S3CheckpointFinder:
             )
             return None
         return to_checkpoint(bucket, prefix, selection.chosen, selection.completion, plan)
+
+    def complete(
+        self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT, *, limit: int = 16
+    ) -> RetentionView:
+        """For retention: the complete checkpoint directories under ``s3_uri``, newest first (at
+        most ``limit``, and the walk stops after ``max_probes`` incomplete ones), and every child
+        directory present. Every listing page is followed; an S3 error raises
+        CheckpointLookupError (unknown, never "none")."""
+        bucket, prefix = parse_s3_uri(s3_uri)
+        dir_names, root_files = self._list_children(bucket, prefix)
+        tracker: MegatronTracker = None
+        tracker_ms: int | None = None
+        if MEGATRON_TRACKER in root_files and needs_megatron_tracker(dir_names, layout):
+            tracker, tracker_ms = self._read_tracker(bucket, prefix + MEGATRON_TRACKER)
+        plan = probe_plan(dir_names, layout, megatron_tracker=tracker)
+        found = complete_ones(
+            plan, lambda probe: self._check(bucket, prefix, probe, tracker_ms), limit, self._max_probes
+        )
+        return RetentionView(found, frozenset(dir_names))
 
     def check_access(self, s3_uri: str) -> None:
         """One ListObjectsV2 of at most one key under ``s3_uri``: the supervisor can list the

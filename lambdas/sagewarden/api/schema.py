@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from sagewarden.domain.models import LaunchState, RunStatus
-from sagewarden.domain.policy import CHECKPOINT_LAYOUTS, HANG_CONFIRMATIONS, MAX_TEXT, RANGES, RunPolicy
+from sagewarden.domain.policy import (
+    CHECKPOINT_LAYOUTS,
+    CHECKPOINT_RETIRED,
+    HANG_CONFIRMATIONS,
+    MAX_TEXT,
+    RANGES,
+    RunPolicy,
+)
 
 RunStatusName = Literal[tuple(s.value for s in RunStatus)]  # type: ignore[valid-type]
 
@@ -47,6 +54,10 @@ def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
         return dict[str, str], Field(default=None)
     if name == "checkpoint_layout":
         return Literal[CHECKPOINT_LAYOUTS], Field(default=None)
+    if name == "checkpoint_retired":
+        return Literal[CHECKPOINT_RETIRED], Field(default=None)
+    if name == "checkpoint_archive_uri":
+        return (str | None), Field(default=None, min_length=6, max_length=1024, pattern=r"^s3://[^/]")
     if name == "hang_confirmation":
         return Literal[HANG_CONFIRMATIONS], Field(default=None)
     if text.startswith("bool"):

@@ -23,6 +23,7 @@ from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
+from sagewarden.domain.retention import archive_problem
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -56,7 +57,12 @@ class SubmitRun:
 
 
 def validate_submit(
-    body: Any, *, allowed_roles: frozenset[str], job_prefix: str, policy_defaults: RunPolicy
+    body: Any,
+    *,
+    allowed_roles: frozenset[str],
+    job_prefix: str,
+    policy_defaults: RunPolicy,
+    retention_allowed: bool = True,
 ) -> SubmitRun:
     if not isinstance(body, Mapping):
         raise InvalidRequest([FieldError("body", "must be a JSON object")])
@@ -94,6 +100,14 @@ def validate_submit(
         errors.append(FieldError(join("policy", exc.field) if exc.field != "policy" else "policy", message))
     else:
         errors += policy_errors(policy, job)
+        if policy.checkpoint_keep is not None and not retention_allowed:
+            errors.append(
+                FieldError(
+                    "policy.checkpoint_keep",
+                    "this deployment does not grant checkpoint retention's S3 writes: deploy it with "
+                    "-c checkpointRetention=true (see docs/checkpoints.md)",
+                )
+            )
     if errors:
         raise InvalidRequest(_unique(errors))
     size = stored_request_bytes(str(name), job, policy)
@@ -240,6 +254,12 @@ def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]
                     f"sets, an attempt would have {total} variables; SageMaker allows {max_env}",
                 )
             )
+    ckpt = job.get("CheckpointConfig")
+    synced = ckpt.get("S3Uri") if isinstance(ckpt, Mapping) else None
+    if _is_s3(synced):
+        problem = archive_problem(str(synced), policy)
+        if problem is not None:
+            errors.append(FieldError("policy.checkpoint_archive_uri", problem))
     if policy.progress_metric is not None:
         algo = job.get("AlgorithmSpecification")
         algo = algo if isinstance(algo, Mapping) else {}

@@ -61,6 +61,20 @@ class AnnounceCapacityReleased:
 
 
 @dataclass(frozen=True)
+class RetireCheckpoints:
+    """Move complete checkpoint directories out of the synced prefix (domain/retention.py): for
+    each of ``names`` (under ``s3_uri``), copy every object to ``archive_uri`` (None: mode
+    "delete", no copy) with ``markers`` last, verify the copies, then delete the source's markers
+    first and the rest after. Idempotent: a re-run skips copies already verified."""
+
+    s3_uri: str
+    names: tuple[str, ...]
+    mode: str  # archive | delete
+    archive_uri: str | None
+    markers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Notify:
     severity: str  # info | warning | critical
     event: str  # run.submitted, attempt.training, attempt.resumed, run.waiting, run.succeeded, ...
@@ -76,5 +90,6 @@ Action = (
     | DeleteHangAlarms
     | ReleaseWarmPool
     | AnnounceCapacityReleased
+    | RetireCheckpoints
     | Notify
 )

@@ -365,3 +365,31 @@ def to_checkpoint(
         written_at_ms=completion.written_at_ms,
         previous_step=max((p.step for p in plan if p.step < probe.step), default=None),
     )
+
+
+@dataclass(frozen=True)
+class RetentionView:
+    """What the synced prefix holds, read for retention: the complete checkpoint directories
+    found, newest first, as (name, step); and every child directory name present (a directory
+    recorded in ``Run.retiring`` is done once it is no longer present)."""
+
+    complete: tuple[tuple[str, int], ...]
+    present: frozenset[str]
+
+
+def complete_ones(
+    plan: Sequence[Probe], check: Callable[[Probe], Completion | None], limit: int, max_probes: int
+) -> tuple[tuple[str, int], ...]:
+    """Walk ``plan`` newest first and collect complete directories as (name, step), until ``limit``
+    are found or ``max_probes`` incomplete ones were seen. What is left out is always older than
+    everything returned, so the newest complete ones are never missed."""
+    found: list[tuple[str, int]] = []
+    incomplete = 0
+    for probe in plan:
+        if len(found) >= limit or incomplete >= max_probes:
+            break
+        if check(probe) is None:
+            incomplete += 1
+        else:
+            found.append((probe.name, probe.step))
+    return tuple(found)

@@ -73,6 +73,7 @@ from sagewarden.domain.hosts import on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retention import on_retention
 from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
@@ -493,6 +494,7 @@ def _on_tick(d: Draft) -> str | None:
     scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
     scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
     reason = _tick(d)
+    scanned = on_retention(d) or scanned  # after _tick: a stop it asks for blocks retention
     return None if dropped or scanned else reason
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.evidence import HostMetrics
 
 
@@ -171,6 +171,11 @@ class Observations:
     # read); the read failed: host_metrics_error (unknown, never "idle")
     host_metrics: tuple[HostMetrics, ...] | None = None
     host_metrics_error: str | None = None
+    # domain/retention.py: the synced prefix's complete checkpoints and child directories, read
+    # on a training attempt's tick when checkpoint_keep is set (None: not read); the read's error
+    # (unknown: nothing is retired this pass)
+    retention: RetentionView | None = None
+    retention_error: str | None = None
 
 
 def event_name(event: Event) -> str:

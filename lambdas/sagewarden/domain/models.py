@@ -246,6 +246,10 @@ class Run:
     goodput_until_ms: int | None = None
     goodput_through: int = 0
     goodput_carry_ms: int = 0
+    # domain/retention.py: checkpoint directories (names under the synced prefix) chosen for
+    # retirement and not yet gone from it; recorded before the first S3 call, so a half-done move
+    # is finished by a later pass
+    retiring: tuple[str, ...] = ()
 
     @property
     def budget_origin_ms(self) -> int:

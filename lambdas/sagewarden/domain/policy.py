@@ -17,6 +17,8 @@ from typing import Any
 HANG_CONFIRMATIONS = ("any", "2-of-3")
 STRAGGLER_ACTIONS = ("alert", "restart")
 CHECKPOINT_LAYOUTS = ("auto", "hf", "megatron", "dcp", "regex")
+CHECKPOINT_RETIRED = ("archive", "delete")
+MAX_CHECKPOINT_KEEP = 1000
 MAX_TEXT = 256  # checkpoint_dir_regex, checkpoint_marker, progress_metric
 MAX_FALLBACKS = 10
 # Instances of one training job (the request's InstanceCount and every fallback's): SageMaker's
@@ -91,6 +93,7 @@ RANGES: Mapping[str, Range] = {
     "startup_silence_minutes": Range(0, DAY_MIN),
     "benign_phase_max_minutes": Range(1, DAY_MIN),
     "priority": Range(-1000, 1000),
+    "checkpoint_keep": Range(1, MAX_CHECKPOINT_KEEP),
     "straggler_threshold": Range(0.05, 1),
     "straggler_window_minutes": Range(1, DAY_MIN),
 }
@@ -129,6 +132,12 @@ class RunPolicy:
     checkpoint_layout: str = "auto"
     checkpoint_dir_regex: str | None = None
     checkpoint_marker: str | None = None
+    # retention (domain/retention.py), opt-in: keep this many newest complete checkpoints in the
+    # synced prefix (SageMaker downloads all of it at every start); older ones are moved to the
+    # archive prefix (default "<S3Uri>-archive/", outside the synced one) or deleted
+    checkpoint_keep: int | None = None
+    checkpoint_retired: str = "archive"  # "archive" | "delete"
+    checkpoint_archive_uri: str | None = None
     # --- hang detection ---------------------------------------------------------------------
     hang_detection: bool = True
     # log silence: the window in force until the attempt's own cadence is learned, and the
@@ -238,6 +247,20 @@ class RunPolicy:
                 re.compile(self.checkpoint_dir_regex)
             except re.error as exc:
                 raise PolicyError("checkpoint_dir_regex", f"not a valid regular expression: {exc}") from exc
+        if self.checkpoint_retired not in CHECKPOINT_RETIRED:
+            raise PolicyError("checkpoint_retired", f"must be one of {', '.join(CHECKPOINT_RETIRED)}")
+        if self.checkpoint_retired == "delete" and self.checkpoint_keep is None:
+            raise PolicyError(
+                "checkpoint_retired", "delete needs checkpoint_keep (retention is off without it)"
+            )
+        archive = self.checkpoint_archive_uri
+        if archive is not None:
+            if self.checkpoint_retired == "delete":
+                raise PolicyError("checkpoint_archive_uri", "not used when checkpoint_retired is delete")
+            if not archive.startswith("s3://") or len(archive) > 1024 or archive[5:6] in ("", "/"):
+                raise PolicyError(
+                    "checkpoint_archive_uri", "must be an s3:// URI of at most 1,024 characters"
+                )
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
         if self.straggler_action not in STRAGGLER_ACTIONS:

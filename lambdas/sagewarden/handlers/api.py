@@ -144,6 +144,7 @@ def submit_run(
         allowed_roles=composition.allowed_role_arns(),
         job_prefix=sup.settings.job_prefix,
         policy_defaults=sup.settings.policy_defaults,
+        retention_allowed=sup.settings.checkpoint_retention,
     )
     try:
         run, created = sup.submit(

@@ -1,0 +1,156 @@
+"""Checkpoint retention (opt-in ``checkpoint_keep``): which complete checkpoint directories leave
+the synced prefix, and when.
+
+SageMaker copies everything under ``CheckpointConfig.S3Uri`` to every instance when a job starts or
+resumes, so a month of hourly checkpoints makes every restart download all of them. With
+``checkpoint_keep: k`` the sweep moves older complete checkpoints out of the synced prefix (to the
+archive prefix, or deletes them when ``checkpoint_retired`` is "delete"). Safety rules, each tested:
+
+a. never the newest verified checkpoint, never any of the ``k`` newest complete ones;
+b. only while the run's current attempt is InProgress/Training with no stop asked: SageMaker
+   downloads the prefix at job start, so never while a job may be reading it (a launch in flight,
+   Pending, Starting, Downloading, between attempts);
+c. only directories the finder recognises as complete and older than the newest verified one
+   (never unrecognised names, never incomplete ones still being written);
+d. unknown is not empty: a failed look-up retires nothing this pass (the next pass retries);
+e. every move is an action, so its intent and its result are in the run's audit trail;
+f. a finished or cancelled run retires nothing more (its prefix is the user's again);
+g. the directories chosen are recorded in the run (``Run.retiring``) before the first S3 call,
+   and stay there until the synced prefix no longer holds them: a half-done move is finished by a
+   later pass, even though its marker is already gone (the adapter deletes markers first).
+
+Pure: no boto3, no clock, no environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sagewarden.domain.actions import RetireCheckpoints
+from sagewarden.domain.checkpoints import DCP_MARKER, HF_MARKER, RetentionView, parse_s3_uri
+from sagewarden.domain.draft import Draft
+from sagewarden.domain.models import Run, RunStatus
+from sagewarden.domain.policy import RunPolicy
+
+# one pass moves at most this many directories (the adapter bounds objects and time as well);
+# what is left is chosen again by the next pass
+MAX_RETIRE_DIRS = 4
+# complete directories the finder probes for retention per pass, beyond the ones kept
+PROBE_SLACK = 8
+
+__all__ = ["RetentionView", "archive_uri", "on_retention", "to_retire"]
+
+
+def archive_uri(s3_uri: str, policy: RunPolicy) -> str:
+    """Where retired checkpoints go: the policy's ``checkpoint_archive_uri``, else the synced
+    prefix's sibling ``<S3Uri without trailing slash>-archive/``."""
+    uri = policy.checkpoint_archive_uri or f"{s3_uri.rstrip('/')}-archive"
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two s3:// prefixes share a bucket and one lies under (or is) the other."""
+    bucket_a, prefix_a = parse_s3_uri(a)
+    bucket_b, prefix_b = parse_s3_uri(b)
+    return bucket_a == bucket_b and (prefix_a.startswith(prefix_b) or prefix_b.startswith(prefix_a))
+
+
+def archive_problem(s3_uri: str, policy: RunPolicy) -> str | None:
+    """Why this policy's archive cannot be used with this checkpoint location (None: it can)."""
+    if policy.checkpoint_keep is None or policy.checkpoint_retired != "archive":
+        return None
+    try:
+        target = archive_uri(s3_uri, policy)
+        if overlaps(target, s3_uri):
+            return (
+                f"{target} overlaps the synced prefix {s3_uri}: SageMaker would download the archive "
+                "at every start; choose a prefix outside it"
+            )
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def may_be_read(run: Run) -> bool:
+    """Rule b: whether a job of the run may be reading the synced prefix now. Only an attempt
+    InProgress/Training with no stop asked has finished its download and will not be replaced
+    before the sweep looks again."""
+    cur = run.current
+    training = (
+        run.status == RunStatus.TRAINING
+        and cur is not None
+        and cur.in_training
+        and cur.stop_intent is None
+        and not cur.end_pending
+    )
+    return not training
+
+
+def to_retire(
+    complete: Sequence[tuple[str, int]], verified_step: int, keep: int, *, reading: bool
+) -> tuple[str, ...]:
+    """The complete directories to move out, oldest first: none while a job may be reading the
+    prefix (b); never one of the ``keep`` newest complete ones nor the verified one (a); only
+    complete ones older than the newest verified one (c). ``complete`` is newest first."""
+    if reading or keep < 1:
+        return ()
+    ordered = sorted(complete, key=lambda c: -c[1])
+    older = [name for name, step in ordered[keep:] if step < verified_step]
+    return tuple(reversed(older))
+
+
+def markers(policy: RunPolicy) -> tuple[str, ...]:
+    """Files that make a directory count as complete: deleted first from a retired directory, so
+    a half-moved directory never counts as complete (and copied last into the archive)."""
+    names = [HF_MARKER, DCP_MARKER]
+    if policy.checkpoint_marker:
+        names.append(policy.checkpoint_marker)
+    return tuple(dict.fromkeys(names))
+
+
+def wants_retention(run: Run, policy: RunPolicy) -> bool:
+    """The sweep reads the synced prefix for retention only when it may act on it."""
+    return policy.checkpoint_keep is not None and not run.status.terminal and not may_be_read(run)
+
+
+def on_retention(d: Draft) -> bool:
+    """On a sweep tick: choose what to retire and ask for it (RetireCheckpoints); True when the
+    decision changed the run or acts."""
+    run, policy, obs = d.run, d.policy, d.obs
+    keep = policy.checkpoint_keep
+    view = obs.retention
+    if keep is None or run.status.terminal or view is None or obs.retention_error:
+        return False  # off, final (f), or unknown (d): nothing this pass
+    if may_be_read(run) or obs.checkpoint is None or obs.checkpoint_error:
+        return False  # a job may be reading it (b), or the newest verified one is unknown (a)
+    verified = obs.checkpoint
+    protected = {name for name, _ in sorted(view.complete, key=lambda c: -c[1])[:keep]}
+    protected.add(verified.uri.rstrip("/").rsplit("/", 1)[-1])
+    leftovers = tuple(n for n in run.retiring if n in view.present and n not in protected)
+    fresh = [n for n in to_retire(view.complete, verified.step, keep, reading=False) if n not in leftovers]
+    chosen = (leftovers + tuple(fresh))[:MAX_RETIRE_DIRS]
+    if not chosen:
+        if not run.retiring:
+            return False
+        d.set(retiring=())
+        d.note(f"retired {', '.join(run.retiring)}: no longer in the synced prefix")
+        return True
+    done = [n for n in run.retiring if n not in chosen]
+    d.set(retiring=chosen)
+    mode = policy.checkpoint_retired
+    target = archive_uri(run.checkpoint_uri, policy) if mode == "archive" else None
+    d.act(
+        RetireCheckpoints(
+            s3_uri=run.checkpoint_uri,
+            names=chosen,
+            mode=mode,
+            archive_uri=target,
+            markers=markers(policy),
+        )
+    )
+    where = f"to {target}" if target else "(deleted)"
+    d.note(
+        f"retention keeps {keep} newest complete checkpoints and step {verified.step}: "
+        f"retiring {', '.join(chosen)} {where}" + (f"; retired {', '.join(done)}" if done else "")
+    )
+    return True

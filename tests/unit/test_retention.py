@@ -1,0 +1,253 @@
+"""Checkpoint retention (domain/retention.py): the policy fields and every safety rule, each test
+failing when its rule is removed."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from sagewarden.api.validation import InvalidRequest, validate_submit
+from sagewarden.domain.actions import RetireCheckpoints
+from sagewarden.domain.checkpoints import RetentionView
+from sagewarden.domain.events import Observations, Tick
+from sagewarden.domain.models import LaunchState, Run, RunStatus
+from sagewarden.domain.policy import PolicyError, RunPolicy
+from sagewarden.domain.retention import MAX_RETIRE_DIRS, archive_uri, to_retire
+from tests.builders import HOUR, REQUEST, ROLE, ckpt, step, training_run
+
+KEEP2 = RunPolicy(checkpoint_keep=2)
+NOW = 5 * HOUR
+
+
+def view(*steps: int, extra: tuple[str, ...] = ()) -> RetentionView:
+    """Complete HF checkpoints at these steps (any order), plus other child directories."""
+    names = [(f"checkpoint-{s}", s) for s in sorted(steps, reverse=True)]
+    return RetentionView(tuple(names), frozenset([n for n, _ in names] + list(extra)))
+
+
+def obs(verified: int, v: RetentionView, **changes: object) -> Observations:
+    return dataclasses.replace(Observations(checkpoint=ckpt(verified, NOW - HOUR), retention=v), **changes)
+
+
+def retire(run: Run, o: Observations) -> RetireCheckpoints | None:
+    d = step(run, Tick(), NOW, o)
+    found = [a for a in d.actions if isinstance(a, RetireCheckpoints)]
+    return found[0] if found else None
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+
+def test_retention_policy_is_off_by_default_and_archives_when_on() -> None:
+    assert RunPolicy().checkpoint_keep is None and RunPolicy().checkpoint_retired == "archive"
+    assert archive_uri("s3://b/runs/llama/", KEEP2) == "s3://b/runs/llama-archive/"
+    assert retire(training_run(), obs(900, view(100, 200, 900))) is None  # off: nothing moves
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"checkpoint_keep": 0}, "checkpoint_keep"),
+        ({"checkpoint_retired": "delete"}, "checkpoint_retired"),  # delete without keep
+        ({"checkpoint_retired": "shred", "checkpoint_keep": 2}, "checkpoint_retired"),
+        ({"checkpoint_keep": 2, "checkpoint_archive_uri": "/tmp/x"}, "checkpoint_archive_uri"),
+    ],
+)
+def test_retention_policy_refuses_nonsense(fields: dict[str, object], field: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        RunPolicy.from_dict(fields)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("archive", ["s3://bucket/ckpt/old/", "s3://bucket/ckpt", "s3://bucket/"])
+def test_retention_submission_refuses_an_archive_overlapping_the_synced_prefix(archive: str) -> None:
+    body = {
+        "name": "llama",
+        "training_job": copy.deepcopy(REQUEST),
+        "policy": {"checkpoint_keep": 2, "checkpoint_archive_uri": archive},
+    }
+    with pytest.raises(InvalidRequest) as err:
+        validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
+    assert [e.field for e in err.value.errors] == ["policy.checkpoint_archive_uri"]
+    body["policy"] = {"checkpoint_keep": 2}  # the default sibling prefix is outside: accepted
+    validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+
+def test_retention_retires_older_complete_checkpoints_and_records_them_first() -> None:
+    run = training_run(KEEP2)
+    d = step(run, Tick(), NOW, obs(900, view(100, 200, 300, 800, 900)))
+    action = next(a for a in d.actions if isinstance(a, RetireCheckpoints))
+    assert action.names == ("checkpoint-100", "checkpoint-200", "checkpoint-300")  # oldest first
+    assert action.archive_uri == "s3://bucket/ckpt-archive/" and action.mode == "archive"
+    assert action.markers[0] == "trainer_state.json"
+    assert d.run.retiring == action.names  # (g) intent recorded with the decision, before any call
+    assert any("retiring checkpoint-100" in n for n in d.notes)  # (e) in the decision's audit line
+
+
+def test_retention_rule_a_never_the_newest_verified_checkpoint() -> None:
+    # a newer checkpoint completed after the verified one was read: keep=1 keeps only the newer,
+    # and the verified one must still stay
+    assert to_retire(view(100, 900, 1000).complete, 900, 1, reading=False) == ("checkpoint-100",)
+    action = retire(training_run(RunPolicy(checkpoint_keep=1)), obs(900, view(100, 900, 1000)))
+    assert action is not None and "checkpoint-900" not in action.names
+
+
+def test_retention_rule_a_never_one_of_the_keep_newest_complete() -> None:
+    action = retire(training_run(RunPolicy(checkpoint_keep=3)), obs(900, view(100, 700, 800, 900)))
+    assert action is not None and action.names == ("checkpoint-100",)
+    assert retire(training_run(RunPolicy(checkpoint_keep=3)), obs(900, view(800, 900))) is None
+
+
+@pytest.mark.parametrize("secondary", ["Pending", "Starting", "Downloading", "Uploading", "Restarting"])
+def test_retention_rule_b_never_while_the_attempt_may_be_reading(secondary: str) -> None:
+    run = training_run(KEEP2)
+    cur = run.current
+    assert cur is not None
+    run = dataclasses.replace(
+        run, attempts=run.with_attempt(dataclasses.replace(cur, sm_secondary=secondary))
+    )
+    assert retire(run, obs(900, view(100, 800, 900))) is None
+
+
+def test_retention_rule_b_never_while_a_launch_is_in_flight_a_stop_is_asked_or_between_attempts() -> None:
+    run = training_run(KEEP2)
+    cur = run.current
+    assert cur is not None
+    pending = dataclasses.replace(
+        run, attempts=run.with_attempt(dataclasses.replace(cur, launch=LaunchState.PENDING, sm_status=None))
+    )
+    stopping = dataclasses.replace(
+        run,
+        status=RunStatus.STOPPING,
+        attempts=run.with_attempt(dataclasses.replace(cur, stop_intent="hang", stop_requested_ms=NOW)),
+    )
+    ended = dataclasses.replace(
+        run,
+        status=RunStatus.RETRY_WAIT,
+        wake_at_ms=NOW + HOUR,
+        attempts=run.with_attempt(dataclasses.replace(cur, sm_status="Failed", ended_ms=NOW - 1)),
+    )
+    for r in (pending, stopping, ended):
+        assert retire(r, obs(900, view(100, 800, 900))) is None
+    assert retire(run, obs(900, view(100, 800, 900))) is not None  # the same run, training: it acts
+
+
+def test_retention_rule_c_only_complete_ones_older_than_the_verified_one() -> None:
+    # the view holds only what the finder proved complete; other children (an unrecognised
+    # "logs" folder, a half-written checkpoint-1000) are present but never chosen
+    v = view(100, 200, 900, extra=("logs", "checkpoint-50", "checkpoint-1000"))
+    action = retire(training_run(RunPolicy(checkpoint_keep=1)), obs(900, v))
+    assert action is not None and action.names == ("checkpoint-100", "checkpoint-200")
+    # complete but newer than the verified one: not retired
+    assert to_retire(view(100, 900, 950, 1000).complete, 900, 1, reading=False) == ("checkpoint-100",)
+
+
+def test_retention_rule_d_unknown_is_not_empty() -> None:
+    run = training_run(KEEP2)
+    assert retire(run, obs(900, view(100, 800, 900), retention_error="SlowDown")) is None
+    assert retire(run, obs(900, view(100, 800, 900), checkpoint=None, checkpoint_error="500")) is None
+    # a recorded retirement is kept while the prefix cannot be read: it is not "done"
+    pending = dataclasses.replace(run, retiring=("checkpoint-100",))
+    d = step(pending, Tick(), NOW, obs(900, view(800, 900), retention=None, retention_error="SlowDown"))
+    assert d.run.retiring == ("checkpoint-100",)
+
+
+def test_retention_rule_f_a_finished_run_retires_nothing_more() -> None:
+    run = dataclasses.replace(training_run(KEEP2), retiring=("checkpoint-100",))
+    for status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED):
+        d = step(dataclasses.replace(run, status=status), Tick(), NOW, obs(900, view(100, 200, 800, 900)))
+        assert not any(isinstance(a, RetireCheckpoints) for a in d.actions)
+
+
+def test_retention_rule_g_a_half_done_move_is_finished_by_a_later_pass() -> None:
+    # checkpoint-100's marker is already deleted (the finder no longer calls it complete), but it
+    # is still in the synced prefix: the recorded intent carries it to the next pass
+    run = dataclasses.replace(training_run(KEEP2), retiring=("checkpoint-100",))
+    action = retire(run, obs(900, view(800, 900, extra=("checkpoint-100",))))
+    assert action is not None and action.names == ("checkpoint-100",)
+    # gone from the synced prefix: done, and the run forgets it
+    d = step(run, Tick(), NOW, obs(900, view(800, 900)))
+    assert d.run.retiring == () and not d.actions and not d.ignored
+
+
+def test_retention_is_bounded_per_pass_and_continues_next_pass() -> None:
+    steps = list(range(100, 2100, 100))
+    run = training_run(KEEP2)
+    d = step(run, Tick(), NOW, obs(2000, view(*steps)))
+    first = next(a for a in d.actions if isinstance(a, RetireCheckpoints))
+    assert len(first.names) == MAX_RETIRE_DIRS and first.names[0] == "checkpoint-100"
+    done = set(first.names)
+    d2 = step(d.run, Tick(), NOW + 1, obs(2000, view(*[s for s in steps if f"checkpoint-{s}" not in done])))
+    second = next(a for a in d2.actions if isinstance(a, RetireCheckpoints))
+    assert second.names[0] == f"checkpoint-{steps[MAX_RETIRE_DIRS]}"
+
+
+def test_retention_delete_mode_has_no_archive() -> None:
+    policy = RunPolicy(checkpoint_keep=2, checkpoint_retired="delete")
+    action = retire(training_run(policy), obs(900, view(100, 800, 900)))
+    assert action is not None and action.mode == "delete" and action.archive_uri is None
+
+
+def test_retention_submission_is_refused_where_the_deployment_does_not_grant_it() -> None:
+    body = {"name": "llama", "training_job": copy.deepcopy(REQUEST), "policy": {"checkpoint_keep": 2}}
+    with pytest.raises(InvalidRequest) as err:
+        validate_submit(
+            body,
+            allowed_roles=frozenset({ROLE}),
+            job_prefix="sw",
+            policy_defaults=RunPolicy(),
+            retention_allowed=False,
+        )
+    assert [e.field for e in err.value.errors] == ["policy.checkpoint_keep"]
+    body["policy"] = {}
+    validate_submit(
+        body,
+        allowed_roles=frozenset({ROLE}),
+        job_prefix="sw",
+        policy_defaults=RunPolicy(),
+        retention_allowed=False,
+    )
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def add(self, name: str, value: float = 1.0, **_: object) -> None:
+        self.names.append(name)
+
+
+class _Retirer:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.limits: list[int] = []
+
+    def view(self, s3_uri: str, layout: object, *, limit: int) -> RetentionView:
+        self.limits.append(limit)
+        if self.error is not None:
+            raise self.error
+        return view(100, 800, 900)
+
+
+def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
+    from types import SimpleNamespace
+
+    from sagewarden.observations import Observer
+
+    counters = _Counters()
+    host = SimpleNamespace(retirer=_Retirer(RuntimeError("SlowDown")), counters=counters)
+    seen, error = Observer(host)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
+    assert seen is None and error is not None and "SlowDown" in error
+    assert counters.names == ["ObservationFailures"]
+    ok = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    seen, error = Observer(ok)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
+    assert error is None and seen == view(100, 800, 900)
+    # not read at all when the run keeps everything or may be read by a starting job
+    off = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    assert Observer(off)._retention(training_run(), Tick()) == (None, None)  # type: ignore[arg-type]
+    assert off.retirer.limits == []
