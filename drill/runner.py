@@ -31,6 +31,7 @@ from drill.report import (
 )
 from drill.scenario import RunSpec, Scenario
 from drill.sim.texts import PAUSE_KINDS
+from drill.sim.training_plans import install as install_plans
 
 MINUTE = 60_000
 
@@ -226,6 +227,7 @@ class DrillRunner:
                 acct.sagemaker.set_profile(spec.name, spec.profile)
             for fault in sc.faults:
                 acct.sagemaker.inject(fault)
+            install_plans(acct.sagemaker.training_plans, sc.training_plans, start)
             evaluator = self.evaluator_factory(acct) if self.evaluator_factory else None
             scripted: list[tuple[int, str, Any]] = [
                 (start + int(s.submit_at_min * MINUTE), "submit", s) for s in sc.runs

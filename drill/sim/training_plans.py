@@ -25,6 +25,7 @@ the simulation does, and where it comes from (docs/fidelity.md has a row per beh
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,3 +255,86 @@ class TrainingPlans:
     def window_of(self, job_name: str) -> Window | None:
         pj = self._jobs.get(job_name)
         return pj.started_window if pj is not None else None
+
+
+# -- scenarios (drill/scenario.py) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """``account.training_plans[]`` of a scenario: windows in hours from the drill's start."""
+
+    name: str
+    instance_type: str
+    count: int
+    windows: tuple[tuple[float, float], ...]
+
+    def arn(self, region: str, account_id: str) -> str:
+        return f"arn:aws:sagemaker:{region}:{account_id}:training-plan/{self.name}"
+
+
+PLAN_FIELDS = ("name", "instance_type", "count", "windows")
+
+
+def parse_plans(raw: Any, where: str = "account.training_plans") -> tuple[list[PlanSpec], list[str]]:
+    """The scenario's plans and its problems (``path: message`` lines)."""
+    plans: list[PlanSpec] = []
+    problems: list[str] = []
+    if not isinstance(raw, list):
+        return plans, [f"{where}: must be a list"]
+    names: set[str] = set()
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            problems.append(f"{at}: must be an object")
+            continue
+        unknown = sorted(set(item) - set(PLAN_FIELDS))
+        problems += [f"{at}.{k}: unknown field (known: {', '.join(PLAN_FIELDS)})" for k in unknown]
+        missing = [k for k in PLAN_FIELDS if k not in item]
+        problems += [f"{at}.{k}: required" for k in missing]
+        if unknown or missing:
+            continue
+        name, itype, count, windows = (item[k] for k in PLAN_FIELDS)
+        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}", name):
+            problems.append(f"{at}.name: a training plan name (letters, digits, hyphens; at most 64)")
+        elif name in names:
+            problems.append(f'{at}.name: "{name}" is already a plan of this scenario')
+        if not isinstance(itype, str) or not itype.startswith("ml."):
+            problems.append(f"{at}.instance_type: must look like ml.<family>.<size>")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            problems.append(f"{at}.count: an integer of at least 1")
+        spans: list[tuple[float, float]] = []
+        ok = isinstance(windows, list) and bool(windows)
+        for w in windows if isinstance(windows, list) else []:
+            if (
+                not isinstance(w, list)
+                or len(w) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w)
+                or not 0 <= w[0] < w[1] - TERMINATION_LEAD_MS / HOUR_MS
+            ):
+                ok = False
+                break
+            spans.append((float(w[0]), float(w[1])))
+        if ok and any(b[0] < a[1] for a, b in itertools.pairwise(sorted(spans))):
+            ok = False
+        if not ok:
+            problems.append(
+                f"{at}.windows: a list of [start_h, end_h] from the drill's start, each longer than "
+                "30 minutes, not overlapping"
+            )
+        if isinstance(name, str):
+            names.add(name)
+        if not any(p.startswith(at) for p in problems):
+            plans.append(PlanSpec(name, itype, count, tuple(sorted(spans))))
+    return plans, problems
+
+
+def install(plans: TrainingPlans, specs: list[PlanSpec], start_ms: int) -> None:
+    """Add a scenario's plans to the simulated account, windows from ``start_ms``."""
+    for spec in specs:
+        plans.add(
+            spec.name,
+            spec.instance_type,
+            spec.count,
+            [(start_ms + round(a * HOUR_MS), start_ms + round(b * HOUR_MS)) for a, b in spec.windows],
+        )

@@ -105,9 +105,11 @@ def _build() -> Supervisor:
     from sagewarden.adapters.sns_notifier import SnsNotifier
 
     cfg = _boto_config()
+    sagemaker = SageMakerLauncher(boto3.client("sagemaker", config=cfg))
     return Supervisor(
         store=DynamoDbRunStore(boto3.client("dynamodb", config=cfg), os.environ[keys.ENV_TABLE_NAME]),
-        launcher=SageMakerLauncher(boto3.client("sagemaker", config=cfg)),
+        launcher=sagemaker,
+        plans=sagemaker,  # DescribeTrainingPlan (domain/training_plans.py)
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),
         alarms=CloudWatchHangAlarms(boto3.client("cloudwatch", config=cfg), alarm_prefix()),

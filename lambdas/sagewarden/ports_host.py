@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sagewarden.ports import CheckpointFinder, Counters, LogReader, MetricsReader
+from sagewarden.ports import CheckpointFinder, Counters, LogReader, MetricsReader, TrainingPlanReader
 from sagewarden.settings import SupervisorSettings
 
 
@@ -15,6 +15,7 @@ class ObserverHost(Protocol):
     checkpoints: CheckpointFinder
     logs: LogReader
     metrics: MetricsReader | None
+    plans: TrainingPlanReader | None
     counters: Counters
     clock: Callable[[], int]
     settings: SupervisorSettings

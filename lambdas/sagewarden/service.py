@@ -80,6 +80,7 @@ from sagewarden.ports import (
     OutboxMessage,
     QuotaReader,
     RunStore,
+    TrainingPlanReader,
 )
 from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
     NotRunOwner,
@@ -138,6 +139,7 @@ class Supervisor(RunRequests, AwsEvents):
         clock: Callable[[], int],
         metrics: MetricsReader | None = None,
         quotas: QuotaReader | None = None,
+        plans: TrainingPlanReader | None = None,
         counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
@@ -150,6 +152,7 @@ class Supervisor(RunRequests, AwsEvents):
         self.logs = logs
         self.metrics = metrics
         self.quotas = quotas
+        self.plans = plans
         self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id

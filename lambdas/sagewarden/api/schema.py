@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from sagewarden.domain.models import LaunchState, RunStatus
-from sagewarden.domain.policy import CHECKPOINT_LAYOUTS, HANG_CONFIRMATIONS, MAX_TEXT, RANGES, RunPolicy
+from sagewarden.domain.policy import (
+    CHECKPOINT_LAYOUTS,
+    HANG_CONFIRMATIONS,
+    MAX_TEXT,
+    RANGES,
+    TRAINING_PLAN_FALLBACKS,
+    RunPolicy,
+)
 
 RunStatusName = Literal[tuple(s.value for s in RunStatus)]  # type: ignore[valid-type]
 
@@ -49,6 +56,8 @@ def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
         return Literal[CHECKPOINT_LAYOUTS], Field(default=None)
     if name == "hang_confirmation":
         return Literal[HANG_CONFIRMATIONS], Field(default=None)
+    if name == "training_plan_fallback":
+        return Literal[TRAINING_PLAN_FALLBACKS], Field(default=None)
     if text.startswith("bool"):
         return bool, Field(default=None)
     return (str | None), Field(default=None, min_length=1, max_length=MAX_TEXT)

@@ -74,6 +74,7 @@ from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.stragglers import on_steps
+from sagewarden.domain.training_plans import on_plan_tick, record_plan
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
@@ -131,8 +132,9 @@ def decide(
         if reason is not None and d.run == run and not d.actions:
             return Decision(run=run, ignored=reason, notes=(reason,))
         return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes) or (reason or "",))
+    planned = record_plan(d)  # the training plan's windows, read before this decision
     reason = _dispatch(d, event)
-    seen = record_checkpoint(d)
+    seen = record_checkpoint(d) or planned
     if reason is not None and not d.actions and not seen:
         return Decision(run=run, ignored=reason, notes=(reason,))
     d.set(updated_ms=now_ms)
@@ -492,6 +494,7 @@ def _on_tick(d: Draft) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
     scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
     scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
+    scanned = on_plan_tick(d) or scanned  # a training plan's window ends (domain/training_plans.py)
     reason = _tick(d)
     return None if dropped or scanned else reason
 

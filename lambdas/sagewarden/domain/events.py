@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.plan_windows import PlanView
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,10 @@ class Observations:
     # read); the read failed: host_metrics_error (unknown, never "idle")
     host_metrics: tuple[HostMetrics, ...] | None = None
     host_metrics_error: str | None = None
+    # domain/training_plans.py: the run's training plan as DescribeTrainingPlan answered (None:
+    # not read), or the error that left it unknown
+    plan: PlanView | None = None
+    plan_error: str | None = None
 
 
 def event_name(event: Event) -> str:

@@ -111,6 +111,8 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     # the request's own KeepAlive is the policy's to govern (warm_pool_request): the attempt
     # records what it asked for when it was started, so a re-issued launch asks the same
     resources.pop("KeepAlivePeriodInSeconds", None)
+    if run.plan_off:  # the policy's on-demand fallback after the training plan's last window
+        resources.pop("TrainingPlanArn", None)
     if attempt.keep_alive_s > 0:
         resources["KeepAlivePeriodInSeconds"] = attempt.keep_alive_s
     req["ResourceConfig"] = resources

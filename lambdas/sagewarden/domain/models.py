@@ -246,6 +246,17 @@ class Run:
     goodput_until_ms: int | None = None
     goodput_through: int = 0
     goodput_carry_ms: int = 0
+    # domain/training_plans.py: the run's Training Plan (ResourceConfig.TrainingPlanArn) as last
+    # read with DescribeTrainingPlan: its windows (start ms, end ms) oldest first, its status, when
+    # it was read; plan_error: the last read failed (the windows are unknown, never "none");
+    # plan_warned: the windows (by start) whose "cannot finish" alert went out; plan_off: the
+    # policy's on-demand fallback is in force (attempts launch without the plan)
+    plan_windows: tuple[tuple[int, int], ...] = ()
+    plan_status: str | None = None
+    plan_read_ms: int | None = None
+    plan_error: str | None = None
+    plan_warned: tuple[int, ...] = ()
+    plan_off: bool = False
 
     @property
     def budget_origin_ms(self) -> int:

@@ -1,0 +1,233 @@
+"""Supervising a run across the windows of its SageMaker Training Plan (domain/training_plans.py):
+the stop before a window's end, a window's end that is never a failure, the resume at the next
+window, the short-plan alert, the fallback after the last window."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.decide import next_due_ms
+from sagewarden.domain.events import CancelRequested, LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.models import Run, RunStatus
+from sagewarden.domain.plan_windows import INTENT_WINDOW_END, PlanView, stop_deadline_ms
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.training_plans import plan_due_ms
+from tests.builders import HOUR, MIN, REQUEST, make_run, observed, step
+
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p4d"
+W1, W2 = (0, 10 * HOUR), (16 * HOUR, 24 * HOUR)
+DEADLINE = stop_deadline_ms(W1)  # 9 h 27 min: termination (9 h 30) - 120 s - 60 s
+TERMINATED = "InternalServerError: Instance algo-1 was terminated (reserved capacity ended)."
+POLICY = RunPolicy(keep_alive_seconds=0)
+
+
+def plan(*windows: tuple[int, int], status: str = "Active") -> PlanView:
+    return PlanView(ARN, status, tuple(windows), "ml.p4d.24xlarge", 2)
+
+
+def plan_request() -> dict[str, Any]:
+    request = copy.deepcopy(REQUEST)
+    request["ResourceConfig"]["TrainingPlanArn"] = ARN
+    return request
+
+
+def submitted(
+    policy: RunPolicy = POLICY, at: int = 0, windows: tuple[tuple[int, int], ...] = (W1, W2)
+) -> Run:
+    run = make_run(policy, request=plan_request(), created_ms=at)
+    return step(run, Submitted(), at, Observations(plan=plan(*windows))).run
+
+
+def training(policy: RunPolicy = POLICY, windows: tuple[tuple[int, int], ...] = (W1, W2)) -> Run:
+    run = submitted(policy, windows=windows)
+    run = step(run, LaunchAccepted(1), 1).run
+    return step(run, observed(run, "InProgress", "Training", 10 * MIN), 10 * MIN).run
+
+
+def ckpt(n: int, at: int) -> Checkpoint:
+    return Checkpoint(f"s3://bucket/ckpt/checkpoint-{n}/", n, "hf", at, 60.0, n - 60 if n > 60 else None)
+
+
+def saves(run: Run, *minutes: int) -> Run:
+    """The sweep sees checkpoints completing at these minutes (every 30 min: 60 steps)."""
+    for m in minutes:
+        run = step(run, Tick(), m * MIN + 1, Observations(checkpoint=ckpt(2 * (m - 10), m * MIN))).run
+    return run
+
+
+def stops(d: Any) -> list[StopJob]:
+    return [a for a in d.actions if isinstance(a, StopJob)]
+
+
+def alerts(d: Any, event: str) -> list[Notify]:
+    return [a for a in d.actions if isinstance(a, Notify) and a.event == event]
+
+
+def launch(d: Any) -> LaunchAttempt:
+    return next(a for a in d.actions if isinstance(a, LaunchAttempt))
+
+
+# --- stopping in good time ---------------------------------------------------------------------
+
+
+def test_training_plan_stop_comes_right_after_the_last_checkpoint_before_termination():
+    run = saves(training(), 40, 70)
+    last = 550 * MIN  # 10 + 30 k <= 567 min: the last completion before the stop deadline
+    assert plan_due_ms(run, 71 * MIN) == last + 30_000
+    assert next_due_ms(run, 71 * MIN) <= last + 30_000
+    run = saves(run, 520)
+    early = step(run, Tick(), last + 30_000, Observations(checkpoint=ckpt(1020, 520 * MIN)))
+    assert stops(early) == []  # the checkpoint at 550 min is not seen yet: wait for it
+    assert plan_due_ms(early.run, last + 30_000) == last + 60_000  # ... looking every 30 s
+    d = step(run, Tick(), last + 30_000, Observations(checkpoint=ckpt(1080, last)))
+    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert d.run.status == RunStatus.STOPPING
+
+
+def test_training_plan_stops_at_the_deadline_without_a_checkpoint_cadence():
+    run = training()
+    assert plan_due_ms(run, 20 * MIN) == DEADLINE
+    assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
+    d = step(run, Tick(), DEADLINE)
+    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert W1[1] - 30 * MIN - 120_000 - 60_000 == DEADLINE  # SIGTERM's 120 s end before termination
+
+
+def test_training_plan_a_late_last_checkpoint_never_pushes_the_stop_past_the_deadline():
+    run = saves(training(), 40, 70, 520)
+    assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
+    assert stops(step(run, Tick(), DEADLINE))  # the 550-min checkpoint never came: stop anyway
+
+
+# --- a window's end is not a failure ------------------------------------------------------------
+
+
+def stopped_at_window_end(run: Run) -> Any:
+    d = step(run, Tick(), 550 * MIN + 30_000, Observations(checkpoint=ckpt(1080, 550 * MIN)))
+    run = d.run
+    end = 552 * MIN
+    return step(run, observed(run, "Stopped", "Stopped", end), end, Observations(checkpoint=ckpt(1084, end)))
+
+
+def test_training_plan_window_end_waits_for_the_next_window_without_counting_a_restart():
+    run = saves(training(), 40, 70, 520)
+    d = stopped_at_window_end(run)
+    assert d.run.current.end_class == "WINDOW_END"
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "window"
+    assert d.run.wake_at_ms == W2[0] - 5 * MIN
+    assert d.run.restarts == 0 and d.run.no_progress_streak == 0
+    assert [a.severity for a in alerts(d, "run.waiting_for_window")] == ["info"]
+    assert not any(isinstance(a, LaunchAttempt) for a in d.actions)
+    assert step(d.run, Tick(), W2[0] - 6 * MIN).ignored is not None  # not yet
+    woke = step(d.run, Tick(), W2[0] - 5 * MIN, Observations(checkpoint=ckpt(1084, 552 * MIN)))
+    nxt = launch(woke)
+    assert nxt.request["ResourceConfig"]["TrainingPlanArn"] == ARN
+    assert nxt.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "1084"
+    assert woke.run.restarts == 0
+
+
+def test_training_plan_termination_in_the_last_30_minutes_is_the_windows_end_not_a_crash():
+    run = training()
+    at = W1[1] - 30 * MIN + 5_000
+    d = step(
+        run,
+        observed(run, "Failed", "Failed", at, TERMINATED),
+        at,
+        Observations(checkpoint=ckpt(1080, at - HOUR)),
+    )
+    assert d.run.current.end_class == "WINDOW_END"
+    assert d.run.restarts == 0 and d.run.restarts_by_class == {}
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "window"
+
+
+def test_training_plan_the_same_failure_mid_window_is_a_counted_crash():
+    run = training()
+    at = 5 * HOUR
+    d = step(
+        run,
+        observed(run, "Failed", "Failed", at, TERMINATED),
+        at,
+        Observations(checkpoint=ckpt(580, at - MIN)),
+    )
+    assert d.run.attempts[0].end_class == "INFRASTRUCTURE"
+    assert d.run.restarts == 1
+    assert launch(d).request["ResourceConfig"]["TrainingPlanArn"] == ARN  # resumed in the same window
+
+
+def test_training_plan_cancel_wins_over_the_pending_window_resume():
+    d = stopped_at_window_end(saves(training(), 40, 70, 520))
+    cancelled = step(d.run, CancelRequested("alice"), 12 * HOUR)
+    assert cancelled.run.status == RunStatus.CANCELLED
+    later = step(cancelled.run, Tick(), W2[0])
+    assert not any(isinstance(a, LaunchAttempt) for a in later.actions)
+
+
+# --- launching into windows ------------------------------------------------------------------------
+
+
+def test_training_plan_first_launch_waits_until_five_minutes_before_the_first_window():
+    run = submitted(windows=((2 * HOUR, 12 * HOUR),))
+    assert run.status == RunStatus.RETRY_WAIT and run.wake_at_ms == 2 * HOUR - 5 * MIN
+    assert run.current is None
+    d = step(run, Tick(), 2 * HOUR - 5 * MIN)
+    assert launch(d).request["ResourceConfig"]["TrainingPlanArn"] == ARN
+
+
+def test_training_plan_unread_plan_launches_at_once_and_is_never_taken_as_exhausted():
+    run = make_run(POLICY, request=plan_request())
+    d = step(run, Submitted(), 0, Observations(plan_error="AccessDeniedException: not authorized"))
+    assert d.run.plan_error and d.run.plan_read_ms is None
+    assert launch(d).request["ResourceConfig"]["TrainingPlanArn"] == ARN  # SageMaker keeps it Pending
+    # a failed refresh keeps the windows last read: unknown is never "no windows"
+    known = training()
+    again = step(known, Tick(), 2 * HOUR, Observations(plan_error="ThrottlingException"))
+    assert again.run.plan_windows == (W1, W2) and again.run.plan_error == "ThrottlingException"
+
+
+def ended_in_last_window(policy: RunPolicy) -> Any:
+    run = training(policy, windows=(W1,))
+    at = W1[1] - 30 * MIN
+    return step(
+        run,
+        observed(run, "Failed", "Failed", at, TERMINATED),
+        at,
+        Observations(checkpoint=ckpt(1080, at - HOUR)),
+    )
+
+
+def test_training_plan_after_the_last_window_fails_clearly_without_a_fallback():
+    d = ended_in_last_window(POLICY)
+    assert d.run.status == RunStatus.FAILED
+    assert "no window left" in (d.run.outcome or "") and "on_demand" in (d.run.outcome or "")
+    assert d.run.restarts == 0
+
+
+def test_training_plan_after_the_last_window_continues_on_demand_when_allowed():
+    d = ended_in_last_window(dataclasses.replace(POLICY, training_plan_fallback="on_demand"))
+    assert d.run.plan_off
+    req = launch(d).request
+    assert "TrainingPlanArn" not in req["ResourceConfig"]
+    assert req["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert alerts(d, "run.plan_fallback")
+
+
+# --- is the plan long enough? ------------------------------------------------------------------------
+
+
+def test_training_plan_warns_once_per_window_when_it_cannot_finish_the_run():
+    # 2 steps a minute, 1080 steps a window: 5,000 steps cannot fit in two windows
+    short = training(dataclasses.replace(POLICY, total_steps=5_000))
+    d = step(short, Tick(), 40 * MIN + 1, Observations(checkpoint=ckpt(60, 40 * MIN)))
+    d = step(d.run, Tick(), 70 * MIN + 1, Observations(checkpoint=ckpt(120, 70 * MIN)))
+    (warning,) = alerts(d, "run.plan_short")
+    assert warning.severity == "warning" and "ends FAILED" in warning.body
+    again = step(d.run, Tick(), 100 * MIN + 1, Observations(checkpoint=ckpt(180, 100 * MIN)))
+    assert alerts(again, "run.plan_short") == []  # once per window
+    enough = training(dataclasses.replace(POLICY, total_steps=1_500))
+    d = step(enough, Tick(), 40 * MIN + 1, Observations(checkpoint=ckpt(60, 40 * MIN)))
+    d = step(d.run, Tick(), 70 * MIN + 1, Observations(checkpoint=ckpt(120, 70 * MIN)))
+    assert alerts(d, "run.plan_short") == []
