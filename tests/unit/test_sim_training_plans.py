@@ -188,3 +188,44 @@ def test_an_expired_plan_cannot_be_used(sim: SimSageMaker, clock: VirtualClock) 
     with pytest.raises(ClientError) as err:
         sim.create_training_job(**on_plan(sim, "job-e01"))
     assert "is Expired" in code_of(err)[1]
+
+
+def test_the_launcher_reads_a_plans_windows_from_its_reserved_capacities(
+    sim: SimSageMaker, clock: VirtualClock
+) -> None:
+    from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
+
+    t0 = clock.now_ms
+    view = SageMakerLauncher(sim).describe_plan(plan_arn(sim))
+    assert (view.arn, view.status, view.instance_type, view.total_count) == (
+        plan_arn(sim),
+        "Scheduled",
+        ITYPE,
+        2,
+    )
+    assert view.windows == ((t0 + HOUR, t0 + 5 * HOUR), (t0 + 11 * HOUR, t0 + 15 * HOUR))
+
+
+def test_scenario_plans_are_checked_and_installed_from_the_drills_start(clock: VirtualClock, s3: Any) -> None:
+    from drill.sim.training_plans import install, parse_plans
+
+    plans, problems = parse_plans(
+        [
+            {"name": "ok", "instance_type": ITYPE, "count": 2, "windows": [[0, 10], [16, 24]]},
+            {"name": "bad", "instance_type": ITYPE, "count": 2, "windows": [[0, 10], [9, 12]]},
+            {"name": "short", "instance_type": ITYPE, "count": 0, "windows": [[0, 0.25]], "extra": 1},
+        ]
+    )
+    assert [p.name for p in plans] == ["ok"]
+    assert problems == [
+        "account.training_plans[1].windows: a list of [start_h, end_h] from the drill's start, each longer "
+        "than 30 minutes, not overlapping",
+        "account.training_plans[2].extra: unknown field (known: name, instance_type, count, windows)",
+    ]
+    sm = SimSageMaker(clock, s3_client=s3)
+    install(sm.training_plans, plans, clock.now_ms)
+    out = sm.describe_training_plan(TrainingPlanName="ok")
+    assert [c["StartTime"].timestamp() * 1000 - clock.now_ms for c in out["ReservedCapacitySummaries"]] == [
+        0,
+        16 * HOUR,
+    ]

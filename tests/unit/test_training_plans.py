@@ -231,3 +231,14 @@ def test_training_plan_warns_once_per_window_when_it_cannot_finish_the_run():
     d = step(enough, Tick(), 40 * MIN + 1, Observations(checkpoint=ckpt(60, 40 * MIN)))
     d = step(d.run, Tick(), 70 * MIN + 1, Observations(checkpoint=ckpt(120, 70 * MIN)))
     assert alerts(d, "run.plan_short") == []
+
+
+def test_training_plan_waiting_for_a_window_is_not_counted_against_the_wall_clock():
+    policy = dataclasses.replace(POLICY, max_wall_clock_hours=12.0)
+    d = stopped_at_window_end(saves(training(policy), 40, 70, 520))
+    assert d.run.plan_wait_since_ms == 552 * MIN
+    woke = step(d.run, Tick(), W2[0] - 5 * MIN, Observations(checkpoint=ckpt(1084, 552 * MIN)))
+    assert woke.run.status == RunStatus.STARTING  # 15.9 h after submission, 9.2 h of it counted
+    assert woke.run.plan_waited_ms == W2[0] - 5 * MIN - 552 * MIN and woke.run.plan_wait_since_ms is None
+    max_runtime = launch(woke).request["StoppingCondition"]["MaxRuntimeInSeconds"]
+    assert max_runtime == (12 * HOUR - 552 * MIN) // 1000  # the budget left after the first window

@@ -572,6 +572,7 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
         resumes=run.resumes + 1,
         resumed_by=e.by,
         budget_started_ms=d.now,
+        plan_waited_ms=0,
     )
     d.note(f"resumed by {e.by} (was {was}); fresh restart and wall-clock budgets")
     ckpt = d.obs.checkpoint or run.last_checkpoint

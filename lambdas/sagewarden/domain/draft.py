@@ -138,6 +138,9 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         return
     if plan_gate(d):  # a training plan's next window, or its end (domain/training_plans.py)
         return
+    if d.run.plan_wait_since_ms is not None:  # the window's wait is over: not on the wall clock
+        since = max(d.run.plan_wait_since_ms, d.run.budget_origin_ms)
+        d.set(plan_waited_ms=d.run.plan_waited_ms + max(0, d.now - since), plan_wait_since_ms=None)
     run = d.run
     if d.obs.checkpoint_error:
         why = f"cannot read the checkpoints to resume from: {d.obs.checkpoint_error}"
@@ -217,6 +220,7 @@ def plan_gate(d: Draft) -> bool:
         wait_reason=WAIT_WINDOW,
         wait_instance_type=None,
         recovering_since_ms=None,
+        plan_wait_since_ms=run.plan_wait_since_ms if run.plan_wait_since_ms is not None else d.now,
     )
     d.note(f"waiting for the training plan's next window: launch in {(at - d.now) / 60_000:.0f} min")
     if not again:

@@ -257,6 +257,10 @@ class Run:
     plan_error: str | None = None
     plan_warned: tuple[int, ...] = ()
     plan_off: bool = False
+    # time spent waiting for the plan's next window (not counted against max_wall_clock_hours):
+    # the waits that ended, and since when the run waits now (None: not waiting for a window)
+    plan_waited_ms: int = 0
+    plan_wait_since_ms: int | None = None
 
     @property
     def budget_origin_ms(self) -> int:
