@@ -206,8 +206,8 @@ def plan_gate(d: Draft) -> bool:
         fail(
             d,
             f"training plan {name} has no window left ({run.plan_status}) and the run is not finished: "
-            f"last checkpoint {ckpt_text(d.obs.checkpoint or run.last_checkpoint)}. Extend the plan or set "
-            "policy training_plan_fallback on_demand, then resume the run",
+            f"last checkpoint {ckpt_text(d.obs.checkpoint or run.last_checkpoint)}. Submit a new run on another "
+            "plan, or with policy training_plan_fallback on_demand: it resumes from the same CheckpointConfig",
         )
         return True
     at = launch_at(run, d.now)
