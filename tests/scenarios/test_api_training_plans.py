@@ -9,7 +9,9 @@ import pytest
 
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
+from sagewarden.api.representation import iso
 from sagewarden.domain.models import RunStatus
+from sagewarden_cli.render import plan_text
 
 HOUR = 3_600_000
 ITYPE = "ml.p5.48xlarge"
@@ -42,6 +44,16 @@ def test_api_training_plan_submit_waits_for_the_first_window_and_reads_the_plan(
     assert status == 201, run
     assert run["status"] == RunStatus.RETRY_WAIT.value and run["attempts"] == []
     assert acct.sagemaker.jobs() == []  # launched 5 minutes before the window opens, not now
+    plan = run["training_plan"]
+    t0 = acct.clock.now_ms
+    assert plan["arn"] == arn(acct) and plan["status"] == "Scheduled" and plan["read_error"] is None
+    (window,) = plan["windows"]
+    assert window["termination_starts"] == iso(t0 + 12 * HOUR - 30 * 60_000)
+    assert plan["next_window_start"] == iso(t0 + 2 * HOUR) and plan["on_demand"] is False
+    assert (
+        plan_text(plan)
+        == f"reserved-p5 (Scheduled), 1 window(s); next opens {iso(t0 + 2 * HOUR)}; 0 h waited for windows"
+    )
     report = acct.take_iam_report()
     assert report.findings == [], report.failures()  # DescribeTrainingPlan granted, nothing unmapped
     used = {g.action for g in report.grants if g.used_by == "code"}
