@@ -96,3 +96,25 @@ def test_scenario_training_plan_launch_lead_measured_against_launching_at_the_wi
 
     with_lead, without = delays(result), delays(late)
     assert all(a <= b for a, b in zip(with_lead, without, strict=True)), (with_lead, without)
+
+
+def test_scenario_training_plan_a_termination_sagemaker_carries_out_is_not_counted_as_a_crash(
+    template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+):
+    """The unkind ending end to end: with the supervisor's window stop switched off (as if its
+    sweep could not act in the window's last minutes), SageMaker terminates the instances and the
+    job ends Failed like an instance failure; the run still counts no restart and resumes."""
+    from drill.sim.training_plans import PLAN_TERMINATED_REASON
+    from sagewarden.domain import decide, due
+
+    monkeypatch.setattr(decide, "on_plan_tick", lambda d: False)
+    monkeypatch.setattr(due, "plan_due_ms", lambda run, now: None)
+    result = drill(template)
+    run = result.runs[RUN]
+    assert run["status"] == "SUCCEEDED"
+    assert [a["end_class"] for a in run["attempts"]] == ["WINDOW_END", "WINDOW_END", "SUCCEEDED"]
+    assert run["restarts"] == 0 and run["restarts_by_class"] == {}
+    first, second, _ = jobs(result)
+    assert (first.status, first.failure_reason) == ("Failed", PLAN_TERMINATED_REASON)
+    assert (second.status, second.failure_reason) == ("Failed", PLAN_TERMINATED_REASON)
+    assert second.start_step < first.step  # the work since the last checkpoint was lost, this time
