@@ -242,3 +242,15 @@ def test_training_plan_waiting_for_a_window_is_not_counted_against_the_wall_cloc
     assert woke.run.plan_waited_ms == W2[0] - 5 * MIN - 552 * MIN and woke.run.plan_wait_since_ms is None
     max_runtime = launch(woke).request["StoppingCondition"]["MaxRuntimeInSeconds"]
     assert max_runtime == (12 * HOUR - 552 * MIN) // 1000  # the budget left after the first window
+
+
+def test_training_plan_an_attempt_still_starting_at_the_deadline_is_stopped_not_left_to_termination():
+    run = submitted()
+    run = step(run, LaunchAccepted(1), 1).run
+    run = step(run, observed(run, "InProgress", "Downloading", DEADLINE - 2 * MIN), DEADLINE - 2 * MIN).run
+    assert plan_due_ms(run, DEADLINE - 2 * MIN) == DEADLINE
+    assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
+    assert stops(step(run, Tick(), DEADLINE)) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    pending = step(submitted(), LaunchAccepted(1), 1).run
+    pending = step(pending, observed(pending, "InProgress", "Pending", 2), 2).run
+    assert stops(step(pending, Tick(), DEADLINE)) == []  # Pending: SageMaker keeps it for the next window

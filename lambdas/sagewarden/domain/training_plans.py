@@ -133,7 +133,9 @@ class StopPlan:
 
 def stop_plan(window: Window, att: Attempt, history: History) -> StopPlan:
     deadline = stop_deadline_ms(window)
-    started = att.training_started_ms or 0
+    started = att.training_started_ms
+    if started is None:  # not training yet: no checkpoint of its own to wait for
+        return StopPlan(deadline, None, None, None)
     minutes = observed_interval_min(history)
     interval = int(minutes * MINUTE_MS) if minutes else None
     anchor = next((h[1] for h in reversed(history) if h[1] >= started), None)
@@ -144,11 +146,20 @@ def stop_plan(window: Window, att: Attempt, history: History) -> StopPlan:
 
 
 def _training_window(run: Run, att: Attempt, now_ms: int) -> Window | None:
-    if not att.in_training or att.stop_intent is not None or not on_plan(run):
+    """The window a live attempt on the plan runs in, once it left Pending (starting,
+    downloading or training: an attempt that started late in a window is stopped at the deadline
+    too, never left to the termination); None otherwise."""
+    if (
+        att.stop_intent is not None
+        or not on_plan(run)
+        or not att.live
+        or att.sm_status != "InProgress"
+        or att.sm_secondary in (None, "Pending")
+    ):
         return None
-    return window_at(run, now_ms) or (
-        window_at(run, att.training_started_ms) if att.training_started_ms is not None else None
-    )
+    if att.in_training and att.training_started_ms is not None:
+        return window_at(run, now_ms) or window_at(run, att.training_started_ms)
+    return window_at(run, now_ms)
 
 
 def on_plan_tick(d: Draft) -> bool:
