@@ -254,3 +254,15 @@ def test_training_plan_an_attempt_still_starting_at_the_deadline_is_stopped_not_
     pending = step(submitted(), LaunchAccepted(1), 1).run
     pending = step(pending, observed(pending, "InProgress", "Pending", 2), 2).run
     assert stops(step(pending, Tick(), DEADLINE)) == []  # Pending: SageMaker keeps it for the next window
+
+
+def test_training_plan_a_window_is_launched_into_only_if_a_checkpoint_fits_before_its_deadline():
+    from sagewarden.domain.plan_windows import launch_need_ms, usable_window
+
+    fresh = submitted()
+    assert launch_need_ms(fresh) == 20 * MIN  # nothing measured yet: the floor
+    assert usable_window(fresh, 9 * HOUR + 5 * MIN) == W1  # 22 min left before the deadline
+    run = saves(training(), 40, 70)  # start-up 10 min, a checkpoint every 30 min
+    assert launch_need_ms(run) == 40 * MIN
+    assert usable_window(run, 8 * HOUR + 47 * MIN) == W1  # 40 min left: one checkpoint fits
+    assert usable_window(run, 8 * HOUR + 48 * MIN) == W2  # 39 min: it would only redo work

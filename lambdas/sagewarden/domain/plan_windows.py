@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sagewarden.domain.checkpoint_interval import observed_interval_min
 from sagewarden.domain.models import Run
 
 MINUTE_MS = 60_000
@@ -23,9 +24,10 @@ STOP_MARGIN_MS = 60_000  # the supervisor's own margin (a sweep's lateness, an A
 # a launch is made this long before a window opens: the job waits Pending and SageMaker starts
 # it as the window opens, instead of after the supervisor's next look
 LAUNCH_LEAD_MS = 5 * MINUTE_MS
-# a window with less than this left before its termination is not launched into (an attempt
-# would spend it starting up)
+# a window with less than this left before its stop deadline is never launched into (an attempt
+# would spend it starting up); with a known checkpoint interval, start-up + one interval
 MIN_USABLE_MS = 20 * MINUTE_MS
+DEFAULT_STARTUP_MS = 10 * MINUTE_MS  # an attempt's start-up until one is measured
 INTENT_WINDOW_END = "window_end"
 WAIT_WINDOW = "window"
 
@@ -72,9 +74,29 @@ def window_at(run: Run, t: int) -> Window | None:
     return next((w for w in run.plan_windows if w[0] <= t < w[1]), None)
 
 
+def startup_ms(run: Run) -> int:
+    """An attempt's start-up on the plan: the newest attempt's request-to-Training (measured),
+    else DEFAULT_STARTUP_MS."""
+    for att in reversed(run.attempts):
+        if att.training_started_ms is not None:
+            return max(0, att.training_started_ms - max(att.requested_at_ms, att.created_ms or 0))
+    return DEFAULT_STARTUP_MS
+
+
+def launch_need_ms(run: Run) -> int:
+    """How long before its stop deadline a window must still be open for a launch into it to pay:
+    the start-up plus one checkpoint interval (an attempt that cannot write a checkpoint before it
+    must stop only redoes work), at least MIN_USABLE_MS."""
+    minutes = observed_interval_min(run.checkpoint_history)
+    interval = int(minutes * MINUTE_MS) if minutes else 0
+    return max(MIN_USABLE_MS, startup_ms(run) + interval)
+
+
 def usable_window(run: Run, t: int) -> Window | None:
-    """The first window an attempt launched at `t` can still train in (None: none or unknown)."""
-    return next((w for w in run.plan_windows if t < termination_ms(w) - MIN_USABLE_MS), None)
+    """The first window an attempt launched at `t` can still train in and checkpoint before its
+    stop deadline (None: none, or unknown)."""
+    need = launch_need_ms(run)
+    return next((w for w in run.plan_windows if max(t, w[0]) + need <= stop_deadline_ms(w)), None)
 
 
 def plan_known(run: Run) -> bool:

@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import statistics
 
-from sagewarden.domain.advice import observed_interval_min
+from sagewarden.domain.checkpoint_interval import observed_interval_min
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.draft import Draft, notify, request_stop, start_attempt
 from sagewarden.domain.events import Event, ResumeRequested, Submitted, Tick
@@ -42,6 +42,7 @@ from sagewarden.domain.plan_windows import (
     on_plan,
     plan_arn,
     plan_name,
+    startup_ms,
     stop_deadline_ms,
     termination_ms,
     usable_window,
@@ -51,7 +52,6 @@ from sagewarden.domain.plan_windows import (
 PLAN_REFRESH_MS = 30 * MINUTE_MS  # the sweep reads the plan again this often
 STOP_GRACE_MS = 30_000  # after the last checkpoint's expected completion, to see it in S3
 STOP_POLL_MS = 30_000  # a last checkpoint later than expected is looked for this often
-DEFAULT_STARTUP_MS = 10 * MINUTE_MS  # a window's start-up until one is measured
 # a Failed ending this close to a window's termination (before: clocks; after: until its end and
 # the event's delivery) is the window's end, not a crash
 ENDING_SLACK_BEFORE_MS = 2 * MINUTE_MS
@@ -260,14 +260,6 @@ def _pace_ms(history: History) -> float | None:
     return statistics.median(pace) if pace else None
 
 
-def _startup_ms(run: Run) -> int:
-    """A window's start-up: the newest attempt's request-to-Training (measured), or a default."""
-    for att in reversed(run.attempts):
-        if att.training_started_ms is not None:
-            return max(0, att.training_started_ms - max(att.requested_at_ms, att.created_ms or 0))
-    return DEFAULT_STARTUP_MS
-
-
 def plan_training_ms(run: Run, now_ms: int) -> int:
     """Training time the plan's windows still give from now: each window from its start (or now)
     to its stop deadline, minus a start-up unless an attempt already trains in it."""
@@ -277,7 +269,7 @@ def plan_training_ms(run: Run, now_ms: int) -> int:
     for w in run.plan_windows:
         begin = max(now_ms, w[0])
         inside = training_now and w[0] <= now_ms < w[1]
-        total += max(0, stop_deadline_ms(w) - begin - (0 if inside else _startup_ms(run)))
+        total += max(0, stop_deadline_ms(w) - begin - (0 if inside else startup_ms(run)))
     return total
 
 
@@ -312,7 +304,7 @@ def _short_plan_alert(d: Draft) -> bool:
                 f"Steps left: {pol.total_steps - step:,} (at step {step:,} of {pol.total_steps:,}), "
                 f"{pace / 1000:.1f} s a step: ~{need / 3_600_000:.1f} h of training",
                 f"The plan's windows give ~{have / 3_600_000:.1f} h more (each window up to its stop "
-                f"deadline, minus ~{_startup_ms(run) / 60_000:.0f} min of start-up)",
+                f"deadline, minus ~{startup_ms(run) / 60_000:.0f} min of start-up)",
                 then,
             ],
         )
