@@ -266,3 +266,14 @@ def test_training_plan_a_window_is_launched_into_only_if_a_checkpoint_fits_befor
     assert launch_need_ms(run) == 40 * MIN
     assert usable_window(run, 8 * HOUR + 47 * MIN) == W1  # 40 min left: one checkpoint fits
     assert usable_window(run, 8 * HOUR + 48 * MIN) == W2  # 39 min: it would only redo work
+
+
+def test_training_plan_a_resume_reads_the_plan_again_and_waits_for_its_new_window():
+    from sagewarden.domain.events import ResumeRequested
+
+    failed = ended_in_last_window(POLICY).run
+    assert failed.status == RunStatus.FAILED
+    later = (30 * HOUR, 40 * HOUR)  # capacity added to the plan
+    d = step(failed, ResumeRequested("alice"), 20 * HOUR, Observations(plan=plan(W1, later)))
+    assert d.run.plan_windows == (W1, later)
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wake_at_ms == later[0] - 5 * MIN

@@ -120,6 +120,7 @@ def decide(
 ) -> Decision:
     d = Draft(run, now_ms, policy, obs)
     if isinstance(event, ResumeRequested):
+        record_plan(d)  # a run on a training plan resumes into its windows as read now
         reason = _on_resume(d, event)
         if reason is not None and not d.actions:
             return Decision(run=run, ignored=reason, notes=(reason,))
