@@ -277,3 +277,17 @@ def test_training_plan_a_resume_reads_the_plan_again_and_waits_for_its_new_windo
     d = step(failed, ResumeRequested("alice"), 20 * HOUR, Observations(plan=plan(W1, later)))
     assert d.run.plan_windows == (W1, later)
     assert d.run.status == RunStatus.RETRY_WAIT and d.run.wake_at_ms == later[0] - 5 * MIN
+
+
+def test_training_plan_state_survives_the_stored_form():
+    import json
+
+    from sagewarden.adapters.run_codec import compact_json, run_from_dict, run_to_dict
+
+    run = dataclasses.replace(
+        stopped_at_window_end(saves(training(), 40, 70, 520)).run, plan_warned=(0,), plan_error="x"
+    )
+    stored = json.loads(compact_json(run_to_dict(run)))
+    back = run_from_dict(stored, attempts=run.attempts)
+    assert back == run
+    assert back.plan_windows == (W1, W2) and back.plan_wait_since_ms == 552 * MIN
