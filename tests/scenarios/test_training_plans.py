@@ -121,3 +121,14 @@ def test_scenario_training_plan_a_termination_sagemaker_carries_out_is_not_count
     assert (first.status, first.failure_reason) == ("Failed", PLAN_TERMINATED_REASON)
     assert (second.status, second.failure_reason) == ("Failed", PLAN_TERMINATED_REASON)
     assert second.start_step < first.step  # the work since the last checkpoint was lost, this time
+
+
+def test_scenario_training_plan_goodput_puts_the_gaps_in_waiting_and_redoes_no_work(result: DrillResult):
+    ettr = result.runs[RUN]["ettr"]
+    buckets = {b["name"]: b["percent"] for b in ettr["buckets"]}
+    truth = result.runs[RUN]["ground_truth"]["ettr_percent"]
+    assert abs(ettr["percent"] - truth) <= 1.0, (ettr["percent"], truth)
+    assert buckets["waiting"] > 45  # the 6 h and 12 h gaps between windows (and the 5-min leads)
+    assert buckets["restarts"] == 0  # the SIGTERM saves: no work is redone after a window's end
+    # docs/recovery.md's figures
+    assert f"{ettr['percent']:.1f} {truth:.1f} {buckets['waiting']:.1f}" == "46.2 45.7 51.1"
