@@ -360,7 +360,8 @@ class LocalAccount:
         retention = template_checkpoint_retention(self.template)
         self.supervisor = Supervisor(
             store=DynamoDbRunStore(self.ddb, TABLE) if self._store_kind == "dynamodb" else InMemoryRunStore(),
-            launcher=SageMakerLauncher(self.recorder.wrap(self.sagemaker_view, "sagemaker")),
+            launcher=(sagemaker := SageMakerLauncher(self.recorder.wrap(self.sagemaker_view, "sagemaker"))),
+            plans=sagemaker,
             checkpoints=S3CheckpointFinder(checkpoint_client),
             notifier=self.notifier,
             alarms=CloudWatchHangAlarms(self._alarms_client(), ALARM_PREFIX),

@@ -32,6 +32,7 @@ from drill.report import (
 from drill.scenario import RunSpec, Scenario
 from drill.sim.model import SimJob
 from drill.sim.texts import PAUSE_KINDS
+from drill.sim.training_plans import install as install_plans
 from sagewarden.domain.checkpoints import parse_s3_uri
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import archive_uri
@@ -230,6 +231,7 @@ class DrillRunner:
                 acct.sagemaker.set_profile(spec.name, spec.profile)
             for fault in sc.faults:
                 acct.sagemaker.inject(fault)
+            install_plans(acct.sagemaker.training_plans, sc.training_plans, start)
             evaluator = self.evaluator_factory(acct) if self.evaluator_factory else None
             scripted: list[tuple[int, str, Any]] = [
                 (start + int(s.submit_at_min * MINUTE), "submit", s) for s in sc.runs

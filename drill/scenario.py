@@ -24,6 +24,11 @@ Format (all times are virtual minutes from the scenario start unless named other
               "api_retry_wait_s": 35.5,                # how long retries wait for a throttled call
               "describe_after_create_s": [0, 10],      # a new job is missing from DescribeTrainingJob
                                                        # (and Stop/Update) this long, drawn per job
+              "training_plans": [{"name": "reserved", "instance_type": "ml.p5.48xlarge", "count": 8,
+                                  "windows": [[0, 10], [16, 24]]}],   # SageMaker Training Plans,
+                                                       # windows in hours from the start (a run names
+                                                       # one: training_job.ResourceConfig.TrainingPlanArn
+                                                       # arn:aws:sagemaker:us-east-1:123456789012:training-plan/<name>)
               "store": "dynamodb" | "memory"},          # state table on moto (default) or in memory
   "delivery": {"min_delay_s": 1, "max_delay_s": 20, "duplicate_rate": 0.1, "drop_rate": 0.0},
   "policy_defaults": {...RunPolicy fields...},     # the deployment's defaults
@@ -80,6 +85,7 @@ from drill.metric_delay import MAX_DELAY_S, SOURCES, SourceDelay
 from drill.rate_limits import DEFAULT_RETRY_WAIT_S, MAX_RETRY_WAIT_S, known_operations
 from drill.sim.read_after_create import DEFAULT_WINDOW_S, MAX_WINDOW_S
 from drill.sim.texts import CRASH_KINDS, PAUSE_KINDS, START_FAULTS
+from drill.sim.training_plans import PlanSpec, parse_plans
 from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_sagemaker import FAULT_KINDS, Fault, JobProfile, StartupTimes
 
@@ -177,6 +183,7 @@ class Scenario:
     api_rates: dict[str, float | None] = field(default_factory=dict)  # over drill.rate_limits' defaults
     api_retry_wait_s: float = DEFAULT_RETRY_WAIT_S
     describe_after_create_s: tuple[float, float] = DEFAULT_WINDOW_S
+    training_plans: list[PlanSpec] = field(default_factory=list)  # drill/sim/training_plans.py
 
 
 class ScenarioError(ValueError):
@@ -384,6 +391,7 @@ ACCOUNT_FIELDS = {
     "api_rates": Spec("object"),
     "api_retry_wait_s": Spec("number", check=lambda v: _within(v, MAX_RETRY_WAIT_S)),
     "describe_after_create_s": Spec("list"),
+    "training_plans": Spec("list"),
 }
 WARM_POOL_FIELDS = {
     "quotas": Spec("object"),
@@ -584,6 +592,9 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
     describe_after_create = _span(
         check, "account.describe_after_create_s", account.get("describe_after_create_s"), MAX_WINDOW_S
     )
+    plans, plan_problems = parse_plans(account.get("training_plans", []))  # drill/sim/training_plans.py
+    for problem in plan_problems:
+        check.add(*problem.split(": ", 1))
     delivery = check.obj("delivery", top.get("delivery", {}), DELIVERY_FIELDS)
     if delivery.get("min_delay_s", 0) > delivery.get("max_delay_s", math.inf):
         check.add("delivery.min_delay_s", "must not exceed max_delay_s")
@@ -702,6 +713,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         api_rates=api_rates,
         api_retry_wait_s=float(account.get("api_retry_wait_s", DEFAULT_RETRY_WAIT_S)),
         describe_after_create_s=describe_after_create or DEFAULT_WINDOW_S,
+        training_plans=plans,
         policy_defaults=dict(policy_defaults),
         runs=runs,
         faults=faults,

@@ -152,6 +152,7 @@ class SimSageMaker(SimCore):
         tags = self._tags_of(request)
         faults.refuse_throttled(self, tags, request)
         self._validate(request, op)
+        plan = self.training_plans.admit(request, now, op)  # drill/sim/training_plans.py
         name: str = request["TrainingJobName"]
         arn = self._arn(name)
         if name in self._jobs:
@@ -205,7 +206,7 @@ class SimSageMaker(SimCore):
         if sim_hosts.wants_infra_check(request):
             job.infra_check = True
             check_ms, check_fails = sim_hosts.infra_check(self, job)
-        capacity = None if job.warm_pool_used else faults.take_capacity_fault(self, job)
+        capacity = None if job.warm_pool_used or plan else faults.take_capacity_fault(self, job)
         message = WARM_STARTING_MESSAGE if job.warm_pool_used else STATUS_MESSAGES["Starting"]
         self._transition(job, now, "InProgress", "Starting", message)
         if capacity is not None:
@@ -220,6 +221,8 @@ class SimSageMaker(SimCore):
         else:
             provision = self.startup.warm_provision_s if job.warm_pool_used else self.startup.provision_s
             self._set_timer(job, now + provision * 1000 + check_ms, "downloading")
+        if plan is not None:  # reserved capacity: Pending until one of its windows has room
+            self.training_plans.hold(self, job, plan, now)
         self._reschedule(job)
         return {"TrainingJobArn": arn, "ResponseMetadata": self._response_metadata()}
 
@@ -270,6 +273,11 @@ class SimSageMaker(SimCore):
             out["BillableTimeInSeconds"] = seconds * job.instance_count
         out["ResponseMetadata"] = self._response_metadata()
         return out
+
+    def describe_training_plan(self, *, TrainingPlanName: str) -> dict[str, Any]:
+        self._gate("DescribeTrainingPlan")
+        out = self.training_plans.describe(TrainingPlanName, self.clock.now_ms, self._live)
+        return {**out, "ResponseMetadata": self._response_metadata()}
 
     def stop_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
         op = "StopTrainingJob"

@@ -287,6 +287,9 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
             "warm pool",
             str(pool["note"]) + (f"; {len(watched)} ended attempt(s)' pool watched" if watched else ""),
         )
+    plan = plan_text(run.get("training_plan"))
+    if plan:
+        row("training plan", plan)
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []
@@ -299,6 +302,21 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)
+
+
+def plan_text(plan: Mapping[str, Any] | None) -> str:
+    """'<name> (<status>), <n> windows; next opens <time>; <h> h waited for windows', or ''."""
+    if not plan:
+        return ""
+    name = str(plan.get("arn", "")).rsplit("training-plan/", 1)[-1]
+    text = f"{name} ({plan.get('status') or 'not read yet'}), {len(plan.get('windows') or [])} window(s)"
+    if plan.get("read_error"):
+        text += f"; last read failed: {plan['read_error']}"
+    if plan.get("next_window_start"):
+        text += f"; next opens {plan['next_window_start']}"
+    if plan.get("on_demand"):
+        text += "; continuing on demand (the plan has no window left)"
+    return text + f"; {plan.get('hours_waited_for_windows', 0):g} h waited for windows"
 
 
 def deferral_text(deferred: Mapping[str, Any] | None, now_ms: int) -> str:

@@ -525,6 +525,13 @@ for _op in ("DescribeTrainingJob", "StopTrainingJob"):
     row("sagemaker", _op, f"sagemaker:{_op}", "training-job/<name>", _SM)(_job_op(f"sagemaker:{_op}"))
 
 
+@row("sagemaker", "DescribeTrainingPlan", "sagemaker:DescribeTrainingPlan", "training-plan/<name>", _SM)
+def _sm_describe_training_plan(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    plan = str(p["TrainingPlanName"])  # the plan's name or its ARN
+    arn = plan if plan.startswith("arn:") else f.arn("sagemaker", f"training-plan/{plan}")
+    return [req("sagemaker:DescribeTrainingPlan", arn)]
+
+
 @row("sagemaker", "UpdateTrainingJob", "sagemaker:UpdateTrainingJob", "training-job/<name>", _SM)
 def _sm_update_training_job(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
     keep_alive = (p.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")

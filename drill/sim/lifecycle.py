@@ -55,6 +55,7 @@ from drill.sim.texts import (
     iso_ms,
     iso_s,
 )
+from drill.sim.training_plans import TrainingPlans
 from drill.sim.warm_pools import WarmPools, WarmPoolSettings
 
 
@@ -109,6 +110,7 @@ class SimCore:
         self._run_new_ms: dict[str, float] = {}
         self._run_high_step: dict[str, float] = {}
         self.warm_pools = WarmPools(warm_pools or WarmPoolSettings())
+        self.training_plans = TrainingPlans(region, account_id)
         self.lemons: list[Lemon] = []  # bad hosts that come back on new instances (drill/sim/hosts.py)
         self._outbox: list[tuple[int, int, dict[str, Any]]] = []
         self._out_seq = 0
@@ -286,6 +288,9 @@ class SimCore:
             yield job._try_started_ms + self._max_runtime_ms(job) - job._runtime_used_ms, 2, "max_runtime"
         if job._bound and job._phase is not None:
             yield job._bound[0][0], 3, "fault"
+        kill = self.training_plans.kill_at(job.name) if job.status == "InProgress" else None
+        if kill is not None:  # a training plan's window ends (drill/sim/training_plans.py)
+            yield kill, 2, "plan_end"
 
     def _max_runtime_ms(self, job: SimJob) -> int:
         sc = job.request.get("StoppingCondition") or {}
@@ -303,6 +308,8 @@ class SimCore:
         elif kind == "fault":
             _, _, state = job._bound.pop(0)
             faults.fire(self, job, state, t)
+        elif kind == "plan_end":
+            self.training_plans.terminate(self, job, t)
 
     def _set_timer(self, job: SimJob, at: int | None, kind: str) -> None:
         job._timer_at, job._timer_kind = at, kind
@@ -352,6 +359,8 @@ class SimCore:
             state, job._pending_crash = job._pending_crash, None
             assert state is not None
             faults.crash(self, job, state, t)
+        elif timer.startswith("plan_"):  # Pending on a training plan (drill/sim/training_plans.py)
+            self.training_plans.on_timer(self, job, timer, t)
         elif timer == "stopped":
             job._save = None
             self._transition(job, t, "Stopped", job._stop_final)

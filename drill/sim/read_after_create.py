@@ -66,6 +66,10 @@ class ReadAfterCreate:
         self._hidden(TrainingJobName, "UpdateTrainingJob")
         return dict(self._sim.update_training_job(TrainingJobName=TrainingJobName, **params))
 
+    def describe_training_plan(self, *, TrainingPlanName: str) -> dict[str, Any]:
+        # not a job: no read-after-create delay; defined here so the IAM replay records it
+        return dict(self._sim.describe_training_plan(TrainingPlanName=TrainingPlanName))
+
     def __getattr__(self, name: str) -> Any:
         if name == "_sim":
             raise AttributeError(name)

@@ -61,6 +61,9 @@ SAGEMAKER_JOB_ACTIONS = (
     # terminates the warm pool an ended attempt left when nothing will reuse it
     "sagemaker:UpdateTrainingJob",
 )
+# DescribeTrainingPlan is authorised against the plan (resource type training-plan), as AWS's
+# managed policy AmazonSageMakerTrainingPlanCreateAccess grants it: training-plan/*
+TRAINING_PLAN_ACTIONS = ("sagemaker:DescribeTrainingPlan",)
 # Authorised per alarm ARN, so scoped to the hang-alarm name prefix.
 ALARM_ACTIONS = (
     "cloudwatch:PutMetricAlarm",
@@ -137,6 +140,7 @@ class SupervisorPermissions(Construct):
             resource="training-job",
             resource_name=f"{training_job_name_prefix(config.job_prefix)}*",
         )
+        plan_arn = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*")
         self.sagemaker_policy = self._policy(
             "SageMakerTrainingJobs",
             control,
@@ -145,7 +149,13 @@ class SupervisorPermissions(Construct):
                     sid="TrainingJobsOfThisDeployment",
                     actions=list(SAGEMAKER_JOB_ACTIONS),
                     resources=[job_arn],
-                )
+                ),
+                # a run on a Training Plan: its windows (domain/training_plans.py)
+                iam.PolicyStatement(
+                    sid="ReadTrainingPlans",
+                    actions=list(TRAINING_PLAN_ACTIONS),
+                    resources=[plan_arn],
+                ),
             ],
         )
         acknowledge(
@@ -154,6 +164,14 @@ class SupervisorPermissions(Construct):
             f"Scoped to the training jobs this deployment names ('{config.job_prefix}-' prefix); "
             "job names are generated per attempt, so they cannot be listed in advance.",
             findings=[resource_finding(self, job_arn)],
+        )
+        acknowledge(
+            self.sagemaker_policy,
+            "AwsSolutions-IAM5",
+            "DescribeTrainingPlan on this account's training plans: a run names its plan in its "
+            "request (ResourceConfig.TrainingPlanArn), so the plans cannot be listed in advance; "
+            "read-only (AWS's own AmazonSageMakerTrainingPlanCreateAccess grants it on training-plan/*).",
+            findings=[resource_finding(self, plan_arn)],
         )
 
         # --- iam:PassRole, only to SageMaker, only for the allow-listed roles ------------------

@@ -24,8 +24,16 @@ from typing import Any
 from sagewarden.api.errors import FieldError
 from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.models import Run
+from sagewarden.domain.plan_windows import plan_arn
 from sagewarden.domain.policy import RunPolicy
-from sagewarden.ports import CheckpointFinder, ClaimConflict, QuotaReader, ReadFailed, RunStore
+from sagewarden.ports import (
+    CheckpointFinder,
+    ClaimConflict,
+    QuotaReader,
+    ReadFailed,
+    RunStore,
+    TrainingPlanReader,
+)
 
 log = logging.getLogger("sagewarden.admission")
 
@@ -133,6 +141,52 @@ def quota_problems(
     if len(choices) > 1:
         text += "; no policy.instance_fallbacks choice fits its quota either"
     return [FieldError(COUNT_FIELD, text)]
+
+
+PLAN_FIELD = "training_job.ResourceConfig.TrainingPlanArn"
+
+
+def plan_problems(
+    reader: TrainingPlanReader | None, training_job: Mapping[str, Any], policy: RunPolicy
+) -> list[FieldError]:
+    """A run on a Training Plan (domain/training_plans.py): its instances must fit the plan, and
+    the plan must still have a window (not Expired or Failed). A plan that cannot be read is
+    unknown (accept: SageMaker refuses a launch that does not fit, and the run fails saying so)."""
+    arn = plan_arn(training_job)
+    if arn is None:
+        return []
+    problems = []
+    if policy.instance_fallbacks:
+        problems.append(
+            FieldError(
+                "policy.instance_fallbacks",
+                "not with a training plan: the plan reserves one instance type and count "
+                "(use training_plan_fallback on_demand for capacity after the plan)",
+            )
+        )
+    if reader is None:
+        return problems
+    try:
+        plan = reader.describe_plan(arn)
+    except Exception as exc:
+        log.warning("training plan %s not checked: %s", arn, exc)
+        return problems
+    rc = training_job.get("ResourceConfig") or {}
+    itype, count = str(rc.get("InstanceType", "")), int(rc.get("InstanceCount", 1))
+    if plan.status in ("Expired", "Failed"):
+        problems.append(FieldError(PLAN_FIELD, f"the training plan is {plan.status}: no job can run on it"))
+    if plan.instance_type is not None and itype != plan.instance_type:
+        problems.append(
+            FieldError(
+                "training_job.ResourceConfig.InstanceType",
+                f"the training plan reserves {plan.instance_type}, not {itype}",
+            )
+        )
+    if plan.total_count is not None and count > plan.total_count:
+        problems.append(
+            FieldError(COUNT_FIELD, f"the training plan reserves {plan.total_count} instances, not {count}")
+        )
+    return problems
 
 
 def _never_fits(quotas: Mapping[str, float], itype: str, count: int) -> tuple[str, float] | None:

@@ -108,9 +108,11 @@ def _build() -> Supervisor:
 
     cfg = _boto_config()
     deployed = settings()
+    sagemaker = SageMakerLauncher(boto3.client("sagemaker", config=cfg))
     return Supervisor(
         store=DynamoDbRunStore(boto3.client("dynamodb", config=cfg), os.environ[keys.ENV_TABLE_NAME]),
-        launcher=SageMakerLauncher(boto3.client("sagemaker", config=cfg)),
+        launcher=sagemaker,
+        plans=sagemaker,  # DescribeTrainingPlan (domain/training_plans.py)
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         # only where the deployment grants the writes (-c checkpointRetention=true)
         retirer=S3CheckpointRetirer(boto3.client("s3", config=cfg))

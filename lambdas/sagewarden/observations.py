@@ -21,7 +21,9 @@ from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObser
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
+from sagewarden.domain.plan_windows import PlanView, plan_arn
 from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
+from sagewarden.domain.training_plans import wants_plan
 from sagewarden.observe_hosts import read_fingerprints, read_scan, read_steps
 from sagewarden.ports import ReadFailed, Series
 
@@ -153,7 +155,10 @@ class Observer:
                     triage = gpu_lines + triage
                 else:
                     hosts_error = "no metrics reader in this deployment"
+        plan, plan_error = self._read_plan(run, event)
         return Observations(
+            plan=plan,
+            plan_error=plan_error,
             log_subscription=not self.sup.settings.log_silence_fallback,
             checkpoint=checkpoint,
             checkpoint_error=ckpt_error,
@@ -197,6 +202,21 @@ class Observer:
             return retirer.view(run.checkpoint_uri, layout, limit=keep + MAX_RETIRE_DIRS + PROBE_SLACK), None
         except Exception as exc:
             log.warning("retention read of %s failed: %s", run.checkpoint_uri, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
+
+    def _read_plan(self, run: Run, event: Event) -> tuple[PlanView | None, str | None]:
+        """The run's training plan (domain/training_plans.py), when the decision wants it; a
+        failed read is unknown (an error text), never "no windows"."""
+        arn = plan_arn(run.request)
+        if arn is None or not wants_plan(run, event, self.sup.clock()):
+            return None, None
+        if self.sup.plans is None:
+            return None, "no training plan reader in this deployment"
+        try:
+            return self.sup.plans.describe_plan(arn), None
+        except Exception as exc:
+            log.warning("could not read training plan %s: %s", arn, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
             return None, error_text(exc)
 

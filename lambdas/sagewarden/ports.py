@@ -15,6 +15,7 @@ from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, Retentio
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.models import Run
+from sagewarden.domain.plan_windows import PlanView
 
 
 class ConcurrentUpdate(Exception):
@@ -132,6 +133,12 @@ class Launcher(Protocol):
     def stop(self, job_name: str) -> StopOutcome: ...
     def observe(self, job_name: str, attempt: int) -> JobObserved | JobMissing: ...
     def release_warm_pool(self, job_name: str) -> str: ...
+
+
+class TrainingPlanReader(Protocol):
+    # DescribeTrainingPlan by name or ARN (domain/training_plans.py); raises when the plan cannot
+    # be read: the caller treats that as unknown, never as "no windows"
+    def describe_plan(self, plan: str) -> PlanView: ...
 
 
 class CheckpointFinder(Protocol):

@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sagewarden.ports import CheckpointFinder, CheckpointRetirer, Counters, LogReader, MetricsReader
+from sagewarden.ports import (
+    CheckpointFinder,
+    CheckpointRetirer,
+    Counters,
+    LogReader,
+    MetricsReader,
+    TrainingPlanReader,
+)
 from sagewarden.settings import SupervisorSettings
 
 
@@ -16,6 +23,7 @@ class ObserverHost(Protocol):
     retirer: CheckpointRetirer | None
     logs: LogReader
     metrics: MetricsReader | None
+    plans: TrainingPlanReader | None
     counters: Counters
     clock: Callable[[], int]
     settings: SupervisorSettings

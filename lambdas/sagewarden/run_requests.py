@@ -33,6 +33,7 @@ from sagewarden.ports import (
     Page,
     QuotaReader,
     RunStore,
+    TrainingPlanReader,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class RunRequests:
     store: RunStore
     checkpoints: CheckpointFinder
     quotas: QuotaReader | None
+    plans: TrainingPlanReader | None
     clock: Callable[[], int]
     new_id: Callable[[], str]
     settings: SupervisorSettings
@@ -129,6 +131,7 @@ class RunRequests:
                 "policy.checkpoint_archive_uri",
             )
         problems += admission.quota_problems(self.quotas, training_job, policy)
+        problems += admission.plan_problems(self.plans, training_job, policy)
         if problems:
             raise InvalidRequest(problems)
         if warm_pool_request(training_job, policy)[0] > 0:

@@ -82,6 +82,7 @@ from sagewarden.ports import (
     OutboxMessage,
     QuotaReader,
     RunStore,
+    TrainingPlanReader,
 )
 from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
     NotRunOwner,
@@ -141,6 +142,7 @@ class Supervisor(RunRequests, AwsEvents):
         metrics: MetricsReader | None = None,
         quotas: QuotaReader | None = None,
         retirer: CheckpointRetirer | None = None,
+        plans: TrainingPlanReader | None = None,
         counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
@@ -154,6 +156,7 @@ class Supervisor(RunRequests, AwsEvents):
         self.metrics = metrics
         self.quotas = quotas
         self.retirer = retirer  # checkpoint retention; None where the deployment does not grant it
+        self.plans = plans
         self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id

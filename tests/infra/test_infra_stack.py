@@ -263,11 +263,13 @@ def test_sagemaker_actions_are_scoped_to_the_job_prefix(
             "sagemaker:DescribeTrainingJob",
             "sagemaker:StopTrainingJob",
             "sagemaker:UpdateTrainingJob",  # terminates a warm pool nothing will reuse
+            "sagemaker:DescribeTrainingPlan",  # a run's Training Plan windows (read-only)
         }
         for statement in statements:
+            plan = as_list(statement["Action"]) == ["sagemaker:DescribeTrainingPlan"]
+            resource = "training-plan/*" if plan else f"training-job/{prefix}-*"
             assert [joined(r) for r in as_list(statement["Resource"])] == [
-                "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${AWS::AccountId}:"
-                f"training-job/{prefix}-*"
+                f"arn:${{AWS::Partition}}:sagemaker:${{AWS::Region}}:${{AWS::AccountId}}:{resource}"
             ]
 
 

@@ -202,6 +202,20 @@ def check_checkpoint_retention(s: Summary) -> None:
     assert keep2["ground_truth"]["ettr_percent"] > keep_all["ground_truth"]["ettr_percent"]
 
 
+def check_training_plan(s: Summary) -> None:
+    run = s["runs"]["llama-70b-plan"]
+    first, second, third = run["attempts"]
+    assert [a["end_class"] for a in run["attempts"]] == ["WINDOW_END", "WINDOW_END", "SUCCEEDED"]
+    assert first["stop_intent"] == second["stop_intent"] == "window_end"  # stopped, never terminated
+    assert run["restarts"] == 0
+    start = at(s["started_at"])
+    # windows open at 16 h and 36 h: training again within 10 minutes of each
+    for attempt, hours in ((second, 16), (third, 36)):
+        opened = (at(attempt["training_started_at"]) - start).total_seconds() - hours * 3600
+        assert 0 < opened <= 600, opened
+    assert len(alert_bodies(s, "llama-70b-plan", "run.waiting_for_window")) == 2
+
+
 def check_default(s: Summary) -> None:
     runs = s["runs"]
     # llama-8b loses a host, leaving a half-written checkpoint: it resumes from the newest complete
@@ -278,6 +292,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "selftest": check_selftest,
     "slow-fabric": check_slow_fabric,
     "stragglers": check_stragglers,
+    "training-plan": check_training_plan,
     "warm-pool": check_warm_pool,
     "week-of-faults": check_week_of_faults,
 }

@@ -45,14 +45,18 @@ class Driver:
             owed = {m.dedupe_id for m in self.world.raw_store.pending_outbox()}
             self.allowed_duplicates |= published & owed
 
-    def submit(self, name: str, policy: RunPolicy | None = None, count: int = 2) -> None:
-        job = {
+    def submit(
+        self, name: str, policy: RunPolicy | None = None, count: int = 2, plan: str | None = None
+    ) -> None:
+        job: dict[str, Any] = {
             "ResourceConfig": {
                 "InstanceType": "ml.p4d.24xlarge",
                 "InstanceCount": count,
                 "VolumeSizeInGB": 100,
             }
         }
+        if plan is not None:
+            job["ResourceConfig"]["TrainingPlanArn"] = plan
         for _ in range(3):  # the client retries with the same Idempotency-Key
             outcome, result = self.world.submit(name, policy, overrides=job)
             self._after(outcome, f"submit {name}")
@@ -269,6 +273,14 @@ def scenario_log_silence_fallback(d: Driver) -> None:
     d.sweep(minutes=6)
 
 
+def scenario_training_plan(d: Driver) -> None:
+    d.submit("planned", plan="arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved")
+    _to_training(d, "planned")
+    d.sweep(minutes=31)  # the sweep reads the plan again (domain/training_plans.py)
+    d.progress("planned", 1, "checkpoint")
+    d.sweep(minutes=11)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -291,6 +303,7 @@ SCENARIOS = (
     # the quota free: no wait, no run.waiting alert
     Scenario("quota wait -> capacity released", scenario_quota_release, same=("runs", "jobs")),
     Scenario("alert publish retried by the sweep", scenario_alert_retry),
+    Scenario("a run on a training plan (plan read at submit and by the sweep)", scenario_training_plan),
     Scenario("cadence learned, checkpoint writes measured", scenario_cadence_and_advice),
     Scenario(
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}

@@ -484,6 +484,24 @@ class FakeSageMaker:
             detail["WarmPoolStatus"] = pool
         return detail
 
+    def describe_training_plan(self, TrainingPlanName: str) -> dict[str, Any]:
+        """A Training Plan with one reserved capacity around the world's whole time (read-only)."""
+        self._call("describe_training_plan", (TrainingPlanName,))
+        start, end = START_MS, START_MS + 30 * 24 * 3_600_000
+        stamp = {
+            "StartTime": datetime.fromtimestamp(start / 1000, UTC),
+            "EndTime": datetime.fromtimestamp(end / 1000, UTC),
+        }
+        return {
+            "TrainingPlanArn": TrainingPlanName,
+            "Status": "Active",
+            "TotalInstanceCount": 4,
+            "ReservedCapacitySummaries": [
+                {"InstanceType": "ml.p4d.24xlarge", "TotalInstanceCount": 4, **stamp}
+            ],
+            **stamp,
+        }
+
     def update_training_job(self, TrainingJobName: str, ResourceConfig: dict[str, Any]) -> dict[str, Any]:
         """KeepAlivePeriodInSeconds 0 releases an ended job's Available pool; else refused."""
         self._call("update_training_job", (TrainingJobName,))
@@ -756,6 +774,7 @@ class World:
             logs=port(self.logs, "LogReader"),
             metrics=port(FakeMetrics(self), "MetricsReader"),
             quotas=port(FakeQuotas(self), "QuotaReader"),
+            plans=port(SageMakerLauncher(self.sagemaker), "TrainingPlanReader"),
             counters=port(self.counters, "Counters"),
             clock=self.now,
             new_id=lambda: ulid(self.clock_ms, self._rng.randbytes(10)),

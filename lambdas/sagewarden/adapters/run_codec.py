@@ -87,6 +87,8 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["goodput_ms"] = dict(r.goodput_ms)
     out["goodput_estimates"] = list(r.goodput_estimates)
     out["retiring"] = list(r.retiring)
+    out["plan_windows"] = [list(w) for w in r.plan_windows]
+    out["plan_warned"] = list(r.plan_warned)
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
     return out
 
@@ -109,6 +111,8 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["goodput_ms"] = {str(k): int(v) for k, v in d.get("goodput_ms", {}).items()}
     data["goodput_estimates"] = tuple(str(k) for k in d.get("goodput_estimates", ()))
     data["retiring"] = tuple(str(k) for k in d.get("retiring", ()))
+    data["plan_windows"] = tuple((int(w[0]), int(w[1])) for w in d.get("plan_windows", ()))
+    data["plan_warned"] = tuple(int(w) for w in d.get("plan_warned", ()))
     data["checkpoint_history"] = tuple(
         # (step, written at, write seconds or -1, previous step or -1); older items lack the last
         (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)

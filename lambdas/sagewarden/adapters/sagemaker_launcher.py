@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+from sagewarden.domain.plan_windows import PlanView
 from sagewarden.ports import StopOutcome
 
 log = logging.getLogger(__name__)
@@ -136,3 +137,30 @@ class SageMakerLauncher:
                 return JobMissing(job_name, attempt)
             raise
         return job_observed_from_description(desc, attempt, source="describe")
+
+    def describe_plan(self, plan: str) -> PlanView:
+        """DescribeTrainingPlan (TrainingPlanName takes the name or the ARN): its status and one
+        window per reserved capacity. Errors propagate: the plan is then unknown."""
+        desc = self._sm.describe_training_plan(TrainingPlanName=plan)
+        windows = []
+        for rc in desc.get("ReservedCapacitySummaries") or []:
+            start, end = to_ms(rc.get("StartTime")), to_ms(rc.get("EndTime"))
+            if start is not None and end is not None and end > start:
+                windows.append((start, end))
+        if not windows:  # no summaries: the plan's own span is its one window
+            start, end = to_ms(desc.get("StartTime")), to_ms(desc.get("EndTime"))
+            if start is not None and end is not None and end > start:
+                windows.append((start, end))
+        types = {
+            str(rc["InstanceType"])
+            for rc in desc.get("ReservedCapacitySummaries") or []
+            if rc.get("InstanceType")
+        }
+        total = desc.get("TotalInstanceCount")
+        return PlanView(
+            arn=str(desc.get("TrainingPlanArn", plan)),
+            status=str(desc.get("Status", "")),
+            windows=tuple(sorted(windows)),
+            instance_type=types.pop() if len(types) == 1 else None,
+            total_count=int(total) if total is not None else None,
+        )

@@ -16,6 +16,7 @@ from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
 from sagewarden.domain.goodput import run_goodput
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Attempt, Run
+from sagewarden.domain.plan_windows import plan_arn, termination_ms, usable_window
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.redaction import redact, secret_values
 from sagewarden.ports import AuditEntry
@@ -158,6 +159,32 @@ def warm_pool_json(r: Run) -> dict[str, Any]:
     }
 
 
+def training_plan_json(r: Run, now_ms: int) -> dict[str, Any] | None:
+    """The run's Training Plan as last read (domain/training_plans.py): its windows, when SageMaker
+    begins terminating each, the next one to train in, and whether the run went on demand."""
+    arn = plan_arn(r.request)
+    if arn is None:
+        return None
+    nxt = usable_window(r, now_ms)
+    return {
+        "arn": arn,
+        "status": r.plan_status,
+        "read_at": iso(r.plan_read_ms),
+        "read_error": r.plan_error,
+        "windows": [
+            {"start": iso(w[0]), "end": iso(w[1]), "termination_starts": iso(termination_ms(w))}
+            for w in r.plan_windows
+        ],
+        "next_window_start": iso(nxt[0]) if nxt is not None and nxt[0] > now_ms else None,
+        "on_demand": r.plan_off,
+        "hours_waited_for_windows": round(
+            (r.plan_waited_ms + (max(0, now_ms - r.plan_wait_since_ms) if r.plan_wait_since_ms else 0))
+            / 3_600_000,
+            2,
+        ),
+    }
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     now = now_ms if now_ms is not None else r.updated_ms
     out: dict[str, Any] = {
@@ -191,6 +218,7 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         out["hang_windows"] = hang_windows_json(r)
         out["newest_checkpoint"] = newest_checkpoint_json(r)
         out["warm_pool"] = warm_pool_json(r)
+        out["training_plan"] = training_plan_json(r, now)
         out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
     redacted: dict[str, Any] = redact(out, secret_values(r.request, r.policy.environment_defaults))

@@ -21,6 +21,7 @@ from sagewarden.domain.policy import (
     HANG_CONFIRMATIONS,
     MAX_TEXT,
     RANGES,
+    TRAINING_PLAN_FALLBACKS,
     RunPolicy,
 )
 
@@ -60,6 +61,8 @@ def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
         return (str | None), Field(default=None, min_length=6, max_length=1024, pattern=r"^s3://[^/]")
     if name == "hang_confirmation":
         return Literal[HANG_CONFIRMATIONS], Field(default=None)
+    if name == "training_plan_fallback":
+        return Literal[TRAINING_PLAN_FALLBACKS], Field(default=None)
     if text.startswith("bool"):
         return bool, Field(default=None)
     return (str | None), Field(default=None, min_length=1, max_length=MAX_TEXT)

@@ -26,6 +26,7 @@ class EndingClass(StrEnum):
     SUPERVISOR_STOP = "SUPERVISOR_STOP"
     USER_STOPPED = "USER_STOPPED"
     CLIENT_ERROR = "CLIENT_ERROR"
+    WINDOW_END = "WINDOW_END"  # a training plan's window ended (domain/training_plans.py)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, Launc
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import on_retention
 from sagewarden.domain.stragglers import on_steps
+from sagewarden.domain.training_plans import on_plan_tick, record_plan
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
@@ -120,6 +121,7 @@ def decide(
 ) -> Decision:
     d = Draft(run, now_ms, policy, obs)
     if isinstance(event, ResumeRequested):
+        record_plan(d)  # a run on a training plan resumes into its windows as read now
         reason = _on_resume(d, event)
         if reason is not None and not d.actions:
             return Decision(run=run, ignored=reason, notes=(reason,))
@@ -132,8 +134,9 @@ def decide(
         if reason is not None and d.run == run and not d.actions:
             return Decision(run=run, ignored=reason, notes=(reason,))
         return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes) or (reason or "",))
+    planned = record_plan(d)  # the training plan's windows, read before this decision
     reason = _dispatch(d, event)
-    seen = record_checkpoint(d)
+    seen = record_checkpoint(d) or planned
     if reason is not None and not d.actions and not seen:
         return Decision(run=run, ignored=reason, notes=(reason,))
     d.set(updated_ms=now_ms)
@@ -493,6 +496,7 @@ def _on_tick(d: Draft) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
     scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
     scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
+    scanned = on_plan_tick(d) or scanned  # a training plan's window ends (domain/training_plans.py)
     reason = _tick(d)
     scanned = on_retention(d) or scanned  # after _tick: a stop it asks for blocks retention
     return None if dropped or scanned else reason
@@ -571,6 +575,7 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
         resumes=run.resumes + 1,
         resumed_by=e.by,
         budget_started_ms=d.now,
+        plan_waited_ms=0,
     )
     d.note(f"resumed by {e.by} (was {was}); fresh restart and wall-clock budgets")
     ckpt = d.obs.checkpoint or run.last_checkpoint

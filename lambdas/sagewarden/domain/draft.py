@@ -30,6 +30,15 @@ from sagewarden.domain.launch import (
 )
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus, startup_kind
 from sagewarden.domain.names import job_name
+from sagewarden.domain.plan_windows import (
+    LAUNCH_LEAD_MS,
+    WAIT_WINDOW,
+    launch_at,
+    on_plan,
+    plan_arn,
+    plan_exhausted,
+    plan_name,
+)
 from sagewarden.domain.policy import InstanceChoice, RunPolicy
 from sagewarden.domain.pricing import gpus_per_instance, price_per_instance_hour
 
@@ -127,6 +136,12 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
     if wall_clock_remaining_s(run, d.now) < MIN_SEGMENT_S:
         fail(d, "wall-clock budget exhausted", ())
         return
+    if plan_gate(d):  # a training plan's next window, or its end (domain/training_plans.py)
+        return
+    if d.run.plan_wait_since_ms is not None:  # the window's wait is over: not on the wall clock
+        since = max(d.run.plan_wait_since_ms, d.run.budget_origin_ms)
+        d.set(plan_waited_ms=d.run.plan_waited_ms + max(0, d.now - since), plan_wait_since_ms=None)
+    run = d.run
     if d.obs.checkpoint_error:
         why = f"cannot read the checkpoints to resume from: {d.obs.checkpoint_error}"
         defer_or_fail(d, why, permanent=d.obs.checkpoint_error_permanent)
@@ -160,6 +175,71 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
     )
     d.act(LaunchAttempt(number, att.job_name, build_request(d.run, att)))
     d.note(f"launch attempt {number} as {att.job_name} resuming from {ckpt_text(ckpt)}")
+
+
+def plan_gate(d: Draft) -> bool:
+    """True when the launch must not happen now: the run's training plan has its next window
+    later (the run waits for it, RETRY_WAIT "window", woken LAUNCH_LEAD_MS before it opens), or
+    has no window left and the policy has no fallback (the run fails, saying so). With the
+    "on_demand" fallback the plan is dropped and the launch goes ahead without it."""
+    run = d.run
+    if not on_plan(run):
+        return False
+    if plan_exhausted(run, d.now):
+        name = plan_name(plan_arn(run.request) or "")
+        if d.policy.training_plan_fallback == "on_demand":
+            d.set(plan_off=True)
+            d.act(
+                notify(
+                    d,
+                    "warning",
+                    "run.plan_fallback",
+                    f"{run.name}: training plan {name} has no window left, continuing on demand",
+                    [
+                        f"Plan status: {run.plan_status}; the run continues from {ckpt_text(d.obs.checkpoint or run.last_checkpoint)}",
+                        "Next attempts launch without ResourceConfig.TrainingPlanArn "
+                        "(training_plan_fallback on_demand): on-demand capacity and prices",
+                    ],
+                )
+            )
+            return False
+        fail(
+            d,
+            f"training plan {name} has no window left ({run.plan_status}) and the run is not finished: "
+            f"last checkpoint {ckpt_text(d.obs.checkpoint or run.last_checkpoint)}. Submit a new run on another "
+            "plan, or with policy training_plan_fallback on_demand: it resumes from the same CheckpointConfig",
+        )
+        return True
+    at = launch_at(run, d.now)
+    if at is None:
+        return False
+    again = run.status == RunStatus.RETRY_WAIT and run.wait_reason == WAIT_WINDOW and run.wake_at_ms == at
+    d.set(
+        status=RunStatus.RETRY_WAIT,
+        wake_at_ms=at,
+        wait_reason=WAIT_WINDOW,
+        wait_instance_type=None,
+        recovering_since_ms=None,
+        plan_wait_since_ms=run.plan_wait_since_ms if run.plan_wait_since_ms is not None else d.now,
+    )
+    d.note(f"waiting for the training plan's next window: launch in {(at - d.now) / 60_000:.0f} min")
+    if not again:
+        hours = (at + LAUNCH_LEAD_MS - d.now) / 3_600_000
+        d.act(
+            notify(
+                d,
+                "info",
+                "run.waiting_for_window",
+                f"{run.name}: waiting {hours:.1f} h for the training plan's next window",
+                [
+                    f"Resumes from: {ckpt_text(d.obs.checkpoint or run.last_checkpoint)}",
+                    f"Launch {LAUNCH_LEAD_MS // 60_000} min before the window opens; SageMaker keeps the "
+                    "job Pending until then",
+                    f"Restarts: {run.restarts} of {d.policy.max_restarts} (a window's end is not counted)",
+                ],
+            )
+        )
+    return True
 
 
 def relaunch_same(d: Draft, cur: Attempt, why: str) -> None:

@@ -16,6 +16,7 @@ from sagewarden.domain.draft import (
 from sagewarden.domain.fabric import scan_due_ms
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.stragglers import read_due_ms
+from sagewarden.domain.training_plans import plan_due_ms
 from sagewarden.domain.warm_pools import pool_due_ms
 
 DUE_JITTER = 0.2
@@ -30,6 +31,9 @@ def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_IN
     steps = read_due_ms(run, now_ms)  # a training attempt's step lines (domain/stragglers.py)
     if steps is not None and due is not None:
         due = min(due, steps)
+    stop = plan_due_ms(run, now_ms)  # a training plan's window ends (domain/training_plans.py)
+    if stop is not None and due is not None:
+        due = min(due, stop)
     pools = pool_due_ms(run, now_ms)  # watched warm pools: terminal runs too
     if pools is None:
         return due

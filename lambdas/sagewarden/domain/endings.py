@@ -48,6 +48,7 @@ from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
+from sagewarden.domain.training_plans import after_window, plan_ending
 from sagewarden.domain.warm_pools import WAIT_WARM_POOL, on_pool_observed, start_or_wait, watch_ended
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
@@ -80,6 +81,7 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
         ),
         oom_is_user_error=d.policy.oom_is_user_error,
     )
+    cls = plan_ending(d.run, att, e.status, end, cls)  # a training plan's window ended
     final = (
         cancel_pending(d)
         or cls.kind in _FINAL_CLASSES
@@ -161,6 +163,8 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
         fail(d, f"{kind.value.lower().replace('_', ' ')}: {cls.reason}", evidence=cls.evidence)
     elif kind == EndingClass.CAPACITY:
         _capacity(d, ended, cls)
+    elif kind == EndingClass.WINDOW_END:
+        after_window(d, ended, cls)
     elif kind == EndingClass.SUPERVISOR_STOP:
         intent = ended.stop_intent
         if intent == INTENT_CANCEL:  # pragma: no cover - cancel_pending() handled it above

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.plan_windows import PlanView
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,10 @@ class Observations:
     # (unknown: nothing is retired this pass)
     retention: RetentionView | None = None
     retention_error: str | None = None
+    # domain/training_plans.py: the run's training plan as DescribeTrainingPlan answered (None:
+    # not read), or the error that left it unknown
+    plan: PlanView | None = None
+    plan_error: str | None = None
 
 
 def event_name(event: Event) -> str:

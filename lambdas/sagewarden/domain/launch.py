@@ -38,7 +38,12 @@ LOCAL_PATH_MAX = 256
 
 
 def wall_clock_remaining_s(run: Run, at_ms: int) -> float:
-    return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.budget_origin_ms) / 1000
+    """The wall-clock budget left; time spent waiting for a Training Plan's next window is not
+    counted (domain/training_plans.py: a window's end is no fault of the run's)."""
+    waited = run.plan_waited_ms
+    if run.plan_wait_since_ms is not None:
+        waited += max(0, at_ms - max(run.plan_wait_since_ms, run.budget_origin_ms))
+    return run.policy.max_wall_clock_hours * 3600 - (at_ms - run.budget_origin_ms - waited) / 1000
 
 
 def warm_pool_request(
@@ -111,6 +116,8 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     # the request's own KeepAlive is the policy's to govern (warm_pool_request): the attempt
     # records what it asked for when it was started, so a re-issued launch asks the same
     resources.pop("KeepAlivePeriodInSeconds", None)
+    if run.plan_off:  # the policy's on-demand fallback after the training plan's last window
+        resources.pop("TrainingPlanArn", None)
     if attempt.keep_alive_s > 0:
         resources["KeepAlivePeriodInSeconds"] = attempt.keep_alive_s
     req["ResourceConfig"] = resources

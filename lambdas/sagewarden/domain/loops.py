@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from sagewarden.domain.advice import observed_interval_min
+from sagewarden.domain.checkpoint_interval import observed_interval_min
 from sagewarden.domain.classifier import Classification
 from sagewarden.domain.models import Attempt, Run
 

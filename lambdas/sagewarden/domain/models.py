@@ -250,6 +250,21 @@ class Run:
     # retirement and not yet gone from it; recorded before the first S3 call, so a half-done move
     # is finished by a later pass
     retiring: tuple[str, ...] = ()
+    # domain/training_plans.py: the run's Training Plan (ResourceConfig.TrainingPlanArn) as last
+    # read with DescribeTrainingPlan: its windows (start ms, end ms) oldest first, its status, when
+    # it was read; plan_error: the last read failed (the windows are unknown, never "none");
+    # plan_warned: the windows (by start) whose "cannot finish" alert went out; plan_off: the
+    # policy's on-demand fallback is in force (attempts launch without the plan)
+    plan_windows: tuple[tuple[int, int], ...] = ()
+    plan_status: str | None = None
+    plan_read_ms: int | None = None
+    plan_error: str | None = None
+    plan_warned: tuple[int, ...] = ()
+    plan_off: bool = False
+    # time spent waiting for the plan's next window (not counted against max_wall_clock_hours):
+    # the waits that ended, and since when the run waits now (None: not waiting for a window)
+    plan_waited_ms: int = 0
+    plan_wait_since_ms: int | None = None
 
     @property
     def budget_origin_ms(self) -> int:

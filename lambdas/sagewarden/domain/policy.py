@@ -16,6 +16,7 @@ from typing import Any
 
 HANG_CONFIRMATIONS = ("any", "2-of-3")
 STRAGGLER_ACTIONS = ("alert", "restart")
+TRAINING_PLAN_FALLBACKS = ("none", "on_demand")
 CHECKPOINT_LAYOUTS = ("auto", "hf", "megatron", "dcp", "regex")
 CHECKPOINT_RETIRED = ("archive", "delete")
 MAX_CHECKPOINT_KEEP = 1000
@@ -96,6 +97,7 @@ RANGES: Mapping[str, Range] = {
     "checkpoint_keep": Range(1, MAX_CHECKPOINT_KEEP),
     "straggler_threshold": Range(0.05, 1),
     "straggler_window_minutes": Range(1, DAY_MIN),
+    "total_steps": Range(1, 1e12),
 }
 
 
@@ -172,6 +174,13 @@ class RunPolicy:
     straggler_action: str = (
         "alert"  # "alert" | "restart" (when the projected loss exceeds the restart's cost)
     )
+    # --- Training Plans (domain/training_plans.py) ---------------------------------------------
+    # after the plan's last window: "none" (the run ends FAILED, saying so) or "on_demand"
+    # (launch without ResourceConfig.TrainingPlanArn)
+    training_plan_fallback: str = "none"
+    # the run's last step: with it the supervisor warns when the plan's windows cannot finish
+    # the run at its measured pace
+    total_steps: int | None = None
     # --- sharing the account's quota ------------------------------------------------------------
     priority: int = 0  # runs waiting for quota get released instances highest priority first
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -263,6 +272,10 @@ class RunPolicy:
                 )
         if self.hang_confirmation not in HANG_CONFIRMATIONS:
             raise PolicyError("hang_confirmation", f"must be one of {', '.join(HANG_CONFIRMATIONS)}")
+        if self.training_plan_fallback not in TRAINING_PLAN_FALLBACKS:
+            raise PolicyError(
+                "training_plan_fallback", f"must be one of {', '.join(TRAINING_PLAN_FALLBACKS)}"
+            )
         if self.straggler_action not in STRAGGLER_ACTIONS:
             raise PolicyError("straggler_action", f"must be one of {', '.join(STRAGGLER_ACTIONS)}")
 
