@@ -31,6 +31,7 @@ from tests.builders import (
 
 NCCL = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "Watchdog caught collective operation timeout"'
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
+SEGFAULT = 'AlgorithmError: ExecuteUserScriptError:\nExitCode -11\nErrorMessage ""'  # nothing explains it
 XID_TAIL = ("NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus.",)
 
 
@@ -249,3 +250,44 @@ def test_a_pool_that_is_never_reported_also_means_no_quota():
     )
     assert any(isinstance(a, Notify) and a.event == "attempt.warm_pool_off" for a in none.actions)
     assert none.run.warm_pool_off and none.run.warm_pools == ()
+
+
+# --- the same fault again on a reused pool: the pool is suspect as a whole ----------------------------------
+
+
+def _second_attempt_on_the_pool(reused: bool = True):
+    """Attempt 1 ends with an NCCL watchdog timeout (nothing names a host: the pool is kept); attempt
+    2 runs on its pool (WarmPoolStatus Reused by attempt 2's job, unless `reused` is False: the
+    pool was Terminated and attempt 2 started cold) and is in Training."""
+    d, end = ended(training_run())
+    warm = step(d.run, pool_seen(d.run, "Available"), end + 2 * MIN)
+    (launch,) = launches(warm)
+    run = step(warm.run, LaunchAccepted(2), end + 2 * MIN + 1).run
+    old = dataclasses.replace(run, attempts=run.attempts[:1])
+    seen = (
+        pool_seen(old, "Reused", billable_s=60, reused_by=launch.job_name)
+        if reused
+        else pool_seen(old, "Terminated")
+    )
+    run = step(run, seen, end + 3 * MIN).run
+    t = end + 4 * MIN
+    return step(run, observed(run, "InProgress", "Training", t), t).run
+
+
+def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_next_attempt_cold():
+    run = _second_attempt_on_the_pool()
+    assert run.current.number == 2 and run.current.pool_of == 1
+    d, _ = ended(run)  # the same NCCL watchdog timeout, on the same instances
+    job = run.current.job_name
+    assert watch_of(d.run, job).bad_host and d.run.current.pool_suspect
+    assert d.run.infra_check_pending and not launches(d)  # waits for the pool to be gone
+    assert any("the same ending as attempt 1, on its warm pool" in n for n in d.notes)
+
+
+def test_a_different_ending_or_a_cold_second_attempt_keeps_the_pool_trusted():
+    other, _ = ended(_second_attempt_on_the_pool(), reason=SEGFAULT)  # a crash of another class
+    assert not other.run.attempts[1].pool_suspect and not other.run.infra_check_pending
+    cold = _second_attempt_on_the_pool(reused=False)
+    assert cold.current.pool_of is None
+    d, _ = ended(cold)  # the same ending, but on other instances: nothing says they are bad
+    assert not watch_of(d.run, cold.current.job_name).bad_host and not d.run.infra_check_pending

@@ -8,7 +8,11 @@ A few hosts cause most repeated failures (aws-facts: Meta's "lemon nodes"; a 504
   error line that names another host (`algo-<n>` in its text: every healthy peer prints NCCL
   errors about its own side, so only a *named* peer is singled out), a hang with one host idle
   among busy ones or without metrics (domain/hangs.py's `suspect_hosts`), and the supervisor's own
-  stop of an attempt that printed a known-bad fingerprint or ran a straggler (domain/stragglers.py). Such an attempt's warm pool is never
+  stop of an attempt that printed a known-bad fingerprint or ran a straggler (domain/stragglers.py).
+  And, naming no host, **the same fault again on a reused warm pool** (`repeated_on_pool`): an
+  attempt that ran on an earlier attempt's pool and ended as it did (a crash of the same class, or
+  a hang): a bad GPU behind a NaN loss or a NIC behind a spin names no host, but the same
+  instances failing twice in the same way make the pool suspect. Such an attempt's warm pool is never
   reused (domain/warm_pools.py), and the next attempts ask SageMaker to check their instances
   first: `InfraCheckConfig: {EnableInfraCheck: true}` (policy `infra_check_after_bad_host`;
   domain/launch.py keeps a request's own InfraCheckConfig) until one reaches Training with it.
@@ -32,12 +36,14 @@ from dataclasses import dataclass
 
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.classifier_signatures import HARDWARE_LOG_LABELS, INFRA_LOG_SIGNATURES
-from sagewarden.domain.draft import Draft, notify, request_stop
+from sagewarden.domain.draft import INTENT_HANG, Draft, notify, request_stop
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
 
 INTENT_BAD_HOST = "bad_host"
+# crash classes whose repeat on the same instances makes them suspect (repeated_on_pool)
+REPEAT_CLASSES = frozenset({EndingClass.INFRASTRUCTURE.value, EndingClass.UNKNOWN.value})
 MAX_BAD_FINGERPRINTS = 16  # per run; the oldest is forgotten first
 MAX_SERIALS = 16  # per host (8 GPUs on the largest instances today)
 SERIAL_MAX_CHARS = 64
@@ -169,15 +175,43 @@ def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> Singl
     return None
 
 
+def _fault_key(end_class: str | None, stop_intent: str | None) -> str | None:
+    """What "the same fault" means for a repeat on the same instances: a crash of the same class
+    (an infrastructure error, or one nothing explains) or a hang (None: not a fault)."""
+    if end_class in REPEAT_CLASSES:
+        return end_class
+    if end_class == EndingClass.SUPERVISOR_STOP and stop_intent == INTENT_HANG:
+        return "hang"
+    return None
+
+
+def repeated_on_pool(run: Run, att: Attempt, cls: Classification) -> str | None:
+    """Why the attempt's instances are suspect when no host was named: it ran on the warm pool of
+    an earlier attempt and ended with the same fault. A bad GPU behind a NaN loss, a NIC behind a
+    spinning collective: nothing names the host, but the same instances failing the same way twice
+    says enough to try others (with the infra check). None: not such a repeat."""
+    if att.pool_of is None or not 1 <= att.pool_of <= len(run.attempts):
+        return None
+    before = run.attempts[att.pool_of - 1]
+    key = _fault_key(cls.kind, att.stop_intent)
+    if key is None or key != _fault_key(before.end_class, before.stop_intent):
+        return None
+    return f"the same ending as attempt {before.number}, on its warm pool: its instances are suspect"
+
+
 def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> tuple[Attempt, Attempt]:
     """At an attempt's end: when it singled out a host, record the host(s) on the attempt (so its
     warm pool is never reused), remember their fingerprints, and ask for the infra check on the
     next attempts. Returns (att, ended) with the hosts recorded."""
     bad = singled_out(att, cls, d.obs.log_tail)
-    if bad is None:
+    again = repeated_on_pool(d.run, att, cls) if bad is None else None
+    if bad is None and again is None:
         return att, ended
-    att = dataclasses.replace(att, suspect_hosts=bad.hosts)
-    ended = dataclasses.replace(ended, suspect_hosts=bad.hosts)
+    if bad is None:
+        assert again is not None
+        bad = SingledOut((), again)
+    att = dataclasses.replace(att, suspect_hosts=bad.hosts, pool_suspect=again is not None)
+    ended = dataclasses.replace(ended, suspect_hosts=bad.hosts, pool_suspect=again is not None)
     d.put_attempt(ended)
     shown = ", ".join(bad.hosts) or "a host"
     d.note(f"{att.job_name} singled out {shown} ({bad.why})")

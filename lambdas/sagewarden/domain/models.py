@@ -80,6 +80,11 @@ class Attempt:
     # hosts (algo-<n>) a confirmed hang singled out (no GPU metrics, or idle among busy peers):
     # with them the attempt's warm pool must not be reused (the same instances, the same bad host)
     suspect_hosts: tuple[str, ...] = ()
+    # domain/warm_pools.py: the attempt whose warm pool this one runs on (its WarmPoolStatus went
+    # Reused, ReusedByJob this attempt's job); pool_suspect: this attempt ended as that one did, on
+    # the same instances, so its pool is suspect as a whole (no host named) and is never reused
+    pool_of: int | None = None
+    pool_suspect: bool = False
     # domain/hosts.py and domain/fabric.py: this attempt's request asked SageMaker to check its
     # instances first (InfraCheckConfig); its NCCL transport as its log showed it ("socket",
     # "efa", None: not seen), with the lines that show it; its start-up log scan is over

@@ -57,7 +57,12 @@ def ending_keeps_pool(status: str, failure_reason: str | None) -> bool:
 def singles_out_host(att: Attempt, cls: Classification) -> bool:
     """The ending points at one bad instance: a hardware fault (also one that surfaced as an
     AlgorithmError: Xid, ECC), or a hang with one host idle among busy ones or without metrics."""
-    return cls.hardware or SIGNAL_GPU_LONE_IDLE in att.hang_signals or bool(att.suspect_hosts)
+    return (
+        cls.hardware
+        or SIGNAL_GPU_LONE_IDLE in att.hang_signals
+        or bool(att.suspect_hosts)
+        or att.pool_suspect
+    )
 
 
 def watch_of(run: Run, job_name: str) -> PoolWatch | None:
@@ -189,6 +194,9 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
 
 def _gone(d: Draft, watch: PoolWatch, e: JobObserved) -> None:
     _put(d, None, drop=watch.job_name)
+    taker = next((a for a in d.run.attempts if a.job_name == e.warm_pool_reused_by), None)
+    if e.warm_pool_status == "Reused" and taker is not None and taker.pool_of is None:
+        d.put_attempt(dataclasses.replace(taker, pool_of=watch.attempt))  # it runs on those instances
     billed_s = e.warm_pool_billable_s or 0
     cost = 0.0
     if billed_s > 0:
