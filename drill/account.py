@@ -24,6 +24,11 @@ from moto import mock_aws
 from drill.backend_clients import BackendAlarmReads, BackendS3Reads, BackendS3Writes, BackendSnsPublish
 from drill.clock import VirtualClock, moto_cloudwatch_follow, moto_logs_follow, moto_s3_follow
 from drill.deploy import run_alarm_shape_check
+from drill.deployment import (
+    create_table_from_template,
+    template_checkpoint_retention,
+    template_log_subscription,
+)
 from drill.dynamodb_limits import enforce_transaction_limits
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
 from drill.invocation import spent_ms
@@ -88,30 +93,6 @@ def template_for(template: dict[str, Any], *, log_subscription: bool) -> dict[st
     return drill_template(log_subscription=log_subscription)
 
 
-def template_checkpoint_retention(template: Mapping[str, Any]) -> bool:
-    """Whether the deployment `template` describes grants checkpoint retention (its functions are
-    told by their environment, ``ENV_CHECKPOINT_RETENTION``)."""
-    for res in template.get("Resources", {}).values():
-        if res.get("Type") != "AWS::Lambda::Function":
-            continue
-        env = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
-        if env.get(keys.ENV_CHECKPOINT_RETENTION) == "true":
-            return True
-    return False
-
-
-def template_log_subscription(template: Mapping[str, Any]) -> bool:
-    """Whether the deployment `template` describes feeds the heartbeat from a log subscription:
-    its functions are told otherwise by their environment (``ENV_LOG_SILENCE_FALLBACK``)."""
-    for res in template.get("Resources", {}).values():
-        if res.get("Type") != "AWS::Lambda::Function":
-            continue
-        env = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
-        if env.get(keys.ENV_LOG_SILENCE_FALLBACK) == "true":
-            return False
-    return True
-
-
 @dataclass(frozen=True)
 class Delivery:
     """How the simulated EventBridge delivers: at least once, unordered, late."""
@@ -146,31 +127,6 @@ class RecordingNotifier:
     def publish(self, message: Notify) -> None:
         self.inner.publish(message)
         self.sent.append((self.clock.now_ms, message))
-
-
-def _table_props(template: Mapping[str, Any]) -> Mapping[str, Any]:
-    for res in template["Resources"].values():
-        if res["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
-            return res["Properties"]
-    raise AssertionError("the template has no DynamoDB table")
-
-
-def create_table_from_template(ddb: Any, template: Mapping[str, Any], name: str) -> None:
-    """Create the state table exactly as the template declares it (keys, attributes, GSIs)."""
-    props = _table_props(template)
-    args: dict[str, Any] = {
-        "TableName": name,
-        "KeySchema": props["KeySchema"],
-        "AttributeDefinitions": props["AttributeDefinitions"],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
-    gsis = props.get("GlobalSecondaryIndexes", [])
-    if gsis:
-        args["GlobalSecondaryIndexes"] = [
-            {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]}
-            for g in gsis
-        ]
-    ddb.create_table(**args)
 
 
 class LocalAccount:

@@ -230,7 +230,7 @@ def check_expectations(
     runs: Mapping[str, Mapping[str, Any]],
     alerts: Mapping[str, list[str]],
 ) -> list[str]:
-    """Each expectation (``drill.scenario.EXPECT_FIELDS``) the drill did not meet, as a line."""
+    """Each expectation (``drill.scenario_fields.EXPECT_FIELDS``) the drill did not meet, as a line."""
     out = []
     for name, exp in expect.items():
         got = runs.get(name)

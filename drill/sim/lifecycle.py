@@ -15,17 +15,16 @@ Completed. Stops: Stopping for stop_s, longer while a SIGTERM checkpoint is writ
 
 from __future__ import annotations
 
-import copy
 import heapq
 import math
 import random
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from drill.clock import VirtualClock
 from drill.sim import faults
 from drill.sim.checkpoints import CheckpointWriter
+from drill.sim.events import SimEvents
 from drill.sim.hosts import INFRA_CHECK_FAILURE_REASON, Lemon, training_start_lines
 from drill.sim.logs import SimLogs
 from drill.sim.model import (
@@ -52,14 +51,12 @@ from drill.sim.texts import (
     TERMINAL,
     TIMED_PHASES,
     TRAINING_FAULTS,
-    iso_ms,
-    iso_s,
 )
 from drill.sim.training_plans import TrainingPlans
 from drill.sim.warm_pools import WarmPools, WarmPoolSettings
 
 
-class SimCore:
+class SimCore(SimEvents):
     """The simulation's state and lifecycle (see the module docstring)."""
 
     def __init__(
@@ -594,57 +591,3 @@ class SimCore:
         job.status, job.secondary, job.status_message = status, secondary, msg
         job.last_modified_ms = t
         self._queue_event(job, t)
-
-    def _stopping_condition(self, job: SimJob) -> dict[str, Any]:
-        sc = copy.deepcopy(job.request.get("StoppingCondition") or {})
-        sc.setdefault("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME_S)
-        return sc
-
-    def _ts(self, ms: int | None) -> Any:
-        if ms is None:
-            return None
-        return ms if self.timestamp_form == "millis" else iso_ms(ms)
-
-    def _queue_event(self, job: SimJob, t: int) -> None:
-        r = job.request
-        detail: dict[str, Any] = {
-            "TrainingJobName": job.name,
-            "TrainingJobArn": job.arn,
-            "TrainingJobStatus": job.status,
-            "SecondaryStatus": job.secondary,
-        }
-        if job.status == "Failed":
-            detail["FailureReason"] = job.failure_reason
-        detail["HyperParameters"] = copy.deepcopy(r.get("HyperParameters", {}))
-        detail["AlgorithmSpecification"] = copy.deepcopy(r["AlgorithmSpecification"])
-        detail["RoleArn"] = r["RoleArn"]
-        if "InputDataConfig" in r:
-            detail["InputDataConfig"] = copy.deepcopy(r["InputDataConfig"])
-        detail["OutputDataConfig"] = copy.deepcopy(r["OutputDataConfig"])
-        detail["ResourceConfig"] = copy.deepcopy(r["ResourceConfig"])
-        detail["StoppingCondition"] = self._stopping_condition(job)
-        detail["CreationTime"] = self._ts(job.created_ms)
-        if job.provisioned_ms is not None:
-            detail["TrainingStartTime"] = self._ts(job.provisioned_ms)
-        if job.status in TERMINAL:
-            detail["TrainingEndTime"] = self._ts(t)
-        detail["LastModifiedTime"] = self._ts(t)
-        detail["SecondaryStatusTransitions"] = [
-            {k: (self._ts(v) if k in ("StartTime", "EndTime") else v) for k, v in tr.items() if v is not None}
-            for tr in job.transitions
-        ]
-        detail["Tags"] = dict(job.tags)
-        event = {
-            "version": "0",
-            "id": str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
-            "detail-type": "SageMaker Training Job State Change",
-            "source": "aws.sagemaker",
-            "account": self.account_id,
-            "time": iso_s(t),
-            "region": self.region,
-            "resources": [job.arn],
-            "detail": detail,
-        }
-        self._outbox.append((t, self._out_seq, event))
-        self._outbox.sort(key=lambda o: (o[0], o[1]))
-        self._out_seq += 1

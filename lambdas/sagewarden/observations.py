@@ -15,7 +15,6 @@ from sagewarden import keys
 from sagewarden.audit_text import error_text
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
-from sagewarden.domain.decide import wants_checkpoint, wants_log_silence_check, wants_log_tail
 from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
@@ -24,6 +23,7 @@ from sagewarden.domain.models import Run, startup_kind
 from sagewarden.domain.plan_windows import PlanView, plan_arn
 from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
 from sagewarden.domain.training_plans import wants_plan
+from sagewarden.domain.wants import wants_checkpoint, wants_log_silence_check, wants_log_tail
 from sagewarden.observe_hosts import read_fingerprints, read_scan, read_steps
 from sagewarden.ports import ReadFailed, Series
 

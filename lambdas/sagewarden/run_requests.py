@@ -17,13 +17,14 @@ from sagewarden import admission
 from sagewarden.api.errors import InvalidRequest
 from sagewarden.audit_text import redacted_entry, run_secrets
 from sagewarden.domain.claims import claim_keys
-from sagewarden.domain.decide import RESUMABLE, Decision
+from sagewarden.domain.decide import Decision
 from sagewarden.domain.events import CancelRequested, Event, ResumeRequested, Submitted
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.ownership import may_change
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import archive_uri
+from sagewarden.domain.wants import RESUMABLE
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,

@@ -413,7 +413,7 @@ def test_resuming_run_does_not_announce_the_instances_it_takes_back():
 
 
 def test_first_launch_reissued_by_the_sweep_wants_the_newest_checkpoint():
-    from sagewarden.domain.decide import wants_checkpoint
+    from sagewarden.domain.wants import wants_checkpoint
 
     run = make_run()
     assert wants_checkpoint(run, Tick())

@@ -56,7 +56,6 @@ from sagewarden.domain.events import (
     CancelRequested,
     CapacityReleased,
     Event,
-    HangSignal,
     JobMissing,
     JobObserved,
     LaunchAccepted,
@@ -76,12 +75,11 @@ from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import on_retention
 from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.training_plans import on_plan_tick, record_plan
+from sagewarden.domain.wants import RESUMABLE
 from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
     on_pool_tick,
-    waits_for,
-    watch_of,
 )
 
 __all__ = [
@@ -96,12 +94,9 @@ __all__ = [
     "Decision",
     "decide",
     "next_due_ms",
-    "wants_checkpoint",
-    "wants_log_tail",
 ]
 
 NO_OBSERVATIONS = Observations()
-RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -173,60 +168,6 @@ def _dispatch(d: Draft, event: Event) -> str | None:
     if isinstance(event, ResumeRequested):
         return _on_resume(d, event)
     return on_hang_signal(d, event)
-
-
-# --------------------------------------------------------------------------------------------
-# what `decide` needs looked up first (the service does the I/O)
-
-
-def wants_checkpoint(run: Run, event: Event) -> bool:
-    """True when this event may lead to a launch (or an ending), so the newest checkpoint matters."""
-    if isinstance(event, ResumeRequested):
-        return run.status in RESUMABLE
-    if run.status.terminal:
-        return False
-    cur = run.current
-    if isinstance(event, JobObserved):
-        if is_pool_observation(run, event):  # a watched pool: only a launch waiting for it matters
-            watch = watch_of(run, event.job_name)
-            return watch is not None and waits_for(run, watch)
-        return event.status in SM_TERMINAL
-    if isinstance(event, (Submitted, CapacityReleased)):
-        return True
-    if isinstance(event, Tick):
-        # a training attempt's checkpoints: freshness (checkpoint_stale_minutes) and the
-        # checkpoint-interval advice; a first launch re-issued by the sweep resumes from
-        # checkpoints that may already exist
-        training = cur is not None and cur.in_training
-        first_launch = cur is None and run.status == RunStatus.SUBMITTED
-        return run.status == RunStatus.RETRY_WAIT or training or first_launch
-    return False
-
-
-def wants_log_tail(run: Run, event: Event) -> bool:
-    if run.status.terminal:
-        return False
-    if isinstance(event, JobObserved):
-        return event.status == "Failed" and not is_pool_observation(run, event)
-    if isinstance(event, HangSignal):
-        return event.state == "ALARM"
-    if isinstance(event, AlarmsObserved):
-        return any(state == "ALARM" for _, state, _ in event.states)
-    return False
-
-
-def wants_log_silence_check(run: Run, event: Event) -> bool:
-    """The sweep judges log silence itself when there is no log subscription (the service
-    knows whether there is one)."""
-    cur = run.current
-    return (
-        isinstance(event, Tick)
-        and not run.status.terminal
-        and run.policy.hang_detection
-        and cur is not None
-        and cur.in_training
-        and cur.stop_intent is None
-    )
 
 
 # --------------------------------------------------------------------------------------------
