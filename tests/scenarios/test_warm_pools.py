@@ -188,3 +188,26 @@ def test_scenario_no_warm_pool_quota_is_told_once_and_restarts_start_cold(templa
     assert keep_alive(first) == 600 and first._pool.status == "Terminated"
     assert later and all(keep_alive(j) is None for j in later)  # no pool asked for again
     assert not any(j.warm_pool_used for j in later)
+
+
+def test_scenario_a_spin_that_comes_back_on_its_warm_pool_makes_the_pool_suspect(template):
+    """A bad NIC behind a spinning collective names no host: the first spin resumes on the warm
+    pool (the instances may be fine), and the spin comes back there. The second spin on the same
+    instances makes the pool suspect: the third attempt starts cold, with the infra check, and
+    trains (before: every resume reused the pool and met the spin again, until a crash loop)."""
+    spin = {"kind": "hang_spin", "run": "llama", "attempt": 1, "after_training_min": 100, "bad_host": True}
+    result = run_drill(
+        template,
+        {
+            "seed": 3,
+            "account": {"store": "memory", "warm_pools": pools()},
+            "runs": [run_spec("llama", instance_count=4)],
+            "faults": [{**spin, "host": 2}],
+        },
+    )
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "llama")
+    assert classes(result, "llama") == ["SUPERVISOR_STOP", "SUPERVISOR_STOP", "SUCCEEDED"]
+    _, second, third = jobs_of(result)
+    assert second.warm_pool_used and not third.warm_pool_used and third.infra_check
+    assert "the same ending as attempt 1, on its warm pool" in decisions(result, "llama")

@@ -276,7 +276,7 @@ def _second_attempt_on_the_pool(reused: bool = True):
 
 def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_next_attempt_cold():
     run = _second_attempt_on_the_pool()
-    assert run.current.number == 2 and run.current.pool_of == 1
+    assert run.current.number == 2 and run.current.pool_of == 1 and run.current.pool_fault == "INFRASTRUCTURE"
     d, _ = ended(run)  # the same NCCL watchdog timeout, on the same instances
     job = run.current.job_name
     assert watch_of(d.run, job).bad_host and d.run.current.pool_suspect

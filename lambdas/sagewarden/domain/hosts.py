@@ -36,14 +36,13 @@ from dataclasses import dataclass
 
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.classifier_signatures import HARDWARE_LOG_LABELS, INFRA_LOG_SIGNATURES
-from sagewarden.domain.draft import INTENT_HANG, Draft, notify, request_stop
+from sagewarden.domain.draft import Draft, notify, request_stop
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
+from sagewarden.domain.warm_pools import fault_key
 
 INTENT_BAD_HOST = "bad_host"
-# crash classes whose repeat on the same instances makes them suspect (repeated_on_pool)
-REPEAT_CLASSES = frozenset({EndingClass.INFRASTRUCTURE.value, EndingClass.UNKNOWN.value})
 MAX_BAD_FINGERPRINTS = 16  # per run; the oldest is forgotten first
 MAX_SERIALS = 16  # per host (8 GPUs on the largest instances today)
 SERIAL_MAX_CHARS = 64
@@ -175,28 +174,15 @@ def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> Singl
     return None
 
 
-def _fault_key(end_class: str | None, stop_intent: str | None) -> str | None:
-    """What "the same fault" means for a repeat on the same instances: a crash of the same class
-    (an infrastructure error, or one nothing explains) or a hang (None: not a fault)."""
-    if end_class in REPEAT_CLASSES:
-        return end_class
-    if end_class == EndingClass.SUPERVISOR_STOP and stop_intent == INTENT_HANG:
-        return "hang"
-    return None
-
-
-def repeated_on_pool(run: Run, att: Attempt, cls: Classification) -> str | None:
+def repeated_on_pool(att: Attempt, cls: Classification) -> str | None:
     """Why the attempt's instances are suspect when no host was named: it ran on the warm pool of
     an earlier attempt and ended with the same fault. A bad GPU behind a NaN loss, a NIC behind a
     spinning collective: nothing names the host, but the same instances failing the same way twice
     says enough to try others (with the infra check). None: not such a repeat."""
-    if att.pool_of is None or not 1 <= att.pool_of <= len(run.attempts):
+    key = fault_key(cls.kind, att.stop_intent)
+    if att.pool_of is None or key is None or key != att.pool_fault:
         return None
-    before = run.attempts[att.pool_of - 1]
-    key = _fault_key(cls.kind, att.stop_intent)
-    if key is None or key != _fault_key(before.end_class, before.stop_intent):
-        return None
-    return f"the same ending as attempt {before.number}, on its warm pool: its instances are suspect"
+    return f"the same ending as attempt {att.pool_of}, on its warm pool: its instances are suspect"
 
 
 def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> tuple[Attempt, Attempt]:
@@ -204,7 +190,7 @@ def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> 
     warm pool is never reused), remember their fingerprints, and ask for the infra check on the
     next attempts. Returns (att, ended) with the hosts recorded."""
     bad = singled_out(att, cls, d.obs.log_tail)
-    again = repeated_on_pool(d.run, att, cls) if bad is None else None
+    again = repeated_on_pool(att, cls) if bad is None else None
     if bad is None and again is None:
         return att, ended
     if bad is None:

@@ -81,9 +81,11 @@ class Attempt:
     # with them the attempt's warm pool must not be reused (the same instances, the same bad host)
     suspect_hosts: tuple[str, ...] = ()
     # domain/warm_pools.py: the attempt whose warm pool this one runs on (its WarmPoolStatus went
-    # Reused, ReusedByJob this attempt's job); pool_suspect: this attempt ended as that one did, on
-    # the same instances, so its pool is suspect as a whole (no host named) and is never reused
+    # Reused, ReusedByJob this attempt's job) and how that attempt ended (warm_pools.fault_key);
+    # pool_suspect: this attempt ended the same way, on the same instances, so its pool is suspect
+    # as a whole (no host named) and is never reused
     pool_of: int | None = None
+    pool_fault: str | None = None
     pool_suspect: bool = False
     # domain/hosts.py and domain/fabric.py: this attempt's request asked SageMaker to check its
     # instances first (InfraCheckConfig); its NCCL transport as its log showed it ("socket",
@@ -150,6 +152,7 @@ class PoolWatch:
     # expected, and its absence says nothing about the account's warm-pool quota
     kept_by_ending: bool = True
     bad_host: bool = False  # a host was singled out: the pool must never be reused
+    fault: str | None = None  # how the attempt ended, for a repeat on its instances (warm_pools.fault_key)
     status: str | None = None  # the last WarmPoolStatus seen (None: none yet)
     releases: int = 0  # UpdateTrainingJob(KeepAlivePeriodInSeconds=0) asked this often
     last_release_ms: int | None = None

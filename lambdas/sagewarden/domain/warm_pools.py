@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 
 from sagewarden.domain.actions import ReleaseWarmPool
-from sagewarden.domain.classifier import Classification
-from sagewarden.domain.draft import Draft, choice, notify, start_attempt
+from sagewarden.domain.classifier import Classification, EndingClass
+from sagewarden.domain.draft import INTENT_HANG, Draft, choice, notify, start_attempt
 from sagewarden.domain.events import JobObserved
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, PoolWatch, Run, RunStatus
@@ -65,6 +65,20 @@ def singles_out_host(att: Attempt, cls: Classification) -> bool:
     )
 
 
+# crash classes whose repeat on the same instances makes them suspect (domain/hosts.py)
+REPEAT_CLASSES = frozenset({EndingClass.INFRASTRUCTURE.value, EndingClass.UNKNOWN.value})
+
+
+def fault_key(end_class: str | None, stop_intent: str | None) -> str | None:
+    """What "the same fault" means for a repeat on the same instances: a crash of the same class
+    (an infrastructure error, or one nothing explains) or a hang (None: not a fault)."""
+    if end_class in REPEAT_CLASSES:
+        return end_class
+    if end_class == EndingClass.SUPERVISOR_STOP and stop_intent == INTENT_HANG:
+        return "hang"
+    return None
+
+
 def watch_of(run: Run, job_name: str) -> PoolWatch | None:
     return next((w for w in run.warm_pools if w.job_name == job_name), None)
 
@@ -89,6 +103,7 @@ def watch_ended(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> 
         keep_alive_s=att.keep_alive_s,
         kept_by_ending=ending_keeps_pool(e.status, att.failure_reason),
         bad_host=singles_out_host(att, cls),
+        fault=fault_key(cls.kind, att.stop_intent),
     )
     watches = [w for w in d.run.warm_pools if w.job_name != watch.job_name]
     while len(watches) >= MAX_POOL_WATCHES:
@@ -196,7 +211,8 @@ def _gone(d: Draft, watch: PoolWatch, e: JobObserved) -> None:
     _put(d, None, drop=watch.job_name)
     taker = next((a for a in d.run.attempts if a.job_name == e.warm_pool_reused_by), None)
     if e.warm_pool_status == "Reused" and taker is not None and taker.pool_of is None:
-        d.put_attempt(dataclasses.replace(taker, pool_of=watch.attempt))  # it runs on those instances
+        # it runs on those instances: remember how their last attempt ended (domain/hosts.py)
+        d.put_attempt(dataclasses.replace(taker, pool_of=watch.attempt, pool_fault=watch.fault))
     billed_s = e.warm_pool_billable_s or 0
     cost = 0.0
     if billed_s > 0:
