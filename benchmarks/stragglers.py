@@ -127,6 +127,10 @@ def run(seed: int, action: str, template: dict[str, Any], days: float = DAYS) ->
     )
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 def _med(values: Sequence[float], fmt: str) -> str:
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))} to {fmt.format(max(values))})"
 
@@ -155,7 +159,7 @@ def table(runs: Sequence[StragglerRun], days: float = DAYS) -> list[str]:
     out.append(
         f"Median (lowest to highest) over {len(seeds)} seeds: the escalation saved {_med(net, '{:+,.0f}')} GPU-hours "
         f"net of its restarts ({sum(net):+,.0f} over all {len(seeds)}; it cost more than it saved in "
-        f"{sum(1 for x in net if x < 0)} seeds), of a run of "
+        f"{_seeds(sum(1 for x in net if x < 0))}), of a run of "
         f"{_med([by[(s, 'alert')].gpu_hours for s in seeds], '{:,.0f}')} GPU-hours. A restart is decided once "
         "the slowdown has cost as much as a restart (docs/recovery.md, *Escalation*): most episodes pass "
         "before that and cost nothing more; restarting at the first flag instead, measured on these seeds "

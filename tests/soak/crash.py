@@ -281,6 +281,15 @@ def scenario_training_plan(d: Driver) -> None:
     d.sweep(minutes=11)
 
 
+def scenario_checkpoint_retention(d: Driver) -> None:
+    d.submit("kept", RunPolicy(checkpoint_keep=1, checkpoint_retired="delete"))
+    _to_training(d, "kept")
+    for _ in range(3):
+        d.progress("kept", 1, "checkpoint")
+        d.sweep(minutes=11)  # the sweep reads the synced prefix and retires the older ones
+    d.sweep(minutes=11)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -304,6 +313,7 @@ SCENARIOS = (
     Scenario("quota wait -> capacity released", scenario_quota_release, same=("runs", "jobs")),
     Scenario("alert publish retried by the sweep", scenario_alert_retry),
     Scenario("a run on a training plan (plan read at submit and by the sweep)", scenario_training_plan),
+    Scenario("checkpoint retention (older checkpoints retired by the sweep)", scenario_checkpoint_retention),
     Scenario("cadence learned, checkpoint writes measured", scenario_cadence_and_advice),
     Scenario(
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}

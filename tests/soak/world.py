@@ -36,8 +36,9 @@ from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.sns_notifier import SnsNotifier
+from sagewarden.domain.actions import RetireCheckpoints
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
@@ -625,6 +626,17 @@ class FakeCheckpoints:
         written = self.steps.get(s3_uri)
         return written[-1][1] if written else None  # saves are instant: the newest one's time
 
+    # checkpoint retention (the CheckpointRetirer port): every checkpoint is complete
+    def view(self, s3_uri: str, layout: CheckpointLayout, *, limit: int) -> RetentionView:
+        names = [(f"checkpoint-{step}", step) for step, _ in reversed(self.steps.get(s3_uri, []))]
+        return RetentionView(tuple(names[:limit]), frozenset(n for n, _ in names))
+
+    def retire(self, action: RetireCheckpoints) -> str:
+        """Moves are idempotent: a directory already gone is done (a retry finishes a half-done pass)."""
+        gone = {int(n.removeprefix("checkpoint-")) for n in action.names}
+        self.steps[action.s3_uri] = [(s, at) for s, at in self.steps[action.s3_uri] if s not in gone]
+        return "; ".join(f"{n}: moved" for n in action.names)
+
 
 class FakeQuotas:
     """Service Quotas of the fake account: the quotas its SageMaker enforces, by their names."""
@@ -775,6 +787,7 @@ class World:
             metrics=port(FakeMetrics(self), "MetricsReader"),
             quotas=port(FakeQuotas(self), "QuotaReader"),
             plans=port(SageMakerLauncher(self.sagemaker), "TrainingPlanReader"),
+            retirer=port(self.checkpoints, "CheckpointRetirer"),
             counters=port(self.counters, "Counters"),
             clock=self.now,
             new_id=lambda: ulid(self.clock_ms, self._rng.randbytes(10)),
