@@ -84,7 +84,7 @@ def slowness(
     steps (the slowest host sets the pace when episodes overlap), so each training minute in an
     episode loses s / (1 + s) of a minute's work on every GPU. Only the job's train phases count
     (a save or a hang in between loses nothing more to slowness)."""
-    by_label = {f"slow {x.index:03d}": x for x in trace.slows}
+    by_label = {x.label: x for x in trace.slows}
     by_job = {j.name: j for j in jobs}
     episodes: dict[str, list[tuple[int, int, float]]] = {}
     met = cut = 0

@@ -77,22 +77,9 @@ def scenario(seed: int, action: str, days: float = DAYS) -> Any:
                 },
             }
         ],
-        "faults": [_fault(x) for x in tr.slows],
+        "faults": tr.scenario_faults(RUN),
     }
     return parse(data, bucket=BUCKET, role_arn=EXECUTION_ROLE), tr
-
-
-def _fault(x: Any) -> dict[str, Any]:
-    f = x.sim_fault(RUN)
-    return {
-        "kind": f.kind,
-        "run": RUN,
-        "after_run_training_min": f.after_run_training_min,
-        "host": f.host,
-        "slowdown": f.slowdown,
-        "duration_min": f.duration_min,
-        "label": f.label,
-    }
 
 
 def run(seed: int, action: str, template: dict[str, Any], days: float = DAYS) -> StragglerRun:

@@ -272,6 +272,10 @@ class TraceSlow:
     slowdown: float
     duration_min: float
 
+    @property
+    def label(self) -> str:
+        return f"slow {self.index:03d}"
+
     def sim_fault(self, run: str = RUN_NAME) -> Fault:
         return Fault(
             kind="slow_host",
@@ -280,7 +284,7 @@ class TraceSlow:
             host=self.host,
             slowdown=self.slowdown,
             duration_min=self.duration_min,
-            label=f"slow {self.index:03d}",
+            label=self.label,
         )
 
 
