@@ -155,3 +155,19 @@ def test_retirer_copies_objects_over_the_copy_limit_in_parts(s3: Any) -> None:
     assert len(calls.of("UploadPartCopy")) == 3
     copied = s3.get_object(Bucket=BUCKET, Key="runs/llama/ckpt-archive/checkpoint-100/optimizer.pt")
     assert copied["Body"].read() == big
+
+
+def test_a_directory_too_large_to_list_within_the_pass_is_left_for_the_next_pass(s3: Any) -> None:
+    # 1,001 objects: two pages of list_objects_v2; the pass's time runs out after the first page
+    checkpoint(s3, 100)
+    checkpoint(s3, 200)
+    for i in range(1001):
+        s3.put_object(Bucket=BUCKET, Key=f"{ROOT}checkpoint-100/shard-{i:05d}", Body=b"x")
+    ticks = iter(range(1_000_000))
+    slow = S3CheckpointRetirer(s3, budget_s=5.0, clock=lambda: 10.0 * next(ticks))  # 10 s a look
+    calls = Calls(s3)
+    line = slow.retire(action("checkpoint-100"))
+    assert "unfinished" in line
+    assert len(calls.of("ListObjectsV2")) == 1  # the listing stopped after its first page
+    assert len(keys(s3, f"{ROOT}checkpoint-100/")) == 1001 + len(FILES)  # nothing deleted
+    assert keys(s3, "runs/llama/ckpt-archive/") == set()  # nothing copied either

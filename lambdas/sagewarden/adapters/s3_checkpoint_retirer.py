@@ -143,6 +143,8 @@ class S3CheckpointRetirer:
             for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
                 for o in page.get("Contents", ()):
                     out.append(_Object(str(o["Key"]), int(o.get("Size", 0)), str(o.get("ETag", ""))))
+                if page.get("IsTruncated") and self._clock() >= self._deadline:
+                    raise _OutOfBudget  # a directory too large to list in this pass: the next continues
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, f"cannot list s3://{bucket}/{prefix}") from exc
         return out
