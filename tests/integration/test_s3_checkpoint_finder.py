@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -473,3 +474,53 @@ def test_save_activity_is_read_within_ten_seconds_by_default(s3: Any) -> None:
     finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: next(clock))
     with pytest.raises(CheckpointLookupError, match="cut after 2 pages by its 10-s time budget"):
         finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=10**15)
+
+
+# --- how long a save took (goodput's checkpoint-save bucket and the interval advice) -----------
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def listed(*offsets_s: int, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    keys = names or tuple(f"{ROOT}checkpoint-7/f{i}" for i in range(len(offsets_s)))
+    return {
+        "Contents": [
+            {"Key": k, "LastModified": T0 + timedelta(seconds=s), "Size": 1}
+            for k, s in zip(keys, offsets_s, strict=True)
+        ],
+        "IsTruncated": False,
+    }
+
+
+def ckpt(done_s: int, name: str = "checkpoint-7/") -> Checkpoint:
+    at = int((T0 + timedelta(seconds=done_s)).timestamp() * 1000)
+    return Checkpoint(uri=f"{URI}{name}", step=7, layout=LayoutKind.HF, written_at_ms=at)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "done", "expected"),
+    [
+        # weights, optimizer, marker land 60 s apart: the save began one gap before the weights
+        ((60, 120, 180), 180, 180.0),
+        # Megatron: two rank files in the directory, the tracker file (its marker) outside it
+        ((60, 120), 180, 180.0),
+        # an object written after the marker (the next save under the same name) is not this save's
+        ((60, 120, 180, 900), 180, 180.0),
+        # only the marker: nothing to measure the save by
+        ((180,), 180, 0.0),
+    ],
+)
+def test_write_seconds_counts_the_time_before_the_first_object_landed(
+    s3: Any, offsets: tuple[int, ...], done: int, expected: float
+) -> None:
+    with Stubber(s3) as stub:
+        stub.add_response("list_objects_v2", listed(*offsets))
+        assert S3CheckpointFinder(s3).write_seconds(ckpt(done)) == pytest.approx(expected)
+        stub.assert_no_pending_responses()
+
+
+def test_write_seconds_of_an_unreadable_directory_is_an_error(s3: Any) -> None:
+    with Stubber(s3) as stub:
+        stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
+        with pytest.raises(CheckpointLookupError):
+            S3CheckpointFinder(s3).write_seconds(ckpt(180))

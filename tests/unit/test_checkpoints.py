@@ -26,6 +26,7 @@ from sagewarden.domain.checkpoints import (
     parse_megatron_tracker,
     parse_s3_uri,
     probe_plan,
+    save_seconds,
     to_checkpoint,
 )
 
@@ -570,3 +571,26 @@ def test_probe_plan_agrees_with_is_complete(
             assert not expected
         else:
             assert (bool(files) if probe.marker is None else probe.marker in files) == expected
+
+
+@given(
+    start=st.integers(0, 10**9),
+    gap=st.integers(1, 600_000),
+    writes=st.integers(2, 50),
+    marker_listed=st.booleans(),
+)
+def test_save_seconds_of_evenly_landing_writes_is_the_whole_save(
+    start: int, gap: int, writes: int, marker_listed: bool
+) -> None:
+    # a save that began at `start` and landed a write every `gap` ms, its marker last: the estimate
+    # is the whole save, though its start left no trace in S3
+    landed = [start + gap * (i + 1) for i in range(writes)]
+    done = landed[-1]
+    listing = landed if marker_listed else landed[:-1]
+    assert save_seconds(listing, done) == pytest.approx((done - start) / 1000)
+
+
+def test_save_seconds_is_zero_with_only_the_marker_and_never_negative() -> None:
+    assert save_seconds([5_000], 5_000) == 0.0
+    assert save_seconds([1_000, 3_000], 3_000) == pytest.approx(4.0)
+    assert save_seconds([9_000], 5_000) >= 0.0

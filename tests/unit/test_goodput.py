@@ -22,8 +22,10 @@ from sagewarden.domain.goodput import (
     REDONE,
     SAVES,
     STOPPING,
+    STRAGGLER,
     UPLOADING,
     WAITING,
+    _fold,
     run_goodput,
 )
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
@@ -275,3 +277,69 @@ def test_goodput_buckets_add_up_to_wall_time_and_are_never_negative(case: tuple[
     assert sum(b.ms for b in g.buckets) == g.wall_ms
     assert all(b.ms >= 0 for b in g.buckets), g.buckets
     assert g.ratio is None or 0.0 <= g.ratio <= 1.0
+
+
+def test_goodput_counts_a_long_save_it_measured_at_its_own_length() -> None:
+    # 122 min of Training, a save every 300 steps; the third one took 35 min and the supervisor
+    # measured it when it saw it (at the median it would count as 2 min)
+    a = att(
+        1,
+        created_ms=T0,
+        training_started_ms=T0 + 8 * MIN,
+        uploading_ms=T0 + 130 * MIN,
+        ended_ms=T0 + 131 * MIN,
+        checkpoint_at_end=ck(1200, T0 + 130 * MIN, prev=900),
+        saves_seen=4,
+        saves_seen_ms=(2 + 2 + 35 + 2) * MIN,
+    )
+    history = (
+        (300, T0 + 40 * MIN, 120.0, -1),
+        (600, T0 + 72 * MIN, 120.0, 300),
+        (900, T0 + 104 * MIN, 2100.0, 600),
+        (1200, T0 + 130 * MIN, 120.0, 900),
+    )
+    kw = {"status": RunStatus.SUCCEEDED, "updated_ms": T0 + 131 * MIN, "checkpoint_history": history}
+    g = run_goodput(one_attempt_run(a, **kw), T0 + 131 * MIN)
+    assert g.ms(SAVES) == 41 * MIN
+    assert g.ms(PRODUCTIVE) == (122 - 41) * MIN
+    # without the measured saves, the same checkpoints count at the median write time (2 min)
+    plain = run_goodput(
+        one_attempt_run(dataclasses.replace(a, saves_seen=0, saves_seen_ms=0), **kw), T0 + 131 * MIN
+    )
+    assert plain.ms(SAVES) == 4 * 2 * MIN
+
+
+def test_goodput_straggler_bucket_is_the_work_a_slow_host_held_back() -> None:
+    # 60 min of Training; a host 25 % slower for the last 40 of them: 40 x 0.25 / 1.25 = 8 min lost
+    a = att(
+        1,
+        created_ms=T0,
+        training_started_ms=T0 + 10 * MIN,
+        ended_ms=T0 + 70 * MIN,
+        uploading_ms=T0 + 70 * MIN,
+        slow_episode=("algo-2", 0.25, T0 + 30 * MIN),
+        slow_lost_ms=3 * MIN,  # an earlier episode, ended
+    )
+    g = run_goodput(one_attempt_run(a, status=RunStatus.SUCCEEDED, updated_ms=T0 + 70 * MIN), T0 + 70 * MIN)
+    assert g.ms(STRAGGLER) == (8 + 3) * MIN
+    assert g.ms(PRODUCTIVE) == (60 - 11) * MIN
+    assert {b.key: b.how for b in g.buckets}[STRAGGLER] == ESTIMATE
+
+
+def test_goodput_work_a_short_replacement_did_not_redo_is_carried_to_the_next_attempt() -> None:
+    # attempt 1 trained 30 min past the checkpoint attempt 2 resumed from; attempt 2 was stopped 4 min
+    # into Training (a bad host) after a checkpoint on its stop: attempt 3 still redoes 26 min
+    a2 = att(
+        2,
+        requested_at_ms=T0,
+        created_ms=T0,
+        training_started_ms=T0 + 10 * MIN,
+        stop_intent="bad_host",
+        stop_requested_ms=T0 + 14 * MIN,
+        ended_ms=T0 + 16 * MIN,
+    )
+    a3 = att(3, requested_at_ms=T0 + 17 * MIN, resume_from=ck(160, T0 + 15 * MIN))
+    run = one_attempt_run(a2, goodput_through=1, goodput_until_ms=T0, goodput_carry_ms=30 * MIN)
+    folded = _fold(run, T0 + 17 * MIN, a3, WAITING)
+    assert folded.goodput_ms[REDONE] == 4 * MIN
+    assert folded.goodput_carry_ms == 26 * MIN

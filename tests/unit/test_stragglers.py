@@ -271,3 +271,23 @@ def test_unreadable_step_lines_decide_nothing_and_are_read_again():
     d = step(run, Tick(), now, Observations(step_error="ThrottlingException: Rate exceeded"))
     assert any("unknown" in n for n in d.notes) and not d.run.current.host_baselines
     assert read_since_ms(d.run, now + READ_EVERY_MS) == t0
+
+
+def test_goodput_measures_a_ten_percent_host_it_does_not_alert_on_and_ends_the_episode_when_it_recovers():
+    run, t0 = run_training()
+    lines = job_lines(120, slow_from(4, 30, 0.10, end_min=80), total=20_000)
+    run, out = drive(run, t0, lines, 120)
+    assert not alerts(out) and run.current.straggler_host is None  # below the 15 % alert threshold
+    cur = run.current
+    assert cur.slow_episode is None  # back to its pace by the end
+    # slow for 50 min at 10 %: 50 x 0.1 / 1.1 = 4.5 min held back, dated from when it began to show
+    assert 3.5 * MIN <= cur.slow_lost_ms <= 5.5 * MIN, cur.slow_lost_ms
+    stored = attempt_from_dict(json.loads(json.dumps(attempt_to_dict(cur))))
+    assert stored == cur
+
+
+def test_goodput_measures_no_slowdown_on_a_healthy_job_or_a_constant_offset():
+    run, t0 = run_training()
+    lines = job_lines(120, slow_from(2, 0, 0.05), total=20_000)  # 5 % slower from the first step
+    run, _ = drive(run, t0, lines, 120)
+    assert run.current.slow_episode is None and run.current.slow_lost_ms == 0

@@ -52,6 +52,7 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
     out["suspect_hosts"] = list(a.suspect_hosts)
     out["fabric_evidence"] = list(a.fabric_evidence)
     out["host_baselines"] = [list(b) for b in a.host_baselines]
+    out["slow_episode"] = list(a.slow_episode) if a.slow_episode is not None else None
     return out
 
 
@@ -66,6 +67,8 @@ def attempt_from_dict(d: Mapping[str, Any]) -> Attempt:
     data["suspect_hosts"] = tuple(d.get("suspect_hosts", ()))
     data["fabric_evidence"] = tuple(d.get("fabric_evidence", ()))
     data["host_baselines"] = tuple((str(b[0]), float(b[1]), float(b[2])) for b in d.get("host_baselines", ()))
+    ep = d.get("slow_episode")
+    data["slow_episode"] = (str(ep[0]), float(ep[1]), int(ep[2])) if ep else None
     return Attempt(**data)
 
 

@@ -36,6 +36,7 @@ from sagewarden.domain.checkpoints import (
     parse_megatron_tracker,
     parse_s3_uri,
     probe_plan,
+    save_seconds,
     to_checkpoint,
 )
 from sagewarden.ports import ReadFailed
@@ -194,9 +195,10 @@ class S3CheckpointFinder:
             raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
 
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
-        """How long the checkpoint took to write: from the oldest object of its directory's first
-        listing page (up to 1,000 objects; a sharded checkpoint's files are written together) to
-        its completion time. One ListObjectsV2 call; None when it cannot be told."""
+        """How long the checkpoint took to write, estimated from the objects of its directory's first
+        listing page (up to 1,000; a sharded checkpoint's files are written together) and its
+        completion time (domain/checkpoints.py, ``save_seconds``: the save's start, before its
+        first object landed, is estimated). One ListObjectsV2 call; None when it cannot be told."""
         if checkpoint.written_at_ms is None:
             return None
         bucket, prefix = parse_s3_uri(checkpoint.uri)
@@ -206,10 +208,12 @@ class S3CheckpointFinder:
             raise self._lookup_error(exc, f"cannot list s3://{bucket}/{prefix}") from exc
         except BotoCoreError as exc:
             raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
+        done = checkpoint.written_at_ms
         times = [t for t in (_epoch_ms(o.get("LastModified")) for o in response.get("Contents", ())) if t]
+        times = [t for t in times if t <= done]  # a later object is not part of this save
         if not times:
             return None
-        return max(0.0, (checkpoint.written_at_ms - min(times)) / 1000)
+        return save_seconds(times, done)
 
     def save_activity(
         self,

@@ -271,7 +271,9 @@ class HangWindow(BaseModel):
 class NewestCheckpoint(BaseModel):
     step: int
     written_at: str | None
-    write_seconds: float | None = Field(description="first object to completion marker, when measured")
+    write_seconds: float | None = Field(
+        description="how long the save took (its objects and completion marker in S3, the start before its first object estimated), when measured"
+    )
 
 
 class WatchedPool(BaseModel):

@@ -3,7 +3,7 @@
 Checkpointing more often costs write time; less often, more work redone after each fault. For
 write time C and mean time between failures M (C << M) the interval that loses least is about
 sqrt(2 C M) (Young 1974, Daly 2006). The run's own history gives both: C from how long its
-checkpoints took to write (first object to completion marker), M from its faults per training
+checkpoints took to write (estimated from their objects in S3: domain/checkpoints.py, save_seconds), M from its faults per training
 hour -- blended with the fleet rate of large GPU jobs (Llama 3: 419 unexpected interruptions in
 54 days on 16,384 H100, about 1.97e-5 per GPU-hour) as a prior worth one fault, so a run with
 few hours or no fault yet still gets a sane figure.
@@ -14,6 +14,7 @@ The fraction of GPU time lost at interval T is about C/T (writing; blocking save
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -85,6 +86,21 @@ def record_checkpoint(d: Draft) -> bool:
         ckpt.previous_step if ckpt.previous_step is not None else -1,
     )
     d.set(checkpoint_history=(*history, entry)[-CHECKPOINT_HISTORY:])
+    cur = d.run.current
+    if (
+        cur is not None
+        and ckpt.write_seconds is not None
+        and cur.training_started_ms is not None
+        and ckpt.written_at_ms >= cur.training_started_ms
+        and (cur.stop_requested_ms is None or ckpt.written_at_ms < cur.stop_requested_ms)
+    ):  # this attempt's own save while training, measured: goodput counts it at its own length
+        d.put_attempt(
+            dataclasses.replace(
+                cur,
+                saves_seen=cur.saves_seen + 1,
+                saves_seen_ms=cur.saves_seen_ms + round(ckpt.write_seconds * 1000),
+            )
+        )
     took = f", written in {ckpt.write_seconds:.0f} s" if ckpt.write_seconds is not None else ""
     d.note(f"newest checkpoint: step {ckpt.step}{took}")
     return True

@@ -111,7 +111,7 @@ class Checkpoint:
     step: int
     layout: LayoutKind
     written_at_ms: int | None = None
-    # how long writing it took (its first object to its completion marker), when measured
+    # how long writing it took (from its objects and marker in S3: save_seconds), when measured
     write_seconds: float | None = None
     # the step of the next older checkpoint directory (None: none listed): the checkpoint interval
     # in steps, however seldom the supervisor happens to look
@@ -163,6 +163,21 @@ class Selection:
     completion: Completion | None
     rejected: tuple[Probe, ...]
     gave_up: bool
+
+
+def save_seconds(object_ms: Sequence[int], done_ms: int) -> float:
+    """How long a save took, from the LastModified times (epoch ms, none after ``done_ms``) of its
+    directory's objects and its completion time ``done_ms``. The first object lands in S3 only once
+    the script has written it, so the save's start is never seen: the objects land through the
+    save, and the time before the first is estimated as one mean gap between its writes (what it
+    is when they land evenly). The completion marker counts as a write when it is listed
+    elsewhere (Megatron's tracker file). Only the marker listed: 0. An estimate: a save whose
+    first file is most of its bytes reads short."""
+    first = min(object_ms)
+    seen = max(0, done_ms - first)
+    writes = len(object_ms) + (0 if max(object_ms) >= done_ms else 1)
+    gaps = writes - 1
+    return (seen + (seen / gaps if gaps > 0 else 0.0)) / 1000
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:

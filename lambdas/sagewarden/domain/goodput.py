@@ -35,6 +35,7 @@ from typing import Final
 from sagewarden.domain.actions import Action, Notify
 from sagewarden.domain.events import Event, JobObserved
 from sagewarden.domain.models import Attempt, LaunchState, Run
+from sagewarden.domain.stragglers import slowdown_ms
 
 MEASURED: Final = "measured"
 ESTIMATE: Final = "estimate"
@@ -73,7 +74,7 @@ BUCKETS: Final = (
 KEYS: Final = tuple(k for k, _, _ in BUCKETS)
 LABELS: Final = {k: label for k, label, _ in BUCKETS}
 # buckets nothing the run records can fill today: always reported as "not measured"
-NEVER_MEASURED: Final = frozenset({STARTUP, STRAGGLER, WARM_POOL})
+NEVER_MEASURED: Final = frozenset({STARTUP, WARM_POOL})
 RUN_END_EVENTS: Final = frozenset({"run.succeeded", "run.failed", "run.cancelled"})
 # a stored hang onset earlier than the attempt's Training start is clamped to it
 _SECONDARY_FIELDS: Final = {
@@ -277,15 +278,23 @@ def _training(
         ms[HANG] += t1 - onset
         est.add(HANG)
         left -= t1 - onset
+    slow = min(att.slow_lost_ms + slowdown_ms(att, onset), left)
+    if slow > 0:
+        ms[STRAGGLER] += slow
+        est.add(STRAGGLER)
+        left -= slow
     redone = min(carry_ms, left)
     if redone > 0:
         ms[REDONE] += redone
         est.add(REDONE)
         left -= redone
-    count = saves_in(run.checkpoint_history, att, t0, onset)
+    # the saves it measured at their own length (a long one too, off the interval), the others
+    # at the run's median
+    seen = att.saves_seen
+    count = max(saves_in(run.checkpoint_history, att, t0, onset), seen)
     write = _median_write_ms(run.checkpoint_history)
-    if count and write is not None:
-        saving = min(count * write, left)
+    if count and (write is not None or seen):
+        saving = min(att.saves_seen_ms + (count - seen) * (write or 0), left)
         ms[SAVES] += saving
         est.add(SAVES)
         left -= saving
@@ -296,7 +305,10 @@ def _training(
         # no newer checkpoint from this attempt: everything it trained is lost, and so is what it
         # redid of the earlier attempts' lost work
         return max(carry_ms, redone + left)
-    return max(0, onset - max(next_resume_written_ms, t0))
+    # past that checkpoint: what this attempt trained, or what earlier ones had and this one did
+    # not redo yet (a replacement stopped minutes in resumes the next one short of it); a
+    # checkpoint written on the stop holds the progress at the stop
+    return max(0, max(onset, t0 + carry_ms) - min(max(next_resume_written_ms, t0), onset))
 
 
 # --------------------------------------------------------------------------------------------

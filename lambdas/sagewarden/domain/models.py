@@ -101,6 +101,11 @@ class Attempt:
     straggler_host: str | None = None
     straggler_shift: float | None = None
     straggler_since_ms: int | None = None
+    # goodput's straggler bucket: the host slower than its own baseline by at least MEASURE_SHIFT
+    # for a straggler window (host, shift, since; None: none), whatever the policy's threshold, and
+    # the work its ended episodes cost (slow for T at shift s: T x s / (1 + s)), ms
+    slow_episode: tuple[str, float, int] | None = None
+    slow_lost_ms: int = 0
     # domain/goodput.py: when SageMaker was first seen Downloading, Uploading, Stopping for this
     # attempt (its secondary status, from the event's or DescribeTrainingJob's modified time), and
     # the onset a confirmed hang implies (its alarm's state change minus the alarm's window)
@@ -108,6 +113,10 @@ class Attempt:
     uploading_ms: int | None = None
     stopping_ms: int | None = None
     hang_onset_ms: int | None = None
+    # checkpoints this attempt wrote whose write time the supervisor measured, and their total ms
+    # (a long save counts at its own length; the ones it did not see at the run's median)
+    saves_seen: int = 0
+    saves_seen_ms: int = 0
 
     @property
     def ended(self) -> bool:

@@ -74,6 +74,9 @@ DEFAULT_COLD_START_S = 10 * 60  # when the attempt's own start is not known
 # per-step compute times jitter (a percent or so, data-dependent): a sample within this of the
 # threshold counts, so a host 15 % slower is not missed at a 15 % threshold half of the time
 TOLERANCE = 0.025
+# goodput measures a host's slowdown from this shift on (below the default alert threshold: a
+# 10 % host is not worth an alert but costs 9 % of the run's work)
+MEASURE_SHIFT = 0.075
 STRETCH_FLOOR = 0.5  # a stretch of slowness lasts while the shift stays above half the threshold
 
 _STEP = re.compile(
@@ -313,6 +316,46 @@ def read_due_ms(run: Run, now_ms: int) -> int | None:
     return now_ms + READ_EVERY_MS if watching(run, run.current) else None
 
 
+def slowdown_ms(att: Attempt, until_ms: int) -> int:
+    """The work the attempt's open slow episode has cost by ``until_ms`` (0: none open): a host
+    ``s`` slower holds every step back, so each minute trains 1 / (1 + s) of a minute's steps. An
+    estimate: the episode dates from when the host's shift began to show, at its shift when seen."""
+    if att.slow_episode is None:
+        return 0
+    _, shift, since = att.slow_episode
+    if shift <= 0 or until_ms <= since:
+        return 0
+    return round((until_ms - since) * shift / (1.0 + shift))
+
+
+def _measure_slowness(d: Draft, cur: Attempt, samples: Sequence[Sample], hosts: Sequence[str]) -> bool:
+    """Keep the attempt's slow episode for goodput (any host MEASURE_SHIFT slower than its own
+    baseline for a straggler window, flagged or not); True when it changed. A host without lines
+    keeps its episode as it was (unknown)."""
+    window = d.policy.straggler_window_minutes * 60_000
+    scores = score(samples, {h: (r, c) for h, r, c in cur.host_baselines}, hosts, MEASURE_SHIFT, window)
+    slow = [s for s in scores if s.status == "straggler" and s.shift is not None]
+    ep = cur.slow_episode
+    if not slow:
+        if ep is None or not any(s.host == ep[0] and s.status == "ok" for s in scores):
+            return False
+        changed = dataclasses.replace(
+            cur, slow_episode=None, slow_lost_ms=cur.slow_lost_ms + slowdown_ms(cur, d.now)
+        )
+    else:
+        worst = max(slow, key=lambda s: s.shift or 0.0)
+        if ep is not None and ep[0] == worst.host:
+            return False
+        since = max(d.now - worst.lasted_ms, ep[2] if ep is not None else 0)
+        changed = dataclasses.replace(
+            cur,
+            slow_episode=(worst.host, round(worst.shift or 0.0, 4), since),
+            slow_lost_ms=cur.slow_lost_ms + slowdown_ms(cur, since),  # another host's ends here
+        )
+    d.put_attempt(changed)
+    return True
+
+
 def on_steps(d: Draft) -> bool:
     """Act on the step lines the service read (obs.step_lines); True when anything changed."""
     cur = d.run.current
@@ -340,6 +383,8 @@ def on_steps(d: Draft) -> bool:
         )
         d.put_attempt(cur)
         return True
+    measured = _measure_slowness(d, cur, samples, hosts)
+    cur = d.run.current or cur
     pol = d.policy
     scores = score(
         samples,
@@ -356,7 +401,7 @@ def on_steps(d: Draft) -> bool:
             d.put_attempt(dataclasses.replace(cur, straggler_since_ms=None))
             d.note(f"attempt {cur.number}: {cur.straggler_host} back to its peers' pace")
             return True
-        return False
+        return measured
     worst = max(flagged, key=lambda s: s.shift or 0.0)
     assert worst.shift is not None
     first = cur.straggler_host is None
@@ -372,7 +417,7 @@ def on_steps(d: Draft) -> bool:
         )
         d.put_attempt(cur)
     if not first and not restart:
-        return not still  # alerted already: the next reads re-check the break-even only
+        return measured or not still  # alerted already: the next reads re-check the break-even only
     if first:
         _alert(d, cur, worst, be, restart)
     if restart:
