@@ -49,6 +49,7 @@ class Observer:
         triage: tuple[str, ...] = ()
         suspects: tuple[str, ...] = ()
         log_error: str | None = None
+        log_newest: int | None = None
         silent: bool | None = None
         fingerprint_lines: tuple[str, ...] = ()
         fingerprint_error: str | None = None
@@ -99,6 +100,7 @@ class Observer:
                     tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects)
                     if hang:
                         triage = self.sup.logs.host_triage(job, self.sup.clock(), first=suspects)
+                        log_newest = self.sup.logs.newest_event_ms(job)
                 except Exception as exc:
                     log.warning("could not read logs of %s: %s", job, exc)
                     self.sup.counters.add(OBSERVATION_FAILURES)
@@ -165,6 +167,7 @@ class Observer:
             checkpoint_error_permanent=ckpt_permanent,
             log_tail=tail,
             log_error=log_error,
+            log_newest_ms=log_newest,
             hosts_triage=triage,
             suspect_hosts=suspects,
             logs_silent=silent,

@@ -553,3 +553,35 @@ def test_matching_lines_keeps_the_first_or_the_newest_as_asked_within_its_cap(lo
     assert newest[-1] == "[algo-32] [sagewarden] host=32 step=9 step_ms=1"
     assert len(reader.matching_lines(JOB, base, '"step_ms="', keep=10**6, newest=True)) == 320
     assert len(reader.matching_lines(JOB, base, '"step_ms="', keep=10**6)) == 320
+
+
+# --- when the job last wrote a line: a log silence's onset for goodput -------------------------
+
+
+def test_newest_event_is_the_latest_line_of_any_host_and_reuses_the_tails_read(logs):
+    base = _job_of_hosts(logs, 4, lines=3)  # host h writes its line i at base + i s + h ms
+    clock = FakeClock()
+    calls: list[str] = []
+
+    class Counting(Timed):
+        def get_log_events(self, **kwargs: Any) -> Any:
+            calls.append(kwargs["logStreamName"])
+            return super().get_log_events(**kwargs)
+
+    reader = CloudWatchLogsReader(Counting(logs, clock), clock=clock)
+    reader.tail(JOB, 20)
+    assert reader.newest_event_ms(JOB) == base + 2_000 + 4
+    assert reader.newest_event_ms(JOB, "algo-2") == base + 2_000 + 2
+    assert len(calls) == 4  # one GetLogEvents per host, for the tail and both answers
+
+
+def test_newest_event_with_a_host_unread_is_unknown_not_older(logs):
+    _job_of_hosts(logs, 4)
+    reader = CloudWatchLogsReader(Timed(logs, FakeClock(), frozenset({f"{JOB}/algo-3-1767607200"})))
+    assert reader.newest_event_ms(JOB) is None  # algo-3 may have written later than the others
+    assert reader.newest_event_ms(JOB, "algo-3") is None
+    assert reader.newest_event_ms(JOB, "algo-1") is not None
+
+
+def test_newest_event_of_a_job_without_logs_is_none(logs):
+    assert CloudWatchLogsReader(logs).newest_event_ms(JOB) is None

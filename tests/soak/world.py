@@ -662,6 +662,9 @@ class FakeLogs:
     def has_events_since(self, job_name: str, since_ms: int) -> bool:
         return any(at >= since_ms for at, _ in self.lines.get(job_name, []))
 
+    def newest_event_ms(self, job_name: str, host: str | None = None) -> int | None:
+        return max((at for at, _ in self.lines.get(job_name, [])), default=None)
+
     def declared_phase_until(self, job_name: str, since_ms: int) -> int | None:
         ends = [
             cover[-1] + 60_000

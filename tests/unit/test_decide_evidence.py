@@ -220,3 +220,17 @@ def test_without_a_log_subscription_the_sweeps_silence_check_is_judged_on_the_sa
     assert _stopped(tick(90, host_metrics=_hosts(now - 90 * MIN, now, 0.3, 3.0)))  # the ceiling
     assert not _stopped(tick(4, host_metrics_error="AccessDenied"))  # unknown: the policy's window
     assert _stopped(tick(30, host_metrics_error="AccessDenied"))
+
+
+def test_a_log_silence_hang_dates_from_the_jobs_newest_log_line_when_it_was_read():
+    run = _learned()
+    t0 = run.current.training_started_ms
+    onset = t0 + 2 * HOUR
+    since = onset + 6 * MIN  # the alarm changes state minutes after its 4-minute window began
+    now = since + MIN
+    hosts = _hosts(onset, now, 99.5, 1.1)
+    d = step(run, _silent(run, since), now, Observations(host_metrics=hosts, log_newest_ms=onset - 20_000))
+    assert _stopped(d) and d.run.current.hang_onset_ms == onset - 20_000
+    # the newest line unknown (a host unread): the alarm's state change minus its window
+    d = step(run, _silent(run, since), now, Observations(host_metrics=hosts))
+    assert _stopped(d) and d.run.current.hang_onset_ms == since - 4 * MIN

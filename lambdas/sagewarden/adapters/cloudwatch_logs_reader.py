@@ -295,6 +295,19 @@ class CloudWatchLogsReader:
         body = sorted(chosen, key=lambda ij: (reads[ij[0]].lines[ij[1]][0], ij[0], ij[1]))
         return (*(reads[i].lines[j][1] for i, j in body), *trailer)
 
+    def newest_event_ms(
+        self, job_name: str, host: str | None = None, *, budget_s: float = TAIL_BUDGET_S
+    ) -> int | None:
+        """When the job (or one host of it, ``algo-<n>``) last wrote a log event, epoch ms; None
+        when it wrote none, or when a host could not be read or listed (unknown is not "older").
+        Right after `tail` this reuses its read: no further call."""
+        deadline = self._clock() + budget_s
+        reads, unread, listing = self._read_hosts(job_name, 1, deadline, (host,) if host else ())
+        if not listing.complete or any(host is None or name == host for name, _ in unread):
+            return None
+        times = [r.lines[-1][0] for r in reads if r.lines and (host is None or r.host.name == host)]
+        return max(times, default=None)
+
     def has_events_since(self, job_name: str, since_ms: int, *, budget_s: float = SILENCE_BUDGET_S) -> bool:
         """Did the job write any log event at or after `since_ms`? (The log-silence check used
         when the log subscription is off.)

@@ -140,6 +140,8 @@ class Observations:
     checkpoint_error_permanent: bool = False
     log_tail: tuple[str, ...] = ()
     log_error: str | None = None  # the log read failed: the tail is unknown, not empty
+    # on a hang: when the job last wrote a log event (None: none, or unknown), for a silence's onset
+    log_newest_ms: int | None = None
     hosts_triage: tuple[str, ...] = ()  # one line per host: what it was doing when the hang fired
     # hosts (algo-<n>) the GPU metrics single out when a hang fires: none reported, or idle while
     # others are busy (empty when every host looks the same, or when not read)

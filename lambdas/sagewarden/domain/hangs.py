@@ -354,9 +354,20 @@ def _window_minutes(d: Draft, cur: Attempt, signal: str) -> int:
     return _window_in_force(d.run, d.policy, cur, signal)
 
 
+def hang_onset_ms(d: Draft, cur: Attempt, e: HangSignal) -> int:
+    """When the hang began: the alarm's state change minus its window; for the whole job's log
+    silence, the job's newest log event when the service could read it (the alarm changes state
+    only a metric period or more after its window of silence is complete)."""
+    implied = e.since_ms - _window_minutes(d, cur, e.signal) * 60_000
+    newest = d.obs.log_newest_ms
+    if e.signal != SIGNAL_LOG_SILENCE or e.host is not None or newest is None or newest > d.now:
+        return implied
+    return max(newest, cur.training_started_ms or newest)
+
+
 def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str], basis: str | None = None) -> None:
-    window = _window_minutes(d, cur, e.signal)
-    silent_for = max(0.0, (d.now - (e.since_ms - window * 60_000)) / 60_000)  # onset = alarm time - window
+    onset = hang_onset_ms(d, cur, e)
+    silent_for = max(0.0, (d.now - onset) / 60_000)
     evidence = bounded_evidence(
         (
             f"signal: {', '.join(sorted(signals))} ({e.source})",
@@ -373,7 +384,7 @@ def _confirm(d: Draft, cur: Attempt, e: HangSignal, signals: set[str], basis: st
         cur,
         evidence=evidence,
         suspect_hosts=d.obs.suspect_hosts,
-        hang_onset_ms=e.since_ms - window * 60_000,  # for goodput's hang-detection bucket
+        hang_onset_ms=onset,  # for goodput's hang-detection bucket
     )
     request_stop(d, cur, INTENT_HANG, f"hang confirmed ({', '.join(sorted(signals))})")
     d.act(
