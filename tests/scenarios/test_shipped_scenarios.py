@@ -125,6 +125,8 @@ def check_bad_host(s: Summary) -> None:
     assert any("singled out algo-3" in d for d in s["runs"]["warm-again"]["decisions"])
     lemon = s["runs"]["lemon"]["attempts"]
     assert [a["stop_intent"] for a in lemon] == [None, "bad_host", None]
+    # its fingerprint line guards the first restart; the check follows once the host came back
+    assert [a["infra_check"] for a in lemon] == [False, False, True]
     (body,) = alert_bodies(s, "lemon", "attempt.bad_host")
     assert "Host: algo-2" in body and "GPU serials: GPU-" in body
     # stopped before the lemon failed it again (the sim refires it 5 min into Training)

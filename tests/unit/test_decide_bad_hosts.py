@@ -71,7 +71,7 @@ def next_launch(d):
 )
 def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, tail, host):
     run = training_run(policy=RunPolicy(keep_alive_seconds=600))
-    d, _ = end(run, reason, tail)
+    d, _ = end(run, reason, tail, fp=(FP1,))  # the host printed no fingerprint line
     job = run.current.job_name
     assert watch_of(d.run, job).bad_host, d.notes  # the pool holding it is never reused
     assert d.run.infra_check_pending
@@ -109,7 +109,7 @@ def test_a_users_own_infra_check_config_is_kept():
 
 def test_the_infra_check_spell_ends_once_an_attempt_trains_with_it():
     run = training_run(policy=RunPolicy(keep_alive_seconds=0))
-    d, at = end(run, NCCL_REASON, ECC_TAIL)
+    d, at = end(run, NCCL_REASON, ECC_TAIL, fp=())
     (launch,) = launches(d)  # no pool: at once, cold
     assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
     run = step(d.run, LaunchAccepted(2), at + 1).run
@@ -121,7 +121,7 @@ def test_the_infra_check_spell_ends_once_an_attempt_trains_with_it():
 
 
 def test_the_bad_hosts_fingerprint_is_remembered_and_survives_the_store():
-    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0, infra_check_unless_fingerprinted=False))
     d, _ = end(run, NCCL_REASON, ECC_TAIL)
     assert d.run.bad_fingerprints == (("algo-2", "GPU-S21,GPU-S22", 1),)
     again = run_from_dict(run_to_dict(d.run), d.run.attempts)
@@ -210,3 +210,22 @@ def test_parsing_hosts_and_fingerprints():
         "algo-2": "GPU-S21,GPU-S22",
         "algo-1": "GPU-S11,GPU-S12",
     }
+
+
+def test_a_bad_host_that_printed_its_fingerprint_restarts_without_the_check():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    d, _ = end(run, NCCL_REASON, ECC_TAIL)  # algo-2 printed its fingerprint line
+    assert d.run.bad_fingerprints == (("algo-2", "GPU-S21,GPU-S22", 1),)
+    assert not d.run.infra_check_pending, d.notes  # its fingerprint line catches it if it comes back
+    (launch,) = launches(d)
+    assert "InfraCheckConfig" not in launch.request
+    assert any("no infra check for the next attempt" in n for n in d.notes)
+    # (it comes back: test_a_later_attempt_printing_a_known_bad_fingerprint_... -- the check follows)
+
+
+def test_the_fingerprint_exception_is_a_policy_and_needs_every_singled_out_hosts_fingerprint():
+    strict = training_run(policy=RunPolicy(keep_alive_seconds=0, infra_check_unless_fingerprinted=False))
+    d, _ = end(strict, NCCL_REASON, ECC_TAIL)
+    assert d.run.infra_check_pending  # the check whatever the fingerprint
+    d, _ = end(training_run(policy=RunPolicy(keep_alive_seconds=0)), NCCL_REASON, ECC_TAIL, fp=(FP1,))
+    assert d.run.infra_check_pending  # algo-2 printed none: the check is the only guard

@@ -201,11 +201,28 @@ def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> 
     d.put_attempt(ended)
     shown = ", ".join(bad.hosts) or "a host"
     d.note(f"{att.job_name} singled out {shown} ({bad.why})")
-    if d.policy.infra_check_after_bad_host and not d.run.infra_check_pending:
-        d.set(infra_check_pending=True)
-        d.note("the next attempts ask SageMaker to check their instances first (InfraCheckConfig)")
     remember(d, att, bad.hosts)
+    if d.policy.infra_check_after_bad_host and not d.run.infra_check_pending:
+        if d.policy.infra_check_unless_fingerprinted and fingerprinted(d.run, att, bad.hosts):
+            d.note(
+                f"no infra check for the next attempt: {shown} printed a fingerprint, now remembered, so "
+                "it is stopped at its fingerprint line if it comes back (the check follows if it does)"
+            )
+        else:
+            d.set(infra_check_pending=True)
+            d.note("the next attempts ask SageMaker to check their instances first (InfraCheckConfig)")
     return att, ended
+
+
+def fingerprinted(run: Run, att: Attempt, hosts: Sequence[str]) -> bool:
+    """Whether every host the attempt singled out has its fingerprint remembered from this very
+    attempt, so that it is known at its fingerprint line should it come back on new instances. Not
+    for an attempt stopped at a known fingerprint (the host came back once: the check is surer) nor
+    for a fault that names no host."""
+    if not hosts or att.stop_intent == INTENT_BAD_HOST:
+        return False
+    known = {host for host, _, number in run.bad_fingerprints if number == att.number}
+    return all(h in known for h in hosts)
 
 
 def remember(d: Draft, att: Attempt, hosts: Sequence[str]) -> None:

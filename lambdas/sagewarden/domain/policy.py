@@ -163,6 +163,9 @@ class RunPolicy:
     # after a fault that singles out a host, the next attempts ask SageMaker to check their
     # instances first (CreateTrainingJob InfraCheckConfig.EnableInfraCheck)
     infra_check_after_bad_host: bool = True
+    # ... unless every such host printed the contract's fingerprint line: a bad host that comes back
+    # on new instances is then stopped at its fingerprint line, and the check follows only if it did
+    infra_check_unless_fingerprinted: bool = True
     # a multi-node job on EFA instances whose NCCL selects sockets is flagged (needs NCCL_DEBUG=INFO)
     slow_fabric_check: bool = True
     # --- stragglers: a host alive but slow (domain/stragglers.py) ------------------------------
