@@ -34,6 +34,7 @@ from benchmarks.baselines import faultfree_minutes
 from benchmarks.method import method_lines
 from benchmarks.person import Person
 from benchmarks.small_job import progress, small_job_sections
+from benchmarks.supervised import RECOMMENDED_POLICY
 from benchmarks.trace import generate
 from benchmarks.workload import Workload
 
@@ -65,20 +66,18 @@ def _interval_advice(
     template: dict[str, Any],
     seed: int,
 ) -> list[str]:
-    """(d) again with the checkpoint interval sagewarden advised during (d), same work and trace."""
+    """(d) again without applying the checkpoint advice (the script's own interval throughout),
+    same work and trace."""
     advice = normal.advice.get("d")
-    advised = interval.advised_workload(normal.workload, advice) if advice is not None else None
-    if advice is None or advised is None:
-        return [
-            "",
-            "### Checkpoint interval",
-            "",
-            f"No interval to try: {advice.line() if advice else 'no advice'}.",
-        ]
-    ff = faultfree_minutes(advised, normal.trace)
-    result = pool.submit(sidebyside.run_one, "d", advised, normal.trace, person, template, seed, ff).result()
-    progress(f"advised checkpoint interval: (d) done in {result.wall_s:.1f} s")
-    cmp = interval.IntervalComparison(advice, normal.workload, advised, normal.accounts["d"], result.account)
+    if advice is None:
+        return ["", "### Checkpoint interval", "", "No advice at the end of (d)'s run."]
+    plain = {**RECOMMENDED_POLICY, "apply_checkpoint_advice": False}
+    w, tr, ff = normal.workload, normal.trace, normal.faultfree_min
+    result = pool.submit(sidebyside.run_one, "d", w, tr, person, template, seed, ff, plain).result()
+    progress(f"checkpoint advice not applied: (d) done in {result.wall_s:.1f} s")
+    cmp = interval.IntervalComparison(
+        advice, w, normal.told.get("d", ()), result.account, normal.accounts["d"]
+    )
     return interval.render(cmp)
 
 

@@ -156,7 +156,10 @@ def method_lines(person: Person) -> list[str]:
         "- **(c), (d)** run the real handlers, service and adapters in the drill (state in memory, log "
         "reads answered by the simulator, an hourly reconcile). When sagewarden gives up on the run "
         "(restart budget, crash loop, a user error by policy) it pages, and the person resubmits it. "
-        f"(d)'s policy: `{RECOMMENDED_POLICY}` (`benchmarks/supervised.py`).",
+        f"(d)'s policy: `{RECOMMENDED_POLICY}` (`benchmarks/supervised.py`). Their script follows "
+        "sagewarden's training-script contract (`CONTRACT`: it prints the fingerprint line at start, and "
+        "checkpoints at `SAGEWARDEN_CHECKPOINT_MINUTES` when told, which only (d)'s policy does); no "
+        "peer reads either, as no polling script would.",
         "",
         "**Scoring** (`benchmarks/accounting.py`, one function for every supervisor). Buckets per fault: "
         "*detection* = onset -> first decision (stop, relaunch, or SageMaker's own retry); *stop* = "

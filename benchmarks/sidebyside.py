@@ -37,6 +37,7 @@ from benchmarks.trace import (
 from benchmarks.workload import Workload
 from drill.history import BUCKETS
 from sagewarden.domain.advice import CheckpointAdvice
+from sagewarden.domain.launch import CHECKPOINT_MINUTES_ENV
 
 SUPERVISORS = ("a", "b", "e", "e2", "c", "d")
 PEERS = ("a", "b", "e", "e2")  # the alternatives sagewarden is measured against
@@ -74,6 +75,7 @@ class SideBySide:
     noticed: dict[str, int] = field(default_factory=dict)  # hangs the person noticed and stopped
     gave_up: dict[str, int] = field(default_factory=dict)  # sagewarden runs that ended FAILED
     advice: dict[str, CheckpointAdvice] = field(default_factory=dict)  # sagewarden's, at the end
+    told: dict[str, tuple[int, ...]] = field(default_factory=dict)  # intervals its attempts were told
 
     def best_peer(self, excess: bool = False) -> tuple[str, float]:
         """The best alternative present (key, GPU-hours): least above the floor, or least in total."""
@@ -100,6 +102,7 @@ class Supervised:
     gave_up: int
     advice: CheckpointAdvice | None = None
     noticed: int = 0  # hangs the person noticed and stopped (what the notice delay changes)
+    told_minutes: tuple[int, ...] = ()  # the checkpoint intervals sagewarden told its attempts
 
 
 def run_one(
@@ -110,8 +113,10 @@ def run_one(
     template: dict[str, Any] | None,
     seed: int,
     faultfree_min: float,
+    policy: dict[str, Any] | None = None,
 ) -> Supervised:
-    """One supervisor on the trace, scored by :func:`benchmarks.accounting.account`."""
+    """One supervisor on the trace, scored by :func:`benchmarks.accounting.account` (``policy``:
+    sagewarden's, instead of (c)'s default or (d)'s recommended one)."""
     warnings.filterwarnings("ignore", message="No application metrics to publish")  # routine in a drill
     t0 = time.perf_counter()
     advice = None
@@ -119,9 +124,15 @@ def run_one(
     decided: list[int] = []  # the scripts decide when they act: their stop or relaunch is the time
     if key in ("c", "d"):
         assert template is not None
-        policy = {} if key == "c" else RECOMMENDED_POLICY
+        if policy is None:
+            policy = {} if key == "c" else RECOMMENDED_POLICY
         with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metric lines
             s = run_sagewarden(workload, trace, person, template, policy=policy, seed=seed)
+        told = tuple(
+            int(m)
+            for j in s.jobs
+            if (m := str((j.request.get("Environment") or {}).get(CHECKPOINT_MINUTES_ENV, ""))).isdigit()
+        )
         if s.drill.invariant_violations:
             raise RuntimeError(f"invariant violated in {LABELS[key]}: {s.drill.invariant_violations}")
         jobs, records, start, end, completed, actions = (
@@ -136,6 +147,7 @@ def run_one(
         decided = s.decided_ms  # sagewarden's audit: a relaunch waiting for a warm pool is not detection
         gave_up = sum(1 for _, who, _ in actions if who.startswith("page"))
     else:
+        told = ()
         if key in SCRIPT_KINDS:
             r, _ = run_script(SCRIPT_KINDS[key], workload, trace, person, seed=seed)
         else:
@@ -164,7 +176,7 @@ def run_one(
     )
     acted = sum(1 for _, who, _ in actions if who.startswith("person"))
     noticed = sum(1 for _, who, _ in actions if who == "person: stop hung job")
-    return Supervised(key, acc, wall, acted, gave_up, advice, noticed)
+    return Supervised(key, acc, wall, acted, gave_up, advice, noticed, told)
 
 
 def run_supervised(
@@ -182,6 +194,7 @@ def add(sbs: SideBySide, result: Supervised) -> None:
     sbs.noticed[result.key] = result.noticed
     if result.advice is not None:
         sbs.advice[result.key] = result.advice
+    sbs.told[result.key] = result.told_minutes
 
 
 def order(sbs: SideBySide) -> None:

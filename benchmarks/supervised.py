@@ -37,7 +37,14 @@ RECOMMENDED_POLICY: dict[str, Any] = {
     "gpu_idle_minutes": 10,
     # an OOM after days of training is fragmentation or a leak more often than a code bug
     "oom_is_user_error": False,
+    # tell every new attempt the Young/Daly interval (SAGEWARDEN_CHECKPOINT_MINUTES), which the
+    # script below follows
+    "apply_checkpoint_advice": True,
 }
+# the training-script contract the sagewarden runs' script follows (docs/recovery.md): the
+# fingerprint line at start (a bad host that comes back is known by its GPU serials) and the
+# checkpoint interval it is told; no peer reads either
+CONTRACT: dict[str, Any] = {"fingerprints": True, "checkpoint_minutes_from_env": True}
 
 
 @dataclass
@@ -122,7 +129,7 @@ def scenario_for(
                     "instance_type": workload.instance_type,
                     "instance_count": workload.hosts,
                     "max_runtime_hours": workload.max_runtime_days * 24,
-                    "profile": dataclasses.asdict(workload.profile()),
+                    "profile": {**dataclasses.asdict(workload.profile()), **CONTRACT},
                     "policy": policy,
                 }
             ],

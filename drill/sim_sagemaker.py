@@ -36,7 +36,15 @@ from drill.clock import VirtualClock, from_ms
 from drill.sim import faults
 from drill.sim import hosts as sim_hosts
 from drill.sim.lifecycle import SimCore
-from drill.sim.model import Fault, JobProfile, SimJob, StartupTimes, int_tag, script_profile
+from drill.sim.model import (
+    Fault,
+    JobProfile,
+    SimJob,
+    StartupTimes,
+    int_tag,
+    script_profile,
+    with_told_interval,
+)
 from drill.sim.reads import SimReads
 from drill.sim.request_limits import length_problems, validation_message
 from drill.sim.texts import (
@@ -170,6 +178,7 @@ class SimSageMaker(SimReads, SimCore):
         profile = profile or script_profile(request)
         env = request.get("Environment") or {}
         start_step = int_tag(env.get("SAGEWARDEN_RESUME_STEP")) or 0
+        profile = with_told_interval(profile, env)
         job = SimJob(
             name=name,
             arn=arn,

@@ -3,6 +3,7 @@ SageMaker takes (StartupTimes), what goes wrong (Fault) and one training job's s
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,9 @@ class JobProfile:
     # NCCL_DEBUG=INFO in the job's Environment)
     fingerprints: bool = False
     nccl_transport: str = "efa"
+    # the contract's SAGEWARDEN_CHECKPOINT_MINUTES: when a job is told it, it checkpoints every that
+    # many minutes of training (steps_per_minute x minutes steps) instead of checkpoint_every_steps
+    checkpoint_minutes_from_env: bool = False
     # the contract's step lines (drill/sim/stragglers.py): each host prints, every
     # step_lines_every_s while training, `[sagewarden] host=<n> step=<s> step_ms=<ms> compute_ms=<ms> total=<steps>`
     step_lines: bool = False
@@ -372,3 +376,13 @@ def int_tag(value: str | None) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+def with_told_interval(profile: JobProfile, env: dict[str, Any]) -> JobProfile:
+    """The profile of a job whose script follows the contract's SAGEWARDEN_CHECKPOINT_MINUTES (an
+    unset, empty or unreadable value keeps the script's own interval)."""
+    raw = str(env.get("SAGEWARDEN_CHECKPOINT_MINUTES") or "")
+    if not profile.checkpoint_minutes_from_env or not raw.isdigit() or int(raw) <= 0:
+        return profile
+    every = max(1, round(int(raw) * profile.steps_per_minute))
+    return dataclasses.replace(profile, checkpoint_every_steps=every)

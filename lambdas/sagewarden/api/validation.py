@@ -245,12 +245,13 @@ def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]
     env = job.get("Environment")
     max_env = sagemaker_model.limit(ROOT, "Environment", "max")
     if isinstance(env, Mapping) and max_env is not None:
-        total = len(set(env) | set(defaults)) + SUPERVISOR_ENV_VARS
+        ours = SUPERVISOR_ENV_VARS + (1 if policy.apply_checkpoint_advice else 0)
+        total = len(set(env) | set(defaults)) + ours
         if total > max_env:
             errors.append(
                 FieldError(
                     "training_job.Environment",
-                    f"with policy.environment_defaults and the {SUPERVISOR_ENV_VARS} variables sagewarden "
+                    f"with policy.environment_defaults and the {ours} variables sagewarden "
                     f"sets, an attempt would have {total} variables; SageMaker allows {max_env}",
                 )
             )

@@ -14,21 +14,21 @@ The fraction of GPU time lost at interval T is about C/T (writing; blocking save
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
 
 from sagewarden.domain.checkpoint_interval import observed_interval_min
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.draft import Draft
-from sagewarden.domain.models import CHECKPOINT_HISTORY, Run
+from sagewarden.domain.models import Run
 from sagewarden.domain.pricing import gpus_per_instance
 
 FLEET_FAULTS_PER_GPU_HOUR = 1.97e-5
 # restarts that were faults (MaxRuntime segments and capacity are not)
 FAULT_CLASSES = ("INFRASTRUCTURE", "UNKNOWN", "HANG", "SPOT_INTERRUPTED")
 MIN_SAVING_TO_ADVISE = 1.0  # GPU-hours per day
+# the interval a new attempt is told (policy apply_checkpoint_advice): whole minutes, within bounds
+APPLY_MIN_MINUTES = 5
+APPLY_MAX_MINUTES = 24 * 60
 
 
 @dataclass(frozen=True)
@@ -71,41 +71,6 @@ def _interval_text(minutes: float | None) -> str:
     return "not measured yet" if minutes is None else f"every {minutes:.0f} min"
 
 
-def record_checkpoint(d: Draft) -> bool:
-    """Append a newly seen checkpoint to the run's history; True when it changed."""
-    ckpt: Checkpoint | None = d.obs.checkpoint
-    if ckpt is None or ckpt.written_at_ms is None or d.run.status.terminal:
-        return False
-    history = d.run.checkpoint_history
-    if history and ckpt.step <= history[-1][0]:
-        return False
-    entry = (
-        ckpt.step,
-        ckpt.written_at_ms,
-        ckpt.write_seconds if ckpt.write_seconds is not None else -1.0,
-        ckpt.previous_step if ckpt.previous_step is not None else -1,
-    )
-    d.set(checkpoint_history=(*history, entry)[-CHECKPOINT_HISTORY:])
-    cur = d.run.current
-    if (
-        cur is not None
-        and ckpt.write_seconds is not None
-        and cur.training_started_ms is not None
-        and ckpt.written_at_ms >= cur.training_started_ms
-        and (cur.stop_requested_ms is None or ckpt.written_at_ms < cur.stop_requested_ms)
-    ):  # this attempt's own save while training, measured: goodput counts it at its own length
-        d.put_attempt(
-            dataclasses.replace(
-                cur,
-                saves_seen=cur.saves_seen + 1,
-                saves_seen_ms=cur.saves_seen_ms + round(ckpt.write_seconds * 1000),
-            )
-        )
-    took = f", written in {ckpt.write_seconds:.0f} s" if ckpt.write_seconds is not None else ""
-    d.note(f"newest checkpoint: step {ckpt.step}{took}")
-    return True
-
-
 def checkpoint_advice(run: Run, now_ms: int) -> CheckpointAdvice | None:
     cur = run.current
     if cur is None:
@@ -144,3 +109,13 @@ def checkpoint_advice(run: Run, now_ms: int) -> CheckpointAdvice | None:
         lost_fraction_optimal=lost_opt,
         gpu_hours_per_day_saved=saved,
     )
+
+
+def advised_minutes(run: Run, now_ms: int) -> int | None:
+    """The checkpoint interval a new attempt of ``run`` is told (SAGEWARDEN_CHECKPOINT_MINUTES,
+    policy ``apply_checkpoint_advice``): the Young/Daly optimum in whole minutes, within
+    APPLY_MIN_MINUTES..APPLY_MAX_MINUTES; None until a checkpoint's write time was measured."""
+    advice = checkpoint_advice(run, now_ms)
+    if advice is None or advice.optimal_min is None:
+        return None
+    return max(APPLY_MIN_MINUTES, min(APPLY_MAX_MINUTES, round(advice.optimal_min)))

@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from sagewarden.domain.actions import Action, StopJob
-from sagewarden.domain.advice import record_checkpoint
+from sagewarden.domain.checkpoint_seen import record_checkpoint
 from sagewarden.domain.classifier import Ending, EndingClass, classify
 from sagewarden.domain.draft import (
     INTENT_CANCEL,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagewarden.domain.actions import Action, EnsureHangAlarms, LaunchAttempt, Notify, StopJob
+from sagewarden.domain.advice import advised_minutes
 from sagewarden.domain.bounded import clip_lines, clip_text
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.classifier import Classification
@@ -163,6 +164,11 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         resume_from=ckpt,
         keep_alive_s=keep_alive_for(run),
         infra_check=infra_check_for(run),
+        checkpoint_minutes=(
+            (cur.checkpoint_minutes if reuse_current and cur is not None else advised_minutes(run, d.now))
+            if d.policy.apply_checkpoint_advice
+            else None
+        ),
     )
     d.put_attempt(att)
     d.set(

@@ -34,6 +34,7 @@ OUR_TAG_PREFIX = "sagewarden:"
 # CreateTrainingJob: an Environment value is at most 512 characters (TrainingEnvironmentValue);
 # the API refuses a longer LocalPath so LocalPath + "/" + a 255-byte directory name still fits
 ENV_VALUE_MAX = 512
+CHECKPOINT_MINUTES_ENV = "SAGEWARDEN_CHECKPOINT_MINUTES"
 LOCAL_PATH_MAX = 256
 
 
@@ -142,6 +143,8 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
     env["SAGEWARDEN_RESUME_DIR"] = (
         f"{local_root}/{_relative_dir(run.checkpoint_uri, ckpt.uri)}" if ckpt else ""
     )
+    if attempt.checkpoint_minutes is not None:  # policy apply_checkpoint_advice (domain/advice.py)
+        env[CHECKPOINT_MINUTES_ENV] = str(attempt.checkpoint_minutes)
     for name in ("SAGEWARDEN_RESUME_CHECKPOINT", "SAGEWARDEN_RESUME_DIR"):
         if len(env[name]) > ENV_VALUE_MAX:  # SageMaker would refuse the whole launch
             del env[name]

@@ -91,6 +91,8 @@ class Attempt:
     # instances first (InfraCheckConfig); its NCCL transport as its log showed it ("socket",
     # "efa", None: not seen), with the lines that show it; its start-up log scan is over
     infra_check: bool = False
+    # the checkpoint interval this attempt was told (SAGEWARDEN_CHECKPOINT_MINUTES; None: none)
+    checkpoint_minutes: int | None = None
     fabric: str | None = None
     fabric_evidence: tuple[str, ...] = ()
     scan_done: bool = False

@@ -166,6 +166,10 @@ class RunPolicy:
     # ... unless every such host printed the contract's fingerprint line: a bad host that comes back
     # on new instances is then stopped at its fingerprint line, and the check follows only if it did
     infra_check_unless_fingerprinted: bool = True
+    # --- checkpoints -----------------------------------------------------------------------------
+    # tell every new attempt the Young/Daly checkpoint interval (SAGEWARDEN_CHECKPOINT_MINUTES) once
+    # a checkpoint's write time was measured; a script that follows the contract checkpoints at it
+    apply_checkpoint_advice: bool = False
     # a multi-node job on EFA instances whose NCCL selects sockets is flagged (needs NCCL_DEBUG=INFO)
     slow_fabric_check: bool = True
     # --- stragglers: a host alive but slow (domain/stragglers.py) ------------------------------
