@@ -251,6 +251,22 @@ def ettr_table(results: Sequence[SeedResult]) -> list[str]:
     return out
 
 
+def ettr_sentence(results: Sequence[SeedResult]) -> str:
+    """The README's line on effective training: (d) and the best-placed peer against the ceiling."""
+    ceilings = [ettr_ceiling(r) for r in results]
+
+    def fast(key: str) -> list[float]:
+        return [100 * _ettr_without_slowness(r.sbs.accounts[key]) for r in results]
+
+    below = [100 * c - f for c, f in zip(ceilings, fast("d"), strict=True)]
+    return (
+        "Effective training (ETTR, without the slow hosts no supervisor here sees): (d) "
+        f"{med(fast('d'), '{:.1f} %')}, (e) {med(fast('e'), '{:.1f} %')}, (e2) {med(fast('e2'), '{:.1f} %')}; "
+        f"the ceiling physics allows this job (Young's interval, every fault at its floor) "
+        f"{med([100 * c for c in ceilings], '{:.1f} %')}, and (d) is {med(below, '{:.1f}')} points below it."
+    )
+
+
 def _ettr_without_slowness(a: Account) -> float:
     wall = a.wall_min - a.slowness.gpu_hours * 60.0 / a.gpus
     return a.useful_min / wall if wall > 0 else 0.0
@@ -449,6 +465,8 @@ def readme_lines(results: Sequence[SeedResult], straggler_lines: Sequence[str] =
         f"{med([r.sbs.accounts['d'].again_gpu_hours for r in results], '{:,.0f}')} GPU-hours, (e) "
         f"{med([r.sbs.accounts['e'].again_gpu_hours for r in results], '{:,.0f}')} and (e2) "
         f"{med([r.sbs.accounts['e2'].again_gpu_hours for r in results], '{:,.0f}')}.",
+        "",
+        ettr_sentence(results),
         *(
             [""]
             + [

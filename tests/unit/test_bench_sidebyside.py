@@ -272,6 +272,7 @@ def test_readme_block_is_rewritten_between_its_markers() -> None:
     totals = sorted(runs[i].sbs.accounts["b"].total_gpu_hours() for i in range(2))
     assert f"{_gh((totals[0] + totals[1]) / 2)} ({_gh(totals[0])}-{_gh(totals[1])})" in out  # median (range)
     assert update_readme(out, readme_lines(runs)) == out  # idempotent
+    assert "Effective training (ETTR" in out and "points below it" in out
 
 
 def test_small_workload_is_what_the_expectations_assume() -> None:
