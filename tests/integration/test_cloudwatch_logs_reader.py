@@ -404,9 +404,8 @@ def test_line_score(line, score):
     assert line_score(line) == score
 
 
-def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
-    """On a hang the service reads the tail, then the triage: one GetLogEvents per host, not two."""
-    base = _job_of_hosts(logs, 12, lines=3)
+def _counting_reader(logs: Any) -> tuple[CloudWatchLogsReader, list[str], FakeClock]:
+    """A reader on a fake clock, and the streams its GetLogEvents calls read, in order."""
     clock = FakeClock()
     calls: list[str] = []
 
@@ -415,7 +414,13 @@ def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
             calls.append(kwargs["logStreamName"])
             return super().get_log_events(**kwargs)
 
-    reader = CloudWatchLogsReader(Counting(logs, clock), clock=clock)
+    return CloudWatchLogsReader(Counting(logs, clock), clock=clock), calls, clock
+
+
+def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
+    """On a hang the service reads the tail, then the triage: one GetLogEvents per host, not two."""
+    base = _job_of_hosts(logs, 12, lines=3)
+    reader, calls, clock = _counting_reader(logs)
     tail = reader.tail(JOB, 20)
     rows = reader.host_triage(JOB, base + 60_000)
     assert len(calls) == 12 and len(tail) == 20
@@ -560,15 +565,7 @@ def test_matching_lines_keeps_the_first_or_the_newest_as_asked_within_its_cap(lo
 
 def test_newest_event_is_the_latest_line_of_any_host_and_reuses_the_tails_read(logs):
     base = _job_of_hosts(logs, 4, lines=3)  # host h writes its line i at base + i s + h ms
-    clock = FakeClock()
-    calls: list[str] = []
-
-    class Counting(Timed):
-        def get_log_events(self, **kwargs: Any) -> Any:
-            calls.append(kwargs["logStreamName"])
-            return super().get_log_events(**kwargs)
-
-    reader = CloudWatchLogsReader(Counting(logs, clock), clock=clock)
+    reader, calls, _ = _counting_reader(logs)
     reader.tail(JOB, 20)
     assert reader.newest_event_ms(JOB) == base + 2_000 + 4
     assert reader.newest_event_ms(JOB, "algo-2") == base + 2_000 + 2
