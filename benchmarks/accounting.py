@@ -259,7 +259,7 @@ def account(
         )
         # never recovered before the end of the drill: everything after onset is detection
         losses.append(FaultLoss(tf, t0, minutes, floor, recovered=recovered))
-    losses += _false_stops(history, records, workload, end_ms, losses)
+    losses += _false_stops(history, records, workload, trace, end_ms, losses)
     losses.sort(key=lambda x: x.onset_ms)
     run_jobs = [j for j in jobs if j.run_name == workload.name]
     return Account(
@@ -274,13 +274,30 @@ def account(
     )
 
 
+def _held_fault(job: SimJob, by_index: dict[int, TraceFault]) -> TraceFault | None:
+    """The trace fault of a bad host the job holds (a lemon back on new instances, or a bad host a
+    warm pool kept), if any: a stop of such a job is that fault met again, not a false stop."""
+    for fault in job._inherited.values():
+        index = trace_index(fault.label)
+        if index is not None and index in by_index:
+            return by_index[index]
+    return None
+
+
 def _false_stops(
-    history: RunHistory, records: list[FaultRecord], workload: Workload, end_ms: int, losses: list[FaultLoss]
+    history: RunHistory,
+    records: list[FaultRecord],
+    workload: Workload,
+    trace: Trace,
+    end_ms: int,
+    losses: list[FaultLoss],
 ) -> list[FaultLoss]:
     """A supervisor's StopTrainingJob of a job in Training that no fault had hit: from the stop to
     the run training again past the step it was stopped at costs GPUs, and the floor is nothing.
     A false stop inside another loss's recovery (a replacement stopped while it compiles) is
-    counted, with no minutes of its own: they are that loss's already."""
+    counted, with no minutes of its own: they are that loss's already. A stop of a job that holds
+    a bad host of the trace (sagewarden knows a returning one by its fingerprint line, before it
+    fails the job again) is that fault met again, with its whole cost and no floor."""
     faulted = {rec.job for rec in records if trace_index(rec.label) is not None}
     windows = [(x.onset_ms, x.onset_ms + round(sum(x.minutes[:3]) * MINUTE_MS)) for x in losses]
     out: list[FaultLoss] = []
@@ -292,9 +309,21 @@ def _false_stops(
         and j.name not in faulted
         and j.ended_reason == "stopped"
     ]
+    by_index = {f.index: f for f in trace.faults}
     for job in sorted(stopped, key=lambda j: j.stop_requested_ms or 0):
         stop = job.stop_requested_ms
         assert stop is not None
+        held = _held_fault(job, by_index)
+        if held is not None:  # a bad host it held, stopped before it failed it again: met again
+            rec = FaultRecord(
+                stop, job.name, job.run_name, "bad host held", 0, held.label, job.step, 0, float(job.step)
+            )
+            minutes, recovered = history.fault_minutes(
+                rec, steps_per_minute=workload.steps_per_minute, end_ms=end_ms
+            )
+            out.append(FaultLoss(held, stop, minutes, (0.0, 0.0, 0.0, 0.0), recovered=recovered, again=True))
+            windows.append((stop, stop + round(sum(minutes[:3]) * MINUTE_MS)))
+            continue
         phase = _phase_at(job, stop)
         if any(lo <= stop < hi for lo, hi in windows):
             out.append(FaultLoss(None, stop, (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0), false_stop=phase))

@@ -171,7 +171,9 @@ def method_lines(person: Person) -> list[str]:
         "and any capacity wait; work since the newest complete checkpoint at onset. A **false stop** (a stop "
         "of a job in Training that no fault had hit) is scored like a fault whose floor is 0: from the stop "
         "to training again, plus the work redone; one inside another loss's recovery (a replacement stopped "
-        "while it compiles) is counted there. *Above the floor* is what a supervisor controls. **Effective "
+        "while it compiles) is counted there. A stop of a job that holds a bad host of the trace (a lemon "
+        "back on new instances, known by its fingerprint line before it fails the job again) is that fault "
+        "met again: its whole cost, no floor. *Above the floor* is what a supervisor controls. **Effective "
         "training** = the work's training time / the run's wall clock; the fault-free run is simulated "
         "(benign phases included).",
     ]

@@ -107,3 +107,36 @@ def test_every_supervisor_is_scored_by_the_one_function_on_the_same_inputs(
         assert loss.fault is trace.faults[0]
     floors = {key: r.account.losses[0].floor[1:] for key, r in results.items()}  # stop, start, work
     assert len(set(floors.values())) == 1, floors
+
+
+def test_a_lemon_stopped_at_its_fingerprint_line_is_its_fault_met_again_not_a_false_stop(
+    template: dict[str, Any],
+) -> None:
+    # a bad GPU whose host comes back on the next cold start; the bench's script prints the
+    # contract's fingerprint line, so sagewarden restarts without the infra check and stops the
+    # attempt the host came back on before it fails again (5 min into Training)
+    lemon = TraceFault(1, 75.0, "test", "xid_crash", 2, True, None, returns_cold=1)
+    trace = Trace(
+        seed=0, gpus=SMALL.gpus, hosts=SMALL.hosts, rate_multiplier=1.0, horizon_hours=48, faults=(lemon,)
+    )
+    result = run_sagewarden(SMALL, trace, PERSON, template, policy={"keep_alive_seconds": 0})
+    assert result.completed and result.actions == []
+    first, back, third = sorted(result.jobs, key=lambda j: j.created_ms)
+    assert "InfraCheckConfig" not in back.request and 2 in back._inherited  # the lemon, back
+    assert back.ended_reason == "stopped" and "InfraCheckConfig" in third.request
+    a = account(
+        "d",
+        SMALL,
+        trace,
+        result.jobs,
+        result.records,
+        start_ms=result.start_ms,
+        end_ms=result.end_ms,
+        completed=True,
+        faultfree_wall_min=SMALL.faultfree_minutes,
+        decided_ms=result.decided_ms,
+    )
+    assert not a.false_stops
+    fault, again = a.losses
+    assert not fault.again and again.again and again.fault == lemon
+    assert again.floor == (0.0, 0.0, 0.0, 0.0) and sum(again.minutes) > 0  # its whole cost, counted
