@@ -121,7 +121,7 @@ def test_a_lemon_stopped_at_its_fingerprint_line_is_its_fault_met_again_not_a_fa
     )
     result = run_sagewarden(SMALL, trace, PERSON, template, policy={"keep_alive_seconds": 0})
     assert result.completed and result.actions == []
-    first, back, third = sorted(result.jobs, key=lambda j: j.created_ms)
+    _, back, third = sorted(result.jobs, key=lambda j: j.created_ms)
     assert "InfraCheckConfig" not in back.request and 2 in back._inherited  # the lemon, back
     assert back.ended_reason == "stopped" and "InfraCheckConfig" in third.request
     a = account(
