@@ -32,13 +32,10 @@ def _trace(*faults: tuple[float, str]) -> Trace:
     )
 
 
-def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, Any]) -> None:
-    trace = _trace((75.0, "xid_crash"), (400.0, "nccl_spin"))
-    result = run_sagewarden(SMALL, trace, PERSON, template, policy={"log_silence_minutes": 15})
-    assert result.completed and result.actions == []  # nobody was paged
-    assert result.drill.invariant_violations == []  # one job at a time, every AWS call allowed by IAM
-    a = account(
-        "c",
+def _scored(who: str, trace: Trace, result: Any) -> Any:
+    """The supervised drill's result scored as `make bench` scores it."""
+    return account(
+        who,
         SMALL,
         trace,
         result.jobs,
@@ -49,6 +46,14 @@ def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, An
         faultfree_wall_min=SMALL.faultfree_minutes,
         decided_ms=result.decided_ms,
     )
+
+
+def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, Any]) -> None:
+    trace = _trace((75.0, "xid_crash"), (400.0, "nccl_spin"))
+    result = run_sagewarden(SMALL, trace, PERSON, template, policy={"log_silence_minutes": 15})
+    assert result.completed and result.actions == []  # nobody was paged
+    assert result.drill.invariant_violations == []  # one job at a time, every AWS call allowed by IAM
+    a = _scored("c", trace, result)
     crash, hang = a.losses
     assert crash.minutes[0] < 0.5  # the failure event, 1-20 s
     # an Xid crash is an AlgorithmError: SageMaker keeps the pool, bad GPU and all, so the cold
@@ -124,18 +129,7 @@ def test_a_lemon_stopped_at_its_fingerprint_line_is_its_fault_met_again_not_a_fa
     _, back, third = sorted(result.jobs, key=lambda j: j.created_ms)
     assert "InfraCheckConfig" not in back.request and 2 in back._inherited  # the lemon, back
     assert back.ended_reason == "stopped" and "InfraCheckConfig" in third.request
-    a = account(
-        "d",
-        SMALL,
-        trace,
-        result.jobs,
-        result.records,
-        start_ms=result.start_ms,
-        end_ms=result.end_ms,
-        completed=True,
-        faultfree_wall_min=SMALL.faultfree_minutes,
-        decided_ms=result.decided_ms,
-    )
+    a = _scored("d", trace, result)
     assert not a.false_stops
     fault, again = a.losses
     assert not fault.again and again.again and again.fault == lemon
