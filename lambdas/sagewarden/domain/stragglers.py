@@ -328,12 +328,18 @@ def slowdown_ms(att: Attempt, until_ms: int) -> int:
     return round((until_ms - since) * shift / (1.0 + shift))
 
 
-def _measure_slowness(d: Draft, cur: Attempt, samples: Sequence[Sample], hosts: Sequence[str]) -> bool:
+def _measure_slowness(
+    d: Draft,
+    cur: Attempt,
+    samples: Sequence[Sample],
+    bases: Mapping[str, tuple[float, float]],
+    hosts: Sequence[str],
+) -> bool:
     """Keep the attempt's slow episode for goodput (any host MEASURE_SHIFT slower than its own
     baseline for a straggler window, flagged or not); True when it changed. A host without lines
     keeps its episode as it was (unknown)."""
     window = d.policy.straggler_window_minutes * 60_000
-    scores = score(samples, {h: (r, c) for h, r, c in cur.host_baselines}, hosts, MEASURE_SHIFT, window)
+    scores = score(samples, bases, hosts, MEASURE_SHIFT, window)
     slow = [s for s in scores if s.status == "straggler" and s.shift is not None]
     ep = cur.slow_episode
     if not slow:
@@ -383,16 +389,11 @@ def on_steps(d: Draft) -> bool:
         )
         d.put_attempt(cur)
         return True
-    measured = _measure_slowness(d, cur, samples, hosts)
+    bases = {h: (r, c) for h, r, c in cur.host_baselines}
+    measured = _measure_slowness(d, cur, samples, bases, hosts)
     cur = d.run.current or cur
     pol = d.policy
-    scores = score(
-        samples,
-        {h: (r, c) for h, r, c in cur.host_baselines},
-        hosts,
-        pol.straggler_threshold,
-        pol.straggler_window_minutes * 60_000,
-    )
+    scores = score(samples, bases, hosts, pol.straggler_threshold, pol.straggler_window_minutes * 60_000)
     flagged = [s for s in scores if s.status == "straggler"]
     if not flagged:  # (a host without lines is unknown: neither flagged nor cleared)
         if cur.straggler_since_ms is not None and any(
