@@ -17,7 +17,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -191,19 +192,15 @@ class SimulatedLogs:
         **kwargs: Any,
     ) -> dict[str, Any]:
         """Events by stream prefix and time window, oldest first, at most `limit` (10,000) a page
-        with a `nextToken` to the rest, as the API pages. `filterPattern`: one quoted term
-        (``"..."``, matched as written) or none; other pattern forms are not supported."""
+        with a `nextToken` to the rest, as the API pages. `filterPattern`: see
+        :func:`phrase_matcher`."""
         self._check_group(logGroupName, "FilterLogEvents")
-        phrase: str | None = None
-        if filterPattern:
-            if not (len(filterPattern) >= 2 and filterPattern[0] == filterPattern[-1] == '"'):
-                raise NotImplementedError("SimulatedLogs matches only one quoted term")
-            phrase = filterPattern[1:-1]
+        matches = phrase_matcher(filterPattern)
         found: list[tuple[int, str, str]] = []
         for name, job, host in self._sim.log_streams(logStreamNamePrefix):
             for t, m in self._sim.log_events(job, host):
                 in_window = (startTime is None or t >= startTime) and (endTime is None or t < endTime)
-                if in_window and (phrase is None or phrase in m):
+                if in_window and matches(m):
                     found.append((t, name, m))
         found.sort(key=lambda e: (e[0], e[1]))
         offset = int(nextToken) if nextToken else 0
@@ -224,6 +221,27 @@ class SimulatedLogs:
         if offset + len(page) < len(found):
             out["nextToken"] = str(offset + len(page))
         return out
+
+
+_OR_TERM = re.compile(r'\?"([^"]+)"')
+
+
+def phrase_matcher(pattern: str) -> Callable[[str], bool]:
+    """A CloudWatch Logs filter pattern of the forms the service writes: none (every event), one
+    quoted phrase (``"..."``, matched as written: case counts) or quoted phrases each marked with
+    ``?`` (``?"a" ?"b"``: events holding any of them, as the filter-pattern syntax documents).
+    Other forms raise NotImplementedError rather than match what AWS would not."""
+    if not pattern:
+        return lambda _: True
+    if len(pattern) >= 2 and pattern[0] == pattern[-1] == '"' and '"' not in pattern[1:-1]:
+        phrase = pattern[1:-1]
+        return lambda m: phrase in m
+    terms = _OR_TERM.findall(pattern)
+    if terms and _OR_TERM.sub("", pattern).strip() == "":
+        return lambda m: any(t in m for t in terms)
+    raise NotImplementedError(
+        f"the simulated logs match a quoted phrase or ?-marked phrases, not {pattern!r}"
+    )
 
 
 class ScriptLogs:
@@ -288,17 +306,13 @@ class ScriptLogs:
         nextToken: str | None = None,
         **_: Any,
     ) -> dict[str, Any]:
-        """As :meth:`SimulatedLogs.filter_log_events` (stream prefix, time window, one quoted term,
-        pages of at most 10,000 events, oldest first)."""
+        """As :meth:`SimulatedLogs.filter_log_events` (stream prefix, time window, a filter pattern
+        of :func:`phrase_matcher`'s forms, pages of at most 10,000 events, oldest first)."""
         if logGroupName != self._group or not self._sim.jobs():
             raise client_error(
                 "ResourceNotFoundException", "The specified log group does not exist.", "FilterLogEvents"
             )
-        phrase: str | None = None
-        if filterPattern:
-            if not (len(filterPattern) >= 2 and filterPattern[0] == filterPattern[-1] == '"'):
-                raise NotImplementedError("ScriptLogs matches only one quoted term")
-            phrase = filterPattern[1:-1]
+        matches = phrase_matcher(filterPattern)
         job_part = logStreamNamePrefix.split("/", 1)[0]
         jobs = sorted(
             (
@@ -311,9 +325,7 @@ class ScriptLogs:
         start = startTime if startTime is not None else 0
         end = endTime if endTime is not None else self._sim.clock.now_ms + 1
         merged = heapq.merge(*(self._events(j, start, end) for j in jobs))
-        found = (
-            e for e in merged if e[1].startswith(logStreamNamePrefix) and (phrase is None or phrase in e[2])
-        )
+        found = (e for e in merged if e[1].startswith(logStreamNamePrefix) and matches(e[2]))
         offset = int(nextToken) if nextToken else 0
         size = min(limit, 10_000)
         page = list(itertools.islice(found, offset, offset + size + 1))

@@ -23,8 +23,13 @@ from sagewarden.domain.models import Run, startup_kind
 from sagewarden.domain.plan_windows import PlanView, plan_arn
 from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
 from sagewarden.domain.training_plans import wants_plan
-from sagewarden.domain.wants import wants_checkpoint, wants_log_silence_check, wants_log_tail
-from sagewarden.observe_hosts import read_fingerprints, read_scan, read_steps
+from sagewarden.domain.wants import (
+    wants_checkpoint,
+    wants_fingerprints,
+    wants_log_silence_check,
+    wants_log_tail,
+)
+from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers, read_scan, read_steps
 from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
@@ -84,6 +89,8 @@ class Observer:
                 hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
             elif hang:
                 hosts_error = "no metrics reader in this deployment"
+            elif isinstance(event, JobObserved):  # a failed attempt: the host a hardware line names first
+                suspects = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
             benign_wait = False
             if isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event):
                 if run.checkpoint_uri:
@@ -106,7 +113,10 @@ class Observer:
                     self.sup.counters.add(OBSERVATION_FAILURES)
                     log_error = error_text(exc)
             triage = gpu_lines + triage
-            fingerprint_lines, fingerprint_error = read_fingerprints(self.sup, run, job, OBSERVATION_FAILURES)
+        if wants_fingerprints(run, event) and isinstance(event, (JobObserved, HangSignal, AlarmsObserved)):
+            fingerprint_lines, fingerprint_error = read_fingerprints(
+                self.sup, run, event.job_name, OBSERVATION_FAILURES
+            )
         heartbeat: Series | None = None
         progress: Series | None = None
         cur = run.current

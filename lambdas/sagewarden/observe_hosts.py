@@ -1,8 +1,9 @@
 """The look-ups domain/hosts.py, domain/fabric.py and domain/stragglers.py need (the Observer
-calls these): the contract's fingerprint lines at an ending or a hang, a training attempt's
-start-up scan, and its recent step lines (one read every few minutes, when the script prints them).
+calls these): the hosts that printed a GPU hardware line before an attempt failed, the contract's
+fingerprint lines at an ending or a hang, a training attempt's start-up scan, and its recent step
+lines (one read every few minutes, when the script prints them).
 
-Both are bounded reads of the job's log (FilterLogEvents with a quoted filter pattern: pages,
+All are bounded reads of the job's log (FilterLogEvents with a quoted filter pattern: pages,
 time and lines are capped in the reader), and an error is passed on as *unknown*, never as
 "nothing printed".
 """
@@ -13,9 +14,16 @@ import logging
 from typing import TYPE_CHECKING
 
 from sagewarden.audit_text import error_text
-from sagewarden.domain.events import Event, Tick
+from sagewarden.domain.events import Event, JobObserved, Tick
 from sagewarden.domain.fabric import scan_patterns
-from sagewarden.domain.hosts import FINGERPRINT_PATTERN
+from sagewarden.domain.hosts import (
+    FINGERPRINT_PATTERN,
+    HARDWARE_LINES,
+    HARDWARE_PATTERN,
+    HARDWARE_WINDOW_MS,
+    fingerprint_keep,
+    hosts_in_tail,
+)
 from sagewarden.domain.models import Run
 from sagewarden.domain.stragglers import STEP_PATTERN, read_lines, read_since_ms
 
@@ -34,11 +42,35 @@ def read_fingerprints(
         return (), None
     since = cur.training_started_ms or cur.created_ms or cur.requested_at_ms
     try:
-        return sup.logs.matching_lines(job, since - 60_000, FINGERPRINT_PATTERN), None
+        keep = fingerprint_keep(cur.instance_count)
+        return sup.logs.matching_lines(job, since - 60_000, FINGERPRINT_PATTERN, keep=keep), None
     except Exception as exc:  # unknown, not "no fingerprint"
         log.warning("could not read the fingerprints of %s: %s", job, exc)
         sup.counters.add(failures)
         return (), error_text(exc)
+
+
+def read_hardware_printers(sup: ObserverHost, run: Run, event: JobObserved, failures: str) -> tuple[str, ...]:
+    """The hosts that printed a GPU hardware line (Xid, ECC, off the bus, GPU lost) in the last
+    half hour of the failed attempt `event` reports, found with one bounded FilterLogEvents over
+    every host's stream. The log tail reads them first: on a job of hundreds of hosts its per-host
+    reads run out of time in host order, and the host that failed may be past the cut. An error is
+    logged and counted and reads as () -- the tail then reads the hosts in order, as without this
+    look-up; nothing is concluded from it."""
+    att = run.current
+    if att is None or att.job_name != event.job_name or att.instance_count < 2:
+        return ()
+    end = event.ended_ms or sup.clock()
+    since = max(att.training_started_ms or att.created_ms or att.requested_at_ms, end - HARDWARE_WINDOW_MS)
+    try:
+        lines = sup.logs.matching_lines(
+            att.job_name, since, HARDWARE_PATTERN, keep=HARDWARE_LINES, newest=True
+        )
+    except Exception as exc:
+        log.warning("could not look for hardware lines of %s: %s", att.job_name, exc)
+        sup.counters.add(failures)
+        return ()
+    return hosts_in_tail(lines, att.instance_count)
 
 
 def read_scan(
@@ -52,7 +84,10 @@ def read_scan(
     lines: list[str] = []
     try:
         for pattern in patterns:
-            lines += sup.logs.matching_lines(cur.job_name, cur.training_started_ms - 60_000, pattern)
+            keep = fingerprint_keep(cur.instance_count) if pattern == FINGERPRINT_PATTERN else None
+            lines += sup.logs.matching_lines(
+                cur.job_name, cur.training_started_ms - 60_000, pattern, keep=keep
+            )
     except Exception as exc:  # unknown: nothing is judged, the next minute reads again
         log.warning("start-up scan of %s failed: %s", cur.job_name, exc)
         sup.counters.add(failures)

@@ -115,3 +115,70 @@ def test_scenario_sockets_on_efa_are_flagged_within_5_minutes_and_look_alikes_ne
         assert not alerts(result, look_alike, "attempt.slow_fabric"), look_alike
     (submitted,) = alerts(result, "no-debug", "run.submitted")
     assert "NCCL_DEBUG=INFO" in submitted["body"]
+
+
+BIG = "ml.p5.48xlarge"
+
+
+def big_job(fault: dict[str, Any]) -> dict[str, Any]:
+    """One 256-host run whose script prints the contract's fingerprint lines, a warm pool kept."""
+    return {
+        "name": "big-job",
+        "seed": 7,
+        "max_days": 1,
+        "account": {"store": "memory", "quotas": {BIG: 256}, "warm_pools": {"quotas": {BIG: 256}}},
+        "runs": [
+            run_spec(
+                "big",
+                instance_type=BIG,
+                instance_count=256,
+                policy={"keep_alive_seconds": 1800},
+                profile={
+                    "total_steps": 300,
+                    "steps_per_minute": 5,
+                    "checkpoint_every_steps": 50,
+                    "fingerprints": True,
+                },
+            )
+        ],
+        "faults": [{"run": "big", "attempt": 1, "after_training_min": 20, "bad_host": True, **fault}],
+    }
+
+
+def test_scenario_a_hardware_line_past_the_log_tails_reach_still_singles_out_its_host(template):
+    """256 hosts: the log tail's per-host reads run out of time in host order long before algo-250
+    (GetLogEvents under the account's rate limit). One FilterLogEvents for hardware lines names
+    the host: the restart is cold, and needs no infra check since its fingerprint was read
+    (before: a warm restart on the same instances, which failed again, then a cold one with the
+    check)."""
+    fault = {
+        "kind": "algorithm_error",
+        "host": 250,
+        "log_lines": [
+            "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus.",
+            "RuntimeError: CUDA error: unspecified launch failure",
+        ],
+    }
+    result = run_drill(template, big_job(fault), account_options={"logs": "simulated"})
+    text = decisions(result, "big")
+    assert classes(result, "big") == ["INFRASTRUCTURE", "SUCCEEDED"], text
+    assert "singled out algo-250 (a hardware fault)" in text
+    assert "remembered the fingerprint of algo-250" in text
+    first, second = jobs_of(result, "big")
+    assert 250 in first._bad_hosts
+    assert not second.warm_pool_used and second._inherited == {}  # new instances
+    assert "InfraCheckConfig" not in second.request  # its fingerprint line is the guard
+
+
+def test_scenario_every_hosts_fingerprint_is_read_on_a_job_of_more_hosts_than_the_default(template):
+    """256 hosts print 256 fingerprint lines at once; algo-76's comes after the first 200 in the
+    order FilterLogEvents returns them (stream names sort as text). A read keeping 200 lost it: the
+    dead host was singled out with 'no fingerprint line' and the restart paid the infra check."""
+    result = run_drill(
+        template, big_job({"kind": "dead_host", "host": 76}), account_options={"logs": "simulated"}
+    )
+    text = decisions(result, "big")
+    assert classes(result, "big") == ["SUPERVISOR_STOP", "SUCCEEDED"], text
+    assert "singled out algo-76" in text and "remembered the fingerprint of algo-76" in text
+    _, second = jobs_of(result, "big")
+    assert not second.warm_pool_used and "InfraCheckConfig" not in second.request

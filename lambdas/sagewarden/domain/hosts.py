@@ -48,6 +48,14 @@ MAX_SERIALS = 16  # per host (8 GPUs on the largest instances today)
 SERIAL_MAX_CHARS = 64
 MAX_SINGLED_OUT = 2  # an ending naming more hosts than this points at the fabric, not at a host
 FINGERPRINT_PATTERN = '"[sagewarden] host="'  # CloudWatch Logs filter pattern: the phrase as written
+FINGERPRINT_MIN_LINES = 200  # a read of fingerprint lines keeps at least this many (the reader's default)
+# A GPU hardware line in any host's log (CloudWatch Logs filter syntax: `?"a" ?"b"` matches either
+# phrase, case as written): Xid, ECC, fell/fallen off the bus, GPU lost -- the phrases of
+# HARDWARE_LOG_LABELS. One FilterLogEvents over every host finds its printer on a job of hundreds
+# of hosts, where the log tail's per-host reads run out of time before reaching it.
+HARDWARE_PATTERN = '?"Xid" ?"ECC error" ?"off the bus" ?"GPU is lost"'
+HARDWARE_WINDOW_MS = 30 * 60_000  # the printer's line is looked for in the last 30 min of the attempt
+HARDWARE_LINES = 20  # the newest hardware lines read (more than MAX_SINGLED_OUT hosts names none)
 
 _PREFIX = re.compile(r"^\s*\[(algo-\d+)\]\s*")
 _POINTER = re.compile(r"^\s*\[sagewarden\] first error-looking line:\s*")
@@ -110,6 +118,12 @@ def hosts_in_tail(lines: Iterable[str], instance_count: int) -> tuple[str, ...]:
                 if named != printer:
                     add(named)
     return tuple(found) if len(found) <= MAX_SINGLED_OUT else ()
+
+
+def fingerprint_keep(instance_count: int) -> int:
+    """How many fingerprint lines a read keeps: one per host at least (the contract prints one per
+    host at start), so a job of more hosts than the reader's default loses none of them."""
+    return max(FINGERPRINT_MIN_LINES, instance_count)
 
 
 def fingerprints(lines: Iterable[str]) -> dict[str, str]:

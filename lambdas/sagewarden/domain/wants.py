@@ -18,7 +18,7 @@ from sagewarden.domain.warm_pools import is_pool_observation, waits_for, watch_o
 
 RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
-__all__ = ["RESUMABLE", "wants_checkpoint", "wants_log_silence_check", "wants_log_tail"]
+__all__ = ["RESUMABLE", "wants_checkpoint", "wants_fingerprints", "wants_log_silence_check", "wants_log_tail"]
 
 
 def wants_checkpoint(run: Run, event: Event) -> bool:
@@ -55,6 +55,25 @@ def wants_log_tail(run: Run, event: Event) -> bool:
     if isinstance(event, AlarmsObserved):
         return any(state == "ALARM" for _, state, _ in event.states)
     return False
+
+
+def wants_fingerprints(run: Run, event: Event) -> bool:
+    """The contract's fingerprint lines are read where an attempt may single out a host: with the
+    log tail (a failure, a hang), and at the end of an attempt the supervisor stopped with hosts
+    already singled out (a hang's idle host: its fingerprint is remembered at the ending, and the
+    ending of a stop reads no log tail)."""
+    if wants_log_tail(run, event):
+        return True
+    cur = run.current
+    return (
+        isinstance(event, JobObserved)
+        and not run.status.terminal
+        and event.status in SM_TERMINAL
+        and cur is not None
+        and cur.job_name == event.job_name
+        and bool(cur.suspect_hosts)
+        and not is_pool_observation(run, event)
+    )
 
 
 def wants_log_silence_check(run: Run, event: Event) -> bool:
