@@ -199,6 +199,9 @@ class DrillRunner:
         self.hooks = list(hooks)
         self.account_options = dict(account_options or {})  # extra LocalAccount keyword arguments
         self.run_ids: dict[str, str] = {}
+        # runs submitted again under a name (a person resubmitting a run that gave up): the ids
+        # before the current one, whose audit trails stay in the timeline
+        self.earlier_run_ids: dict[str, list[str]] = {}
         self.api_calls: list[dict[str, Any]] = []
         self.violations: list[str] = []
 
@@ -278,6 +281,9 @@ class DrillRunner:
             )
             if status not in (200, 201):
                 raise RuntimeError(f"submitting {payload.name} failed: {status} {body}")
+            before = self.run_ids.get(payload.name)
+            if before is not None and before != body["run_id"]:
+                self.earlier_run_ids.setdefault(payload.name, []).append(before)
             self.run_ids[payload.name] = body["run_id"]
         elif "cancel" in payload:
             run_id = self.run_ids[payload["cancel"]]
@@ -364,7 +370,8 @@ class DrillRunner:
         for name, run_id in self.run_ids.items():
             _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
-            for e in audit:
+            earlier = [e for rid in self.earlier_run_ids.get(name, []) for e in self._audit(rid)]
+            for e in [*earlier, *audit]:
                 timeline.append(
                     TimelineRow(
                         e["at_ms"], name, e["kind"], e["summary"], routine=_is_noise(e), detail=e["detail"]
@@ -463,7 +470,10 @@ class DrillRunner:
             counters=dict(acct.counters.values),
             api=api_summary(acct),
             description=self.scenario.description,
-            run_names={run_id: name for name, run_id in self.run_ids.items()},
+            run_names={
+                **{rid: name for name, rids in self.earlier_run_ids.items() for rid in rids},
+                **{run_id: name for name, run_id in self.run_ids.items()},
+            },
         )
         alerts: dict[str, list[str]] = {}
         for a in result.alert_rows():

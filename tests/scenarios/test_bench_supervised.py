@@ -82,6 +82,11 @@ def test_the_person_resubmits_when_sagewarden_gives_up(template: dict[str, Any])
     assert len({j.run_id for j in result.jobs}) == 2  # a second sagewarden run
     last = max(result.jobs, key=lambda j: j.created_ms)
     assert last.start_step == 60 and last.status == "Completed"  # it resumed from the checkpoint
+    # the run that gave up keeps its audit in the timeline: its decisions are scored (before: only
+    # the resubmitted run's were, so every earlier fault's detection ran to the next launch)
+    first = min(result.jobs, key=lambda j: j.created_ms)
+    assert first.ended_ms is not None and any(t <= first.ended_ms for t in result.decided_ms)
+    assert {row.run for row in result.drill.timeline if row.kind == "decision"} == {SMALL.name}
 
 
 def test_every_supervisor_is_scored_by_the_one_function_on_the_same_inputs(

@@ -255,11 +255,11 @@ def test_a_pool_that_is_never_reported_also_means_no_quota():
 # --- the same fault again on a reused pool: the pool is suspect as a whole ----------------------------------
 
 
-def _second_attempt_on_the_pool(reused: bool = True):
-    """Attempt 1 ends with an NCCL watchdog timeout (nothing names a host: the pool is kept); attempt
-    2 runs on its pool (WarmPoolStatus Reused by attempt 2's job, unless `reused` is False: the
-    pool was Terminated and attempt 2 started cold) and is in Training."""
-    d, end = ended(training_run())
+def _second_attempt_on_the_pool(reused: bool = True, reason: str = NCCL, resume=None):
+    """Attempt 1 ends with an NCCL watchdog timeout (or `reason`; nothing names a host: the pool is
+    kept); attempt 2 runs on its pool (WarmPoolStatus Reused by attempt 2's job, unless `reused` is
+    False: the pool was Terminated and attempt 2 started cold) and is in Training."""
+    d, end = ended(training_run(resume=resume), reason=reason)
     warm = step(d.run, pool_seen(d.run, "Available"), end + 2 * MIN)
     (launch,) = launches(warm)
     run = step(warm.run, LaunchAccepted(2), end + 2 * MIN + 1).run
@@ -282,6 +282,25 @@ def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_ne
     assert watch_of(d.run, job).bad_host and d.run.current.pool_suspect
     assert d.run.infra_check_pending and not launches(d)  # waits for the pool to be gone
     assert any("the same ending as attempt 1, on its warm pool" in n for n in d.notes)
+
+
+def test_an_unexplained_crash_again_on_the_same_pool_tries_new_instances_before_calling_it_a_bug():
+    """Two unexplained crashes in a row without progress read as a bug -- but when the second ran on
+    the first one's instances, a bad host explains both as well (a GPU corrupting numbers: a NaN
+    loss, twice). The run resumes on new instances with the infra check; the same crash there is
+    the code's (before: the run FAILED at the second crash, and a person had to resubmit it)."""
+    run = _second_attempt_on_the_pool(reason=SEGFAULT, resume=ckpt(500))
+    assert run.status != RunStatus.FAILED and run.current.number == 2
+    d, end = ended(run, reason=SEGFAULT)  # the same crash, no newer checkpoint, same instances
+    assert d.run.status != RunStatus.FAILED and d.run.current.pool_suspect and d.run.infra_check_pending
+    gone = step(d.run, pool_seen(d.run, "Terminated"), end + 2 * MIN)
+    (launch,) = launches(gone)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    run = step(gone.run, LaunchAccepted(3), end + 2 * MIN + 1).run
+    t = end + 20 * MIN
+    run = step(run, observed(run, "InProgress", "Training", t), t).run
+    last, _ = ended(run, reason=SEGFAULT)  # and again on new instances: now it is the code
+    assert last.run.status == RunStatus.FAILED and "likely a bug" in (last.run.outcome or "")
 
 
 def test_a_different_ending_or_a_cold_second_attempt_keeps_the_pool_trusted():

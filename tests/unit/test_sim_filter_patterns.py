@@ -31,7 +31,9 @@ def test_question_marked_phrases_match_any_of_them() -> None:
     assert not m("NCCL WARN NET/OFI Request error") and not m("ecc error (lower case)")
 
 
-@pytest.mark.parametrize("pattern", ['ERROR Exception', '{ $.level = "error" }', '"a" "b"', '?"a" b', "%Xid%"])
+@pytest.mark.parametrize(
+    "pattern", ["ERROR Exception", '{ $.level = "error" }', '"a" "b"', '?"a" b', "%Xid%"]
+)
 def test_other_pattern_forms_are_refused(pattern: str) -> None:
     with pytest.raises(NotImplementedError):
         phrase_matcher(pattern)

@@ -217,9 +217,11 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     if cls.kind == EndingClass.UNKNOWN and not progressed:
         # a run that never saved a checkpoint, or a second ending in a row without progress that
         # repeats the one before (domain/loops.py): likely a bug. One unexplained crash before an
-        # attempt's first checkpoint, after other faults, is resumed
+        # attempt's first checkpoint, after other faults, is resumed. A repeat on the same
+        # instances (a reused warm pool, now suspect: domain/hosts.py) tells a bad host from a bug
+        # no better than one ending: the next attempt, on new instances, decides
         never_saved = ended.checkpoint_at_end is None and run.last_checkpoint is None
-        if never_saved or streak >= 2:
+        if never_saved or (streak >= 2 and not ended.pool_suspect):
             why = "before any checkpoint was written" if never_saved else f"{streak} attempts in a row"
             fail(
                 d,
