@@ -1,0 +1,98 @@
+"""The bad-host look-ups the service makes (sagewarden/observe_hosts.py, domain/wants.py): the
+hardware-line read at a failure, the fingerprint reads sized to the job, and when fingerprints
+are read at all. An error is unknown: it concludes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Any
+
+from sagewarden.domain.hosts import (
+    FINGERPRINT_MIN_LINES,
+    FINGERPRINT_PATTERN,
+    HARDWARE_LINES,
+    HARDWARE_PATTERN,
+)
+from sagewarden.domain.wants import wants_fingerprints
+from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers
+from tests.builders import HOUR, observed, training_run
+
+XID = "[algo-250] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
+FAILED = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "CUDA error: unspecified launch failure"'
+
+
+class _Logs:
+    def __init__(self, lines: tuple[str, ...] = (), error: Exception | None = None) -> None:
+        self.lines, self.error, self.calls = lines, error, []
+
+    def matching_lines(self, job: str, since: int, pattern: str, **kw: Any) -> tuple[str, ...]:
+        self.calls.append((job, since, pattern, kw))
+        if self.error is not None:
+            raise self.error
+        return self.lines
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.added: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.added.append(name)
+
+
+def _sup(logs: _Logs, now: int) -> Any:
+    return SimpleNamespace(logs=logs, counters=_Counters(), clock=lambda: now)
+
+
+def test_the_hardware_lines_of_the_last_half_hour_name_their_printer_first() -> None:
+    run = training_run(instance_count=256)
+    end = run.current.training_started_ms + 5 * HOUR
+    logs = _Logs((XID, "[algo-250] RuntimeError: CUDA error: unspecified launch failure"))
+    event = dataclasses.replace(observed(run, "Failed", "Failed", end, FAILED), ended_ms=end)
+    assert read_hardware_printers(_sup(logs, end + 60_000), run, event, "failures") == ("algo-250",)
+    ((job, since, pattern, kw),) = logs.calls
+    assert job == run.current.job_name and pattern == HARDWARE_PATTERN
+    assert since == end - 30 * 60_000 and kw == {"keep": HARDWARE_LINES, "newest": True}
+
+
+def test_a_failed_hardware_read_is_counted_and_names_nobody() -> None:
+    run = training_run(instance_count=256)
+    end = run.current.training_started_ms + HOUR
+    sup = _sup(_Logs(error=TimeoutError("budget ran out")), end)
+    assert read_hardware_printers(sup, run, observed(run, "Failed", "Failed", end, FAILED), "failures") == ()
+    assert sup.counters.added == ["failures"]
+
+
+def test_a_single_host_job_needs_no_hardware_read() -> None:
+    run = training_run(instance_count=1)
+    logs = _Logs((XID,))
+    end = run.current.training_started_ms + HOUR
+    assert (
+        read_hardware_printers(_sup(logs, end), run, observed(run, "Failed", "Failed", end, FAILED), "f")
+        == ()
+    )
+    assert logs.calls == []
+
+
+def test_a_fingerprint_read_keeps_a_line_per_host_on_a_large_job() -> None:
+    kept = {}
+    for hosts in (2, 256, 512):
+        run = training_run(instance_count=hosts)
+        logs = _Logs(("[algo-1] [sagewarden] host=1 fingerprint=GPU-a",))
+        lines, error = read_fingerprints(_sup(logs, 0), run, run.current.job_name, "f")
+        assert error is None and lines and logs.calls[0][2] == FINGERPRINT_PATTERN
+        kept[hosts] = logs.calls[0][3]["keep"]
+    # the reader's default of 200 lost the fingerprints of the 56 hosts past it on a 256-host job
+    assert kept == {2: FINGERPRINT_MIN_LINES, 256: 256, 512: 512}
+
+
+def test_fingerprints_are_read_at_the_end_of_a_stop_that_singled_out_a_host() -> None:
+    run = training_run(instance_count=16)
+    end = run.current.training_started_ms + HOUR
+    stopped = observed(run, "Stopped", "Stopped", end)
+    assert not wants_fingerprints(run, stopped)  # a stop that named no host
+    named = dataclasses.replace(run, attempts=(dataclasses.replace(run.current, suspect_hosts=("algo-7",)),))
+    assert wants_fingerprints(named, stopped)
+    assert wants_fingerprints(run, observed(run, "Failed", "Failed", end, FAILED))  # with the log tail
+    assert not wants_fingerprints(named, observed(named, "InProgress", "Training", end))
