@@ -3,8 +3,8 @@ calls these): the hosts that printed a GPU hardware line before an attempt faile
 fingerprint lines at an ending or a hang, a training attempt's start-up scan, and its recent step
 lines (one read every few minutes, when the script prints them).
 
-All are bounded reads of the job's log (FilterLogEvents with a quoted filter pattern: pages,
-time and lines are capped in the reader), and an error is passed on as *unknown*, never as
+All are bounded reads of the job's log (FilterLogEvents with a filter pattern of quoted phrases:
+pages, time and lines are capped in the reader), and an error is passed on as *unknown*, never as
 "nothing printed".
 """
 
