@@ -131,6 +131,7 @@ PROFILE_FIELDS = _from_dataclass(
         "checkpoint_every_steps": _at_least(0),
         "checkpoint_layout": _one_of(CHECKPOINT_LAYOUTS),
         "nccl_transport": _one_of(("efa", "socket")),
+        "nccl_socket_host": _at_least(0),
         "checkpoint_write_seconds": _time,
         "checkpoint_bytes": _at_least(0),
         "gpus_per_host": _at_least(0),  # 0: a CPU instance (no GPUUtilization metric)

@@ -136,7 +136,7 @@ def training_start_lines(job: SimJob, host: int) -> list[str]:
         lines.append(f"[sagewarden] host={host} fingerprint={serials(job, host)}")
     if nccl_debug_info(job):
         who = f"algo-{host}:{90 + host}:{180 + host} [0]"
-        if job.profile.nccl_transport == "socket":
+        if job.profile.nccl_transport == "socket" or host == job.profile.nccl_socket_host:
             lines += [
                 f"{who} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
                 f"{who} NCCL INFO NET/Socket : Using [0]eth0:10.0.{host}.23<0>",

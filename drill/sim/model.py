@@ -50,6 +50,8 @@ class JobProfile:
     # NCCL_DEBUG=INFO in the job's Environment)
     fingerprints: bool = False
     nccl_transport: str = "efa"
+    # one host (0: none) whose NCCL falls back to sockets though the job's transport is efa
+    nccl_socket_host: int = 0
     # the contract's SAGEWARDEN_CHECKPOINT_MINUTES: when a job is told it, it checkpoints every that
     # many minutes of training (steps_per_minute x minutes steps) instead of checkpoint_every_steps
     checkpoint_minutes_from_env: bool = False

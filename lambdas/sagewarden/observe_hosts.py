@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sagewarden.audit_text import error_text
 from sagewarden.domain.events import Event, JobObserved, Tick
-from sagewarden.domain.fabric import scan_patterns
+from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
 from sagewarden.domain.hosts import (
     FINGERPRINT_PATTERN,
     HARDWARE_LINES,
@@ -82,16 +82,21 @@ def read_scan(
     if cur is None or not patterns or cur.training_started_ms is None:
         return None, None
     lines: list[str] = []
+    since = cur.training_started_ms - 60_000
     try:
-        for pattern in patterns:
+        for pattern in (p for p in patterns if p not in SUPPLEMENTARY_PATTERNS):
             keep = fingerprint_keep(cur.instance_count) if pattern == FINGERPRINT_PATTERN else None
-            lines += sup.logs.matching_lines(
-                cur.job_name, cur.training_started_ms - 60_000, pattern, keep=keep
-            )
+            lines += sup.logs.matching_lines(cur.job_name, since, pattern, keep=keep)
     except Exception as exc:  # unknown: nothing is judged, the next minute reads again
         log.warning("start-up scan of %s failed: %s", cur.job_name, exc)
         sup.counters.add(failures)
         return None, error_text(exc)
+    for pattern in (p for p in patterns if p in SUPPLEMENTARY_PATTERNS):
+        try:  # evidence only: a failure leaves the scan as the reads above make it
+            lines += sup.logs.matching_lines(cur.job_name, since, pattern, keep=MAX_EVIDENCE)
+        except Exception as exc:
+            log.warning("start-up scan of %s: %s could not be read: %s", cur.job_name, pattern, exc)
+            sup.counters.add(failures)
     return tuple(lines), None
 
 

@@ -182,3 +182,35 @@ def test_scenario_every_hosts_fingerprint_is_read_on_a_job_of_more_hosts_than_th
     assert "singled out algo-76" in text and "remembered the fingerprint of algo-76" in text
     _, second = jobs_of(result, "big")
     assert not second.warm_pool_used and "InfraCheckConfig" not in second.request
+
+
+def test_scenario_one_late_host_on_sockets_is_flagged_on_a_job_of_hundreds_of_hosts(template):
+    """256 EFA hosts, NCCL_DEBUG=INFO, algo-99 alone falls back to sockets. Its 'Using network
+    Socket' line comes after the first 200 'Using network' lines (stream names sort as text), which
+    is all the transport read keeps; the socket-only read finds it (before: the job was judged on
+    EFA and never flagged)."""
+    data = {
+        "name": "big-fabric",
+        "seed": 7,
+        "max_days": 1,
+        "account": {"store": "memory", "quotas": {BIG: 256}},
+        "runs": [
+            run_spec(
+                "big",
+                instance_type=BIG,
+                instance_count=256,
+                training_job={"Environment": {"NCCL_DEBUG": "INFO"}},
+                profile={
+                    "total_steps": 150,
+                    "steps_per_minute": 5,
+                    "checkpoint_every_steps": 50,
+                    "nccl_socket_host": 99,
+                },
+            )
+        ],
+    }
+    result = run_drill(template, data, account_options={"logs": "simulated"})
+    assert result.runs["big"]["status"] == "SUCCEEDED"
+    (flag,) = alerts(result, "big", "attempt.slow_fabric")
+    assert "algo-99" in flag["body"] and "Socket" in flag["body"]
+    assert result.runs["big"]["attempts"][0]["fabric"] == "socket"

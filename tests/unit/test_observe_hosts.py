@@ -8,6 +8,8 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
+from sagewarden.domain.events import Tick
+from sagewarden.domain.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
 from sagewarden.domain.hosts import (
     FINGERPRINT_MIN_LINES,
     FINGERPRINT_PATTERN,
@@ -15,7 +17,7 @@ from sagewarden.domain.hosts import (
     HARDWARE_PATTERN,
 )
 from sagewarden.domain.wants import wants_fingerprints
-from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers
+from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers, read_scan
 from tests.builders import HOUR, observed, training_run
 
 XID = "[algo-250] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
@@ -23,12 +25,14 @@ FAILED = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "CUD
 
 
 class _Logs:
-    def __init__(self, lines: tuple[str, ...] = (), error: Exception | None = None) -> None:
-        self.lines, self.error, self.calls = lines, error, []
+    def __init__(
+        self, lines: tuple[str, ...] = (), error: Exception | None = None, *, fails: str | None = None
+    ) -> None:
+        self.lines, self.error, self.fails, self.calls = lines, error, fails, []
 
     def matching_lines(self, job: str, since: int, pattern: str, **kw: Any) -> tuple[str, ...]:
         self.calls.append((job, since, pattern, kw))
-        if self.error is not None:
+        if self.error is not None and self.fails in (None, pattern):
             raise self.error
         return self.lines
 
@@ -96,3 +100,27 @@ def test_fingerprints_are_read_at_the_end_of_a_stop_that_singled_out_a_host() ->
     assert wants_fingerprints(named, stopped)
     assert wants_fingerprints(run, observed(run, "Failed", "Failed", end, FAILED))  # with the log tail
     assert not wants_fingerprints(named, observed(named, "InProgress", "Training", end))
+
+
+def _fabric_run() -> Any:
+    run = training_run(instance_count=64)
+    request = {**run.request, "Environment": {"NCCL_DEBUG": "INFO"}}
+    return dataclasses.replace(run, request=request)
+
+
+def test_the_socket_only_read_adds_evidence_and_its_failure_leaves_the_scan_as_it_was() -> None:
+    run = _fabric_run()
+    line = "[algo-3] algo-3:93:183 [0] NCCL INFO Using network AWS Libfabric"
+    ok = _Logs((line,))
+    lines, error = read_scan(_sup(ok, 0), run, Tick(), "f")
+    assert error is None and lines == (line, line)
+    assert [(c[2], c[3]) for c in ok.calls] == [
+        (TRANSPORT_PATTERN, {"keep": None}),
+        (SOCKET_PATTERN, {"keep": 5}),
+    ]
+    failing = _Logs((line,), TimeoutError("budget"), fails=SOCKET_PATTERN)
+    sup = _sup(failing, 0)
+    lines, error = read_scan(sup, run, Tick(), "f")
+    assert error is None and lines == (line,) and sup.counters.added == ["f"]  # what the first read made
+    main_fails = _Logs((line,), TimeoutError("budget"), fails=TRANSPORT_PATTERN)
+    assert read_scan(_sup(main_fails, 0), run, Tick(), "f") == (None, "TimeoutError: budget")  # unknown

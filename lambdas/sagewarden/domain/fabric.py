@@ -32,6 +32,12 @@ from sagewarden.domain.models import Attempt, Run
 
 EFA_GPU_FAMILY = re.compile(r"^ml\.(p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+)\.")
 TRANSPORT_PATTERN = '"Using network"'  # CloudWatch Logs filter pattern: the phrase as written
+# Only the lines of a fallback to sockets (the documented `?"a" ?"b"` form: any of the phrases).
+# NCCL prints its choice once per rank, so the first lines of TRANSPORT_PATTERN (a read keeps a
+# few hundred) cover only the first tens of hosts of a large job; this read finds a fallback on
+# any host. It can only add evidence: its failure leaves the scan as the other reads make it.
+SOCKET_PATTERN = '?"Using network Socket" ?"NET/Socket : Using" ?"Selected Provider is tcp" ?"Selected Provider is sockets"'
+SUPPLEMENTARY_PATTERNS = frozenset({SOCKET_PATTERN})
 SCAN_WINDOW_MS = 20 * 60_000  # after Training starts (NCCL initialises at the first collective)
 SCAN_EVERY_MS = 60_000
 MAX_EVIDENCE = 5
@@ -110,7 +116,7 @@ def scan_patterns(run: Run) -> tuple[str, ...]:
         return ()
     patterns = []
     if _fabric_pending(run, cur):
-        patterns.append(TRANSPORT_PATTERN)
+        patterns += [TRANSPORT_PATTERN, SOCKET_PATTERN]
     if run.bad_fingerprints:
         patterns.append(FINGERPRINT_PATTERN)
     return tuple(patterns)
