@@ -12,6 +12,7 @@ from sagewarden.domain.decide import next_due_ms
 from sagewarden.domain.events import LaunchAccepted, Observations, Submitted, Tick
 from sagewarden.domain.fabric import (
     SCAN_WINDOW_MS,
+    SOCKET_PATTERN,
     TRANSPORT_PATTERN,
     scan_due_ms,
     scan_patterns,
@@ -48,7 +49,7 @@ def slow(d):
 
 def test_sockets_on_efa_instances_are_flagged_with_the_lines_and_the_job_keeps_training():
     _, run, t = run_training()
-    assert scan_patterns(run) == (TRANSPORT_PATTERN,)
+    assert scan_patterns(run) == (TRANSPORT_PATTERN, SOCKET_PATTERN)  # the socket lines of any host too
     assert next_due_ms(run, t) <= t + MIN  # looked at every minute while the scan is open
     d = step(run, Tick(), t + 2 * MIN, Observations(scan_lines=SOCKET))
     (alert,) = slow(d)
