@@ -60,7 +60,7 @@ def read_hardware_printers(sup: ObserverHost, run: Run, event: JobObserved, fail
     att = run.current
     if att is None or att.job_name != event.job_name or att.instance_count < 2:
         return ()
-    end = event.ended_ms or sup.clock()
+    end = event.ended_ms or event.modified_ms or sup.clock()  # the job's end, as domain/endings.py dates it
     since = max(att.training_started_ms or att.created_ms or att.requested_at_ms, end - HARDWARE_WINDOW_MS)
     try:
         lines = sup.logs.matching_lines(

@@ -8,6 +8,7 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
+from drill.account import MemoryCounters
 from sagewarden.domain.events import Tick
 from sagewarden.domain.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
 from sagewarden.domain.hosts import (
@@ -37,16 +38,8 @@ class _Logs:
         return self.lines
 
 
-class _Counters:
-    def __init__(self) -> None:
-        self.added: list[str] = []
-
-    def add(self, name: str) -> None:
-        self.added.append(name)
-
-
 def _sup(logs: _Logs, now: int) -> Any:
-    return SimpleNamespace(logs=logs, counters=_Counters(), clock=lambda: now)
+    return SimpleNamespace(logs=logs, counters=MemoryCounters(), clock=lambda: now)
 
 
 def test_the_hardware_lines_of_the_last_half_hour_name_their_printer_first() -> None:
@@ -65,7 +58,7 @@ def test_a_failed_hardware_read_is_counted_and_names_nobody() -> None:
     end = run.current.training_started_ms + HOUR
     sup = _sup(_Logs(error=TimeoutError("budget ran out")), end)
     assert read_hardware_printers(sup, run, observed(run, "Failed", "Failed", end, FAILED), "failures") == ()
-    assert sup.counters.added == ["failures"]
+    assert sup.counters.values == {"failures": 1.0}
 
 
 def test_a_single_host_job_needs_no_hardware_read() -> None:
@@ -121,6 +114,20 @@ def test_the_socket_only_read_adds_evidence_and_its_failure_leaves_the_scan_as_i
     failing = _Logs((line,), TimeoutError("budget"), fails=SOCKET_PATTERN)
     sup = _sup(failing, 0)
     lines, error = read_scan(sup, run, Tick(), "f")
-    assert error is None and lines == (line,) and sup.counters.added == ["f"]  # what the first read made
+    assert (
+        error is None and lines == (line,) and sup.counters.values == {"f": 1.0}
+    )  # what the first read made
     main_fails = _Logs((line,), TimeoutError("budget"), fails=TRANSPORT_PATTERN)
     assert read_scan(_sup(main_fails, 0), run, Tick(), "f") == (None, "TimeoutError: budget")  # unknown
+
+
+def test_without_an_end_time_the_window_is_dated_from_the_jobs_last_change_not_from_now() -> None:
+    """A describe hours after the failure (a reconcile) without TrainingEndTime: the job ended at
+    its LastModifiedTime, as domain/endings.py dates it; the window must not slide to now."""
+    run = training_run(instance_count=256)
+    end = run.current.training_started_ms + 5 * HOUR
+    logs = _Logs((XID,))
+    event = observed(run, "Failed", "Failed", end, FAILED)  # modified at `end`, no ended_ms
+    assert event.ended_ms is None
+    assert read_hardware_printers(_sup(logs, end + 3 * HOUR), run, event, "f") == ("algo-250",)
+    assert logs.calls[0][1] == end - 30 * 60_000
