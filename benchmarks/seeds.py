@@ -224,6 +224,16 @@ def ettr_ceiling(r: SeedResult) -> float:
     return w.useful_minutes * (1.0 - share) / base if share < 1 else 0.0
 
 
+def _ettr_fast(results: Sequence[SeedResult], key: str) -> list[float]:
+    """Per seed, a supervisor's ETTR without the slow hosts, in percent."""
+    return [100 * _ettr_without_slowness(r.sbs.accounts[key]) for r in results]
+
+
+def _points_below(ceilings: Sequence[float], fast: Sequence[float]) -> list[float]:
+    """Per seed, how many points an ETTR (percent) is below the ceiling (a fraction)."""
+    return [100 * c - f for c, f in zip(ceilings, fast, strict=True)]
+
+
 def ettr_table(results: Sequence[SeedResult]) -> list[str]:
     """Effective training per supervisor, with and without the slow hosts, against the ceiling."""
     ceilings = [ettr_ceiling(r) for r in results]
@@ -241,10 +251,9 @@ def ettr_table(results: Sequence[SeedResult]) -> list[str]:
         "|---|---|---|---|",
     ]
     for key in SUPERVISORS:
-        accts = [r.sbs.accounts[key] for r in results]
-        plain = [100 * a.effective_training for a in accts]
-        fast = [100 * _ettr_without_slowness(a) for a in accts]
-        below = [100 * c - f for c, f in zip(ceilings, fast, strict=True)]
+        plain = [100 * r.sbs.accounts[key].effective_training for r in results]
+        fast = _ettr_fast(results, key)
+        below = _points_below(ceilings, fast)
         out.append(
             f"| {LABELS[key]} | {med(plain, '{:.1f} %')} | {med(fast, '{:.1f} %')} | {med(below, '{:.1f}')} |"
         )
@@ -254,14 +263,11 @@ def ettr_table(results: Sequence[SeedResult]) -> list[str]:
 def ettr_sentence(results: Sequence[SeedResult]) -> str:
     """The README's line on effective training: (d) and the best-placed peer against the ceiling."""
     ceilings = [ettr_ceiling(r) for r in results]
-
-    def fast(key: str) -> list[float]:
-        return [100 * _ettr_without_slowness(r.sbs.accounts[key]) for r in results]
-
-    below = [100 * c - f for c, f in zip(ceilings, fast("d"), strict=True)]
+    d, e, e2 = (_ettr_fast(results, key) for key in ("d", "e", "e2"))
+    below = _points_below(ceilings, d)
     return (
         "Effective training (ETTR, without the slow hosts no supervisor here sees): (d) "
-        f"{med(fast('d'), '{:.1f} %')}, (e) {med(fast('e'), '{:.1f} %')}, (e2) {med(fast('e2'), '{:.1f} %')}; "
+        f"{med(d, '{:.1f} %')}, (e) {med(e, '{:.1f} %')}, (e2) {med(e2, '{:.1f} %')}; "
         f"the ceiling physics allows this job (Young's interval, every fault at its floor) "
         f"{med([100 * c for c in ceilings], '{:.1f} %')}, and (d) is {med(below, '{:.1f}')} points below it."
     )
