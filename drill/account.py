@@ -162,9 +162,9 @@ class LocalAccount:
         # Service Quotas as the supervisor reads it (the submit-time quota check): "simulated"
         # lists the simulated SageMaker's quotas; "denied" answers AccessDeniedException (unknown)
         service_quotas: str = "simulated",
-        # when each metric datapoint becomes visible (drill/metric_delay.py): a scenario's
-        # ``account.metric_delay`` (per source), a MetricDelays, or None for the defaults (late by
-        # up to 3 minutes); ``MetricDelays.none()`` is the kind model
+        # when each metric datapoint and log line becomes visible (drill/metric_delay.py): a
+        # scenario's ``account.metric_delay`` (per source), a MetricDelays, or None for the
+        # defaults (late by up to 3 minutes); ``MetricDelays.none()`` is the kind model
         metric_delay: Mapping[str, Any] | MetricDelays | None = None,
         # the account's API rate limits (drill/rate_limits.py): calls per second per operation over
         # the documented defaults (None for an operation: not limited), and how long botocore's
@@ -303,6 +303,8 @@ class LocalAccount:
             heartbeat_metric=self.log_subscription,
             warm_pools=self._warm_pools,
         )
+        # a training job's log lines reach CloudWatch Logs late, as the account's model says
+        self.sagemaker.logs.arrival = self.metric_delays
         # what the supervisor's SageMaker client sees: a new job only after a short delay
         self.sagemaker_view = ReadAfterCreate(self.sagemaker, self._describe_after_create_s, seed=self._seed)
         self.notifier = RecordingNotifier(SnsNotifier(self._sns_client(), self.topic_arn), self.clock)

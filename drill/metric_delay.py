@@ -21,13 +21,24 @@ source, settable from a scenario (``account.metric_delay``):
 Defaults (every source): 30 to 90 s, and 5 % of datapoints 180 s late, so a datapoint is at most
 3 minutes late. ON by default in every drill (``make demo``, the scenario tests, ``make bench``);
 ``MetricDelays.none()`` is the kind model (a period is visible the instant it ends).
+
+**Log lines** (the ``logs`` source, :meth:`MetricDelays.readable`): a training job's line reaches
+CloudWatch Logs some time after the script writes it. The API shows the gap (each event has a
+``timestamp`` and an ``ingestionTime``); AWS publishes no figure. The drill draws each line's delay
+per log stream and minute -- by default 1 to 15 s, and 5 % of a stream's minutes 180 s late --
+and a line is readable once it *and every earlier line of its stream* have arrived (the agent on
+the instance ships a stream in order). So the last line a crashing script writes (an Xid, an
+NCCL error) may land after the job's Failed event, and a read at the event misses it.
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import functools
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -37,11 +48,14 @@ from sagewarden.keys import HEARTBEAT_NAMESPACE, TRAINING_METRIC_NAMESPACE
 
 MINUTE_MS = 60_000
 MAX_DELAY_S = 3600.0  # a scenario's bound on any one delay
-SOURCES = ("gpu", "progress", "heartbeat")
+SOURCES = ("gpu", "progress", "heartbeat")  # metric sources (``max_ms``/``min_ms`` are theirs)
+LOG_SOURCE = "logs"  # a training job's log lines in CloudWatch Logs (not a metric)
+ALL_SOURCES = (*SOURCES, LOG_SOURCE)
 SOURCE_TEXT = {
     "gpu": "SageMaker instance metrics (/aws/sagemaker/TrainingJobs GPU, CPU, memory and disk utilization, per Host)",
     "progress": "the job's MetricDefinitions metric (/aws/sagemaker/TrainingJobs, per TrainingJobName)",
     "heartbeat": "the heartbeat metric (embedded metric format from the log-subscription function)",
+    LOG_SOURCE: "the training job's log lines (CloudWatch Logs ingestion)",
 }
 _UNIT = float(1 << 53)
 
@@ -87,6 +101,8 @@ class SourceDelay:
 
 
 NO_DELAY = SourceDelay(0.0, 0.0, 0.0, 0.0)
+# a log line: 1-15 s after it is written, 5 % of a stream's minutes 180 s (AWS publishes no figure)
+DEFAULT_LOG_DELAY = SourceDelay(base_s=1.0, jitter_s=14.0, late_rate=0.05, late_s=180.0)
 
 
 @dataclass(frozen=True)
@@ -97,21 +113,25 @@ class MetricDelays:
     gpu: SourceDelay = field(default_factory=SourceDelay)
     progress: SourceDelay = field(default_factory=SourceDelay)
     heartbeat: SourceDelay = field(default_factory=SourceDelay)
+    logs: SourceDelay = DEFAULT_LOG_DELAY
 
     @classmethod
     def none(cls, seed: int = 0) -> MetricDelays:
-        """Every datapoint visible the instant its period ends (the kind model)."""
-        return cls(seed, NO_DELAY, NO_DELAY, NO_DELAY)
+        """Every datapoint visible the instant its period ends, every log line the instant it is
+        written (the kind model)."""
+        return cls(seed, NO_DELAY, NO_DELAY, NO_DELAY, NO_DELAY)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, *, seed: int = 0) -> MetricDelays:
         """A scenario's ``account.metric_delay``: per source, fields over the defaults, e.g.
         ``{"gpu": {"base_s": 60, "jitter_s": 120}, "heartbeat": {"late_rate": 0}}``."""
         data = dict(data or {})
-        unknown = sorted(set(data) - set(SOURCES))
+        unknown = sorted(set(data) - set(ALL_SOURCES))
         if unknown:
-            raise ValueError(f"unknown metric sources {unknown}; known: {', '.join(SOURCES)}")
-        return cls(seed, **{name: SourceDelay(**dict(data.get(name) or {})) for name in SOURCES})
+            raise ValueError(f"unknown metric sources {unknown}; known: {', '.join(ALL_SOURCES)}")
+        metrics = {name: SourceDelay(**dict(data.get(name) or {})) for name in SOURCES}
+        logs = dataclasses.replace(DEFAULT_LOG_DELAY, **dict(data.get(LOG_SOURCE) or {}))
+        return cls(seed, **metrics, logs=logs)
 
     @property
     def enabled(self) -> bool:
@@ -128,6 +148,29 @@ class MetricDelays:
     def of(self, source: str) -> SourceDelay:
         delay: SourceDelay = getattr(self, source)
         return delay
+
+    def log_line_at(self, stream: str, t_ms: int) -> int:
+        """When a line written at ``t_ms`` to ``stream`` reaches CloudWatch Logs, on its own
+        (drawn per stream and minute; :meth:`readable` adds the stream's order)."""
+        delay = self.logs
+        if delay.max_s <= 0:
+            return t_ms
+        h = mix64(mix64(self.seed & MASK64) ^ _stream_id(stream) ^ ((t_ms // MINUTE_MS) & MASK64))
+        u_late = (h >> 11) / _UNIT
+        u_jitter = (mix64(h ^ 0x5851F42D4C957F2D) >> 11) / _UNIT
+        return t_ms + delay.delay_ms(u_late, u_jitter)
+
+    def readable(self, stream: str, times: Sequence[int], now_ms: int) -> int:
+        """How many of a stream's lines (their times, oldest first) a read at ``now_ms`` sees: a
+        line once it and every earlier line of the stream have arrived. Lines older than the
+        longest delay have all arrived; only the newest few are drawn."""
+        end = bisect.bisect_right(times, now_ms)
+        if self.logs.max_s <= 0:
+            return end
+        i = bisect.bisect_right(times, now_ms - round(self.logs.max_s * 1000), 0, end)
+        while i < end and self.log_line_at(stream, times[i]) <= now_ms:
+            i += 1  # (every earlier line has arrived by then: older ones by the bound)
+        return i
 
     def series(self, namespace: str, metric: str, dimensions: Mapping[str, str]) -> Series:
         """One series' delays (compute once per series, ask per datapoint)."""
@@ -179,6 +222,11 @@ def source_of(namespace: str, dimensions: Mapping[str, str]) -> str | None:
     if namespace == HEARTBEAT_NAMESPACE:
         return "heartbeat"
     return None
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stream_id(stream: str) -> int:
+    return int.from_bytes(hashlib.blake2b(stream.encode(), digest_size=8).digest(), "big")
 
 
 def series_id(namespace: str, metric: str, dimensions: Mapping[str, str]) -> int:

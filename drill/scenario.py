@@ -12,8 +12,9 @@ Format (all times are virtual minutes from the scenario start unless named other
               "log_subscription": true,                # false: the deployment without the log
                                                        # subscription (-c logSubscription=false)
               "metric_delay": {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180},
-                               "progress": {...}, "heartbeat": {...}},  # when datapoints arrive
-                                                       # (drill/metric_delay.py); these are the defaults
+                               "progress": {...}, "heartbeat": {...},   # when datapoints arrive
+                               "logs": {"base_s": 1, "jitter_s": 14, "late_rate": 0.05, "late_s": 180}},
+                                                       # and log lines (drill/metric_delay.py); defaults
               "warm_pools": {"quotas": {"ml.p4d.24xlarge": 8},   # warm-pool quota per type (AWS's
                                                                  # default: 0, no pool is kept)
                              "available_after_s": [0, 300],      # end -> pool Available (drawn)
@@ -70,13 +71,14 @@ policies as the API would check them, expectations, and faults that can never fi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drill.metric_delay import SOURCES, SourceDelay
+from drill.metric_delay import ALL_SOURCES, DEFAULT_LOG_DELAY, LOG_SOURCE, SourceDelay
 from drill.rate_limits import DEFAULT_RETRY_WAIT_S
 from drill.scenario_check import (
     _Checker,
@@ -270,7 +272,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
     startup = check.obj("account.startup", account.get("startup", {}), STARTUP_FIELDS)
     metric_delay: dict[str, dict[str, Any]] = {}
     delays = check.obj(
-        "account.metric_delay", account.get("metric_delay", {}), dict.fromkeys(SOURCES, Spec("object"))
+        "account.metric_delay", account.get("metric_delay", {}), dict.fromkeys(ALL_SOURCES, Spec("object"))
     )
     for name, raw in delays.items():
         where = f"account.metric_delay.{name}"
@@ -278,7 +280,8 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         entry = check.obj(where, raw, DELAY_FIELDS)
         if len(check.problems) == fields_ok:
             try:
-                SourceDelay(**entry)
+                base = DEFAULT_LOG_DELAY if name == LOG_SOURCE else SourceDelay()
+                dataclasses.replace(base, **entry)
             except ValueError as exc:
                 check.add(where, str(exc))
                 continue

@@ -100,12 +100,22 @@ class SimulatedLogs:
     Supports DescribeLogStreams (by name prefix, ordered by name), GetLogEvents (from the end or
     the head, with a limit and a time window) and FilterLogEvents (by stream prefix, time window
     and one quoted term, paged), in the API's response shapes. Each host's newest 2,000 lines are kept; a
-    read reaching further back sees only those. Anything else is not supported.
+    read reaching further back sees only those. A read sees the lines that have reached CloudWatch
+    Logs by now (``drill/metric_delay.py``, the ``logs`` source). Anything else is not supported.
     """
 
     def __init__(self, sim: SimSageMaker, group: str = TRAINING_LOG_GROUP) -> None:
         self._sim = sim
         self._group = group
+
+    def _arrived(self, name: str, job: SimJob, host: int) -> list[tuple[int, str]]:
+        """The stream's lines that have reached CloudWatch Logs by now (the simulator's
+        ``logs.arrival``; every line written when it has none)."""
+        events = self._sim.log_events(job, host)
+        arrival = self._sim.logs.arrival
+        if arrival is None:
+            return events
+        return events[: arrival.readable(name, [t for t, _ in events], self._sim.clock.now_ms)]
 
     def _check_group(self, group: str, operation: str) -> None:
         if group != self._group or not self._sim.has_logs():
@@ -132,7 +142,7 @@ class SimulatedLogs:
         page = streams[:limit]
         out: list[dict[str, Any]] = []
         for name, job, host in page:
-            events = self._sim.log_events(job, host)
+            events = self._arrived(name, job, host)
             entry: dict[str, Any] = {
                 "logStreamName": name,
                 "creationTime": events[0][0] if events else job.created_ms,
@@ -169,7 +179,7 @@ class SimulatedLogs:
         job, host = match
         events = [
             (t, m)
-            for t, m in self._sim.log_events(job, host)
+            for t, m in self._arrived(logStreamName, job, host)
             if (startTime is None or t >= startTime) and (endTime is None or t < endTime)
         ]
         events = events[:limit] if startFromHead else events[-limit:]
@@ -198,7 +208,7 @@ class SimulatedLogs:
         matches = phrase_matcher(filterPattern)
         found: list[tuple[int, str, str]] = []
         for name, job, host in self._sim.log_streams(logStreamNamePrefix):
-            for t, m in self._sim.log_events(job, host):
+            for t, m in self._arrived(name, job, host):
                 in_window = (startTime is None or t >= startTime) and (endTime is None or t < endTime)
                 if in_window and matches(m):
                     found.append((t, name, m))

@@ -12,7 +12,7 @@ import bisect
 import math
 import warnings
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -23,6 +23,9 @@ from drill.sim.stragglers import step_line
 from drill.sim.texts import LOGGING_PHASES, MINUTE_MS
 from sagewarden.domain.cadence import phase_cover
 from sagewarden.keys import TRAINING_LOG_GROUP
+
+if TYPE_CHECKING:
+    from drill.metric_delay import MetricDelays
 
 
 class SimLogs:
@@ -38,6 +41,10 @@ class SimLogs:
         self._streams: set[str] = set()
         self._group_ready = False
         self._warned_rejects = False
+        # when a line reaches CloudWatch Logs (drill/metric_delay.py, the ``logs`` source); None:
+        # the instant it is written. The account sets it; the flush below and the supervisor's
+        # reads (drill/sim_cloudwatch.py) hold back what has not arrived
+        self.arrival: MetricDelays | None = None
 
     @staticmethod
     def stream(job: SimJob, host: int) -> str:
@@ -120,10 +127,19 @@ class SimLogs:
 
     def flush(self) -> None:
         """Write buffered log lines to CloudWatch Logs now (one put_log_events per stream)."""
-        self.last_flush_ms = self.clock.now_ms
+        self.last_flush_ms = now = self.clock.now_ms
         if self.client is None or not self._buffer:
             return
         buffer, self._buffer = self._buffer, {}
+        if self.arrival is not None:  # lines still on their way stay buffered for a later flush
+            for stream in list(buffer):
+                events = sorted(buffer[stream])
+                n = self.arrival.readable(stream, [t for t, _, _ in events], now)
+                if n < len(events):
+                    self._buffer[stream] = events[n:]
+                    buffer[stream] = events[:n]
+                if not buffer[stream]:
+                    del buffer[stream]
         if not self._group_ready:
             try:
                 self.client.create_log_group(logGroupName=TRAINING_LOG_GROUP)

@@ -124,6 +124,9 @@ class CliHarness:
             t = self.world.next_time(sweeping=True)
             if t is None or t > target:
                 self.acct.sagemaker.advance(max(target, self.acct.clock.now_ms))
+                # the CLI reads moto directly: lines that have landed by now are written out, as
+                # the local server does before every read (drill/server.py)
+                self.acct.sagemaker.flush_logs()
                 return
             self.world.step(t, sweeping=lambda: True)
 
