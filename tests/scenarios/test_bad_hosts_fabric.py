@@ -214,3 +214,49 @@ def test_scenario_one_late_host_on_sockets_is_flagged_on_a_job_of_hundreds_of_ho
     (flag,) = alerts(result, "big", "attempt.slow_fabric")
     assert "algo-99" in flag["body"] and "Socket" in flag["body"]
     assert result.runs["big"]["attempts"][0]["fabric"] == "socket"
+
+
+def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_out_its_host(template):
+    """CloudWatch Logs ingests a line some time after the script writes it (AWS publishes no
+    figure): here every line lands 40 s late and the Failed event arrives within 5 s, so a read
+    at the event sees no Xid line and the crash names no host. A warm restart would then run on
+    the same instances and meet the bad GPU again; the decision waits a minute after the end
+    (domain/endings.py, LOG_SETTLE_MS), reads again, finds algo-3 and restarts on new instances."""
+    xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
+    data = {
+        "seed": 5,
+        "max_days": 1,
+        "account": {
+            "store": "memory",
+            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [0, 0]},
+            "metric_delay": {"logs": {"base_s": 40, "jitter_s": 0, "late_rate": 0}},
+        },
+        "delivery": {"min_delay_s": 1, "max_delay_s": 5},
+        "runs": [
+            run_spec(
+                "late-xid",
+                instance_count=4,
+                policy={"keep_alive_seconds": 1800},
+                profile={"total_steps": 1200, "steps_per_minute": 5, "checkpoint_every_steps": 150},
+            )
+        ],
+        "faults": [
+            {
+                "kind": "algorithm_error",
+                "run": "late-xid",
+                "attempt": 1,
+                "after_training_min": 40,
+                "host": 3,
+                "bad_host": True,
+                "log_lines": [xid, "RuntimeError: CUDA error: unspecified launch failure"],
+            }
+        ],
+    }
+    result = run_drill(template, data)
+    assert classes(result, "late-xid") == ["INFRASTRUCTURE", "SUCCEEDED"], decisions(result, "late-xid")
+    _, second = jobs_of(result, "late-xid")
+    assert not second.warm_pool_used and second._inherited == {}  # new instances
+    notes = decisions(result, "late-xid")
+    assert "may still be on their way" in notes and "singled out algo-3" in notes
+    kinds = [(f["attempt"], f["kind"]) for f in result.faults if f["run"] == "late-xid"]
+    assert kinds.count((2, "algorithm_error")) == 0  # the bad GPU was not met again

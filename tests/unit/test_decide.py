@@ -9,6 +9,7 @@ import pytest
 
 from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
 from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
+from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import (
     CancelRequested,
     CapacityReleased,
@@ -116,7 +117,7 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
         step(
             run,
             observed(run, "Failed", "Failed", 3 * HOUR, reason),
-            3 * HOUR,
+            3 * HOUR + LOG_SETTLE_MS,
             Observations(checkpoint=ckpt(400)),
         )
     )
@@ -125,17 +126,17 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
         step(
             run,
             observed(run, "Failed", "Failed", 3 * HOUR, reason),
-            3 * HOUR,
+            3 * HOUR + LOG_SETTLE_MS,
             Observations(checkpoint=ckpt(100)),
         )
     )
     assert once.run.status == RunStatus.STARTING and once.run.no_progress_streak == 1
-    run = step(once.run, LaunchAccepted(2), 3 * HOUR + 1).run
+    run = step(once.run, LaunchAccepted(2), 3 * HOUR + LOG_SETTLE_MS + 1).run
     run = step(run, observed(run, "InProgress", "Training", 3 * HOUR + 10 * MIN), 3 * HOUR + 10 * MIN).run
     again = step(
         run,
         observed(run, "Failed", "Failed", 3 * HOUR + 20 * MIN, reason),
-        3 * HOUR + 20 * MIN,
+        3 * HOUR + 20 * MIN + LOG_SETTLE_MS,
         Observations(checkpoint=ckpt(100)),
     )
     assert again.run.status == RunStatus.FAILED
@@ -145,7 +146,7 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
 def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_ever_written():
     run = training_run()
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
-    d = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR)
+    d = step(run, observed(run, "Failed", "Failed", 3 * HOUR, reason), 3 * HOUR + LOG_SETTLE_MS)
     assert d.run.status == RunStatus.FAILED
     assert "no checkpoint progress, before any checkpoint was written" in (d.run.outcome or "")
 
@@ -528,7 +529,7 @@ def test_decide_resume_alert_reads_at_a_glance():
         log_tail=("[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout",),
     )
     reason = "AlgorithmError: ExecuteUserScriptError: ExitCode 1"
-    d = step(run, observed(run, "Failed", "Failed", end, reason), end, obs)
+    d = step(run, observed(run, "Failed", "Failed", end, reason), end + LOG_SETTLE_MS, obs)
 
     (alert,) = [a for a in d.actions if isinstance(a, Notify) and a.event == "attempt.resumed"]
     assert alert.subject.endswith("llama: attempt 1 infrastructure, resuming as attempt 2")

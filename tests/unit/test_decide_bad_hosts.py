@@ -10,6 +10,8 @@ import pytest
 
 from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
 from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.decide import next_due_ms
+from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import LaunchAccepted, Observations, Tick
 from sagewarden.domain.hosts import (
     INTENT_BAD_HOST,
@@ -46,10 +48,12 @@ def alerts(d, event):
     return [a for a in d.actions if isinstance(a, Notify) and a.event == event]
 
 
-def end(run, reason, tail, *, fp=(FP1, FP2), fp_error=None, policy=None):
+def end(run, reason, tail, *, fp=(FP1, FP2), fp_error=None, policy=None, seen_after=LOG_SETTLE_MS):
+    """The attempt fails at `at`, observed `seen_after` later (by default once its last log lines
+    have had time to reach CloudWatch Logs)."""
     at = run.current.training_started_ms + HOUR
     obs = Observations(checkpoint=ckpt(500), log_tail=tail, fingerprint_lines=fp, fingerprint_error=fp_error)
-    return step(run, observed(run, "Failed", "Failed", at, reason), at, obs), at
+    return step(run, observed(run, "Failed", "Failed", at, reason), at + seen_after, obs), at
 
 
 def next_launch(d):
@@ -89,6 +93,37 @@ def test_an_nccl_error_naming_no_host_restarts_warm_without_an_infra_check():
     assert not d.run.infra_check_pending
     d, launch = next_launch(d)
     assert "InfraCheckConfig" not in launch.request
+
+
+def test_a_crash_naming_no_host_seen_at_its_end_waits_for_its_last_log_lines():
+    """CloudWatch Logs ingests a line some time after it is written (AWS publishes no bound): the
+    Xid line that names the failed host can land after the Failed event. Decided at once, the
+    resume would run on the same warm pool and meet the bad GPU again; instead the decision waits
+    LOG_SETTLE_MS after the end, and the read then finds the line."""
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    early, at = end(run, NCCL_REASON, ANON_NCCL, seen_after=10_000)
+    assert early.run.current.end_pending and not early.actions
+    assert "may still be on their way" in (early.run.deferred_reason or "")
+    assert next_due_ms(early.run, at + 10_000) is not None  # the sweep looks again
+    failed = observed(early.run, "Failed", "Failed", at, NCCL_REASON)
+    obs = Observations(checkpoint=ckpt(500), log_tail=(*ANON_NCCL, *ECC_TAIL), fingerprint_lines=(FP1, FP2))
+    later = step(early.run, failed, at + LOG_SETTLE_MS, obs)
+    assert watch_of(later.run, run.current.job_name).bad_host  # the late line named the host
+    assert later.run.deferred_since_ms is None
+    # with nothing more to read by then, it is decided as the lines stand: warm, no host
+    plain = step(
+        early.run, failed, at + LOG_SETTLE_MS, Observations(checkpoint=ckpt(500), log_tail=ANON_NCCL)
+    )
+    assert not watch_of(plain.run, run.current.job_name).bad_host and plain.run.deferred_since_ms is None
+
+
+def test_a_crash_that_names_its_host_or_keeps_no_pool_is_decided_at_once():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    named, _ = end(run, NCCL_REASON, ECC_TAIL, seen_after=0)  # the Xid line is there already
+    assert watch_of(named.run, run.current.job_name).bad_host and named.run.deferred_since_ms is None
+    no_pool = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    cold, _ = end(no_pool, NCCL_REASON, ANON_NCCL, seen_after=0)  # new instances anyway
+    assert cold.run.deferred_since_ms is None and launches(cold)
 
 
 def test_the_policy_turns_the_infra_check_off_and_the_pool_still_is_not_reused():

@@ -22,6 +22,7 @@ from sagewarden.domain.draft import (
     EVIDENCE_MAX_BYTES,
     LAUNCH_SETTLE_MS,
 )
+from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import (
     AlarmsObserved,
     CancelRequested,
@@ -346,9 +347,9 @@ def test_an_ended_attempt_whose_checkpoints_stay_unreadable_fails_after_the_boun
     run = training_run(resume=ckpt(300))
     end = run.current.training_started_ms + HOUR
     failed = observed(run, "Failed", "Failed", end, UNKNOWN_FAILURE)
-    d = step(run, failed, end, _gone())
+    d = step(run, failed, end + LOG_SETTLE_MS, _gone())  # (its last log lines have had time to land)
     assert d.run.current.end_pending and d.run.status != RunStatus.FAILED
-    later = step(d.run, failed, end + DEFER_FAIL_AFTER_MS, _gone())
+    later = step(d.run, failed, end + LOG_SETTLE_MS + DEFER_FAIL_AFTER_MS, _gone())
     assert later.run.status == RunStatus.FAILED and _launches(later) == []
     assert later.run.current.ended and "does not exist" in later.run.outcome
 

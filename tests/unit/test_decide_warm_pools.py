@@ -11,6 +11,7 @@ import pytest
 
 from sagewarden.domain.actions import LaunchAttempt, Notify, ReleaseWarmPool
 from sagewarden.domain.decide import next_due_ms
+from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import AlarmsObserved, LaunchAccepted, Observations, Submitted, Tick
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import RunStatus
@@ -44,11 +45,12 @@ def keep_alive(launch: LaunchAttempt) -> int | None:
 
 
 def ended(run, status="Failed", secondary="Failed", reason=NCCL, *, tail=(), at=None):
+    """The attempt ends at `end`, observed once its last log lines have had time to land."""
     end = at if at is not None else run.current.training_started_ms + HOUR
     d = step(
         run,
         observed(run, status, secondary, end, reason),
-        end,
+        end + LOG_SETTLE_MS,
         Observations(checkpoint=ckpt(500), log_tail=tail),
     )
     return d, end

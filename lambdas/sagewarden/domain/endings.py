@@ -42,14 +42,25 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
-from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending
+from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending, singled_out
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
 from sagewarden.domain.training_plans import after_window, plan_ending
-from sagewarden.domain.warm_pools import WAIT_WARM_POOL, on_pool_observed, start_or_wait, watch_ended
+from sagewarden.domain.warm_pools import (
+    WAIT_WARM_POOL,
+    ending_keeps_pool,
+    on_pool_observed,
+    start_or_wait,
+    watch_ended,
+)
+
+# A failure's last log lines get this long after the job's end to reach CloudWatch Logs before a
+# crash that names no host is decided (lines_may_be_on_their_way). AWS publishes no ingestion
+# delay; a line usually lands within seconds, and the sweep looks again every minute.
+LOG_SETTLE_MS = 60_000
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
 _FINAL_CLASSES = frozenset(
@@ -82,6 +93,15 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
         oom_is_user_error=d.policy.oom_is_user_error,
     )
     cls = plan_ending(d.run, att, e.status, end, cls)  # a training plan's window ended
+    if lines_may_be_on_their_way(d, att, e, cls):
+        _defer_ending(
+            d,
+            att,
+            f"its last log lines may still be on their way to CloudWatch Logs (it ended "
+            f"{(d.now - end) / 1000:.0f} s ago, and no line named the failed host): read again "
+            f"{LOG_SETTLE_MS // 1000} s after its end",
+        )
+        return
     final = (
         cancel_pending(d)
         or cls.kind in _FINAL_CLASSES
@@ -132,6 +152,25 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     if watch is not None and e.source == "describe":  # the look-up that saw the end saw the pool too
         on_pool_observed(d, e)
     _announce_release(d, ended)
+
+
+def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> bool:
+    """A crash nothing explains yet, seen within LOG_SETTLE_MS of the job's end: the lines that
+    would name its host (an Xid, an NCCL error) may not have reached CloudWatch Logs -- the API
+    shows each event's ingestion time apart from its timestamp, and AWS publishes no bound. Deciding
+    now would resume on the same warm pool and meet the bad host again, minutes later; the
+    decision waits until the lines have had time to land. An ending that leaves no warm pool to
+    reuse, a hardware FailureReason, a named host, a pending cancel or any other ending decide at
+    once."""
+    if e.status != "Failed" or cancel_pending(d) or cls.hardware:
+        return False
+    if att.keep_alive_s <= 0 or d.run.warm_pool_off or not ending_keeps_pool(e.status, att.failure_reason):
+        return False
+    if cls.kind not in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN):
+        return False
+    if singled_out(att, cls, d.obs.log_tail) is not None:
+        return False
+    return d.now - (e.ended_ms or e.modified_ms) < LOG_SETTLE_MS
 
 
 def _defer_ending(d: Draft, att: Attempt, reason: str, *, permanent: bool = False) -> None:
