@@ -175,13 +175,21 @@ def cmd_logs(env: Env) -> int:
             )
     if not a.follow:
         return OK
+    # an attempt that ended keeps being read for a while: CloudWatch Logs ingests a line some time
+    # after it is written (AWS publishes no bound), so its last lines -- the crash -- may land late
+    closing: list[tuple[JobLogReader, int]] = []
     while True:
         env.sleep(a.interval)
         run = client.run(run["run_id"])
+        for old, until in list(closing):
+            drain(old)
+            if client.now_ms() >= until:
+                closing.remove((old, until))
         latest = _pick_attempt(run, a.attempt)
         if latest is not None and (attempt is None or latest["number"] != attempt["number"]):
             if reader is not None:
-                drain(reader)  # the rest of the attempt that ended
+                drain(reader)  # the rest of the attempt that ended, and what lands later
+                closing.append((reader, client.now_ms() + LATE_LINES_MS))
             attempt, reader = latest, start(latest)
         if reader is None:
             if not announced_wait and not env.json:
@@ -204,6 +212,9 @@ def cmd_logs(env: Env) -> int:
                     + (f": {run['outcome']}" if run.get("outcome") else "")
                 )
             return OK
+
+
+LATE_LINES_MS = 180_000  # how long an ended attempt's stream is still read while following
 
 
 def attempt_ended(run: dict[str, Any], attempt: dict[str, Any]) -> bool:

@@ -444,6 +444,38 @@ def test_logs_follow_continues_into_the_next_attempt_until_the_run_ends(h, acct)
     assert min(resumed) >= 200 and max(resumed) >= 500  # attempt 2 resumed from a checkpoint and finished
 
 
+def test_logs_follow_prints_the_last_lines_of_an_attempt_that_land_after_the_next_one_started(
+    template, capsys
+):
+    """CloudWatch Logs ingests a line some time after it is written: here every line lands 3
+    minutes late and the follow polls every minute. The crash's line lands after the replacement
+    was launched (a hardware fault restarts at once); the follow keeps reading the ended
+    attempt for a while, so the crash is printed (before: the old stream was read once, at the
+    switch, and the crash was never shown)."""
+    watchdog = (
+        "[rank8] NCCL watchdog thread terminated with exception: Watchdog caught collective operation timeout"
+    )
+    late = {"logs": {"late_rate": 1, "late_s": 180}}
+    with LocalAccount(template, store="memory", metric_delay=late) as acct:
+        h = CliHarness(acct, capsys, sleep_minutes=1.0, max_sleeps=5_000)
+        acct.sagemaker.set_profile("llama-8b", SHORT)
+        acct.sagemaker.inject(
+            Fault(
+                kind="hardware",
+                run="llama-8b",
+                attempt=1,
+                after_training_min=25,
+                host=2,
+                log_lines=(watchdog,),
+            )
+        )
+        h.submit(run_body("llama-8b"))
+        r = h.cli("logs", "llama-8b", "--follow", "--interval", "60")
+        assert r.code == 0, r.err
+        assert r.err.index("==> attempt 2: sw-llama-8b-") < r.err.index("==> run llama-8b is SUCCEEDED")
+        assert f"(algo-2) {watchdog}" in r.out
+
+
 def test_logs_before_a_job_logs_and_of_an_unknown_attempt(h):
     run_id = h.submit(run_body("llama-8b"))  # the job is Starting: no stream yet
     r = h.cli("logs", run_id)
