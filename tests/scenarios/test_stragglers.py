@@ -39,12 +39,14 @@ def alerted_at(result: Any, run: str) -> int:
 
 
 @pytest.mark.parametrize("run,host,pct", [("slow-15", "algo-3", 15), ("slow-30-restart", "algo-2", 30)])
-def test_scenario_a_lasting_slow_host_is_flagged_within_ten_minutes(result, run, host, pct):
+def test_scenario_a_lasting_slow_host_is_flagged_within_twelve_minutes(result, run, host, pct):
     (row,) = alerts(result, run)
     shown = re.search(rf"{host} of attempt 1 is (\d+)% slower", row["subject"])
     assert shown is not None and abs(int(shown[1]) - pct) <= 2, row["subject"]  # compute jitters ~1 %
     assert "Projected loss over the remaining run" in row["body"] and "A restart's cost" in row["body"]
-    assert 0 < alerted_at(result, run) - onset(result, run) <= 10 * MIN
+    # the 6-minute stretch, a read every 2 minutes, and step lines that land in CloudWatch Logs
+    # up to 3 minutes late (drill/metric_delay.py, the logs source): at most 11, and 1 to spare
+    assert 0 < alerted_at(result, run) - onset(result, run) <= 12 * MIN
     assert result.runs[run]["attempts"][0]["straggler_host"] == host  # the run's GET shows it
 
 
