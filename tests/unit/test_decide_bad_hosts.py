@@ -117,6 +117,28 @@ def test_a_crash_naming_no_host_seen_at_its_end_waits_for_its_last_log_lines():
     assert not watch_of(plain.run, run.current.job_name).bad_host and plain.run.deferred_since_ms is None
 
 
+def test_a_hardware_crash_naming_no_host_yet_waits_for_the_line_that_spares_the_infra_check():
+    """The crash's CUDA error (in the FailureReason) says a bad GPU, but not which host: decided at
+    once, the host has no name, so no fingerprint is remembered and the next attempt pays the
+    infra check. A minute after the end the Xid line of algo-2 has landed: its fingerprint is
+    remembered and the next attempt starts without the check (a return is stopped at its line)."""
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    ecc = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "CUDA error: uncorrectable ECC error encountered"'
+    early, at = end(run, ecc, (), seen_after=5_000)
+    assert early.run.current.end_pending and "may still be on their way" in (early.run.deferred_reason or "")
+    failed = observed(early.run, "Failed", "Failed", at, ecc)
+    obs = Observations(checkpoint=ckpt(500), log_tail=XID_TAIL, fingerprint_lines=(FP1, FP2))
+    later = step(early.run, failed, at + LOG_SETTLE_MS, obs)
+    assert later.run.current.suspect_hosts == ("algo-2",) and not later.run.infra_check_pending
+    # nothing named a minute on: the bad instance is decided unnamed, with the check
+    blind = step(early.run, failed, at + LOG_SETTLE_MS, Observations(checkpoint=ckpt(500)))
+    assert blind.run.deferred_since_ms is None and blind.run.infra_check_pending
+    # a policy that asks for the check anyway has nothing to wait for
+    always = training_run(policy=RunPolicy(keep_alive_seconds=600, infra_check_unless_fingerprinted=False))
+    now, _ = end(always, ecc, (), seen_after=5_000)
+    assert now.run.deferred_since_ms is None and now.run.infra_check_pending
+
+
 def test_a_crash_that_names_its_host_or_keeps_no_pool_is_decided_at_once():
     run = training_run(policy=RunPolicy(keep_alive_seconds=600))
     named, _ = end(run, NCCL_REASON, ECC_TAIL, seen_after=0)  # the Xid line is there already

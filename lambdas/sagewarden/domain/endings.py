@@ -98,7 +98,7 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
             d,
             att,
             f"its last log lines may still be on their way to CloudWatch Logs (it ended "
-            f"{(d.now - end) / 1000:.0f} s ago, and no line named the failed host): read again "
+            f"{(d.now - end) / 1000:.0f} s ago, and no line names the failed host yet): read again "
             f"{LOG_SETTLE_MS // 1000} s after its end",
         )
         return
@@ -155,20 +155,28 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
 
 
 def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> bool:
-    """A crash nothing explains yet, seen within LOG_SETTLE_MS of the job's end: the lines that
-    would name its host (an Xid, an NCCL error) may not have reached CloudWatch Logs -- the API
-    shows each event's ingestion time apart from its timestamp, and AWS publishes no bound. Deciding
-    now would resume on the same warm pool and meet the bad host again, minutes later; the
-    decision waits until the lines have had time to land. An ending that leaves no warm pool to
-    reuse, a hardware FailureReason, a named host, a pending cancel or any other ending decide at
-    once."""
-    if e.status != "Failed" or cancel_pending(d) or cls.hardware:
-        return False
-    if att.keep_alive_s <= 0 or d.run.warm_pool_off or not ending_keeps_pool(e.status, att.failure_reason):
+    """A crash whose failed host is not named yet, seen within LOG_SETTLE_MS of the job's end:
+    the lines that would name it (an Xid, an NCCL error) may not have reached CloudWatch Logs --
+    the API shows each event's ingestion time apart from its timestamp, and AWS publishes no
+    bound. Two decisions depend on the name, so they wait until the lines have had time to land:
+    - nothing singles out a host yet: decided now, the resume would run on the same warm pool and
+      meet the bad host again minutes later (only when the job leaves a pool to reuse);
+    - a bad instance without its name (a hardware error naming no host): a named host whose
+      fingerprint is known spares the next attempt SageMaker's infra check (5-30 minutes), which
+      an unnamed one cannot (only when the policy skips the check for fingerprinted hosts).
+    Every other ending -- a host named, a pending cancel, a user error -- is decided at once."""
+    if e.status != "Failed" or cancel_pending(d):
         return False
     if cls.kind not in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN):
         return False
-    if singled_out(att, cls, d.obs.log_tail) is not None:
+    bad = singled_out(att, cls, d.obs.log_tail)
+    if bad is not None and bad.hosts:
+        return False
+    if bad is not None:
+        pol = d.policy
+        if not (pol.infra_check_after_bad_host and pol.infra_check_unless_fingerprinted):
+            return False
+    elif att.keep_alive_s <= 0 or d.run.warm_pool_off or not ending_keeps_pool(e.status, att.failure_reason):
         return False
     return d.now - (e.ended_ms or e.modified_ms) < LOG_SETTLE_MS
 
