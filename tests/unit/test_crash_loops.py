@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagewarden.domain.classifier import Classification, EndingClass
+from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import LaunchAccepted, Observations
 from sagewarden.domain.loops import SIGNATURE_MAX_CHARS, checkpoint_overdue, ending_signature
 from sagewarden.domain.models import RunStatus
@@ -21,11 +22,12 @@ def _fail_and_relaunch(run, reason, t, trained_min=20):
     """Attempt `run.current` fails with `reason` at `t` (no checkpoint newer than step 100);
     if the run resumes, its next attempt is accepted and in Training `trained_min` before the
     next failure."""
-    d = step(run, observed(run, "Failed", "Failed", t, reason), t, Observations(checkpoint=ckpt(100)))
-    run = on_pool(d, t).run  # an ending that keeps a warm pool: the resume waits for it
+    seen = t + LOG_SETTLE_MS  # observed once its last log lines have had time to land
+    d = step(run, observed(run, "Failed", "Failed", t, reason), seen, Observations(checkpoint=ckpt(100)))
+    run = on_pool(d, seen).run  # an ending that keeps a warm pool: the resume waits for it
     if run.status.terminal:
         return run, t
-    run = step(run, LaunchAccepted(run.current.number), t + 1).run
+    run = step(run, LaunchAccepted(run.current.number), seen + 1).run
     start = t + 10 * MIN
     run = step(run, observed(run, "InProgress", "Training", start), start).run
     return run, start + trained_min * MIN
