@@ -93,7 +93,8 @@ def read_scan(
         return None, error_text(exc)
     for pattern in (p for p in patterns if p in SUPPLEMENTARY_PATTERNS):
         try:  # evidence only: a failure leaves the scan as the reads above make it
-            lines += sup.logs.matching_lines(cur.job_name, since, pattern, keep=MAX_EVIDENCE)
+            extra = sup.logs.matching_lines(cur.job_name, since, pattern, keep=MAX_EVIDENCE)
+            lines += [line for line in extra if line not in lines]  # (a line both reads matched: once)
         except Exception as exc:
             log.warning("start-up scan of %s: %s could not be read: %s", cur.job_name, pattern, exc)
             sup.counters.add(failures)
