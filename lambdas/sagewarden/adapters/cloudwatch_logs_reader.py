@@ -38,6 +38,7 @@ from botocore.exceptions import ClientError
 from sagewarden import keys
 from sagewarden.domain.bounded import clip_text
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
+from sagewarden.domain.hosts import FINGERPRINT_MIN_LINES
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ REUSE_S = 30.0  # a job's host reads this recent serve the next look (the tail, 
 SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
 ACTIVITY_BUDGET_S = 10.0  # a no-subscription deployment reads an attempt's activity from its logs
 ACTIVITY_MAX_PAGES = 50  # FilterLogEvents pages (up to 10,000 events or 1 MB each) per read
-MATCH_MAX_LINES = 200  # start-up scan: NCCL's network lines (a few per rank) and fingerprints
+# a read that names no `keep`: NCCL's network lines (a few per rank); the fingerprint reads ask for
+# at least as many (domain/hosts.py: one per host, never fewer than this)
+MATCH_MAX_LINES = FINGERPRINT_MIN_LINES
 MATCH_LINES_CAP = 4_000  # whatever a caller asks: <= 4 MB at LINE_MAX_BYTES a line
 NEWEST_MAX_PAGES = 20  # a read that keeps the newest lines reads every page
 MATCH_MAX_PAGES = 5

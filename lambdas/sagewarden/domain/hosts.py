@@ -48,7 +48,9 @@ MAX_SERIALS = 16  # per host (8 GPUs on the largest instances today)
 SERIAL_MAX_CHARS = 64
 MAX_SINGLED_OUT = 2  # an ending naming more hosts than this points at the fabric, not at a host
 FINGERPRINT_PATTERN = '"[sagewarden] host="'  # CloudWatch Logs filter pattern: the phrase as written
-FINGERPRINT_MIN_LINES = 200  # a read of fingerprint lines keeps at least this many (the reader's default)
+# a read of fingerprint lines keeps at least this many; the log reader's default for a read that
+# names no bound is the same figure (adapters/cloudwatch_logs_reader.py takes it from here)
+FINGERPRINT_MIN_LINES = 200
 # A GPU hardware line in any host's log (CloudWatch Logs filter syntax: `?"a" ?"b"` matches either
 # phrase, case as written): Xid, ECC, fell/fallen off the bus, GPU lost -- the phrases of
 # HARDWARE_LOG_LABELS. One FilterLogEvents over every host finds its printer on a job of hundreds
