@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from drill.account import MemoryCounters
 from sagewarden.api.validation import InvalidRequest, validate_submit
 from sagewarden.domain.actions import RetireCheckpoints
 from sagewarden.domain.checkpoints import RetentionView
@@ -214,14 +215,6 @@ def test_retention_submission_is_refused_where_the_deployment_does_not_grant_it(
     )
 
 
-class _Counters:
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def add(self, name: str, value: float = 1.0, **_: object) -> None:
-        self.names.append(name)
-
-
 class _Retirer:
     def __init__(self, error: Exception | None = None) -> None:
         self.error = error
@@ -239,15 +232,15 @@ def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
 
     from sagewarden.observations import Observer
 
-    counters = _Counters()
+    counters = MemoryCounters()
     host = SimpleNamespace(retirer=_Retirer(RuntimeError("SlowDown")), counters=counters)
     seen, error = Observer(host)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
     assert seen is None and error is not None and "SlowDown" in error
-    assert counters.names == ["ObservationFailures"]
-    ok = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    assert counters.values == {"ObservationFailures": 1.0}
+    ok = SimpleNamespace(retirer=_Retirer(), counters=MemoryCounters())
     seen, error = Observer(ok)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
     assert error is None and seen == view(100, 800, 900)
     # not read at all when the run keeps everything or may be read by a starting job
-    off = SimpleNamespace(retirer=_Retirer(), counters=_Counters())
+    off = SimpleNamespace(retirer=_Retirer(), counters=MemoryCounters())
     assert Observer(off)._retention(training_run(), Tick()) == (None, None)  # type: ignore[arg-type]
     assert off.retirer.limits == []
