@@ -201,19 +201,29 @@ class SimulatedLogs:
         nextToken: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Events by stream prefix and time window, oldest first, at most `limit` (10,000) a page
-        with a `nextToken` to the rest, as the API pages. `filterPattern`: see
+        """Events by stream prefix and time window, oldest first, at most `limit` (10,000) a page,
+        with a `nextToken` to the rest. The API reference says a page may come back empty while
+        more events remain behind its token, and not how a call divides its search: here each
+        call searches the next SCAN_SLICE_MS of the window (every stream, in time order), so a
+        long window is many pages and a quiet slice an empty one. `filterPattern`: see
         :func:`phrase_matcher`."""
         self._check_group(logGroupName, "FilterLogEvents")
         matches = phrase_matcher(filterPattern)
+        streams = self._sim.log_streams(logStreamNamePrefix)
+        lines = {name: self._arrived(name, job, host) for name, job, host in streams}
+        first = min((ev[0][0] for ev in lines.values() if ev), default=0)
+        begin = startTime if startTime is not None else first
+        stop = endTime if endTime is not None else self._sim.clock.now_ms + 1
+        at, _, skip = (nextToken or f"{begin}:0").partition(":")
+        lo, offset = int(at), int(skip or 0)
+        hi = min(lo + SCAN_SLICE_MS, stop)
         found: list[tuple[int, str, str]] = []
-        for name, job, host in self._sim.log_streams(logStreamNamePrefix):
-            for t, m in self._arrived(name, job, host):
-                in_window = (startTime is None or t >= startTime) and (endTime is None or t < endTime)
-                if in_window and matches(m):
+        for name, events in lines.items():
+            times = [t for t, _ in events]
+            for t, m in events[bisect.bisect_left(times, lo) : bisect.bisect_left(times, hi)]:
+                if matches(m):
                     found.append((t, name, m))
         found.sort(key=lambda e: (e[0], e[1]))
-        offset = int(nextToken) if nextToken else 0
         page = found[offset : offset + min(limit, 10_000)]
         out: dict[str, Any] = {
             "events": [
@@ -222,15 +232,22 @@ class SimulatedLogs:
                     "timestamp": t,
                     "message": m,
                     "ingestionTime": t,
-                    "eventId": f"{t}-{offset + i}",
+                    "eventId": f"{t}-{lo}-{offset + i}",
                 }
                 for i, (t, name, m) in enumerate(page)
             ],
             "searchedLogStreams": [],
         }
         if offset + len(page) < len(found):
-            out["nextToken"] = str(offset + len(page))
+            out["nextToken"] = f"{lo}:{offset + len(page)}"
+        elif hi < stop:
+            out["nextToken"] = f"{hi}:0"
         return out
+
+
+# how much of its time window one simulated FilterLogEvents call searches: AWS publishes nothing of
+# how a call divides its search, and may answer empty pages; slices of a few minutes are the unkind case
+SCAN_SLICE_MS = 10 * MINUTE_MS
 
 
 _OR_TERM = re.compile(r'\?"([^"]+)"')

@@ -1,0 +1,90 @@
+"""FilterLogEvents pages in the simulated account (drill/sim_cloudwatch.py): a call searches a
+slice of its window, so a long window is many pages and a quiet slice an empty page with a token
+-- what the API reference allows. And the read that met it: the fingerprint read at an ending."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from drill.account import MemoryCounters
+from drill.clock import VirtualClock
+from drill.sim_cloudwatch import SCAN_SLICE_MS, SimulatedLogs
+from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
+from sagewarden.domain.hosts import FINGERPRINT_PATTERN, FINGERPRINT_WINDOW_MS
+from sagewarden.keys import TRAINING_LOG_GROUP
+from sagewarden.observe_hosts import read_fingerprints
+from tests.builders import HOUR, training_run
+
+MIN = 60_000
+
+
+class _Sim:
+    """What SimulatedLogs asks of the simulator: one job, `hosts` hosts, the lines given."""
+
+    def __init__(self, job_name: str, lines: dict[int, list[tuple[int, str]]], now: int) -> None:
+        self.clock = VirtualClock(now)
+        self.job = SimpleNamespace(name=job_name, created_ms=0)
+        self.lines = lines
+        self.logs = SimpleNamespace(arrival=None)
+        self.region, self.account_id = "us-east-1", "123456789012"
+
+    def stream(self, host: int) -> str:
+        return f"{self.job.name}/algo-{host}-0"
+
+    def has_logs(self) -> bool:
+        return True
+
+    def log_streams(self, prefix: str) -> list[tuple[str, Any, int]]:
+        names = sorted((self.stream(h), h) for h in self.lines)
+        return [(name, self.job, h) for name, h in names if name.startswith(prefix)]
+
+    def log_events(self, job: Any, host: int) -> list[tuple[int, str]]:
+        return [(t, m) for t, m in self.lines[host] if t <= self.clock.now_ms]
+
+
+def test_a_long_window_is_many_pages_in_time_order_and_a_quiet_slice_is_an_empty_page() -> None:
+    sim = _Sim("job", {1: [(2 * MIN, "a"), (31 * MIN, "c")], 2: [(3 * MIN, "b")]}, 40 * MIN)
+    logs = SimulatedLogs(sim)  # type: ignore[arg-type]
+    pages, token = [], None
+    while True:
+        kw = {"nextToken": token} if token else {}
+        resp = logs.filter_log_events(
+            logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix="job/", startTime=0, **kw
+        )
+        pages.append([e["message"] for e in resp["events"]])
+        token = resp.get("nextToken")
+        if not token:
+            break
+    assert SCAN_SLICE_MS == 10 * MIN
+    assert pages == [["a", "b"], [], [], ["c"], []]  # slices 0-10, 10-20, 20-30, 30-40, 40-now
+    one = logs.filter_log_events(logGroupName=TRAINING_LOG_GROUP, startTime=0, limit=1)
+    assert [e["message"] for e in one["events"]] == ["a"] and one["nextToken"]  # a page within a slice
+
+
+def test_the_fingerprint_read_at_the_end_of_a_long_attempt_searches_only_its_start() -> None:
+    """A 4-host job prints 4 fingerprint lines at start and then trains for 3 hours. A read from
+    the start to now searches 18 slices, runs out of its 5 pages and is unknown -- before this,
+    every long attempt's failed host lost its fingerprint (and its next attempt paid the infra
+    check). The read looks FINGERPRINT_WINDOW_MS past Training's start."""
+    run = training_run(instance_count=4)
+    cur = run.current
+    start = cur.training_started_ms
+    lines = {
+        h: [(start + 30_000, f"[sagewarden] host={h} fingerprint=GPU-{h}1,GPU-{h}2")]
+        + [(start + m * MIN, f"step {m * 10} loss 2.0") for m in range(1, 180)]
+        for h in range(1, 5)
+    }
+    sim = _Sim(cur.job_name, lines, start + 3 * HOUR)
+    reader = CloudWatchLogsReader(SimulatedLogs(sim), clock=lambda: sim.clock.now_ms / 1000)  # type: ignore[arg-type]
+    sup = SimpleNamespace(logs=reader, counters=MemoryCounters(), clock=lambda: sim.clock.now_ms)
+    found, error = read_fingerprints(sup, run, cur.job_name, "failures")  # type: ignore[arg-type]
+    assert error is None and len(found) == 4 and all("fingerprint=" in line for line in found)
+    # the whole attempt, as the read was before: unknown, not "no fingerprint"
+    try:
+        reader.matching_lines(cur.job_name, start - MIN, FINGERPRINT_PATTERN, keep=200)
+    except Exception as exc:
+        assert type(exc).__name__ == "LogReadIncomplete"
+    else:
+        raise AssertionError("a read of 18 slices in 5 pages must be incomplete")
+    assert FINGERPRINT_WINDOW_MS == 20 * MIN
