@@ -18,6 +18,7 @@ from sagewarden.domain.events import Event, JobObserved, Tick
 from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
 from sagewarden.domain.hosts import (
     FINGERPRINT_PATTERN,
+    FINGERPRINT_WINDOW_MS,
     HARDWARE_LINES,
     HARDWARE_PATTERN,
     HARDWARE_WINDOW_MS,
@@ -36,14 +37,20 @@ log = logging.getLogger("sagewarden.service")
 def read_fingerprints(
     sup: ObserverHost, run: Run, job: str, failures: str
 ) -> tuple[tuple[str, ...], str | None]:
-    """The fingerprint lines the attempt `job` printed since it was created (its start)."""
+    """The fingerprint lines the attempt `job` printed at its start: from a minute before Training
+    to FINGERPRINT_WINDOW_MS after (the contract prints them once, at start). A read to now would
+    search the whole attempt -- FilterLogEvents may answer a long window in many pages, empty ones
+    among them -- and run out of pages on a job with fewer fingerprint lines than it keeps."""
     cur = run.current
     if cur is None or cur.job_name != job or not job:
         return (), None
     since = cur.training_started_ms or cur.created_ms or cur.requested_at_ms
     try:
         keep = fingerprint_keep(cur.instance_count)
-        return sup.logs.matching_lines(job, since - 60_000, FINGERPRINT_PATTERN, keep=keep), None
+        lines = sup.logs.matching_lines(
+            job, since - 60_000, FINGERPRINT_PATTERN, keep=keep, until_ms=since + FINGERPRINT_WINDOW_MS
+        )
+        return lines, None
     except Exception as exc:  # unknown, not "no fingerprint"
         log.warning("could not read the fingerprints of %s: %s", job, exc)
         sup.counters.add(failures)

@@ -196,10 +196,18 @@ class LogReader(Protocol):
     # per-minute activity read from the logs (what the heartbeat metric would carry)
     def activity(self, job_name: str, start_ms: int, end_ms: int) -> tuple[tuple[int, float], ...]: ...
     def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ...) -> tuple[str, ...]: ...
-    # lines matching a filter pattern since a time, `[algo-<n>] ...` (domain/fabric.py, hosts.py):
-    # the first `keep` (None: the reader's own bound), or with `newest` the last (stragglers.py)
+    # lines matching a filter pattern since a time (and before `until_ms`, if given), `[algo-<n>]
+    # ...` (domain/fabric.py, hosts.py): the first `keep` (None: the reader's own bound), or with
+    # `newest` the last (stragglers.py)
     def matching_lines(
-        self, job_name: str, since_ms: int, pattern: str, *, keep: int | None = None, newest: bool = False
+        self,
+        job_name: str,
+        since_ms: int,
+        pattern: str,
+        *,
+        keep: int | None = None,
+        newest: bool = False,
+        until_ms: int | None = None,
     ) -> tuple[str, ...]: ...
 
 

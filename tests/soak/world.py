@@ -678,13 +678,20 @@ class FakeLogs:
         return tuple(sorted((t, float(n)) for t, n in counts.items() if start_ms <= t < end_ms))
 
     def matching_lines(
-        self, job_name: str, since_ms: int, pattern: str, *, keep: int | None = None, newest: bool = False
+        self,
+        job_name: str,
+        since_ms: int,
+        pattern: str,
+        *,
+        keep: int | None = None,
+        newest: bool = False,
+        until_ms: int | None = None,
     ) -> tuple[str, ...]:
         phrase = pattern.strip('"')
         return tuple(
             f"[algo-1] {text}"
             for at, text in self.lines.get(job_name, [])
-            if at >= since_ms and phrase in text
+            if at >= since_ms and (until_ms is None or at < until_ms) and phrase in text
         )
 
     def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:

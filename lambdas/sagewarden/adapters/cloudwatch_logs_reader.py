@@ -437,10 +437,11 @@ class CloudWatchLogsReader:
         *,
         keep: int | None = None,
         newest: bool = False,
+        until_ms: int | None = None,
         budget_s: float = MATCH_BUDGET_S,
     ) -> tuple[str, ...]:
-        """The job's log events at or after `since_ms` that match a filter pattern (a quoted
-        phrase), as `[algo-<n>] <message>` lines in time order, at most `keep` (default
+        """The job's log events at or after `since_ms` (and before `until_ms`, if given) that
+        match a filter pattern (a quoted phrase), as `[algo-<n>] <message>` lines in time order, at most `keep` (default
         MATCH_MAX_LINES, never more than MATCH_LINES_CAP): the first ones (the start-up scan's
         lines are printed once, at start), or with `newest` the last ones (every page is read:
         the step lines of a recent window, where the newest matter). One FilterLogEvents call per
@@ -452,7 +453,7 @@ class CloudWatchLogsReader:
         for page in self._filter_pages(
             job_name,
             start_ms=since_ms,
-            end_ms=None,
+            end_ms=until_ms,
             pattern=pattern,
             budget_s=budget_s,
             what=f"lines matching {pattern}",

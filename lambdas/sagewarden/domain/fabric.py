@@ -27,7 +27,12 @@ import re
 from collections.abc import Sequence
 
 from sagewarden.domain.draft import Draft, notify
-from sagewarden.domain.hosts import FINGERPRINT_PATTERN, check_fingerprints, fingerprints
+from sagewarden.domain.hosts import (
+    FINGERPRINT_PATTERN,
+    FINGERPRINT_WINDOW_MS,
+    check_fingerprints,
+    fingerprints,
+)
 from sagewarden.domain.models import Attempt, Run
 
 EFA_GPU_FAMILY = re.compile(r"^ml\.(p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+)\.")
@@ -38,7 +43,8 @@ TRANSPORT_PATTERN = '"Using network"'  # CloudWatch Logs filter pattern: the phr
 # any host. It can only add evidence: its failure leaves the scan as the other reads make it.
 SOCKET_PATTERN = '?"Using network Socket" ?"NET/Socket : Using" ?"Selected Provider is tcp" ?"Selected Provider is sockets"'
 SUPPLEMENTARY_PATTERNS = frozenset({SOCKET_PATTERN})
-SCAN_WINDOW_MS = 20 * 60_000  # after Training starts (NCCL initialises at the first collective)
+# after Training starts (NCCL initialises at the first collective; the fingerprints print at start)
+SCAN_WINDOW_MS = FINGERPRINT_WINDOW_MS
 SCAN_EVERY_MS = 60_000
 MAX_EVIDENCE = 5
 DEBUG_LEVELS = ("INFO", "TRACE")  # NCCL prints its network choice at INFO and below

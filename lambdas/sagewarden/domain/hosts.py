@@ -51,6 +51,9 @@ FINGERPRINT_PATTERN = '"[sagewarden] host="'  # CloudWatch Logs filter pattern: 
 # a read of fingerprint lines keeps at least this many; the log reader's default for a read that
 # names no bound is the same figure (adapters/cloudwatch_logs_reader.py takes it from here)
 FINGERPRINT_MIN_LINES = 200
+# a fingerprint read looks this long past Training's start (the contract prints the line once, at
+# start): at an ending, and the start-up scan (domain/fabric.py) watches the same minutes
+FINGERPRINT_WINDOW_MS = 20 * 60_000
 # A GPU hardware line in any host's log (CloudWatch Logs filter syntax: `?"a" ?"b"` matches either
 # phrase, case as written): Xid, ECC, fell/fallen off the bus, GPU lost -- the phrases of
 # HARDWARE_LOG_LABELS. One FilterLogEvents over every host finds its printer on a job of hundreds
