@@ -54,33 +54,48 @@ def test_a_late_line_holds_back_the_later_lines_of_its_stream_and_old_lines_are_
     assert MetricDelays(3).readable(STREAM, list(range(0, 3_600_000, 1_000)), 3_600_000 + 180_000) == 3_600
 
 
-class _Sim:
-    """What SimulatedLogs asks of the simulator: one job's one host with a few lines."""
+class SimOfLogs:
+    """What SimulatedLogs asks of the simulator: one job, its hosts' lines (``{host: [(ms, text)]}``,
+    oldest first), a log-arrival model or None, a virtual clock at ``now``. Streams are named as
+    the simulator names them (``<job>/algo-<n>-<created s>``)."""
 
-    def __init__(self, lines: list[tuple[int, str]], arrival: MetricDelays | None) -> None:
-        self.clock = VirtualClock(0)
-        self.job = SimpleNamespace(name="job-1", created_ms=1_700_000_000_000)
-        self._lines = lines
+    def __init__(
+        self,
+        lines: dict[int, list[tuple[int, str]]],
+        arrival: MetricDelays | None,
+        *,
+        job: str = "job-1",
+        created_ms: int = 1_700_000_000_000,
+        now: int = 0,
+    ) -> None:
+        self.clock = VirtualClock(now)
+        self.job = SimpleNamespace(name=job, created_ms=created_ms)
+        self.lines = lines
         self.logs = SimpleNamespace(arrival=arrival)
         self.region, self.account_id = "us-east-1", "123456789012"
+
+    def stream(self, host: int) -> str:
+        return f"{self.job.name}/algo-{host}-{self.job.created_ms // 1000}"
 
     def has_logs(self) -> bool:
         return True
 
     def log_streams(self, prefix: str) -> list[tuple[str, Any, int]]:
-        return [(STREAM, self.job, 3)] if STREAM.startswith(prefix) else []
+        names = sorted((self.stream(h), h) for h in self.lines)
+        return [(name, self.job, h) for name, h in names if name.startswith(prefix)]
 
     def log_stream(self, name: str) -> tuple[Any, int] | None:
-        return (self.job, 3) if name == STREAM else None
+        return next(((self.job, h) for h in self.lines if self.stream(h) == name), None)
 
     def log_events(self, job: Any, host: int) -> list[tuple[int, str]]:
-        return [(t, m) for t, m in self._lines if t <= self.clock.now_ms]
+        return [(t, m) for t, m in self.lines[host] if t <= self.clock.now_ms]
 
 
 def test_the_supervisors_reads_see_only_the_lines_that_have_landed() -> None:
     xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
     lines = [(0, "step 100 loss 2.1"), (60_000, xid)]
-    sim = _Sim(lines, MetricDelays(1, logs=SourceDelay(base_s=40, jitter_s=0, late_rate=0)))
+    sim = SimOfLogs({3: lines}, MetricDelays(1, logs=SourceDelay(base_s=40, jitter_s=0, late_rate=0)))
+    assert sim.stream(3) == STREAM
     logs = SimulatedLogs(sim)  # type: ignore[arg-type]
     sim.clock.advance_to(61_000)  # the crash a second ago: its Xid line is still on its way
     got = logs.filter_log_events(logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix="job-1/")
@@ -96,7 +111,7 @@ def test_the_supervisors_reads_see_only_the_lines_that_have_landed() -> None:
         logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix="job-1/", filterPattern='"Xid"'
     )
     assert [e["message"] for e in got["events"]] == [xid]
-    kind = _Sim(lines, None)  # no model: every line at once
+    kind = SimOfLogs({3: lines}, None)  # no model: every line at once
     kind.clock.advance_to(61_000)
     got = SimulatedLogs(kind).filter_log_events(logGroupName=TRAINING_LOG_GROUP)  # type: ignore[arg-type]
     assert len(got["events"]) == 2

@@ -5,46 +5,23 @@ slice of its window, so a long window is many pages and a quiet slice an empty p
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 from drill.account import MemoryCounters
-from drill.clock import VirtualClock
 from drill.sim_cloudwatch import SCAN_SLICE_MS, SimulatedLogs
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
 from sagewarden.domain.hosts import FINGERPRINT_PATTERN, FINGERPRINT_WINDOW_MS
 from sagewarden.keys import TRAINING_LOG_GROUP
 from sagewarden.observe_hosts import read_fingerprints
 from tests.builders import HOUR, training_run
+from tests.unit.test_log_arrival import SimOfLogs
 
 MIN = 60_000
 
 
-class _Sim:
-    """What SimulatedLogs asks of the simulator: one job, `hosts` hosts, the lines given."""
-
-    def __init__(self, job_name: str, lines: dict[int, list[tuple[int, str]]], now: int) -> None:
-        self.clock = VirtualClock(now)
-        self.job = SimpleNamespace(name=job_name, created_ms=0)
-        self.lines = lines
-        self.logs = SimpleNamespace(arrival=None)
-        self.region, self.account_id = "us-east-1", "123456789012"
-
-    def stream(self, host: int) -> str:
-        return f"{self.job.name}/algo-{host}-0"
-
-    def has_logs(self) -> bool:
-        return True
-
-    def log_streams(self, prefix: str) -> list[tuple[str, Any, int]]:
-        names = sorted((self.stream(h), h) for h in self.lines)
-        return [(name, self.job, h) for name, h in names if name.startswith(prefix)]
-
-    def log_events(self, job: Any, host: int) -> list[tuple[int, str]]:
-        return [(t, m) for t, m in self.lines[host] if t <= self.clock.now_ms]
-
-
 def test_a_long_window_is_many_pages_in_time_order_and_a_quiet_slice_is_an_empty_page() -> None:
-    sim = _Sim("job", {1: [(2 * MIN, "a"), (31 * MIN, "c")], 2: [(3 * MIN, "b")]}, 40 * MIN)
+    sim = SimOfLogs(
+        {1: [(2 * MIN, "a"), (31 * MIN, "c")], 2: [(3 * MIN, "b")]}, None, job="job", now=40 * MIN
+    )
     logs = SimulatedLogs(sim)  # type: ignore[arg-type]
     pages, token = [], None
     while True:
@@ -75,7 +52,7 @@ def test_the_fingerprint_read_at_the_end_of_a_long_attempt_searches_only_its_sta
         + [(start + m * MIN, f"step {m * 10} loss 2.0") for m in range(1, 180)]
         for h in range(1, 5)
     }
-    sim = _Sim(cur.job_name, lines, start + 3 * HOUR)
+    sim = SimOfLogs(lines, None, job=cur.job_name, now=start + 3 * HOUR)
     reader = CloudWatchLogsReader(SimulatedLogs(sim), clock=lambda: sim.clock.now_ms / 1000)  # type: ignore[arg-type]
     sup = SimpleNamespace(logs=reader, counters=MemoryCounters(), clock=lambda: sim.clock.now_ms)
     found, error = read_fingerprints(sup, run, cur.job_name, "failures")  # type: ignore[arg-type]
