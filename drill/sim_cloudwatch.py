@@ -108,14 +108,16 @@ class SimulatedLogs:
         self._sim = sim
         self._group = group
 
-    def _arrived(self, name: str, job: SimJob, host: int) -> list[tuple[int, str]]:
+    def _arrived(self, name: str, job: SimJob, host: int) -> tuple[list[int], list[tuple[int, str]]]:
         """The stream's lines that have reached CloudWatch Logs by now (the simulator's
-        ``logs.arrival``; every line written when it has none)."""
+        ``logs.arrival``; every line written when it has none): their times and (time, text)."""
         events = self._sim.log_events(job, host)
+        times = [t for t, _ in events]
         arrival = self._sim.logs.arrival
         if arrival is None:
-            return events
-        return events[: arrival.readable(name, [t for t, _ in events], self._sim.clock.now_ms)]
+            return times, events
+        n = arrival.readable(name, times, self._sim.clock.now_ms)
+        return times[:n], events[:n]
 
     def _check_group(self, group: str, operation: str) -> None:
         if group != self._group or not self._sim.has_logs():
@@ -142,7 +144,7 @@ class SimulatedLogs:
         page = streams[:limit]
         out: list[dict[str, Any]] = []
         for name, job, host in page:
-            events = self._arrived(name, job, host)
+            _, events = self._arrived(name, job, host)
             entry: dict[str, Any] = {
                 "logStreamName": name,
                 "creationTime": events[0][0] if events else job.created_ms,
@@ -179,7 +181,7 @@ class SimulatedLogs:
         job, host = match
         events = [
             (t, m)
-            for t, m in self._arrived(logStreamName, job, host)
+            for t, m in self._arrived(logStreamName, job, host)[1]
             if (startTime is None or t >= startTime) and (endTime is None or t < endTime)
         ]
         events = events[:limit] if startFromHead else events[-limit:]
@@ -211,15 +213,20 @@ class SimulatedLogs:
         matches = phrase_matcher(filterPattern)
         streams = self._sim.log_streams(logStreamNamePrefix)
         lines = {name: self._arrived(name, job, host) for name, job, host in streams}
-        first = min((ev[0][0] for ev in lines.values() if ev), default=0)
-        begin = startTime if startTime is not None else first
+        if nextToken:
+            at, _, skip = nextToken.partition(":")
+            lo, offset = int(at), int(skip or 0)
+        else:  # the window's start, or the oldest line when it names none
+            lo = (
+                startTime
+                if startTime is not None
+                else min((times[0] for times, _ in lines.values() if times), default=0)
+            )
+            offset = 0
         stop = endTime if endTime is not None else self._sim.clock.now_ms + 1
-        at, _, skip = (nextToken or f"{begin}:0").partition(":")
-        lo, offset = int(at), int(skip or 0)
         hi = min(lo + SCAN_SLICE_MS, stop)
         found: list[tuple[int, str, str]] = []
-        for name, events in lines.items():
-            times = [t for t, _ in events]
+        for name, (times, events) in lines.items():
             for t, m in events[bisect.bisect_left(times, lo) : bisect.bisect_left(times, hi)]:
                 if matches(m):
                     found.append((t, name, m))

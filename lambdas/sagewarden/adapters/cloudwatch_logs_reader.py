@@ -441,13 +441,13 @@ class CloudWatchLogsReader:
         budget_s: float = MATCH_BUDGET_S,
     ) -> tuple[str, ...]:
         """The job's log events at or after `since_ms` (and before `until_ms`, if given) that
-        match a filter pattern (a quoted phrase), as `[algo-<n>] <message>` lines in time order, at most `keep` (default
-        MATCH_MAX_LINES, never more than MATCH_LINES_CAP): the first ones (the start-up scan's
-        lines are printed once, at start), or with `newest` the last ones (every page is read:
-        the step lines of a recent window, where the newest matter). One FilterLogEvents call per
-        page, at most MATCH_MAX_PAGES pages (NEWEST_MAX_PAGES for `newest`) and `budget_s`: an
-        incomplete read raises `LogReadIncomplete` (unknown, never "none printed"); other errors
-        propagate."""
+        match a filter pattern (a quoted phrase), as `[algo-<n>] <message>` lines in time order,
+        at most `keep` (default MATCH_MAX_LINES, never more than MATCH_LINES_CAP): the first ones
+        (the start-up scan's lines are printed once, at start), or with `newest` the last ones
+        (every page is read: the step lines of a recent window, where the newest matter). One
+        FilterLogEvents call per page, at most MATCH_MAX_PAGES pages (NEWEST_MAX_PAGES for
+        `newest`) and `budget_s`: an incomplete read raises `LogReadIncomplete` (unknown, never
+        "none printed"); other errors propagate."""
         max_lines = min(keep or MATCH_MAX_LINES, MATCH_LINES_CAP)
         out: list[tuple[int, str]] = []
         for page in self._filter_pages(
