@@ -119,7 +119,7 @@ def cmd_events(env: Env) -> int:
 
 
 def cmd_logs(env: Env) -> int:
-    from sagewarden_cli.logs import JobLogReader, format_lines
+    from sagewarden_cli.logs import LATE_LINES_MS, JobLogReader, format_lines
 
     a = env.args
     ctx = env.ctx()
@@ -212,9 +212,6 @@ def cmd_logs(env: Env) -> int:
                     + (f": {run['outcome']}" if run.get("outcome") else "")
                 )
             return OK
-
-
-LATE_LINES_MS = 180_000  # how long an ended attempt's stream is still read while following
 
 
 def attempt_ended(run: dict[str, Any], attempt: dict[str, Any]) -> bool:

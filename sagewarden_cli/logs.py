@@ -15,6 +15,9 @@ from typing import Any
 from sagewarden_cli.errors import API_ERROR, NOT_FOUND, CliError
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+# how long a reader keeps looking for a line that may still be on its way: CloudWatch Logs
+# ingests a line some time after it is written (AWS publishes no bound)
+LATE_LINES_MS = 180_000
 _STREAM = re.compile(r"^(?P<job>.+)/algo-(?P<host>\d+)-(?P<epoch>\d+)$")
 
 

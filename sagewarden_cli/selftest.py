@@ -362,7 +362,7 @@ def run(env: Env) -> int:
         test.say(f"run {test.run_id} ({RUN_NAME}) submitted; watching it (server time, minutes:seconds)")
         passed = test.watch(submitted)
         final = client.call("GET", f"/runs/{test.run_id}")
-        check_state, check_text = test.script_resumes(final)
+        check_state, check_text = test.script_resumes_landed(final)
         if check_state == FAILED:
             passed = False
         test.outcomes.append(Outcome(SCRIPT_CHECK, check_state, detail=check_text))

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from sagewarden_cli.env import Env
 
 
+NOT_YET = "not yet"  # script_resumes: a line not (yet) in the log
+
+
 @dataclass
 class Outcome:
     title: str
@@ -197,8 +200,23 @@ class SelfTest:
         self.say(f"[{clock}] {mark} {o.title:<36} {took}{detail}")
 
     # -- the script's own word ---------------------------------------------------------------
+    def script_resumes_landed(self, run: dict[str, Any]) -> tuple[str, str]:
+        """`script_resumes`, read again for up to LATE_LINES_MS of server time while an attempt's
+        'Resuming training' line is missing: CloudWatch Logs ingests a line some time after it
+        is written (AWS publishes no bound), and a short last attempt may have just printed it."""
+        from sagewarden_cli.logs import LATE_LINES_MS
+
+        until = self.client.now_ms() + LATE_LINES_MS
+        while True:
+            state, text = self.script_resumes(run)
+            if state != NOT_YET or self.client.now_ms() >= until:
+                return ("not checked" if state == NOT_YET else state), text
+            self.env.sleep(self.interval_s)
+            run = dict(self.client.call("GET", f"/runs/{self.run_id}"))  # (and the server's time)
+
     def script_resumes(self, run: dict[str, Any]) -> tuple[str, str]:
-        """(state, text): did the script load the checkpoint sagewarden named (its log says so)?"""
+        """(state, text): did the script load the checkpoint sagewarden named (its log says so)?
+        NOT_YET: an attempt's log has no such line so far."""
         from sagewarden_cli.logs import JobLogReader
 
         found: list[str] = []
@@ -218,7 +236,7 @@ class SelfTest:
                 if (m := re.search(r"Resuming training from global step (\d+)", t))
             ]
             if not said:
-                return "not checked", f"attempt {a['number']}'s log has no 'Resuming training' line (yet)"
+                return NOT_YET, f"attempt {a['number']}'s log has no 'Resuming training' line (yet)"
             if said[0] != want:
                 return (
                     FAILED,

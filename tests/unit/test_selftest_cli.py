@@ -351,3 +351,35 @@ def test_logs_the_identity_may_not_read_leave_the_log_check_not_checked(monkeypa
 
     assert state == "not checked" and state != selftest.FAILED
     assert text.startswith("its logs could not be read (") and "AccessDenied" in text
+
+
+def test_the_script_check_reads_again_while_a_resuming_line_may_still_land(monkeypatch):
+    """CloudWatch Logs ingests a line late: the last attempt's 'Resuming training' line may not be
+    there when the run ends. The check reads again (server time) for up to LATE_LINES_MS before it
+    says "not checked"; a line that lands meanwhile is checked (before: one read, "not checked")."""
+    from sagewarden_cli.logs import LATE_LINES_MS
+    from sagewarden_cli.selftest_session import NOT_YET
+
+    def run_with(answers: list[tuple[str, str]], clock: list[int]) -> tuple[tuple[str, str], int]:
+        test = selftest_on(FakeApi(set()))
+        test.run_id = "01KE5Q86000000000000000000"
+        reads = iter(answers)
+        monkeypatch.setattr(test, "script_resumes", lambda run: next(reads))
+        monkeypatch.setattr(test.client, "call", lambda method, path, **kw: {"attempts": []})
+        monkeypatch.setattr(test.client, "now_ms", lambda: clock[0])
+        slept = []
+
+        def sleep(s: float) -> None:
+            slept.append(s)
+            clock[0] += 60_000  # a minute of server time between reads
+
+        test.env.sleep = sleep
+        return test.script_resumes_landed({"attempts": []}), len(slept)
+
+    late = (NOT_YET, "attempt 3's log has no 'Resuming training' line (yet)")
+    landed = (selftest.DONE, "the script's log confirms: attempt 3 from step 30")
+    assert run_with([late, late, landed], [0]) == (landed, 2)
+    never = [late] * 10
+    (state, text), sleeps = run_with(never, [0])
+    assert state == "not checked" and "(yet)" in text and sleeps == LATE_LINES_MS // 60_000
+    assert run_with([(selftest.FAILED, "wrong step")], [0]) == ((selftest.FAILED, "wrong step"), 0)
