@@ -31,7 +31,7 @@ from sagewarden_cli.errors import API_ERROR, NETWORK
 from tests.doc_pages import documentation
 
 REPO = Path(__file__).resolve().parents[2]
-SPEED = 400.0  # 1 wall second = 6.7 virtual minutes: a loaded CI worker stalling stays inside the deadlines (at 1,000 a full-suite run once saw a stall read as a hang)
+SPEED = 200.0  # 1 wall second = 3.3 virtual minutes: a loaded CI worker stalling stays inside the deadlines (at 1,000, and once at 400 with log lines landing late, a full-suite run saw a stall read as a hang)
 STEP_TITLES = [
     "submitted",
     "attempt 1 training",
