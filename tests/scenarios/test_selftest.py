@@ -1,6 +1,6 @@
 """`sagewarden selftest` end to end against the drill's simulated account: the CLI's own HTTP
 transport and S3 calls against `python -m drill serve --scenario selftest` (in process, on an
-ephemeral port, virtual time x3000), and the variants in which a step must fail."""
+ephemeral port, virtual time x SPEED), and the variants in which a step must fail."""
 
 from __future__ import annotations
 
