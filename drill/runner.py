@@ -509,7 +509,9 @@ class DrillRunner:
         for f in out:
             at_ms, job_name, run = f["at_ms"], f["job"], f["run"]
             run_actions = actions.get(run, [])
-            i = bisect.bisect_right(run_actions, at_ms)
+            # an action at the fault's very millisecond answers it (a sweep due that instant
+            # reads the job the fault just ended)
+            i = bisect.bisect_left(run_actions, at_ms)
             action_ms = run_actions[i] if i < len(run_actions) else None
             run_trainings = trainings.get(run, [])
             i = bisect.bisect_right(run_trainings, (at_ms, "\uffff"))

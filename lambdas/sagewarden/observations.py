@@ -18,6 +18,7 @@ from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKi
 from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.hang_alarms import silence_window_min
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
 from sagewarden.domain.models import Run, startup_kind
 from sagewarden.domain.plan_windows import PlanView, plan_arn
@@ -243,7 +244,8 @@ class Observer:
         cur, now = run.current, self.sup.clock()
         if cur is None or cur.training_started_ms is None:
             return None, None, None
-        window = window_in_force(run, run.policy, cur)[0]
+        # as the alarm would: lines land late too, so the newest minutes alone never fill the window
+        window = silence_window_min(window_in_force(run, run.policy, cur)[0])
         if now - cur.training_started_ms < window * 60_000:
             return None, None, None
         try:

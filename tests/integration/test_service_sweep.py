@@ -131,6 +131,35 @@ def test_sweep_log_silence_fallback_without_subscription(template):
         assert any("sweep check" in line for line in stored.current.evidence)
 
 
+def test_sweep_log_silence_fallback_judges_no_fewer_minutes_than_lines_may_be_late(template):
+    """Log lines land late (here every line 150 s after it is written). A 2-minute window read as
+    "no line since 2 minutes ago" would find a job that logs every minute silent at every sweep;
+    like the alarm, the sweep's check judges at least the late minutes plus one (4)."""
+    late_lines = {"logs": {"base_s": 150, "jitter_s": 0, "late_rate": 0}}
+    with LocalAccount(template, store="memory", progress_log_interval_s=60, metric_delay=late_lines) as acct:
+        acct.supervisor.settings = dataclasses.replace(acct.supervisor.settings, log_silence_fallback=True)
+        policy = {"log_silence_minutes": 2, "startup_silence_minutes": 10, "adaptive_windows": False}
+        status, run = acct.api(
+            "POST",
+            "/runs",
+            body={
+                "name": "llama-8b",
+                "training_job": default_training_job("llama-8b", BUCKET, EXECUTION_ROLE),
+                "policy": policy,
+            },
+        )
+        assert status == 201, run
+        acct.sagemaker.advance(acct.clock.now_ms + 15 * MIN)
+        acct.deliver_due()
+        started = acct.supervisor.store.get(run["run_id"]).current.training_started_ms
+        assert started is not None
+        for minute in range(12, 40, 2):
+            acct.sagemaker.advance(started + minute * MIN)
+            acct.run_sweep()
+            stored = acct.supervisor.store.get(run["run_id"])
+            assert stored.status == RunStatus.TRAINING, (minute, stored.current.evidence)
+
+
 def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
     """Issue 18 (cheaper per call): the sweep's pass over a training run read it three to four
     times (the job observed, the alarms compared, the tick); each step now hands on the run it

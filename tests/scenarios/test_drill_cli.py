@@ -167,7 +167,7 @@ def test_drill_json_summary_has_the_documented_fields(
     assert all(key.endswith("_s") for key in run["time_s"])  # durations in seconds
     (fault,) = [f for f in summary["faults"] if f["run"] == "llama"]
     assert fault["classified_as"] == "INFRASTRUCTURE" and fault["gpu_hours_lost"]["total"] > 0
-    assert 0 < fault["to_action_s"] < fault["to_healthy_replacement_s"]
+    assert 0 <= fault["to_action_s"] < fault["to_healthy_replacement_s"]  # 0: a sweep due at that instant
 
 
 def test_drill_help_lists_the_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> None:

@@ -263,6 +263,19 @@ def scenario_cadence_and_advice(d: Driver) -> None:
     d.sweep(minutes=3)
 
 
+def scenario_cadence_from_logs(d: Driver) -> None:
+    """Without a subscription the sweep judges log silence from the logs, so the job writes a
+    line (a checkpoint) every 10 minutes -- fewer would be a hang -- for 90 minutes: long enough
+    past the start-up allowance for the cadence to be read (LogReader.activity)."""
+    d.submit("steady")
+    _to_training(d, "steady")
+    for _ in range(9):
+        d.progress("steady", 1, "checkpoint")
+        d.sweep(minutes=10)
+    d.progress("steady", 1, "complete")
+    d.sweep(minutes=3)
+
+
 def scenario_log_silence_fallback(d: Driver) -> None:
     d.submit("quiet")
     _to_training(d, "quiet")
@@ -319,7 +332,7 @@ SCENARIOS = (
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}
     ),
     # without a subscription the cadence is read from the logs (LogReader.activity)
-    Scenario("cadence learned from the logs", scenario_cadence_and_advice, {"log_silence_fallback": True}),
+    Scenario("cadence learned from the logs", scenario_cadence_from_logs, {"log_silence_fallback": True}),
     # a new job missing from DescribeTrainingJob/Stop for longer than the supervisor waits before
     # re-issuing a launch (2 min) or giving up on a cancelled one (5 min): "not found" must read as
     # "not visible yet", never as "never launched" (no second job, none left running)

@@ -10,13 +10,14 @@ import pytest
 
 from sagewarden.domain.actions import EnsureHangAlarms, StopJob
 from sagewarden.domain.advice import checkpoint_advice, observed_interval_min
-from sagewarden.domain.decide import INTENT_HANG
+from sagewarden.domain.decide import INTENT_HANG, next_due_ms
 from sagewarden.domain.events import (
     AlarmsObserved,
     LaunchAccepted,
     Observations,
     Tick,
 )
+from sagewarden.domain.hangs import quiet_due_ms
 from sagewarden.domain.models import RunStatus, startup_kind
 from sagewarden.domain.policy import RunPolicy
 from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
@@ -84,6 +85,30 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert StopJob(run.current.job_name, INTENT_HANG) in late.actions
     still_silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 46 * MIN)
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
+
+
+def test_a_silence_alarm_is_not_judged_before_training_has_lasted_what_it_can_see():
+    """The log-silence alarm counts a minute without data as silent, and the minutes before
+    Training have none while the first minutes' datapoints may still be on their way: 2 minutes
+    into Training a 5-minute window is in ALARM on a job that logs all the time. With a 1-minute
+    start-up allowance (the self-test's policy) the alarm is judged from 4 minutes on (the
+    allowance plus the 3 late minutes: no datapoint by then means the job wrote nothing), and the
+    sweep looks again at that moment, since an alarm already in ALARM sends no new change."""
+    policy = RunPolicy(
+        hang_confirmation="any", startup_silence_minutes=1, hang_grace_minutes=1, log_silence_minutes=5
+    )
+    run = training_run(policy)
+    t0 = run.current.training_started_ms
+    early = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 2 * MIN)), t0 + 2 * MIN + 20_000)
+    assert early.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in early.actions)
+    assert quiet_due_ms(early.run, t0 + 2 * MIN + 20_000) == t0 + 4 * MIN
+    assert next_due_ms(early.run, t0 + 2 * MIN + 20_000) <= t0 + 4 * MIN
+    judged = step(early.run, _alarms(run, ("log_silence", "ALARM", t0 + 2 * MIN)), t0 + 4 * MIN)
+    assert StopJob(run.current.job_name, INTENT_HANG) in judged.actions
+    # the policy's 45-minute allowance is longer than any window: judged when it ends, as before
+    default = training_run()
+    late = step(default, _alarms(default, ("log_silence", "ALARM", t0 + 44 * MIN)), t0 + 45 * MIN)
+    assert StopJob(default.current.job_name, INTENT_HANG) in late.actions
 
 
 def _learned(run, minutes, kind=None):

@@ -72,6 +72,7 @@ from sagewarden.domain.hang_alarms import (
     key_group,
     key_signal,
     lone_idle_groups,
+    silence_window_min,
 )
 from sagewarden.ports import AlarmInventory
 
@@ -148,7 +149,7 @@ def _literal(x: float) -> str:
 def _silence_window(minutes: int) -> dict[str, Any]:
     """N of N, for the alarms whose missing data is breaching (log silence, progress): never
     shorter than the late minutes plus one (see the module docstring)."""
-    n = min(max(minutes, METRIC_LAG_MIN + 1), MAX_ALARM_PERIODS)
+    n = silence_window_min(minutes)
     return {"EvaluationPeriods": n, "DatapointsToAlarm": n}
 
 

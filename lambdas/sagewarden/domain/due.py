@@ -14,6 +14,7 @@ from sagewarden.domain.draft import (
     startup_allowance,
 )
 from sagewarden.domain.fabric import scan_due_ms
+from sagewarden.domain.hangs import quiet_due_ms
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.stragglers import read_due_ms
 from sagewarden.domain.training_plans import plan_due_ms
@@ -34,6 +35,9 @@ def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_IN
     stop = plan_due_ms(run, now_ms)  # a training plan's window ends (domain/training_plans.py)
     if stop is not None and due is not None:
         due = min(due, stop)
+    ready = quiet_due_ms(run, now_ms)  # when a quiet alarm's level first speaks of Training
+    if ready is not None and due is not None:
+        due = min(due, ready)
     pools = pool_due_ms(run, now_ms)  # watched warm pools: terminal runs too
     if pools is None:
         return due

@@ -35,6 +35,13 @@ METRIC_LAG_MIN = 3
 MAX_ALARM_PERIODS = 1440  # EvaluationPeriods x Period must not exceed one day (60 s periods)
 
 
+def silence_window_min(minutes: int) -> int:
+    """The minutes a silence is judged over (the log-silence and progress alarms, N of N with
+    missing breaching, and the sweep's own log-silence check): never fewer than the late minutes
+    plus one, or the minutes whose data is still on its way would alone fill the window."""
+    return min(max(minutes, METRIC_LAG_MIN + 1), MAX_ALARM_PERIODS)
+
+
 def gpu_groups(instance_count: int) -> list[list[int]]:
     """Hosts 1..n in balanced groups of at most 10 (e.g. 11 hosts -> 6 + 5, never 10 + 1, so
     every group has peers to compare an idle host with)."""

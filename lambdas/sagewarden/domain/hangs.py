@@ -34,6 +34,7 @@ from sagewarden.domain.draft import (
 from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations
 from sagewarden.domain.evidence import UNKNOWN, WORK, Verdict, judge
 from sagewarden.domain.hang_alarms import (
+    METRIC_LAG_MIN,
     SIGNAL_CHECKPOINT,
     SIGNAL_GPU_IDLE,
     SIGNAL_GPU_LONE_IDLE,
@@ -41,6 +42,7 @@ from sagewarden.domain.hang_alarms import (
     SIGNAL_PROGRESS,
     alarm_keys,
     key_signal,
+    silence_window_min,
 )
 from sagewarden.domain.models import Attempt, Run, startup_kind
 from sagewarden.domain.policy import RunPolicy
@@ -52,6 +54,9 @@ from sagewarden.domain.pricing import gpus_per_instance
 _QUIET_SIGNALS = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS, SIGNAL_GPU_IDLE})
 STARTUP_LONE_IDLE_MS = 10 * 60_000  # in ALARM this long during start-up: a dead host, not skew
 SAVE_ACTIVE_MS = 5 * 60_000  # a checkpoint object this recent: a save is under way (or just ended)
+# the quiet signals whose alarms count a minute without data as silent (missing is breaching): the
+# minutes before Training have none, and the newest minutes' datapoints may still be on their way
+_MISSING_IS_SILENT = frozenset({SIGNAL_LOG_SILENCE, SIGNAL_PROGRESS})
 
 
 def _current_training(d: Draft, job_name: str, attempt: int) -> tuple[Attempt | None, str | None]:
@@ -166,6 +171,15 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
         if not events:
             names = ", ".join(e.signal for e in waiting)
             return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
+    early = [
+        e
+        for e in events
+        if e.signal in _MISSING_IS_SILENT and d.now < quiet_ready_ms(d.run, d.policy, cur, e.signal)
+    ]
+    if early and len(early) == len(events):
+        names = ", ".join(e.signal for e in early)
+        return f"{names} in ALARM before Training has lasted what the alarm can judge"
+    events = [e for e in events if e not in early]
     basis: str | None = None
     if all(e.signal in _QUIET_SIGNALS for e in events):
         act, why = _quiet_gate(d, cur, events)
@@ -201,6 +215,38 @@ def wants_save_activity(event: HangSignal | AlarmsObserved) -> bool:
 def startup_allowance_min(d: Draft, cur: Attempt) -> int:
     """The start-up allowance in force for `cur` (`draft.startup_allowance`)."""
     return startup_allowance(d.run, d.policy, cur)
+
+
+def quiet_ready_ms(run: Run, policy: RunPolicy, cur: Attempt, signal: str) -> int:
+    """From when an ALARM of `signal` says something about Training. The log-silence and progress
+    alarms count a minute without data as silent: every minute before Training has none, and a
+    minute's datapoint may land up to METRIC_LAG_MIN minutes after it ends. So until Training has
+    lasted the alarm's window, an ALARM only says that no datapoint of Training has *arrived* --
+    2 minutes into Training, with the first minutes' datapoints still on their way, a 5-minute
+    window is in ALARM on a job that logs every second. The signal is judged once Training has
+    lasted its window, or the start-up allowance plus that lag (by then no datapoint means the
+    job wrote nothing for the allowance), whichever comes first -- never before the allowance.
+    Other signals: the start-up allowance."""
+    started = cur.training_started_ms or 0
+    allowance = startup_allowance(run, policy, cur)
+    if signal not in _MISSING_IS_SILENT:
+        return started + allowance * 60_000
+    window = silence_window_min(_window_in_force(run, policy, cur, signal))
+    return started + max(allowance, min(window, allowance + METRIC_LAG_MIN)) * 60_000
+
+
+def quiet_due_ms(run: Run, now_ms: int) -> int | None:
+    """The next moment a quiet signal of the training attempt becomes judgeable
+    (`quiet_ready_ms`): its alarm's level is read again then -- an alarm that went to ALARM while
+    it had to wait stays there without a new state change."""
+    cur, pol = run.current, run.policy
+    if cur is None or not cur.in_training or cur.training_started_ms is None or not pol.hang_detection:
+        return None
+    if cur.stop_intent is not None:
+        return None
+    signals = (SIGNAL_LOG_SILENCE, SIGNAL_GPU_IDLE, *((SIGNAL_PROGRESS,) if pol.progress_metric else ()))
+    ahead = [at for at in (quiet_ready_ms(run, pol, cur, s) for s in signals) if at > now_ms]
+    return min(ahead, default=None)
 
 
 def quiet_onset_ms(run: Run, policy: RunPolicy, cur: Attempt, signal: str, since_ms: int) -> int:
@@ -435,7 +481,7 @@ def tick_signal(d: Draft, cur: Attempt) -> HangSignal | str | None:
                 source="sweep",
             )
     if d.obs.logs_silent is True:
-        window = log_window(d, cur)
+        window = silence_window_min(log_window(d, cur))
         silent_for = max(window, d.obs.logs_silent_min or window)
         return HangSignal(
             job_name=cur.job_name,
