@@ -132,11 +132,6 @@ def scenario_document(plan: Plan = PLAN, policy: Mapping[str, Any] = POLICY) -> 
         "account": {
             "startup": {"provision_s": 120, "download_s": 90, "upload_s": 30, "stop_s": 30},
             "store": "memory",
-            # log lines readable as written (the drill's default lands them 1 s to 3 min late):
-            # the self-test's 1-minute start-up window is shorter than that allowance, and on a
-            # loaded machine the late lines confirmed false hangs; an open item (closing note,
-            # stop 27), not a claim that AWS ingests at once
-            "metric_delay": {"logs": {"base_s": 0, "jitter_s": 0, "late_rate": 0}},
         },
         "runs": [
             {
