@@ -11,7 +11,7 @@ import pytest
 from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
 from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
 from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.endings import LOG_SETTLE_MS
+from sagewarden.domain.endings import FINGERPRINT_RETRY_MS, LOG_SETTLE_MS
 from sagewarden.domain.events import LaunchAccepted, Observations, Tick
 from sagewarden.domain.hosts import (
     INTENT_BAD_HOST,
@@ -186,12 +186,39 @@ def test_the_bad_hosts_fingerprint_is_remembered_and_survives_the_store():
     assert again.current.infra_check
 
 
-def test_an_unreadable_fingerprint_is_unknown_not_absent():
+def test_an_unreadable_fingerprint_is_read_again_then_unknown_not_absent():
+    """A throttled fingerprint read is unknown, not "none printed": the ending waits for a read
+    that succeeds (the fingerprint remembered, no infra check for the next attempt), for up to
+    FINGERPRINT_RETRY_MS after the job's end; still unreadable then, it is decided with the
+    fingerprint unknown and the check."""
     run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    throttled = "ThrottlingException: Rate exceeded"
+    d, at = end(run, NCCL_REASON, ECC_TAIL, fp=(), fp_error=throttled)
+    assert d.run.deferred_since_ms is not None and "fingerprint could not be read" in d.run.deferred_reason
+    assert not launches(d) and d.run.bad_fingerprints == ()
+    failed = observed(d.run, "Failed", "Failed", at, NCCL_REASON)
+    read = step(
+        d.run,
+        failed,
+        at + 2 * MIN,
+        Observations(checkpoint=ckpt(500), log_tail=ECC_TAIL, fingerprint_lines=(FP2,)),
+    )
+    assert read.run.deferred_since_ms is None and launches(read)
+    assert [host for host, _, _ in read.run.bad_fingerprints] == [
+        "algo-2"
+    ] and not read.run.infra_check_pending
+    late = Observations(checkpoint=ckpt(500), log_tail=ECC_TAIL, fingerprint_error=throttled)
+    blind = step(d.run, failed, at + FINGERPRINT_RETRY_MS, late)
+    assert blind.run.deferred_since_ms is None and launches(blind)
+    assert blind.run.bad_fingerprints == ()
+    assert any("fingerprint of algo-2 unknown" in n for n in blind.notes)
+    assert blind.run.infra_check_pending  # the host is still singled out
+
+
+def test_an_unreadable_fingerprint_does_not_hold_an_ending_whose_next_attempt_is_checked_anyway():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0, infra_check_unless_fingerprinted=False))
     d, _ = end(run, NCCL_REASON, ECC_TAIL, fp=(), fp_error="ThrottlingException: Rate exceeded")
-    assert d.run.bad_fingerprints == ()
-    assert any("fingerprint of algo-2 unknown" in n for n in d.notes)
-    assert d.run.infra_check_pending  # the host is still singled out
+    assert d.run.deferred_since_ms is None and launches(d) and d.run.infra_check_pending
 
 
 def _second_attempt_training():

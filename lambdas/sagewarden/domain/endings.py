@@ -61,6 +61,10 @@ from sagewarden.domain.warm_pools import (
 # crash that names no host is decided (lines_may_be_on_their_way). AWS publishes no ingestion
 # delay; a line usually lands within seconds, and the sweep looks again every minute.
 LOG_SETTLE_MS = 60_000
+# A failed host's fingerprint read that failed (a throttled FilterLogEvents when many runs end at
+# once) is read again on the sweep's next looks for this long after the job's end before the
+# ending is decided with the fingerprint unknown (fingerprint_unread)
+FINGERPRINT_RETRY_MS = 3 * 60_000
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
 _FINAL_CLASSES = frozenset(
@@ -100,6 +104,14 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
             f"its last log lines may still be on their way to CloudWatch Logs (it ended "
             f"{(d.now - end) / 1000:.0f} s ago, and no line names the failed host yet): read again "
             f"{LOG_SETTLE_MS // 1000} s after its end",
+        )
+        return
+    if fingerprint_unread(d, att, e, cls):
+        _defer_ending(
+            d,
+            att,
+            f"the failed host's fingerprint could not be read ({d.obs.fingerprint_error}): read again "
+            f"for up to {FINGERPRINT_RETRY_MS // 60_000} minutes after its end",
         )
         return
     final = (
@@ -179,6 +191,25 @@ def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Class
     elif att.keep_alive_s <= 0 or d.run.warm_pool_off or not ending_keeps_pool(e.status, att.failure_reason):
         return False
     return d.now - (e.ended_ms or e.modified_ms) < LOG_SETTLE_MS
+
+
+def fingerprint_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> bool:
+    """The ending singles out a host whose fingerprint, once remembered, spares the next attempt
+    SageMaker's infra check (5-30 minutes) -- but the read of the fingerprint lines failed. Unknown
+    is not "none printed": the ending waits for a read that succeeds, up to FINGERPRINT_RETRY_MS
+    after the job's end (the next attempt's launch waits as long; the check it would otherwise pay
+    costs more). Not when a cancel is pending, nor when the policy asks for the check anyway."""
+    if d.obs.fingerprint_error is None or cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
+        return False
+    pol = d.policy
+    if not (pol.infra_check_after_bad_host and pol.infra_check_unless_fingerprinted):
+        return False
+    if d.run.infra_check_pending:
+        return False  # the next attempt is checked anyway
+    bad = singled_out(att, cls, d.obs.log_tail)
+    if bad is None or not bad.hosts:
+        return False
+    return d.now - (e.ended_ms or e.modified_ms) < FINGERPRINT_RETRY_MS
 
 
 def _defer_ending(d: Draft, att: Attempt, reason: str, *, permanent: bool = False) -> None:
