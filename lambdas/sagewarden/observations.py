@@ -59,6 +59,7 @@ class Observer:
         silent: bool | None = None
         fingerprint_lines: tuple[str, ...] = ()
         fingerprint_error: str | None = None
+        printers_error: str | None = None
         scan_lines, scan_error = read_scan(self.sup, run, event, OBSERVATION_FAILURES)
         step_lines, step_error = read_steps(self.sup, run, event, self.sup.clock(), OBSERVATION_FAILURES)
         if wants_checkpoint(run, event) and run.checkpoint_uri:
@@ -91,7 +92,7 @@ class Observer:
             elif hang:
                 hosts_error = "no metrics reader in this deployment"
             elif isinstance(event, JobObserved):  # a failed attempt: the host a hardware line names first
-                suspects = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
+                suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
             benign_wait = False
             if isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event):
                 if run.checkpoint_uri:
@@ -189,6 +190,7 @@ class Observer:
             save_activity_error=save_error,
             fingerprint_lines=fingerprint_lines,
             fingerprint_error=fingerprint_error,
+            hardware_printers_error=printers_error,
             scan_lines=scan_lines,
             scan_error=scan_error,
             step_lines=step_lines,

@@ -57,16 +57,19 @@ def read_fingerprints(
         return (), error_text(exc)
 
 
-def read_hardware_printers(sup: ObserverHost, run: Run, event: JobObserved, failures: str) -> tuple[str, ...]:
+def read_hardware_printers(
+    sup: ObserverHost, run: Run, event: JobObserved, failures: str
+) -> tuple[tuple[str, ...], str | None]:
     """The hosts that printed a GPU hardware line (Xid, ECC, off the bus, GPU lost) in the last
     half hour of the failed attempt `event` reports, found with one bounded FilterLogEvents over
     every host's stream. The log tail reads them first: on a job of hundreds of hosts its per-host
-    reads run out of time in host order, and the host that failed may be past the cut. An error is
-    logged and counted and reads as () -- the tail then reads the hosts in order, as without this
-    look-up; nothing is concluded from it."""
+    reads run out of time in host order, and the host that failed may be past the cut. Returns the
+    hosts and the error of a read that failed (logged and counted): the tail then reads the hosts
+    in order, as without this look-up, and an ending that names no host waits for a read that
+    succeeds (domain/endings.py: unknown, not "no host printed one")."""
     att = run.current
     if att is None or att.job_name != event.job_name or att.instance_count < 2:
-        return ()
+        return (), None
     end = event.ended_ms or event.modified_ms or sup.clock()  # the job's end, as domain/endings.py dates it
     since = max(att.training_started_ms or att.created_ms or att.requested_at_ms, end - HARDWARE_WINDOW_MS)
     try:
@@ -76,8 +79,8 @@ def read_hardware_printers(sup: ObserverHost, run: Run, event: JobObserved, fail
     except Exception as exc:
         log.warning("could not look for hardware lines of %s: %s", att.job_name, exc)
         sup.counters.add(failures)
-        return ()
-    return hosts_in_tail(lines, att.instance_count)
+        return (), error_text(exc)
+    return hosts_in_tail(lines, att.instance_count), None
 
 
 def read_scan(

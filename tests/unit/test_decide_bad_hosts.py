@@ -11,7 +11,7 @@ import pytest
 from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
 from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
 from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.endings import FINGERPRINT_RETRY_MS, LOG_SETTLE_MS
+from sagewarden.domain.endings import LOG_SETTLE_MS, UNREAD_RETRY_MS
 from sagewarden.domain.events import LaunchAccepted, Observations, Tick
 from sagewarden.domain.hosts import (
     INTENT_BAD_HOST,
@@ -189,7 +189,7 @@ def test_the_bad_hosts_fingerprint_is_remembered_and_survives_the_store():
 def test_an_unreadable_fingerprint_is_read_again_then_unknown_not_absent():
     """A throttled fingerprint read is unknown, not "none printed": the ending waits for a read
     that succeeds (the fingerprint remembered, no infra check for the next attempt), for up to
-    FINGERPRINT_RETRY_MS after the job's end; still unreadable then, it is decided with the
+    UNREAD_RETRY_MS after the job's end; still unreadable then, it is decided with the
     fingerprint unknown and the check."""
     run = training_run(policy=RunPolicy(keep_alive_seconds=0))
     throttled = "ThrottlingException: Rate exceeded"
@@ -208,11 +208,36 @@ def test_an_unreadable_fingerprint_is_read_again_then_unknown_not_absent():
         "algo-2"
     ] and not read.run.infra_check_pending
     late = Observations(checkpoint=ckpt(500), log_tail=ECC_TAIL, fingerprint_error=throttled)
-    blind = step(d.run, failed, at + FINGERPRINT_RETRY_MS, late)
+    blind = step(d.run, failed, at + UNREAD_RETRY_MS, late)
     assert blind.run.deferred_since_ms is None and launches(blind)
     assert blind.run.bad_fingerprints == ()
     assert any("fingerprint of algo-2 unknown" in n for n in blind.notes)
     assert blind.run.infra_check_pending  # the host is still singled out
+
+
+def test_a_crash_naming_no_host_waits_while_the_hardware_line_look_up_fails():
+    """On a job of 2+ hosts the failed host is found by one FilterLogEvents for GPU hardware lines
+    (the tail reads hosts in order and may not reach it). A throttled look-up is unknown, not "no
+    host printed one": the ending waits for one that succeeds, for up to UNREAD_RETRY_MS after the
+    job's end; the one that succeeds names algo-2, kept off the next attempt."""
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    assert run.current.instance_count >= 2
+    throttled = "ThrottlingException: Rate exceeded"
+    at = run.current.training_started_ms + HOUR
+    failed = observed(run, "Failed", "Failed", at, NCCL_REASON)
+    blind = Observations(checkpoint=ckpt(500), log_tail=ANON_NCCL, hardware_printers_error=throttled)
+    early = step(run, failed, at + LOG_SETTLE_MS, blind)
+    assert "which host printed a GPU hardware line is unknown" in (early.run.deferred_reason or "")
+    assert not launches(early)
+    named = step(early.run, failed, at + 2 * MIN, Observations(checkpoint=ckpt(500), log_tail=XID_TAIL))
+    assert named.run.deferred_since_ms is None and named.run.attempts[0].suspect_hosts == ("algo-2",)
+    assert launches(named)
+    # still unknown 3 minutes on: decided with what the tail shows, nothing named
+    late = step(early.run, failed, at + UNREAD_RETRY_MS, blind)
+    assert late.run.deferred_since_ms is None and late.run.attempts[0].suspect_hosts == () and launches(late)
+    # the look-up answered: decided at the event, as before
+    answered = step(run, failed, at + LOG_SETTLE_MS, Observations(checkpoint=ckpt(500), log_tail=ANON_NCCL))
+    assert answered.run.deferred_since_ms is None and launches(answered)
 
 
 def test_an_unreadable_fingerprint_does_not_hold_an_ending_whose_next_attempt_is_checked_anyway():

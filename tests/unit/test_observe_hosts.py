@@ -47,17 +47,20 @@ def test_the_hardware_lines_of_the_last_half_hour_name_their_printer_first() -> 
     end = run.current.training_started_ms + 5 * HOUR
     logs = _Logs((XID, "[algo-250] RuntimeError: CUDA error: unspecified launch failure"))
     event = dataclasses.replace(observed(run, "Failed", "Failed", end, FAILED), ended_ms=end)
-    assert read_hardware_printers(_sup(logs, end + 60_000), run, event, "failures") == ("algo-250",)
+    assert read_hardware_printers(_sup(logs, end + 60_000), run, event, "failures") == (("algo-250",), None)
     ((job, since, pattern, kw),) = logs.calls
     assert job == run.current.job_name and pattern == HARDWARE_PATTERN
     assert since == end - 30 * 60_000 and kw == {"keep": HARDWARE_LINES, "newest": True}
 
 
-def test_a_failed_hardware_read_is_counted_and_names_nobody() -> None:
+def test_a_failed_hardware_read_is_counted_names_nobody_and_says_why() -> None:
     run = training_run(instance_count=256)
     end = run.current.training_started_ms + HOUR
     sup = _sup(_Logs(error=TimeoutError("budget ran out")), end)
-    assert read_hardware_printers(sup, run, observed(run, "Failed", "Failed", end, FAILED), "failures") == ()
+    hosts, error = read_hardware_printers(
+        sup, run, observed(run, "Failed", "Failed", end, FAILED), "failures"
+    )
+    assert hosts == () and error is not None and "budget ran out" in error
     assert sup.counters.values == {"failures": 1.0}
 
 
@@ -65,10 +68,9 @@ def test_a_single_host_job_needs_no_hardware_read() -> None:
     run = training_run(instance_count=1)
     logs = _Logs((XID,))
     end = run.current.training_started_ms + HOUR
-    assert (
-        read_hardware_printers(_sup(logs, end), run, observed(run, "Failed", "Failed", end, FAILED), "f")
-        == ()
-    )
+    assert read_hardware_printers(
+        _sup(logs, end), run, observed(run, "Failed", "Failed", end, FAILED), "f"
+    ) == ((), None)
     assert logs.calls == []
 
 
@@ -129,5 +131,5 @@ def test_without_an_end_time_the_window_is_dated_from_the_jobs_last_change_not_f
     logs = _Logs((XID,))
     event = observed(run, "Failed", "Failed", end, FAILED)  # modified at `end`, no ended_ms
     assert event.ended_ms is None
-    assert read_hardware_printers(_sup(logs, end + 3 * HOUR), run, event, "f") == ("algo-250",)
+    assert read_hardware_printers(_sup(logs, end + 3 * HOUR), run, event, "f") == (("algo-250",), None)
     assert logs.calls[0][1] == end - 30 * 60_000

@@ -61,10 +61,11 @@ from sagewarden.domain.warm_pools import (
 # crash that names no host is decided (lines_may_be_on_their_way). AWS publishes no ingestion
 # delay; a line usually lands within seconds, and the sweep looks again every minute.
 LOG_SETTLE_MS = 60_000
-# A failed host's fingerprint read that failed (a throttled FilterLogEvents when many runs end at
-# once) is read again on the sweep's next looks for this long after the job's end before the
-# ending is decided with the fingerprint unknown (fingerprint_unread)
-FINGERPRINT_RETRY_MS = 3 * 60_000
+# A read the ending depends on that failed (a throttled FilterLogEvents when many runs end at
+# once: the failed host's fingerprint, or which host printed a hardware line) is made again on the
+# sweep's next looks for this long after the job's end before the ending is decided with it
+# unknown (evidence_unread)
+UNREAD_RETRY_MS = 3 * 60_000
 
 # Endings whose outcome does not depend on the newest checkpoint (nothing resumes).
 _FINAL_CLASSES = frozenset(
@@ -106,12 +107,10 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
             f"{LOG_SETTLE_MS // 1000} s after its end",
         )
         return
-    if fingerprint_unread(d, att, e, cls):
+    unread = evidence_unread(d, att, e, cls)
+    if unread is not None:
         _defer_ending(
-            d,
-            att,
-            f"the failed host's fingerprint could not be read ({d.obs.fingerprint_error}): read again "
-            f"for up to {FINGERPRINT_RETRY_MS // 60_000} minutes after its end",
+            d, att, f"{unread}: read again for up to {UNREAD_RETRY_MS // 60_000} minutes after its end"
         )
         return
     final = (
@@ -193,23 +192,40 @@ def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Class
     return d.now - (e.ended_ms or e.modified_ms) < LOG_SETTLE_MS
 
 
-def fingerprint_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> bool:
-    """The ending singles out a host whose fingerprint, once remembered, spares the next attempt
-    SageMaker's infra check (5-30 minutes) -- but the read of the fingerprint lines failed. Unknown
-    is not "none printed": the ending waits for a read that succeeds, up to FINGERPRINT_RETRY_MS
-    after the job's end (the next attempt's launch waits as long; the check it would otherwise pay
-    costs more). Not when a cancel is pending, nor when the policy asks for the check anyway."""
-    if d.obs.fingerprint_error is None or cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
-        return False
-    pol = d.policy
-    if not (pol.infra_check_after_bad_host and pol.infra_check_unless_fingerprinted):
-        return False
-    if d.run.infra_check_pending:
-        return False  # the next attempt is checked anyway
+def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> str | None:
+    """Why the ending waits for a read that failed (None: it does not), up to UNREAD_RETRY_MS after
+    the job's end -- unknown is not "none printed", and the next attempt's launch waiting a minute
+    or two costs less than what each read spares:
+    - the ending singles out a host whose fingerprint, once remembered, spares the next attempt
+      SageMaker's infra check (5-30 minutes), but the fingerprint read failed (only when the
+      policy skips the check for fingerprinted hosts and the next attempt is not checked anyway);
+    - a crash of a job of 2+ hosts that names no host, and the look-up of the hosts that printed a
+      GPU hardware line failed: the log tail reads hosts in order and may not have reached the
+      failed one, whose name keeps its warm pool from being reused and its fingerprint remembered.
+    Never while a cancel is pending."""
+    if cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
+        return None
+    if d.now - (e.ended_ms or e.modified_ms) >= UNREAD_RETRY_MS:
+        return None
     bad = singled_out(att, cls, d.obs.log_tail)
-    if bad is None or not bad.hosts:
-        return False
-    return d.now - (e.ended_ms or e.modified_ms) < FINGERPRINT_RETRY_MS
+    named = bad is not None and bool(bad.hosts)
+    pol = d.policy
+    if (
+        named
+        and d.obs.fingerprint_error is not None
+        and pol.infra_check_after_bad_host
+        and pol.infra_check_unless_fingerprinted
+        and not d.run.infra_check_pending
+    ):
+        return f"the failed host's fingerprint could not be read ({d.obs.fingerprint_error})"
+    if (
+        not named
+        and d.obs.hardware_printers_error is not None
+        and e.status == "Failed"
+        and cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN)
+    ):
+        return f"which host printed a GPU hardware line is unknown ({d.obs.hardware_printers_error})"
+    return None
 
 
 def _defer_ending(d: Draft, att: Attempt, reason: str, *, permanent: bool = False) -> None:

@@ -162,6 +162,9 @@ class Observations:
     # an ending or a hang (the error when they could not be read: unknown, not "none printed")
     fingerprint_lines: tuple[str, ...] = ()
     fingerprint_error: str | None = None
+    # at a failure of 2+ hosts, the look-up of the hosts that printed a GPU hardware line failed:
+    # which host failed is unknown (the tail may not have reached it), not "none printed one"
+    hardware_printers_error: str | None = None
     # domain/fabric.py: the start-up scan of a training attempt's log (NCCL's transport lines and
     # fingerprint lines; None: not read), or the error that left it unknown
     scan_lines: tuple[str, ...] | None = None
