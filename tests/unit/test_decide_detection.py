@@ -111,6 +111,18 @@ def test_a_silence_alarm_is_not_judged_before_training_has_lasted_what_it_can_se
     assert StopJob(default.current.job_name, INTENT_HANG) in late.actions
 
 
+def test_a_silence_alarm_held_by_the_grace_period_is_looked_at_when_it_ends():
+    """An allowance learned shorter (10 minutes) than the grace period (15): an alarm in ALARM
+    from minute 12 sends no new change at minute 15, so the sweep looks at minute 15 and acts."""
+    run = _learned(training_run(), 10)
+    t0 = run.current.training_started_ms
+    held = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 12 * MIN)), t0 + 12 * MIN)
+    assert any("grace" in n for n in held.notes) and held.run.status == RunStatus.TRAINING
+    assert quiet_due_ms(held.run, t0 + 12 * MIN) == t0 + 15 * MIN
+    acted = step(held.run, _alarms(run, ("log_silence", "ALARM", t0 + 12 * MIN)), t0 + 15 * MIN)
+    assert StopJob(run.current.job_name, INTENT_HANG) in acted.actions
+
+
 def _learned(run, minutes, kind=None):
     return dataclasses.replace(
         run, startup_learned_min=minutes, startup_learned_on=kind or startup_kind(run.current)

@@ -226,13 +226,15 @@ def quiet_ready_ms(run: Run, policy: RunPolicy, cur: Attempt, signal: str) -> in
     window is in ALARM on a job that logs every second. The signal is judged once Training has
     lasted its window, or the start-up allowance plus that lag (by then no datapoint means the
     job wrote nothing for the allowance), whichever comes first -- never before the allowance.
-    Other signals: the start-up allowance."""
+    Other signals: the start-up allowance. Never within the grace period after Training starts
+    (`hang_grace_minutes`), which holds every signal."""
     started = cur.training_started_ms or 0
     allowance = startup_allowance(run, policy, cur)
-    if signal not in _MISSING_IS_SILENT:
-        return started + allowance * 60_000
-    window = silence_window_min(_window_in_force(run, policy, cur, signal))
-    return started + max(allowance, min(window, allowance + METRIC_LAG_MIN)) * 60_000
+    ready = allowance
+    if signal in _MISSING_IS_SILENT:
+        window = silence_window_min(_window_in_force(run, policy, cur, signal))
+        ready = max(allowance, min(window, allowance + METRIC_LAG_MIN))
+    return started + max(ready, policy.hang_grace_minutes) * 60_000
 
 
 def quiet_due_ms(run: Run, now_ms: int) -> int | None:
