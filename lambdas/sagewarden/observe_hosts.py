@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from sagewarden.audit_text import error_text
+from sagewarden.domain.endings import job_end_ms
 from sagewarden.domain.events import Event, JobObserved, Tick
 from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
 from sagewarden.domain.hosts import (
@@ -70,7 +71,7 @@ def read_hardware_printers(
     att = run.current
     if att is None or att.job_name != event.job_name or att.instance_count < 2:
         return (), None
-    end = event.ended_ms or event.modified_ms or sup.clock()  # the job's end, as domain/endings.py dates it
+    end = job_end_ms(event) or sup.clock()
     since = max(att.training_started_ms or att.created_ms or att.requested_at_ms, end - HARDWARE_WINDOW_MS)
     try:
         lines = sup.logs.matching_lines(

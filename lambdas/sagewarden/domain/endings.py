@@ -73,11 +73,16 @@ _FINAL_CLASSES = frozenset(
 )
 
 
+def job_end_ms(e: JobObserved) -> int:
+    """When the job ended: TrainingEndTime, or (a describe without it) LastModifiedTime."""
+    return e.ended_ms or e.modified_ms
+
+
 def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     if e.status == "Failed" and d.obs.log_error:
         _defer_ending(d, att, f"cannot read the job's logs to classify its failure: {d.obs.log_error}")
         return
-    end = e.ended_ms or e.modified_ms
+    end = job_end_ms(e)
     started = att.training_started_ms
     training_s = max(0.0, (end - started) / 1000) if started else 0.0
     created = att.created_ms or att.requested_at_ms
@@ -189,7 +194,7 @@ def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Class
             return False
     elif att.keep_alive_s <= 0 or d.run.warm_pool_off or not ending_keeps_pool(e.status, att.failure_reason):
         return False
-    return d.now - (e.ended_ms or e.modified_ms) < LOG_SETTLE_MS
+    return d.now - job_end_ms(e) < LOG_SETTLE_MS
 
 
 def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification) -> str | None:
@@ -205,7 +210,7 @@ def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification)
     Never while a cancel is pending."""
     if cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
         return None
-    if d.now - (e.ended_ms or e.modified_ms) >= UNREAD_RETRY_MS:
+    if d.now - job_end_ms(e) >= UNREAD_RETRY_MS:
         return None
     bad = singled_out(att, cls, d.obs.log_tail)
     named = bad is not None and bool(bad.hosts)
