@@ -154,32 +154,27 @@ def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | No
     if d.now - started < grace_ms:
         names = ", ".join(e.signal for e in events)
         return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
-    startup_ms = startup_allowance_min(d, cur) * 60_000
-    if d.now - started < startup_ms:
-        # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle:
-        # those signals wait (the alarm's level is read again once start-up is over)
-        # hosts also finish a compile or NCCL init minutes apart: the early ones spin in the first
-        # collective while the late ones still compile, which looks like a lone idle host; during
-        # start-up that signal must hold STARTUP_LONE_IDLE_MS before it acts
-        waiting = [
-            e
-            for e in events
-            if e.signal in _QUIET_SIGNALS
-            or (e.signal == SIGNAL_GPU_LONE_IDLE and d.now - e.since_ms < STARTUP_LONE_IDLE_MS)
-        ]
-        events = [e for e in events if e not in waiting]
-        if not events:
-            names = ", ".join(e.signal for e in waiting)
-            return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
-    early = [
+    startup = d.now - started < startup_allowance_min(d, cur) * 60_000
+    # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle: the
+    # quiet signals wait out the start-up allowance, and those whose alarms count a minute without
+    # data as silent wait until Training has lasted what they see (`quiet_ready_ms`; the alarm's
+    # level is read again then). Hosts also finish a compile or NCCL init minutes apart: the early
+    # ones spin in the first collective while the late ones still compile, which looks like a lone
+    # idle host; during start-up that signal must hold STARTUP_LONE_IDLE_MS before it acts
+    waiting = [
         e
         for e in events
-        if e.signal in _MISSING_IS_SILENT and d.now < quiet_ready_ms(d.run, d.policy, cur, e.signal)
+        if (
+            e.signal in _QUIET_SIGNALS and (startup or d.now < quiet_ready_ms(d.run, d.policy, cur, e.signal))
+        )
+        or (startup and e.signal == SIGNAL_GPU_LONE_IDLE and d.now - e.since_ms < STARTUP_LONE_IDLE_MS)
     ]
-    if early and len(early) == len(events):
-        names = ", ".join(e.signal for e in early)
+    events = [e for e in events if e not in waiting]
+    if not events:
+        names = ", ".join(e.signal for e in waiting)
+        if startup:
+            return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
         return f"{names} in ALARM before Training has lasted what the alarm can judge"
-    events = [e for e in events if e not in early]
     basis: str | None = None
     if all(e.signal in _QUIET_SIGNALS for e in events):
         act, why = _quiet_gate(d, cur, events)
