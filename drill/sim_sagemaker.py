@@ -205,12 +205,13 @@ class SimSageMaker(SimReads, SimCore):
 
         if pool is not None:  # the pool's instances, bad ones included (KeepAlive or not)
             self.warm_pools.take(pool, job, now)
-        sim_hosts.take_lemons(self, job)  # new instances may include a bad host that came back
+        capacity = None if job.warm_pool_used or plan else faults.take_capacity_fault(self, job)
+        if capacity is None:  # (refused for capacity: it never gets instances, a lemon waits)
+            sim_hosts.take_lemons(self, job)  # new instances may include a bad host that came back
         check_ms, check_fails = 0, None
         if sim_hosts.wants_infra_check(request):
             job.infra_check = True
             check_ms, check_fails = sim_hosts.infra_check(self, job)
-        capacity = None if job.warm_pool_used or plan else faults.take_capacity_fault(self, job)
         message = WARM_STARTING_MESSAGE if job.warm_pool_used else STATUS_MESSAGES["Starting"]
         self._transition(job, now, "InProgress", "Starting", message)
         if capacity is not None:

@@ -170,10 +170,18 @@ class WarmPools:
         return sum(p.instance_count for p in self._available if p.instance_type == itype)
 
     def idle_instances(self, itype: str | None = None) -> int:
-        """Instances held by Available pools (of one type, or all): they count towards the
-        training-job quotas ("All warm pool instance usage counts toward your SageMaker training
-        resource limit")."""
-        return sum(p.instance_count for p in self._available if itype is None or p.instance_type == itype)
+        """Instances held by pools (of one type, or all): they count towards the training-job
+        quotas ("All warm pool instance usage counts toward your SageMaker training resource
+        limit"). Available pools, and the instances of ended jobs whose pool is not Available yet
+        but will be kept (the ending keeps one and the warm-pool quota has room): AWS does not say
+        when an ended job's instances stop counting, so they count from its end (the unkind
+        reading: a job launched at once, before the pool is Available, may be refused for it)."""
+        held = sum(p.instance_count for p in self._available if itype is None or p.instance_type == itype)
+        for p in self._pending:
+            room = self.settings.quotas.get(p.instance_type, 0) - self._idle(p.instance_type)
+            if p.kept and (itype is None or p.instance_type == itype) and p.instance_count <= room:
+                held += p.instance_count
+        return held
 
     # -- a job starts ------------------------------------------------------------------------------
     def candidate(self, request: dict[str, Any]) -> WarmPool | None:

@@ -126,6 +126,22 @@ def test_a_lemon_comes_back_on_new_instances_and_an_intermittent_one_passes_the_
     assert fingerprint(sim, "job-a03", 2) != bad and sim.job("job-a03")._inherited == {}
 
 
+def test_a_job_refused_for_capacity_never_had_instances_so_a_lemon_waits_for_the_next_one(s3: Any) -> None:
+    """A job that fails for capacity got no instances: the lemon cannot have come back on it, and
+    comes back on the next job that does get new instances."""
+    sim = make_sim(s3)
+    sim.inject(Fault(kind="hardware", attempt=1, after_training_min=20, host=2, returns_cold=1))
+    training_job(sim, "job-a01")
+    ended(sim, "job-a01")
+    bad = fingerprint(sim, "job-a01", 2)
+    sim.inject(Fault(kind="capacity", attempt=2, duration_min=5))
+    sim.create_training_job(**request("job-a02", attempt=2))
+    assert ended(sim, "job-a02") and sim.job("job-a02").ended_reason == "capacity"
+    assert sim.job("job-a02")._inherited == {}
+    training_job(sim, "job-a03", attempt=3)
+    assert fingerprint(sim, "job-a03", 2) == bad  # the lemon's one return
+
+
 @pytest.mark.parametrize(
     ("transport", "debug", "expected"),
     [

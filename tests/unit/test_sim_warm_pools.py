@@ -325,6 +325,35 @@ def test_idle_pools_count_towards_the_training_job_quota(clock: VirtualClock, s3
     assert sim.job("job-a03").warm_pool_used
 
 
+def test_an_ended_jobs_instances_count_towards_the_quota_before_its_pool_is_available(
+    clock: VirtualClock, s3: Any
+) -> None:
+    """AWS does not say when an ended job's instances, kept for its pool, stop counting: from its
+    end (the unkind reading). A job launched at once on other instances is refused while the pool
+    is settling; a job whose ending keeps no pool leaves nothing counted."""
+    sim = SimSageMaker(
+        clock,
+        s3_client=s3,
+        quotas={ITYPE: 3},
+        warm_pools=WarmPoolSettings(quotas={ITYPE: 8}, available_after_s=(POOL_AFTER_S, POOL_AFTER_S)),
+    )
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=600))
+    end = ended(sim, "job-a01")
+    at(sim, end + 1_000)
+    assert status(sim, "job-a01") is None  # not Available yet
+    other = request("job-a02", attempt=2, keep_alive=600)
+    other["ResourceConfig"]["VolumeSizeInGB"] = 200
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**other)
+    assert code_of(err)[0] == "ResourceLimitExceeded"
+    none_kept = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 3}, warm_pools=WarmPoolSettings(quotas={}))
+    none_kept.set_profile("r1", JobProfile(total_steps=100))
+    none_kept.create_training_job(**request("job-b01", keep_alive=600))
+    at(none_kept, ended(none_kept, "job-b01") + 1_000)
+    none_kept.create_training_job(**request("job-b02", attempt=2, keep_alive=600))  # nothing held
+
+
 # --- spot ------------------------------------------------------------------------------------------------
 
 
