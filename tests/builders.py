@@ -89,10 +89,16 @@ def action_types(d: Decision) -> list[str]:
 
 
 def pool_seen(
-    run: Run, status: str | None, *, billable_s: int | None = 0, reused_by: str | None = None
+    run: Run,
+    status: str | None,
+    *,
+    billable_s: int | None = 0,
+    reused_by: str | None = None,
+    attempt: int | None = None,
 ) -> JobObserved:
-    """DescribeTrainingJob of the run's ended current attempt, as the sweep reads its warm pool."""
-    cur = run.current
+    """DescribeTrainingJob of the run's ended current attempt (or of `attempt`), as the sweep reads
+    its warm pool."""
+    cur = run.current if attempt is None else next(a for a in run.attempts if a.number == attempt)
     assert cur is not None
     return JobObserved(
         cur.job_name,

@@ -56,10 +56,13 @@ def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, An
     a = _scored("c", trace, result)
     crash, hang = a.losses
     assert crash.minutes[0] < 0.5  # the failure event, 1-20 s
-    # an Xid crash is an AlgorithmError: SageMaker keeps the pool, bad GPU and all, so the cold
-    # replacement waits (stop bucket) until the pool is released and gone
-    _, after_crash, after_hang = sorted(result.jobs, key=lambda j: j.created_ms)
-    assert crash.minutes[1] > 0 and not after_crash.warm_pool_used
+    # an Xid crash is an AlgorithmError: SageMaker keeps the pool, bad GPU and all; the cold
+    # replacement does not wait for it to be gone (stop bucket 0): it asks for another volume size,
+    # which SageMaker's matching never gives that pool
+    first, after_crash, after_hang = sorted(result.jobs, key=lambda j: j.created_ms)
+    assert crash.minutes[1] == 0 and not after_crash.warm_pool_used
+    volume = [j.request["ResourceConfig"]["VolumeSizeInGB"] for j in (first, after_crash, after_hang)]
+    assert volume[1] == volume[0] - 1 and volume[2] == volume[1]  # the resume after the spin: its pool
     assert after_hang.warm_pool_used  # a spin singles out no host: the resume runs on its pool
     assert crash.minutes[3] == pytest.approx(11.0)  # step 71, checkpoint 60
     # the window learned from the job's cadence (it logs every minute: the 5-minute floor, not the

@@ -58,6 +58,50 @@ def test_scenario_a_dead_host_hang_resumes_cold_not_on_its_warm_pool(template):
     assert "singled out algo-3" in decisions(result, "llama")
 
 
+def test_scenario_a_dead_host_replacement_starts_at_once_off_its_pool_or_waits_when_the_quota_is_full(
+    template,
+):
+    """The replacement after a dead host asks for a volume size 1 GB off the pool's and starts at
+    once; with a training-job quota that fits one job, the pool's instances (counted from the
+    job's end) refuse it, and it waits until the pool is released and gone -- then starts, never
+    on the pool, and the run finishes."""
+
+    def drill(quota: int | None) -> Any:
+        account: dict[str, Any] = {"store": "memory", "warm_pools": pools(after_s=(180, 180))}
+        if quota is not None:
+            account["quotas"] = {ITYPE: quota}
+        return run_drill(
+            template,
+            {
+                "seed": 21,
+                "account": account,
+                "runs": [run_spec("llama", instance_count=4)],
+                "faults": [
+                    {"kind": "dead_host", "run": "llama", "attempt": 1, "after_training_min": 70, "host": 3}
+                ],
+            },
+        )
+
+    for quota in (None, 4):
+        result = drill(quota)
+        run = result.runs["llama"]
+        assert run["status"] == "SUCCEEDED", decisions(result, "llama")
+        assert result.invariant_violations == []
+        first, second = jobs_of(result)
+        assert not second.warm_pool_used and second._inherited == {}
+        assert (
+            second.request["ResourceConfig"]["VolumeSizeInGB"]
+            == first.request["ResourceConfig"]["VolumeSizeInGB"] - 1
+        )
+        assert first._pool.status == "Terminated" and first._pool.reused_by is None
+        waited = (second.created_ms - first.ended_ms) / 60_000
+        if quota is None:
+            assert waited < 1  # at once (the pool becomes Available 3 minutes after the end)
+        else:
+            assert "counts towards the quota" in decisions(result, "llama")
+            assert waited >= 3  # refused until the pool was Available, released and gone
+
+
 def result_fault_log(result: Any) -> list[tuple[int, str, str, int]]:
     return [(f["at_ms"], f["job"], f["kind"], f["host"]) for f in result.faults]
 

@@ -129,7 +129,8 @@ def test_a_hardware_crash_naming_no_host_yet_waits_for_the_line_that_spares_the_
     failed = observed(early.run, "Failed", "Failed", at, ecc)
     obs = Observations(checkpoint=ckpt(500), log_tail=XID_TAIL, fingerprint_lines=(FP1, FP2))
     later = step(early.run, failed, at + LOG_SETTLE_MS, obs)
-    assert later.run.current.suspect_hosts == ("algo-2",) and not later.run.infra_check_pending
+    ended = next(a for a in later.run.attempts if a.number == run.current.number)
+    assert ended.suspect_hosts == ("algo-2",) and not later.run.infra_check_pending
     # nothing named a minute on: the bad instance is decided unnamed, with the check
     blind = step(early.run, failed, at + LOG_SETTLE_MS, Observations(checkpoint=ckpt(500)))
     assert blind.run.deferred_since_ms is None and blind.run.infra_check_pending

@@ -12,7 +12,14 @@ import pytest
 from sagewarden.domain.actions import LaunchAttempt, Notify, ReleaseWarmPool
 from sagewarden.domain.decide import next_due_ms
 from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import AlarmsObserved, LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.events import (
+    AlarmsObserved,
+    LaunchAccepted,
+    LaunchRejected,
+    Observations,
+    Submitted,
+    Tick,
+)
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -38,6 +45,10 @@ XID_TAIL = ("NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus.",)
 
 def launches(d):
     return [a for a in d.actions if isinstance(a, LaunchAttempt)]
+
+
+def volume(launch: LaunchAttempt) -> int | None:
+    return launch.request["ResourceConfig"].get("VolumeSizeInGB")
 
 
 def keep_alive(launch: LaunchAttempt) -> int | None:
@@ -164,26 +175,85 @@ def _hang_stopped(run, alarm: str, obs: Observations):
     ],
 )
 def test_a_hang_that_singles_out_a_host_never_resumes_on_its_pool(alarm, obs):
-    """Item 2: the pool keeps the same instances; a resume on it meets the dead host again."""
+    """Item 2: the pool keeps the same instances; a resume on it meets the dead host again. The
+    replacement starts at once, asking for a volume 1 GB off the pool's: SageMaker matches a pool
+    only to a job with the same volume size, so it cannot take this one (before: it waited until
+    the pool was gone, up to 5 minutes for SageMaker to report it and a look to release it)."""
     run = training_run()
     d, end = _hang_stopped(run, alarm, obs)
     job = run.current.job_name
-    assert d.run.restarts_by_class == {"HANG": 1} and not launches(d)  # before the fix: launched at once
-    assert d.run.status == RunStatus.RETRY_WAIT and watch_of(d.run, job).bad_host
+    assert d.run.restarts_by_class == {"HANG": 1} and watch_of(d.run, job).bad_host
+    (launch,) = launches(d)
+    assert launch.attempt == 2 and volume(launch) == 99 and d.run.current.volume_steer
+    available = step(d.run, pool_seen(d.run, "Available", attempt=1), end + 2 * MIN)
+    assert ReleaseWarmPool(job) in available.actions and not launches(available)  # still released
+    gone = step(available.run, pool_seen(d.run, "Terminated", billable_s=45, attempt=1), end + 2 * MIN)
+    assert not launches(gone) and gone.run.warm_pools == ()
+    assert not gone.run.warm_pool_off  # it was kept (billed 45 s): the quota is fine
+
+
+def test_without_a_volume_size_to_steer_by_the_replacement_waits_until_the_bad_pool_is_gone():
+    run = training_run()
+    request = copy.deepcopy(run.request)
+    del request["ResourceConfig"]["VolumeSizeInGB"]
+    run = dataclasses.replace(run, request=request)
+    d, end = _hang_stopped(run, "gpu_lone_idle", Observations())
+    job = run.current.job_name
+    assert not launches(d) and d.run.status == RunStatus.RETRY_WAIT and watch_of(d.run, job).bad_host
     available = step(d.run, pool_seen(d.run, "Available"), end + 2 * MIN)
     assert ReleaseWarmPool(job) in available.actions and not launches(available)
     gone = step(available.run, pool_seen(d.run, "Terminated", billable_s=45), end + 2 * MIN)
     (launch,) = launches(gone)
-    assert launch.attempt == 2 and gone.run.warm_pools == ()
-    assert not gone.run.warm_pool_off  # it was kept (billed 45 s): the quota is fine
+    assert launch.attempt == 2 and "VolumeSizeInGB" not in launch.request["ResourceConfig"]
 
 
 def test_a_bad_gpu_crash_that_ends_as_an_algorithm_error_is_a_bad_host():
     run = training_run()
-    d, end = ended(run, tail=XID_TAIL)  # AlgorithmError: SageMaker keeps the pool, Xid and all
-    assert not launches(d) and watch_of(d.run, run.current.job_name).bad_host
-    never_seen = step(d.run, pool_seen(d.run, None), end + POOL_SETTLE_MAX_MS)
-    assert launches(never_seen)  # no pool reported in 10 minutes: none was kept
+    d, _ = ended(run, tail=XID_TAIL)  # AlgorithmError: SageMaker keeps the pool, Xid and all
+    assert watch_of(d.run, run.current.job_name).bad_host
+    (launch,) = launches(d)
+    assert volume(launch) == 99  # never the pool's instances
+
+
+def test_steering_alternates_and_never_lands_on_a_bad_pool_still_held():
+    """Attempt 2 (99 GB) runs while attempt 1's bad pool (100 GB) is still kept; attempt 2 ends with
+    a bad host too: its replacement cannot take 100 GB (attempt 1's bad pool) nor 99 GB (its own),
+    so it waits until attempt 1's pool is gone, and then asks for 100 GB."""
+    run = training_run()
+    d, end = ended(run, tail=XID_TAIL)
+    assert len(launches(d)) == 1
+    run2 = step(d.run, LaunchAccepted(2), end + MIN).run
+    t = end + 15 * MIN
+    run2 = step(run2, observed(run2, "InProgress", "Training", t), t).run
+    d2, end2 = ended(run2, tail=XID_TAIL, at=t + 5 * MIN)
+    assert not launches(d2) and d2.run.status == RunStatus.RETRY_WAIT
+    first = run.current.job_name
+    assert {w.job_name for w in d2.run.warm_pools} == {first, run2.current.job_name}
+    gone = step(d2.run, pool_seen(d.run, "Terminated", billable_s=60, attempt=1), end2 + 2 * MIN)
+    (again,) = launches(gone)
+    assert again.attempt == 3 and volume(again) == 100 and not gone.run.current.volume_steer
+
+
+def test_a_launch_refused_for_quota_while_a_bad_pool_is_held_waits_for_that_pool_not_a_backoff():
+    """Idle warm-pool instances count towards the training-job quotas: in an account whose quota
+    fits one job, the steered replacement is refused while the bad pool is kept. It waits until the
+    pool is gone (released as soon as it is Available), then launches the same attempt again."""
+    run = training_run()
+    d, end = ended(run, tail=XID_TAIL)
+    assert len(launches(d)) == 1
+    msg = (
+        "The account-level service limit 'ml.p4d.24xlarge for training job usage' is 2 Instances, with "
+        "current utilization of 2 Instances and a request delta of 2 Instances. Please use AWS Service "
+        "Quotas to request an increase for this quota."
+    )
+    refused = step(d.run, LaunchRejected(2, "ResourceLimitExceeded", msg), end + MIN)
+    assert refused.run.status == RunStatus.RETRY_WAIT and refused.run.wait_reason == "warm_pool"
+    job = run.current.job_name
+    available = step(refused.run, pool_seen(d.run, "Available", attempt=1), end + 3 * MIN)
+    assert ReleaseWarmPool(job) in available.actions and not launches(available)
+    gone = step(available.run, pool_seen(d.run, "Terminated", billable_s=60, attempt=1), end + 4 * MIN)
+    (again,) = launches(gone)
+    assert again.attempt == 2 and volume(again) == 99
 
 
 # --- the release: level-triggered, retried until the pool is gone -------------------------------------------
@@ -281,8 +351,9 @@ def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_ne
     assert run.current.number == 2 and run.current.pool_of == 1 and run.current.pool_fault == "INFRASTRUCTURE"
     d, _ = ended(run)  # the same NCCL watchdog timeout, on the same instances
     job = run.current.job_name
-    assert watch_of(d.run, job).bad_host and d.run.current.pool_suspect
-    assert d.run.infra_check_pending and not launches(d)  # waits for the pool to be gone
+    assert watch_of(d.run, job).bad_host and d.run.attempts[1].pool_suspect
+    (launch,) = launches(d)  # at once, on new instances (never the suspect pool: another volume size)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True} and volume(launch) == 99
     assert any("the same ending as attempt 1, on its warm pool" in n for n in d.notes)
 
 
@@ -294,11 +365,10 @@ def test_an_unexplained_crash_again_on_the_same_pool_tries_new_instances_before_
     run = _second_attempt_on_the_pool(reason=SEGFAULT, resume=ckpt(500))
     assert run.status != RunStatus.FAILED and run.current.number == 2
     d, end = ended(run, reason=SEGFAULT)  # the same crash, no newer checkpoint, same instances
-    assert d.run.status != RunStatus.FAILED and d.run.current.pool_suspect and d.run.infra_check_pending
-    gone = step(d.run, pool_seen(d.run, "Terminated"), end + 2 * MIN)
-    (launch,) = launches(gone)
+    assert d.run.status != RunStatus.FAILED and d.run.attempts[1].pool_suspect
+    (launch,) = launches(d)
     assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
-    run = step(gone.run, LaunchAccepted(3), end + 2 * MIN + 1).run
+    run = step(d.run, LaunchAccepted(3), end + 2 * MIN + 1).run
     t = end + 20 * MIN
     run = step(run, observed(run, "InProgress", "Training", t), t).run
     last, _ = ended(run, reason=SEGFAULT)  # and again on new instances: now it is the code

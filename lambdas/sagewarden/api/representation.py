@@ -82,6 +82,7 @@ def attempt_json(a: Attempt, policy: RunPolicy, now_ms: int) -> dict[str, Any]:
         "hang_signals": list(a.hang_signals),
         "suspect_hosts": list(a.suspect_hosts),
         "infra_check": a.infra_check,
+        "volume_steered": a.volume_steer,
         "fabric": a.fabric,
         "fabric_evidence": list(a.fabric_evidence),
         "straggler_host": a.straggler_host,

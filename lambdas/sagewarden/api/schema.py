@@ -149,6 +149,10 @@ class Attempt(BaseModel):
     hang_signals: list[str]
     suspect_hosts: list[str] = Field(description="hosts (algo-<n>) a hang or the ending singled out")
     infra_check: bool = Field(description="the attempt asked SageMaker for an infra check (InfraCheckConfig)")
+    volume_steered: bool = Field(
+        description="the attempt asked for a VolumeSizeInGB 1 GB off the request's (1 GB more when it "
+        "asks for 1), so that SageMaker could not put it on a warm pool holding a bad host"
+    )
     fabric: str | None = Field(
         description="the network NCCL selected, from its log: socket (slow: attempt.slow_fabric), efa, "
         "other; null: not seen or not checked"

@@ -80,6 +80,7 @@ from sagewarden.domain.warm_pools import (
     is_pool_observation,
     on_pool_observed,
     on_pool_tick,
+    wait_for_bad_pool,
 )
 
 __all__ = [
@@ -303,6 +304,8 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
                 f"ask AWS to raise it to at least {q.delta} (this can never fit as it is)",
                 evidence=cls.evidence,
             )
+            return None
+        if wait_for_bad_pool(d, cur):  # our own bad pool holds the quota: not a backoff
             return None
         wait(d, "quota", backoff_ms(d), d.policy.quota_wait_max_hours, cls, instance_type=cur.instance_type)
         return None

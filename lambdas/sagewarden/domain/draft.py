@@ -123,7 +123,32 @@ def cancel_pending(d: Draft) -> bool:
     return d.run.cancel_requested_by is not None
 
 
+def bad_pool_sizes(run: Run, instance_type: str, instance_count: int) -> set[bool]:
+    """The volume sizes (Attempt.volume_steer) of the watched pools a job of this instance type
+    and count could match that hold a bad host (both when an attempt's record is gone)."""
+    by_number = {a.number: a for a in run.attempts}
+    sizes: set[bool] = set()
+    for w in run.warm_pools:
+        if (
+            w.bad_host
+            and w.kept_by_ending
+            and (w.instance_type, w.instance_count) == (instance_type, instance_count)
+        ):
+            att = by_number.get(w.attempt)
+            sizes |= {att.volume_steer} if att is not None else {True, False}
+    return sizes
+
+
+def _volume_steer(run: Run, prefer: bool, instance_type: str, instance_count: int) -> bool:
+    """The attempt asks for the size of the attempt before it (`prefer`), so it can run on that
+    attempt's pool -- unless a pool holding a bad host has that size and none has the other: then
+    the other, so SageMaker cannot match it with the bad host's pool (domain/warm_pools.py)."""
+    blocked = bad_pool_sizes(run, instance_type, instance_count)
+    return (not prefer) if prefer in blocked and (not prefer) not in blocked else prefer
+
+
 def start_attempt(d: Draft, *, reuse_current: bool) -> None:
+    """Launch the run's next attempt (or the current one again: ``reuse_current``)."""
     run, cur = d.run, d.run.current
     if cancel_pending(d):  # intent is final: nothing launches after a cancel
         if cur is None or not cur.live:
@@ -164,6 +189,9 @@ def start_attempt(d: Draft, *, reuse_current: bool) -> None:
         resume_from=ckpt,
         keep_alive_s=keep_alive_for(run),
         infra_check=infra_check_for(run),
+        volume_steer=_volume_steer(
+            run, cur is not None and cur.volume_steer, pick.instance_type, pick.instance_count
+        ),
         checkpoint_minutes=(
             (cur.checkpoint_minutes if reuse_current and cur is not None else advised_minutes(run, d.now))
             if d.policy.apply_checkpoint_advice

@@ -96,6 +96,19 @@ def infra_check_for(run: Run) -> bool:
     return run.infra_check_pending and run.policy.infra_check_after_bad_host
 
 
+def steered_volume_gb(request: Mapping[str, Any]) -> int | None:
+    """The VolumeSizeInGB a steered attempt asks for: the request's own less 1 GB (1 GB more
+    when it asks for 1), so that SageMaker cannot match it with a warm pool of an attempt that
+    asked for the request's own size -- the volume size is one of the values a warm pool's
+    matching job must share ("Matching training jobs"). Less, not more: a smaller volume is
+    always valid, a larger one can exceed an NVMe instance's local storage. None: the request
+    names no size, and nothing is steered."""
+    size = (request.get("ResourceConfig") or {}).get("VolumeSizeInGB")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        return None
+    return size - 1 if size > 1 else size + 1
+
+
 def segment_runtime_s(run: Run, at_ms: int) -> int:
     """MaxRuntimeInSeconds of a new attempt: the user's, capped by the API and the run's budget."""
     requested = int(
@@ -121,6 +134,9 @@ def build_request(run: Run, attempt: Attempt) -> dict[str, Any]:
         resources.pop("TrainingPlanArn", None)
     if attempt.keep_alive_s > 0:
         resources["KeepAlivePeriodInSeconds"] = attempt.keep_alive_s
+    steered = steered_volume_gb(run.request) if attempt.volume_steer else None
+    if steered is not None:  # domain/warm_pools.py: never the pool a bad host left
+        resources["VolumeSizeInGB"] = steered
     req["ResourceConfig"] = resources
 
     # after a bad host (domain/hosts.py): SageMaker checks the instances before the job runs; a

@@ -91,6 +91,11 @@ class Attempt:
     # instances first (InfraCheckConfig); its NCCL transport as its log showed it ("socket",
     # "efa", None: not seen), with the lines that show it; its start-up log scan is over
     infra_check: bool = False
+    # domain/warm_pools.py: this attempt's request asks for a VolumeSizeInGB 1 GB off the run's
+    # (launch.steered_volume_gb), so that it cannot match the pool of an attempt that asked for
+    # the run's own size -- and the other way round: a replacement after a bad host flips it and
+    # starts at once instead of waiting until the bad host's pool is gone
+    volume_steer: bool = False
     # the checkpoint interval this attempt was told (SAGEWARDEN_CHECKPOINT_MINUTES; None: none)
     checkpoint_minutes: int | None = None
     fabric: str | None = None

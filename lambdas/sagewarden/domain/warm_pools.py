@@ -14,7 +14,12 @@ every minute until the pool is gone (`Terminated` or `Reused`), bounded in time:
   out a bad host) is released as soon as it is `Available`, and again until it is gone;
 - a resume on the same instances waits up to POOL_WAIT_MS for its pool to become `Available`
   and then runs on it (a job created before that starts cold and leaves the pool idle, billed);
-- after a bad host the replacement waits until the pool is gone, so it can never run on it;
+- after a bad host the replacement starts at once and cannot run on that pool: it asks for a
+  volume size 1 GB off the bad attempt's (the volume size is one of the values a matching job
+  shares), and the pool is released when it becomes `Available`. When the request names no
+  volume size, or another watched bad pool already has the other size, it waits until the pool is
+  gone; a launch refused for quota while a bad pool of its instance type is still held (idle pool
+  instances count towards the training-job quotas) waits until that pool is gone, not a backoff;
 - a pool that never appears after an ending that keeps one means no warm-pool quota: the user is
   told once, and the run asks for no pool again.
 """
@@ -25,9 +30,18 @@ import dataclasses
 
 from sagewarden.domain.actions import ReleaseWarmPool
 from sagewarden.domain.classifier import Classification, EndingClass
-from sagewarden.domain.draft import INTENT_HANG, Draft, choice, notify, start_attempt
+from sagewarden.domain.draft import (
+    INTENT_HANG,
+    Draft,
+    bad_pool_sizes,
+    choice,
+    notify,
+    start_attempt,
+    waiting_launch,
+)
 from sagewarden.domain.events import JobObserved
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
+from sagewarden.domain.launch import steered_volume_gb
 from sagewarden.domain.models import Attempt, PoolWatch, Run, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 
@@ -133,8 +147,15 @@ def start_or_wait(d: Draft, ended: Attempt) -> None:
     ):
         start_attempt(d, reuse_current=False)  # other instances: the pool is released
         return
+    if watch.bad_host and can_steer(d):
+        d.note(
+            f"the warm pool of {ended.job_name} holds a bad host: the replacement starts now on new "
+            "instances, asking for a volume size 1 GB off its, so SageMaker cannot match that pool"
+        )
+        start_attempt(d, reuse_current=False)
+        return
     if watch.bad_host:
-        until = watch.ended_ms + POOL_SETTLE_MAX_MS + watch.keep_alive_s * 1000
+        until = _gone_by_ms(watch)
         why = "its warm pool holds the bad host: the replacement starts once the pool is gone"
     else:
         until = watch.ended_ms + POOL_WAIT_MS
@@ -148,20 +169,67 @@ def start_or_wait(d: Draft, ended: Attempt) -> None:
     d.note(f"waiting (warm pool) for the pool of {ended.job_name}: {why}")
 
 
-def waits_for(run: Run, watch: PoolWatch) -> bool:
-    """The run's next launch waits for this pool (Available for a reuse, gone after a bad host)."""
-    cur = run.current
-    return (
-        run.status == RunStatus.RETRY_WAIT
-        and run.wait_reason == WAIT_WARM_POOL
-        and cur is not None
-        and cur.job_name == watch.job_name
+def _gone_by_ms(watch: PoolWatch) -> int:
+    """By when a watched pool is gone whatever happens (never seen, or expired)."""
+    return watch.ended_ms + POOL_SETTLE_MAX_MS + watch.keep_alive_s * 1000
+
+
+def can_steer(d: Draft) -> bool:
+    """The next attempt can start at once and still never run on a pool holding a bad host: the
+    request names a volume size, and one of the two sizes (draft.bad_pool_sizes) is on no such
+    pool it could match."""
+    if steered_volume_gb(d.run.request) is None:
+        return False
+    pick = choice(d)
+    return len(bad_pool_sizes(d.run, pick.instance_type, pick.instance_count)) < 2
+
+
+def wait_for_bad_pool(d: Draft, cur: Attempt) -> bool:
+    """A launch of `cur` refused for quota while a pool of the run holding a bad host, of the same
+    instance type, is still kept: its idle instances count towards the quota, so the launch
+    waits until the pool is gone (released as soon as it is Available) -- True if it waits."""
+    pools = [
+        w
+        for w in d.run.warm_pools
+        if w.bad_host and w.kept_by_ending and w.instance_type == cur.instance_type
+    ]
+    if not pools:
+        return False
+    until = max(_gone_by_ms(w) for w in pools)
+    d.set(
+        status=RunStatus.RETRY_WAIT,
+        wake_at_ms=max(until, d.now),
+        wait_reason=WAIT_WARM_POOL,
+        wait_instance_type=None,
     )
+    names = ", ".join(w.job_name for w in pools)
+    d.note(f"waiting (warm pool): the warm pool of {names} holds a bad host and counts towards the quota")
+    return True
+
+
+def waits_for(run: Run, watch: PoolWatch) -> bool:
+    """The run's next launch waits for this pool (Available for a reuse, gone after a bad host;
+    or gone because its instances count towards the quota a refused launch needs)."""
+    cur = run.current
+    if run.status != RunStatus.RETRY_WAIT or run.wait_reason != WAIT_WARM_POOL or cur is None:
+        return False
+    if cur.job_name == watch.job_name:
+        return True
+    return waiting_launch(cur) and watch.bad_host and watch.instance_type == cur.instance_type
+
+
+def _waits_on_bad_pool(run: Run) -> bool:
+    """The run's next launch waits until pools holding a bad host are gone."""
+    cur = run.current
+    if run.status != RunStatus.RETRY_WAIT or run.wait_reason != WAIT_WARM_POOL or cur is None:
+        return False
+    watch = watch_of(run, cur.job_name)
+    return waiting_launch(cur) or watch is None or watch.bad_host
 
 
 def _launch_now(d: Draft, why: str) -> None:
     d.note(why)
-    start_attempt(d, reuse_current=False)
+    start_attempt(d, reuse_current=waiting_launch(d.run.current))
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,9 +244,14 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
     status = e.warm_pool_status
     waiting = waits_for(d.run, watch) and not d.run.status.terminal
     if status in GONE:
+        bad_wait = waiting or _waits_on_bad_pool(d.run)
         _gone(d, watch, e)
         if waiting:  # (Reused while the run still waits: another job took it)
             _launch_now(d, f"the warm pool of {watch.job_name} is {status}: the next attempt starts cold")
+        elif bad_wait and can_steer(d):  # the other size is free again: no need to wait longer
+            _launch_now(
+                d, f"the warm pool of {watch.job_name} is {status}: the next attempt can avoid the rest"
+            )
         return None
     if status == "Available":
         if waiting and not watch.bad_host:
