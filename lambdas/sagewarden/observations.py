@@ -27,6 +27,7 @@ from sagewarden.domain.training_plans import wants_plan
 from sagewarden.domain.wants import (
     wants_checkpoint,
     wants_fingerprints,
+    wants_late_hardware_lines,
     wants_log_silence_check,
     wants_log_tail,
 )
@@ -115,6 +116,9 @@ class Observer:
                     self.sup.counters.add(OBSERVATION_FAILURES)
                     log_error = error_text(exc)
             triage = gpu_lines + triage
+        elif wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
+            # before a job runs on the pool of an ending that named no host (domain/hosts.py)
+            suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
         if wants_fingerprints(run, event) and isinstance(event, (JobObserved, HangSignal, AlarmsObserved)):
             fingerprint_lines, fingerprint_error = read_fingerprints(
                 self.sup, run, event.job_name, OBSERVATION_FAILURES

@@ -216,6 +216,52 @@ def test_scenario_one_late_host_on_sockets_is_flagged_on_a_job_of_hundreds_of_ho
     assert result.runs["big"]["attempts"][0]["fabric"] == "socket"
 
 
+def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_pool_it_waits_for(template):
+    """The Xid line lands 150 s late, past the minute the ending waits for it: the crash is decided
+    naming no host, and the run waits to resume on its warm pool (Available 4 minutes after the
+    end). Before a job runs on it, the hardware lines are looked up again: algo-3's has landed, so
+    the pool is released and the resume starts on new instances -- the bad GPU is not met again
+    (before: it ran on the pool and failed there a second time)."""
+    xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
+    data = {
+        "seed": 5,
+        "max_days": 1,
+        "account": {
+            "store": "memory",
+            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [240, 240]},
+            "metric_delay": {"logs": {"base_s": 150, "jitter_s": 0, "late_rate": 0}},
+        },
+        "delivery": {"min_delay_s": 1, "max_delay_s": 5},
+        "runs": [
+            run_spec(
+                "later-xid",
+                instance_count=4,
+                policy={"keep_alive_seconds": 1800, "log_silence_minutes": 30},
+                profile={"total_steps": 1200, "steps_per_minute": 5, "checkpoint_every_steps": 150},
+            )
+        ],
+        "faults": [
+            {
+                "kind": "algorithm_error",
+                "run": "later-xid",
+                "attempt": 1,
+                "after_training_min": 40,
+                "host": 3,
+                "bad_host": True,
+                "log_lines": [xid, "RuntimeError: CUDA error: unspecified launch failure"],
+            }
+        ],
+    }
+    result = run_drill(template, data)
+    notes = decisions(result, "later-xid")
+    assert classes(result, "later-xid") == ["INFRASTRUCTURE", "SUCCEEDED"], notes
+    first, second = jobs_of(result, "later-xid")
+    assert not second.warm_pool_used and second._inherited == {}  # new instances
+    assert "landed after its ending was decided" in notes and first._pool.reused_by is None
+    kinds = [(f["attempt"], f["kind"]) for f in result.faults if f["run"] == "later-xid"]
+    assert kinds.count((2, "algorithm_error")) == 0  # the bad GPU was not met again
+
+
 def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_out_its_host(template):
     """CloudWatch Logs ingests a line some time after the script writes it (AWS publishes no
     figure): here every line lands 40 s late and the Failed event arrives within 5 s, so a read

@@ -122,6 +122,38 @@ def test_a_resume_waits_for_its_pool_and_runs_on_it_once_available():
     assert gone.run.warm_pools == () and not gone.actions and not gone.run.warm_pool_off
 
 
+def test_a_hardware_line_that_lands_while_the_run_waits_for_its_pool_keeps_it_off_that_pool():
+    """The ending named no host (its Xid line had not reached CloudWatch Logs a minute after the
+    end), so the run waits to resume on its pool. When the pool is Available the hosts that
+    printed a GPU hardware line are looked up again: algo-2 has one by now. The pool is released
+    and the replacement starts on new instances (another volume size), not on the bad host; its
+    fingerprint is remembered, so no infra check is asked. Before: it ran on the pool and met the
+    bad GPU again minutes later (the bench's "met again" on a pool)."""
+    run = training_run()
+    d, end = ended(run)  # an NCCL watchdog timeout, nothing names a host yet
+    assert d.run.wait_reason == "warm_pool" and not watch_of(d.run, run.current.job_name).bad_host
+    fp = "[algo-2] [sagewarden] host=2 fingerprint=GPU-S21,GPU-S22"
+    late = Observations(checkpoint=ckpt(500), suspect_hosts=("algo-2",), fingerprint_lines=(fp,))
+    warm = step(d.run, pool_seen(d.run, "Available"), end + 3 * MIN, late)
+    job = run.current.job_name
+    assert ReleaseWarmPool(job) in warm.actions
+    (launch,) = launches(warm)
+    assert launch.attempt == 2 and volume(launch) == 99  # never the pool's instances
+    assert warm.run.attempts[0].suspect_hosts == ("algo-2",) and watch_of(warm.run, job).bad_host
+    assert [b[:2] for b in warm.run.bad_fingerprints] == [("algo-2", "GPU-S21,GPU-S22")]
+    assert not warm.run.infra_check_pending  # fingerprinted: stopped at its line if it comes back
+    # the look-up failed: unknown, and the decision taken at the ending stands (it runs on the pool)
+    blind = step(
+        d.run,
+        pool_seen(d.run, "Available"),
+        end + 3 * MIN,
+        Observations(checkpoint=ckpt(500), hardware_printers_error="throttled"),
+    )
+    (reuse,) = launches(blind)
+    assert volume(reuse) == 100 and not any(isinstance(a, ReleaseWarmPool) for a in blind.actions)
+    assert any("still unknown (throttled)" in n for n in blind.notes)
+
+
 def test_a_resume_starts_cold_when_its_pool_is_not_available_in_time_and_the_pool_is_released():
     run = training_run()
     d, end = ended(run)

@@ -68,7 +68,7 @@ from sagewarden.domain.events import (
 from sagewarden.domain.fabric import on_scan, submit_lines
 from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
-from sagewarden.domain.hosts import on_training
+from sagewarden.domain.hosts import late_hardware_line, on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -147,6 +147,7 @@ def _accounted(before: Run, d: Draft, event: Event) -> Decision:
 
 def _dispatch(d: Draft, event: Event) -> str | None:
     if isinstance(event, JobObserved) and is_pool_observation(d.run, event):
+        late_hardware_line(d, event)  # a host named by a line that landed while the run waited
         return on_pool_observed(d, event)
     if isinstance(event, Submitted):
         return _on_submitted(d)

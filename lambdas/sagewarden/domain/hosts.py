@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.classifier_signatures import HARDWARE_LOG_LABELS, INFRA_LOG_SIGNATURES
 from sagewarden.domain.draft import Draft, notify, request_stop
+from sagewarden.domain.events import JobObserved
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
-from sagewarden.domain.warm_pools import fault_key
+from sagewarden.domain.warm_pools import fault_key, mark_bad_host, waits_for, watch_of
 
 INTENT_BAD_HOST = "bad_host"
 MAX_BAD_FINGERPRINTS = 16  # per run; the oldest is forgotten first
@@ -221,16 +222,55 @@ def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> 
     shown = ", ".join(bad.hosts) or "a host"
     d.note(f"{att.job_name} singled out {shown} ({bad.why})")
     remember(d, att, bad.hosts)
-    if d.policy.infra_check_after_bad_host and not d.run.infra_check_pending:
-        if d.policy.infra_check_unless_fingerprinted and fingerprinted(d.run, att, bad.hosts):
-            d.note(
-                f"no infra check for the next attempt: {shown} printed a fingerprint, now remembered, so "
-                "it is stopped at its fingerprint line if it comes back (the check follows if it does)"
-            )
-        else:
-            d.set(infra_check_pending=True)
-            d.note("the next attempts ask SageMaker to check their instances first (InfraCheckConfig)")
+    _ask_check(d, att, bad.hosts, shown)
     return att, ended
+
+
+def _ask_check(d: Draft, att: Attempt, hosts: Sequence[str], shown: str) -> None:
+    """After a host was singled out: the next attempts ask for SageMaker's infra check, unless
+    every host printed a fingerprint now remembered (policy infra_check_unless_fingerprinted)."""
+    if not d.policy.infra_check_after_bad_host or d.run.infra_check_pending:
+        return
+    if d.policy.infra_check_unless_fingerprinted and fingerprinted(d.run, att, hosts):
+        d.note(
+            f"no infra check for the next attempt: {shown} printed a fingerprint, now remembered, so "
+            "it is stopped at its fingerprint line if it comes back (the check follows if it does)"
+        )
+    else:
+        d.set(infra_check_pending=True)
+        d.note("the next attempts ask SageMaker to check their instances first (InfraCheckConfig)")
+
+
+def late_hardware_line(d: Draft, e: JobObserved) -> None:
+    """The run waits to resume on the warm pool of an ending that named no host, and the pool is
+    now Available: before a job runs on those instances, the hosts that printed a GPU hardware line
+    are looked up once more (the service reads them for this observation). Log lines reach
+    CloudWatch Logs late (AWS publishes no bound), and the minutes spent waiting for the pool are
+    time for them to land: a host named now is recorded as at the ending, and the pool's watch
+    marks it as holding a bad host, so the replacement never runs on it (domain/warm_pools.py).
+    A failed look-up leaves the decision taken at the ending as it was (noted)."""
+    watch = watch_of(d.run, e.job_name)
+    cur = d.run.current
+    if e.warm_pool_status != "Available" or watch is None or watch.bad_host or cur is None:
+        return
+    if cur.job_name != e.job_name or not waits_for(d.run, watch):
+        return
+    if d.obs.hardware_printers_error is not None:
+        d.note(f"which host printed a GPU hardware line is still unknown ({d.obs.hardware_printers_error})")
+        return
+    hosts = tuple(h for h in d.obs.suspect_hosts if h not in cur.suspect_hosts)
+    if not hosts:
+        return
+    ended = dataclasses.replace(cur, suspect_hosts=(*cur.suspect_hosts, *hosts))
+    d.put_attempt(ended)
+    shown = ", ".join(hosts)
+    d.note(
+        f"{ended.job_name} singled out {shown} (a GPU hardware line that landed after its ending was "
+        "decided): its warm pool is not reused"
+    )
+    remember(d, ended, hosts)
+    _ask_check(d, ended, hosts, shown)
+    mark_bad_host(d, watch)
 
 
 def fingerprinted(run: Run, att: Attempt, hosts: Sequence[str]) -> bool:

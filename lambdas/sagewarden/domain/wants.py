@@ -18,7 +18,14 @@ from sagewarden.domain.warm_pools import is_pool_observation, waits_for, watch_o
 
 RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
-__all__ = ["RESUMABLE", "wants_checkpoint", "wants_fingerprints", "wants_log_silence_check", "wants_log_tail"]
+__all__ = [
+    "RESUMABLE",
+    "wants_checkpoint",
+    "wants_fingerprints",
+    "wants_late_hardware_lines",
+    "wants_log_silence_check",
+    "wants_log_tail",
+]
 
 
 def wants_checkpoint(run: Run, event: Event) -> bool:
@@ -57,12 +64,32 @@ def wants_log_tail(run: Run, event: Event) -> bool:
     return False
 
 
+def wants_late_hardware_lines(run: Run, event: Event) -> bool:
+    """The run waits to resume on the warm pool of an ending that named no host, and the pool is
+    Available: the hosts that printed a GPU hardware line are looked up once more, with their
+    fingerprints, before a job runs on those instances (domain/hosts.py late_hardware_line)."""
+    if run.status.terminal or not isinstance(event, JobObserved) or event.warm_pool_status != "Available":
+        return False
+    if not is_pool_observation(run, event):
+        return False
+    watch = watch_of(run, event.job_name)
+    cur = run.current
+    return (
+        watch is not None
+        and not watch.bad_host
+        and waits_for(run, watch)
+        and cur is not None
+        and cur.job_name == event.job_name
+        and cur.instance_count >= 2
+    )
+
+
 def wants_fingerprints(run: Run, event: Event) -> bool:
     """The contract's fingerprint lines are read where an attempt may single out a host: with the
     log tail (a failure, a hang), and at the end of an attempt the supervisor stopped with hosts
     already singled out (a hang's idle host: its fingerprint is remembered at the ending, and the
     ending of a stop reads no log tail)."""
-    if wants_log_tail(run, event):
+    if wants_log_tail(run, event) or wants_late_hardware_lines(run, event):
         return True
     cur = run.current
     return (

@@ -169,6 +169,14 @@ def start_or_wait(d: Draft, ended: Attempt) -> None:
     d.note(f"waiting (warm pool) for the pool of {ended.job_name}: {why}")
 
 
+def mark_bad_host(d: Draft, watch: PoolWatch) -> None:
+    """A host of the pool's attempt was singled out after its ending was decided: the pool must not
+    be reused, and a run waiting to resume on it waits no more than the pool takes to be gone."""
+    _put(d, dataclasses.replace(watch, bad_host=True))
+    if waits_for(d.run, watch):
+        d.set(wake_at_ms=max(_gone_by_ms(watch), d.now))
+
+
 def _gone_by_ms(watch: PoolWatch) -> int:
     """By when a watched pool is gone whatever happens (never seen, or expired)."""
     return watch.ended_ms + POOL_SETTLE_MAX_MS + watch.keep_alive_s * 1000
@@ -265,6 +273,10 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
         _put(d, dataclasses.replace(watch, status=status, releases=watch.releases + 1, last_release_ms=d.now))
         d.act(ReleaseWarmPool(watch.job_name))
         d.note(f"releasing the warm pool of {watch.job_name} ({why})")
+        # a bad host named while the run waited to reuse the pool (not a launch the quota refused:
+        # that one waits until the pool is gone)
+        if waiting and not waiting_launch(d.run.current) and can_steer(d):
+            _launch_now(d, "the next attempt starts on new instances, never on that pool")
         return None
     # no status yet (or one that says nothing about an ended job's pool)
     if d.now - watch.ended_ms >= POOL_SETTLE_MAX_MS and watch.status is None:
