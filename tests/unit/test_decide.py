@@ -305,9 +305,33 @@ def test_decide_capacity_falls_back_then_waits():
     assert launch.request["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
     assert launch.request["ResourceConfig"]["InstanceCount"] == 4
     run = step(d.run, LaunchAccepted(2), 30 * MIN).run
-    d2 = step(run, observed(run, "Failed", "Failed", 60 * MIN, reason), 60 * MIN)
+    # refused a minute after its request: the rest of the backoff (2 min, +/- 20 %) is waited
+    d2 = step(run, observed(run, "Failed", "Failed", 31 * MIN, reason), 31 * MIN)
     assert d2.run.status == RunStatus.RETRY_WAIT and d2.run.wait_reason == "capacity"
     assert d2.run.restarts == 0
+    assert 30 * MIN + 0.8 * 2 * MIN <= d2.run.wake_at_ms <= 30 * MIN + 1.2 * 2 * MIN
+    assert not any(isinstance(a, LaunchAttempt) for a in d2.actions)
+
+
+def test_decide_capacity_refused_after_a_long_pending_asks_again_at_once():
+    """The backoff spaces the requests for capacity: an attempt that sat Pending for 25 minutes
+    before SageMaker gave up has spaced them already, so the next request goes at the refusal
+    (the give-up clock and the backoff's growth still count it as a wait)."""
+    reason = "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchAccepted(1), 1).run
+    d = step(run, observed(run, "Failed", "Failed", 25 * MIN, reason), 25 * MIN)
+    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
+    assert launch.attempt == 2 and d.run.status == RunStatus.STARTING
+    assert d.run.wait_count == 1 and d.run.wait_started_ms == 25 * MIN and d.run.restarts == 0
+    assert any(
+        isinstance(a, Notify) and a.event == "run.waiting" and "Next try now" in a.body for a in d.actions
+    )
+    # the backoff has grown (4 min): a second refusal 3 minutes after its request waits the rest
+    run = step(d.run, LaunchAccepted(2), 25 * MIN).run
+    d2 = step(run, observed(run, "Failed", "Failed", 28 * MIN, reason), 28 * MIN)
+    assert d2.run.status == RunStatus.RETRY_WAIT and not any(isinstance(a, LaunchAttempt) for a in d2.actions)
+    assert 25 * MIN + 0.8 * 4 * MIN <= d2.run.wake_at_ms <= 25 * MIN + 1.2 * 4 * MIN
 
 
 def test_decide_max_pending_stop_is_capacity():
@@ -478,18 +502,21 @@ def test_decide_capacity_wait_fails_after_capacity_wait_max_hours():
     reason = "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
     run = step(make_run(RunPolicy(capacity_wait_max_hours=2)), Submitted(), 0).run
     now, launches = 0, 1
+    waited = 0
     while run.status != RunStatus.FAILED:
         run = step(run, LaunchAccepted(run.current.number), now).run
         now += 20 * MIN  # pending for capacity, then refused
         run = step(run, observed(run, "Failed", "Failed", now, reason), now).run
-        if run.status == RunStatus.RETRY_WAIT:
+        if run.status == RunStatus.RETRY_WAIT:  # the backoff (growing to 30 min) outgrew the 20 min
             assert run.wait_reason == "capacity" and run.restarts == 0
             now = run.wake_at_ms
             run = step(run, Tick(), now).run
+            waited += 1
+        if run.status != RunStatus.FAILED:
             assert run.status == RunStatus.STARTING  # went round again
             launches += 1
         assert now < 5 * HOUR, "never gave up"
-    assert 2 * HOUR < now <= 3 * HOUR and launches >= 3
+    assert 2 * HOUR < now <= 3 * HOUR and launches >= 3 and waited >= 1
     assert "no capacity for 2 h" in (run.outcome or "")
 
 

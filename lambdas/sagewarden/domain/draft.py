@@ -334,7 +334,7 @@ def wait(
     if first and reason != "throttle":
         lines = [
             f"Reason: {cls.reason}",
-            f"Next try in {delay_ms / 60_000:.0f} min; gives up after {max_hours:g} h",
+            f"Next try {f'in {delay_ms / 60_000:.0f} min' if delay_ms > 0 else 'now'}; gives up after {max_hours:g} h",
         ]
         if reason == "quota":
             lines.append("Also retries as soon as another supervised job releases these instances.")

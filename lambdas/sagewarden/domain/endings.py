@@ -410,4 +410,18 @@ def _capacity(d: Draft, ended: Attempt, cls: Classification) -> None:
     # back to the first usable choice after a backoff
     first = next_usable_choice(d, len(options) - 1)
     d.set(fallback_index=first if first is not None else 0)
-    wait(d, "capacity", backoff_ms(d), d.policy.capacity_wait_max_hours, cls)
+    delay = capacity_delay_ms(d, ended)
+    wait(d, "capacity", delay, d.policy.capacity_wait_max_hours, cls)
+    if delay == 0 and d.run.status == RunStatus.RETRY_WAIT:
+        d.note("the attempt waited for capacity longer than the backoff: the next request goes now")
+        start_attempt(d, reuse_current=False)
+
+
+def capacity_delay_ms(d: Draft, ended: Attempt) -> int:
+    """The backoff before asking for capacity again, counted from the refused attempt's request:
+    it spaces CreateTrainingJob calls, and an attempt that sat Pending for capacity (20 minutes or
+    more before SageMaker gave up, typically) has spaced them already -- waiting the backoff again
+    after it would leave the run idle for nothing (a competent script resubmits at once). A refusal
+    that came soon after the request still waits the rest of the backoff."""
+    asked = ended.created_ms or ended.requested_at_ms
+    return max(0, backoff_ms(d) - max(0, d.now - asked))
