@@ -216,34 +216,32 @@ def test_scenario_one_late_host_on_sockets_is_flagged_on_a_job_of_hundreds_of_ho
     assert result.runs["big"]["attempts"][0]["fabric"] == "socket"
 
 
-def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_pool_it_waits_for(template):
-    """The Xid line lands 150 s late, past the minute the ending waits for it: the crash is decided
-    naming no host, and the run waits to resume on its warm pool (Available 4 minutes after the
-    end). Before a job runs on it, the hardware lines are looked up again: algo-3's has landed, so
-    the pool is released and the resume starts on new instances -- the bad GPU is not met again
-    (before: it ran on the pool and failed there a second time)."""
+def _late_xid_drill(template, name: str, *, log_delay_s: int, available_s: int, policy: dict) -> Any:
+    """A 4-host run whose attempt 1 crashes 40 minutes into Training on a bad GPU of algo-3 (an
+    Xid line, then the CUDA error), every log line landing ``log_delay_s`` late and the job's
+    warm pool Available ``available_s`` after its end."""
     xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
     data = {
         "seed": 5,
         "max_days": 1,
         "account": {
             "store": "memory",
-            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [240, 240]},
-            "metric_delay": {"logs": {"base_s": 150, "jitter_s": 0, "late_rate": 0}},
+            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [available_s, available_s]},
+            "metric_delay": {"logs": {"base_s": log_delay_s, "jitter_s": 0, "late_rate": 0}},
         },
         "delivery": {"min_delay_s": 1, "max_delay_s": 5},
         "runs": [
             run_spec(
-                "later-xid",
+                name,
                 instance_count=4,
-                policy={"keep_alive_seconds": 1800, "log_silence_minutes": 30},
+                policy=policy,
                 profile={"total_steps": 1200, "steps_per_minute": 5, "checkpoint_every_steps": 150},
             )
         ],
         "faults": [
             {
                 "kind": "algorithm_error",
-                "run": "later-xid",
+                "run": name,
                 "attempt": 1,
                 "after_training_min": 40,
                 "host": 3,
@@ -252,7 +250,17 @@ def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_poo
             }
         ],
     }
-    result = run_drill(template, data)
+    return run_drill(template, data)
+
+
+def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_pool_it_waits_for(template):
+    """The Xid line lands 150 s late, past the minute the ending waits for it: the crash is decided
+    naming no host, and the run waits to resume on its warm pool (Available 4 minutes after the
+    end). Before a job runs on it, the hardware lines are looked up again: algo-3's has landed, so
+    the pool is released and the resume starts on new instances -- the bad GPU is not met again
+    (before: it ran on the pool and failed there a second time)."""
+    policy = {"keep_alive_seconds": 1800, "log_silence_minutes": 30}
+    result = _late_xid_drill(template, "later-xid", log_delay_s=150, available_s=240, policy=policy)
     notes = decisions(result, "later-xid")
     assert classes(result, "later-xid") == ["INFRASTRUCTURE", "SUCCEEDED"], notes
     first, second = jobs_of(result, "later-xid")
@@ -268,37 +276,9 @@ def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_ou
     at the event sees no Xid line and the crash names no host. A warm restart would then run on
     the same instances and meet the bad GPU again; the decision waits a minute after the end
     (domain/endings.py, LOG_SETTLE_MS), reads again, finds algo-3 and restarts on new instances."""
-    xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
-    data = {
-        "seed": 5,
-        "max_days": 1,
-        "account": {
-            "store": "memory",
-            "warm_pools": {"quotas": {ITYPE: 8}, "available_after_s": [0, 0]},
-            "metric_delay": {"logs": {"base_s": 40, "jitter_s": 0, "late_rate": 0}},
-        },
-        "delivery": {"min_delay_s": 1, "max_delay_s": 5},
-        "runs": [
-            run_spec(
-                "late-xid",
-                instance_count=4,
-                policy={"keep_alive_seconds": 1800},
-                profile={"total_steps": 1200, "steps_per_minute": 5, "checkpoint_every_steps": 150},
-            )
-        ],
-        "faults": [
-            {
-                "kind": "algorithm_error",
-                "run": "late-xid",
-                "attempt": 1,
-                "after_training_min": 40,
-                "host": 3,
-                "bad_host": True,
-                "log_lines": [xid, "RuntimeError: CUDA error: unspecified launch failure"],
-            }
-        ],
-    }
-    result = run_drill(template, data)
+    result = _late_xid_drill(
+        template, "late-xid", log_delay_s=40, available_s=0, policy={"keep_alive_seconds": 1800}
+    )
     assert classes(result, "late-xid") == ["INFRASTRUCTURE", "SUCCEEDED"], decisions(result, "late-xid")
     _, second = jobs_of(result, "late-xid")
     assert not second.warm_pool_used and second._inherited == {}  # new instances
