@@ -1,0 +1,315 @@
+"""`python -m benchmarks.corpus_eval`: the supervisor measured against real training-job endings.
+
+Loads benchmarks/corpus/endings.jsonl (text quoted from public threads, see
+benchmarks/corpus/README.md) and delivers each ending to the pure domain (`decide`) the way the
+service does: a FailureReason and log tail to a training attempt that has saved a checkpoint, a
+CreateTrainingJob rejection to a launch in flight, a stop to a job in Training. What the run did
+next is the prediction, read from the decision: failed (fail-fast), waiting for capacity, quota or
+throttling, or asking again for capacity (wait), resumed on other instances (resume-other-hosts), resumed after an unexplained
+ending (confirm-once: domain/endings.py fails a second such ending without progress), or resumed.
+Prints accuracy per label, the confusion matrix (unambiguous cases; ambiguous ones apart) and the
+cases it gets wrong, grouped by what went wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import drill  # noqa: F401  (puts lambdas/ first on sys.path: this tree's domain, not an installed copy)
+from sagewarden.domain.checkpoints import Checkpoint, LayoutKind
+from sagewarden.domain.decide import Decision, decide
+from sagewarden.domain.events import (
+    Event,
+    JobObserved,
+    LaunchAccepted,
+    LaunchRejected,
+    Observations,
+    Submitted,
+)
+from sagewarden.domain.models import Attempt, Run, RunStatus
+from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.warm_pools import watch_of
+
+CORPUS = Path(__file__).resolve().parent / "corpus" / "endings.jsonl"
+
+LABELS = ("resume", "resume-other-hosts", "fail-fast", "wait", "confirm-once")
+WAIT_REASONS = frozenset({"capacity", "quota", "throttle"})
+
+# The corpus records no durations: an ending is delivered this long after the job reached
+# Training (a case may say otherwise with `training_seconds`). Inside the classifier's 900 s
+# start-up window, where most quoted start-up failures belong.
+DEFAULT_TRAINING_SECONDS = 300.0
+# ... and this long after the job's end: past the 60 s the domain waits for late log lines.
+DECIDE_AFTER_END_MS = 5 * 60_000
+
+_MIN = 60_000
+_REQUEST: dict[str, Any] = {
+    "AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "File"},
+    "RoleArn": "arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+    "OutputDataConfig": {"S3OutputPath": "s3://bucket/out/"},
+    "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
+    "StoppingCondition": {"MaxRuntimeInSeconds": 86_400},
+    "CheckpointConfig": {"S3Uri": "s3://bucket/ckpt/", "LocalPath": "/opt/ml/checkpoints"},
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One ending of the corpus (benchmarks/corpus/README.md describes the fields)."""
+
+    id: str
+    category: str
+    source: str
+    label: str
+    ambiguous: bool
+    why: str
+    failure_reason: str | None = None
+    log_tail: tuple[str, ...] = ()
+    api_error: tuple[str, str] | None = None
+    status: str | None = None
+    secondary_status: str | None = None
+    training_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the supervisor did with one case."""
+
+    case: Case
+    predicted: str
+    end_class: str  # the attempt's recorded class (or the launch rejection's)
+    reason: str  # the classifier's reason line, or the run's
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.case.label
+
+
+def parse(raw: dict[str, Any]) -> Case:
+    api = raw.get("api_error")
+    return Case(
+        id=raw["id"],
+        category=raw["category"],
+        source=raw["source"],
+        label=raw["label"],
+        ambiguous=bool(raw["ambiguous"]),
+        why=raw["why"],
+        failure_reason=raw.get("failure_reason"),
+        log_tail=tuple(raw.get("log_tail") or ()),
+        api_error=(str(api.get("code") or ""), str(api.get("message") or "")) if api else None,
+        status=raw.get("status"),
+        secondary_status=raw.get("secondary_status"),
+        training_seconds=raw.get("training_seconds"),
+    )
+
+
+def read_raw(path: Path = CORPUS) -> list[dict[str, Any]]:
+    """The corpus as stored: one JSON object per non-blank line."""
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load(path: Path = CORPUS) -> list[Case]:
+    return [parse(raw) for raw in read_raw(path)]
+
+
+# --- delivering an ending to the domain ---------------------------------------------------------
+
+
+def _step(run: Run, event: Event, now: int, policy: RunPolicy, obs: Observations) -> Decision:
+    return decide(run, event, now, policy, obs)
+
+
+def _submitted(policy: RunPolicy) -> Run:
+    run = Run(
+        run_id="01JC0RPVS0BADC0DE000000000",
+        name="corpus",
+        owner="arn:aws:iam::123456789012:role/ml-engineer",
+        request=copy.deepcopy(_REQUEST),
+        policy=policy,
+        status=RunStatus.SUBMITTED,
+        created_ms=0,
+    )
+    return _step(run, Submitted(), 0, policy, Observations()).run
+
+
+def _observed(run: Run, status: str, secondary: str | None, at: int, **kw: Any) -> JobObserved:
+    cur = run.current
+    assert cur is not None
+    return JobObserved(cur.job_name, cur.number, status, secondary, at, **kw)
+
+
+def _attempt(run: Run, number: int) -> Attempt:
+    return next(a for a in run.attempts if a.number == number)
+
+
+def supervise(case: Case, policy: RunPolicy | None = None) -> Outcome:
+    """Deliver the case's ending to the domain as the service would, and read what it did."""
+    pol = policy or RunPolicy()
+    run = _submitted(pol)
+    if case.api_error is not None:
+        code, message = case.api_error
+        d = _step(run, LaunchRejected(1, code, message), _MIN, pol, Observations())
+        ended = _attempt(d.run, 1)
+        return Outcome(case, _prediction(d, ended), ended.end_class or "", _reason(d, ended))
+    run = _step(run, LaunchAccepted(1), 1, pol, Observations()).run
+    run = _step(run, _observed(run, "InProgress", "Starting", 2), 2, pol, Observations()).run
+    started = 10 * _MIN
+    run = _step(run, _observed(run, "InProgress", "Training", started), started, pol, Observations()).run
+    seconds = DEFAULT_TRAINING_SECONDS if case.training_seconds is None else case.training_seconds
+    end = started + int(seconds * 1000)
+    status = case.status or "Failed"
+    secondary = case.secondary_status or ("Failed" if status == "Failed" else None)
+    ending = _observed(run, status, secondary, end, failure_reason=case.failure_reason, ended_ms=end)
+    # a checkpoint newer than the attempt's start: the ending is judged with progress made
+    saved = Checkpoint("s3://bucket/ckpt/checkpoint-200/", 200, LayoutKind.HF, end - _MIN)
+    obs = Observations(log_tail=case.log_tail, checkpoint=saved)
+    d = _step(run, ending, end + DECIDE_AFTER_END_MS, pol, obs)
+    ended = _attempt(d.run, 1)
+    return Outcome(case, _prediction(d, ended), ended.end_class or "", _reason(d, ended))
+
+
+def _prediction(d: Decision, ended: Attempt) -> str:
+    run = d.run
+    if run.status == RunStatus.FAILED:
+        return "fail-fast"
+    if run.status == RunStatus.CANCELLED:
+        return "cancelled"
+    if run.status == RunStatus.SUCCEEDED:
+        return "succeeded"
+    if run.status == RunStatus.RETRY_WAIT and run.wait_reason in WAIT_REASONS:
+        return "wait"
+    if ended.end_class == "CAPACITY":
+        # the capacity path (domain/endings.py _capacity): a backoff counted from the refused
+        # attempt's request, or a fallback type -- asking again at once when the job sat Pending
+        # longer than the backoff, as the harness's ending (after 10 minutes) always did
+        return "wait"
+    if not ended.ended and ended.end_class is None:
+        return "deferred"  # no decision taken yet (the domain waits for a read)
+    watch = watch_of(run, ended.job_name)
+    if (watch is not None and watch.bad_host) or ended.suspect_hosts or run.infra_check_pending:
+        return "resume-other-hosts"
+    if ended.end_class == "UNKNOWN":
+        return "confirm-once"
+    return "resume"
+
+
+def _reason(d: Decision, ended: Attempt) -> str:
+    if ended.end_reason:
+        return ended.end_reason
+    return d.run.outcome or (d.notes[-1] if d.notes else "")
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def evaluate(cases: Iterable[Case], policy: RunPolicy | None = None) -> list[Outcome]:
+    return [supervise(c, policy) for c in cases]
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.0f} %" if d else "-"
+
+
+def accuracy_rows(outcomes: Sequence[Outcome]) -> list[tuple[str, int, int, str]]:
+    """Per expected label: cases, right, accuracy (the outcomes given, usually the unambiguous)."""
+    rows = []
+    for label in LABELS:
+        mine = [o for o in outcomes if o.case.label == label]
+        right = sum(o.correct for o in mine)
+        rows.append((label, len(mine), right, _pct(right, len(mine))))
+    total = sum(o.correct for o in outcomes)
+    rows.append(("all", len(outcomes), total, _pct(total, len(outcomes))))
+    return rows
+
+
+def confusion(outcomes: Sequence[Outcome]) -> tuple[list[str], dict[tuple[str, str], int]]:
+    """The predicted columns (the labels, then anything else the domain did) and the counts."""
+    counts = Counter((o.case.label, o.predicted) for o in outcomes)
+    extra = sorted({o.predicted for o in outcomes} - set(LABELS))
+    return [*LABELS, *extra], dict(counts)
+
+
+def wrong_groups(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], list[Outcome]]:
+    """The wrong outcomes by (expected, predicted, the class the domain gave)."""
+    groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        if not o.correct:
+            groups[(o.case.label, o.predicted, o.end_class)].append(o)
+    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def report(outcomes: Sequence[Outcome], *, list_wrong: bool = True) -> list[str]:
+    clear = [o for o in outcomes if not o.case.ambiguous]
+    unclear = [o for o in outcomes if o.case.ambiguous]
+    lines = [
+        f"# Endings corpus: {len(outcomes)} cases, {len(clear)} unambiguous, {len(unclear)} ambiguous",
+        "",
+        "## Accuracy per label (unambiguous cases)",
+        "",
+        *_table(("label", "cases", "right", "accuracy"), accuracy_rows(clear)),
+        "",
+        "## Confusion matrix (unambiguous; rows expected, columns what the supervisor did)",
+        "",
+    ]
+    columns, counts = confusion(clear)
+    lines += _table(
+        ("expected \\ did", *columns),
+        ((label, *(counts.get((label, col), 0) or "." for col in columns)) for label in LABELS),
+    )
+    lines += [
+        "",
+        "## Ambiguous cases (reasonable people differ; not scored)",
+        "",
+        *_table(("label", "cases", "same as the label", "share"), accuracy_rows(unclear)[:-1]),
+        "",
+    ]
+    lines += _table(
+        ("case", "label", "did", "class"),
+        ((o.case.id, o.case.label, o.predicted, o.end_class) for o in unclear),
+    )
+    by_cat: dict[str, list[Outcome]] = defaultdict(list)
+    for o in clear:
+        by_cat[o.case.category].append(o)
+    lines += ["", "## Per category (unambiguous)", ""]
+    lines += _table(
+        ("category", "cases", "right"),
+        ((cat, len(os), sum(o.correct for o in os)) for cat, os in sorted(by_cat.items())),
+    )
+    if list_wrong:
+        lines += ["", "## Wrong (unambiguous), grouped by expected -> did (class)", ""]
+        for (expected, did, cls), group in wrong_groups(clear).items():
+            lines.append(f"### {expected} -> {did} ({cls or 'no class'}): {len(group)}")
+            lines.append("")
+            for o in group:
+                lines.append(f"- `{o.case.id}` [{o.case.category}]: {o.reason}")
+            lines.append("")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.corpus_eval", description=__doc__)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the JSONL corpus to measure")
+    parser.add_argument("--no-wrong", action="store_true", help="leave out the list of wrong cases")
+    args = parser.parse_args(argv)
+    outcomes = evaluate(load(args.corpus))
+    sys.stdout.write("\n".join(report(outcomes, list_wrong=not args.no_wrong)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
