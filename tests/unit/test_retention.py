@@ -11,29 +11,37 @@ import pytest
 from drill.account import MemoryCounters
 from sagewarden.api.validation import InvalidRequest, validate_submit
 from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.checkpoints import RetentionView
+from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.events import Observations, Tick
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.policy import PolicyError, RunPolicy
-from sagewarden.domain.retention import MAX_RETIRE_DIRS, archive_uri, to_retire
-from tests.builders import HOUR, REQUEST, ROLE, ckpt, step, training_run
+from sagewarden.domain.retention import MAX_RETIRE_DIRS, archive_uri, kept_by_name, to_retire, unsettled
+from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, step, training_run
 
 KEEP2 = RunPolicy(checkpoint_keep=2)
 NOW = 5 * HOUR
 
 
-def view(*steps: int, extra: tuple[str, ...] = ()) -> RetentionView:
-    """Complete HF checkpoints at these steps (any order), plus other child directories."""
+def view(*steps: int, extra: tuple[str, ...] = (), best: str | None = "") -> RetentionView:
+    """Complete HF checkpoints at these steps (any order), plus other child directories: each
+    written while the run's first attempt trained (from 10 min), the newest one settled."""
     names = [(f"checkpoint-{s}", s) for s in sorted(steps, reverse=True)]
-    return RetentionView(tuple(names), frozenset([n for n, _ in names] + list(extra)))
+    written = tuple((n, 20 * MIN + s) for n, s in names)
+    return RetentionView(
+        tuple(names),
+        frozenset([n for n, _ in names] + list(extra)),
+        written_ms=written,
+        newest_write_ms=max((ms for _, ms in written), default=None),
+        best=best,
+    )
 
 
 def obs(verified: int, v: RetentionView, **changes: object) -> Observations:
     return dataclasses.replace(Observations(checkpoint=ckpt(verified, NOW - HOUR), retention=v), **changes)
 
 
-def retire(run: Run, o: Observations) -> RetireCheckpoints | None:
-    d = step(run, Tick(), NOW, o)
+def retire(run: Run, o: Observations, at: int = NOW) -> RetireCheckpoints | None:
+    d = step(run, Tick(), at, o)
     found = [a for a in d.actions if isinstance(a, RetireCheckpoints)]
     return found[0] if found else None
 
@@ -174,6 +182,82 @@ def test_retention_rule_g_a_half_done_move_is_finished_by_a_later_pass() -> None
     # gone from the synced prefix: done, and the run forgets it
     d = step(run, Tick(), NOW, obs(900, view(800, 900)))
     assert d.run.retiring == () and not d.actions and not d.ignored
+
+
+def test_retention_rule_h_nothing_while_the_newest_save_may_still_be_uploading() -> None:
+    """Issue 32 item 3: with checkpoint_keep 1, the previous checkpoint was retired seconds after
+    the newest one's marker landed, while its large files were still uploading."""
+    run = training_run(RunPolicy(checkpoint_keep=1))
+    settled = view(100, 800, 900)
+    assert retire(run, obs(900, settled)) is not None  # settled: checkpoint-100 and -800 go
+    just_landed = dataclasses.replace(
+        settled, written_ms=(("checkpoint-900", NOW - 20_000), *settled.written_ms[1:])
+    )
+    still_uploading = dataclasses.replace(settled, newest_write_ms=NOW - 2 * MIN)  # a file after the marker
+    unknown = dataclasses.replace(settled, newest_write_ms=None)  # its listing was cut
+    for v in (just_landed, still_uploading, unknown):
+        assert retire(run, obs(900, v)) is None
+    assert unsettled(just_landed, NOW) is not None and unsettled(settled, NOW) is None
+    # once the window has passed since the last write, the same directory has settled
+    assert retire(run, obs(900, still_uploading), at=NOW + 3 * MIN) is not None
+
+
+def test_retention_rule_i_never_the_checkpoint_the_framework_marks_as_best() -> None:
+    """Issue 32 item 4: Hugging Face's best_model_checkpoint is a plain checkpoint-N; with delete
+    it was gone. Unknown (trainer_state.json unreadable) keeps everything this pass."""
+    policy = RunPolicy(checkpoint_keep=1, checkpoint_retired="delete")
+    action = retire(training_run(policy), obs(900, view(100, 200, 900, best="checkpoint-200")))
+    assert action is not None and action.names == ("checkpoint-100",)
+    assert retire(training_run(policy), obs(900, view(100, 200, 900, best=None))) is None
+
+
+def _dcp_view(*names: tuple[str, int]) -> RetentionView:
+    ordered = tuple(sorted(names, key=lambda n: -n[1]))
+    written = tuple((n, 20 * MIN + s) for n, s in ordered)
+    return RetentionView(ordered, frozenset(n for n, _ in ordered), written, max(ms for _, ms in written))
+
+
+def test_retention_rule_i_only_periodic_names_and_never_what_the_policy_keeps() -> None:
+    """A "best" directory saved beside the periodic ones matches the auto layout's DCP pattern: it
+    is never retired, nor a name that is not <letters>[-_]<step>, nor one checkpoint_keep_dirs
+    names or matches."""
+    policy = RunPolicy(checkpoint_keep=1, checkpoint_keep_dirs=("eval-*",))
+    v = _dcp_view(
+        ("step_900", 900),
+        ("best_step_850", 850),
+        ("model_v2_700", 700),
+        ("eval-600", 600),
+        ("step_500", 500),
+        ("global_step400", 400),
+    )
+    d = step(training_run(policy), Tick(), NOW, dataclasses.replace(obs(900, v), checkpoint=dcp(900)))
+    action = next(a for a in d.actions if isinstance(a, RetireCheckpoints))
+    assert action.names == ("global_step400", "step_500")
+    assert kept_by_name("best_step_850", policy, "") == "its name says best"
+    assert kept_by_name("release", policy, "") == "not a periodic checkpoint name"
+    # the regex layout's own pattern says what is periodic; "best" and the policy's list still keep
+    regex = RunPolicy(
+        checkpoint_keep=1, checkpoint_layout="regex", checkpoint_dir_regex=r"m(\d+)v2", checkpoint_marker="ok"
+    )
+    assert kept_by_name("m100v2", regex, "") is None and kept_by_name("best100", regex, "") is not None
+
+
+def dcp(step_: int) -> Checkpoint:
+    return Checkpoint(f"s3://bucket/ckpt/step_{step_}/", step_, "dcp", NOW - HOUR)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [["a/b"], [""], ["x" * 129], "best*", [1], [f"d{i}" for i in range(21)]],
+    ids=["a slash", "empty", "too long", "not a list", "not a string", "more than 20"],
+)
+def test_retention_policy_keep_dirs_refuses_nonsense(value: object) -> None:
+    with pytest.raises(PolicyError) as err:
+        RunPolicy.from_dict({"checkpoint_keep": 2, "checkpoint_keep_dirs": value})
+    assert err.value.field.startswith("checkpoint_keep_dirs")
+    kept = RunPolicy.from_dict({"checkpoint_keep": 2, "checkpoint_keep_dirs": ["best*", "eval-*", "best*"]})
+    assert kept.checkpoint_keep_dirs == ("best*", "eval-*")
+    assert RunPolicy.from_stored(kept.to_dict()) == kept
 
 
 def test_retention_is_bounded_per_pass_and_continues_next_pass() -> None:

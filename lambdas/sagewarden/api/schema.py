@@ -10,7 +10,7 @@ fields and `domain.policy.RANGES`, `training_job` from SageMaker's service model
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -19,6 +19,8 @@ from sagewarden.domain.policy import (
     CHECKPOINT_LAYOUTS,
     CHECKPOINT_RETIRED,
     HANG_CONFIRMATIONS,
+    MAX_KEEP_DIR_TEXT,
+    MAX_KEEP_DIRS,
     MAX_TEXT,
     RANGES,
     TRAINING_PLAN_FALLBACKS,
@@ -53,6 +55,13 @@ def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
         return list[InstanceChoice], Field(default=None, max_length=10)
     if name == "environment_defaults":
         return dict[str, str], Field(default=None)
+    if name == "checkpoint_keep_dirs":
+        item = Annotated[str, Field(min_length=1, max_length=MAX_KEEP_DIR_TEXT, pattern=r"^[^/]+$")]
+        return list[item], Field(
+            default=None,
+            max_length=MAX_KEEP_DIRS,
+            description="checkpoint directory names or fnmatch patterns retention never retires",
+        )
     if name == "checkpoint_layout":
         return Literal[CHECKPOINT_LAYOUTS], Field(default=None)
     if name == "checkpoint_retired":
