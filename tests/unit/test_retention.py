@@ -12,13 +12,14 @@ from drill.account import MemoryCounters
 from sagewarden.api.validation import InvalidRequest, validate_submit
 from sagewarden.domain.actions import RetireCheckpoints
 from sagewarden.domain.checkpoints import Checkpoint, RetentionView
-from sagewarden.domain.events import Observations, Tick
-from sagewarden.domain.models import LaunchState, Run, RunStatus
+from sagewarden.domain.events import JobObserved, LaunchAccepted, Observations, Tick
+from sagewarden.domain.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import PolicyError, RunPolicy
 from sagewarden.domain.retention import MAX_RETIRE_DIRS, archive_uri, kept_by_name, to_retire, unsettled
-from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, step, training_run
+from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, observed, step, training_run
 
 KEEP2 = RunPolicy(checkpoint_keep=2)
+INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
 NOW = 5 * HOUR
 
 
@@ -258,6 +259,71 @@ def test_retention_policy_keep_dirs_refuses_nonsense(value: object) -> None:
     kept = RunPolicy.from_dict({"checkpoint_keep": 2, "checkpoint_keep_dirs": ["best*", "eval-*", "best*"]})
     assert kept.checkpoint_keep_dirs == ("best*", "eval-*")
     assert RunPolicy.from_stored(kept.to_dict()) == kept
+
+
+def _written(v: RetentionView, **at: int) -> RetentionView:
+    """``v`` with some directories (checkpoint-<step>=ms) written at other times."""
+    times = {**dict(v.written_ms), **{f"checkpoint-{k.split('_')[1]}": ms for k, ms in at.items()}}
+    return dataclasses.replace(v, written_ms=tuple(times.items()))
+
+
+def test_retention_rule_j_never_what_was_there_before_the_runs_first_attempt() -> None:
+    """Issue 32 item 5: on a prefix no run ever used, 4 of 5 directories were deleted though the
+    run's job never wrote one. Only directories written while the run's attempt trained go."""
+    run = training_run(RunPolicy(checkpoint_keep=1, checkpoint_retired="delete"))  # Training at 10 min
+    before = _written(view(100, 200, 300, 900), c_100=1 * MIN, c_200=9 * MIN)
+    action = retire(run, obs(900, before))
+    assert action is not None and action.names == ("checkpoint-300",)
+    unknown = dataclasses.replace(
+        before, written_ms=tuple(w for w in before.written_ms if w[0] != "checkpoint-300")
+    )
+    assert retire(run, obs(900, unknown)) is None  # written at an unknown time: never the run's own
+
+
+def test_retention_rule_j_never_a_step_at_or_below_the_one_the_attempt_resumed_from() -> None:
+    """A run submitted on another run's prefix resumes from its newest checkpoint: the directories
+    up to that step are the other run's, whenever S3 dates them (an upload again at job start is
+    not documented either way)."""
+    run = training_run(RunPolicy(checkpoint_keep=1, checkpoint_retired="delete"), resume=ckpt(600))
+    action = retire(run, obs(900, view(100, 600, 700, 900)))  # all dated inside the attempt
+    assert action is not None and action.names == ("checkpoint-700",)
+
+
+def test_retention_rule_j_counts_earlier_attempts_but_not_the_time_between_them() -> None:
+    """An ended attempt's span is recorded with the run (bounded); a directory that appeared while
+    no attempt of the run trained (another job wrote it) is never the run's own."""
+    policy = RunPolicy(checkpoint_keep=1, checkpoint_retired="delete", keep_alive_seconds=0)
+    run = training_run(policy)  # Training from 10 min
+    failed = JobObserved(
+        run.current.job_name, 1, "Failed", "Failed", 60 * MIN, failure_reason=INTERNAL, ended_ms=60 * MIN
+    )
+    run = step(run, failed, 60 * MIN, Observations(checkpoint=ckpt(300, 50 * MIN))).run
+    assert run.checkpoint_spans == ((-1, 10 * MIN, 60 * MIN),) and run.attempt_count == 2
+    run = step(run, LaunchAccepted(2), 61 * MIN).run
+    run = step(run, observed(run, "InProgress", "Training", 70 * MIN), 70 * MIN).run
+    v = _written(
+        view(100, 200, 250, 300, 400, 900), c_100=20 * MIN, c_200=40 * MIN, c_250=65 * MIN, c_300=50 * MIN
+    )
+    # 100, 200, 300 by attempt 1 (attempt 2 resumed from 300, which attempt 1 wrote); 250
+    # between the attempts (not the run's); 400 by attempt 2
+    action = retire(run, obs(900, v))
+    assert action is not None and action.names == (
+        "checkpoint-100",
+        "checkpoint-200",
+        "checkpoint-300",
+        "checkpoint-400",
+    )
+
+
+def test_retention_writing_spans_are_bounded_and_drop_the_oldest() -> None:
+    run = dataclasses.replace(
+        training_run(), checkpoint_spans=tuple((-1, i, i + 1) for i in range(MAX_WRITING_SPANS))
+    )
+    failed = JobObserved(
+        run.current.job_name, 1, "Failed", "Failed", HOUR, failure_reason=INTERNAL, ended_ms=HOUR
+    )
+    spans = step(run, failed, HOUR, Observations(checkpoint=ckpt(300, 50 * MIN))).run.checkpoint_spans
+    assert len(spans) == MAX_WRITING_SPANS and spans[0] == (-1, 1, 2) and spans[-1] == (-1, 10 * MIN, HOUR)
 
 
 def test_retention_is_bounded_per_pass_and_continues_next_pass() -> None:

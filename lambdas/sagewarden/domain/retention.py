@@ -26,7 +26,13 @@ i. only periodic checkpoints: never the directory the training framework marks a
    Face's ``trainer_state.json`` ``best_model_checkpoint``; unknown keeps everything this pass),
    never a name containing "best", never one the policy's ``checkpoint_keep_dirs`` names or
    matches, and outside the ``regex`` layout only names of the periodic form ``<letters>[-_]<step>``
-   (``checkpoint-1200``, ``iter_0001200``, ``step_1200``, ``global_step1200``, ``1200``).
+   (``checkpoint-1200``, ``iter_0001200``, ``step_1200``, ``global_step1200``, ``1200``);
+j. only what the run's own attempts wrote: a directory is the run's own when it was written
+   (its marker's, or a Megatron file's, LastModified) while one of the run's attempts trained
+   (``Run.checkpoint_spans``, and the current attempt since its Training began) and its step is
+   above the step that attempt resumed from. What was there before the first attempt, what
+   another run or job wrote between attempts, and a directory written at an unknown time are
+   never retired.
 
 Pure: no boto3, no clock, no environment.
 """
@@ -38,6 +44,7 @@ import re
 from collections.abc import Sequence
 
 from sagewarden.domain.actions import RetireCheckpoints
+from sagewarden.domain.checkpoint_seen import writing_span
 from sagewarden.domain.checkpoints import DCP_MARKER, HF_MARKER, RetentionView, parse_s3_uri
 from sagewarden.domain.draft import Draft
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS
@@ -136,6 +143,19 @@ def kept_by_name(name: str, policy: RunPolicy, best: str) -> str | None:
     return None
 
 
+def own(run: Run, step: int, written_ms: int | None, now_ms: int) -> bool:
+    """Rule j: whether a directory at ``step`` written at ``written_ms`` is the run's own: one of
+    its attempts was training then and had resumed from an older step."""
+    if written_ms is None:
+        return False
+    spans = list(run.checkpoint_spans)
+    cur = run.current
+    live = writing_span(cur, now_ms) if cur is not None and not cur.ended else None
+    if live is not None:
+        spans.append(live)
+    return any(step > after and start <= written_ms <= end for after, start, end in spans)
+
+
 def unsettled(view: RetentionView, now_ms: int) -> str | None:
     """Rule h: why the newest complete directory may still be uploading (None: settled)."""
     if not view.complete:
@@ -171,11 +191,12 @@ def on_retention(d: Draft) -> bool:
     protected = {name for name, _ in sorted(view.complete, key=lambda c: -c[1])[:keep]}
     protected.add(verified.uri.rstrip("/").rsplit("/", 1)[-1])
     protected |= {n for n in view.present if kept_by_name(n, policy, view.best) is not None}
+    steps = dict(view.complete)
     leftovers = tuple(n for n in run.retiring if n in view.present and n not in protected)
     fresh = [
         n
         for n in to_retire(view.complete, verified.step, keep, reading=False)
-        if n not in leftovers and n not in protected
+        if n not in leftovers and n not in protected and own(run, steps[n], view.written(n), d.now)
     ]
     chosen = (leftovers + tuple(fresh))[:MAX_RETIRE_DIRS]
     if not chosen:
