@@ -85,6 +85,23 @@ def test_retention_submission_refuses_an_archive_overlapping_the_synced_prefix(a
     validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
 
 
+def test_retention_submission_refuses_an_archive_deeper_than_its_claims_reach() -> None:
+    """A live run's archive claims every folder above it (domain/claims.py), like its synced
+    prefix: at most 20 deep, so the run's claims fit one DynamoDB transaction."""
+    deep = "/".join(f"d{i}" for i in range(21))
+    body = {
+        "name": "llama",
+        "training_job": copy.deepcopy(REQUEST),
+        "policy": {"checkpoint_keep": 2, "checkpoint_archive_uri": f"s3://archive/{deep}/"},
+    }
+    with pytest.raises(InvalidRequest) as err:
+        validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
+    assert [e.field for e in err.value.errors] == ["policy.checkpoint_archive_uri"]
+    assert "20 folders deep" in err.value.errors[0].message
+    body["policy"]["checkpoint_archive_uri"] = "s3://archive/" + "/".join(f"d{i}" for i in range(20)) + "/"
+    validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
+
+
 # --- rules -------------------------------------------------------------------------------------
 
 
@@ -185,22 +202,25 @@ def test_retention_rule_g_a_half_done_move_is_finished_by_a_later_pass() -> None
     assert d.run.retiring == () and not d.actions and not d.ignored
 
 
-def test_retention_rule_h_nothing_while_the_newest_save_may_still_be_uploading() -> None:
+def test_retention_rule_h_a_newest_save_still_uploading_is_not_one_of_the_kept() -> None:
     """Issue 32 item 3: with checkpoint_keep 1, the previous checkpoint was retired seconds after
     the newest one's marker landed, while its large files were still uploading."""
     run = training_run(RunPolicy(checkpoint_keep=1))
     settled = view(100, 800, 900)
-    assert retire(run, obs(900, settled)) is not None  # settled: checkpoint-100 and -800 go
+    action = retire(run, obs(900, settled))
+    assert action is not None and action.names == ("checkpoint-100", "checkpoint-800")
     just_landed = dataclasses.replace(
         settled, written_ms=(("checkpoint-900", NOW - 20_000), *settled.written_ms[1:])
     )
     still_uploading = dataclasses.replace(settled, newest_write_ms=NOW - 2 * MIN)  # a file after the marker
     unknown = dataclasses.replace(settled, newest_write_ms=None)  # its listing was cut
     for v in (just_landed, still_uploading, unknown):
-        assert retire(run, obs(900, v)) is None
+        action = retire(run, obs(900, v))  # checkpoint-800, settled, stays beside the newest
+        assert action is not None and action.names == ("checkpoint-100",), v
     assert unsettled(just_landed, NOW) is not None and unsettled(settled, NOW) is None
     # once the window has passed since the last write, the same directory has settled
-    assert retire(run, obs(900, still_uploading), at=NOW + 3 * MIN) is not None
+    action = retire(run, obs(900, still_uploading), at=NOW + 3 * MIN)
+    assert action is not None and action.names == ("checkpoint-100", "checkpoint-800")
 
 
 def test_retention_rule_i_never_the_checkpoint_the_framework_marks_as_best() -> None:

@@ -110,12 +110,17 @@ class FieldProblem(BaseModel):
 
 
 class Conflict(BaseModel):
-    run_id: str = Field(description="the live run that holds the name or the checkpoint prefix")
+    run_id: str = Field(
+        description="the run that holds the name or the prefix: a live run, or a FAILED or CANCELLED "
+        "one of another principal that may still be resumed (it holds its checkpoint prefix)"
+    )
     name: str | None
     status: RunStatusName | None  # type: ignore[valid-type]
-    on: Literal["name", "checkpoint_prefix"] = Field(
-        description="checkpoint_prefix: the same prefix, or one inside the other (SageMaker downloads "
-        "everything under a job's S3Uri)"
+    on: Literal["name", "checkpoint_prefix", "archive_prefix"] = Field(
+        description="what of this run collides. checkpoint_prefix: its CheckpointConfig.S3Uri is the "
+        "other run's prefix, inside it or around it (SageMaker downloads everything under a job's "
+        "S3Uri), or the other run's retention archive overlaps it; archive_prefix: its "
+        "policy.checkpoint_archive_uri overlaps the other run's checkpoint prefix"
     )
 
 

@@ -23,7 +23,7 @@ from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
-from sagewarden.domain.retention import archive_problem
+from sagewarden.domain.retention import archive_problem, archive_uri
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -261,6 +261,18 @@ def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]
         problem = archive_problem(str(synced), policy)
         if problem is not None:
             errors.append(FieldError("policy.checkpoint_archive_uri", problem))
+        elif (
+            policy.checkpoint_keep is not None
+            and policy.checkpoint_retired == "archive"
+            and claim_rules.depth(archive_uri(str(synced), policy)) > claim_rules.MAX_PREFIX_DEPTH
+        ):
+            errors.append(
+                FieldError(
+                    "policy.checkpoint_archive_uri",
+                    f"at most {claim_rules.MAX_PREFIX_DEPTH} folders deep (sagewarden keeps a live run's "
+                    "archive out of other runs' checkpoint prefixes by claiming every folder above it)",
+                )
+            )
     if policy.progress_metric is not None:
         algo = job.get("AlgorithmSpecification")
         algo = algo if isinstance(algo, Mapping) else {}

@@ -18,10 +18,12 @@ f. a finished or cancelled run retires nothing more (its prefix is the user's ag
 g. the directories chosen are recorded in the run (``Run.retiring``) before the first S3 call,
    and stay there until the synced prefix no longer holds them: a half-done move is finished by a
    later pass, even though its marker is already gone (the adapter deletes markers first);
-h. nothing while the newest complete directory has not settled: SageMaker uploads the local
-   checkpoint directory file by file, so a small marker can land while the save's large files are
-   still on their way; the newest complete directory's last write (its marker or any object) must
-   be ``SAVE_ACTIVE_MS`` old, and unknown (a listing cut) is not settled;
+h. the newest complete directory counts as one of the ``k`` only once it has settled: SageMaker
+   uploads the local checkpoint directory file by file, so a small marker can land while the
+   save's large files are still on their way. Until its last write (its marker or any object) is
+   ``SAVE_ACTIVE_MS`` old -- or while that is unknown (a listing cut) -- the ``k`` complete ones
+   below it stay as well, so a settled checkpoint always remains (retiring nothing instead would
+   stop retention for good on a run that checkpoints every 5 minutes or more often);
 i. only periodic checkpoints: never the directory the training framework marks as best (Hugging
    Face's ``trainer_state.json`` ``best_model_checkpoint``; unknown keeps everything this pass),
    never a name containing "best", never one the policy's ``checkpoint_keep_dirs`` names or
@@ -67,6 +69,14 @@ def archive_uri(s3_uri: str, policy: RunPolicy) -> str:
     prefix's sibling ``<S3Uri without trailing slash>-archive/``."""
     uri = policy.checkpoint_archive_uri or f"{s3_uri.rstrip('/')}-archive"
     return uri if uri.endswith("/") else uri + "/"
+
+
+def archive_of(run: Run) -> str | None:
+    """The run's archive prefix when its retention archives (None: it keeps or deletes)."""
+    policy = run.policy
+    if policy.checkpoint_keep is None or policy.checkpoint_retired != "archive" or not run.checkpoint_uri:
+        return None
+    return archive_uri(run.checkpoint_uri, policy)
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -185,8 +195,11 @@ def on_retention(d: Draft) -> bool:
         return False  # off, final (f), or unknown (d): nothing this pass
     if may_be_read(run) or obs.checkpoint is None or obs.checkpoint_error:
         return False  # a job may be reading it (b), or the newest verified one is unknown (a)
-    if view.best is None or unsettled(view, d.now) is not None:
-        return False  # the framework's best is unknown (i), or the newest save may be uploading (h)
+    if view.best is None:
+        return False  # the framework's best is unknown (i): keep everything this pass
+    # (h) a newest directory that may still be uploading is not one of the ``keep``: the ``keep``
+    # settled ones below it stay too
+    keep += 1 if unsettled(view, d.now) is not None else 0
     verified = obs.checkpoint
     protected = {name for name, _ in sorted(view.complete, key=lambda c: -c[1])[:keep]}
     protected.add(verified.uri.rstrip("/").rsplit("/", 1)[-1])
