@@ -8,8 +8,11 @@ The only S3-aware part of checkpoint discovery; the decisions live in
 * ``get_object`` of ``latest_checkpointed_iteration.txt`` -- only when the listing shows it and
   the layout can be Megatron.
 * one call per probed directory, newest first: ``head_object`` on the marker, or for a
-  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=1)`` to prove it
+  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=2)`` to prove it
   still holds a file. At most ``max_probes`` incomplete directories are probed.
+
+Every listing works on S3 directory buckets as well: no ``StartAfter``, every prefix ends in
+"/" (or is the bucket root), "/" the only delimiter, and nothing depends on the order of keys.
 
 Retention's view (``complete``) adds, for the newest complete directory, a listing of all its
 objects (every page, within a time budget) and, when it is a Hugging Face one, a ranged
@@ -405,16 +408,16 @@ class S3CheckpointFinder:
     def _check_has_file(
         self, bucket: str, dir_prefix: str, probe: Probe, tracker_ms: int | None
     ) -> Completion | None:
-        # StartAfter skips a zero-byte "folder" object named exactly like the prefix.
+        # Two keys, without StartAfter (S3 directory buckets refuse it and list in no order): one
+        # of them is a file unless the directory holds only a zero-byte "folder" object named
+        # exactly like the prefix.
         try:
-            response = self._s3.list_objects_v2(
-                Bucket=bucket, Prefix=dir_prefix, StartAfter=dir_prefix, MaxKeys=1
-            )
+            response = self._s3.list_objects_v2(Bucket=bucket, Prefix=dir_prefix, MaxKeys=2)
         except ClientError as exc:
             raise self._lookup_error(exc, f"cannot list s3://{bucket}/{dir_prefix}") from exc
         except BotoCoreError as exc:
             raise CheckpointLookupError(f"cannot list s3://{bucket}/{dir_prefix}: {exc}") from exc
-        contents = response.get("Contents") or ()
+        contents = [o for o in response.get("Contents") or () if o.get("Key") != dir_prefix]
         if not contents:
             return None
         # The tracker's LastModified dates the directory it names; an older directory it vouches

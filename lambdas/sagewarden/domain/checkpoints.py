@@ -205,6 +205,26 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix
 
 
+# S3 directory buckets (S3 Express One Zone) are named <base>--<zone-id>--x-s3
+DIRECTORY_BUCKET_SUFFIX: Final = "--x-s3"
+
+
+def directory_bucket_problem(uri: str) -> str | None:
+    """Why an s3:// URI in an S3 directory bucket cannot be used here (None: it is not in one).
+    The supervisor reads and moves checkpoints with s3:ListBucket, s3:GetObject (and retention's
+    writes) granted on general purpose bucket ARNs; a directory bucket is reached only through
+    s3express:CreateSession on its own ARN, which the deployment does not grant."""
+    bucket = uri.removeprefix("s3://").partition("/")[0]
+    if not bucket.endswith(DIRECTORY_BUCKET_SUFFIX):
+        return None
+    return (
+        f"{bucket} is an S3 directory bucket (S3 Express One Zone): sagewarden's role reads and moves "
+        "checkpoints with s3:ListBucket and s3:GetObject on general purpose buckets, and a directory "
+        "bucket is reached only through s3express:CreateSession, which the deployment does not grant. "
+        "Use a general purpose bucket"
+    )
+
+
 def checkpoint_uri(bucket: str, prefix: str, name: str) -> str:
     """``s3://bucket/<prefix><name>/`` (``prefix`` as returned by :func:`parse_s3_uri`)."""
     return f"s3://{bucket}/{prefix}{name}/"
