@@ -33,9 +33,11 @@ from sagewarden.adapters.run_codec import (
     run_from_dict,
     run_to_dict,
 )
+from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.bounded import bounded_json, clip_text
-from sagewarden.domain.claims import plan as claim_plan
 from sagewarden.domain.models import Run, RunStatus
+from sagewarden.domain.ownership import principal
+from sagewarden.domain.resuming import resumable_until
 from sagewarden.ports import (
     AuditEntry,
     ClaimConflict,
@@ -66,9 +68,8 @@ class InMemoryRunStore:
         ] = {}  # RETRY_WAIT runs: (-priority, reason, type)
         self._idem: dict[str, tuple[str, str]] = {}
         self._leases: dict[str, tuple[str, int]] = {}
-        # claims (domain.claims), as the DynamoDB store's claim items: claim -> holder, or holders
-        self._exclusive: dict[str, str] = {}
-        self._shared: dict[str, set[str]] = {}
+        # claims (domain.claims), as the DynamoDB store's claim items: item key -> attributes
+        self._claims: dict[str, dict[str, Any]] = {}
         self._seq = 0
         # plans every write as the DynamoDB store would (no client: planning makes no call)
         self._planner = DynamoDbRunStore(None, "sagewarden")
@@ -96,8 +97,15 @@ class InMemoryRunStore:
         return min((s[0][0] for s in self._due_sorted if s), default=None)
 
     # -- writes -----------------------------------------------------------------------------
-    def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
-        self._planner.plan_create(run, audit, body_hash)  # WriteTooLarge before anything changes
+    def create(
+        self,
+        run: Run,
+        audit: Sequence[AuditEntry],
+        body_hash: str | None = None,
+        *,
+        take_held: bool = False,
+    ) -> Run:
+        self._planner.plan_create(run, audit, body_hash, take_held=take_held)  # WriteTooLarge first
         key = idempotency_pk(run.owner, run.idempotency_key) if run.idempotency_key else None
         if key is not None and key in self._idem:
             rid, h = self._idem[key]
@@ -105,13 +113,13 @@ class InMemoryRunStore:
         if run.run_id in self._runs:
             raise ConcurrentUpdate(run.run_id)
         live = not run.status.terminal
-        held = self._claim_holder(run.run_id, run.claims) if live else None
+        held = self._claim_holder(run, run.created_ms, take_held) if live else None
         if held is not None:
             raise ClaimConflict(*held)
         if key is not None:
             self._idem[key] = (run.run_id, body_hash or "")
         if live:
-            self._take(run.run_id, run.claims)
+            claim_rules.apply_take(self._claims, claim_rules.take_plan(run.claims), run.run_id)
         self._store_run(run)
         self._attempts[run.run_id] = {}
         self._set_due_entry("run", run.run_id, "", run.created_ms)
@@ -144,13 +152,15 @@ class InMemoryRunStore:
             raise ConcurrentUpdate(run.run_id)  # the transaction's condition on a new item fails
         taking = bool(run.claims) and previous.status.terminal and not run.status.terminal
         releasing = bool(run.claims) and not previous.status.terminal and run.status.terminal
-        held = self._claim_holder(run.run_id, run.claims) if taking else None
+        held = self._claim_holder(run, run.updated_ms, False) if taking else None
         if held is not None:
             raise ClaimConflict(*held)
         if taking:
-            self._take(run.run_id, run.claims)
+            claim_rules.apply_take(self._claims, claim_rules.take_plan(run.claims), run.run_id)
         elif releasing:
-            self._release(run.run_id, run.claims)
+            until = resumable_until(run)
+            hold = (principal(run.owner), until) if until is not None else None
+            claim_rules.apply_release(self._claims, claim_rules.release_plan(run.claims, hold), run.run_id)
         saved = plan.run
         self._store_run(saved, plan.run_data)
         self._attempts[run.run_id].update(plan.attempt_data)
@@ -185,40 +195,15 @@ class InMemoryRunStore:
             bisect.insort(log, (key, stored), key=lambda t: t[0])
 
     # -- claims ------------------------------------------------------------------------------------
-    def _claim_holder(self, run_id: str, claims: tuple[str, ...]) -> tuple[str, str] | None:
-        rules = claim_plan(claims)
-        for c in (*rules.exclusive, *rules.vacant):
-            other = self._exclusive.get(c)
-            if other is not None and other != run_id:
-                return other, c
-            others = sorted(h for h in self._shared.get(c, ()) if h != run_id)
-            if others:
-                return others[0], c
-        return None
+    def _claim_holder(self, run: Run, now_ms: int, take_held: bool) -> tuple[str, str] | None:
+        plan = claim_rules.take_plan(run.claims)
+        return claim_rules.blocking(
+            plan, self._claims, run.run_id, principal(run.owner), now_ms, take_held=take_held
+        )
 
-    def _take(self, run_id: str, claims: tuple[str, ...]) -> None:
-        rules = claim_plan(claims)
-        for c in rules.exclusive:
-            self._exclusive[c] = run_id
-        for c in rules.shared:
-            self._shared.setdefault(c, set()).add(run_id)
-
-    def _release(self, run_id: str, claims: tuple[str, ...]) -> None:
-        rules = claim_plan(claims)
-        for c in rules.exclusive:
-            self._exclusive.pop(c, None)
-        for c in rules.shared:
-            holders = self._shared.get(c)
-            if holders is not None:
-                holders.discard(run_id)
-                if not holders:
-                    del self._shared[c]
-
-    def claims_held(self) -> dict[str, set[str]]:
-        """Every claim and who holds it (tests and the drill's invariant checks)."""
-        out = {c: {rid} for c, rid in self._exclusive.items()}
-        out.update({c: set(h) for c, h in self._shared.items()})
-        return out
+    def claims_held(self) -> dict[str, dict[str, Any]]:
+        """Every claim item and its attributes (tests and the drill's invariant checks)."""
+        return {k: dict(v) for k, v in self._claims.items()}
 
     # -- outbox ------------------------------------------------------------------------------------
     def get_outbox(self, run_id: str, dedupe_id: str) -> OutboxMessage | None:

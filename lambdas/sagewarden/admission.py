@@ -11,14 +11,17 @@ checked against what the account holds, through the supervisor's own ports:
   Quotas): a count above it can never launch. A quota that cannot be read is unknown (accept).
   With `policy.instance_fallbacks` the run is refused only when no choice can fit: one that fits
   (or whose quota is unknown) is where the run falls back to at launch.
-* no other live run holds the run's name or checkpoint prefix (domain.claims): the store
-  refuses in the transaction that would create the run, and `conflict` says which run holds it.
+* no other live run holds the run's name, or a prefix overlapping its checkpoint prefix or its
+  retention archive, and no resumable run of another principal holds its checkpoint prefix
+  (domain.claims): the store refuses in the transaction that would create the run, and
+  `conflict` says which run holds it (never that run's owner).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from sagewarden.api.errors import FieldError
@@ -26,6 +29,8 @@ from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.models import Run
 from sagewarden.domain.plan_windows import plan_arn
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.resuming import resumable_until
+from sagewarden.domain.retention import archive_of
 from sagewarden.ports import (
     CheckpointFinder,
     ClaimConflict,
@@ -68,19 +73,18 @@ def no_warm_pool_quota(reader: QuotaReader | None, training_job: Mapping[str, An
 
 
 class RunConflict(Exception):
-    """Another live run holds this run's name or checkpoint prefix (409)."""
+    """Another run holds this run's name, a prefix overlapping its checkpoint or archive prefix, or
+    (a resumable run of another principal) its checkpoint prefix (409)."""
 
-    def __init__(self, message: str, holder_run_id: str, holder: Run | None, claim: str) -> None:
+    def __init__(self, message: str, holder_run_id: str, holder: Run | None, claim: str, on: str) -> None:
         super().__init__(message)
         self.message = message
         self.holder_run_id = holder_run_id
         self.holder = holder
         self.claim = claim
-
-    @property
-    def on(self) -> str:
-        """What the other run holds: "name" or "checkpoint_prefix" (the same, nested or enclosing)."""
-        return "name" if self.claim.startswith(claim_rules.NAME) else "checkpoint_prefix"
+        # what of this run collides: "name", "checkpoint_prefix" (its synced prefix: the same,
+        # nested or enclosing) or "archive_prefix" (its retention archive)
+        self.on = on
 
 
 def checkpoint_problems(
@@ -198,33 +202,87 @@ def _never_fits(quotas: Mapping[str, float], itype: str, count: int) -> tuple[st
     return None
 
 
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def conflict(store: RunStore, exc: ClaimConflict, run: Run, *, resuming: bool = False) -> RunConflict:
-    """The 409 for a claim another live run holds: which run, and why the two cannot both run."""
+    """The 409 for a claim another run holds: which run (never its owner), and why the two cannot
+    both write there."""
     holder = store.get(exc.holder_run_id)
     who = f"run {exc.holder_run_id}" + (f" ({holder.name}, {holder.status.value})" if holder else "")
-    prefix = claim_rules.checkpoint_prefix(run.checkpoint_uri)
+    mine = claim_rules.checkpoint_prefix(run.checkpoint_uri)
+    archive = archive_of(run)
+    arch = claim_rules.checkpoint_prefix(archive) if archive else None
     theirs = claim_rules.checkpoint_prefix(holder.checkpoint_uri) if holder else "a prefix"
+    their_archive = archive_of(holder) if holder else None
     claim = exc.claim
+    at = claim_rules.prefix_of(claim)
+    on = "checkpoint_prefix"
     if claim.startswith(claim_rules.NAME):
+        on = "name"
         why = (
             f"the name {run.name!r} is used by live {who}: `get` and `cancel` by name would not "
             "know which run you mean. Choose another name, or cancel that run first"
         )
-    elif claim == claim_rules.CHECKPOINT + prefix:
+    elif claim.startswith(claim_rules.HOLD):
+        until = resumable_until(holder) if holder else None
+        inside = "is" if at == mine else "is inside" if mine.startswith(at) else None
+        if inside is None and arch is not None:
+            on = "archive_prefix"
+            inside = "(the archive prefix) is" if arch == at else "(the archive prefix) is inside"
+        target = mine if on == "checkpoint_prefix" else arch
         why = (
-            f"live {who} writes its checkpoints to the same prefix {prefix}: the two runs would "
+            f"{target} {inside or 'overlaps'} the checkpoint prefix {at} of {who}, which may still be resumed"
+            + (f" until {_utc(until)}" if until else "")
+            + ": its checkpoints are there, and a run of another principal may not write there "
+            "until then (a run of the same principal, or an admin's, may). Use another prefix"
+        )
+    elif claim.startswith(claim_rules.ARCHIVE_UNDER):
+        where = their_archive or f"a prefix under {mine}"
+        why = (
+            f"live {who} archives its retired checkpoints to {where}, inside {mine}: every job of "
+            "this run would download them. Use a prefix outside it, or cancel that run first"
+        )
+    elif claim.startswith(claim_rules.ARCHIVE):
+        how = "the archive prefix" if at == mine else f"inside the archive prefix {at}"
+        why = (
+            f"{mine} is {how} of live {who}: its retention copies retired checkpoints there, and "
+            "every job of this run would download them. Use another CheckpointConfig.S3Uri, or "
+            "cancel that run first"
+        )
+    elif arch is not None and (
+        at == arch or (claim.startswith(claim_rules.CHECKPOINT) and arch.startswith(at))
+    ):
+        on = "archive_prefix"
+        if claim.startswith(claim_rules.UNDER):
+            why = (
+                f"live {who} writes its checkpoints to {theirs}, inside the archive prefix {arch}: "
+                "retention would copy this run's retired checkpoints into the prefix that run's jobs "
+                "download. Choose another checkpoint_archive_uri, or cancel that run first"
+            )
+        else:
+            how = "is the checkpoint prefix" if at == arch else f"is inside the checkpoint prefix {at}"
+            why = (
+                f"the archive prefix {arch} {how} of live {who}: retention would copy this run's "
+                "retired checkpoints into what that run's jobs download. Choose another "
+                "checkpoint_archive_uri, or cancel that run first"
+            )
+    elif claim == claim_rules.CHECKPOINT + mine:
+        why = (
+            f"live {who} writes its checkpoints to the same prefix {mine}: the two runs would "
             "overwrite each other's checkpoints. Use another CheckpointConfig.S3Uri, or cancel that run first"
         )
     elif claim.startswith(claim_rules.CHECKPOINT):
         why = (
-            f"{prefix} is inside the checkpoint prefix {theirs} of live {who}: SageMaker downloads "
+            f"{mine} is inside the checkpoint prefix {theirs} of live {who}: SageMaker downloads "
             f"everything under {theirs} into that run's jobs. Use a prefix outside it, or cancel that run first"
         )
     else:
         why = (
-            f"live {who} writes its checkpoints to {theirs}, inside {prefix}: every job of this run "
+            f"live {who} writes its checkpoints to {theirs}, inside {mine}: every job of this run "
             "would download them. Use a prefix outside it, or cancel that run first"
         )
     if resuming:
         why = f"run {run.run_id} cannot be resumed now: {why}"
-    return RunConflict(why, exc.holder_run_id, holder, claim)
+    return RunConflict(why, exc.holder_run_id, holder, claim, on)

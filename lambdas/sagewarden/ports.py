@@ -43,7 +43,8 @@ class ReadFailed(Exception):
 
 
 class ClaimConflict(Exception):
-    """Another live run holds what this run claims (its name or its checkpoint prefix)."""
+    """Another run holds what this run claims (domain.claims: a live run's name, checkpoint or
+    archive prefix, or a resumable run's hold on its checkpoint prefix)."""
 
     def __init__(self, holder_run_id: str, claim: str) -> None:
         super().__init__(f"{claim} is held by run {holder_run_id}")
@@ -99,7 +100,10 @@ class DueItem:
 
 
 class RunStore(Protocol):
-    def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run: ...
+    # take_held: the run may take a prefix another principal's resumable run holds (domain.claims)
+    def create(
+        self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None, *, take_held: bool = False
+    ) -> Run: ...
     def get(self, run_id: str, *, all_attempts: bool = False) -> Run | None: ...
     def save(
         self,

@@ -21,9 +21,9 @@ from sagewarden.domain.decide import Decision
 from sagewarden.domain.events import CancelRequested, Event, ResumeRequested, Submitted
 from sagewarden.domain.launch import warm_pool_request
 from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.ownership import may_change
+from sagewarden.domain.ownership import is_admin, may_change
 from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retention import archive_uri
+from sagewarden.domain.retention import archive_of
 from sagewarden.domain.wants import RESUMABLE
 from sagewarden.ports import (
     AuditEntry,
@@ -99,12 +99,15 @@ class RunRequests:
         training_job: Mapping[str, Any],
         policy: RunPolicy,
         idempotency_key: str | None = None,
+        admins: Sequence[str] | None = None,
     ) -> tuple[Run, bool]:
         """Store a new run and launch its first attempt. Returns (run, created).
 
         Raises InvalidRequest when the account says the run can never work (its checkpoint
         bucket cannot be listed, its instance count is above a known quota) and RunConflict when
-        another live run holds its name or checkpoint prefix; nothing is stored then."""
+        another live run holds its name, or a prefix that overlaps its checkpoint or archive
+        prefix, or a resumable run of another principal holds its checkpoint prefix (domain.claims;
+        an admin, one of `admins`, may take that); nothing is stored then."""
         now = self.clock()
         body_hash = hashlib.sha256(
             json.dumps(
@@ -122,14 +125,13 @@ class RunRequests:
             updated_ms=now,
             job_prefix=self.settings.job_prefix,
             idempotency_key=idempotency_key,
-            claims=claim_keys(name, str(training_job.get("CheckpointConfig", {}).get("S3Uri", ""))),
         )
+        run = dataclasses.replace(run, claims=claim_keys(name, run.checkpoint_uri, archive_of(run)))
         problems = admission.checkpoint_problems(self.checkpoints, run.checkpoint_uri)
-        if policy.checkpoint_keep is not None and policy.checkpoint_retired == "archive":
+        archive = archive_of(run)
+        if archive is not None:
             problems += admission.checkpoint_problems(
-                self.checkpoints,
-                archive_uri(run.checkpoint_uri, policy),
-                "policy.checkpoint_archive_uri",
+                self.checkpoints, archive, "policy.checkpoint_archive_uri"
             )
         problems += admission.quota_problems(self.quotas, training_job, policy)
         problems += admission.plan_problems(self.plans, training_job, policy)
@@ -143,7 +145,10 @@ class RunRequests:
                 run = dataclasses.replace(run, warm_pool_off=True)
         try:
             self.store.create(
-                run, [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})], body_hash
+                run,
+                [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})],
+                body_hash,
+                take_held=admins is not None and is_admin(owner, admins),
             )
         except IdempotentReplay as replay:
             if not replay.same_body:

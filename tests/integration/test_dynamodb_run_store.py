@@ -310,6 +310,131 @@ def test_store_releases_claims_when_the_run_ends_and_takes_them_again_on_resume(
         store.create(_claiming(THIRD_ID, "llama", "s3://b/x/"), [])
 
 
+ALICE = "arn:aws:iam::123456789012:role/alice"
+ALICE_SESSION = "arn:aws:sts::123456789012:assumed-role/alice/laptop"
+BOB = "arn:aws:iam::123456789012:role/bob"
+
+
+def _owned(run_id: str, owner: str, uri: str, name: str | None = None, archive: str | None = None, **changes):
+    from sagewarden.domain.claims import claim_keys
+
+    name = name or run_id[-4:].lower()
+    request = {**make_run().request, "CheckpointConfig": {"S3Uri": uri}}
+    return make_run(
+        run_id=run_id,
+        name=name,
+        owner=owner,
+        request=request,
+        claims=claim_keys(name, uri, archive),
+        **changes,
+    )
+
+
+@pytest.mark.parametrize(
+    ("uri", "claim"),
+    [("s3://b/ckpt/", "hold#s3://b/ckpt/"), ("s3://b/ckpt/sub/", "hold#s3://b/ckpt/")],
+    ids=["the same prefix", "a prefix inside it"],
+)
+def test_store_a_resumable_run_holds_its_prefix_against_another_principal(store, uri, claim):
+    """Issue 32 item 5: a cancelled (resumable) run's prefix was free for anyone; another
+    principal's run took it and its retention deleted the first run's checkpoints."""
+    first = _owned(RUN_ID, ALICE, "s3://b/ckpt/")
+    store.create(first, [])
+    _ended(store, first, RunStatus.CANCELLED)
+    with pytest.raises(ClaimConflict) as taken:
+        store.create(_owned(OTHER_ID, BOB, uri), [])
+    assert (taken.value.holder_run_id, taken.value.claim) == (RUN_ID, claim)
+    assert store.get(OTHER_ID) is None
+    # the same principal (any session of its role) may, and so may an admin's run
+    store.create(_owned(OTHER_ID, ALICE_SESSION, uri), [])
+    _ended(store, store.get(OTHER_ID), RunStatus.SUCCEEDED)
+
+
+def test_store_a_hold_ends_with_the_resume_window_and_an_admins_run_may_take_it(store):
+    from sagewarden.domain.resuming import RESUME_WINDOW_MS
+
+    first = _owned(RUN_ID, ALICE, "s3://b/ckpt/")
+    store.create(first, [])
+    _ended(store, first, RunStatus.FAILED)  # ended at 0: resumable until RESUME_WINDOW_MS
+    store.create(_owned(OTHER_ID, BOB, "s3://b/ckpt/"), [], take_held=True)  # an admin's run
+    _ended(store, store.get(OTHER_ID), RunStatus.SUCCEEDED)
+    _ended(store, _reopened(store, RUN_ID), RunStatus.FAILED)  # the first run held it again
+    with pytest.raises(ClaimConflict):
+        store.create(_owned(THIRD_ID, BOB, "s3://b/ckpt/", created_ms=RESUME_WINDOW_MS), [])
+    store.create(_owned(THIRD_ID, BOB, "s3://b/ckpt/", created_ms=RESUME_WINDOW_MS + 1), [])  # expired
+
+
+def test_store_a_succeeded_run_holds_nothing_and_the_held_run_itself_resumes(store):
+    first = _owned(RUN_ID, ALICE, "s3://b/ckpt/")
+    store.create(first, [])
+    _ended(store, first, RunStatus.CANCELLED)
+    assert _reopened(store, RUN_ID).status == RunStatus.SUBMITTED  # its own hold lets it back
+    _ended(store, store.get(RUN_ID), RunStatus.SUCCEEDED)
+    store.create(_owned(OTHER_ID, BOB, "s3://b/ckpt/"), [])  # succeeded: nothing to resume
+
+
+def _reopened(store, run_id):
+    ended = store.get(run_id)
+    return store.save(dataclasses.replace(ended, status=RunStatus.SUBMITTED), ended, [], 0)
+
+
+@pytest.mark.parametrize(
+    ("archive", "claim"),
+    [
+        ("s3://b/ckpt/", "ckpt#s3://b/ckpt/"),  # my archive is its synced prefix
+        ("s3://b/ckpt/old/", "ckpt#s3://b/ckpt/"),  # inside it
+        ("s3://b/", "under#s3://b/"),  # holding it
+    ],
+    ids=["the same prefix", "inside it", "around it"],
+)
+def test_store_an_archive_may_not_overlap_another_live_runs_checkpoint_prefix(store, archive, claim):
+    """Issue 32 item 1: an archive prefix may not be, hold, or lie inside another live run's
+    synced prefix (retention would copy into what that run's jobs download)."""
+    store.create(_owned(RUN_ID, ALICE, "s3://b/ckpt/"), [])
+    with pytest.raises(ClaimConflict) as taken:
+        store.create(_owned(OTHER_ID, BOB, "s3://c/mine/", archive=archive), [])
+    assert (taken.value.holder_run_id, taken.value.claim) == (RUN_ID, claim)
+    assert store.get(OTHER_ID) is None
+
+
+@pytest.mark.parametrize(
+    ("synced", "claim"),
+    [
+        ("s3://b/arch/", "arch#s3://b/arch/"),  # my synced prefix is its archive
+        ("s3://b/arch/x/", "arch#s3://b/arch/"),  # inside its archive
+        ("s3://b/", "archunder#s3://b/"),  # holding its archive
+    ],
+    ids=["the same prefix", "inside it", "around it"],
+)
+def test_store_a_checkpoint_prefix_may_not_overlap_another_live_runs_archive(store, synced, claim):
+    store.create(_owned(RUN_ID, ALICE, "s3://c/ckpt/", archive="s3://b/arch/"), [])
+    with pytest.raises(ClaimConflict) as taken:
+        store.create(_owned(OTHER_ID, BOB, synced), [])
+    assert (taken.value.holder_run_id, taken.value.claim) == (RUN_ID, claim)
+
+
+def test_store_two_live_runs_may_share_one_archive_and_ending_frees_it(store):
+    store.create(_owned(RUN_ID, ALICE, "s3://c/one/", archive="s3://b/team-archive/"), [])
+    store.create(_owned(OTHER_ID, BOB, "s3://c/two/", archive="s3://b/team-archive/"), [])
+    with pytest.raises(ClaimConflict):
+        store.create(_owned(THIRD_ID, BOB, "s3://b/team-archive/"), [])
+    _ended(store, store.get(RUN_ID), RunStatus.SUCCEEDED)
+    with pytest.raises(ClaimConflict) as taken:  # the second run still archives there
+        store.create(_owned(THIRD_ID, BOB, "s3://b/team-archive/"), [])
+    assert taken.value.holder_run_id == OTHER_ID
+    _ended(store, store.get(OTHER_ID), RunStatus.SUCCEEDED)
+    store.create(_owned(THIRD_ID, BOB, "s3://b/team-archive/"), [])
+
+
+def test_store_the_deepest_prefixes_fit_one_transaction(store):
+    """A checkpoint prefix and an archive 20 folders deep each (the limits validation enforces):
+    every claim item rides in the one transaction that creates the run."""
+    deep = "/".join(f"d{i}" for i in range(20))
+    run = _owned(RUN_ID, ALICE, f"s3://b/{deep}/", archive=f"s3://c/{deep}/")
+    store.create(run, [])
+    assert store.get(RUN_ID) is not None
+
+
 def test_store_idempotent_replay_wins_over_the_claims_its_own_run_holds(store):
     first = _claiming(RUN_ID, "llama", "s3://b/ckpt/", idempotency_key="k-1")
     store.create(first, [], body_hash="h1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from drill.clock import VirtualClock, moto_s3_follow
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
 
@@ -524,3 +526,86 @@ def test_write_seconds_of_an_unreadable_directory_is_an_error(s3: Any) -> None:
         stub.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
         with pytest.raises(CheckpointLookupError):
             S3CheckpointFinder(s3).write_seconds(ckpt(180))
+
+
+# --- retention's view ----------------------------------------------------------------------------
+
+
+def _at(clock: VirtualClock, minute: int) -> int:
+    clock.advance_to(DEFAULT_MS + minute * 60_000)
+    return clock.now_ms
+
+
+DEFAULT_MS = 1_767_571_200_000  # 2026-01-05, the drill's start
+
+
+def test_retention_view_dates_each_directory_and_the_newest_ones_last_write(s3: Any) -> None:
+    """Issue 32 items 3 and 5: when each complete directory was written (its marker, or the file a
+    Megatron probe listed), and the newest one's last write over every page -- a large file that
+    lands after the marker is the save still uploading."""
+    clock = VirtualClock(DEFAULT_MS)
+    with moto_s3_follow(clock):
+        t100 = _at(clock, 1)
+        put(s3, "checkpoint-100/model.safetensors", "checkpoint-100/trainer_state.json")
+        t200 = _at(clock, 10)
+        put(s3, "checkpoint-200/trainer_state.json")  # the small marker first
+        late = _at(clock, 13)
+        put(s3, *(f"checkpoint-200/shard-{i:02d}" for i in range(5)))  # ... the large files after it
+    view = S3CheckpointFinder(s3, page_size=2).complete(URI, CheckpointLayout(LayoutKind.HF), limit=4)
+    assert view.complete == (("checkpoint-200", 200), ("checkpoint-100", 100))
+    assert view.written("checkpoint-200") == t200 and view.written("checkpoint-100") == t100
+    assert view.newest_write_ms == late  # every page of checkpoint-200 read
+    mega = f"s3://{BUCKET}/mega/"
+    with moto_s3_follow(clock):
+        t_iter = _at(clock, 20)
+        put(s3, "iter_0000100/mp_rank_00/model_optim_rng.pt", root="mega/")
+        _at(clock, 30)
+        put(s3, "iter_0000200/mp_rank_00/model_optim_rng.pt", root="mega/")
+        put(s3, TRACKER, root="mega/", body=b"200")
+    view = S3CheckpointFinder(s3).complete(mega, CheckpointLayout(LayoutKind.MEGATRON), limit=4)
+    assert view.written("iter_0000100") == t_iter and view.best == ""  # no Hugging Face directory
+
+
+def test_retention_view_last_write_cut_by_its_budget_is_unknown(s3: Any) -> None:
+    put(s3, "checkpoint-100/trainer_state.json", *(f"checkpoint-100/shard-{i:02d}" for i in range(25)))
+    ticks = iter(range(1000))
+    finder = S3CheckpointFinder(s3, page_size=10, clock=lambda: float(next(ticks)))
+    view = finder.complete(URI, CheckpointLayout(LayoutKind.HF), budget_s=1.5)
+    assert view.complete == (("checkpoint-100", 100),) and view.newest_write_ms is None
+
+
+def _trainer_state(best: str | None, history: int) -> bytes:
+    state = {
+        "best_metric": 0.42,
+        "best_model_checkpoint": best,
+        "global_step": 900,
+        "log_history": [{"loss": 1.0 / (i + 1), "step": i} for i in range(history)],
+    }
+    return json.dumps(state, indent=2, sort_keys=True).encode()  # as transformers writes it
+
+
+def test_retention_view_reads_the_best_checkpoint_from_the_first_bytes_of_trainer_state(
+    s3: Any, calls: CallLog
+) -> None:
+    """Issue 32 item 4: the newest complete Hugging Face directory's trainer_state.json names the
+    best checkpoint; a long run's log_history makes it megabytes, and its sorted keys put
+    best_model_checkpoint in the first bytes: one ranged GetObject reads it."""
+    put(s3, "checkpoint-100/trainer_state.json", body=_trainer_state(None, 1))
+    put(
+        s3,
+        "checkpoint-900/trainer_state.json",
+        body=_trainer_state("/opt/ml/checkpoints/checkpoint-300", 20_000),
+    )
+    assert (
+        s3.head_object(Bucket=BUCKET, Key=f"{ROOT}checkpoint-900/trainer_state.json")["ContentLength"] > 10**6
+    )
+    calls.reset()
+    view = S3CheckpointFinder(s3).complete(URI, CheckpointLayout(LayoutKind.HF))
+    assert view.best == "checkpoint-300"
+    assert calls.counts["GetObject"] == 1
+    put(s3, "checkpoint-900/trainer_state.json", body=_trainer_state(None, 3))
+    assert S3CheckpointFinder(s3).complete(URI, CheckpointLayout(LayoutKind.HF)).best == ""
+    # the key beyond the bytes read (a file written without sorted keys): unknown, not "none"
+    unsorted = json.dumps({"log_history": ["x" * 100] * 1000, "best_model_checkpoint": "checkpoint-1"})
+    put(s3, "checkpoint-900/trainer_state.json", body=unsorted.encode())
+    assert S3CheckpointFinder(s3).complete(URI, CheckpointLayout(LayoutKind.HF)).best is None

@@ -685,6 +685,55 @@ def test_api_second_live_run_on_the_same_checkpoint_prefix_is_409_naming_the_fir
     assert len(acct.api("GET", "/runs")[1]["runs"]) == 1 and len(acct.sagemaker.jobs()) == 1
 
 
+def _archiving(name, uri, archive):
+    body = _on_prefix(name, uri)
+    body["policy"] = {"checkpoint_keep": 2, "checkpoint_archive_uri": archive}
+    return body
+
+
+@pytest.mark.parametrize(
+    "archive",
+    [
+        f"s3://{BUCKET}/llama-8b/checkpoints/",  # the other run's synced prefix
+        f"s3://{BUCKET}/llama-8b/checkpoints/old/",  # inside it
+        f"s3://{BUCKET}/llama-8b/",  # holding it
+    ],
+    ids=["the same prefix", "inside it", "around it"],
+)
+def test_api_an_archive_prefix_overlapping_a_live_runs_checkpoint_prefix_is_409_naming_it(acct, archive):
+    """Issue 32 item 1: retention would copy retired checkpoints into what another live run's jobs
+    download (or its archive would hold that run's prefix): refused like synced prefixes."""
+    _, first = acct.api("POST", "/runs", body=_body())
+    body = _archiving("qwen", f"s3://{BUCKET}/qwen/checkpoints/", archive)
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 409, resp
+    assert resp["conflict"] == {
+        "run_id": first["run_id"],
+        "name": "llama-8b",
+        "status": "STARTING",
+        "on": "archive_prefix",
+    }
+    assert "archive prefix" in resp["message"] and len(acct.sagemaker.jobs()) == 1
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [f"s3://{BUCKET}/team-archive/", f"s3://{BUCKET}/team-archive/qwen/", f"s3://{BUCKET}/"],
+    ids=["the same prefix", "inside it", "around it"],
+)
+def test_api_a_checkpoint_prefix_overlapping_a_live_runs_archive_is_409_naming_it(acct, uri):
+    """The other direction: another live run's retention archives into (or under) this prefix."""
+    archive = f"s3://{BUCKET}/team-archive/"
+    _, first = acct.api("POST", "/runs", body=_archiving("llama-8b", f"s3://{BUCKET}/llama/ckpt/", archive))
+    status, resp = acct.api("POST", "/runs", body=_on_prefix("qwen", uri))
+    assert status == 409, resp
+    assert resp["conflict"]["run_id"] == first["run_id"] and resp["conflict"]["on"] == "checkpoint_prefix"
+    assert "archive" in resp["message"]
+    # two runs may share one archive: the archive key names the run
+    shared = _archiving("mistral", f"s3://{BUCKET}/mistral/ckpt/", archive)
+    assert acct.api("POST", "/runs", body=shared)[0] == 201
+
+
 def test_api_a_prefix_is_free_again_once_its_run_ended(acct):
     _, first = acct.api("POST", "/runs", body=_body())
     acct.api("POST", f"/runs/{first['run_id']}/cancel")

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from sagewarden.domain.claims import ancestors, checkpoint_prefix, claim_keys, overlaps, plan
+from sagewarden.domain.claims import (
+    ARCHIVERS,
+    BELOW,
+    HOLDER,
+    ancestors,
+    checkpoint_prefix,
+    claim_keys,
+    overlaps,
+    take_plan,
+)
 
 
 @pytest.mark.parametrize(
@@ -23,10 +32,11 @@ def test_claims_cover_the_name_the_prefix_and_every_folder_above_it():
         "under#s3://b/",
         "under#s3://b/x/",
     )
-    rules = plan(claim_keys("llama", "s3://b/x/y"))
-    assert rules.exclusive == ("name#llama", "ckpt#s3://b/x/y/")
-    # no live run at a folder above it, none below it
-    assert set(rules.vacant) == {"ckpt#s3://b/", "ckpt#s3://b/x/", "under#s3://b/x/y/"}
+    plan = {t.item: t for t in take_plan(claim_keys("llama", "s3://b/x/y"))}
+    assert [i for i, t in plan.items() if t.holder] == ["name#llama", "ckpt#s3://b/x/y/"]
+    # no live run at a folder above it (nor an archive there), none below it
+    assert {i for i, t in plan.items() if HOLDER in t.free} == {"ckpt#s3://b/", "ckpt#s3://b/x/"}
+    assert plan["under#s3://b/x/y/"].free >= {BELOW} and plan["ckpt#s3://b/x/y/"].free == {ARCHIVERS}
 
 
 @pytest.mark.parametrize(

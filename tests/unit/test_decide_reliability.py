@@ -462,7 +462,10 @@ def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoi
     from sagewarden.domain.events import ResumeRequested
 
     failed, end = _failed_by_crash_loop()
-    d = step(failed, ResumeRequested("carol"), end + 2 * HOUR, Observations(checkpoint=ckpt(450)))
+    # its last attempt wrote step 450 before it ended (a checkpoint written since is another
+    # run's: tests/unit/test_resuming.py)
+    newest = ckpt(450, end - MIN)
+    d = step(failed, ResumeRequested("carol"), end + 2 * HOUR, Observations(checkpoint=newest))
     assert d.run.status == RunStatus.STARTING and d.run.outcome is None
     assert d.run.restarts == 0 and d.run.no_progress_streak == 0 and d.run.resumes == 1
     assert d.run.budget_started_ms == end + 2 * HOUR and d.run.resumed_by == "carol"

@@ -1,15 +1,22 @@
-"""Claim items of the DynamoDB run store: a live run's name and checkpoint prefix (domain.claims).
+"""Claim items of the DynamoDB run store: a live run's name, checkpoint prefix and archive prefix,
+and a resumable run's hold on its prefix (domain.claims).
 
-Item shapes (keys from `sagewarden.keys`):
-  exclusive  pk=CLAIM#<claim>  sk=CLAIM   run_id, claim   (``name#<name>``, ``ckpt#<prefix>``)
-  shared     pk=CLAIM#<claim>  sk=CLAIM   holders (string set of run ids), claim   (``under#<prefix>``)
+Item shapes (keys from `sagewarden.keys`; attribute names from domain.claims):
+  name   pk=CLAIM#name#<name>   sk=CLAIM   run_id, claim
+  at     pk=CLAIM#ckpt#<...>    sk=CLAIM   claim, and any of: run_id (the live run synced there),
+                                           archivers (SS: live runs archiving there), hold_run,
+                                           hold_owner, hold_until (a resumable run's hold)
+  below  pk=CLAIM#under#<...>   sk=CLAIM   claim, and any of: holders (SS: live runs synced below
+                                           it), archives_below (SS: live runs archiving below it)
 A claim longer than a name (every prefix) is keyed by its SHA-256, so a 1,024-character S3 URI
 of multi-byte text stays far inside DynamoDB's 2,048-byte partition key.
 
-They ride in the transaction that writes the run: taken with the run's creation (and on a
-resume, the save that reopens it), released with the save that makes it terminal. A claim item
-therefore exists exactly while its holder is live, and two transactions that would both take
-one claim cannot both commit. The items carry no index attributes (no GSI holds them).
+They ride in the transaction that writes the run, one action per item: taken with the run's
+creation (and on a resume, the save that reopens it), released with the save that makes it
+terminal (a resumable run's prefix turns into a hold in the same action). An attribute therefore
+names a run exactly while that run is live, and two transactions that would both take one claim
+cannot both commit. Items written before archives and holds existed (run_id, holders) read the
+same. The items carry no index attributes (no GSI holds them).
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.domain import claims as claim_rules
+from sagewarden.domain.claims import HOLD_OWNER, HOLD_RUN, HOLD_UNTIL, HOLDER, SETS, ItemRelease, ItemTake
+from sagewarden.domain.models import Run
+from sagewarden.domain.ownership import principal
+from sagewarden.domain.resuming import resumable_until
 
 CLAIM_SK = "CLAIM"
 _PLAIN = 200  # claims up to this many characters are keyed as they are (names)
@@ -35,77 +46,122 @@ def _key(claim: str) -> dict[str, Any]:
     return {keys.PK: {"S": claim_pk(claim)}, keys.SK: {"S": CLAIM_SK}}
 
 
-def take(table: str, run_id: str, claims: tuple[str, ...]) -> list[dict[str, Any]]:
-    """TransactWriteItems actions that take `claims` for `run_id`, or fail the transaction."""
-    plan = claim_rules.plan(claims)
-    me = {"S": run_id}
+def take(table: str, run: Run, now_ms: int, *, take_held: bool = False) -> list[dict[str, Any]]:
+    """TransactWriteItems actions that take the run's claims at ``now_ms``, or fail the
+    transaction. ``take_held``: the run may take a prefix another principal's resumable run
+    holds (an admin's run)."""
+    me = {"S": run.run_id}
+    values: dict[str, Any] = {":me": me}
     out: list[dict[str, Any]] = []
-    for c in plan.exclusive:
-        out.append(
-            {
-                "Put": {
-                    "TableName": table,
-                    "Item": {**_key(c), "run_id": me, "claim": {"S": c}},
-                    "ConditionExpression": "attribute_not_exists(#pk) OR run_id = :me",
-                    "ExpressionAttributeNames": {"#pk": keys.PK},
-                    "ExpressionAttributeValues": {":me": me},
+    for t in claim_rules.take_plan(run.claims):
+        if t.item.startswith(claim_rules.NAME):
+            out.append(
+                {
+                    "Put": {
+                        "TableName": table,
+                        "Item": {**_key(t.item), HOLDER: me, "claim": {"S": t.item}},
+                        "ConditionExpression": "attribute_not_exists(#pk) OR run_id = :me",
+                        "ExpressionAttributeNames": {"#pk": keys.PK},
+                        "ExpressionAttributeValues": values,
+                    }
                 }
-            }
-        )
-    for c in plan.shared:
-        out.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": _key(c),
-                    "UpdateExpression": "ADD holders :me SET claim = :c",
-                    "ExpressionAttributeValues": {":me": {"SS": [run_id]}, ":c": {"S": c}},
-                }
-            }
-        )
-    for c in plan.vacant:
-        out.append(
-            {
-                "ConditionCheck": {
-                    "TableName": table,
-                    "Key": _key(c),
-                    "ConditionExpression": "attribute_not_exists(run_id) AND attribute_not_exists(holders)",
-                }
-            }
-        )
+            )
+            continue
+        condition, vals = _take_condition(t, run, now_ms, take_held)
+        sets = ["claim = :c"] + ([f"{HOLDER} = :me"] if t.holder else [])
+        update = "SET " + ", ".join(sets)
+        if t.joins:
+            update += " ADD " + ", ".join(f"{a} :meset" for a in sorted(t.joins))
+        if t.clears_hold:
+            update += f" REMOVE {HOLD_RUN}, {HOLD_OWNER}, {HOLD_UNTIL}"
+        action: dict[str, Any] = {"TableName": table, "Key": _key(t.item)}
+        if condition:
+            action["ConditionExpression"] = condition
+        if t.holder or t.joins:
+            action["UpdateExpression"] = update
+            vals[":c"] = {"S": t.item}
+            if t.holder:
+                vals[":me"] = me
+            if t.joins:
+                vals[":meset"] = {"SS": [run.run_id]}
+            action["ExpressionAttributeValues"] = vals
+            out.append({"Update": action})
+        elif condition:
+            if vals:
+                action["ExpressionAttributeValues"] = vals
+            out.append({"ConditionCheck": action})
     return out
 
 
-def release(table: str, run_id: str, claims: tuple[str, ...]) -> list[dict[str, Any]]:
-    """TransactWriteItems actions that give `claims` back (the run became terminal). Only the
-    holder releases (a claim item exists only while its holder is live), so no condition is
-    needed -- and none can keep the run from ending."""
-    plan = claim_rules.plan(claims)
-    out: list[dict[str, Any]] = [{"Delete": {"TableName": table, "Key": _key(c)}} for c in plan.exclusive]
-    out += [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": _key(c),
-                "UpdateExpression": "DELETE holders :me",
-                "ExpressionAttributeValues": {":me": {"SS": [run_id]}},
-            }
-        }
-        for c in plan.shared
-    ]
-    return out
+def _take_condition(t: ItemTake, run: Run, now_ms: int, take_held: bool) -> tuple[str, dict[str, Any]]:
+    parts: list[str] = []
+    vals: dict[str, Any] = {}
+    if t.holder:
+        parts.append(f"(attribute_not_exists({HOLDER}) OR {HOLDER} = :me)")
+        vals[":me"] = {"S": run.run_id}
+    parts += [f"attribute_not_exists({a})" for a in sorted(t.free)]
+    if t.held and not take_held:
+        parts.append(
+            f"(attribute_not_exists({HOLD_RUN}) OR {HOLD_RUN} = :me OR {HOLD_OWNER} = :owner "
+            f"OR {HOLD_UNTIL} < :now)"
+        )
+        vals.update(
+            {":me": {"S": run.run_id}, ":owner": {"S": principal(run.owner)}, ":now": {"N": str(now_ms)}}
+        )
+    return " AND ".join(parts), vals
 
 
-def holder(client: Any, table: str, run_id: str, claims: tuple[str, ...]) -> tuple[str, str] | None:
-    """(another live run's id, the claim it holds) that keeps `run_id` from taking `claims`, or
-    None. Read after a transaction was cancelled, to tell a conflict from a concurrent write."""
-    plan = claim_rules.plan(claims)
-    for c in (*plan.exclusive, *plan.vacant):
-        item = client.get_item(TableName=table, Key=_key(c), ConsistentRead=True).get("Item") or {}
-        other = item.get("run_id", {}).get("S")
-        if other and other != run_id:
-            return other, c
-        others = sorted(h for h in item.get("holders", {}).get("SS", ()) if h != run_id)
-        if others:
-            return others[0], c
+def release(table: str, run: Run) -> list[dict[str, Any]]:
+    """TransactWriteItems actions that give the run's claims back (it became terminal); a run
+    that may be resumed keeps its checkpoint prefix held (domain/resuming.py). Only the holder
+    releases (an attribute names a run only while it is live), so no condition is needed -- and
+    none can keep the run from ending."""
+    until = resumable_until(run)
+    hold = (principal(run.owner), until) if until is not None else None
+    return [_release_action(table, r, run.run_id) for r in claim_rules.release_plan(run.claims, hold)]
+
+
+def _release_action(table: str, r: ItemRelease, run_id: str) -> dict[str, Any]:
+    if r.item.startswith(claim_rules.NAME):
+        return {"Delete": {"TableName": table, "Key": _key(r.item)}}
+    clauses: list[str] = []
+    vals: dict[str, Any] = {}
+    if r.hold is not None:
+        clauses.append(f"SET {HOLD_RUN} = :me, {HOLD_OWNER} = :owner, {HOLD_UNTIL} = :until")
+        vals.update({":me": {"S": run_id}, ":owner": {"S": r.hold[0]}, ":until": {"N": str(r.hold[1])}})
+    if r.holder:
+        clauses.append(f"REMOVE {HOLDER}")
+    if r.leaves:
+        clauses.append("DELETE " + ", ".join(f"{a} :meset" for a in sorted(r.leaves)))
+        vals[":meset"] = {"SS": [run_id]}
+    action: dict[str, Any] = {"TableName": table, "Key": _key(r.item), "UpdateExpression": " ".join(clauses)}
+    if vals:
+        action["ExpressionAttributeValues"] = vals
+    return {"Update": action}
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    if "S" in value:
+        return value["S"]
+    if "N" in value:
+        return int(value["N"])
+    if "SS" in value:
+        return set(value["SS"])
     return None
+
+
+def holder(
+    client: Any, table: str, run: Run, now_ms: int, *, take_held: bool = False
+) -> tuple[str, str] | None:
+    """(another run's id, the claim it holds) that keeps ``run`` from taking its claims, or None.
+    Read after a transaction was cancelled, to tell a conflict from a concurrent write."""
+    plan = claim_rules.take_plan(run.claims)
+    items: dict[str, dict[str, Any]] = {}
+    for t in plan:
+        got = client.get_item(TableName=table, Key=_key(t.item), ConsistentRead=True).get("Item") or {}
+        items[t.item] = {
+            name: _plain(v)
+            for name, v in got.items()
+            if name in (HOLDER, HOLD_RUN, HOLD_OWNER, HOLD_UNTIL, *SETS)
+        }
+    return claim_rules.blocking(plan, items, run.run_id, principal(run.owner), now_ms, take_held=take_held)

@@ -11,8 +11,9 @@ Item shapes (the only place they exist; key names come from `sagewarden.keys`):
            (its own partition: reading a run never touches its thousands of audit items)
   idempotency pk=IDEMP#<sha256(owner, key)> sk=IDEMP  run_id, body_hash
   lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
-  claim    pk=CLAIM#<...>  sk=CLAIM            a live run's name and checkpoint prefix, taken and
-                                               released in the run's own transactions
+  claim    pk=CLAIM#<...>  sk=CLAIM            a live run's name, checkpoint and archive prefixes
+                                               and a resumable run's hold, taken and released in
+                                               the run's own transactions
                                                (adapters/dynamodb_claims.py)
 Every write is conditional: a run item on its version, attempts/audit/outbox on not existing yet
 (attempts are rewritten only under the same transaction as the run's version check).
@@ -125,10 +126,16 @@ class DynamoDbRunStore(OutboxAndLease):
 
     # -- writes -----------------------------------------------------------------------------
     def plan_create(
-        self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None
+        self,
+        run: Run,
+        audit: Sequence[AuditEntry],
+        body_hash: str | None = None,
+        *,
+        take_held: bool = False,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(The transaction, the audit puts after it) that create `run`, within DynamoDB's limits
-        (WriteTooLarge otherwise); pure, like `plan_save`."""
+        (WriteTooLarge otherwise); pure, like `plan_save`. `take_held`: the run may take a prefix
+        another principal's resumable run holds (an admin's run; domain.claims)."""
         required: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -154,11 +161,18 @@ class DynamoDbRunStore(OutboxAndLease):
                 }
             )
         if not run.status.terminal:
-            required += claim_items.take(self._table, run.run_id, run.claims)
+            required += claim_items.take(self._table, run, run.created_ms, take_held=take_held)
         return self._split(required, self._audit_puts(run.run_id, run.version, audit), run.run_id)
 
-    def create(self, run: Run, audit: Sequence[AuditEntry], body_hash: str | None = None) -> Run:
-        items, after = self.plan_create(run, audit, body_hash)
+    def create(
+        self,
+        run: Run,
+        audit: Sequence[AuditEntry],
+        body_hash: str | None = None,
+        *,
+        take_held: bool = False,
+    ) -> Run:
+        items, after = self.plan_create(run, audit, body_hash, take_held=take_held)
         token = write_token(items)
         items[0]["Put"]["Item"]["write_token"] = {"S": token}
         try:
@@ -185,7 +199,7 @@ class DynamoDbRunStore(OutboxAndLease):
                         existing["run_id"]["S"],
                         existing.get("body_hash", {}).get("S", "") == (body_hash or ""),
                     ) from exc
-            self._raise_claim_conflict(run, exc)
+            self._raise_claim_conflict(run, run.created_ms, exc, take_held=take_held)
             raise
         self._put_after_commit(run.run_id, after)
         return run
@@ -211,8 +225,14 @@ class DynamoDbRunStore(OutboxAndLease):
         if after:
             self._batch_put(run_id, [a["Put"]["Item"] for a in after])
 
-    def _raise_claim_conflict(self, run: Run, exc: Exception) -> None:
-        held = claim_items.holder(self._ddb, self._table, run.run_id, run.claims) if run.claims else None
+    def _raise_claim_conflict(
+        self, run: Run, now_ms: int, exc: Exception, *, take_held: bool = False
+    ) -> None:
+        held = (
+            claim_items.holder(self._ddb, self._table, run, now_ms, take_held=take_held)
+            if run.claims
+            else None
+        )
         if held is not None:
             raise ClaimConflict(*held) from exc
 
@@ -240,9 +260,10 @@ class DynamoDbRunStore(OutboxAndLease):
         required: list[dict[str, Any]] = [{"Put": run_put}]
         taking = bool(run.claims) and previous.status.terminal and not run.status.terminal
         if taking:  # a resume reopens the run: it takes its name and prefix again, or fails
-            required += claim_items.take(self._table, run.run_id, run.claims)
+            required += claim_items.take(self._table, run, run.updated_ms)
         elif run.claims and not previous.status.terminal and run.status.terminal:
-            required += claim_items.release(self._table, run.run_id, run.claims)
+            # ended: its claims go back; a resumable run's prefix stays held (domain/resuming.py)
+            required += claim_items.release(self._table, run)
         attempts: dict[int, str] = {}
         for att in run.attempts:
             if before.get(att.number) != att:
@@ -275,7 +296,7 @@ class DynamoDbRunStore(OutboxAndLease):
                 raise
             if not self._committed(run.run_id, saved.version, token):
                 if plan.taking:
-                    self._raise_claim_conflict(run, exc)
+                    self._raise_claim_conflict(run, run.updated_ms, exc)
                 raise ConcurrentUpdate(run.run_id) from exc
             # our own write, committed by an earlier try whose answer was lost
         except BotoCoreError as exc:  # timeout / connection reset: did it commit?

@@ -90,6 +90,7 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["goodput_ms"] = dict(r.goodput_ms)
     out["goodput_estimates"] = list(r.goodput_estimates)
     out["retiring"] = list(r.retiring)
+    out["checkpoint_spans"] = [list(s) for s in r.checkpoint_spans]
     out["plan_windows"] = [list(w) for w in r.plan_windows]
     out["plan_warned"] = list(r.plan_warned)
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
@@ -114,6 +115,7 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["goodput_ms"] = {str(k): int(v) for k, v in d.get("goodput_ms", {}).items()}
     data["goodput_estimates"] = tuple(str(k) for k in d.get("goodput_estimates", ()))
     data["retiring"] = tuple(str(k) for k in d.get("retiring", ()))
+    data["checkpoint_spans"] = tuple((int(s[0]), int(s[1]), int(s[2])) for s in d.get("checkpoint_spans", ()))
     data["plan_windows"] = tuple((int(w[0]), int(w[1])) for w in d.get("plan_windows", ()))
     data["plan_warned"] = tuple(int(w) for w in d.get("plan_warned", ()))
     data["checkpoint_history"] = tuple(

@@ -8,8 +8,15 @@ The only S3-aware part of checkpoint discovery; the decisions live in
 * ``get_object`` of ``latest_checkpointed_iteration.txt`` -- only when the listing shows it and
   the layout can be Megatron.
 * one call per probed directory, newest first: ``head_object`` on the marker, or for a
-  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=1)`` to prove it
+  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=2)`` to prove it
   still holds a file. At most ``max_probes`` incomplete directories are probed.
+
+Every listing works on S3 directory buckets as well: no ``StartAfter``, every prefix ends in
+"/" (or is the bucket root), "/" the only delimiter, and nothing depends on the order of keys.
+
+Retention's view (``complete``) adds, for the newest complete directory, a listing of all its
+objects (every page, within a time budget) and, when it is a Hugging Face one, a ranged
+``get_object`` of the first 64 KiB of its ``trainer_state.json`` (``best_model_checkpoint``).
 """
 
 from __future__ import annotations
@@ -23,13 +30,17 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.domain.checkpoints import (
+    HF_MARKER,
     MEGATRON_TRACKER,
+    TRAINER_STATE_READ_BYTES,
     Checkpoint,
     CheckpointLayout,
     Completion,
+    LayoutKind,
     MegatronTracker,
     Probe,
     RetentionView,
+    best_model_directory,
     complete_ones,
     first_complete,
     needs_megatron_tracker,
@@ -163,12 +174,19 @@ class S3CheckpointFinder:
         return to_checkpoint(bucket, prefix, selection.chosen, selection.completion, plan)
 
     def complete(
-        self, s3_uri: str, layout: CheckpointLayout = DEFAULT_LAYOUT, *, limit: int = 16
+        self,
+        s3_uri: str,
+        layout: CheckpointLayout = DEFAULT_LAYOUT,
+        *,
+        limit: int = 16,
+        budget_s: float = SAVE_ACTIVITY_BUDGET_S,
     ) -> RetentionView:
         """For retention: the complete checkpoint directories under ``s3_uri``, newest first (at
-        most ``limit``, and the walk stops after ``max_probes`` incomplete ones), and every child
-        directory present. Every listing page is followed; an S3 error raises
-        CheckpointLookupError (unknown, never "none")."""
+        most ``limit``, and the walk stops after ``max_probes`` incomplete ones) with when each was
+        written, every child directory present, when the newest complete one was last written to
+        (every page of it, within ``budget_s``: a listing cut by it is unknown), and the "best"
+        checkpoint its Hugging Face ``trainer_state.json`` names (one bounded GetObject). Every
+        listing page is followed; an S3 error raises CheckpointLookupError (unknown, never "none")."""
         bucket, prefix = parse_s3_uri(s3_uri)
         dir_names, root_files = self._list_children(bucket, prefix)
         tracker: MegatronTracker = None
@@ -179,7 +197,16 @@ class S3CheckpointFinder:
         found = complete_ones(
             plan, lambda probe: self._check(bucket, prefix, probe, tracker_ms), limit, self._max_probes
         )
-        return RetentionView(found, frozenset(dir_names))
+        newest_write = self._last_write(bucket, f"{prefix}{found[0][0].name}/", budget_s) if found else None
+        hf = next((p for p, _ in found if p.kind is LayoutKind.HF), None)
+        best = self._best(bucket, f"{prefix}{hf.name}/{HF_MARKER}") if hf is not None else ""
+        return RetentionView(
+            complete=tuple((p.name, p.step) for p, _ in found),
+            present=frozenset(dir_names),
+            written_ms=tuple((p.name, c.object_ms) for p, c in found if c.object_ms is not None),
+            newest_write_ms=newest_write,
+            best=best,
+        )
 
     def check_access(self, s3_uri: str) -> None:
         """One ListObjectsV2 of at most one key under ``s3_uri``: the supervisor can list the
@@ -292,6 +319,55 @@ class S3CheckpointFinder:
             raise CheckpointLookupError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
         return dirs, files
 
+    def _last_write(self, bucket: str, dir_prefix: str, budget_s: float) -> int | None:
+        """The newest LastModified among the objects under ``dir_prefix``, every page read; None
+        when the listing is cut by ``budget_s`` (unknown) or holds nothing."""
+        deadline = self._clock() + budget_s
+        last: int | None = None
+        try:
+            paginator = self._s3.get_paginator("list_objects_v2")
+            for page in paginator.paginate(
+                Bucket=bucket, Prefix=dir_prefix, PaginationConfig={"PageSize": self._page_size}
+            ):
+                for obj in page.get("Contents", ()):
+                    at = _epoch_ms(obj.get("LastModified"))
+                    if at is not None and (last is None or at > last):
+                        last = at
+                if page.get("IsTruncated") and self._clock() >= deadline:
+                    logger.warning(
+                        "listing s3://%s/%s cut by its %g-s budget: its last write is unknown",
+                        bucket,
+                        dir_prefix,
+                        budget_s,
+                    )
+                    return None
+        except ClientError as exc:
+            raise self._lookup_error(exc, f"cannot list s3://{bucket}/{dir_prefix}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot list s3://{bucket}/{dir_prefix}: {exc}") from exc
+        return last
+
+    def _best(self, bucket: str, key: str) -> str | None:
+        """The directory a trainer_state.json names as best_model_checkpoint, from its first
+        TRAINER_STATE_READ_BYTES ("" none, None unknown: gone since it was probed, or not JSON)."""
+        try:
+            response = self._s3.get_object(
+                Bucket=bucket, Key=key, Range=f"bytes=0-{TRAINER_STATE_READ_BYTES}"
+            )
+            body = response["Body"]
+            try:
+                raw = body.read(TRAINER_STATE_READ_BYTES + 1)
+            finally:
+                body.close()
+        except ClientError as exc:
+            if _error_code(exc) in _NOT_FOUND:
+                return None
+            raise self._lookup_error(exc, f"cannot read s3://{bucket}/{key}") from exc
+        except BotoCoreError as exc:
+            raise CheckpointLookupError(f"cannot read s3://{bucket}/{key}: {exc}") from exc
+        text = raw[:TRAINER_STATE_READ_BYTES].decode("utf-8", errors="replace")
+        return best_model_directory(text, whole=len(raw) <= TRAINER_STATE_READ_BYTES)
+
     def _read_tracker(self, bucket: str, key: str) -> tuple[MegatronTracker, int | None]:
         try:
             response = self._s3.get_object(Bucket=bucket, Key=key)
@@ -326,25 +402,31 @@ class S3CheckpointFinder:
             raise self._lookup_error(exc, f"cannot check s3://{bucket}/{key}") from exc
         except BotoCoreError as exc:
             raise CheckpointLookupError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
-        return Completion(written_at_ms=_epoch_ms(response.get("LastModified")))
+        at = _epoch_ms(response.get("LastModified"))
+        return Completion(written_at_ms=at, object_ms=at)
 
     def _check_has_file(
         self, bucket: str, dir_prefix: str, probe: Probe, tracker_ms: int | None
     ) -> Completion | None:
-        # StartAfter skips a zero-byte "folder" object named exactly like the prefix.
+        # Two keys, without StartAfter (S3 directory buckets refuse it and list in no order): one
+        # of them is a file unless the directory holds only a zero-byte "folder" object named
+        # exactly like the prefix.
         try:
-            response = self._s3.list_objects_v2(
-                Bucket=bucket, Prefix=dir_prefix, StartAfter=dir_prefix, MaxKeys=1
-            )
+            response = self._s3.list_objects_v2(Bucket=bucket, Prefix=dir_prefix, MaxKeys=2)
         except ClientError as exc:
             raise self._lookup_error(exc, f"cannot list s3://{bucket}/{dir_prefix}") from exc
         except BotoCoreError as exc:
             raise CheckpointLookupError(f"cannot list s3://{bucket}/{dir_prefix}: {exc}") from exc
-        if not response.get("Contents"):
+        contents = [o for o in response.get("Contents") or () if o.get("Key") != dir_prefix]
+        if not contents:
             return None
         # The tracker's LastModified dates the directory it names; an older directory it vouches
-        # for was finished earlier, at a time we do not know.
-        return Completion(written_at_ms=tracker_ms if probe.tracker_named else None)
+        # for was finished earlier, at a time we do not know. The file listed dates when the
+        # directory was written (retention's ownership rule).
+        return Completion(
+            written_at_ms=tracker_ms if probe.tracker_named else None,
+            object_ms=_epoch_ms(contents[0].get("LastModified")),
+        )
 
     @staticmethod
     def _lookup_error(exc: ClientError, what: str) -> CheckpointLookupError:

@@ -10,7 +10,7 @@ fields and `domain.policy.RANGES`, `training_job` from SageMaker's service model
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -19,6 +19,8 @@ from sagewarden.domain.policy import (
     CHECKPOINT_LAYOUTS,
     CHECKPOINT_RETIRED,
     HANG_CONFIRMATIONS,
+    MAX_KEEP_DIR_TEXT,
+    MAX_KEEP_DIRS,
     MAX_TEXT,
     RANGES,
     TRAINING_PLAN_FALLBACKS,
@@ -53,6 +55,13 @@ def _policy_field(f: dataclasses.Field[Any]) -> tuple[Any, Any]:
         return list[InstanceChoice], Field(default=None, max_length=10)
     if name == "environment_defaults":
         return dict[str, str], Field(default=None)
+    if name == "checkpoint_keep_dirs":
+        item = Annotated[str, Field(min_length=1, max_length=MAX_KEEP_DIR_TEXT, pattern=r"^[^/]+$")]
+        return list[item], Field(
+            default=None,
+            max_length=MAX_KEEP_DIRS,
+            description="checkpoint directory names or fnmatch patterns retention never retires",
+        )
     if name == "checkpoint_layout":
         return Literal[CHECKPOINT_LAYOUTS], Field(default=None)
     if name == "checkpoint_retired":
@@ -101,12 +110,17 @@ class FieldProblem(BaseModel):
 
 
 class Conflict(BaseModel):
-    run_id: str = Field(description="the live run that holds the name or the checkpoint prefix")
+    run_id: str = Field(
+        description="the run that holds the name or the prefix: a live run, or a FAILED or CANCELLED "
+        "one of another principal that may still be resumed (it holds its checkpoint prefix)"
+    )
     name: str | None
     status: RunStatusName | None  # type: ignore[valid-type]
-    on: Literal["name", "checkpoint_prefix"] = Field(
-        description="checkpoint_prefix: the same prefix, or one inside the other (SageMaker downloads "
-        "everything under a job's S3Uri)"
+    on: Literal["name", "checkpoint_prefix", "archive_prefix"] = Field(
+        description="what of this run collides. checkpoint_prefix: its CheckpointConfig.S3Uri is the "
+        "other run's prefix, inside it or around it (SageMaker downloads everything under a job's "
+        "S3Uri), or the other run's retention archive overlaps it; archive_prefix: its "
+        "policy.checkpoint_archive_uri overlaps the other run's checkpoint prefix"
     )
 
 

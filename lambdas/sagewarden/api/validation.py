@@ -20,10 +20,11 @@ from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 from sagewarden.api.json_body import MAX_BODY_BYTES, join
 from sagewarden.domain import claims as claim_rules
+from sagewarden.domain.checkpoints import directory_bucket_problem
 from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
 from sagewarden.domain.names import run_name_problem
 from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
-from sagewarden.domain.retention import archive_problem
+from sagewarden.domain.retention import archive_problem, archive_uri
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -181,6 +182,8 @@ def training_job_errors(job: Mapping[str, Any], allowed_roles: frozenset[str]) -
             f"{p}.CheckpointConfig.S3Uri",
             "required s3:// URI: without checkpoints there is nothing to resume from",
         )
+    elif (problem := directory_bucket_problem(str(ckpt["S3Uri"]))) is not None:
+        add(f"{p}.CheckpointConfig.S3Uri", problem)
     elif claim_rules.depth(str(ckpt["S3Uri"])) > claim_rules.MAX_PREFIX_DEPTH:
         add(
             f"{p}.CheckpointConfig.S3Uri",
@@ -259,8 +262,22 @@ def policy_errors(policy: RunPolicy, job: Mapping[str, Any]) -> list[FieldError]
     synced = ckpt.get("S3Uri") if isinstance(ckpt, Mapping) else None
     if _is_s3(synced):
         problem = archive_problem(str(synced), policy)
+        if problem is None and policy.checkpoint_keep is not None and policy.checkpoint_retired == "archive":
+            problem = directory_bucket_problem(archive_uri(str(synced), policy))
         if problem is not None:
             errors.append(FieldError("policy.checkpoint_archive_uri", problem))
+        elif (
+            policy.checkpoint_keep is not None
+            and policy.checkpoint_retired == "archive"
+            and claim_rules.depth(archive_uri(str(synced), policy)) > claim_rules.MAX_PREFIX_DEPTH
+        ):
+            errors.append(
+                FieldError(
+                    "policy.checkpoint_archive_uri",
+                    f"at most {claim_rules.MAX_PREFIX_DEPTH} folders deep (sagewarden keeps a live run's "
+                    "archive out of other runs' checkpoint prefixes by claiming every folder above it)",
+                )
+            )
     if policy.progress_metric is not None:
         algo = job.get("AlgorithmSpecification")
         algo = algo if isinstance(algo, Mapping) else {}

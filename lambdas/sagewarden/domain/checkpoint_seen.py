@@ -1,5 +1,6 @@
 """The checkpoints a run has seen: its bounded history (step, written at, write seconds, previous
-step) for the interval advice, and per attempt the saves it measured for goodput. Pure."""
+step) for the interval advice, per attempt the saves it measured for goodput, and when its ended
+attempts could write checkpoints (retention retires only what they wrote). Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 
 from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.draft import Draft
-from sagewarden.domain.models import CHECKPOINT_HISTORY
+from sagewarden.domain.models import CHECKPOINT_HISTORY, MAX_WRITING_SPANS, Attempt, Run
 
 
 def record_checkpoint(d: Draft) -> bool:
@@ -42,4 +43,34 @@ def record_checkpoint(d: Draft) -> bool:
         )
     took = f", written in {ckpt.write_seconds:.0f} s" if ckpt.write_seconds is not None else ""
     d.note(f"newest checkpoint: step {ckpt.step}{took}")
+    return True
+
+
+def writing_span(att: Attempt, now_ms: int | None = None) -> tuple[int, int, int] | None:
+    """When ``att``'s job could write checkpoints: (the step it resumed from, or -1; its Training
+    start; its end -- the later of TrainingEndTime and its final status change, which follows the
+    last upload -- or ``now_ms`` while it is live). None: it never trained."""
+    if att.training_started_ms is None:
+        return None
+    if att.ended_ms is not None:
+        end = max(att.ended_ms, att.sm_modified_ms)
+    elif now_ms is not None:
+        end = now_ms
+    else:
+        return None
+    after = att.resume_from.step if att.resume_from is not None else -1
+    return (after, att.training_started_ms, end)
+
+
+def record_writing_span(d: Draft, before: Run) -> bool:
+    """An attempt that ended in this decision adds its writing span to the run (bounded: the
+    oldest spans are dropped, and the directories only they vouch for are never retired)."""
+    cur = before.current
+    if cur is None or cur.ended:
+        return False
+    after = next((a for a in d.run.attempts if a.number == cur.number), None)
+    span = writing_span(after) if after is not None and after.ended else None
+    if span is None:
+        return False
+    d.set(checkpoint_spans=(*d.run.checkpoint_spans, span)[-MAX_WRITING_SPANS:])
     return True

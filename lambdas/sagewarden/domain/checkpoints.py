@@ -28,6 +28,7 @@ dcp, regex) and then by name, so the result never depends on listing order.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -145,9 +146,13 @@ class Probe:
 
 @dataclass(frozen=True)
 class Completion:
-    """Evidence that a probed directory is complete."""
+    """Evidence that a probed directory is complete. ``written_at_ms`` dates the completion
+    (``Checkpoint.written_at_ms``); ``object_ms`` is the LastModified of the object the probe saw
+    (the marker, or for a directory the Megatron tracker vouches for, the file it listed): when
+    that directory was written, for retention's ownership rule."""
 
     written_at_ms: int | None = None
+    object_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,26 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     return bucket, prefix
+
+
+# S3 directory buckets (S3 Express One Zone) are named <base>--<zone-id>--x-s3
+DIRECTORY_BUCKET_SUFFIX: Final = "--x-s3"
+
+
+def directory_bucket_problem(uri: str) -> str | None:
+    """Why an s3:// URI in an S3 directory bucket cannot be used here (None: it is not in one).
+    The supervisor reads and moves checkpoints with s3:ListBucket, s3:GetObject (and retention's
+    writes) granted on general purpose bucket ARNs; a directory bucket is reached only through
+    s3express:CreateSession on its own ARN, which the deployment does not grant."""
+    bucket = uri.removeprefix("s3://").partition("/")[0]
+    if not bucket.endswith(DIRECTORY_BUCKET_SUFFIX):
+        return None
+    return (
+        f"{bucket} is an S3 directory bucket (S3 Express One Zone): sagewarden's role reads and moves "
+        "checkpoints with s3:ListBucket and s3:GetObject on general purpose buckets, and a directory "
+        "bucket is reached only through s3express:CreateSession, which the deployment does not grant. "
+        "Use a general purpose bucket"
+    )
 
 
 def checkpoint_uri(bucket: str, prefix: str, name: str) -> str:
@@ -384,27 +409,72 @@ def to_checkpoint(
 
 @dataclass(frozen=True)
 class RetentionView:
-    """What the synced prefix holds, read for retention: the complete checkpoint directories
-    found, newest first, as (name, step); and every child directory name present (a directory
-    recorded in ``Run.retiring`` is done once it is no longer present)."""
+    """What the synced prefix holds, read for retention (domain/retention.py).
+
+    ``complete``: the complete checkpoint directories found, newest first, as (name, step);
+    ``present``: every child directory name (a directory recorded in ``Run.retiring`` is done once
+    it is no longer present); ``written_ms``: when each complete directory was written (its
+    ``Completion.object_ms``; a directory missing here was written at an unknown time);
+    ``newest_write_ms``: the newest LastModified among the newest complete directory's objects,
+    every page read (None: unknown, its listing was cut or there is none); ``best``: the directory
+    the newest complete Hugging Face directory's ``trainer_state.json`` names as
+    ``best_model_checkpoint`` ("" none named or no such directory, None unknown)."""
 
     complete: tuple[tuple[str, int], ...]
     present: frozenset[str]
+    written_ms: tuple[tuple[str, int], ...] = ()
+    newest_write_ms: int | None = None
+    best: str | None = ""
+
+    def written(self, name: str) -> int | None:
+        return next((ms for n, ms in self.written_ms if n == name), None)
 
 
 def complete_ones(
     plan: Sequence[Probe], check: Callable[[Probe], Completion | None], limit: int, max_probes: int
-) -> tuple[tuple[str, int], ...]:
-    """Walk ``plan`` newest first and collect complete directories as (name, step), until ``limit``
-    are found or ``max_probes`` incomplete ones were seen. What is left out is always older than
-    everything returned, so the newest complete ones are never missed."""
-    found: list[tuple[str, int]] = []
+) -> tuple[tuple[Probe, Completion], ...]:
+    """Walk ``plan`` newest first and collect complete directories with their evidence, until
+    ``limit`` are found or ``max_probes`` incomplete ones were seen. What is left out is always
+    older than everything returned, so the newest complete ones are never missed."""
+    found: list[tuple[Probe, Completion]] = []
     incomplete = 0
     for probe in plan:
         if len(found) >= limit or incomplete >= max_probes:
             break
-        if check(probe) is None:
+        completion = check(probe)
+        if completion is None:
             incomplete += 1
         else:
-            found.append((probe.name, probe.step))
+            found.append((probe, completion))
     return tuple(found)
+
+
+# trainer_state.json is written by Hugging Face's Trainer with sorted keys, so best_model_checkpoint
+# (after best_global_step and best_metric) comes in its first bytes even when log_history makes
+# the file megabytes long; retention reads this much of it
+TRAINER_STATE_READ_BYTES = 65_536
+_BEST_KEY: Final = re.compile(r'"best_model_checkpoint"\s*:\s*(null|"(?:[^"\\]|\\.)*")')
+
+
+def best_model_directory(text: str, *, whole: bool) -> str | None:
+    """The directory name ``trainer_state.json``'s ``best_model_checkpoint`` names (the last part of
+    its path), "" when it names none (null, or no such key in a whole file), None when unknown
+    (not JSON, or the key is not in the part read). ``whole``: ``text`` is the entire file."""
+    if whole:
+        try:
+            state = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(state, dict):
+            return None
+        value = state.get("best_model_checkpoint")
+    else:
+        found = _BEST_KEY.search(text)
+        if found is None:
+            return None
+        value = json.loads(found.group(1))
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return None
+    return value.rstrip("/").rsplit("/", 1)[-1]

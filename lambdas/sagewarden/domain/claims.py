@@ -1,34 +1,57 @@
-"""What a live run holds so that no other live run can take it: its name and its checkpoint prefix.
+"""What a live run holds so that no other run can take it: its name, its checkpoint prefix and its
+retention archive prefix; and what a resumable run still holds: its checkpoint prefix.
 
 Two live runs with one name make every `get`/`cancel` by name ambiguous; two live runs writing
 one checkpoint prefix overwrite each other's checkpoints (SageMaker syncs the job's LocalPath to
 `CheckpointConfig.S3Uri` and, when a job starts, downloads *everything* under it). Prefixes
 collide when one contains the other, too: a run at `s3://b/ckpt/` downloads the checkpoints of
-a run at `s3://b/ckpt/sub/`.
+a run at `s3://b/ckpt/sub/`. A retention archive collides with another live run's synced prefix
+the same way, in both directions (retention would copy into what the other run's jobs download,
+or the archive would be downloaded by them); two runs may share one archive prefix (the archive
+key names the run). A FAILED or CANCELLED run that may still be resumed (domain/resuming.py)
+keeps its synced prefix *held*: no run of another principal may write at it or inside it (its
+owner, any session of the owner's role, and an admin's runs may).
 
 A run's claims are a tuple of keys, computed once at submit and stored with the run:
 
-* ``name#<name>`` and ``ckpt#<prefix>``: held by this run alone (exclusive);
-* ``under#<ancestor>`` for every proper ancestor of its prefix: a set this run joins, saying
-  "a live run writes somewhere below <ancestor>" (shared).
+* ``name#<name>``, ``ckpt#<prefix>``: held by this run alone;
+* ``under#<ancestor>`` for every proper ancestor of its prefix: a set it joins ("a live run
+  writes below <ancestor>");
+* with a retention archive, ``arch#<archive>`` (the live runs archiving there) and
+  ``archunder#<ancestor>`` for every proper ancestor of the archive.
 
-Taking them is a set of conditions the store checks in the same transaction that writes the run
-(`plan`): the exclusive keys must be free, no live run may sit at one of the ancestors
-(``ckpt#<ancestor>`` free) and no live run may sit below the prefix (``under#<prefix>`` empty).
-The store releases them in the transaction that makes the run terminal, and takes them again on
-a resume. Pure; the store owns the item shapes.
+The store keeps them as items, one per name, one *at* each prefix (``ckpt#<p>``: the live run
+synced there, the runs archiving there, a resumable run's hold) and one *below* each prefix
+(``under#<p>``: the runs synced below it, the runs archiving below it). `take_plan` says, per
+item, what the run writes there and what must be absent, in the transaction that writes the run;
+`release_plan` what it gives back in the transaction that makes it terminal (a resumable run's
+synced prefix turns into a hold); `blocking` reads the same rules against items as they are (to
+say which run refused a claim, and for the in-memory store). Pure; the store owns the item shapes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 NAME = "name#"
 CHECKPOINT = "ckpt#"
 UNDER = "under#"
-# the deepest checkpoint prefix whose ancestors are all claimed: each ancestor is two items of
-# the run's DynamoDB transaction (at most 100), and a prefix this deep is not a plan
+ARCHIVE = "arch#"
+ARCHIVE_UNDER = "archunder#"
+HOLD = "hold#"  # a conflict with a resumable run's hold (reported, never stored in a run's claims)
+# the deepest checkpoint or archive prefix whose ancestors are all claimed: each ancestor is two
+# items of the run's DynamoDB transaction (at most 100), and a prefix this deep is not a plan
 MAX_PREFIX_DEPTH = 20
+
+# item attributes (both stores spell them so)
+HOLDER = "run_id"  # the one live run holding a name, or synced at a prefix
+BELOW = "holders"  # live runs synced strictly below a prefix
+ARCHIVERS = "archivers"  # live runs whose archive is a prefix
+ARCHIVES_BELOW = "archives_below"  # live runs whose archive is strictly below a prefix
+HOLD_RUN, HOLD_OWNER, HOLD_UNTIL = "hold_run", "hold_owner", "hold_until"
+SETS = (BELOW, ARCHIVERS, ARCHIVES_BELOW)
 
 
 def checkpoint_prefix(s3_uri: str) -> str:
@@ -54,34 +77,212 @@ def depth(s3_uri: str) -> int:
     return len(ancestors(checkpoint_prefix(s3_uri)))
 
 
-def claim_keys(name: str, s3_uri: str) -> tuple[str, ...]:
+def claim_keys(name: str, s3_uri: str, archive_uri: str | None = None) -> tuple[str, ...]:
     prefix = checkpoint_prefix(s3_uri)
-    return (NAME + name, CHECKPOINT + prefix, *(UNDER + a for a in ancestors(prefix)))
+    keys = [NAME + name, CHECKPOINT + prefix, *(UNDER + a for a in ancestors(prefix))]
+    if archive_uri:
+        archive = checkpoint_prefix(archive_uri)
+        keys += [ARCHIVE + archive, *(ARCHIVE_UNDER + a for a in ancestors(archive))]
+    return tuple(keys)
+
+
+def prefix_of(claim: str) -> str:
+    return claim.partition("#")[2]
 
 
 @dataclass(frozen=True)
-class Plan:
-    exclusive: tuple[str, ...]  # held by this run alone
-    shared: tuple[str, ...]  # sets this run joins
-    vacant: tuple[str, ...]  # must be held by nobody (exclusive) or empty (shared) for the claim
+class ItemTake:
+    """What taking a run's claims needs of one item: ``holder`` -- it becomes the item's one
+    holder (free, or already this run's); ``joins`` -- set attributes it is added to; ``free`` --
+    attributes that must be absent; ``held`` -- a hold by another principal's resumable run that
+    has not expired refuses it; ``clears_hold`` -- taking it ends a hold there (the run writes at
+    the held prefix itself, which the hold allowed)."""
+
+    item: str
+    holder: bool = False
+    joins: frozenset[str] = field(default_factory=frozenset)
+    free: frozenset[str] = field(default_factory=frozenset)
+    held: bool = False
+    clears_hold: bool = False
 
 
-def plan(claims: tuple[str, ...]) -> Plan:
-    exclusive = tuple(c for c in claims if not c.startswith(UNDER))
-    shared = tuple(c for c in claims if c.startswith(UNDER))
-    vacant = tuple(CHECKPOINT + c.removeprefix(UNDER) for c in shared) + tuple(
-        UNDER + c.removeprefix(CHECKPOINT) for c in exclusive if c.startswith(CHECKPOINT)
-    )
-    return Plan(exclusive, shared, vacant)
+@dataclass(frozen=True)
+class ItemRelease:
+    """What a run gives back at one item when it ends: ``holder`` (it was the item's holder),
+    ``leaves`` (set attributes it leaves) and ``hold`` ((owner identity, until ms): the run may be
+    resumed, so its synced prefix stays held)."""
+
+    item: str
+    holder: bool = False
+    leaves: frozenset[str] = field(default_factory=frozenset)
+    hold: tuple[str, int] | None = None
+
+
+def _merge_takes(parts: Iterable[ItemTake]) -> tuple[ItemTake, ...]:
+    merged: dict[str, ItemTake] = {}
+    for p in parts:
+        old = merged.get(p.item)
+        if old is not None:
+            p = ItemTake(
+                p.item,
+                old.holder or p.holder,
+                old.joins | p.joins,
+                old.free | p.free,
+                old.held or p.held,
+                old.clears_hold or p.clears_hold,
+            )
+        if (p.holder and HOLDER in p.free) or p.joins & p.free:
+            raise ValueError(f"claims overlap themselves at {p.item}: a prefix both taken and required free")
+        merged[p.item] = p
+    return tuple(merged.values())
+
+
+def take_plan(claims: Sequence[str]) -> tuple[ItemTake, ...]:
+    """Per item, what taking ``claims`` writes and requires (one action per item)."""
+    parts: list[ItemTake] = []
+    for c in claims:
+        p = prefix_of(c)
+        if c.startswith(NAME):
+            parts.append(ItemTake(c, holder=True))
+        elif c.startswith(CHECKPOINT):  # synced at p: nobody else synced or archiving at p, none below
+            parts.append(ItemTake(c, holder=True, free=frozenset({ARCHIVERS}), held=True, clears_hold=True))
+            parts.append(ItemTake(UNDER + p, free=frozenset({BELOW, ARCHIVES_BELOW})))
+        elif c.startswith(UNDER):  # synced below p: nobody synced or archiving at p, p not held
+            parts.append(ItemTake(c, joins=frozenset({BELOW})))
+            parts.append(ItemTake(CHECKPOINT + p, free=frozenset({HOLDER, ARCHIVERS}), held=True))
+        elif c.startswith(ARCHIVE_UNDER):  # archiving below p: nobody synced at p, p not held
+            parts.append(ItemTake(UNDER + p, joins=frozenset({ARCHIVES_BELOW})))
+            parts.append(ItemTake(CHECKPOINT + p, free=frozenset({HOLDER}), held=True))
+        elif c.startswith(ARCHIVE):  # archiving at p (shared): nobody synced at or below p
+            parts.append(
+                ItemTake(CHECKPOINT + p, joins=frozenset({ARCHIVERS}), free=frozenset({HOLDER}), held=True)
+            )
+            parts.append(ItemTake(UNDER + p, free=frozenset({BELOW})))
+        else:
+            raise ValueError(f"unknown claim {c!r}")
+    return _merge_takes(parts)
+
+
+def release_plan(claims: Sequence[str], hold: tuple[str, int] | None = None) -> tuple[ItemRelease, ...]:
+    """Per item, what ending gives back; ``hold`` (owner identity, until ms) keeps the synced
+    prefix held for a resume."""
+    merged: dict[str, ItemRelease] = {}
+    for c in claims:
+        p = prefix_of(c)
+        if c.startswith(NAME):
+            part = ItemRelease(c, holder=True)
+        elif c.startswith(CHECKPOINT):
+            part = ItemRelease(c, holder=True, hold=hold)
+        elif c.startswith(UNDER):
+            part = ItemRelease(c, leaves=frozenset({BELOW}))
+        elif c.startswith(ARCHIVE_UNDER):
+            part = ItemRelease(UNDER + p, leaves=frozenset({ARCHIVES_BELOW}))
+        elif c.startswith(ARCHIVE):
+            part = ItemRelease(CHECKPOINT + p, leaves=frozenset({ARCHIVERS}))
+        else:
+            raise ValueError(f"unknown claim {c!r}")
+        old = merged.get(part.item)
+        if old is not None:
+            part = ItemRelease(
+                part.item, old.holder or part.holder, old.leaves | part.leaves, old.hold or part.hold
+            )
+        merged[part.item] = part
+    return tuple(merged.values())
+
+
+def _conflict_claim(item: str, attribute: str) -> str:
+    """The claim of the *other* run that an attribute of ``item`` stands for."""
+    p = prefix_of(item)
+    if attribute == ARCHIVERS:
+        return ARCHIVE + p
+    if attribute == ARCHIVES_BELOW:
+        return ARCHIVE_UNDER + p
+    return item  # name#, ckpt# (HOLDER) and under# (BELOW)
+
+
+def blocking(
+    plan: Sequence[ItemTake],
+    items: Mapping[str, Mapping[str, Any]],
+    run_id: str,
+    owner: str,
+    now_ms: int,
+    *,
+    take_held: bool = False,
+) -> tuple[str, str] | None:
+    """(the other run's id, its claim) that keeps ``run_id`` from taking ``plan`` given the items
+    as they are (attribute -> value; sets as Python sets, numbers as ints), or None. ``owner`` is
+    the run's owner identity (domain.ownership.principal); ``take_held``: the run may take a
+    prefix another principal's resumable run holds (an admin's run)."""
+    for t in plan:
+        item = items.get(t.item) or {}
+        checks = ({HOLDER} if t.holder else set()) | set(t.free)
+        for attribute in sorted(checks):
+            value = item.get(attribute)
+            if attribute == HOLDER:
+                if value and value != run_id:
+                    return str(value), _conflict_claim(t.item, attribute)
+                continue
+            others = sorted(str(v) for v in (value or ()) if v != run_id)
+            if others:
+                return others[0], _conflict_claim(t.item, attribute)
+        hold_run = item.get(HOLD_RUN)
+        if (
+            t.held
+            and not take_held
+            and hold_run
+            and hold_run != run_id
+            and item.get(HOLD_OWNER) != owner
+            and int(item.get(HOLD_UNTIL) or 0) >= now_ms
+        ):
+            return str(hold_run), HOLD + prefix_of(t.item)
+    return None
+
+
+def apply_take(items: dict[str, dict[str, Any]], plan: Sequence[ItemTake], run_id: str) -> None:
+    """Write ``plan`` into ``items`` (the in-memory store; check `blocking` first)."""
+    for t in plan:
+        item = items.setdefault(t.item, {})
+        if t.holder:
+            item[HOLDER] = run_id
+        for attribute in t.joins:
+            item.setdefault(attribute, set()).add(run_id)
+        if t.clears_hold:
+            for attribute in (HOLD_RUN, HOLD_OWNER, HOLD_UNTIL):
+                item.pop(attribute, None)
+
+
+def apply_release(items: dict[str, dict[str, Any]], plan: Sequence[ItemRelease], run_id: str) -> None:
+    """Give ``plan`` back in ``items`` (the in-memory store)."""
+    for r in plan:
+        item = items.setdefault(r.item, {})
+        if r.holder:
+            item.pop(HOLDER, None)
+        for attribute in r.leaves:
+            members = item.get(attribute)
+            if members is not None:
+                members.discard(run_id)
+                if not members:
+                    del item[attribute]
+        if r.hold is not None:
+            item.update({HOLD_RUN: run_id, HOLD_OWNER: r.hold[0], HOLD_UNTIL: r.hold[1]})
+        if not item:
+            del items[r.item]
 
 
 def describe(claim: str) -> str:
     """What a conflicting claim means, for the 409's message."""
+    p = prefix_of(claim)
     if claim.startswith(NAME):
-        return f"the name {claim.removeprefix(NAME)!r}"
+        return f"the name {p!r}"
     if claim.startswith(CHECKPOINT):
-        return f"the checkpoint prefix {claim.removeprefix(CHECKPOINT)}"
-    return f"a checkpoint prefix under {claim.removeprefix(UNDER)}"
+        return f"the checkpoint prefix {p}"
+    if claim.startswith(UNDER):
+        return f"a checkpoint prefix under {p}"
+    if claim.startswith(ARCHIVE_UNDER):
+        return f"an archive prefix under {p}"
+    if claim.startswith(ARCHIVE):
+        return f"the archive prefix {p}"
+    return f"the checkpoint prefix {p}, held for a resume"
 
 
 def overlaps(name: str, s3_uri: str, other_name: str, other_uri: str) -> tuple[str, ...]:

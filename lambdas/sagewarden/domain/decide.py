@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from sagewarden.domain.actions import Action, StopJob
-from sagewarden.domain.checkpoint_seen import record_checkpoint
+from sagewarden.domain.checkpoint_seen import record_checkpoint, record_writing_span
 from sagewarden.domain.classifier import Ending, EndingClass, classify
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
@@ -72,6 +72,7 @@ from sagewarden.domain.hosts import late_hardware_line, on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.resuming import expired, foreign_checkpoint
 from sagewarden.domain.retention import on_retention
 from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.training_plans import on_plan_tick, record_plan
@@ -132,9 +133,12 @@ def decide(
         return Decision(run=d.run, actions=tuple(d.actions), notes=tuple(d.notes) or (reason or "",))
     planned = record_plan(d)  # the training plan's windows, read before this decision
     reason = _dispatch(d, event)
-    seen = record_checkpoint(d) or planned
+    spans = record_writing_span(d, run)  # an attempt that ended: when it could write checkpoints
+    seen = record_checkpoint(d) or planned or spans
     if reason is not None and not d.actions and not seen:
         return Decision(run=run, ignored=reason, notes=(reason,))
+    if d.run.status.terminal:  # it was not before this decision: it ended now
+        d.set(finished_ms=now_ms)
     d.set(updated_ms=now_ms)
     return _accounted(run, d, event)
 
@@ -504,8 +508,12 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
     run = d.run
     if run.status not in RESUMABLE:
         return f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
+    if (too_old := expired(run, d.now)) is not None:
+        return too_old
     if d.obs.checkpoint_error:  # resuming from "no checkpoint" would throw the work away
         return f"cannot read the checkpoints to resume from: {d.obs.checkpoint_error}"
+    if (foreign := foreign_checkpoint(run, d.obs.checkpoint)) is not None:
+        return foreign  # domain/resuming.py: never another run's training
     was = f"{run.status.value}: {run.outcome}" if run.outcome else run.status.value
     d.set(
         status=RunStatus.SUBMITTED,
@@ -519,6 +527,7 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
         fallback_index=0 if 0 not in run.skipped_choices else run.fallback_index,
         resumes=run.resumes + 1,
         resumed_by=e.by,
+        finished_ms=None,
         budget_started_ms=d.now,
         plan_waited_ms=0,
     )

@@ -41,6 +41,7 @@ class LaunchState(StrEnum):
 
 SM_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 CHECKPOINT_HISTORY = 8
+MAX_WRITING_SPANS = 32  # Run.checkpoint_spans: the oldest are dropped (their directories are kept)
 # Rank used to keep an attempt's recorded state forward-only when timestamps tie.
 SM_STATUS_RANK = {"InProgress": 0, "Stopping": 1, "Completed": 2, "Failed": 2, "Stopped": 2}
 
@@ -252,6 +253,9 @@ class Run:
     learned_progress_window_min: int | None = None
     resumes: int = 0
     resumed_by: str | None = None
+    # when the run last became terminal (None while it is not; domain/resuming.py: a FAILED or
+    # CANCELLED run may be resumed for RESUME_WINDOW_DAYS after it)
+    finished_ms: int | None = None
     budget_started_ms: int | None = None
     # what the run holds while it is not terminal, so no other live run can take it: its name and
     # its checkpoint prefix (domain.claims; the store writes and releases them with the run)
@@ -274,6 +278,10 @@ class Run:
     # retirement and not yet gone from it; recorded before the first S3 call, so a half-done move
     # is finished by a later pass
     retiring: tuple[str, ...] = ()
+    # domain/retention.py (ownership): when the run's ended attempts could write checkpoints, as
+    # (the step each resumed from or -1, its Training start, its end), oldest first, at most
+    # MAX_WRITING_SPANS; a directory is the run's own only if one of its attempts wrote it then
+    checkpoint_spans: tuple[tuple[int, int, int], ...] = ()
     # domain/training_plans.py: the run's Training Plan (ResourceConfig.TrainingPlanArn) as last
     # read with DescribeTrainingPlan: its windows (start ms, end ms) oldest first, its status, when
     # it was read; plan_error: the last read failed (the windows are unknown, never "none");

@@ -28,6 +28,9 @@ MAX_FALLBACKS = 10
 MAX_INSTANCES = 10_000
 MAX_FALLBACK_INSTANCES = MAX_INSTANCES
 MAX_ENVIRONMENT_DEFAULTS = 50
+# checkpoint_keep_dirs: names or fnmatch patterns of checkpoint directories retention never retires
+MAX_KEEP_DIRS = 20
+MAX_KEEP_DIR_TEXT = 128
 
 
 class PolicyError(ValueError):
@@ -140,6 +143,8 @@ class RunPolicy:
     checkpoint_keep: int | None = None
     checkpoint_retired: str = "archive"  # "archive" | "delete"
     checkpoint_archive_uri: str | None = None
+    # directory names, or fnmatch patterns ("best*", "eval-*"), that retention never retires
+    checkpoint_keep_dirs: tuple[str, ...] = ()
     # --- hang detection ---------------------------------------------------------------------
     hang_detection: bool = True
     # log silence: the window in force until the attempt's own cadence is learned, and the
@@ -238,6 +243,8 @@ class RunPolicy:
                 ]
             elif f.name == "environment_defaults":
                 value = dict(value)
+            elif f.name == "checkpoint_keep_dirs":
+                value = list(value)
             out[f.name] = value
         return out
 
@@ -318,6 +325,16 @@ def _coerce(key: str, value: Any) -> Any:
         if len(value) > MAX_ENVIRONMENT_DEFAULTS:
             raise PolicyError(key, f"at most {MAX_ENVIRONMENT_DEFAULTS} variables")
         return tuple(sorted(value.items()))
+    if key == "checkpoint_keep_dirs":
+        if not isinstance(value, list) or len(value) > MAX_KEEP_DIRS:
+            raise PolicyError(key, f"must be a list of at most {MAX_KEEP_DIRS} directory names or patterns")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not 1 <= len(item) <= MAX_KEEP_DIR_TEXT or "/" in item:
+                raise PolicyError(
+                    f"{key}[{i}]",
+                    f"must be a directory name or pattern of 1 to {MAX_KEEP_DIR_TEXT} characters, without '/'",
+                )
+        return tuple(dict.fromkeys(value))
     text = _field_types()[key]
     if value is None:
         if "None" in text:

@@ -153,6 +153,7 @@ def submit_run(
             training_job=req.training_job,
             policy=req.policy,
             idempotency_key=key,
+            admins=composition.admin_role_arns(),
         )
     except IdempotentReplay:
         return _json(409, {"message": "Idempotency-Key was already used with a different request body"})
