@@ -62,6 +62,7 @@ from sagewarden.domain.events import (
     LaunchRejected,
     Observations,
     ResumeRequested,
+    RetirementReported,
     Submitted,
     Tick,
 )
@@ -73,6 +74,7 @@ from sagewarden.domain.launch import wall_clock_remaining_s
 from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import on_retention
+from sagewarden.domain.retirement import on_retire_reported
 from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.training_plans import on_plan_tick, record_plan
 from sagewarden.domain.wants import RESUMABLE
@@ -169,6 +171,8 @@ def _dispatch(d: Draft, event: Event) -> str | None:
         return on_alarms_observed(d, event)
     if isinstance(event, ResumeRequested):
         return _on_resume(d, event)
+    if isinstance(event, RetirementReported):
+        return on_retire_reported(d, event)
     return on_hang_signal(d, event)
 
 
@@ -235,6 +239,7 @@ def _on_submitted(d: Draft) -> str | None:
                     f"Owner: {d.run.owner}",
                     f"Instances: {pick.instance_count} x {pick.instance_type}",
                     *(no_warm_pool_lines(pick) if d.run.warm_pool_off else ()),
+                    *((f"Checkpoint retention: {d.run.storage_warning}",) if d.run.storage_warning else ()),
                     *submit_lines(d.run, pick.instance_type, pick.instance_count),
                 ],
             )

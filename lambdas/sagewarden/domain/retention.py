@@ -31,6 +31,7 @@ from sagewarden.domain.checkpoints import DCP_MARKER, HF_MARKER, RetentionView, 
 from sagewarden.domain.draft import Draft
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retirement import forget_stuck, stuck_names
 
 # one pass moves at most this many directories (the adapter bounds objects and time as well);
 # what is left is chosen again by the next pass
@@ -38,7 +39,7 @@ MAX_RETIRE_DIRS = 4
 # complete directories the finder probes for retention per pass, beyond the ones kept
 PROBE_SLACK = 8
 
-__all__ = ["RetentionView", "archive_uri", "on_retention", "to_retire"]
+__all__ = ["RetentionView", "archive_uri", "on_retention", "run_archive_prefix", "to_retire"]
 
 
 def archive_uri(s3_uri: str, policy: RunPolicy) -> str:
@@ -46,6 +47,15 @@ def archive_uri(s3_uri: str, policy: RunPolicy) -> str:
     prefix's sibling ``<S3Uri without trailing slash>-archive/``."""
     uri = policy.checkpoint_archive_uri or f"{s3_uri.rstrip('/')}-archive"
     return uri if uri.endswith("/") else uri + "/"
+
+
+def run_archive_prefix(archive: str, run_id: str) -> str:
+    """Where one run's retired checkpoints go: ``<archive uri><run_id>/``, so the archive key of
+    a retired file is ``<archive uri><run_id>/<directory>/<file>``. Run ids are unique and survive
+    resumes: two runs sharing one archive (a team-level ``checkpoint_archive_uri``) never write,
+    check or overwrite each other's keys, even for same-named directories."""
+    base = archive if archive.endswith("/") else archive + "/"
+    return f"{base}{run_id}/"
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -126,19 +136,28 @@ def on_retention(d: Draft) -> bool:
     verified = obs.checkpoint
     protected = {name for name, _ in sorted(view.complete, key=lambda c: -c[1])[:keep]}
     protected.add(verified.uri.rstrip("/").rsplit("/", 1)[-1])
+    protected |= stuck_names(run)  # retirement.py: shown in the run, no longer tried
     leftovers = tuple(n for n in run.retiring if n in view.present and n not in protected)
-    fresh = [n for n in to_retire(view.complete, verified.step, keep, reading=False) if n not in leftovers]
+    fresh = [
+        n
+        for n in to_retire(view.complete, verified.step, keep, reading=False)
+        if n not in leftovers and n not in protected
+    ]
     chosen = (leftovers + tuple(fresh))[:MAX_RETIRE_DIRS]
+    forgotten = forget_stuck(d, view.present)
     if not chosen:
         if not run.retiring:
-            return False
-        d.set(retiring=())
+            return forgotten
+        d.set(retiring=(), retire_progress=())
         d.note(f"retired {', '.join(run.retiring)}: no longer in the synced prefix")
         return True
     done = [n for n in run.retiring if n not in chosen]
-    d.set(retiring=chosen)
+    progress = tuple(p for p in run.retire_progress if p.name in chosen)
+    d.set(retiring=chosen, retire_progress=progress)
     mode = policy.checkpoint_retired
-    target = archive_uri(run.checkpoint_uri, policy) if mode == "archive" else None
+    target = (
+        run_archive_prefix(archive_uri(run.checkpoint_uri, policy), run.run_id) if mode == "archive" else None
+    )
     d.act(
         RetireCheckpoints(
             s3_uri=run.checkpoint_uri,
@@ -146,6 +165,7 @@ def on_retention(d: Draft) -> bool:
             mode=mode,
             archive_uri=target,
             markers=markers(policy),
+            progress=progress,
         )
     )
     where = f"to {target}" if target else "(deleted)"
