@@ -457,3 +457,34 @@ def test_retirer_aborts_an_open_copy_of_its_key_that_no_pass_reported(s3: Any) -
     left = {u["UploadId"] for u in s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])}
     assert orphan not in left and other in left  # only the upload of exactly its key
     assert body(s3, target) == big
+
+
+def test_retirer_copies_only_the_version_it_listed(s3: Any) -> None:
+    # the source is written again between the listing and its copy: S3 refuses a CopyObject whose
+    # CopySourceIfMatch no longer matches (412 PreconditionFailed); moto ignores the condition, so
+    # this double applies it as S3 documents
+    checkpoint(s3, 100, files=("a.pt", "trainer_state.json"))
+    original = s3.copy_object
+
+    def conditional(**kw: Any) -> Any:
+        source = kw["CopySource"]
+        if source["Key"].endswith("a.pt"):
+            s3.put_object(Bucket=BUCKET, Key=source["Key"], Body=b"written again, longer")
+        current = s3.head_object(Bucket=source["Bucket"], Key=source["Key"])["ETag"]
+        if kw.get("CopySourceIfMatch") not in (None, current):
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "PreconditionFailed",
+                        "Message": "At least one of the pre-conditions you specified did not hold",
+                    }
+                },
+                "CopyObject",
+            )
+        return original(**kw)
+
+    s3.copy_object = conditional
+    report = S3CheckpointRetirer(s3).retire(action("checkpoint-100"))
+    assert report.error is not None and "PreconditionFailed" in report.error
+    assert report.outcomes[0].blocked is None  # the next pass lists it again
+    assert keys(s3, f"{ROOT}checkpoint-100/") == {"a.pt", "trainer_state.json"}
