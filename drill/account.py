@@ -45,6 +45,7 @@ from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
 from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
 from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
@@ -343,6 +344,7 @@ class LocalAccount:
             retirer=S3CheckpointRetirer(checkpoint_client, clock=lambda: self.clock.now_ms / 1000)
             if retention
             else None,
+            versioning=S3BucketVersioning(checkpoint_client) if retention else None,
             counters=self.counters,
             clock=lambda: self.clock.now_ms,
             new_id=lambda: ulid(self.clock.now_ms, id_rng.randbytes(10)),

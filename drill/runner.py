@@ -34,8 +34,6 @@ from drill.sim.model import SimJob
 from drill.sim.texts import PAUSE_KINDS
 from drill.sim.training_plans import install as install_plans
 from sagewarden.domain.checkpoints import parse_s3_uri
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retention import archive_uri
 
 MINUTE = 60_000
 
@@ -344,21 +342,45 @@ class DrillRunner:
             if not cursor:
                 return events
 
-    def _archived(self, run: Mapping[str, Any]) -> list[str] | None:
-        """The child directories under a retention run's archive prefix (None: no retention)."""
-        policy = run["policy"]
-        uri = str(run["training_job"].get("CheckpointConfig", {}).get("S3Uri", ""))
-        if policy.get("checkpoint_keep") is None or policy.get("checkpoint_retired") != "archive" or not uri:
-            return None
-        bucket, prefix = parse_s3_uri(archive_uri(uri, RunPolicy.from_stored(policy)))
-        pages = self.acct.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=prefix, Delimiter="/"
-        )
-        return sorted(
-            str(c["Prefix"])[len(prefix) :].rstrip("/")
-            for page in pages
-            for c in page.get("CommonPrefixes", ())
-        )
+    def _archived(self, run: Mapping[str, Any]) -> tuple[list[str] | None, list[str], list[str]]:
+        """For a run that archives retired checkpoints: the child directories under its own archive
+        prefix (None: no archive), the archive copies there whose bytes are not what the run's jobs
+        wrote at that key of the synced prefix (a copy of another run's file, or of nothing the run
+        wrote), and the files its jobs wrote that are now nowhere: neither in the synced prefix nor,
+        byte for byte, in the archive."""
+        retention = run.get("retention") or {}
+        archive = retention.get("archive_prefix")
+        if not archive:
+            return None, [], []
+        s3 = self.acct.s3
+        bucket, prefix = parse_s3_uri(archive)
+        sync_bucket, sync_prefix = parse_s3_uri(str(run["training_job"]["CheckpointConfig"]["S3Uri"]))
+        written = self.acct.sagemaker.checkpoint_writer.written
+        copies: dict[str, bytes] = {}
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", ()):
+                copies[str(obj["Key"])[len(prefix) :]] = s3.get_object(Bucket=bucket, Key=obj["Key"])[
+                    "Body"
+                ].read()
+        synced = {
+            str(obj["Key"])
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=sync_bucket, Prefix=sync_prefix)
+            for obj in page.get("Contents", ())
+        }
+        wrong = [
+            f"{archive}{rel}"
+            for rel, data in sorted(copies.items())
+            if written.get((sync_bucket, sync_prefix + rel)) != data
+        ]
+        lost = [
+            f"s3://{b}/{key}"
+            for (b, key), data in sorted(written.items())
+            if b == sync_bucket
+            and key.startswith(sync_prefix)
+            and key not in synced
+            and copies.get(key[len(sync_prefix) :]) != data
+        ]
+        return sorted({rel.split("/", 1)[0] for rel in copies}), wrong, lost
 
     def _result(self, start: int, wall_s: float) -> DrillResult:
         acct = self.acct
@@ -370,6 +392,7 @@ class DrillRunner:
         for name, run_id in self.run_ids.items():
             _, run = acct.api("GET", f"/runs/{run_id}")
             audit = self._audit(run_id)
+            archived, mismatches, lost = self._archived(run)
             earlier = [e for rid in self.earlier_run_ids.get(name, []) for e in self._audit(rid)]
             for e in [*earlier, *audit]:
                 timeline.append(
@@ -438,7 +461,9 @@ class DrillRunner:
                     for e in audit
                     if e["kind"] in ("action", "error") and e["summary"].startswith("RetireCheckpoints")
                 ],
-                "archived": self._archived(run),
+                "archived": archived,
+                "archive_mismatches": mismatches,
+                "checkpoint_files_lost": lost,
             }
         faults = self._fault_report(timeline, runs)
         for f in faults:

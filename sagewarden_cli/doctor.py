@@ -20,6 +20,9 @@ one line each what is wrong and how to fix it:
 * each checkpoint bucket exists, who owns it, and its default encryption: an SSE-KMS bucket
   with a customer managed key needs that key in ``checkpointKmsKeyArns``; a bucket of another
   account needs a bucket policy, which is printed (s3:HeadBucket, s3:GetEncryptionConfiguration);
+  with ``checkpointRetention``, a versioned bucket without a lifecycle rule expiring noncurrent
+  versions is a warning: retention's deletes would free no storage there
+  (s3:GetBucketVersioning, s3:GetLifecycleConfiguration);
 * warnings: the training-job and warm-pool quotas of the instance types in ``policyDefaults``
   (and ``--instance-type``), from Service Quotas.
 

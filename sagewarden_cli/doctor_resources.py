@@ -1,5 +1,6 @@
 """The deploy preflight's resource checks: the training log group's subscription-filter slots, the
-checkpoint buckets (owner, encryption) and the Service Quotas of the policy's instance types."""
+checkpoint buckets (owner, encryption; with checkpointRetention, versioning) and the Service Quotas
+of the policy's instance types."""
 
 from __future__ import annotations
 
@@ -141,7 +142,47 @@ class ResourceChecks(PreflightBase):
                     detail=policy,
                 )
             ]
-        return self._check_encryption(s3, bucket)
+        return self._check_encryption(s3, bucket) + self._check_versioning(s3, bucket)
+
+    def _check_versioning(self, s3: Any, bucket: str) -> list[Finding]:
+        """With checkpointRetention: a versioned bucket keeps what retention deletes as noncurrent
+        versions (billed as before) unless a lifecycle rule expires them (the rule a retention
+        run's submit checks too: domain/retirement.py)."""
+        if not self.config.checkpoint_retention:
+            return []
+        from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning
+        from sagewarden.domain.retirement import versioning_warning
+
+        try:
+            facts = S3BucketVersioning(s3).versioning(bucket)
+        except Exception as exc:  # CheckpointLookupError: unknown, never "not versioned"
+            return [
+                Finding(
+                    WARN,
+                    "buckets",
+                    f"{bucket}: cannot read its versioning or lifecycle rules ({exc}): if it is versioned, "
+                    "checkpoint retention frees storage only where a lifecycle rule expires noncurrent versions",
+                )
+            ]
+        if facts.status is None:
+            return [
+                Finding(
+                    OK, "buckets", f"{bucket}: not versioned: checkpoint retention's deletes free storage"
+                )
+            ]
+        warning = versioning_warning(f"s3://{bucket}/", facts)
+        if warning is None:
+            return [
+                Finding(
+                    OK, "buckets", f"{bucket}: versioned, and a lifecycle rule expires noncurrent versions"
+                )
+            ]
+        covered = sorted(
+            r.prefix for r in facts.rules if r.enabled and r.noncurrent_expiration and r.prefix is not None
+        )
+        if covered:
+            warning += f" (noncurrent versions expire only under {', '.join(covered)})"
+        return [Finding(WARN, "buckets", warning)]
 
     def _check_encryption(self, s3: Any, bucket: str) -> list[Finding]:
         from botocore.exceptions import ClientError

@@ -290,6 +290,8 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     plan = plan_text(run.get("training_plan"))
     if plan:
         row("training plan", plan)
+    for line in retention_lines(run.get("retention")):
+        row("retention", line)
     if run.get("outcome"):
         row("outcome", str(run["outcome"]))
     attempts = run.get("attempts") or []
@@ -302,6 +304,26 @@ def run_view(run: Mapping[str, Any], now_ms: int) -> str:
     for a in attempts:
         lines += ["", *attempt_lines(a, now_ms, policy)]
     return "\n".join(lines)
+
+
+def retention_lines(retention: Mapping[str, Any] | None) -> list[str]:
+    """Checkpoint retention as ``get`` shows it: where the run archives, what is being retired,
+    each directory retention cannot retire and why (never cut), the storage warning."""
+    if not retention:
+        return []
+    lines = [
+        f"archives to {retention['archive_prefix']}"
+        if retention.get("archive_prefix")
+        else "deletes retired checkpoints"
+    ]
+    lines += [str(r.get("summary", r.get("name", ""))) for r in retention.get("retiring") or []]
+    lines += [
+        f"cannot retire {s.get('name')} (since {s.get('since') or '-'}): {s.get('reason') or '-'}"
+        for s in retention.get("cannot_retire") or []
+    ]
+    if retention.get("storage_warning"):
+        lines.append(f"warning: {retention['storage_warning']}")
+    return lines
 
 
 def plan_text(plan: Mapping[str, Any] | None) -> str:

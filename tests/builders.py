@@ -6,7 +6,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from sagewarden.domain.checkpoints import Checkpoint
+from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.decide import Decision, decide
 from sagewarden.domain.events import Event, JobObserved, LaunchAccepted, Observations, Submitted
 from sagewarden.domain.models import Run, RunStatus
@@ -134,3 +134,18 @@ def on_pool(d: Decision, at: int | None = None, obs: Observations | None = None)
         else pool_seen(run, "Available")
     )
     return step(run, seen, at if at is not None else run.updated_ms + MIN, obs)
+
+
+def retention_view(*steps: int, extra: tuple[str, ...] = (), best: str | None = "") -> RetentionView:
+    """What retention reads of a synced prefix: complete HF checkpoints at these steps (any
+    order), plus other child directories; each written while `training_run`'s first attempt
+    trained (from 10 min), the newest one settled."""
+    names = [(f"checkpoint-{s}", s) for s in sorted(steps, reverse=True)]
+    written = tuple((n, 20 * MIN + s) for n, s in names)
+    return RetentionView(
+        tuple(names),
+        frozenset([n for n, _ in names] + list(extra)),
+        written_ms=written,
+        newest_write_ms=max((ms for _, ms in written), default=None),
+        best=best,
+    )

@@ -327,6 +327,45 @@ def _s3_delete(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
     return [req(action, _object_arn(f, p["Bucket"], p["Key"]))]
 
 
+@row(
+    "s3",
+    "DeleteObjects",
+    "s3:DeleteObject on each key (s3:DeleteObjectVersion with VersionId)",
+    "objects",
+    _S3,
+)
+def _s3_delete_many(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    # DeleteObjects has no action of its own: S3 authorises a delete of each key it names
+    # (the S3 API Reference, DeleteObjects, "Permissions")
+    return [
+        req(
+            "s3:DeleteObjectVersion" if o.get("VersionId") else "s3:DeleteObject",
+            _object_arn(f, p["Bucket"], o["Key"]),
+        )
+        for o in p["Delete"]["Objects"]
+    ]
+
+
+@row("s3", "ListMultipartUploads", "s3:ListBucketMultipartUploads", "bucket", _S3)
+def _s3_list_uploads(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:ListBucketMultipartUploads", _bucket_arn(f, p["Bucket"]))]
+
+
+@row("s3", "ListParts", "s3:ListMultipartUploadParts", "object", _S3)
+def _s3_list_parts(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:ListMultipartUploadParts", _object_arn(f, p["Bucket"], p["Key"]))]
+
+
+@row("s3", "GetBucketVersioning", "s3:GetBucketVersioning", "bucket", _S3)
+def _s3_versioning(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:GetBucketVersioning", _bucket_arn(f, p["Bucket"]))]
+
+
+@row("s3", "GetBucketLifecycleConfiguration", "s3:GetLifecycleConfiguration", "bucket", _S3)
+def _s3_lifecycle(p: Params, f: AccountFacts) -> list[AuthorizationRequest]:
+    return [req("s3:GetLifecycleConfiguration", _bucket_arn(f, p["Bucket"]))]
+
+
 # -- SNS (+ KMS for SSE-KMS topics) ---------------------------------------------------------------
 _SNS = SAR + "list_amazonsns.html"
 _KMS = SAR + "list_awskeymanagementservice.html"

@@ -10,7 +10,9 @@ size (kept here, keyed by bucket and key; the object itself stays tiny), and a j
 lasts as long again as the synced prefix's modelled bytes take at RESTORE_BYTES_PER_S per instance
 (the instances download in parallel, each all of it). An object the simulator did not write (an
 archive copy, a user's file) counts its real size. The prefix is read when Downloading begins, so
-whatever retention moved out of it before then is not downloaded.
+whatever retention moved out of it before then is not downloaded. A file whose modelled size is
+over MULTIPART_THRESHOLD is written by a multipart upload, as a real sync writes it; the bytes every
+job wrote are kept (``written``), so a drill can check retention's archive copies byte for byte.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from drill.sim.model import Save, SimJob
 # published), on the unkind side: 1.25 GB/s = 10 Gbit/s per instance, a fraction of a p5's network
 # (see docs/fidelity.md). The bench (benchmarks/retention.py) uses this same constant.
 RESTORE_BYTES_PER_S = 1.25e9
+# SageMaker does not document how its checkpoint sync uploads; the AWS CLI's and SDKs' transfer
+# managers switch to multipart uploads above 8 MB (and PutObject takes at most 5 GB): a file whose
+# modelled size is larger is written with a multipart upload
+MULTIPART_THRESHOLD = 8 * 1024**2
 # a Hugging Face checkpoint of a model trained with Adam in mixed precision: 2 B/param bf16
 # weights (model.safetensors) and 12 B/param fp32 master weights, m and v (optimizer.pt)
 HF_WEIGHT_SHARE = 2 / 14
@@ -51,31 +57,38 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def checkpoint_files(layout: str, step: int, total_steps: int) -> list[tuple[str, bytes]]:
-    """Relative keys and tiny bodies of one checkpoint; the completion marker is the last entry."""
+def checkpoint_files(layout: str, step: int, total_steps: int, run: str = "") -> list[tuple[str, bytes]]:
+    """Relative keys and tiny bodies of one checkpoint; the completion marker is the last entry.
+    ``run`` (the job's CheckpointConfig.S3Uri) is in every data file's body: two runs' same-named
+    files hold different bytes, of equal sizes when their URIs are equally long."""
+    tag = f":{run}" if run else ""
     if layout == "hf":
         d = f"checkpoint-{step}"
         state = {"global_step": step, "max_steps": total_steps, "log_history": []}
         return [
-            (f"{d}/model.safetensors", f"sim-weights:{step}".encode()),
-            (f"{d}/optimizer.pt", f"sim-optimizer:{step}".encode()),
+            (f"{d}/model.safetensors", f"sim-weights:{step}{tag}".encode()),
+            (f"{d}/optimizer.pt", f"sim-optimizer:{step}{tag}".encode()),
             (f"{d}/trainer_state.json", json.dumps(state).encode()),
         ]
     if layout == "megatron":
         d = f"iter_{step:07d}"
         return [
-            (f"{d}/mp_rank_00/model_optim_rng.pt", f"sim-rank0:{step}".encode()),
-            (f"{d}/mp_rank_01/model_optim_rng.pt", f"sim-rank1:{step}".encode()),
+            (f"{d}/mp_rank_00/model_optim_rng.pt", f"sim-rank0:{step}{tag}".encode()),
+            (f"{d}/mp_rank_01/model_optim_rng.pt", f"sim-rank1:{step}{tag}".encode()),
             ("latest_checkpointed_iteration.txt", str(step).encode()),
         ]
     if layout == "dcp":
         d = f"step_{step}"
         return [
-            (f"{d}/__0_0.distcp", f"sim-shard0:{step}".encode()),
-            (f"{d}/__1_0.distcp", f"sim-shard1:{step}".encode()),
+            (f"{d}/__0_0.distcp", f"sim-shard0:{step}{tag}".encode()),
+            (f"{d}/__1_0.distcp", f"sim-shard1:{step}{tag}".encode()),
             (f"{d}/.metadata", json.dumps({"step": step}).encode()),
         ]
     raise ValueError(f"unknown checkpoint layout {layout!r}")
+
+
+def _sync_uri(job: SimJob) -> str:
+    return str((job.request.get("CheckpointConfig") or {}).get("S3Uri", ""))
 
 
 class CheckpointWriter:
@@ -84,9 +97,10 @@ class CheckpointWriter:
         self.logs = logs
         self.clock = clock
         self.sizes: dict[tuple[str, str], int] = {}  # (bucket, key) -> modelled bytes
+        self.written: dict[tuple[str, str], bytes] = {}  # (bucket, key) -> the bytes a job wrote there
 
     def begin_save(self, job: SimJob, t: int, step: int, duration_ms: int, reason: str) -> None:
-        files = checkpoint_files(job.profile.checkpoint_layout, step, job.profile.total_steps)
+        files = checkpoint_files(job.profile.checkpoint_layout, step, job.profile.total_steps, _sync_uri(job))
         job._save = Save(step=step, start_ms=t, end_ms=t + max(duration_ms, 0), files=files, reason=reason)
         where = self._local_dir(job, files)
         self.logs.write_line(job, 1, t, f"Saving checkpoint for global step {step} to {where}")
@@ -115,9 +129,26 @@ class CheckpointWriter:
             return
         bucket, prefix = parse_s3_uri(str(cfg["S3Uri"]))
         key = f"{prefix}/{rel}" if prefix else rel
-        self.s3.put_object(Bucket=bucket, Key=key, Body=body)
+        if size is not None and size > MULTIPART_THRESHOLD:
+            self._put_in_parts(bucket, key, body)
+        else:
+            self.s3.put_object(Bucket=bucket, Key=key, Body=body)
+        self.written[(bucket, key)] = body
         if size is not None:
             self.sizes[(bucket, key)] = size
+
+    def _put_in_parts(self, bucket: str, key: str, body: bytes) -> None:
+        """A file whose modelled size is a multipart upload's: one part (the body is tiny), so its
+        ETag is a multipart one ("<md5>-1") and, made without a checksum algorithm, moto gives it
+        no additional checksum (the unkind case for retention's copy proofs)."""
+        upload = self.s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        part = self.s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)
+        self.s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key=key,
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        )
 
     @staticmethod
     def _size(job: SimJob, files: list[tuple[str, bytes]], i: int) -> int | None:
@@ -148,7 +179,9 @@ class CheckpointWriter:
         save = job._save
         if save is None:
             step = max(job.current_step(self.clock.now_ms), job._last_saved_step + 1)
-            files = checkpoint_files(job.profile.checkpoint_layout, step, job.profile.total_steps)
+            files = checkpoint_files(
+                job.profile.checkpoint_layout, step, job.profile.total_steps, _sync_uri(job)
+            )
             save = Save(step=step, start_ms=0, end_ms=0, files=files, reason="half")
         for i in range(save.written, len(save.files) - 1):
             rel, body = save.files[i]

@@ -18,6 +18,7 @@ training logs read       x        x        x      x
 metric data read         x        x        x      x
 SageMaker quotas read    x
 checkpoint retention                            x          (only with checkpointRetention)
+bucket versioning read   x                                 (only with checkpointRetention)
 =====================  =====  =========  =====  =====  =========
 
 Any of the four control functions may carry out the supervisor's actions (submit an attempt,
@@ -30,7 +31,8 @@ CloudWatch embedded-metric-format log lines). Only the API reads Service Quotas:
 instance count is above a known quota is refused (400). Only the sweep moves retired checkpoints
 (domain/retention.py decides it on the sweep's tick alone), and only in a deployment that asked
 for it: copying into the archive and deleting from the synced prefix are writes discovery never
-needs.
+needs. In such a deployment the API reads a retention run's checkpoint bucket's versioning and
+lifecycle rules at submit (a versioned bucket without a noncurrent-version rule is warned about).
 """
 
 from __future__ import annotations
@@ -86,10 +88,22 @@ CHECKPOINT_OBJECT_ACTIONS = ("s3:GetObject",)
 # Reading an object of an SSE-KMS bucket (e.g. Megatron's latest_checkpointed_iteration.txt) is
 # also authorised as kms:Decrypt on the object's key, requested by S3 on the caller's behalf.
 CHECKPOINT_KEY_ACTIONS = ("kms:Decrypt",)
-# Checkpoint retention: server-side copies into the archive (CopyObject and the multipart copy of
-# an object over 5 GB are both s3:PutObject), a multipart copy given up, and deletes. Reading the
-# source and checking the copy (HeadObject) are discovery's s3:GetObject and s3:ListBucket.
-RETENTION_OBJECT_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject")
+# Checkpoint retention: server-side copies into the archive (CopyObject and the multipart copy of a
+# large object are both s3:PutObject), the parts of a multipart copy a later pass resumes
+# (ListParts), an open copy no pass reported given up, and deletes (DeleteObjects is authorised
+# per key as s3:DeleteObject). Reading the source and checking the copy (HeadObject, ListObjectsV2)
+# are discovery's s3:GetObject and s3:ListBucket; finding the open copies of a key
+# (ListMultipartUploads) is the bucket's s3:ListBucketMultipartUploads.
+RETENTION_OBJECT_ACTIONS = (
+    "s3:PutObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:DeleteObject",
+)
+RETENTION_BUCKET_ACTIONS = ("s3:ListBucketMultipartUploads",)
+# A retention run's submit reads its checkpoint bucket's versioning and lifecycle rules
+# (GetBucketVersioning, GetBucketLifecycleConfiguration: s3:GetLifecycleConfiguration).
+VERSIONING_READ_ACTIONS = ("s3:GetBucketVersioning", "s3:GetLifecycleConfiguration")
 RETENTION_KEY_ACTIONS = ("kms:GenerateDataKey",)
 S3_VIA_SERVICE = "s3.*.amazonaws.com"
 SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
@@ -237,13 +251,19 @@ class SupervisorPermissions(Construct):
 
         # --- Checkpoint retention (opt-in; the sweep alone) -------------------------------------
         self.retention_policy: iam.Policy | None = None
+        self.versioning_policy: iam.Policy | None = None
         if config.checkpoint_retention:
             retention_statements = [
                 iam.PolicyStatement(
                     sid="MoveRetiredCheckpoints",
                     actions=list(RETENTION_OBJECT_ACTIONS),
                     resources=object_arns,
-                )
+                ),
+                iam.PolicyStatement(
+                    sid="FindOpenArchiveCopies",
+                    actions=list(RETENTION_BUCKET_ACTIONS),
+                    resources=bucket_arns,
+                ),
             ]
             if config.checkpoint_kms_key_arns:
                 retention_statements.append(
@@ -266,6 +286,17 @@ class SupervisorPermissions(Construct):
                 + ("" if config.checkpoint_buckets else "; checkpointBuckets is empty, so in any bucket")
                 + ".",
                 findings=[resource_finding(self, arn) for arn in object_arns],
+            )
+            self.versioning_policy = self._policy(
+                "CheckpointBucketVersioning",
+                (functions.api,),
+                [
+                    iam.PolicyStatement(
+                        sid="ReadCheckpointBucketVersioning",
+                        actions=list(VERSIONING_READ_ACTIONS),
+                        resources=bucket_arns,
+                    )
+                ],
             )
 
         # --- Hang alarms (name prefix) ---------------------------------------------------------

@@ -15,6 +15,10 @@ checked against what the account holds, through the supervisor's own ports:
   retention archive, and no resumable run of another principal holds its checkpoint prefix
   (domain.claims): the store refuses in the transaction that would create the run, and
   `conflict` says which run holds it (never that run's owner).
+* a run asking for checkpoint retention: whether its checkpoint bucket is versioned without a
+  lifecycle rule expiring noncurrent versions under the prefix (retention would free no storage
+  there). A warning, never a refusal: it shows in the submit answer (``retention.storage_warning``)
+  and the run.submitted alert.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from typing import Any
 
 from sagewarden.api.errors import FieldError
 from sagewarden.domain import claims as claim_rules
+from sagewarden.domain.checkpoints import parse_s3_uri
 from sagewarden.domain.models import Run
 from sagewarden.domain.plan_windows import plan_arn
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.resuming import resumable_until
 from sagewarden.domain.retention import archive_of
+from sagewarden.domain.retirement import versioning_warning
 from sagewarden.ports import (
     CheckpointFinder,
     ClaimConflict,
@@ -38,6 +44,7 @@ from sagewarden.ports import (
     ReadFailed,
     RunStore,
     TrainingPlanReader,
+    VersioningReader,
 )
 
 log = logging.getLogger("sagewarden.admission")
@@ -114,6 +121,27 @@ def checkpoint_problems(
     except Exception as exc:  # unknown is not "missing": the first launch defers until S3 answers
         log.warning("checkpoint prefix %s not checked: %s", s3_uri, exc)
     return []
+
+
+def storage_warning(reader: VersioningReader | None, s3_uri: str, policy: RunPolicy) -> str | None:
+    """Why checkpoint retention would free no storage under ``s3_uri`` (domain/retirement.py
+    versioning_warning), for a run that asks for retention; None when nothing is wrong or the run
+    keeps everything. Versioning that cannot be read is said to be unknown, not "unversioned"."""
+    if reader is None or policy.checkpoint_keep is None:
+        return None
+    try:
+        bucket, _ = parse_s3_uri(s3_uri)
+    except ValueError:
+        return None  # the checkpoint prefix's own check says what is wrong with it
+    try:
+        facts = reader.versioning(bucket)
+    except Exception as exc:
+        log.warning("versioning of %s not checked: %s", bucket, exc)
+        return (
+            f"could not read whether the checkpoint bucket {bucket} is versioned ({exc}): on a versioned "
+            "bucket retention frees no storage unless a lifecycle rule expires noncurrent versions"
+        )
+    return versioning_warning(s3_uri, facts)
 
 
 def _lowered(text: str) -> str:

@@ -16,6 +16,7 @@ from sagewarden.domain.events import (
     JobObserved,
     Observations,
     ResumeRequested,
+    RetirementReported,
     event_name,
 )
 from sagewarden.domain.models import Run
@@ -45,6 +46,9 @@ def describe_event(event: Event) -> str:
         return f"cancel requested by {event.by}"
     if isinstance(event, ResumeRequested):
         return f"resume requested by {event.by}"
+    if isinstance(event, RetirementReported):
+        names = ", ".join(o.name for o in event.outcomes) or "no directory"
+        return f"retirement pass answered for {names}" + (" (ended by an S3 error)" if event.error else "")
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(event).items())
     return f"{event_name(event)}({fields})"
 

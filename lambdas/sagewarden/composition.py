@@ -100,6 +100,7 @@ def _build() -> Supervisor:
     from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
     from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
     from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
+    from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning
     from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
     from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
     from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
@@ -116,6 +117,10 @@ def _build() -> Supervisor:
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         # only where the deployment grants the writes (-c checkpointRetention=true)
         retirer=S3CheckpointRetirer(boto3.client("s3", config=cfg))
+        if deployed.checkpoint_retention
+        else None,
+        # read by the API's submit of a retention run (the only function granted the reads)
+        versioning=S3BucketVersioning(boto3.client("s3", config=cfg))
         if deployed.checkpoint_retention
         else None,
         notifier=SnsNotifier(boto3.client("sns", config=cfg), os.environ[keys.ENV_TOPIC_ARN]),

@@ -12,10 +12,17 @@ from typing import Any, Protocol
 
 from sagewarden.domain.actions import EnsureHangAlarms, Notify, RetireCheckpoints
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, RetentionView
-from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+from sagewarden.domain.events import (
+    JobMissing,
+    JobObserved,
+    LaunchAccepted,
+    LaunchRejected,
+    RetirementReported,
+)
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.models import Run
 from sagewarden.domain.plan_windows import PlanView
+from sagewarden.domain.retirement import BucketVersioning
 
 
 class ConcurrentUpdate(Exception):
@@ -158,11 +165,23 @@ class CheckpointFinder(Protocol):
 
 class CheckpointRetirer(Protocol):
     """Checkpoint retention (domain/retention.py): reads the synced prefix and moves directories
-    out of it. Raises ReadFailed when S3 cannot be read or written (unknown, never "none")."""
+    out of it. ``view`` raises ReadFailed when S3 cannot be read (unknown, never "none")."""
 
     def view(self, s3_uri: str, layout: CheckpointLayout, *, limit: int) -> RetentionView: ...
-    # carries out one RetireCheckpoints within its bounds; returns what it did (for the audit)
-    def retire(self, action: RetireCheckpoints) -> str: ...
+    # carries out one RetireCheckpoints within its bounds: what it did to each directory it
+    # reached (where the next pass continues), and the S3 error that ended it, if one did
+    def retire(self, action: RetireCheckpoints) -> RetirementReported: ...
+
+
+class RetirementFailed(Exception):
+    """A retirement pass ended in an S3 error (its answer, with the progress made before the
+    error, is decided on all the same): the action's error line and the FailedActions metric."""
+
+
+class VersioningReader(Protocol):
+    # a bucket's versioning status and lifecycle rules (domain/retirement.py BucketVersioning);
+    # raises ReadFailed when they cannot be read (the caller treats that as unknown)
+    def versioning(self, bucket: str) -> BucketVersioning: ...
 
 
 class QuotaReader(Protocol):

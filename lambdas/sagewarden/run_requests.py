@@ -35,6 +35,7 @@ from sagewarden.ports import (
     QuotaReader,
     RunStore,
     TrainingPlanReader,
+    VersioningReader,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class RunRequests:
     checkpoints: CheckpointFinder
     quotas: QuotaReader | None
     plans: TrainingPlanReader | None
+    versioning: VersioningReader | None
     clock: Callable[[], int]
     new_id: Callable[[], str]
     settings: SupervisorSettings
@@ -137,6 +139,9 @@ class RunRequests:
         problems += admission.plan_problems(self.plans, training_job, policy)
         if problems:
             raise InvalidRequest(problems)
+        warning = admission.storage_warning(self.versioning, run.checkpoint_uri, policy)
+        if warning is not None:
+            run = dataclasses.replace(run, storage_warning=warning)
         if warm_pool_request(training_job, policy)[0] > 0:
             # a warm-pool quota known to be 0: no attempt asks for a pool (the first restart
             # would wait for one that never comes); the submitted alert says why restarts are cold

@@ -59,6 +59,7 @@ from sagewarden.domain.events import (
     LaunchAccepted,
     LaunchRejected,
     Observations,
+    RetirementReported,
     Tick,
     event_name,
 )
@@ -81,8 +82,10 @@ from sagewarden.ports import (
     Notifier,
     OutboxMessage,
     QuotaReader,
+    RetirementFailed,
     RunStore,
     TrainingPlanReader,
+    VersioningReader,
 )
 from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
     NotRunOwner,
@@ -114,6 +117,7 @@ _CHEAP_FIRST = (
     LaunchRejected,
     JobMissing,
     CancelRequested,
+    RetirementReported,
 )
 
 # counter names (CloudWatch metrics in the Sagewarden namespace; alarms in infra watch them)
@@ -143,6 +147,7 @@ class Supervisor(RunRequests, AwsEvents):
         quotas: QuotaReader | None = None,
         retirer: CheckpointRetirer | None = None,
         plans: TrainingPlanReader | None = None,
+        versioning: VersioningReader | None = None,
         counters: Counters | None = None,
         new_id: Callable[[], str],
         settings: SupervisorSettings | None = None,
@@ -157,6 +162,7 @@ class Supervisor(RunRequests, AwsEvents):
         self.quotas = quotas
         self.retirer = retirer  # checkpoint retention; None where the deployment does not grant it
         self.plans = plans
+        self.versioning = versioning  # the checkpoint bucket's versioning, read at a retention run's submit
         self.counters: Counters = counters or NoCounters()
         self.clock = clock
         self.new_id = new_id
@@ -393,7 +399,11 @@ class Supervisor(RunRequests, AwsEvents):
         if isinstance(action, RetireCheckpoints):
             if self.retirer is None:
                 raise RuntimeError("checkpoint retention is not granted in this deployment")
-            return self.retirer.retire(action)
+            report = self.retirer.retire(action)
+            follow_ups.append(report)  # the run records where the next pass continues
+            if report.error is not None:
+                raise RetirementFailed(report.text)
+            return report.text
         if isinstance(action, AnnounceCapacityReleased):
             released.append(action)
             return f"{action.count} x {action.instance_type} released"

@@ -185,17 +185,32 @@ def test_checkpoint_retention_writes_are_opt_in_and_the_sweeps_alone(
         _, function = synth_opt_in.function_by_handler(handler)
         statements = synth_opt_in.statements_of_role(synth_opt_in.role_of(function))
         moves = [s for s in statements if s.get("Sid") == "MoveRetiredCheckpoints"]
+        uploads = [s for s in statements if s.get("Sid") == "FindOpenArchiveCopies"]
+        versioning = [s for s in statements if s.get("Sid") == "ReadCheckpointBucketVersioning"]
         env = function["Properties"]["Environment"]["Variables"]
         assert env[keys.ENV_CHECKPOINT_RETENTION] == "true"
+        # only the API reads a retention run's bucket versioning, at submit
+        assert (len(versioning) == 1) == (handler == keys.HANDLER_API), handler
+        if versioning:
+            assert set(as_list(versioning[0]["Action"])) == {
+                "s3:GetBucketVersioning",
+                "s3:GetLifecycleConfiguration",
+            }
+            assert "team-checkpoints/*" not in json.dumps(
+                versioning[0]["Resource"]
+            )  # the buckets, not objects
         if handler != keys.HANDLER_SWEEP:
-            assert moves == [], handler
+            assert moves == [] and uploads == [], handler
             continue
         assert len(moves) == 1
         assert set(as_list(moves[0]["Action"])) == {
             "s3:PutObject",
             "s3:AbortMultipartUpload",
+            "s3:ListMultipartUploadParts",
             "s3:DeleteObject",
         }
         assert "team-checkpoints/*" in json.dumps(moves[0]["Resource"])
+        assert len(uploads) == 1 and as_list(uploads[0]["Action"]) == ["s3:ListBucketMultipartUploads"]
+        assert "team-checkpoints" in json.dumps(uploads[0]["Resource"])
         kms = [s for s in statements if s.get("Sid") == "EncryptArchivedCheckpointsThroughS3"]
         assert len(kms) == 1 and as_list(kms[0]["Action"]) == ["kms:GenerateDataKey"]

@@ -756,3 +756,32 @@ def test_doctor_is_a_sagewarden_subcommand(ready: boto3.Session, capsys: pytest.
     with pytest.raises(SystemExit) as done:
         build_parser().parse_args(["doctor", "--help"])
     assert done.value.code == 0 and "--context" in capsys.readouterr().out
+
+
+# --- checkpoint retention on a versioned bucket (issue 32 item 6) ------------------------------------
+
+RETENTION_CONTEXT = {**GOOD_CONTEXT, "checkpointRetention": "true"}
+
+
+def test_doctor_warns_of_a_versioned_checkpoint_bucket_without_a_noncurrent_version_rule(
+    session: boto3.Session,
+) -> None:
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    assert [f.message for f in preflight(session, RETENTION_CONTEXT).check_buckets()][-1].endswith(
+        "not versioned: checkpoint retention's deletes free storage"
+    )
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    versioned = preflight(session, RETENTION_CONTEXT).check_buckets()[-1]
+    assert versioned.level == WARN and "NoncurrentVersionExpiration" in versioned.message
+    assert len(preflight(session).check_buckets()) == 1  # without checkpointRetention: not asked
+    rule = {"ID": "ckpt", "Status": "Enabled", "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET, LifecycleConfiguration={"Rules": [{**rule, "Filter": {"Prefix": "runs/"}}]}
+    )
+    some = preflight(session, RETENTION_CONTEXT).check_buckets()[-1]
+    assert some.level == WARN and "only under runs/" in some.message
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET, LifecycleConfiguration={"Rules": [{**rule, "Filter": {}}]}
+    )
+    assert preflight(session, RETENTION_CONTEXT).check_buckets()[-1].level == OK

@@ -256,6 +256,47 @@ def test_store_loads_a_run_whose_policy_predates_todays_ranges_and_fields():
     assert run.policy.log_silence_minutes == 5000 and run.policy.extra == {"retired_field": 1}
 
 
+def test_store_keeps_retirement_progress_and_loads_items_from_before_it(store):
+    """Checkpoint retirement's per-directory progress, the directories it cannot retire and the
+    submit-time storage warning survive the store; an item written before they existed loads
+    with none (every pass then proves its objects)."""
+    from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
+    from sagewarden.domain.models import RetireProgress
+
+    run = make_run()
+    store.create(run, [])
+    progress = RetireProgress(
+        "checkpoint-100",
+        verified=1_024,
+        digest="ab" * 16,
+        upload=("optimizer.pt", "up-1", '"e"'),
+        parts=3,
+        stalled=1,
+    )
+    retiring = dataclasses.replace(
+        run,
+        retiring=("checkpoint-100",),
+        retire_progress=(progress,),
+        retire_stuck=(("checkpoint-50", "AccessDenied", 1_000),),
+        storage_warning="versioned",
+    )
+    store.save(retiring, run, [], due_ms=10)
+    back = store.get(run.run_id)
+    assert back is not None
+    assert (back.retire_progress, back.retire_stuck, back.storage_warning) == (
+        (progress,),
+        (("checkpoint-50", "AccessDenied", 1_000),),
+        "versioned",
+    )
+    old = {
+        k: v
+        for k, v in run_to_dict(retiring).items()
+        if k not in ("retire_progress", "retire_stuck", "storage_warning")
+    }
+    before = run_from_dict(old)
+    assert (before.retire_progress, before.retire_stuck, before.storage_warning) == ((), (), None)
+
+
 # -- claims: a live run's name and checkpoint prefix (issue 16 items 8 and 9) -----------------------
 OTHER_ID = "01JC0FFEE0BADC0DE000000009"
 THIRD_ID = "01JC0FFEE0BADC0DE00000000A"

@@ -608,6 +608,67 @@ def test_api_submit_with_checkpoint_retention_checks_the_archive_prefix_too(acct
     assert status == 201 and resp["policy"]["checkpoint_keep"] == 2, resp
 
 
+def test_api_submit_warns_when_retention_would_free_no_storage_on_a_versioned_bucket(acct):
+    """On a versioned bucket a delete leaves the object as a noncurrent version: retention frees
+    nothing unless a lifecycle rule expires those. Submit warns (never refuses), in its answer,
+    the run's GET and the run.submitted alert; a rule covering the prefix silences it."""
+    acct.s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    body = _body()
+    body["policy"] = {"checkpoint_keep": 2}
+    status, resp = acct.api("POST", "/runs", body=body)
+    assert status == 201, resp
+    warning = resp["retention"]["storage_warning"]
+    assert "versioning enabled" in warning and "NoncurrentVersionExpiration" in warning, warning
+    assert acct.api("GET", f"/runs/{resp['run_id']}")[1]["retention"]["storage_warning"] == warning
+    (told,) = [m.body for _, m in acct.notifier.sent if m.event == "run.submitted"]
+    assert f"Checkpoint retention: {warning}" in told
+    keep_all = _body("keep-all")  # a run that keeps every checkpoint is not asked about it
+    status, plain = acct.api("POST", "/runs", body=keep_all)
+    assert status == 201 and plain["retention"] is None, plain
+    acct.s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "ckpt",
+                    "Status": "Enabled",
+                    "Filter": {},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 3},
+                }
+            ]
+        },
+    )
+    other = _body("llama-8b-ruled")
+    other["policy"] = {"checkpoint_keep": 2}
+    status, ruled = acct.api("POST", "/runs", body=other)
+    assert status == 201 and ruled["retention"]["storage_warning"] is None, ruled
+
+
+def test_api_get_shows_the_checkpoint_directories_retention_cannot_retire_and_why(acct, monkeypatch):
+    """A directory no pass can advance (here: the archive refuses every copy, AccessDenied) was
+    retried first at every pass for ever, and the directories behind it waited. After 3 passes
+    without progress GET /runs/{id} and the audit say it cannot be retired and why; the next
+    directory is tried."""
+    body = _body()
+    body["policy"] = {"checkpoint_keep": 1}
+    status, run = acct.api("POST", "/runs", body=body)
+    assert status == 201, run
+
+    def denied(**_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "denied"}}, "CopyObject")
+
+    monkeypatch.setattr(acct.supervisor.retirer._s3, "copy_object", denied)
+    _advance(acct, 6 * 60)  # checkpoints every 100 minutes; a retention pass every reconcile interval
+    _, got = acct.api("GET", f"/runs/{run['run_id']}")
+    stuck = got["retention"]["cannot_retire"]
+    assert [s["name"] for s in stuck][:2] == ["checkpoint-1000", "checkpoint-2000"], got["retention"]
+    assert "AccessDenied" in stuck[0]["reason"] and stuck[0]["since"] is not None
+    assert "checkpoint-1000" not in [r["name"] for r in got["retention"]["retiring"]]
+    _, events = acct.api("GET", f"/runs/{run['run_id']}/events", query={"limit": "100"})
+    said = [e["summary"] for e in events["events"] if e["kind"] == "decision"]
+    assert any(line.startswith("checkpoint-1000 cannot be retired: cannot copy") for line in said), said
+
+
 def test_api_submit_where_the_supervisor_is_denied_is_400(acct, monkeypatch):
     monkeypatch.setattr(
         acct.supervisor, "checkpoints", _S3Fault(acct.supervisor.checkpoints, _s3_error("AccessDenied"))

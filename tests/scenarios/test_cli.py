@@ -728,3 +728,17 @@ def test_get_and_ls_show_a_deferral_and_its_whole_reason(h, acct, monkeypatch):
     r = h.cli("ls")
     (row,) = [line for line in r.out.splitlines() if run_id in line]
     assert "SUBMITTED (deferred)" in row
+
+
+def test_get_shows_where_retention_archives_and_the_storage_warning(h, acct):
+    from drill.account import BUCKET
+
+    acct.s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    body = run_body("llama-8b")
+    body["policy"] = {"checkpoint_keep": 2}
+    run_id = h.submit(body)
+    r = h.cli("get", "llama-8b")
+    assert r.code == 0, r.err
+    flat = " ".join(r.out.split())
+    assert f"retention archives to s3://{BUCKET}/llama-8b/checkpoints-archive/{run_id}/" in flat, r.out
+    assert "retention warning: the checkpoint bucket" in flat and "NoncurrentVersionExpiration" in flat

@@ -134,6 +134,20 @@ def test_iam_replay_checkpoint_retention_moves_are_seen_and_allowed(shipped: dic
     assert report.denied == [] and report.unknown == [] and report.unmapped == [], report.render()
 
 
+def test_iam_replay_team_archive_reads_versioning_at_submit_and_deletes_in_batches(
+    shipped: dict[str, DrillResult],
+) -> None:
+    """The two-runs-one-archive scenario's submit reads the bucket's versioning (the API's role),
+    its copies land under each run's id and its batched deletes are authorised per key."""
+    report: ReplayReport = shipped["team-archive"].iam
+    seen = {(r.action, r.resource) for rec in report.recorders for _, r in rec.requests}
+    actions = {a for a, _ in seen}
+    assert {"s3:GetBucketVersioning", "s3:PutObject", "s3:DeleteObject"} <= actions
+    assert any(a == "s3:PutObject" and "/team-archive/" in r for a, r in seen)
+    assert any(a == "s3:DeleteObject" and r.endswith("/trainer_state.json") for a, r in seen)
+    assert report.denied == [] and report.unknown == [] and report.unmapped == [], report.render()
+
+
 # -- mutations the check must catch ---------------------------------------------------------------
 
 

@@ -202,6 +202,27 @@ def check_checkpoint_retention(s: Summary) -> None:
         )
     assert keep_all["retention"] == [] and keep_all["archived"] is None
     assert keep2["ground_truth"]["ettr_percent"] > keep_all["ground_truth"]["ettr_percent"]
+    # every archive copy is what the run wrote, and nothing it wrote is gone
+    assert keep2["archive_mismatches"] == [] and keep2["checkpoint_files_lost"] == []
+
+
+def check_team_archive(s: Summary) -> None:
+    # issue 32 item 1: two runs retire same-named directories (equal sizes, different bytes, the
+    # large files multipart uploads) to one team archive; before, the second run's shards were
+    # deleted with no copy of their bytes anywhere and its marker overwrote the first run's
+    runs = [s["runs"]["team-a"], s["runs"]["team-b"]]
+    shared = set(runs[0]["archived"]) & set(runs[1]["archived"])
+    assert {"checkpoint-60", "checkpoint-120", "checkpoint-180"} <= shared, shared
+    for run in runs:
+        assert run["archive_mismatches"] == [] and run["checkpoint_files_lost"] == []
+        # the copies sit under keys that name the run
+        targets = [line.split(" moved to ", 1)[1] for line in run["retention"] if " moved to " in line]
+        assert targets and all(f"/team-archive/{run['run_id']}/checkpoint-" in t for t in targets), targets
+        # both lose a host, resume from a checkpoint they kept, and finish; by then the checkpoint
+        # each resumed from is itself in its archive, byte for byte (no mismatch above)
+        first, second = run["attempts"]
+        assert (first["end_class"], second["end_class"]) == ("INFRASTRUCTURE", "SUCCEEDED")
+        assert f"checkpoint-{second['resumed_from_step']}" in run["archived"]
 
 
 def check_training_plan(s: Summary) -> None:
@@ -294,6 +315,7 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
     "selftest": check_selftest,
     "slow-fabric": check_slow_fabric,
     "stragglers": check_stragglers,
+    "team-archive": check_team_archive,
     "training-plan": check_training_plan,
     "warm-pool": check_warm_pool,
     "week-of-faults": check_week_of_faults,

@@ -39,9 +39,12 @@ from sagewarden.adapters.sns_notifier import SnsNotifier
 from sagewarden.domain.actions import RetireCheckpoints
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
+from sagewarden.domain.events import RetirementReported, RetireOutcome
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.models import RetireProgress
 from sagewarden.domain.names import parse_job_name
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retirement import BucketVersioning
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
 from sagewarden.ids import ulid
 from sagewarden.ports import OutboxMessage
@@ -631,11 +634,19 @@ class FakeCheckpoints:
         names = [(f"checkpoint-{step}", step) for step, _ in reversed(self.steps.get(s3_uri, []))]
         return RetentionView(tuple(names[:limit]), frozenset(n for n, _ in names))
 
-    def retire(self, action: RetireCheckpoints) -> str:
+    def retire(self, action: RetireCheckpoints) -> RetirementReported:
         """Moves are idempotent: a directory already gone is done (a retry finishes a half-done pass)."""
         gone = {int(n.removeprefix("checkpoint-")) for n in action.names}
         self.steps[action.s3_uri] = [(s, at) for s, at in self.steps[action.s3_uri] if s not in gone]
-        return "; ".join(f"{n}: moved" for n in action.names)
+        outcomes = tuple(
+            RetireOutcome(n, RetireProgress(n), done=True, progressed=True, line=f"{n}: moved")
+            for n in action.names
+        )
+        return RetirementReported(action.s3_uri, outcomes)
+
+    # the checkpoint buckets' versioning (the VersioningReader port): never versioned
+    def versioning(self, bucket: str) -> BucketVersioning:
+        return BucketVersioning(bucket, None)
 
 
 class FakeQuotas:
@@ -798,6 +809,7 @@ class World:
             quotas=port(FakeQuotas(self), "QuotaReader"),
             plans=port(SageMakerLauncher(self.sagemaker), "TrainingPlanReader"),
             retirer=port(self.checkpoints, "CheckpointRetirer"),
+            versioning=port(self.checkpoints, "VersioningReader"),
             counters=port(self.counters, "Counters"),
             clock=self.now,
             new_id=lambda: ulid(self.clock_ms, self._rng.randbytes(10)),

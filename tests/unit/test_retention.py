@@ -15,26 +15,20 @@ from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.events import JobObserved, LaunchAccepted, Observations, Tick
 from sagewarden.domain.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
 from sagewarden.domain.policy import PolicyError, RunPolicy
-from sagewarden.domain.retention import MAX_RETIRE_DIRS, archive_uri, kept_by_name, to_retire, unsettled
+from sagewarden.domain.retention import (
+    MAX_RETIRE_DIRS,
+    archive_uri,
+    kept_by_name,
+    run_archive_prefix,
+    to_retire,
+    unsettled,
+)
 from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, observed, step, training_run
+from tests.builders import retention_view as view
 
 KEEP2 = RunPolicy(checkpoint_keep=2)
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
 NOW = 5 * HOUR
-
-
-def view(*steps: int, extra: tuple[str, ...] = (), best: str | None = "") -> RetentionView:
-    """Complete HF checkpoints at these steps (any order), plus other child directories: each
-    written while the run's first attempt trained (from 10 min), the newest one settled."""
-    names = [(f"checkpoint-{s}", s) for s in sorted(steps, reverse=True)]
-    written = tuple((n, 20 * MIN + s) for n, s in names)
-    return RetentionView(
-        tuple(names),
-        frozenset([n for n, _ in names] + list(extra)),
-        written_ms=written,
-        newest_write_ms=max((ms for _, ms in written), default=None),
-        best=best,
-    )
 
 
 def obs(verified: int, v: RetentionView, **changes: object) -> Observations:
@@ -110,7 +104,7 @@ def test_retention_retires_older_complete_checkpoints_and_records_them_first() -
     d = step(run, Tick(), NOW, obs(900, view(100, 200, 300, 800, 900)))
     action = next(a for a in d.actions if isinstance(a, RetireCheckpoints))
     assert action.names == ("checkpoint-100", "checkpoint-200", "checkpoint-300")  # oldest first
-    assert action.archive_uri == "s3://bucket/ckpt-archive/" and action.mode == "archive"
+    assert action.archive_uri == f"s3://bucket/ckpt-archive/{run.run_id}/" and action.mode == "archive"
     assert action.markers[0] == "trainer_state.json"
     assert d.run.retiring == action.names  # (g) intent recorded with the decision, before any call
     assert any("retiring checkpoint-100" in n for n in d.notes)  # (e) in the decision's audit line
@@ -414,3 +408,22 @@ def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
     off = SimpleNamespace(retirer=_Retirer(), counters=MemoryCounters())
     assert Observer(off)._retention(training_run(), Tick()) == (None, None)  # type: ignore[arg-type]
     assert off.retirer.limits == []
+
+
+# --- the archive key names the run (issue 32 item 1) ------------------------------------------------
+
+
+def test_retention_archive_keys_name_the_run_so_a_team_archive_is_shared_safely() -> None:
+    team = RunPolicy(checkpoint_keep=1, checkpoint_archive_uri="s3://team-ckpt/llama-archive")
+    first = dataclasses.replace(training_run(team), run_id="01JRUNA0000000000000000000")
+    second = dataclasses.replace(training_run(team), run_id="01JRUNB0000000000000000000")
+    targets = []
+    for run in (first, second):
+        action = retire(run, obs(900, view(100, 900)))  # the same directory name in both runs
+        assert action is not None and action.names == ("checkpoint-100",)
+        targets.append(action.archive_uri)
+    assert targets == [
+        "s3://team-ckpt/llama-archive/01JRUNA0000000000000000000/",
+        "s3://team-ckpt/llama-archive/01JRUNB0000000000000000000/",
+    ]
+    assert run_archive_prefix("s3://team-ckpt/a/", "R1") == run_archive_prefix("s3://team-ckpt/a", "R1")

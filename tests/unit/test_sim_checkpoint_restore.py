@@ -62,3 +62,21 @@ def test_sim_restore_downloads_the_modelled_bytes_of_the_synced_prefix(sim: SimS
 def test_sim_restore_is_not_modelled_without_checkpoint_bytes(sim: SimSageMaker) -> None:
     training_job(sim, "job-a01")
     assert sim.job("job-a01").restored_bytes is None and sim.job("job-a01").restore_ms == 0
+
+
+def test_sim_writes_files_of_multipart_size_in_parts_and_keeps_what_each_job_wrote(
+    sim: SimSageMaker, s3: Any
+) -> None:
+    """A file whose modelled size is over 8 MB is a multipart upload (ETag "<md5>-1", no additional
+    checksum), as a real sync writes it; its body names the run's CheckpointConfig.S3Uri, so two
+    runs' same-named files differ; the simulator keeps the bytes each key got."""
+    sim.set_profile("r1", JobProfile(checkpoint_write_seconds=60, checkpoint_bytes=SIZE))
+    started = training_job(sim, "job-a01")
+    drain(sim, until_ms=started + 110 * MIN)  # the first checkpoint (step 1,000)
+    key = "runs/r1/checkpoint-1000/optimizer.pt"
+    head = s3.head_object(Bucket=BUCKET, Key=key, ChecksumMode="ENABLED")
+    assert head["ETag"].endswith('-1"') and not [k for k in head if k.startswith("Checksum")]
+    marker = s3.head_object(Bucket=BUCKET, Key="runs/r1/checkpoint-1000/trainer_state.json")
+    assert "-" not in marker["ETag"]  # the marker's own few bytes: one PutObject
+    data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert data == sim.checkpoint_writer.written[(BUCKET, key)] and b"s3://" in data

@@ -13,7 +13,7 @@ from typing import Any
 
 from sagewarden.domain.actions import Notify
 from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import Attempt, LaunchState, PoolWatch, Run, RunStatus
+from sagewarden.domain.models import Attempt, LaunchState, PoolWatch, RetireProgress, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
 
 
@@ -39,6 +39,25 @@ def _ckpt_from(d: Mapping[str, Any] | None) -> Checkpoint | None:
         d.get("at"),
         d.get("write_s"),
         None if prev is None else int(prev),
+    )
+
+
+def _progress_to(p: RetireProgress) -> dict[str, Any]:
+    out = dataclasses.asdict(p)
+    out["upload"] = list(p.upload) if p.upload is not None else None
+    return out
+
+
+def _progress_from(d: Mapping[str, Any]) -> RetireProgress:
+    upload = d.get("upload")
+    return RetireProgress(
+        name=str(d["name"]),
+        phase=str(d.get("phase", "copy")),
+        verified=int(d.get("verified", 0)),
+        digest=str(d.get("digest", "")),
+        upload=(str(upload[0]), str(upload[1]), str(upload[2])) if upload else None,
+        parts=int(d.get("parts", 0)),
+        stalled=int(d.get("stalled", 0)),
     )
 
 
@@ -91,6 +110,8 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["goodput_estimates"] = list(r.goodput_estimates)
     out["retiring"] = list(r.retiring)
     out["checkpoint_spans"] = [list(s) for s in r.checkpoint_spans]
+    out["retire_progress"] = [_progress_to(p) for p in r.retire_progress]
+    out["retire_stuck"] = [list(s) for s in r.retire_stuck]
     out["plan_windows"] = [list(w) for w in r.plan_windows]
     out["plan_warned"] = list(r.plan_warned)
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
@@ -116,6 +137,9 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["goodput_estimates"] = tuple(str(k) for k in d.get("goodput_estimates", ()))
     data["retiring"] = tuple(str(k) for k in d.get("retiring", ()))
     data["checkpoint_spans"] = tuple((int(s[0]), int(s[1]), int(s[2])) for s in d.get("checkpoint_spans", ()))
+    # items stored before retirement kept its progress have none: every pass proves its objects
+    data["retire_progress"] = tuple(_progress_from(p) for p in d.get("retire_progress", ()))
+    data["retire_stuck"] = tuple((str(s[0]), str(s[1]), int(s[2])) for s in d.get("retire_stuck", ()))
     data["plan_windows"] = tuple((int(w[0]), int(w[1])) for w in d.get("plan_windows", ()))
     data["plan_warned"] = tuple(int(w) for w in d.get("plan_warned", ()))
     data["checkpoint_history"] = tuple(

@@ -19,6 +19,8 @@ from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.plan_windows import plan_arn, termination_ms, usable_window
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.redaction import redact, secret_values
+from sagewarden.domain.retention import archive_uri, run_archive_prefix
+from sagewarden.domain.retirement import progress_text
 from sagewarden.ports import AuditEntry
 
 
@@ -186,6 +188,37 @@ def training_plan_json(r: Run, now_ms: int) -> dict[str, Any] | None:
     }
 
 
+def retention_json(r: Run) -> dict[str, Any] | None:
+    """Checkpoint retention of a run that asked for it (docs/checkpoints.md): where its retired
+    checkpoints go, the directories being retired and how far each got, the ones that cannot be
+    retired and why, and the submit-time warning about the checkpoint bucket's versioning."""
+    policy = r.policy
+    if policy.checkpoint_keep is None:
+        return None
+    archive = (
+        run_archive_prefix(archive_uri(r.checkpoint_uri, policy), r.run_id)
+        if policy.checkpoint_retired == "archive" and r.checkpoint_uri
+        else None
+    )
+    progress = {p.name: p for p in r.retire_progress}
+    return {
+        "archive_prefix": archive,
+        "retiring": [
+            {
+                "name": name,
+                "phase": progress[name].phase if name in progress else "copy",
+                "objects_proven": progress[name].verified if name in progress else 0,
+                "multipart_parts_copied": progress[name].parts if name in progress else 0,
+                "passes_without_progress": progress[name].stalled if name in progress else 0,
+                "summary": progress_text(progress[name]) if name in progress else f"{name}: not started",
+            }
+            for name in r.retiring
+        ],
+        "cannot_retire": [{"name": n, "reason": why, "since": iso(at)} for n, why, at in r.retire_stuck],
+        "storage_warning": r.storage_warning,
+    }
+
+
 def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -> dict[str, Any]:
     now = now_ms if now_ms is not None else r.updated_ms
     out: dict[str, Any] = {
@@ -220,6 +253,7 @@ def run_json(r: Run, *, with_attempts: bool = True, now_ms: int | None = None) -
         out["newest_checkpoint"] = newest_checkpoint_json(r)
         out["warm_pool"] = warm_pool_json(r)
         out["training_plan"] = training_plan_json(r, now)
+        out["retention"] = retention_json(r)
         out["attempts"] = [attempt_json(a, r.policy, now) for a in r.attempts]
         out["training_job"] = dict(r.request)
     redacted: dict[str, Any] = redact(out, secret_values(r.request, r.policy.environment_defaults))

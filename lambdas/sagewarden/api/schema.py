@@ -313,6 +313,48 @@ class WarmPool(BaseModel):
     )
 
 
+class RetiringDirectory(BaseModel):
+    name: str = Field(description="the checkpoint directory under the synced prefix")
+    phase: Literal["copy", "delete"] = Field(
+        description="copy: its objects are being copied to the archive and proven; delete: every object "
+        "is proven copied and the synced prefix's are being deleted (the completion markers first)"
+    )
+    objects_proven: int = Field(
+        description="copy: objects proven copied so far (not proven again by later passes); delete: objects left to delete"
+    )
+    multipart_parts_copied: int = Field(
+        description="parts of the multipart copy under way of one large object (the next pass resumes it)"
+    )
+    passes_without_progress: int = Field(
+        description="passes in a row that could not advance it (3 make it one that cannot be retired)"
+    )
+    summary: str
+
+
+class CannotRetire(BaseModel):
+    name: str
+    reason: str = Field(
+        description="why no pass could advance it (e.g. a listing longer than a pass, access denied, a copy "
+        "that does not match its source); it is no longer tried, and stays in the synced prefix"
+    )
+    since: str | None
+
+
+class Retention(BaseModel):
+    archive_prefix: str | None = Field(
+        description="where this run's retired checkpoints go: the archive prefix followed by the run id "
+        "(<archive>/<run_id>/<directory>/<file>); null with checkpoint_retired delete"
+    )
+    retiring: list[RetiringDirectory] = Field(description="directories being retired, and how far each got")
+    cannot_retire: list[CannotRetire] = Field(
+        description="directories retention gave up on (the newest 16): move or delete them yourself"
+    )
+    storage_warning: str | None = Field(
+        description="read at submit: the checkpoint bucket is versioned without a lifecycle rule expiring "
+        "noncurrent versions under the prefix, so retention frees no storage"
+    )
+
+
 class Run(RunSummary):
     checkpoint_advice: CheckpointAdvice | None
     newest_checkpoint: NewestCheckpoint | None = Field(
@@ -324,6 +366,9 @@ class Run(RunSummary):
         "progress_metric); null without an attempt or with hang detection off"
     )
     warm_pool: WarmPool
+    retention: Retention | None = Field(
+        description="checkpoint retention (policy.checkpoint_keep); null when the run keeps every checkpoint"
+    )
     attempts: list[Attempt]
     training_job: dict[str, Any] = Field(
         description="the CreateTrainingJob request as submitted, except that the values of Environment "

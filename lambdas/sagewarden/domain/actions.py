@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagewarden.domain.models import RetireProgress
+
 
 @dataclass(frozen=True)
 class LaunchAttempt:
@@ -63,15 +65,18 @@ class AnnounceCapacityReleased:
 @dataclass(frozen=True)
 class RetireCheckpoints:
     """Move complete checkpoint directories out of the synced prefix (domain/retention.py): for
-    each of ``names`` (under ``s3_uri``), copy every object to ``archive_uri`` (None: mode
-    "delete", no copy) with ``markers`` last, verify the copies, then delete the source's markers
-    first and the rest after. Idempotent: a re-run skips copies already verified."""
+    each of ``names`` (under ``s3_uri``), copy every object to ``archive_uri`` (the run's own
+    archive prefix, ``run_archive_prefix``; None: mode "delete", no copy) with ``markers`` last,
+    verify the copies, then delete the source's markers first and the rest after. Idempotent: a
+    re-run proves what is already copied (``progress``: what earlier passes answered, per
+    directory) instead of copying it again. The retirer answers RetirementReported."""
 
     s3_uri: str
     names: tuple[str, ...]
     mode: str  # archive | delete
     archive_uri: str | None
     markers: tuple[str, ...]
+    progress: tuple[RetireProgress, ...] = ()
 
 
 @dataclass(frozen=True)

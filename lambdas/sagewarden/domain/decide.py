@@ -62,6 +62,7 @@ from sagewarden.domain.events import (
     LaunchRejected,
     Observations,
     ResumeRequested,
+    RetirementReported,
     Submitted,
     Tick,
 )
@@ -74,6 +75,7 @@ from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, Launc
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.resuming import expired, foreign_checkpoint
 from sagewarden.domain.retention import on_retention
+from sagewarden.domain.retirement import on_retire_reported
 from sagewarden.domain.stragglers import on_steps
 from sagewarden.domain.training_plans import on_plan_tick, record_plan
 from sagewarden.domain.wants import RESUMABLE
@@ -173,6 +175,8 @@ def _dispatch(d: Draft, event: Event) -> str | None:
         return on_alarms_observed(d, event)
     if isinstance(event, ResumeRequested):
         return _on_resume(d, event)
+    if isinstance(event, RetirementReported):
+        return on_retire_reported(d, event)
     return on_hang_signal(d, event)
 
 
@@ -239,6 +243,7 @@ def _on_submitted(d: Draft) -> str | None:
                     f"Owner: {d.run.owner}",
                     f"Instances: {pick.instance_count} x {pick.instance_type}",
                     *(no_warm_pool_lines(pick) if d.run.warm_pool_off else ()),
+                    *((f"Checkpoint retention: {d.run.storage_warning}",) if d.run.storage_warning else ()),
                     *submit_lines(d.run, pick.instance_type, pick.instance_count),
                 ],
             )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.models import RetireProgress
 from sagewarden.domain.plan_windows import PlanView
 
 
@@ -110,6 +111,43 @@ class AlarmsObserved:
     states: tuple[tuple[str, str, int], ...]
 
 
+@dataclass(frozen=True)
+class RetireOutcome:
+    """What one pass of RetireCheckpoints did to one directory (the retirer's answer).
+
+    ``state``: where the next pass continues. ``done``: the synced prefix no longer holds the
+    directory. ``progressed``: this pass proved, copied or deleted something of it. ``blocked``:
+    why the pass could not advance it although it had the directory to work on (a listing longer
+    than a pass, an error that does not heal by itself, a copy that does not match); None when it
+    finished, was cut by the pass's bound after progress, or met a transient error."""
+
+    name: str
+    state: RetireProgress
+    done: bool = False
+    progressed: bool = False
+    blocked: str | None = None
+    line: str = ""
+
+
+@dataclass(frozen=True)
+class RetirementReported:
+    """A RetireCheckpoints pass's answer, fed back so the decision records it (domain/retirement.py):
+    one outcome per directory the pass reached, in order; ``error``: the S3 error that ended the
+    pass (None: it ended by finishing or by its bound)."""
+
+    s3_uri: str
+    outcomes: tuple[RetireOutcome, ...]
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The audit's line: one clause per directory, then the error."""
+        lines = [o.line for o in self.outcomes if o.line]
+        if self.error:
+            lines.append(self.error)
+        return "; ".join(lines) or "nothing to do"
+
+
 Event = (
     Submitted
     | LaunchAccepted
@@ -122,6 +160,7 @@ Event = (
     | CapacityReleased
     | HangSignal
     | AlarmsObserved
+    | RetirementReported
 )
 
 

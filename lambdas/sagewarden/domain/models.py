@@ -176,6 +176,30 @@ class PoolWatch:
 
 
 @dataclass(frozen=True)
+class RetireProgress:
+    """How far the retirement of one checkpoint directory got (domain/retirement.py), as the
+    retirer answered its last pass: where the next pass continues, so what one pass proved is not
+    proved again and a directory larger than one pass finishes. Bounded: one per directory being
+    retired (at most MAX_RETIRE_DIRS), each a few short strings.
+
+    ``verified`` objects are proven copied: in phase "copy" the first ``verified`` objects of the
+    directory in the retirer's order, in phase "delete" every object still in the synced prefix
+    (all were proven copied). ``digest`` fingerprints those objects (keys, sizes and ETags of the
+    source and of the archive copy): a later pass trusts them only while both sides still read the
+    same; otherwise it proves them again. ``upload``: the multipart copy under way of one object
+    too large for a single CopyObject, (file, UploadId, source ETag): the next pass resumes it.
+    ``stalled``: consecutive passes that had the directory to work on and could not advance it."""
+
+    name: str
+    phase: str = "copy"  # copy | delete
+    verified: int = 0
+    digest: str = ""
+    upload: tuple[str, str, str] | None = None
+    parts: int = 0  # parts of ``upload`` already copied
+    stalled: int = 0
+
+
+@dataclass(frozen=True)
 class Run:
     run_id: str
     name: str
@@ -282,6 +306,13 @@ class Run:
     # (the step each resumed from or -1, its Training start, its end), oldest first, at most
     # MAX_WRITING_SPANS; a directory is the run's own only if one of its attempts wrote it then
     checkpoint_spans: tuple[tuple[int, int, int], ...] = ()
+    # domain/retirement.py: what the retirer's last pass answered for each directory in
+    # ``retiring`` (where the next pass continues); the directories that cannot be retired (name,
+    # why, since ms), no longer tried; and the submit-time warning about the checkpoint bucket's
+    # versioning (retention frees no storage there), None when there is nothing to warn about
+    retire_progress: tuple[RetireProgress, ...] = ()
+    retire_stuck: tuple[tuple[str, str, int], ...] = ()
+    storage_warning: str | None = None
     # domain/training_plans.py: the run's Training Plan (ResourceConfig.TrainingPlanArn) as last
     # read with DescribeTrainingPlan: its windows (start ms, end ms) oldest first, its status, when
     # it was read; plan_error: the last read failed (the windows are unknown, never "none");

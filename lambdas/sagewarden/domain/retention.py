@@ -52,6 +52,7 @@ from sagewarden.domain.draft import Draft
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.retirement import forget_stuck, stuck_names
 
 # one pass moves at most this many directories (the adapter bounds objects and time as well);
 # what is left is chosen again by the next pass
@@ -61,7 +62,7 @@ PROBE_SLACK = 8
 # the periodic checkpoint names retention may retire (rule i): letters (or none), a separator, a step
 _PERIODIC = re.compile(r"[A-Za-z_]*[-_]?[0-9]+")
 
-__all__ = ["RetentionView", "archive_uri", "on_retention", "to_retire"]
+__all__ = ["RetentionView", "archive_uri", "on_retention", "run_archive_prefix", "to_retire"]
 
 
 def archive_uri(s3_uri: str, policy: RunPolicy) -> str:
@@ -77,6 +78,15 @@ def archive_of(run: Run) -> str | None:
     if policy.checkpoint_keep is None or policy.checkpoint_retired != "archive" or not run.checkpoint_uri:
         return None
     return archive_uri(run.checkpoint_uri, policy)
+
+
+def run_archive_prefix(archive: str, run_id: str) -> str:
+    """Where one run's retired checkpoints go: ``<archive uri><run_id>/``, so the archive key of
+    a retired file is ``<archive uri><run_id>/<directory>/<file>``. Run ids are unique and survive
+    resumes: two runs sharing one archive (a team-level ``checkpoint_archive_uri``) never write,
+    check or overwrite each other's keys, even for same-named directories."""
+    base = archive if archive.endswith("/") else archive + "/"
+    return f"{base}{run_id}/"
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -205,6 +215,7 @@ def on_retention(d: Draft) -> bool:
     protected.add(verified.uri.rstrip("/").rsplit("/", 1)[-1])
     protected |= {n for n in view.present if kept_by_name(n, policy, view.best) is not None}
     steps = dict(view.complete)
+    protected |= stuck_names(run)  # retirement.py: shown in the run, no longer tried
     leftovers = tuple(n for n in run.retiring if n in view.present and n not in protected)
     fresh = [
         n
@@ -212,16 +223,20 @@ def on_retention(d: Draft) -> bool:
         if n not in leftovers and n not in protected and own(run, steps[n], view.written(n), d.now)
     ]
     chosen = (leftovers + tuple(fresh))[:MAX_RETIRE_DIRS]
+    forgotten = forget_stuck(d, view.present)
     if not chosen:
         if not run.retiring:
-            return False
-        d.set(retiring=())
+            return forgotten
+        d.set(retiring=(), retire_progress=())
         d.note(f"retired {', '.join(run.retiring)}: no longer in the synced prefix")
         return True
     done = [n for n in run.retiring if n not in chosen]
-    d.set(retiring=chosen)
+    progress = tuple(p for p in run.retire_progress if p.name in chosen)
+    d.set(retiring=chosen, retire_progress=progress)
     mode = policy.checkpoint_retired
-    target = archive_uri(run.checkpoint_uri, policy) if mode == "archive" else None
+    target = (
+        run_archive_prefix(archive_uri(run.checkpoint_uri, policy), run.run_id) if mode == "archive" else None
+    )
     d.act(
         RetireCheckpoints(
             s3_uri=run.checkpoint_uri,
@@ -229,6 +244,7 @@ def on_retention(d: Draft) -> bool:
             mode=mode,
             archive_uri=target,
             markers=markers(policy),
+            progress=progress,
         )
     )
     where = f"to {target}" if target else "(deleted)"
