@@ -3,6 +3,10 @@
 A plan holds ``count`` instances of one type in one or more reserved capacities (windows). What
 the simulation does, and where it comes from (docs/fidelity.md has a row per behaviour):
 
+* DescribeTrainingPlan takes the plan's *name* in ``TrainingPlanName``, as the API Reference
+  constrains it (1-64 characters, ``PLAN_NAME_PATTERN``); an ARN there is refused with a
+  ValidationException in AWS's validation wording. botocore's shape (``TrainingPlanNameOrArn``)
+  would also accept the ARN: where the sources disagree the model takes the stricter one.
 * DescribeTrainingPlan answers the plan's Status (Scheduled before and between its windows,
   Active inside one, Expired after the last: Developer Guide "View training plan details"),
   StartTime/EndTime, Total/Available/InUseInstanceCount and one ReservedCapacitySummaries entry
@@ -38,6 +42,10 @@ TERMINATION_LEAD_MS = 30 * MINUTE_MS  # "full access ... until 30 minutes before
 MAX_PENDING_MS = 2 * 24 * HOUR_MS  # Pending this long: InsufficientCapacityError
 FULL_RECHECK_MS = MINUTE_MS  # a window full of other jobs is looked at again this often
 EXPIRATION_ENV = "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
+# DescribeTrainingPlan's TrainingPlanName in the API Reference: "The name of the training plan to
+# describe", length 1-64, this pattern (botocore's TrainingPlanNameOrArn also allows an ARN prefix)
+PLAN_NAME_PATTERN = "[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}"
+PLAN_NAME_RE = re.compile(PLAN_NAME_PATTERN)
 PLAN_STATUS_MESSAGE = "Waiting for capacity from the training plan"  # the simulator's wording
 PLAN_TERMINATED_REASON = (
     "InternalServerError: Instance algo-1 was terminated (reserved capacity ended). "
@@ -115,9 +123,17 @@ class TrainingPlans:
 
     # -- the API ---------------------------------------------------------------------------------
     def describe(self, name: str, now: int, live: dict[str, Any]) -> dict[str, Any]:
-        plan = self._plans.get(name) or self._by_arn(name)
+        op = "DescribeTrainingPlan"
+        if not 1 <= len(name) <= 64 or PLAN_NAME_RE.fullmatch(name) is None:
+            raise client_error(
+                "ValidationException",
+                f"1 validation error detected: Value '{name}' at 'trainingPlanName' failed to satisfy "
+                f"constraint: Member must satisfy regular expression pattern: {PLAN_NAME_PATTERN}",
+                op,
+            )
+        plan = self._plans.get(name)
         if plan is None:
-            raise client_error("ResourceNotFound", f"Training plan {name} not found.", "DescribeTrainingPlan")
+            raise client_error("ResourceNotFound", f"Training plan {name} not found.", op)
         in_use = self.in_use(plan, live)
         first, last = plan.windows[0], plan.windows[-1]
         minutes = sum(w.end_ms - w.start_ms for w in plan.windows) // MINUTE_MS
@@ -295,7 +311,7 @@ def parse_plans(raw: Any, where: str = "account.training_plans") -> tuple[list[P
         if unknown or missing:
             continue
         name, itype, count, windows = (item[k] for k in PLAN_FIELDS)
-        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}", name):
+        if not isinstance(name, str) or not PLAN_NAME_RE.fullmatch(name):
             problems.append(f"{at}.name: a training plan name (letters, digits, hyphens; at most 64)")
         elif name in names:
             problems.append(f'{at}.name: "{name}" is already a plan of this scenario')

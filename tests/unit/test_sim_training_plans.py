@@ -77,6 +77,25 @@ def test_describe_training_plan_follows_the_windows_scheduled_active_scheduled_e
     assert code_of(err)[0] == "ResourceNotFound"
 
 
+def test_describe_training_plan_takes_the_plans_name_and_refuses_its_arn(sim: SimSageMaker) -> None:
+    """The API Reference: TrainingPlanName is "the name of the training plan to describe", 1-64
+    characters matching the name pattern; botocore's shape would take an ARN too. The simulator
+    takes the stricter source, so a supervisor sending the ARN fails here as it may on AWS."""
+    import botocore.session
+
+    from drill.sim.training_plans import PLAN_NAME_PATTERN
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    member = model.operation_model("DescribeTrainingPlan").input_shape.members["TrainingPlanName"]
+    assert member.metadata["pattern"].endswith(")?" + PLAN_NAME_PATTERN)  # botocore: ARN prefix optional
+    assert sim.describe_training_plan(TrainingPlanName="plan-a")["TrainingPlanName"] == "plan-a"
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_plan(TrainingPlanName=plan_arn(sim))
+    code, message = code_of(err)
+    assert code == "ValidationException"
+    assert "at 'trainingPlanName' failed to satisfy constraint" in message and PLAN_NAME_PATTERN in message
+
+
 def test_a_job_on_a_plan_waits_pending_until_the_window_opens_and_gets_its_expiration(
     sim: SimSageMaker, clock: VirtualClock
 ) -> None:
