@@ -214,6 +214,8 @@ class DrillRunner:
             seed=sc.seed,
             quotas=sc.quotas,
             total_instance_quota=sc.total_instance_quota,
+            spot_quotas=sc.spot_quotas,
+            total_spot_instance_quota=sc.total_spot_instance_quota,
             startup=sc.startup,
             warm_pools=sc.warm_pools,
             delivery=Delivery(**d) if d else Delivery(),

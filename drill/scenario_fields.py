@@ -176,6 +176,8 @@ FAULT_FIELDS = _from_dataclass(
 ACCOUNT_FIELDS = {
     "quotas": Spec("object"),
     "total_instance_quota": Spec("int|null", check=_at_least(0)),
+    "spot_quotas": Spec("object"),
+    "total_spot_instance_quota": Spec("int|null", check=_at_least(0)),
     "startup": Spec("object"),
     "timestamp_form": Spec("str", check=_one_of(("millis", "string"))),
     "reconcile_interval_min": Spec("number", check=_positive),

@@ -69,6 +69,7 @@ from drill.sim.texts import (
     limit_error,
 )
 from drill.sim.warm_pools import WarmPoolSettings, is_spot, keep_alive_of
+from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota
 from sagewarden.keys import (
     TAG_ATTEMPT,
     TAG_RUN_ID,
@@ -112,6 +113,8 @@ class SimSageMaker(SimReads, SimCore):
         region: str = "us-east-1",
         quotas: dict[str, int] | None = None,
         total_instance_quota: int | None = None,
+        spot_quotas: dict[str, int] | None = None,
+        total_spot_instance_quota: int | None = None,
         startup: StartupTimes | None = None,
         seed: int = 0,
         emit: Callable[[dict[str, Any]], None] | None = None,
@@ -140,6 +143,10 @@ class SimSageMaker(SimReads, SimCore):
         # without it no heartbeat datapoint exists at all
         self.heartbeat_metric = heartbeat_metric
         self.total_instance_quota = total_instance_quota
+        # managed spot training's own quotas ("<type> for spot training job usage", "Number of
+        # instances across all spot training jobs"): a spot job is checked against them only
+        self.spot_quotas = dict(spot_quotas or {})
+        self.total_spot_instance_quota = total_spot_instance_quota
         self._throttle = 0
         self._request_seq = 0
         self._bounds_cache: dict[tuple[Any, ...], tuple[list[Any], set[int]]] = {}
@@ -168,10 +175,14 @@ class SimSageMaker(SimReads, SimCore):
         rc = request["ResourceConfig"]
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
-        faults.refuse_over_quota(self, tags, itype, count, name, op)
+        spot = is_spot(request)
+        faults.refuse_over_quota(self, tags, itype, count, name, op, spot=spot)
         self.warm_pools.settle(now)
         pool = self.warm_pools.candidate(request)
-        self._check_quota(itype, count, op, taking=pool.instance_count if pool is not None else 0)
+        if spot:
+            self._check_spot_quota(itype, count, op)
+        else:
+            self._check_quota(itype, count, op, taking=pool.instance_count if pool is not None else 0)
 
         run_name = tags.get(TAG_RUN_NAME)
         profile = self._profiles.get(run_name) if run_name else None
@@ -464,13 +475,25 @@ class SimSageMaker(SimReads, SimCore):
         if limit is not None:
             used = self._live_instances.get(itype, 0) + self.warm_pools.idle_instances(itype) - taking
             if used + count > limit:
-                raise limit_error(f"{itype} for training job usage", limit, used, count, op)
+                raise limit_error(training_quota(itype), limit, used, count, op)
         if self.total_instance_quota is not None:
             used = sum(self._live_instances.values()) + self.warm_pools.idle_instances() - taking
             if used + count > self.total_instance_quota:
-                raise limit_error(
-                    "Number of instances across all training jobs", self.total_instance_quota, used, count, op
-                )
+                raise limit_error(TOTAL_QUOTA, self.total_instance_quota, used, count, op)
+
+    def _check_spot_quota(self, itype: str, count: int, op: str) -> None:
+        """Managed spot training's quotas, apart from the on-demand ones (Service Quotas lists
+        both); no warm pool is ever kept for a spot job, so none counts here."""
+        limit = self.spot_quotas.get(itype)
+        if limit is not None:
+            used = self._live_spot_instances.get(itype, 0)
+            if used + count > limit:
+                raise limit_error(training_quota(itype, spot=True), limit, used, count, op)
+        total = self.total_spot_instance_quota
+        if total is not None:
+            used = sum(self._live_spot_instances.values())
+            if used + count > total:
+                raise limit_error(TOTAL_SPOT_QUOTA, total, used, count, op)
 
     def _model_artifacts(self, job: SimJob) -> str:
         base = str(job.request["OutputDataConfig"].get("S3OutputPath", "")).rstrip("/")

@@ -409,6 +409,33 @@ def test_sim_quota_total_instances_exact_message(clock: VirtualClock, s3: Any) -
     )
 
 
+def spot(req: dict[str, Any]) -> dict[str, Any]:
+    req["EnableManagedSpotTraining"] = True
+    req["StoppingCondition"]["MaxWaitTimeInSeconds"] = req["StoppingCondition"]["MaxRuntimeInSeconds"]
+    return req
+
+
+def test_sim_spot_jobs_count_against_the_spot_training_quotas_only(clock: VirtualClock, s3: Any) -> None:
+    """Service Quotas lists managed spot training's quotas beside the on-demand ones; a spot job
+    is refused by its spot quota, in the same words, and leaves the on-demand quota alone."""
+    sim = SimSageMaker(
+        clock, s3_client=s3, quotas={ITYPE: 2}, spot_quotas={ITYPE: 3}, total_spot_instance_quota=4
+    )
+    sim.create_training_job(**spot(request("job-a01", count=3)))  # 3 spot of 3: on demand untouched
+    sim.create_training_job(**request("od-a01", count=2))  # 2 on demand of 2
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**spot(request("job-a02", count=1)))
+    assert code_of(err) == (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'ml.p4d.24xlarge for spot training job usage' is 3 Instances, "
+        "with current utilization of 3 Instances and a request delta of 1 Instances. Please contact AWS "
+        "support to request an increase for this limit.",
+    )
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**spot(request("other-a01", count=2, itype="ml.g5.xlarge")))
+    assert "'Number of instances across all spot training jobs' is 4 Instances" in code_of(err)[1]
+
+
 def test_sim_quota_released_when_job_ends(clock: VirtualClock, s3: Any) -> None:
     sim = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 2})
     sim.create_training_job(**request("job-a01", count=2))
