@@ -69,6 +69,7 @@ from drill.sim.texts import (
     limit_error,
 )
 from drill.sim.warm_pools import WarmPoolSettings, is_spot, keep_alive_of
+from sagewarden.domain.models import SM_DELETING as DELETING  # while DeleteTrainingJob removes it
 from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota
 from sagewarden.keys import (
     TAG_ATTEMPT,
@@ -150,6 +151,10 @@ class SimSageMaker(SimReads, SimCore):
         self._throttle = 0
         self._request_seq = 0
         self._bounds_cache: dict[tuple[Any, ...], tuple[list[Any], set[int]]] = {}
+        # jobs DeleteTrainingJob removed (gone from the API, their names free again), in order
+        self.deleted_jobs: list[SimJob] = []
+        self._deleting: list[SimJob] = []
+        self._job_seq = 0
 
     # ------------------------------------------------------------------------------------------
     # boto3-shaped API
@@ -162,6 +167,7 @@ class SimSageMaker(SimReads, SimCore):
         tags = self._tags_of(request)
         faults.refuse_throttled(self, tags, request)
         self._validate(request, op)
+        self._settle_deletions(now)
         plan = self.training_plans.admit(request, now, op)  # drill/sim/training_plans.py
         name: str = request["TrainingJobName"]
         arn = self._arn(name)
@@ -202,7 +208,7 @@ class SimSageMaker(SimReads, SimCore):
             instance_type=itype,
             instance_count=count,
             created_ms=now,
-            seq=len(self._jobs),
+            seq=self._next_seq(),
             start_step=start_step,
             _step=start_step,
             _clock=self.clock,
@@ -251,7 +257,7 @@ class SimSageMaker(SimReads, SimCore):
         }
         if job.status == "Completed":
             out["ModelArtifacts"] = {"S3ModelArtifacts": self._model_artifacts(job)}
-        out["TrainingJobStatus"] = job.status
+        out["TrainingJobStatus"] = DELETING if job.deleted_ms is not None else job.status
         out["SecondaryStatus"] = job.secondary
         if job.failure_reason is not None:
             out["FailureReason"] = job.failure_reason
@@ -299,14 +305,50 @@ class SimSageMaker(SimReads, SimCore):
         op = "StopTrainingJob"
         job = self._existing_job(TrainingJobName, op)
         if job.is_terminal:
+            status = DELETING if job.deleted_ms is not None else job.status
             raise client_error(
                 "ValidationException",
-                f"The request was rejected because the training job is in status {job.status}.",
+                f"The request was rejected because the training job is in status {status}.",
                 op,
             )
         if job.status == "InProgress":
             self._begin_stop(job, self.clock.now_ms, "Stopped", "stopped")
             self._reschedule(job)
+        return {"ResponseMetadata": self._response_metadata()}
+
+    def delete_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
+        """DeleteTrainingJob (API Reference): only a job in a terminal state (Stopped, Failed,
+        Completed) that keeps no Available warm pool; "you cannot delete a job that is in the
+        InProgress or Stopping state". The job then shows TrainingJobStatus Deleting for
+        ``StartupTimes.delete_s`` and is gone: DescribeTrainingJob answers as for a name never
+        used, and the name may be used again. No event is emitted for either (AWS documents none:
+        the unkind case, the supervisor only sees it by looking). The refusals' codes are the
+        model's listed errors (ResourceNotFound, ResourceInUse); their wording is the simulator's."""
+        op = "DeleteTrainingJob"
+        self._gate(op)
+        now = self.clock.now_ms
+        self._settle_deletions(now)
+        job = self._jobs.get(TrainingJobName)
+        if job is None:
+            raise client_error("ResourceNotFound", "Requested resource not found.", op)
+        if job.deleted_ms is not None or not job.is_terminal:
+            status = DELETING if job.deleted_ms is not None else job.status
+            raise client_error(
+                "ResourceInUse",
+                f"Training job {job.name} is in status {status}: only a job in a terminal state can be deleted.",
+                op,
+            )
+        self.warm_pools.settle(now)
+        pool = self.warm_pools.pool_of(job.name)
+        if pool is not None and pool.status == "Available":
+            raise client_error(
+                "ResourceInUse",
+                f"Training job {job.name} retains an Available warm pool: release it before deleting the job.",
+                op,
+            )
+        job.deleted_ms = now
+        self._deleting.append(job)
+        self.fault_log.append((now, job.name, "deleted", 0))
         return {"ResponseMetadata": self._response_metadata()}
 
     def update_training_job(
@@ -354,7 +396,9 @@ class SimSageMaker(SimReads, SimCore):
     # ------------------------------------------------------------------------------------------
 
     def jobs(self) -> list[SimJob]:
-        return list(self._jobs.values())
+        """Every job the account ran, deleted ones included, in the order they were created."""
+        self._settle_deletions(self.clock.now_ms)
+        return sorted([*self._jobs.values(), *self.deleted_jobs], key=lambda j: j.seq)
 
     def job(self, name: str) -> SimJob:
         return self._jobs[name]
@@ -377,12 +421,29 @@ class SimSageMaker(SimReads, SimCore):
     # ------------------------------------------------------------------------------------------
 
     def _existing_job(self, name: str, op: str) -> SimJob:
-        """Throttling first, then the job, as the API answers: unknown names are a ValidationException."""
+        """Throttling first, then the job, as the API answers: unknown names (and deleted jobs)
+        are a ValidationException."""
         self._gate(op)
+        self._settle_deletions(self.clock.now_ms)
         job = self._jobs.get(name)
         if job is None:
             raise client_error("ValidationException", "Requested resource not found.", op)
         return job
+
+    def _settle_deletions(self, now: int) -> None:
+        """Jobs whose Deleting is over leave the API (their names are free again)."""
+        for job in list(self._deleting):
+            assert job.deleted_ms is not None
+            if now >= job.deleted_ms + self.startup.delete_s * 1000:
+                self._deleting.remove(job)
+                if self._jobs.get(job.name) is job:
+                    del self._jobs[job.name]
+                self.warm_pools.forget(job.name)
+                self.deleted_jobs.append(job)
+
+    def _next_seq(self) -> int:
+        self._job_seq += 1
+        return self._job_seq - 1
 
     def _gate(self, op: str) -> None:
         if self._throttle > 0:

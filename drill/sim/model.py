@@ -84,6 +84,9 @@ class StartupTimes:
     warm_download_s: int = 15
     upload_s: int = 60  # Uploading before Completed
     stop_s: int = 60  # Stopping -> Stopped after StopTrainingJob (SIGKILL at 120 s)
+    # DeleteTrainingJob: the job shows TrainingJobStatus Deleting this long, then is gone (AWS
+    # publishes no figure)
+    delete_s: int = 120
     # InfraCheckConfig.EnableInfraCheck: the check's extra time in Starting, drawn per job (AWS
     # publishes no figure: an adversarial range), and what it does with a bad host it finds
     # ("replace": the job starts on good instances; "fail": the job fails naming it)
@@ -312,6 +315,9 @@ class SimJob:
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
     _await_save: list[FaultState] = field(default_factory=list)  # during_save hangs due at the next save
     _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock
+    # DeleteTrainingJob accepted at this time: Deleting until ``StartupTimes.delete_s`` later,
+    # then the job is gone from the API and its name is free (status keeps its terminal value)
+    deleted_ms: int | None = None
 
     @property
     def is_terminal(self) -> bool:

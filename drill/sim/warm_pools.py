@@ -289,3 +289,11 @@ class WarmPools:
 
     def pool_of(self, job_name: str) -> WarmPool | None:
         return self._by_job.get(job_name)
+
+    def forget(self, job_name: str) -> None:
+        """The job was deleted (it kept no Available pool): a pool still settling is not kept, and
+        a later job of the same name does not inherit the pool's record."""
+        pool = self._by_job.pop(job_name, None)
+        if pool is not None and pool in self._pending:
+            self._pending.remove(pool)
+            pool.status, pool.gone_ms = TERMINATED, pool.settles_ms

@@ -381,6 +381,58 @@ def test_sim_names_unique_forever(sim: SimSageMaker) -> None:
     assert code_of(err)[0] == "ResourceInUse"
 
 
+def test_sim_delete_training_job_shows_deleting_then_frees_the_name(
+    sim: SimSageMaker, clock: VirtualClock, rec: Recorder
+) -> None:
+    """DeleteTrainingJob (API Reference): only a terminal job without an Available warm pool;
+    TrainingJobStatus Deleting for a while, then the job is gone and its name can be used again.
+    No event is emitted for it."""
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01"))
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="job-a01")  # InProgress
+    assert code_of(err)[0] == "ResourceInUse"
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="never-a01")
+    assert code_of(err)[0] == "ResourceNotFound"
+    drain(sim)
+    events = len(rec.events)
+    sim.delete_training_job(TrainingJobName="job-a01")
+    desc = sim.describe_training_job(TrainingJobName="job-a01")
+    assert desc["TrainingJobStatus"] == "Deleting"
+    with pytest.raises(ClientError) as err:
+        sim.stop_training_job(TrainingJobName="job-a01")
+    assert code_of(err)[0] == "ValidationException" and "Deleting" in code_of(err)[1]
+    with pytest.raises(ClientError) as err:  # the name is not free while it is deleted
+        sim.create_training_job(**request("job-a01"))
+    assert code_of(err)[0] == "ResourceInUse"
+    clock.advance_by(sim.startup.delete_s * 1000)
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_job(TrainingJobName="job-a01")
+    assert code_of(err) == ("ValidationException", "Requested resource not found.")
+    assert len(rec.events) == events  # neither the Deleting nor the deletion is an event
+    sim.create_training_job(**request("job-a01", run="someone-else"))  # the name is free again
+    assert sim.describe_training_job(TrainingJobName="job-a01")["TrainingJobStatus"] == "InProgress"
+    assert [j.run_name for j in sim.jobs()] == ["r1", "someone-else"]  # the deleted job is kept
+
+
+def test_sim_a_job_keeping_an_available_warm_pool_cannot_be_deleted(clock: VirtualClock, s3: Any) -> None:
+    from drill.sim.warm_pools import WarmPoolSettings
+
+    sim = SimSageMaker(
+        clock, s3_client=s3, warm_pools=WarmPoolSettings(quotas={ITYPE: 2}, available_after_s=(0, 0))
+    )
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=600))
+    drain(sim)
+    assert sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"]["Status"] == "Available"
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="job-a01")
+    assert code_of(err)[0] == "ResourceInUse" and "warm pool" in code_of(err)[1]
+    sim.update_training_job(TrainingJobName="job-a01", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+    sim.delete_training_job(TrainingJobName="job-a01")  # released: it can go
+
+
 def test_sim_quota_per_instance_type_exact_message(clock: VirtualClock, s3: Any) -> None:
     sim = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 3})
     sim.create_training_job(**request("job-a01", count=2))
