@@ -19,7 +19,7 @@ Format (all times are virtual minutes from the scenario start unless named other
                                                        # and log lines (drill/metric_delay.py); defaults
               "warm_pools": {"quotas": {"ml.p4d.24xlarge": 8},   # warm-pool quota per type (AWS's
                                                                  # default: 0, no pool is kept)
-                             "available_after_s": [0, 300],      # end -> pool Available (drawn)
+                             "available_after_s": [0, 600],      # end -> pool Available (drawn)
                              "bad_host_refire_min": 5},          # a bad host kept in a pool fails
                                                                  # the next job this long in
               "api_rates": {"sagemaker.DescribeTrainingJob": 2},  # calls/s per operation over the

@@ -141,7 +141,10 @@ PROFILE_FIELDS = _from_dataclass(
         "uneven_fraction": _at_least(0),
     },
 )
-STARTUP_FIELDS = _from_dataclass(StartupTimes, {"infra_check_on_bad_host": _one_of(("replace", "fail"))})
+STARTUP_FIELDS = _from_dataclass(
+    StartupTimes,
+    {"infra_check_on_bad_host": _one_of(("replace", "fail")), "infra_check_miss_rate": _rate},
+)
 DELIVERY_FIELDS = _from_dataclass(
     Delivery, {"duplicate_rate": _rate, "drop_rate": _rate, "min_delay_s": _time, "max_delay_s": _time}
 )
@@ -171,6 +174,7 @@ FAULT_FIELDS = _from_dataclass(
         "duration_min": _time,
         "quota_limit": _at_least(0),
         "slowdown": _positive,
+        "infra_check_on_bad_host": _one_of(("replace", "fail")),
     },
 )
 ACCOUNT_FIELDS = {

@@ -553,11 +553,14 @@ class SimCore(SimEvents):
             {"failed_ms": t, "reason": reason, "step": step, "start_step": resume, "training_ms": None}
         )
         job._stepf, job.step, job._last_saved_step = float(resume), resume, resume
-        capacity = faults.take_capacity_fault(self, job)
+        on_plan = self.training_plans.holds(job.name)
+        capacity = None if on_plan else faults.take_capacity_fault(self, job)
         self._transition(
             job, t, "InProgress", "Starting", RETRY_STARTING_MESSAGE.format(n=len(job.retries), limit=limit)
         )
-        if capacity is not None:
+        if on_plan:  # the plan's capacity again: Pending until a window has room
+            self.training_plans.retry(self, job, t)
+        elif capacity is not None:
             job.capacity_wait = True
             job._capacity = capacity
             self._set_timer(

@@ -23,7 +23,11 @@ the simulation does, and where it comes from (docs/fidelity.md has a row per beh
 * From 30 minutes before the window's end SageMaker terminates the instances. AWS does not say
   how the job then ends: the simulation takes the unkind case, the job ends Failed with a
   FailureReason that reads like an instance failure (``PLAN_TERMINATED_REASON``), so a supervisor
-  that does not know the windows counts it as a crash. Jobs never move to the next window.
+  that does not know the windows counts it as a crash. Jobs never move to the next window --
+  except through the job's own ``RetryStrategy``, which AWS does not say a window's end skips:
+  the unkind reading is that the InternalServerError is retried like any other, within the same
+  job (no Failed event), which then waits Pending on the plan until a window has room (the next
+  one; InsufficientCapacityError after 2 days Pending).
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class PlanJob:
     plan: str
     started_window: Window | None = None  # the window the job left Pending in
     env: dict[str, str] = field(default_factory=dict)
+    pending_since_ms: int | None = None  # when it began waiting Pending (a retry waits afresh)
 
 
 class TrainingPlans:
@@ -207,8 +212,19 @@ class TrainingPlans:
     def hold(self, sim: Any, job: Any, plan: SimPlan, now: int) -> None:
         """A new job on `plan`: it provisions at once when a window is active with room, else it
         waits Pending."""
-        self._jobs[job.name] = PlanJob(plan.name)
+        self._jobs[job.name] = PlanJob(plan.name, pending_since_ms=now)
         self._try_start(sim, job, now, pending=False)
+
+    def holds(self, job_name: str) -> bool:
+        """The job runs on a training plan."""
+        return job_name in self._jobs
+
+    def retry(self, sim: Any, job: Any, t: int) -> None:
+        """SageMaker's RetryStrategy tries the job again (it went back to Starting): on a plan it
+        needs the plan's capacity again, Pending until a window has room."""
+        pj = self._jobs[job.name]
+        pj.started_window, pj.env, pj.pending_since_ms = None, {}, t
+        self._try_start(sim, job, t, pending=False)
 
     def on_timer(self, sim: Any, job: Any, timer: str, t: int) -> None:
         if timer == "plan_fail":
@@ -234,7 +250,9 @@ class TrainingPlans:
             return
         if not pending:
             sim._transition(job, t, "InProgress", "Pending", PLAN_STATUS_MESSAGE)
-        give_up = job.created_ms + MAX_PENDING_MS
+        give_up = (
+            pj.pending_since_ms if pj.pending_since_ms is not None else job.created_ms
+        ) + MAX_PENDING_MS
         nxt = self._next_chance(plan, t, window)
         if nxt is None or nxt >= give_up:
             sim._set_timer(job, max(give_up, t + 1), "plan_fail")
@@ -256,11 +274,15 @@ class TrainingPlans:
         return pj.started_window.termination_ms
 
     def terminate(self, sim: Any, job: Any, t: int) -> None:
-        """The window's termination reached a running job: it ends Failed (the unkind case)."""
+        """The window's termination reached a running job: it ends Failed (the unkind case), or
+        -- with a RetryStrategy try left -- SageMaker retries it and it waits for the plan."""
         if job.status != "InProgress":
             return
-        job.ended_reason = "plan_window_end"
         self.terminated.append((t, job.name))
+        if sim._retries_left(job) > 0:
+            sim._retry(job, t, PLAN_TERMINATED_REASON)  # back to Starting, then Pending on the plan
+            return
+        job.ended_reason = "plan_window_end"
         sim._fail(job, t, PLAN_TERMINATED_REASON)
 
     def environment(self, job_name: str) -> dict[str, str]:

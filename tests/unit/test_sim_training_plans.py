@@ -124,6 +124,26 @@ def test_instances_are_terminated_30_min_before_the_window_ends_and_the_job_fail
     assert sim.training_plans.terminated == [(t0 + 5 * HOUR - 30 * MIN, "job-a01")]
 
 
+def test_a_retry_strategy_retries_the_termination_and_the_job_waits_for_the_next_window(
+    sim: SimSageMaker, clock: VirtualClock
+) -> None:
+    """AWS does not say that a window's end skips the job's own RetryStrategy, and the
+    termination reads as an InternalServerError, the failure it retries: the unkind reading. The
+    job goes back to Starting in the same job (no Failed state), waits Pending for the plan, and
+    trains again in the next window, which its environment then names."""
+    t0 = clock.now_ms
+    sim.create_training_job(**on_plan(sim, "job-a01", retries=2))
+    run_until(sim, lambda: sim.training_plans.terminated != [])
+    job = sim.job("job-a01")
+    assert sim.training_plans.terminated == [(t0 + 5 * HOUR - 30 * MIN, "job-a01")]
+    assert (job.status, job.secondary) == ("InProgress", "Pending") and len(job.retries) == 1
+    assert "Failed" not in [tr["Status"] for tr in job.transitions]
+    run_until(sim, lambda: sim.job("job-a01").secondary == "Training" and clock.now_ms > t0 + 6 * HOUR)
+    assert clock.now_ms >= t0 + 11 * HOUR  # not before the next window opened
+    env = sim.training_plans.environment("job-a01")
+    assert env[EXPIRATION_ENV] == str(t0 + 15 * HOUR)
+
+
 def test_a_stop_before_termination_ends_the_job_stopped_not_terminated(
     sim: SimSageMaker, clock: VirtualClock
 ) -> None:

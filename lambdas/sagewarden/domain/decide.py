@@ -88,7 +88,7 @@ from sagewarden.domain.models import (
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.retention import on_retention
 from sagewarden.domain.stragglers import on_steps
-from sagewarden.domain.training_plans import on_plan_tick, record_plan
+from sagewarden.domain.training_plans import on_plan_tick, record_plan, stop_retry_past_window
 from sagewarden.domain.wants import RESUMABLE
 from sagewarden.domain.warm_pools import (
     is_pool_job_missing,
@@ -423,6 +423,8 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         )
         return None
     d.put_attempt(att)
+    if stop_retry_past_window(d, att, e):  # SageMaker's own retry of a window's end
+        return None
     if e.status == "InProgress" and d.run.status != RunStatus.STOPPING:
         # a job past Training (Uploading its model) has not gone back to starting
         trained = e.secondary == "Training" or att.training_started_ms is not None
