@@ -11,6 +11,7 @@ from benchmarks.trace import (
     COMPILE_MIN,
     EVAL_EVERY_H,
     EVAL_MIN,
+    INFRA_CHECK_SHARES,
     LEMON_RETURNS,
     LEMON_SHARE,
     LOG_INTERVAL_S,
@@ -110,7 +111,12 @@ def method_lines(person: Person) -> list[str]:
         "5 minutes into Training, unless SageMaker's infra check (`InfraCheckConfig`) finds it first; with "
         f"a share p of lemons each back N times, lemons cause p(1 + N) / (1 + pN) of those faults: "
         f"{LEMON_SHARE:g} and {LEMON_RETURNS} give one half. A bad host a warm pool keeps is met again "
-        "by whoever reuses the pool, lemon or not.",
+        "by whoever reuses the pool, lemon or not. What the infra check does with such a host AWS does "
+        "not publish: each bad-instance fault draws it, "
+        + ", ".join(f"{name} {share:.0%}" for name, share in INFRA_CHECK_SHARES)
+        + " (replace: SageMaker swaps the host before Training; fail: the job fails in Starting naming "
+        "it; miss: the check finds nothing and the job meets the host). A warm pool takes 0-10 minutes "
+        "to be `Available` (drawn per pool), past a resume's 5-minute wait for it.",
         "",
         "**Internal consistency.** Faults and phases arrive over the run's *healthy operating time* "
         "(training, saving, evaluating, compiling; not hung), so every supervisor meets the same faults "

@@ -15,6 +15,8 @@ from benchmarks import benign
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import load, parse
+from drill.sim.warm_pools import WarmPoolSettings
+from sagewarden.domain.warm_pools import POOL_WAIT_MS
 
 
 def progress(text: str) -> None:
@@ -249,10 +251,12 @@ def small_job_sections(small_seeds: list[int], template: dict[str, Any]) -> list
     out.append("")
     out += benign.table(small_seeds, template, progress=progress, draw_seeds=range(1, DRAWS + 1))
     out.append("")
+    low_s, high_s = WarmPoolSettings().available_after_s
     out.append(
         "Warm pool (`keep_alive_seconds`) after a non-hardware ending (NCCL watchdog), in an account "
-        "with warm-pool quota for the job (AWS's default is 0); the pool becomes Available 0-5 min "
-        "after the end (drawn), and the resume waits for it:"
+        f"with warm-pool quota for the job (AWS's default is 0); the pool becomes Available "
+        f"{low_s / 60:g}-{high_s / 60:g} min after the end (drawn), and the resume waits for it up "
+        f"to {POOL_WAIT_MS // 60_000} min (a later pool: it starts cold):"
     )
     out.append("")
     out.append("| policy | recover: fault -> replacement training |")

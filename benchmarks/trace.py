@@ -168,6 +168,12 @@ SLOW_REFERENCE_HOSTS = 256
 LEMON_SHARE = 0.25
 LEMON_RETURNS = 2
 
+# SageMaker's infra check (InfraCheckConfig) on a bad instance a job meets again (a lemon, or a
+# warm pool's): AWS publishes neither what it finds nor what it does then, so each bad-instance
+# fault draws, from its own stream, one of the three cases at equal shares -- the check finds the
+# host and SageMaker replaces it, finds it and fails the job in Starting, or finds nothing.
+INFRA_CHECK_SHARES: tuple[tuple[str, float], ...] = (("replace", 1 / 3), ("fail", 1 / 3), ("miss", 1 / 3))
+
 
 def slow_rate_per_host_hour() -> float:
     """Episodes per host-hour of healthy operation such that an unhelped run of
@@ -198,6 +204,9 @@ class TraceFault:
     hardware: bool
     restart_capacity_min: float | None
     returns_cold: int = 0  # a lemon: its host comes back on the run's next this-many cold starts
+    # what SageMaker's infra check does with this bad instance (INFRA_CHECK_SHARES: replace, fail
+    # or miss); None: the simulated account's own defaults
+    infra_check: str | None = None
 
     @property
     def cls(self) -> str:
@@ -213,6 +222,8 @@ class TraceFault:
 
     def sim_fault(self, run: str = RUN_NAME) -> Fault:
         spec = MANIFESTATIONS[self.manifestation].fault
+        finds = None if self.infra_check is None else self.infra_check != "miss"
+        on_bad_host = self.infra_check if self.infra_check in ("replace", "fail") else None
         return Fault(
             run=run,
             after_run_training_min=self.healthy_min,
@@ -220,6 +231,8 @@ class TraceFault:
             bad_host=self.hardware,
             restart_capacity_min=self.restart_capacity_min,
             returns_cold=self.returns_cold,
+            infra_check_finds=finds,
+            infra_check_on_bad_host=on_bad_host,
             label=self.label,
             **spec,
         )
@@ -405,6 +418,19 @@ def with_lemons(seed: int, faults: Sequence[TraceFault]) -> tuple[TraceFault, ..
     return tuple(out)
 
 
+def with_infra_checks(seed: int, faults: Sequence[TraceFault]) -> tuple[TraceFault, ...]:
+    """What the infra check does with each bad-instance fault's host, at INFRA_CHECK_SHARES, from
+    its own stream (a seed's faults stay the same)."""
+    rng = random.Random(seed * 1_000_003 + 131)
+    names = [name for name, _ in INFRA_CHECK_SHARES]
+    weights = [share for _, share in INFRA_CHECK_SHARES]
+    out = []
+    for f in faults:
+        case = rng.choices(names, weights=weights)[0]  # drawn for every fault: the stream does not shift
+        out.append(dataclasses.replace(f, infra_check=case) if f.hardware else f)
+    return tuple(out)
+
+
 def generate(
     *,
     seed: int,
@@ -415,7 +441,8 @@ def generate(
     benign: bool = False,
     hosts_fail: bool = False,
 ) -> Trace:
-    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed); with
+    """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed), each
+    bad-instance fault with what the infra check does with it (:func:`with_infra_checks`); with
     ``benign`` the run's benign phases (:func:`draw_benign`); with ``hosts_fail`` fail-slow
     episodes (:func:`draw_slow`) and lemons among the bad-instance faults (:func:`with_lemons`)."""
     for cause in ROOT_CAUSES:
@@ -448,7 +475,7 @@ def generate(
                 restart_capacity_min=capacity,
             )
         )
-    trace = Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, tuple(faults))
+    trace = Trace(seed, gpus, hosts, rate_multiplier, horizon_hours, with_infra_checks(seed, faults))
     if benign:
         phases, compile_min, log_interval = draw_benign(seed, horizon_hours)
         trace = dataclasses.replace(

@@ -141,6 +141,9 @@ class LocalAccount:
         start_ms: int | None = None,
         quotas: Mapping[str, int] | None = None,
         total_instance_quota: int | None = None,
+        # managed spot training's own quotas (a spot job counts against these only)
+        spot_quotas: Mapping[str, int] | None = None,
+        total_spot_instance_quota: int | None = None,
         startup: StartupTimes | None = None,
         warm_pools: WarmPoolSettings | None = None,
         delivery: Delivery | None = None,
@@ -211,6 +214,8 @@ class LocalAccount:
         self._seed = seed
         self._quotas = dict(quotas or {})
         self._total_quota = total_instance_quota
+        self._spot_quotas = dict(spot_quotas or {})
+        self._total_spot_quota = total_spot_instance_quota
         self._startup = startup
         self._warm_pools = warm_pools
         self._timestamp_form = timestamp_form
@@ -295,6 +300,8 @@ class LocalAccount:
             region=REGION,
             quotas=self._quotas,
             total_instance_quota=self._total_quota,
+            spot_quotas=self._spot_quotas,
+            total_spot_instance_quota=self._total_spot_quota,
             startup=self._startup,
             seed=self._seed,
             emit=self._on_emit,

@@ -186,11 +186,14 @@ def fault_summary(
     drill_end_ms: int,
 ) -> list[dict[str, Any]]:
     """Per fault that fired: what, where, how it was classed, what came of it and its GPU-hours."""
-    by_job = {j.name: j for j in jobs}
+    by_job: dict[str, list[SimJob]] = {}  # a deleted job's name may have been used again
+    for j in sorted(jobs, key=lambda j: j.created_ms):
+        by_job.setdefault(j.name, []).append(j)
     by_key = {(r.at_ms, r.job, r.kind): r for r in records}
     out = []
     for at_ms, job_name, kind, host in fault_log:
-        job = by_job.get(job_name)
+        named = by_job.get(job_name, [])
+        job = next((j for j in reversed(named) if j.created_ms <= at_ms), named[0] if named else None)
         run_name = job.run_name if job else None
         if job is None:  # refused at CreateTrainingJob (throttle, quota): the attempt's job name
             run_name = next(

@@ -212,6 +212,8 @@ class DrillRunner:
             seed=sc.seed,
             quotas=sc.quotas,
             total_instance_quota=sc.total_instance_quota,
+            spot_quotas=sc.spot_quotas,
+            total_spot_instance_quota=sc.total_spot_instance_quota,
             startup=sc.startup,
             warm_pools=sc.warm_pools,
             delivery=Delivery(**d) if d else Delivery(),
@@ -513,7 +515,7 @@ class DrillRunner:
         """Per fault: when it happened, how it was classed, when the supervisor acted, when a
         replacement trained, and its GPU-hours (drill.report.fault_summary)."""
         sim = self.acct.sagemaker
-        jobs = {j.name: j for j in sim.jobs()}
+        jobs = sim.jobs()  # (a list: a deleted job's name may have been used again)
         # per run, sorted: action times, and (Training start, job) -- bisected per fault, so the
         # report does not grow with faults x timeline
         actions: dict[str | None, list[int]] = {}
@@ -521,16 +523,14 @@ class DrillRunner:
             if r.kind == "action":
                 actions.setdefault(r.run, []).append(r.at_ms)
         trainings: dict[str | None, list[tuple[int, str]]] = {}
-        for j in jobs.values():
+        for j in jobs:
             if j.training_started_ms is not None:
                 trainings.setdefault(j.run_name, []).append((j.training_started_ms, j.name))
         for times in actions.values():
             times.sort()
         for started in trainings.values():
             started.sort()
-        out = fault_summary(
-            sim.fault_log, sim.fault_records, list(jobs.values()), runs, drill_end_ms=self.acct.clock.now_ms
-        )
+        out = fault_summary(sim.fault_log, sim.fault_records, jobs, runs, drill_end_ms=self.acct.clock.now_ms)
         for f in out:
             at_ms, job_name, run = f["at_ms"], f["job"], f["run"]
             run_actions = actions.get(run, [])

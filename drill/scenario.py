@@ -6,6 +6,8 @@ Format (all times are virtual minutes from the scenario start unless named other
   "max_days": 60,                                  # stop the drill after this much virtual time
   "account": {"quotas": {"ml.p4d.24xlarge": 4},    # per instance type, across non-terminal jobs
               "total_instance_quota": null,
+              "spot_quotas": {"ml.p4d.24xlarge": 4},  # managed spot training's own quotas
+              "total_spot_instance_quota": null,      # (a spot job counts against these only)
               "startup": {"provision_s": 360, "download_s": 120, ...},   # StartupTimes fields
               "timestamp_form": "millis" | "string",                   # event detail timestamps
               "reconcile_interval_min": 10,
@@ -17,7 +19,7 @@ Format (all times are virtual minutes from the scenario start unless named other
                                                        # and log lines (drill/metric_delay.py); defaults
               "warm_pools": {"quotas": {"ml.p4d.24xlarge": 8},   # warm-pool quota per type (AWS's
                                                                  # default: 0, no pool is kept)
-                             "available_after_s": [0, 300],      # end -> pool Available (drawn)
+                             "available_after_s": [0, 600],      # end -> pool Available (drawn)
                              "bad_host_refire_min": 5},          # a bad host kept in a pool fails
                                                                  # the next job this long in
               "api_rates": {"sagemaker.DescribeTrainingJob": 2},  # calls/s per operation over the
@@ -182,6 +184,9 @@ class Scenario:
     api_retry_wait_s: float = DEFAULT_RETRY_WAIT_S
     describe_after_create_s: tuple[float, float] = DEFAULT_WINDOW_S
     training_plans: list[PlanSpec] = field(default_factory=list)  # drill/sim/training_plans.py
+    # managed spot training's quotas, per instance type and in all (None: no limit)
+    spot_quotas: dict[str, int] = field(default_factory=dict)
+    total_spot_instance_quota: int | None = None
 
 
 class ScenarioError(ValueError):
@@ -269,6 +274,10 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
     for itype, n in account.get("quotas", {}).items():
         if check.value(f"account.quotas.{itype}", n, Spec("int", check=_at_least(0))):
             quotas[itype] = n
+    spot_quotas: dict[str, int] = {}
+    for itype, n in account.get("spot_quotas", {}).items():
+        if check.value(f"account.spot_quotas.{itype}", n, Spec("int", check=_at_least(0))):
+            spot_quotas[itype] = n
     startup = check.obj("account.startup", account.get("startup", {}), STARTUP_FIELDS)
     metric_delay: dict[str, dict[str, Any]] = {}
     delays = check.obj(
@@ -401,6 +410,8 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         max_days=max_days,
         quotas=quotas,
         total_instance_quota=account.get("total_instance_quota"),
+        spot_quotas=spot_quotas,
+        total_spot_instance_quota=account.get("total_spot_instance_quota"),
         startup=StartupTimes(**startup),
         warm_pools=warm_pools,
         timestamp_form=account.get("timestamp_form", "millis"),

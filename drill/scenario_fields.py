@@ -141,7 +141,10 @@ PROFILE_FIELDS = _from_dataclass(
         "uneven_fraction": _at_least(0),
     },
 )
-STARTUP_FIELDS = _from_dataclass(StartupTimes, {"infra_check_on_bad_host": _one_of(("replace", "fail"))})
+STARTUP_FIELDS = _from_dataclass(
+    StartupTimes,
+    {"infra_check_on_bad_host": _one_of(("replace", "fail")), "infra_check_miss_rate": _rate},
+)
 DELIVERY_FIELDS = _from_dataclass(
     Delivery, {"duplicate_rate": _rate, "drop_rate": _rate, "min_delay_s": _time, "max_delay_s": _time}
 )
@@ -171,11 +174,14 @@ FAULT_FIELDS = _from_dataclass(
         "duration_min": _time,
         "quota_limit": _at_least(0),
         "slowdown": _positive,
+        "infra_check_on_bad_host": _one_of(("replace", "fail")),
     },
 )
 ACCOUNT_FIELDS = {
     "quotas": Spec("object"),
     "total_instance_quota": Spec("int|null", check=_at_least(0)),
+    "spot_quotas": Spec("object"),
+    "total_spot_instance_quota": Spec("int|null", check=_at_least(0)),
     "startup": Spec("object"),
     "timestamp_form": Spec("str", check=_one_of(("millis", "string"))),
     "reconcile_interval_min": Spec("number", check=_positive),

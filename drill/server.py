@@ -122,6 +122,8 @@ class LocalServer:
                 "seed": sc.seed,
                 "quotas": sc.quotas,
                 "total_instance_quota": sc.total_instance_quota,
+                "spot_quotas": sc.spot_quotas,
+                "total_spot_instance_quota": sc.total_spot_instance_quota,
                 "startup": sc.startup,
                 "warm_pools": sc.warm_pools,
                 "metric_delay": sc.metric_delay,

@@ -20,6 +20,7 @@ from botocore.awsrequest import AWSResponse
 
 from drill.sim_sagemaker import SimSageMaker
 from sagewarden.domain.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
+from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota, warm_pool_quota
 
 OPERATIONS = ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
 DEFAULT_PAGE = 100
@@ -39,16 +40,20 @@ class SimServiceQuotas:
         return client
 
     def quotas(self) -> list[dict[str, Any]]:
-        rows = [
-            (f"{itype} for training job usage", limit) for itype, limit in sorted(self._sm.quotas.items())
+        rows = [(training_quota(itype), limit) for itype, limit in sorted(self._sm.quotas.items())]
+        # managed spot training's own quotas, listed beside the on-demand ones
+        rows += [
+            (training_quota(itype, spot=True), limit) for itype, limit in sorted(self._sm.spot_quotas.items())
         ]
         # AWS lists a warm-pool quota for every training instance type, 0 by default: here the types
         # the account knows (its training quotas, its warm-pool quotas, the supervisor's price table)
         pools = self._sm.warm_pools.settings.quotas
         for itype in sorted({*self._sm.quotas, *pools, *ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD}):
-            rows.append((f"{itype} for training warm pool usage", pools.get(itype, 0)))
+            rows.append((warm_pool_quota(itype), pools.get(itype, 0)))
         if self._sm.total_instance_quota is not None:
-            rows.append(("Number of instances across all training jobs", self._sm.total_instance_quota))
+            rows.append((TOTAL_QUOTA, self._sm.total_instance_quota))
+        if self._sm.total_spot_instance_quota is not None:
+            rows.append((TOTAL_SPOT_QUOTA, self._sm.total_spot_instance_quota))
         return [
             {
                 "ServiceCode": "sagemaker",

@@ -69,6 +69,8 @@ from drill.sim.texts import (
     limit_error,
 )
 from drill.sim.warm_pools import WarmPoolSettings, is_spot, keep_alive_of
+from sagewarden.domain.models import SM_DELETING as DELETING  # while DeleteTrainingJob removes it
+from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota
 from sagewarden.keys import (
     TAG_ATTEMPT,
     TAG_RUN_ID,
@@ -112,6 +114,8 @@ class SimSageMaker(SimReads, SimCore):
         region: str = "us-east-1",
         quotas: dict[str, int] | None = None,
         total_instance_quota: int | None = None,
+        spot_quotas: dict[str, int] | None = None,
+        total_spot_instance_quota: int | None = None,
         startup: StartupTimes | None = None,
         seed: int = 0,
         emit: Callable[[dict[str, Any]], None] | None = None,
@@ -140,9 +144,17 @@ class SimSageMaker(SimReads, SimCore):
         # without it no heartbeat datapoint exists at all
         self.heartbeat_metric = heartbeat_metric
         self.total_instance_quota = total_instance_quota
+        # managed spot training's own quotas ("<type> for spot training job usage", "Number of
+        # instances across all spot training jobs"): a spot job is checked against them only
+        self.spot_quotas = dict(spot_quotas or {})
+        self.total_spot_instance_quota = total_spot_instance_quota
         self._throttle = 0
         self._request_seq = 0
         self._bounds_cache: dict[tuple[Any, ...], tuple[list[Any], set[int]]] = {}
+        # jobs DeleteTrainingJob removed (gone from the API, their names free again), in order
+        self.deleted_jobs: list[SimJob] = []
+        self._deleting: list[SimJob] = []
+        self._job_seq = 0
 
     # ------------------------------------------------------------------------------------------
     # boto3-shaped API
@@ -155,6 +167,7 @@ class SimSageMaker(SimReads, SimCore):
         tags = self._tags_of(request)
         faults.refuse_throttled(self, tags, request)
         self._validate(request, op)
+        self._settle_deletions(now)
         plan = self.training_plans.admit(request, now, op)  # drill/sim/training_plans.py
         name: str = request["TrainingJobName"]
         arn = self._arn(name)
@@ -168,10 +181,14 @@ class SimSageMaker(SimReads, SimCore):
         rc = request["ResourceConfig"]
         itype: str = rc["InstanceType"]
         count: int = rc["InstanceCount"]
-        faults.refuse_over_quota(self, tags, itype, count, name, op)
+        spot = is_spot(request)
+        faults.refuse_over_quota(self, tags, itype, count, name, op, spot=spot)
         self.warm_pools.settle(now)
         pool = self.warm_pools.candidate(request)
-        self._check_quota(itype, count, op, taking=pool.instance_count if pool is not None else 0)
+        if spot:
+            self._check_spot_quota(itype, count, op)
+        else:
+            self._check_quota(itype, count, op, taking=pool.instance_count if pool is not None else 0)
 
         run_name = tags.get(TAG_RUN_NAME)
         profile = self._profiles.get(run_name) if run_name else None
@@ -191,7 +208,7 @@ class SimSageMaker(SimReads, SimCore):
             instance_type=itype,
             instance_count=count,
             created_ms=now,
-            seq=len(self._jobs),
+            seq=self._next_seq(),
             start_step=start_step,
             _step=start_step,
             _clock=self.clock,
@@ -240,7 +257,7 @@ class SimSageMaker(SimReads, SimCore):
         }
         if job.status == "Completed":
             out["ModelArtifacts"] = {"S3ModelArtifacts": self._model_artifacts(job)}
-        out["TrainingJobStatus"] = job.status
+        out["TrainingJobStatus"] = DELETING if job.deleted_ms is not None else job.status
         out["SecondaryStatus"] = job.secondary
         if job.failure_reason is not None:
             out["FailureReason"] = job.failure_reason
@@ -288,14 +305,50 @@ class SimSageMaker(SimReads, SimCore):
         op = "StopTrainingJob"
         job = self._existing_job(TrainingJobName, op)
         if job.is_terminal:
+            status = DELETING if job.deleted_ms is not None else job.status
             raise client_error(
                 "ValidationException",
-                f"The request was rejected because the training job is in status {job.status}.",
+                f"The request was rejected because the training job is in status {status}.",
                 op,
             )
         if job.status == "InProgress":
             self._begin_stop(job, self.clock.now_ms, "Stopped", "stopped")
             self._reschedule(job)
+        return {"ResponseMetadata": self._response_metadata()}
+
+    def delete_training_job(self, *, TrainingJobName: str) -> dict[str, Any]:
+        """DeleteTrainingJob (API Reference): only a job in a terminal state (Stopped, Failed,
+        Completed) that keeps no Available warm pool; "you cannot delete a job that is in the
+        InProgress or Stopping state". The job then shows TrainingJobStatus Deleting for
+        ``StartupTimes.delete_s`` and is gone: DescribeTrainingJob answers as for a name never
+        used, and the name may be used again. No event is emitted for either (AWS documents none:
+        the unkind case, the supervisor only sees it by looking). The refusals' codes are the
+        model's listed errors (ResourceNotFound, ResourceInUse); their wording is the simulator's."""
+        op = "DeleteTrainingJob"
+        self._gate(op)
+        now = self.clock.now_ms
+        self._settle_deletions(now)
+        job = self._jobs.get(TrainingJobName)
+        if job is None:
+            raise client_error("ResourceNotFound", "Requested resource not found.", op)
+        if job.deleted_ms is not None or not job.is_terminal:
+            status = DELETING if job.deleted_ms is not None else job.status
+            raise client_error(
+                "ResourceInUse",
+                f"Training job {job.name} is in status {status}: only a job in a terminal state can be deleted.",
+                op,
+            )
+        self.warm_pools.settle(now)
+        pool = self.warm_pools.pool_of(job.name)
+        if pool is not None and pool.status == "Available":
+            raise client_error(
+                "ResourceInUse",
+                f"Training job {job.name} retains an Available warm pool: release it before deleting the job.",
+                op,
+            )
+        job.deleted_ms = now
+        self._deleting.append(job)
+        self.fault_log.append((now, job.name, "deleted", 0))
         return {"ResponseMetadata": self._response_metadata()}
 
     def update_training_job(
@@ -343,7 +396,9 @@ class SimSageMaker(SimReads, SimCore):
     # ------------------------------------------------------------------------------------------
 
     def jobs(self) -> list[SimJob]:
-        return list(self._jobs.values())
+        """Every job the account ran, deleted ones included, in the order they were created."""
+        self._settle_deletions(self.clock.now_ms)
+        return sorted([*self._jobs.values(), *self.deleted_jobs], key=lambda j: j.seq)
 
     def job(self, name: str) -> SimJob:
         return self._jobs[name]
@@ -366,12 +421,29 @@ class SimSageMaker(SimReads, SimCore):
     # ------------------------------------------------------------------------------------------
 
     def _existing_job(self, name: str, op: str) -> SimJob:
-        """Throttling first, then the job, as the API answers: unknown names are a ValidationException."""
+        """Throttling first, then the job, as the API answers: unknown names (and deleted jobs)
+        are a ValidationException."""
         self._gate(op)
+        self._settle_deletions(self.clock.now_ms)
         job = self._jobs.get(name)
         if job is None:
             raise client_error("ValidationException", "Requested resource not found.", op)
         return job
+
+    def _settle_deletions(self, now: int) -> None:
+        """Jobs whose Deleting is over leave the API (their names are free again)."""
+        for job in list(self._deleting):
+            assert job.deleted_ms is not None
+            if now >= job.deleted_ms + self.startup.delete_s * 1000:
+                self._deleting.remove(job)
+                if self._jobs.get(job.name) is job:
+                    del self._jobs[job.name]
+                self.warm_pools.forget(job.name)
+                self.deleted_jobs.append(job)
+
+    def _next_seq(self) -> int:
+        self._job_seq += 1
+        return self._job_seq - 1
 
     def _gate(self, op: str) -> None:
         if self._throttle > 0:
@@ -464,13 +536,25 @@ class SimSageMaker(SimReads, SimCore):
         if limit is not None:
             used = self._live_instances.get(itype, 0) + self.warm_pools.idle_instances(itype) - taking
             if used + count > limit:
-                raise limit_error(f"{itype} for training job usage", limit, used, count, op)
+                raise limit_error(training_quota(itype), limit, used, count, op)
         if self.total_instance_quota is not None:
             used = sum(self._live_instances.values()) + self.warm_pools.idle_instances() - taking
             if used + count > self.total_instance_quota:
-                raise limit_error(
-                    "Number of instances across all training jobs", self.total_instance_quota, used, count, op
-                )
+                raise limit_error(TOTAL_QUOTA, self.total_instance_quota, used, count, op)
+
+    def _check_spot_quota(self, itype: str, count: int, op: str) -> None:
+        """Managed spot training's quotas, apart from the on-demand ones (Service Quotas lists
+        both); no warm pool is ever kept for a spot job, so none counts here."""
+        limit = self.spot_quotas.get(itype)
+        if limit is not None:
+            used = self._live_spot_instances.get(itype, 0)
+            if used + count > limit:
+                raise limit_error(training_quota(itype, spot=True), limit, used, count, op)
+        total = self.total_spot_instance_quota
+        if total is not None:
+            used = sum(self._live_spot_instances.values())
+            if used + count > total:
+                raise limit_error(TOTAL_SPOT_QUOTA, total, used, count, op)
 
     def _model_artifacts(self, job: SimJob) -> str:
         base = str(job.request["OutputDataConfig"].get("S3OutputPath", "")).rstrip("/")

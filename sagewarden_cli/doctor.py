@@ -24,7 +24,8 @@ one line each what is wrong and how to fix it:
   versions is a warning: retention's deletes would free no storage there
   (s3:GetBucketVersioning, s3:GetLifecycleConfiguration);
 * warnings: the training-job and warm-pool quotas of the instance types in ``policyDefaults``
-  (and ``--instance-type``), from Service Quotas.
+  (and ``--instance-type``), from Service Quotas; with ``--spot``, the spot training quotas
+  (managed spot training has its own, and keeps no warm pool).
 
 The deployment settings are read as the CDK reads them: ``cdk.json``'s context, then
 ``-c key=value`` (the same flags you pass to ``cdk deploy``; ``make deploy`` passes the same).
@@ -163,6 +164,12 @@ def add_arguments(parser: argparse.ArgumentParser, *, include_global: bool = Tru
         help="also check the quotas of this instance type (repeatable), e.g. ml.p5.48xlarge",
     )
     parser.add_argument(
+        "--spot",
+        action="store_true",
+        help="the runs use managed spot training: check the spot training quotas instead "
+        "('<type> for spot training job usage')",
+    )
+    parser.add_argument(
         "--credentials-only",
         action="store_true",
         help="check only that credentials and a region resolve (make bootstrap runs this first)",
@@ -247,6 +254,7 @@ def run(
         config,
         qualifier=str(context.get(QUALIFIER_CONTEXT) or DEFAULT_QUALIFIER),
         instance_types=getattr(namespace, "instance_type", []) or [],
+        spot=bool(getattr(namespace, "spot", False)),
     )
     findings = preflight.run(credentials_only=credentials_only)
     if getattr(namespace, "json", False):

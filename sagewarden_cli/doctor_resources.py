@@ -271,12 +271,15 @@ class ResourceChecks(PreflightBase):
                     WARN, "quotas", "cannot read SageMaker quotas (servicequotas:ListServiceQuotas denied)"
                 )
             ]
+        from sagewarden.domain.quotas import training_quota, warm_pool_quota
+
         keep_alive = RunPolicy.from_dict(dict(self.config.policy_defaults)).keep_alive_seconds
+        spot = self.spot  # managed spot training: its own quotas, and no warm pool
         findings = []
         for instance_type in types:
-            wanted = [f"{instance_type} for training job usage"]
-            if keep_alive > 0:
-                wanted.append(f"{instance_type} for training warm pool usage")
+            wanted = [training_quota(instance_type, spot=spot)]
+            if keep_alive > 0 and not spot:
+                wanted.append(warm_pool_quota(instance_type))
             for name in wanted:
                 value = quotas.get(name)
                 if value is None:

@@ -88,6 +88,7 @@ class PreflightBase:
         qualifier: str = DEFAULT_QUALIFIER,
         stack_name: str | None = None,
         instance_types: Sequence[str] = (),
+        spot: bool = False,
     ) -> None:
         self.session = session
         self.region = region
@@ -96,6 +97,7 @@ class PreflightBase:
         # the deployment's stackName context, unless a caller names another
         self.stack_name = stack_name or str(getattr(config, "stack_name", None) or STACK_NAME)
         self.extra_instance_types = tuple(instance_types)
+        self.spot = spot  # the runs use managed spot training: its own quotas are the ones checked
         self.account = ""
         self.partition = "aws"
         self.identity_arn = ""

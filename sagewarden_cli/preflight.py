@@ -207,18 +207,22 @@ def _gpus(instance_type: str) -> int:
 
 
 def quota_findings(quotas: Any, job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
-    """Instance counts against the account's SageMaker quotas (Service Quotas). Any failure to
-    read them is a note: the review never fails because of it."""
+    """Instance counts against the account's SageMaker quotas (Service Quotas): the spot training
+    quotas for a managed spot job, the on-demand ones otherwise. Any failure to read them is a
+    note: the review never fails because of it."""
+    from sagewarden.domain.quotas import is_managed_spot, total_quota, training_quota, warm_pool_quota
+
     try:
         applied = _sagemaker_quotas(quotas)
     except Exception as exc:
         return [Finding("note", "quota", f"quotas not checked: cannot read Service Quotas ({_reason(exc)})")]
     out: list[Finding] = []
+    spot = is_managed_spot(job)
     keep_alive = _warm_pool(job, policy)[0] > 0  # none for managed spot training
     for itype, count in dict.fromkeys(instance_choices(job, policy)):
-        names = [f"{itype} for training job usage"]
+        names = [training_quota(itype, spot=spot)]
         if keep_alive:
-            names.append(f"{itype} for training warm pool usage")
+            names.append(warm_pool_quota(itype))
         for name in names:
             limit = applied.get(name)
             if limit is None:
@@ -234,16 +238,11 @@ def quota_findings(quotas: Any, job: Mapping[str, Any], policy: Mapping[str, Any
                 )
             else:
                 out.append(Finding("note", "quota", f"{count} x {itype} fits the quota {name!r} ({limit:g})"))
-    total = applied.get("Number of instances across all training jobs")
+    total_name = total_quota(spot=spot)
+    total = applied.get(total_name)
     biggest = max(count for _, count in instance_choices(job, policy))
     if total is not None and biggest > total:
-        out.append(
-            Finding(
-                "warning",
-                "quota",
-                f"the quota 'Number of instances across all training jobs' is {total:g}, below {biggest}",
-            )
-        )
+        out.append(Finding("warning", "quota", f"the quota {total_name!r} is {total:g}, below {biggest}"))
     return out
 
 

@@ -37,6 +37,7 @@ from drill.sim.texts import (
     client_error,
     limit_error,
 )
+from sagewarden.domain.quotas import training_quota
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_NAME
 
 
@@ -99,10 +100,11 @@ def refuse_throttled(sim: FaultsSim, tags: dict[str, str], request: dict[str, An
 
 
 def refuse_over_quota(
-    sim: FaultsSim, tags: dict[str, str], itype: str, count: int, name: str, op: str
+    sim: FaultsSim, tags: dict[str, str], itype: str, count: int, name: str, op: str, *, spot: bool = False
 ) -> None:
     """An armed quota fault matching this launch: ResourceLimitExceeded, as the real quota check
-    words it (aws-facts), with the limit's instances all in use."""
+    words it (aws-facts), with the limit's instances all in use -- the spot quota of the type for
+    a managed spot job."""
     for state in sim._faults:
         f = state.fault
         if f.kind != "quota" or state.consumed or not matches_tags(f, tags, itype):
@@ -111,7 +113,7 @@ def refuse_over_quota(
             state.consumed = True
         sim.fault_log.append((sim.clock.now_ms, name, "quota", f.host))
         limit = count if f.quota_limit is None else f.quota_limit
-        raise limit_error(f"{itype} for training job usage", limit, limit, count, op)
+        raise limit_error(training_quota(itype, spot=spot), limit, limit, count, op)
 
 
 def take_capacity_fault(sim: FaultsSim, job: SimJob) -> FaultState | None:

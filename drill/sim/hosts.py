@@ -13,12 +13,13 @@ and the NCCL lines a job prints at its first collective (docs/fidelity.md has on
 - **Infra check** (CreateTrainingJob ``InfraCheckConfig.EnableInfraCheck``; AWS documents only
   that SageMaker checks the hardware and the cluster network before the job runs). How long the
   check takes is not published: each job draws it from ``StartupTimes.infra_check_min_s`` ..
-  ``infra_check_max_s`` (default 5-30 min) and spends it in Starting. A bad host the job would
-  have met (from a warm pool, or a lemon) is found unless its fault says
-  ``infra_check_finds: false`` (an intermittent fault a short check misses); a found host is
-  replaced by a good one (new serials) before Training, or, with
-  ``StartupTimes.infra_check_on_bad_host`` "fail", the job fails in Starting with a reason naming
-  it (the model's own wording: AWS does not publish one).
+  ``infra_check_max_s`` (default 5-30 min) and spends it in Starting. Nor what it finds, nor what
+  it does then: the unkind case. A bad host the job would have met (from a warm pool, or a lemon)
+  is missed at ``StartupTimes.infra_check_miss_rate`` (default 0.5, drawn per job and host) unless
+  its fault pins ``infra_check_finds`` (false: an intermittent fault a short check misses); a
+  found host fails the job in Starting with a reason naming it (``infra_check_on_bad_host``
+  "fail", the default; the model's own wording: AWS does not publish one), or, set to "replace"
+  (per account, or per fault), is replaced by a good one (new serials) before Training.
 - **NCCL's network lines.** A job whose Environment has ``NCCL_DEBUG`` INFO (or TRACE) prints, on
   each host when Training starts (its first collective), which network NCCL chose: the profile's
   ``nccl_transport`` "efa" (`NET/OFI Selected Provider is efa`, `Using network AWS Libfabric`)
@@ -41,6 +42,7 @@ INFRA_CHECK_FAILURE_REASON = (
 _SERIAL_SALT = 0x5E21_A15E_0F00_D00D
 _CHECK_SALT = 0x1AF2_ACEC_4EC0_0001
 _REPLACED_SALT = 0x2E91_ACED_0000_0BAD
+_MISS_SALT = 0x3155_ED0C_4EC0_0002
 
 
 @dataclass
@@ -105,18 +107,36 @@ def wants_infra_check(request: dict[str, object]) -> bool:
     return isinstance(config, dict) and bool(config.get("EnableInfraCheck"))
 
 
+def check_finds(st: StartupTimes, job: SimJob, host: int, fault: Fault) -> bool:
+    """Whether the job's infra check finds this bad host: the fault's pin, else a draw per job and
+    host at the account's miss rate."""
+    if fault.infra_check_finds is not None:
+        return fault.infra_check_finds
+    return random.Random(job._salt ^ _MISS_SALT ^ host).random() >= st.infra_check_miss_rate
+
+
 def infra_check(sim: HostsSim, job: SimJob) -> tuple[int, int | None]:
     """(ms the check adds to Starting, the bad host it found when the job must fail, else None).
-    Found hosts are replaced when the job goes on."""
+    Found hosts are replaced when the job goes on; missed ones stay (logged "infra_check_missed")."""
     st = sim.startup
     low, high = st.infra_check_min_s, st.infra_check_max_s
     extra_ms = random.Random(job._salt ^ _CHECK_SALT).randint(low, high) * 1000
-    found = [h for h, f in sorted(job._inherited.items()) if f.infra_check_finds]
+    found: list[int] = []
+    for host, fault in sorted(job._inherited.items()):
+        if check_finds(st, job, host, fault):
+            found.append(host)
+        else:
+            sim.fault_log.append((job.created_ms, job.name, "infra_check_missed", host))
     if not found:
         return extra_ms, None
     sim.fault_log.append((job.created_ms, job.name, "infra_check_found", found[0]))
-    if st.infra_check_on_bad_host == "fail":
-        return extra_ms, found[0]
+    failing = [
+        h
+        for h in found
+        if (job._inherited[h].infra_check_on_bad_host or st.infra_check_on_bad_host) == "fail"
+    ]
+    if failing:
+        return extra_ms, failing[0]
     for host in found:  # replaced by good instances before Training
         job._inherited.pop(host, None)
         job._bad_hosts.pop(host, None)

@@ -119,7 +119,9 @@ class SimCore(SimEvents):
         # live jobs per run id and instances per type, kept as jobs start and end
         self._live_by_run: dict[str | None, set[str]] = {}
         self._crowded: set[str] = set()  # run ids with more than one live job
+        # instances of live jobs per type, on-demand and managed spot apart (separate quotas)
         self._live_instances: dict[str, int] = {}
+        self._live_spot_instances: dict[str, int] = {}
         self._phase_listeners: list[Callable[[str, int], None]] = []
 
     # ------------------------------------------------------------------------------------------
@@ -256,9 +258,8 @@ class SimCore(SimEvents):
         names.add(job.name)
         if len(names) > 1 and job.run_id is not None:
             self._crowded.add(job.run_id)
-        self._live_instances[job.instance_type] = (
-            self._live_instances.get(job.instance_type, 0) + job.instance_count
-        )
+        counts = self._instance_counts(job)
+        counts[job.instance_type] = counts.get(job.instance_type, 0) + job.instance_count
 
     def _leave_live(self, job: SimJob) -> None:
         if self._live.pop(job.name, None) is None:
@@ -270,7 +271,12 @@ class SimCore(SimEvents):
                 self._crowded.discard(job.run_id)
             if not names:
                 del self._live_by_run[job.run_id]
-        self._live_instances[job.instance_type] -= job.instance_count
+        self._instance_counts(job)[job.instance_type] -= job.instance_count
+
+    def _instance_counts(self, job: SimJob) -> dict[str, int]:
+        """The live-instance counts a job's instances belong to: managed spot's or on-demand's."""
+        spot = bool(job.request.get("EnableManagedSpotTraining"))
+        return self._live_spot_instances if spot else self._live_instances
 
     def _job_items(self, job: SimJob) -> Iterator[tuple[int, int, str]]:
         if job._save is not None:
@@ -547,11 +553,14 @@ class SimCore(SimEvents):
             {"failed_ms": t, "reason": reason, "step": step, "start_step": resume, "training_ms": None}
         )
         job._stepf, job.step, job._last_saved_step = float(resume), resume, resume
-        capacity = faults.take_capacity_fault(self, job)
+        on_plan = self.training_plans.holds(job.name)
+        capacity = None if on_plan else faults.take_capacity_fault(self, job)
         self._transition(
             job, t, "InProgress", "Starting", RETRY_STARTING_MESSAGE.format(n=len(job.retries), limit=limit)
         )
-        if capacity is not None:
+        if on_plan:  # the plan's capacity again: Pending until a window has room
+            self.training_plans.retry(self, job, t)
+        elif capacity is not None:
             job.capacity_wait = True
             job._capacity = capacity
             self._set_timer(

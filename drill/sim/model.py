@@ -84,12 +84,19 @@ class StartupTimes:
     warm_download_s: int = 15
     upload_s: int = 60  # Uploading before Completed
     stop_s: int = 60  # Stopping -> Stopped after StopTrainingJob (SIGKILL at 120 s)
+    # DeleteTrainingJob: the job shows TrainingJobStatus Deleting this long, then is gone (AWS
+    # publishes no figure)
+    delete_s: int = 120
     # InfraCheckConfig.EnableInfraCheck: the check's extra time in Starting, drawn per job (AWS
-    # publishes no figure: an adversarial range), and what it does with a bad host it finds
-    # ("replace": the job starts on good instances; "fail": the job fails naming it)
+    # publishes no figure: an adversarial range); how often it finds nothing on a bad host the
+    # job meets (drawn per job and host, unless the fault pins ``infra_check_finds``); and what it
+    # does with one it finds ("fail": the job fails naming it; "replace": the job starts on good
+    # instances). AWS publishes none of it: the defaults are the unkind case, a check that
+    # either misses the host (half the time: a coin) or fails the job, never replaces the host
     infra_check_min_s: int = 300
     infra_check_max_s: int = 1800
-    infra_check_on_bad_host: str = "replace"
+    infra_check_miss_rate: float = 0.5
+    infra_check_on_bad_host: str = "fail"
 
 
 @dataclass
@@ -147,8 +154,10 @@ class Fault:
     # instance type on new instances (drill/sim/hosts.py: a "lemon")
     returns_cold: int = 0
     # SageMaker's infra check (InfraCheckConfig) finds this bad host before Training (False: an
-    # intermittent fault a short check misses)
-    infra_check_finds: bool = True
+    # intermittent fault a short check misses; None: drawn at StartupTimes.infra_check_miss_rate),
+    # and what it does with it when found ("fail" or "replace"; None: the account's setting)
+    infra_check_finds: bool | None = None
+    infra_check_on_bad_host: str | None = None
     # which host writes the fault's log lines (None: its own ``host``), e.g. a peer naming it
     log_host: int | None = None
     # benign phases only: how the phase looks in the instance metrics (texts.PHASE_VARIANTS; None:
@@ -312,6 +321,9 @@ class SimJob:
     _pending_crash: FaultState | None = None  # hang_before_crash_min: the crash still to come
     _await_save: list[FaultState] = field(default_factory=list)  # during_save hangs due at the next save
     _clock: Any = field(default=None, repr=False, compare=False)  # the simulation's VirtualClock
+    # DeleteTrainingJob accepted at this time: Deleting until ``StartupTimes.delete_s`` later,
+    # then the job is gone from the API and its name is free (status keeps its terminal value)
+    deleted_ms: int | None = None
 
     @property
     def is_terminal(self) -> bool:

@@ -3,6 +3,10 @@
 A plan holds ``count`` instances of one type in one or more reserved capacities (windows). What
 the simulation does, and where it comes from (docs/fidelity.md has a row per behaviour):
 
+* DescribeTrainingPlan takes the plan's *name* in ``TrainingPlanName``, as the API Reference
+  constrains it (1-64 characters, ``PLAN_NAME_PATTERN``); an ARN there is refused with a
+  ValidationException in AWS's validation wording. botocore's shape (``TrainingPlanNameOrArn``)
+  would also accept the ARN: where the sources disagree the model takes the stricter one.
 * DescribeTrainingPlan answers the plan's Status (Scheduled before and between its windows,
   Active inside one, Expired after the last: Developer Guide "View training plan details"),
   StartTime/EndTime, Total/Available/InUseInstanceCount and one ReservedCapacitySummaries entry
@@ -19,7 +23,11 @@ the simulation does, and where it comes from (docs/fidelity.md has a row per beh
 * From 30 minutes before the window's end SageMaker terminates the instances. AWS does not say
   how the job then ends: the simulation takes the unkind case, the job ends Failed with a
   FailureReason that reads like an instance failure (``PLAN_TERMINATED_REASON``), so a supervisor
-  that does not know the windows counts it as a crash. Jobs never move to the next window.
+  that does not know the windows counts it as a crash. Jobs never move to the next window --
+  except through the job's own ``RetryStrategy``, which AWS does not say a window's end skips:
+  the unkind reading is that the InternalServerError is retried like any other, within the same
+  job (no Failed event), which then waits Pending on the plan until a window has room (the next
+  one; InsufficientCapacityError after 2 days Pending).
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ TERMINATION_LEAD_MS = 30 * MINUTE_MS  # "full access ... until 30 minutes before
 MAX_PENDING_MS = 2 * 24 * HOUR_MS  # Pending this long: InsufficientCapacityError
 FULL_RECHECK_MS = MINUTE_MS  # a window full of other jobs is looked at again this often
 EXPIRATION_ENV = "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
+# DescribeTrainingPlan's TrainingPlanName in the API Reference: "The name of the training plan to
+# describe", length 1-64, this pattern (botocore's TrainingPlanNameOrArn also allows an ARN prefix)
+PLAN_NAME_PATTERN = "[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}"
+PLAN_NAME_RE = re.compile(PLAN_NAME_PATTERN)
 PLAN_STATUS_MESSAGE = "Waiting for capacity from the training plan"  # the simulator's wording
 PLAN_TERMINATED_REASON = (
     "InternalServerError: Instance algo-1 was terminated (reserved capacity ended). "
@@ -82,6 +94,7 @@ class PlanJob:
     plan: str
     started_window: Window | None = None  # the window the job left Pending in
     env: dict[str, str] = field(default_factory=dict)
+    pending_since_ms: int | None = None  # when it began waiting Pending (a retry waits afresh)
 
 
 class TrainingPlans:
@@ -115,9 +128,17 @@ class TrainingPlans:
 
     # -- the API ---------------------------------------------------------------------------------
     def describe(self, name: str, now: int, live: dict[str, Any]) -> dict[str, Any]:
-        plan = self._plans.get(name) or self._by_arn(name)
+        op = "DescribeTrainingPlan"
+        if not 1 <= len(name) <= 64 or PLAN_NAME_RE.fullmatch(name) is None:
+            raise client_error(
+                "ValidationException",
+                f"1 validation error detected: Value '{name}' at 'trainingPlanName' failed to satisfy "
+                f"constraint: Member must satisfy regular expression pattern: {PLAN_NAME_PATTERN}",
+                op,
+            )
+        plan = self._plans.get(name)
         if plan is None:
-            raise client_error("ResourceNotFound", f"Training plan {name} not found.", "DescribeTrainingPlan")
+            raise client_error("ResourceNotFound", f"Training plan {name} not found.", op)
         in_use = self.in_use(plan, live)
         first, last = plan.windows[0], plan.windows[-1]
         minutes = sum(w.end_ms - w.start_ms for w in plan.windows) // MINUTE_MS
@@ -191,8 +212,19 @@ class TrainingPlans:
     def hold(self, sim: Any, job: Any, plan: SimPlan, now: int) -> None:
         """A new job on `plan`: it provisions at once when a window is active with room, else it
         waits Pending."""
-        self._jobs[job.name] = PlanJob(plan.name)
+        self._jobs[job.name] = PlanJob(plan.name, pending_since_ms=now)
         self._try_start(sim, job, now, pending=False)
+
+    def holds(self, job_name: str) -> bool:
+        """The job runs on a training plan."""
+        return job_name in self._jobs
+
+    def retry(self, sim: Any, job: Any, t: int) -> None:
+        """SageMaker's RetryStrategy tries the job again (it went back to Starting): on a plan it
+        needs the plan's capacity again, Pending until a window has room."""
+        pj = self._jobs[job.name]
+        pj.started_window, pj.env, pj.pending_since_ms = None, {}, t
+        self._try_start(sim, job, t, pending=False)
 
     def on_timer(self, sim: Any, job: Any, timer: str, t: int) -> None:
         if timer == "plan_fail":
@@ -218,7 +250,9 @@ class TrainingPlans:
             return
         if not pending:
             sim._transition(job, t, "InProgress", "Pending", PLAN_STATUS_MESSAGE)
-        give_up = job.created_ms + MAX_PENDING_MS
+        give_up = (
+            pj.pending_since_ms if pj.pending_since_ms is not None else job.created_ms
+        ) + MAX_PENDING_MS
         nxt = self._next_chance(plan, t, window)
         if nxt is None or nxt >= give_up:
             sim._set_timer(job, max(give_up, t + 1), "plan_fail")
@@ -240,11 +274,15 @@ class TrainingPlans:
         return pj.started_window.termination_ms
 
     def terminate(self, sim: Any, job: Any, t: int) -> None:
-        """The window's termination reached a running job: it ends Failed (the unkind case)."""
+        """The window's termination reached a running job: it ends Failed (the unkind case), or
+        -- with a RetryStrategy try left -- SageMaker retries it and it waits for the plan."""
         if job.status != "InProgress":
             return
-        job.ended_reason = "plan_window_end"
         self.terminated.append((t, job.name))
+        if sim._retries_left(job) > 0:
+            sim._retry(job, t, PLAN_TERMINATED_REASON)  # back to Starting, then Pending on the plan
+            return
+        job.ended_reason = "plan_window_end"
         sim._fail(job, t, PLAN_TERMINATED_REASON)
 
     def environment(self, job_name: str) -> dict[str, str]:
@@ -295,7 +333,7 @@ def parse_plans(raw: Any, where: str = "account.training_plans") -> tuple[list[P
         if unknown or missing:
             continue
         name, itype, count, windows = (item[k] for k in PLAN_FIELDS)
-        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}", name):
+        if not isinstance(name, str) or not PLAN_NAME_RE.fullmatch(name):
             problems.append(f"{at}.name: a training plan name (letters, digits, hyphens; at most 64)")
         elif name in names:
             problems.append(f'{at}.name: "{name}" is already a plan of this scenario')

@@ -13,9 +13,10 @@ UpdateTrainingJob and ResourceConfigForUpdate.
   isolation) runs on the pool's instances: a host that was bad hardware is bad again there and
   fails that job too (``WarmPoolSettings.bad_host_refire_min`` into its Training).
 - **Time to Available.** AWS publishes no number for how long after the job's end the pool
-  becomes ``Available``: the model draws it per pool in ``available_after_s`` (default 0-300 s),
-  and until then DescribeTrainingJob shows no ``WarmPoolStatus`` at all (AWS does not say what it
-  shows in between: the unkind reading, as if there were no pool).
+  becomes ``Available``: the model draws it per pool in ``available_after_s`` (default 0-600 s:
+  past the supervisor's own 5-minute wait for a pool, the unkind range), and until then
+  DescribeTrainingJob shows no ``WarmPoolStatus`` at all (AWS does not say what it shows in
+  between: the unkind reading, as if there were no pool).
 - **Quota.** The warm-pool quota is per instance type and 0 by default: a pool that would not
   fit is not kept, and the job reports ``Terminated`` -- no error, no warning (the guide: "a warm
   pool is not retained"). Idle pool instances count towards the training-job quotas too.
@@ -58,8 +59,9 @@ class WarmPoolSettings:
     # quotas); a type not named has AWS's default, 0: jobs asking for a pool run without one
     quotas: dict[str, int] = field(default_factory=dict)
     # how long after a job's end its pool becomes Available (AWS publishes no number: the
-    # adversarial range, drawn per pool from the seed)
-    available_after_s: tuple[int, int] = (0, 300)
+    # adversarial range, drawn per pool from the seed; up to 10 minutes, past the 5 minutes a
+    # resume waits for its pool, domain/warm_pools.POOL_WAIT_MS)
+    available_after_s: tuple[int, int] = (0, 600)
     # a bad host kept in a pool fails the next job on it this many minutes into its Training
     bad_host_refire_min: float = 5.0
 
@@ -289,3 +291,11 @@ class WarmPools:
 
     def pool_of(self, job_name: str) -> WarmPool | None:
         return self._by_job.get(job_name)
+
+    def forget(self, job_name: str) -> None:
+        """The job was deleted (it kept no Available pool): a pool still settling is not kept, and
+        a later job of the same name does not inherit the pool's record."""
+        pool = self._by_job.pop(job_name, None)
+        if pool is not None and pool in self._pending:
+            self._pending.remove(pool)
+            pool.status, pool.gone_ms = TERMINATED, pool.settles_ms

@@ -8,7 +8,9 @@ checked against what the account holds, through the supervisor's own ports:
   could never resume from it. Anything else (throttling, a 5xx, a timeout) is *unknown*, not
   "missing": the run is accepted and its first launch defers until S3 answers.
 * the instance count fits the account's SageMaker quota when the quota is known (Service
-  Quotas): a count above it can never launch. A quota that cannot be read is unknown (accept).
+  Quotas): a count above it can never launch. A managed spot run is checked against the spot
+  training quotas, any other against the on-demand ones (domain/quotas.py). A quota that cannot
+  be read is unknown (accept).
   With `policy.instance_fallbacks` the run is refused only when no choice can fit: one that fits
   (or whose quota is unknown) is where the run falls back to at launch.
 * no other live run holds the run's name, or a prefix overlapping its checkpoint prefix or its
@@ -34,6 +36,7 @@ from sagewarden.domain.checkpoints import parse_s3_uri
 from sagewarden.domain.models import Run
 from sagewarden.domain.plan_windows import plan_arn
 from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.quotas import instance_quotas, is_managed_spot, warm_pool_quota
 from sagewarden.domain.resuming import resumable_until
 from sagewarden.domain.retention import archive_of
 from sagewarden.domain.retirement import versioning_warning
@@ -51,16 +54,6 @@ log = logging.getLogger("sagewarden.admission")
 
 CHECKPOINT_FIELD = "training_job.CheckpointConfig.S3Uri"
 COUNT_FIELD = "training_job.ResourceConfig.InstanceCount"
-# Service Quotas names of SageMaker's training quotas (the names ResourceLimitExceeded quotes)
-TOTAL_QUOTA = "Number of instances across all training jobs"
-
-
-def training_quota(instance_type: str) -> str:
-    return f"{instance_type} for training job usage"
-
-
-def warm_pool_quota(instance_type: str) -> str:
-    return f"{instance_type} for training warm pool usage"
 
 
 def no_warm_pool_quota(reader: QuotaReader | None, training_job: Mapping[str, Any]) -> str | None:
@@ -161,7 +154,8 @@ def quota_problems(
     rc = training_job.get("ResourceConfig") or {}
     primary = (str(rc.get("InstanceType", "")), int(rc.get("InstanceCount", 1)))
     choices = [primary, *((c.instance_type, c.instance_count) for c in policy.instance_fallbacks)]
-    blocked = [_never_fits(quotas, itype, count) for itype, count in choices]
+    spot = is_managed_spot(training_job)  # every attempt of the run asks for the same
+    blocked = [_never_fits(quotas, itype, count, spot=spot) for itype, count in choices]
     if any(b is None for b in blocked):
         return []
     itype, count = primary
@@ -221,9 +215,12 @@ def plan_problems(
     return problems
 
 
-def _never_fits(quotas: Mapping[str, float], itype: str, count: int) -> tuple[str, float] | None:
-    """The quota one attempt of `count` x `itype` is above (it can never launch), or None."""
-    for name in (training_quota(itype), TOTAL_QUOTA):
+def _never_fits(
+    quotas: Mapping[str, float], itype: str, count: int, *, spot: bool
+) -> tuple[str, float] | None:
+    """The quota one attempt of `count` x `itype` is above (it can never launch), or None; a
+    managed spot attempt counts against the spot training quotas."""
+    for name in instance_quotas(itype, spot=spot):
         limit = quotas.get(name)
         if limit is not None and count > limit:
             return name, limit

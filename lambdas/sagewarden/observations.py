@@ -15,6 +15,7 @@ from sagewarden import keys
 from sagewarden.audit_text import error_text
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
+from sagewarden.domain.deletions import lookup_event
 from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
@@ -51,6 +52,7 @@ class Observer:
 
     def observe(self, run: Run, event: Event) -> Observations:
         """Look up what deciding on `event` needs (a failed lookup is passed on as unknown)."""
+        event = lookup_event(run, event, self.sup.clock())  # a deleted job's recorded ending
         checkpoint, ckpt_error, ckpt_permanent = None, None, False
         tail: tuple[str, ...] = ()
         triage: tuple[str, ...] = ()

@@ -147,8 +147,9 @@ class Launcher(Protocol):
 
 
 class TrainingPlanReader(Protocol):
-    # DescribeTrainingPlan by name or ARN (domain/training_plans.py); raises when the plan cannot
-    # be read: the caller treats that as unknown, never as "no windows"
+    # DescribeTrainingPlan of a plan given by its ARN or its name (the request names it by its
+    # name: domain/training_plans.py); raises when the plan cannot be read: the caller treats
+    # that as unknown, never as "no windows"
     def describe_plan(self, plan: str) -> PlanView: ...
 
 

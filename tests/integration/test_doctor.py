@@ -649,6 +649,32 @@ def test_doctor_quotas_warn_on_zero_and_prefer_applied_values(session: boto3.Ses
     assert "request an increase" in findings[1].message
 
 
+def test_doctor_quotas_with_spot_check_the_spot_training_quotas(session: boto3.Session) -> None:
+    """Issue 32 item 14: `--spot` (runs on managed spot training) checks the spot training quotas
+    and no warm-pool quota (spot keeps no pool), even with keep_alive_seconds set."""
+    context = {
+        **GOOD_CONTEXT,
+        "policyDefaults": {**FALLBACKS["policyDefaults"], "keep_alive_seconds": 600},
+    }
+    client, stubber = _quotas(
+        session,
+        defaults={
+            "ml.p4d.24xlarge for training job usage": 8,
+            "ml.p4d.24xlarge for spot training job usage": 0,
+            "ml.p4d.24xlarge for training warm pool usage": 0,
+        },
+        applied={},
+    )
+
+    with stubber:
+        findings = preflight(
+            StubbedSession(session, service_quotas=client), context, spot=True
+        ).check_quotas()
+
+    assert levels(findings) == [WARN]
+    assert "'ml.p4d.24xlarge for spot training job usage' is 0" in findings[0].message
+
+
 def test_doctor_quotas_check_warm_pools_when_keep_alive_is_set(session: boto3.Session) -> None:
     context = {
         **GOOD_CONTEXT,

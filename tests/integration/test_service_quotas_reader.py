@@ -92,3 +92,21 @@ def test_reader_skips_quotas_service_quotas_could_not_read():
     stub.add_response("list_service_quotas", {"Quotas": []})
     with stub:
         assert ServiceQuotasReader(client).sagemaker_quotas() == {P4D: 2.0}
+
+
+def test_reader_reads_the_simulated_accounts_spot_training_quotas(template):
+    """The drill's account lists managed spot training's quotas beside the on-demand ones, under
+    Service Quotas' names, and the supervisor's reader takes them in."""
+    from drill.account import LocalAccount
+
+    with LocalAccount(
+        template,
+        store="memory",
+        quotas={"ml.p4d.24xlarge": 4},
+        spot_quotas={"ml.p4d.24xlarge": 2},
+        total_spot_instance_quota=3,
+    ) as acct:
+        quotas = acct.supervisor.quotas.sagemaker_quotas()
+    assert quotas[P4D] == 4
+    assert quotas["ml.p4d.24xlarge for spot training job usage"] == 2
+    assert quotas["Number of instances across all spot training jobs"] == 3

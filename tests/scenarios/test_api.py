@@ -849,6 +849,33 @@ def test_api_instance_count_above_the_known_quota_is_400(template):
         assert acct.api("POST", "/runs", body=body)[0] == 201
 
 
+def _spot_body():
+    body = _body()
+    body["training_job"]["EnableManagedSpotTraining"] = True
+    body["training_job"]["StoppingCondition"]["MaxWaitTimeInSeconds"] = 6 * 86_400
+    return body
+
+
+def test_api_a_spot_run_is_checked_against_the_spot_training_quotas(template):
+    """Issue 32 item 14: Service Quotas has separate quotas for managed spot training. A spot run
+    above its spot quota can never launch, whatever the on-demand quota; one within it launches,
+    even where the on-demand quota could not hold it."""
+    with LocalAccount(
+        template, store="memory", quotas={"ml.p4d.24xlarge": 8}, spot_quotas={"ml.p4d.24xlarge": 1}
+    ) as acct:
+        status, resp = acct.api("POST", "/runs", body=_spot_body())
+        assert status == 400, resp
+        (problem,) = [e for e in resp["errors"] if e["field"] == "training_job.ResourceConfig.InstanceCount"]
+        assert "'ml.p4d.24xlarge for spot training job usage' of 1" in problem["message"]
+        assert acct.sagemaker.jobs() == []
+        assert acct.api("POST", "/runs", body=_body())[0] == 201  # on demand: 2 of 8 fit
+    with LocalAccount(
+        template, store="memory", quotas={"ml.p4d.24xlarge": 0}, spot_quotas={"ml.p4d.24xlarge": 2}
+    ) as acct:
+        status, run = acct.api("POST", "/runs", body=_spot_body())
+        assert status == 201 and run["attempts"][0]["launch"] == "SUBMITTED", run
+
+
 def test_api_instance_count_is_accepted_when_the_quota_cannot_be_read(template):
     with LocalAccount(
         template, store="memory", quotas={"ml.p4d.24xlarge": 1}, service_quotas="denied"

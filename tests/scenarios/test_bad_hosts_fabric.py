@@ -99,6 +99,41 @@ def test_scenario_the_infra_check_adds_start_up_time_and_can_fail_a_job_naming_t
     assert result.runs["checked"]["status"] == "SUCCEEDED"
 
 
+def test_scenario_an_infra_check_that_finds_nothing_or_fails_the_job_is_survived(template):
+    """Issue 32 item 15: AWS does not say that the infra check finds a bad host, nor what it does
+    with one. A lemon comes back on the checked restart: where the check misses it, the job fails
+    on it again and the next checked attempt trains; where the check fails the job in Starting
+    naming the host, that is resumed too. Neither is taken for a code bug."""
+
+    def drill(finds: bool) -> Any:
+        fault = {
+            "kind": "hardware",
+            "run": "lemon",
+            "attempt": 1,
+            "after_training_min": 40,
+            "host": 2,
+            "returns_cold": 1,
+            "infra_check_finds": finds,
+            "infra_check_on_bad_host": "fail",
+        }
+        return run_drill(
+            template,
+            {"seed": 5, "account": {"store": "memory"}, "runs": [run_spec("lemon")], "faults": [fault]},
+        )
+
+    missed = drill(False)
+    assert classes(missed, "lemon") == ["INFRASTRUCTURE", "INFRASTRUCTURE", "SUCCEEDED"]
+    _, second, third = jobs_of(missed, "lemon")
+    assert second.infra_check and 2 in second._inherited and second.ended_reason == "hardware"
+    assert third.infra_check and third._inherited == {}  # the check asked for until one trains
+    failed = drill(True)
+    assert classes(failed, "lemon") == ["INFRASTRUCTURE", "INFRASTRUCTURE", "SUCCEEDED"]
+    _, second, third = jobs_of(failed, "lemon")
+    assert second.training_started_ms is None and "algo-2" in (second.failure_reason or "")
+    assert third.infra_check and third._inherited == {}
+    assert failed.runs["lemon"]["status"] == missed.runs["lemon"]["status"] == "SUCCEEDED"
+
+
 def test_scenario_sockets_on_efa_are_flagged_within_5_minutes_and_look_alikes_never(template):
     result = run_drill(template, shipped("slow-fabric"))
     runs = result.runs

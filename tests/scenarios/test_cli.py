@@ -261,6 +261,32 @@ def test_dry_run_checks_instance_counts_against_service_quotas(h, tmp_path):
     )
 
 
+def test_dry_run_checks_a_spot_run_against_the_spot_training_quotas(h, tmp_path):
+    """Issue 32 item 14: a managed spot run is checked against Service Quotas' spot training
+    quotas, not the on-demand ones of the same instance type."""
+    body = run_body("llama")
+    body["training_job"]["EnableManagedSpotTraining"] = True
+    body["training_job"]["StoppingCondition"]["MaxWaitTimeInSeconds"] = 6 * 86_400
+    path = write_yaml(tmp_path / "run.yaml", body)
+    quotas = _Quotas(
+        {
+            "ml.p4d.24xlarge for training job usage": 8.0,
+            "ml.p4d.24xlarge for spot training job usage": 1.0,
+            "Number of instances across all training jobs": 8.0,
+            "Number of instances across all spot training jobs": 1.0,
+        }
+    )
+    r = h.cli("submit", path, "--dry-run", session=_Session(quotas))
+    text = " ".join(r.out.split())
+    assert r.code == 0
+    assert (
+        "warning [quota] 2 x ml.p4d.24xlarge needs 2 instances but the quota "
+        "'ml.p4d.24xlarge for spot training job usage' is 1" in text
+    )
+    assert "the quota 'Number of instances across all spot training jobs' is 1, below 2" in text
+    assert "'ml.p4d.24xlarge for training job usage'" not in text
+
+
 def test_list_and_ls_print_a_table_that_fits(h, acct):
     from sagewarden_cli import render
 

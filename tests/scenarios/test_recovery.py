@@ -389,3 +389,68 @@ def test_scenario_a_run_whose_checkpoint_prefix_is_1000_characters_resumes(templ
     assert run["status"] == "SUCCEEDED", decisions(result, "llama")
     assert classes(result, "llama") == ["INFRASTRUCTURE", "SUCCEEDED"]
     assert run["attempts"][1]["resumed_from_step"] == 600
+
+
+class CleanupThatDeletesAndReuses:
+    """Someone else's tooling in the account: it deletes the run's first job as soon as the job
+    has ended (DeleteTrainingJob), and once the name is free creates its own job under it."""
+
+    def __init__(self) -> None:
+        self.deleted: str | None = None
+        self.free_at: int | None = None  # when the deleted job's name is free again
+        self.reused = False
+
+    def next_time(self) -> int | None:
+        return self.free_at if not self.reused else None
+
+    def done(self) -> bool:
+        return self.reused
+
+    def step(self, runner) -> None:
+        sim = runner.acct.sagemaker
+        first = next((j for j in sim.jobs() if j.run_name == "llama" and j.attempt == 1), None)
+        if first is None:
+            return
+        if self.deleted is None and first.is_terminal:
+            sim.delete_training_job(TrainingJobName=first.name)
+            self.deleted = first.name
+            self.free_at = sim.clock.now_ms + sim.startup.delete_s * 1000
+        elif self.deleted is not None and not self.reused and first in sim.deleted_jobs:
+            theirs = dict(first.request, Tags=[{"Key": "team", "Value": "other"}])
+            theirs["StoppingCondition"] = {"MaxRuntimeInSeconds": 1800}
+            sim.create_training_job(**theirs)
+            self.reused = True
+
+
+def test_scenario_a_job_deleted_outside_sagewarden_resumes_under_a_new_name_and_its_reused_name_is_left_alone(
+    template,
+):
+    """Issue 32 item 11: a job deleted after it ended (its end event lost) is an ending the
+    supervisor names, DELETED; the run resumes from its newest checkpoint as a new attempt, and
+    the job someone else then creates under the freed name -- before the supervisor looks again,
+    so the name's next read shows that job -- is never stopped or waited on."""
+    cleanup = CleanupThatDeletesAndReuses()
+    result = run_drill(
+        template,
+        {
+            "seed": 3,
+            "account": {"store": "memory"},
+            "delivery": {"drop_rate": 1.0},  # every event lost: the sweep's reads are all there is
+            "runs": [run_spec("llama")],
+            # between two of the sweep's minutes: the cleanup deletes the job before any read
+            "faults": [{"kind": "internal_error", "after_training_min": 45.5, "run": "llama", "attempt": 1}],
+        },
+        hooks=[cleanup],
+    )
+    run = result.runs["llama"]
+    assert run["status"] == "SUCCEEDED"
+    assert classes(result, "llama") == ["DELETED", "SUCCEEDED"]
+    first, second = run["attempts"]
+    assert "deleted outside sagewarden" in first["end_reason"]
+    assert "now holds another job" in decisions(result, "llama")
+    assert second["job_name"] != first["job_name"] and second["resumed_from_step"] == 300
+    (theirs,) = [j for j in result.jobs if j.name == cleanup.deleted and j.run_name is None]
+    assert theirs.ended_reason == "max_runtime"  # ran its own course: never the run's to stop
+    assert not [r for r in result.timeline if r.kind == "action" and r.text.startswith("StopJob")]
+    (resumed,) = [n for _, n in result.alerts_sent if n.event == "attempt.resumed"]
+    assert "Class: DELETED" in resumed.body and "deleted outside sagewarden" in resumed.body

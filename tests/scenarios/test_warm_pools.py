@@ -136,6 +136,32 @@ def test_scenario_a_resume_waits_for_its_pool_then_starts_in_seconds(template):
     assert warm.counters.get("FailedActions", 0) == 0
 
 
+def test_scenario_a_pool_later_than_the_wait_is_not_waited_for_and_is_released_when_it_comes(template):
+    """Issue 32 item 15: AWS publishes no time to Available; the drill draws up to 10 minutes,
+    past the resume's 5-minute wait. A pool 8 minutes late is not waited for: the resume starts
+    cold at the wait's end, and the pool, Available later with nothing to reuse it, is released
+    -- and is no reason to think the account has no warm-pool quota."""
+    result = run_drill(
+        template,
+        {
+            "seed": 15,
+            "account": {"store": "memory", "warm_pools": pools(after_s=(480, 480))},
+            "delivery": {"min_delay_s": 1, "max_delay_s": 5},
+            "runs": [run_spec("late", policy={"keep_alive_seconds": 1800})],
+            "faults": [{**WATCHDOG, "run": "late", "attempt": 1, "after_training_min": 50}],
+        },
+    )
+    run = result.runs["late"]
+    assert run["status"] == "SUCCEEDED", decisions(result, "late")
+    first, second = jobs_of(result)[:2]
+    assert not second.warm_pool_used  # cold: the pool was not Available when it was created
+    assert 5 * 60_000 <= second.created_ms - first.ended_ms <= 6 * 60_000  # the wait, then at once
+    assert first._pool.available_ms == first.ended_ms + 480_000 and first._pool.reused_by is None
+    assert first._pool.status == "Terminated" and first._pool.gone_ms - first._pool.available_ms <= 2 * 60_000
+    assert "attempt.warm_pool_off" not in alert_events(result, "late")
+    assert keep_alive(jobs_of(result)[-1]) == 1800  # later attempts still ask for a pool
+
+
 def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for_its_keep_alive(template):
     """Item 3: the release is refused until the pool is Available (here 3-5 min after the end); a
     release sent right after the end and read as "no pool" left it idle for its whole keep-alive."""

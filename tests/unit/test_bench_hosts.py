@@ -13,6 +13,7 @@ from benchmarks import stragglers
 from benchmarks.accounting import Slowness
 from benchmarks.baselines import run_baseline
 from benchmarks.trace import (
+    INFRA_CHECK_SHARES,
     LEMON_RETURNS,
     LEMON_SHARE,
     SLOW_DURATION_MIN,
@@ -77,6 +78,26 @@ def test_a_quarter_of_the_bad_instance_faults_are_lemons_and_no_other_fault_is()
     n = len(hardware)
     assert abs(len(lemons) - LEMON_SHARE * n) < 5 * (n * LEMON_SHARE * (1 - LEMON_SHARE)) ** 0.5
     assert all(f.sim_fault().returns_cold == f.returns_cold for f in lemons)
+
+
+def test_the_infra_check_replaces_fails_or_misses_a_bad_instance_at_the_stated_shares() -> None:
+    """Issue 32 item 15: AWS publishes no rate for what the infra check does with a bad host: the
+    trace draws each bad-instance fault's case at INFRA_CHECK_SHARES, and the simulator's fault
+    carries it (a miss, a failed job in Starting, or a replaced host)."""
+    trace = generate(seed=2, hosts=256, horizon_hours=24 * 400)
+    hardware = [f for f in trace.faults if f.hardware]
+    assert not any(f.infra_check for f in trace.faults if not f.hardware)
+    n = len(hardware)
+    for case, share in INFRA_CHECK_SHARES:
+        drawn = sum(f.infra_check == case for f in hardware)
+        assert abs(drawn - share * n) < 5 * (n * share * (1 - share)) ** 0.5, case
+    pinned = {
+        f.infra_check: (f.sim_fault().infra_check_finds, f.sim_fault().infra_check_on_bad_host)
+        for f in hardware
+    }
+    assert pinned == {"replace": (True, "replace"), "fail": (True, "fail"), "miss": (False, None)}
+    lemons = generate(seed=2, hosts=256, horizon_hours=24 * 400, hosts_fail=True)
+    assert [f.infra_check for f in lemons.faults] == [f.infra_check for f in trace.faults]  # own stream
 
 
 def test_records_name_their_trace_fault_and_slow_episodes_none() -> None:

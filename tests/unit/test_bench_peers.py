@@ -354,10 +354,11 @@ def test_the_simulators_stream_lookup_finds_what_its_stream_listing_holds() -> N
 
 
 def test_a_bad_host_back_on_the_reused_pool_is_a_failure_loop_the_person_resubmits_cold() -> None:
-    # seed 3: the GPU crash's pool is Available before the poll at 85 min, so the resubmission
-    # takes it and the bad host fails it again 5 min into Training; no checkpoint in between
+    # seed 5: the GPU crash's pool is Available before the poll at 85 min, so the resubmission
+    # takes it and the bad host fails it again 5 min into Training; no checkpoint in between (and
+    # the second job's pool is not Available yet when the person answers: nothing to release)
     trace = _trace((75.0, "xid_crash", True))
-    result, _ = run_script("script", SMALL, trace, PERSON, seed=3)
+    result, _ = run_script("script", SMALL, trace, PERSON, seed=5)
     assert result.completed
     jobs = sorted(result.jobs, key=lambda j: j.created_ms)
     assert [(j.status, j.warm_pool_used) for j in jobs] == [

@@ -13,6 +13,7 @@ import pytest
 import drill.__main__ as drill_cli
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.scenario import ScenarioError, load, parse, shipped
+from sagewarden.domain.warm_pools import POOL_WAIT_MS
 from tests.doc_pages import documentation
 
 PROFILE = {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300}  # 2 h of training
@@ -486,7 +487,9 @@ def test_the_readme_scenario_example_parses() -> None:
 
 def test_scenario_warm_pool_account_fields_default_to_aws_and_are_checked() -> None:
     sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
-    assert sc.warm_pools.quotas == {} and sc.warm_pools.available_after_s == (0, 300)  # AWS: quota 0
+    assert sc.warm_pools.quotas == {} and sc.warm_pools.available_after_s == (0, 600)  # AWS: quota 0
+    # AWS publishes no delay to Available: the unkind range reaches past a resume's 5-minute wait
+    assert sc.warm_pools.available_after_s[1] * 1000 > POOL_WAIT_MS
     account = {
         "warm_pools": {
             "quotas": {"ml.p4d.24xlarge": 8},

@@ -381,6 +381,58 @@ def test_sim_names_unique_forever(sim: SimSageMaker) -> None:
     assert code_of(err)[0] == "ResourceInUse"
 
 
+def test_sim_delete_training_job_shows_deleting_then_frees_the_name(
+    sim: SimSageMaker, clock: VirtualClock, rec: Recorder
+) -> None:
+    """DeleteTrainingJob (API Reference): only a terminal job without an Available warm pool;
+    TrainingJobStatus Deleting for a while, then the job is gone and its name can be used again.
+    No event is emitted for it."""
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01"))
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="job-a01")  # InProgress
+    assert code_of(err)[0] == "ResourceInUse"
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="never-a01")
+    assert code_of(err)[0] == "ResourceNotFound"
+    drain(sim)
+    events = len(rec.events)
+    sim.delete_training_job(TrainingJobName="job-a01")
+    desc = sim.describe_training_job(TrainingJobName="job-a01")
+    assert desc["TrainingJobStatus"] == "Deleting"
+    with pytest.raises(ClientError) as err:
+        sim.stop_training_job(TrainingJobName="job-a01")
+    assert code_of(err)[0] == "ValidationException" and "Deleting" in code_of(err)[1]
+    with pytest.raises(ClientError) as err:  # the name is not free while it is deleted
+        sim.create_training_job(**request("job-a01"))
+    assert code_of(err)[0] == "ResourceInUse"
+    clock.advance_by(sim.startup.delete_s * 1000)
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_job(TrainingJobName="job-a01")
+    assert code_of(err) == ("ValidationException", "Requested resource not found.")
+    assert len(rec.events) == events  # neither the Deleting nor the deletion is an event
+    sim.create_training_job(**request("job-a01", run="someone-else"))  # the name is free again
+    assert sim.describe_training_job(TrainingJobName="job-a01")["TrainingJobStatus"] == "InProgress"
+    assert [j.run_name for j in sim.jobs()] == ["r1", "someone-else"]  # the deleted job is kept
+
+
+def test_sim_a_job_keeping_an_available_warm_pool_cannot_be_deleted(clock: VirtualClock, s3: Any) -> None:
+    from drill.sim.warm_pools import WarmPoolSettings
+
+    sim = SimSageMaker(
+        clock, s3_client=s3, warm_pools=WarmPoolSettings(quotas={ITYPE: 2}, available_after_s=(0, 0))
+    )
+    sim.set_profile("r1", JobProfile(total_steps=100))
+    sim.create_training_job(**request("job-a01", keep_alive=600))
+    drain(sim)
+    assert sim.describe_training_job(TrainingJobName="job-a01")["WarmPoolStatus"]["Status"] == "Available"
+    with pytest.raises(ClientError) as err:
+        sim.delete_training_job(TrainingJobName="job-a01")
+    assert code_of(err)[0] == "ResourceInUse" and "warm pool" in code_of(err)[1]
+    sim.update_training_job(TrainingJobName="job-a01", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+    sim.delete_training_job(TrainingJobName="job-a01")  # released: it can go
+
+
 def test_sim_quota_per_instance_type_exact_message(clock: VirtualClock, s3: Any) -> None:
     sim = SimSageMaker(clock, s3_client=s3, quotas={ITYPE: 3})
     sim.create_training_job(**request("job-a01", count=2))
@@ -407,6 +459,33 @@ def test_sim_quota_total_instances_exact_message(clock: VirtualClock, s3: Any) -
         "with current utilization of 3 Instances and a request delta of 2 Instances. Please contact AWS "
         "support to request an increase for this limit.",
     )
+
+
+def spot(req: dict[str, Any]) -> dict[str, Any]:
+    req["EnableManagedSpotTraining"] = True
+    req["StoppingCondition"]["MaxWaitTimeInSeconds"] = req["StoppingCondition"]["MaxRuntimeInSeconds"]
+    return req
+
+
+def test_sim_spot_jobs_count_against_the_spot_training_quotas_only(clock: VirtualClock, s3: Any) -> None:
+    """Service Quotas lists managed spot training's quotas beside the on-demand ones; a spot job
+    is refused by its spot quota, in the same words, and leaves the on-demand quota alone."""
+    sim = SimSageMaker(
+        clock, s3_client=s3, quotas={ITYPE: 2}, spot_quotas={ITYPE: 3}, total_spot_instance_quota=4
+    )
+    sim.create_training_job(**spot(request("job-a01", count=3)))  # 3 spot of 3: on demand untouched
+    sim.create_training_job(**request("od-a01", count=2))  # 2 on demand of 2
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**spot(request("job-a02", count=1)))
+    assert code_of(err) == (
+        "ResourceLimitExceeded",
+        "The account-level service limit 'ml.p4d.24xlarge for spot training job usage' is 3 Instances, "
+        "with current utilization of 3 Instances and a request delta of 1 Instances. Please contact AWS "
+        "support to request an increase for this limit.",
+    )
+    with pytest.raises(ClientError) as err:
+        sim.create_training_job(**spot(request("other-a01", count=2, itype="ml.g5.xlarge")))
+    assert "'Number of instances across all spot training jobs' is 4 Instances" in code_of(err)[1]
 
 
 def test_sim_quota_released_when_job_ends(clock: VirtualClock, s3: Any) -> None:

@@ -77,6 +77,25 @@ def test_describe_training_plan_follows_the_windows_scheduled_active_scheduled_e
     assert code_of(err)[0] == "ResourceNotFound"
 
 
+def test_describe_training_plan_takes_the_plans_name_and_refuses_its_arn(sim: SimSageMaker) -> None:
+    """The API Reference: TrainingPlanName is "the name of the training plan to describe", 1-64
+    characters matching the name pattern; botocore's shape would take an ARN too. The simulator
+    takes the stricter source, so a supervisor sending the ARN fails here as it may on AWS."""
+    import botocore.session
+
+    from drill.sim.training_plans import PLAN_NAME_PATTERN
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    member = model.operation_model("DescribeTrainingPlan").input_shape.members["TrainingPlanName"]
+    assert member.metadata["pattern"].endswith(")?" + PLAN_NAME_PATTERN)  # botocore: ARN prefix optional
+    assert sim.describe_training_plan(TrainingPlanName="plan-a")["TrainingPlanName"] == "plan-a"
+    with pytest.raises(ClientError) as err:
+        sim.describe_training_plan(TrainingPlanName=plan_arn(sim))
+    code, message = code_of(err)
+    assert code == "ValidationException"
+    assert "at 'trainingPlanName' failed to satisfy constraint" in message and PLAN_NAME_PATTERN in message
+
+
 def test_a_job_on_a_plan_waits_pending_until_the_window_opens_and_gets_its_expiration(
     sim: SimSageMaker, clock: VirtualClock
 ) -> None:
@@ -103,6 +122,26 @@ def test_instances_are_terminated_30_min_before_the_window_ends_and_the_job_fail
     assert job.failure_reason == PLAN_TERMINATED_REASON
     assert job.failure_reason.startswith("InternalServerError")  # reads like an instance failure
     assert sim.training_plans.terminated == [(t0 + 5 * HOUR - 30 * MIN, "job-a01")]
+
+
+def test_a_retry_strategy_retries_the_termination_and_the_job_waits_for_the_next_window(
+    sim: SimSageMaker, clock: VirtualClock
+) -> None:
+    """AWS does not say that a window's end skips the job's own RetryStrategy, and the
+    termination reads as an InternalServerError, the failure it retries: the unkind reading. The
+    job goes back to Starting in the same job (no Failed state), waits Pending for the plan, and
+    trains again in the next window, which its environment then names."""
+    t0 = clock.now_ms
+    sim.create_training_job(**on_plan(sim, "job-a01", retries=2))
+    run_until(sim, lambda: sim.training_plans.terminated != [])
+    job = sim.job("job-a01")
+    assert sim.training_plans.terminated == [(t0 + 5 * HOUR - 30 * MIN, "job-a01")]
+    assert (job.status, job.secondary) == ("InProgress", "Pending") and len(job.retries) == 1
+    assert "Failed" not in [tr["Status"] for tr in job.transitions]
+    run_until(sim, lambda: sim.job("job-a01").secondary == "Training" and clock.now_ms > t0 + 6 * HOUR)
+    assert clock.now_ms >= t0 + 11 * HOUR  # not before the next window opened
+    env = sim.training_plans.environment("job-a01")
+    assert env[EXPIRATION_ENV] == str(t0 + 15 * HOUR)
 
 
 def test_a_stop_before_termination_ends_the_job_stopped_not_terminated(

@@ -144,6 +144,30 @@ def test_training_plan_termination_in_the_last_30_minutes_is_the_windows_end_not
     assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "window"
 
 
+def test_training_plan_a_retry_strategy_retry_of_the_windows_end_is_stopped_and_resumed_next_window():
+    """Issue 32 item 15: AWS does not say that a window's end skips the job's own RetryStrategy.
+    The unkind reading: SageMaker retries the InternalServerError within the same job, which goes
+    back to Starting and would wait Pending for the next window, outside the window handling (no
+    ending, the wait counted on the wall clock). It is stopped (intent window_end), and its
+    ending is the window's end, not a crash."""
+    run = training()
+    at = W1[1] - 30 * MIN + 5_000
+    d = step(run, observed(run, "InProgress", "Starting", at), at)
+    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert d.run.status == RunStatus.STOPPING and not any(isinstance(a, LaunchAttempt) for a in d.actions)
+    later = step(d.run, observed(d.run, "InProgress", "Pending", at + 30_000), at + 30_000)
+    assert stops(later) == [] and later.run.status == RunStatus.STOPPING  # the stop is under way
+    end = at + 2 * MIN
+    done = step(
+        d.run, observed(d.run, "Stopped", "Stopped", end), end, Observations(checkpoint=ckpt(1080, at - HOUR))
+    )
+    assert done.run.attempts[0].end_class == "WINDOW_END" and done.run.restarts == 0
+    assert done.run.status == RunStatus.RETRY_WAIT and done.run.wait_reason == "window"
+    # a retry of an internal error earlier in the window provisions inside it: left to SageMaker
+    mid = step(run, observed(run, "InProgress", "Starting", 5 * HOUR), 5 * HOUR)
+    assert stops(mid) == [] and mid.run.status == RunStatus.TRAINING
+
+
 def test_training_plan_the_same_failure_mid_window_is_a_counted_crash():
     run = training()
     at = 5 * HOUR

@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
-from sagewarden.domain.plan_windows import PlanView
+from sagewarden.domain.plan_windows import PlanView, plan_name
 from sagewarden.ports import StopOutcome
 
 log = logging.getLogger(__name__)
@@ -139,9 +139,12 @@ class SageMakerLauncher:
         return job_observed_from_description(desc, attempt, source="describe")
 
     def describe_plan(self, plan: str) -> PlanView:
-        """DescribeTrainingPlan (TrainingPlanName takes the name or the ARN): its status and one
-        window per reserved capacity. Errors propagate: the plan is then unknown."""
-        desc = self._sm.describe_training_plan(TrainingPlanName=plan)
+        """DescribeTrainingPlan of the plan named by its ARN (a run's TrainingPlanArn) or its name:
+        its status and one window per reserved capacity. The request carries the plan's *name*:
+        the API Reference's TrainingPlanName is "the name of the training plan" (at most 64
+        characters, no ARN), though botocore's shape would also take the ARN (docs/fidelity.md).
+        Errors propagate: the plan is then unknown."""
+        desc = self._sm.describe_training_plan(TrainingPlanName=plan_name(plan))
         windows = []
         for rc in desc.get("ReservedCapacitySummaries") or []:
             start, end = to_ms(rc.get("StartTime")), to_ms(rc.get("EndTime"))

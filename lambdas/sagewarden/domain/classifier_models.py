@@ -27,6 +27,8 @@ class EndingClass(StrEnum):
     USER_STOPPED = "USER_STOPPED"
     CLIENT_ERROR = "CLIENT_ERROR"
     WINDOW_END = "WINDOW_END"  # a training plan's window ended (domain/training_plans.py)
+    # the job was deleted outside sagewarden before its ending was seen (domain/endings.py)
+    DELETED = "DELETED"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,12 @@ from dataclasses import dataclass
 from sagewarden.domain.actions import Action, StopJob
 from sagewarden.domain.checkpoint_seen import record_checkpoint, record_writing_span
 from sagewarden.domain.classifier import Ending, EndingClass, classify
+from sagewarden.domain.deletions import (
+    deleted_by_absence,
+    deleted_by_observation,
+    deletion_seen,
+    recorded_ending,
+)
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
     INTENT_COST,
@@ -71,16 +77,26 @@ from sagewarden.domain.goodput import after_decision
 from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
 from sagewarden.domain.hosts import late_hardware_line, on_training
 from sagewarden.domain.launch import wall_clock_remaining_s
-from sagewarden.domain.models import SM_STATUS_RANK, SM_TERMINAL, Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.models import (
+    SM_DELETING,
+    SM_STATUS_RANK,
+    SM_TERMINAL,
+    Attempt,
+    LaunchState,
+    Run,
+    RunStatus,
+)
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.resuming import expired, foreign_checkpoint
 from sagewarden.domain.retention import on_retention
 from sagewarden.domain.retirement import on_retire_reported
 from sagewarden.domain.stragglers import on_steps
-from sagewarden.domain.training_plans import on_plan_tick, record_plan
+from sagewarden.domain.training_plans import on_plan_tick, record_plan, stop_retry_past_window
 from sagewarden.domain.wants import RESUMABLE
 from sagewarden.domain.warm_pools import (
+    is_pool_job_missing,
     is_pool_observation,
+    on_pool_job_gone,
     on_pool_observed,
     on_pool_tick,
     wait_for_bad_pool,
@@ -155,6 +171,8 @@ def _dispatch(d: Draft, event: Event) -> str | None:
     if isinstance(event, JobObserved) and is_pool_observation(d.run, event):
         late_hardware_line(d, event)  # a host named by a line that landed while the run waited
         return on_pool_observed(d, event)
+    if isinstance(event, JobMissing) and is_pool_job_missing(d.run, event):
+        return on_pool_job_gone(d, event.job_name, "its job no longer exists (deleted outside sagewarden)")
     if isinstance(event, Submitted):
         return _on_submitted(d)
     if isinstance(event, LaunchAccepted):
@@ -189,16 +207,24 @@ def _on_terminal(d: Draft, event: Event) -> str | None:
     reason = f"run is {run.status.value}; late event recorded, not acted on"
     if isinstance(event, JobObserved) and is_pool_observation(run, event):
         return on_pool_observed(d, event)  # an idle pool is billed after the run ended too
+    if isinstance(event, JobMissing) and is_pool_job_missing(run, event):
+        return on_pool_job_gone(d, event.job_name, "its job no longer exists (deleted outside sagewarden)")
     if isinstance(event, Tick) and on_pool_tick(d) and not run.strays:
         return None
     strays = dict(run.strays)
     if isinstance(event, JobObserved):
-        if event.job_name in strays and event.status in SM_TERMINAL:
+        if event.job_name in strays and (event.status in SM_TERMINAL or event.status == SM_DELETING):
             del strays[event.job_name]
             d.set(strays=tuple(sorted(strays.items())))
             d.note(f"stray job {event.job_name} ended ({event.status})")
             return None
-        if event.status in SM_TERMINAL or event.status == "Stopping" or event.job_name in strays:
+        if event.status not in SM_STATUS_RANK:
+            return f"{reason} (unknown TrainingJobStatus {event.status!r}: not acted on)"
+        if (
+            event.status in SM_TERMINAL
+            or event.status in ("Stopping", SM_DELETING)
+            or event.job_name in strays
+        ):
             return reason
         cur = run.current
         # attempts before the current one are known ended (a new attempt is launched only after
@@ -338,8 +364,16 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         return f"attempt {cur.number} already ended ({cur.sm_status}/{cur.sm_secondary})"
     if cur.launch == LaunchState.ABANDONED:
         return f"attempt {cur.number} was abandoned"
-    new_key = (e.modified_ms, SM_STATUS_RANK.get(e.status, 0))
-    old_key = (cur.sm_modified_ms, SM_STATUS_RANK.get(cur.sm_status or "", 0))
+    if e.status not in SM_STATUS_RANK:  # unknown is not InProgress (nor any other known state)
+        return (
+            f"unknown TrainingJobStatus {e.status!r} for {e.job_name}: not acted on; the attempt keeps "
+            f"{cur.sm_status}/{cur.sm_secondary} and the sweep keeps looking"
+        )
+    deleted = deleted_by_observation(cur, e)
+    if deleted is not None:  # never waited on, nor its name launched again (domain/deletions.py)
+        return _on_deleted(d, cur, deleted, e)
+    new_key = (e.modified_ms, SM_STATUS_RANK[e.status])
+    old_key = (cur.sm_modified_ms, SM_STATUS_RANK.get(cur.sm_status or "", -1))
     if new_key < old_key:
         return f"stale state {e.status}/{e.secondary} (older than {cur.sm_status}/{cur.sm_secondary})"
     if (
@@ -398,6 +432,8 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         )
         return None
     d.put_attempt(att)
+    if stop_retry_past_window(d, att, e):  # SageMaker's own retry of a window's end
+        return None
     if e.status == "InProgress" and d.run.status != RunStatus.STOPPING:
         # a job past Training (Uploading its model) has not gone back to starting
         trained = e.secondary == "Training" or att.training_started_ms is not None
@@ -430,8 +466,31 @@ def _ask_stop_again(d: Draft, att: Attempt, intent: str, why: str) -> Attempt:
     return dataclasses.replace(att, stop_requested_ms=d.now)
 
 
+def _on_deleted(d: Draft, cur: Attempt, why: str, e: JobObserved | None) -> str | None:
+    """The attempt's job was deleted outside sagewarden (domain/deletions.py): an ending. One whose
+    end SageMaker reported and whose decision was deferred is decided as reported."""
+    if cur.end_pending:
+        d.note(f"{cur.job_name} was deleted outside sagewarden ({why}): its recorded ending decides")
+        on_attempt_ended(d, cur, recorded_ending(cur))
+        return None
+    d.note(f"attempt {cur.number}: {why}")
+    on_attempt_ended(d, cur, deletion_seen(cur, d.now, e), deleted=why)
+    return None
+
+
 def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
     cur = d.run.current
+    if (
+        cur is not None
+        and cur.number == e.attempt
+        and cur.job_name == e.job_name
+        and cur.launch == LaunchState.SUBMITTED
+        and not cur.ended
+    ):
+        why = deleted_by_absence(cur, d.now)
+        if why is None:  # a new job may be missing from reads for a while
+            return "SageMaker accepted the job, which reads do not show (yet): waiting for it to appear"
+        return _on_deleted(d, cur, why, None)
     if cur is None or cur.number != e.attempt or cur.launch != LaunchState.PENDING:
         return "missing job is not a pending launch"
     if cancel_pending(d):

@@ -4,7 +4,8 @@ type, or wait. Pure.
 
 A cancel wins over every classification: a job that ends Failed (or Stopped for another reason)
 while the cancel's stop is in flight ends the run CANCELLED; only `Completed` before the stop
-took effect ends it SUCCEEDED, and the outcome says so.
+took effect ends it SUCCEEDED, and the outcome says so. A job deleted outside sagewarden before
+its ending was seen is an ending too (class DELETED: domain/deletions.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sagewarden.domain.actions import (
 )
 from sagewarden.domain.advice import checkpoint_advice
 from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
+from sagewarden.domain.deletions import deleted_classification
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
     INTENT_HANG,
@@ -78,7 +80,9 @@ def job_end_ms(e: JobObserved) -> int:
     return e.ended_ms or e.modified_ms
 
 
-def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
+def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved, *, deleted: str | None = None) -> None:
+    """Decide on an attempt's ending: SageMaker's terminal state `e`, or -- `deleted`, why -- its
+    job deleted outside sagewarden before the ending was seen (`e` from deletions.deletion_seen)."""
     if e.status == "Failed" and d.obs.log_error:
         _defer_ending(d, att, f"cannot read the job's logs to classify its failure: {d.obs.log_error}")
         return
@@ -88,20 +92,23 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
     created = att.created_ms or att.requested_at_ms
     pending_s = max(0.0, ((started or end) - created) / 1000)
     max_pending = d.run.request.get("StoppingCondition", {}).get("MaxPendingTimeInSeconds")
-    cls = classify(
-        Ending(
-            status=e.status,
-            secondary_status=e.secondary,
-            failure_reason=att.failure_reason,
-            log_tail=d.obs.log_tail,
-            stop_intent=att.stop_intent,
-            reached_training=started is not None,
-            training_seconds=training_s,
-            pending_seconds=pending_s,
-            max_pending_seconds=int(max_pending) if max_pending else None,
-        ),
-        oom_is_user_error=d.policy.oom_is_user_error,
-    )
+    if deleted is not None:
+        cls = deleted_classification(att, deleted)
+    else:
+        cls = classify(
+            Ending(
+                status=e.status,
+                secondary_status=e.secondary,
+                failure_reason=att.failure_reason,
+                log_tail=d.obs.log_tail,
+                stop_intent=att.stop_intent,
+                reached_training=started is not None,
+                training_seconds=training_s,
+                pending_seconds=pending_s,
+                max_pending_seconds=int(max_pending) if max_pending else None,
+            ),
+            oom_is_user_error=d.policy.oom_is_user_error,
+        )
     cls = plan_ending(d.run, att, e.status, end, cls)  # a training plan's window ended
     if lines_may_be_on_their_way(d, att, e, cls):
         _defer_ending(
@@ -160,7 +167,8 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved) -> None:
         d.act(DeleteHangAlarms(att.job_name))
     d.note(f"attempt {att.number} ended: {cls.kind.value}: {cls.reason}")
     att, ended = note_ending(d, att, ended, cls)  # a host singled out (domain/hosts.py)
-    watch = watch_ended(d, att, e, cls)
+    # a deleted job's pool is gone or unknown: nothing to watch (it kept no Available one)
+    watch = watch_ended(d, att, e, cls) if deleted is None else None
     if gave_up is not None:
         give_up(d, gave_up)
     else:
@@ -281,6 +289,8 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
     elif kind == EndingClass.SEGMENT_DONE:
         d.set(segments=d.run.segments + 1)
         _resume(d, ended, cls, label=kind.value, counted=False)
+    elif kind == EndingClass.DELETED:  # how it ended is unknown: a counted resume, new name
+        _resume(d, ended, cls, label=kind.value, counted=True)
     elif kind == EndingClass.SPOT_INTERRUPTED:
         _resume(d, ended, cls, label=kind.value, counted=False)
     else:  # INFRASTRUCTURE, UNKNOWN (and anything new defaults to a counted resume)

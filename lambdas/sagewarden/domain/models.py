@@ -40,10 +40,21 @@ class LaunchState(StrEnum):
 
 
 SM_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
+# DeleteTrainingJob of an ended job: the job shows this status for a while, then is gone and its
+# name can be used again (docs/fidelity.md); it comes only after a terminal state
+SM_DELETING = "Deleting"
 CHECKPOINT_HISTORY = 8
 MAX_WRITING_SPANS = 32  # Run.checkpoint_spans: the oldest are dropped (their directories are kept)
-# Rank used to keep an attempt's recorded state forward-only when timestamps tie.
-SM_STATUS_RANK = {"InProgress": 0, "Stopping": 1, "Completed": 2, "Failed": 2, "Stopped": 2}
+# Rank used to keep an attempt's recorded state forward-only when timestamps tie. Only these
+# statuses are acted on: one SageMaker adds later is unknown, never read as any of them.
+SM_STATUS_RANK = {
+    "InProgress": 0,
+    "Stopping": 1,
+    "Completed": 2,
+    "Failed": 2,
+    "Stopped": 2,
+    SM_DELETING: 3,
+}
 
 
 @dataclass(frozen=True)

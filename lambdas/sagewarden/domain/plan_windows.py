@@ -53,7 +53,9 @@ def plan_arn(request: Mapping[str, Any]) -> str | None:
 
 
 def plan_name(arn: str) -> str:
-    return arn.rsplit("training-plan/", 1)[-1]
+    """The plan's name from its ARN (``arn:aws:sagemaker:<region>:<account>:training-plan/<name>``);
+    a name is returned as it is."""
+    return arn.rsplit(":training-plan/", 1)[-1]
 
 
 def on_plan(run: Run) -> bool:

@@ -12,7 +12,11 @@ instances from 30 minutes before the window's end, and the job does not move on)
 * **A window's end is not a failure.** Its ending (the supervisor's stop, or SageMaker's
   termination when a stop came too late: a Failed job that reads like an instance failure, inside
   a window's last 30 minutes) is classified WINDOW_END: no restart counted, no crash-loop streak,
-  an info alert (`run.waiting_for_window`).
+  an info alert (`run.waiting_for_window`). AWS does not say that the job's own RetryStrategy
+  skips that termination: when it retries it instead (the job back to Starting after it trained,
+  at or after the window's termination), the job would wait Pending in the same attempt for the
+  next window, outside the window handling -- so it is stopped (intent `window_end`) and the
+  next window gets a new attempt.
 * **Resume at the next window.** The launch is due LAUNCH_LEAD_MS before the window opens (the
   job waits Pending and starts as the window opens); `draft.start_attempt` asks `launch_at`.
 * **Warn when the plan is short.** With the policy's `total_steps`, once per window: the steps
@@ -32,7 +36,7 @@ import statistics
 from sagewarden.domain.checkpoint_interval import observed_interval_min
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.draft import Draft, notify, request_stop, start_attempt
-from sagewarden.domain.events import Event, ResumeRequested, Submitted, Tick
+from sagewarden.domain.events import Event, JobObserved, ResumeRequested, Submitted, Tick
 from sagewarden.domain.models import Attempt, Run
 from sagewarden.domain.plan_windows import (
     INTENT_WINDOW_END,
@@ -231,6 +235,40 @@ def plan_ending(run: Run, att: Attempt, status: str, end_ms: int, cls: Classific
                 evidence=cls.evidence,
             )
     return cls
+
+
+def retried_past_window(run: Run, att: Attempt, e: JobObserved) -> bool:
+    """SageMaker's RetryStrategy took the window's termination for a failure to retry: an attempt
+    on the plan that trained is back in Starting or Pending, at or after the termination of the
+    window it trained in (a retry earlier in the window provisions again inside it)."""
+    if (
+        not on_plan(run)
+        or att.stop_intent is not None
+        or att.training_started_ms is None
+        or e.status != "InProgress"
+        or e.secondary not in ("Starting", "Pending")
+    ):
+        return False
+    trained_in = [w for w in run.plan_windows if w[0] <= att.training_started_ms < w[1]]
+    if not trained_in:
+        return False
+    return e.modified_ms >= termination_ms(trained_in[0]) - ENDING_SLACK_BEFORE_MS
+
+
+def stop_retry_past_window(d: Draft, att: Attempt, e: JobObserved) -> bool:
+    """Stop a job SageMaker's RetryStrategy restarted after its window's end (retried_past_window):
+    it would wait Pending for the next window in the same attempt, outside the window handling.
+    Its ending is WINDOW_END (the `window_end` intent); the next window gets a new attempt."""
+    if not retried_past_window(d.run, att, e):
+        return False
+    request_stop(
+        d,
+        att,
+        INTENT_WINDOW_END,
+        f"SageMaker's RetryStrategy restarted {att.job_name} after its training plan window ended "
+        f"({e.status}/{e.secondary}): it would wait for the next window in the same job",
+    )
+    return True
 
 
 def after_window(d: Draft, ended: Attempt, cls: Classification) -> None:

@@ -3,18 +3,20 @@ checkpoint, the log tail, a log-silence check. Pure."""
 
 from __future__ import annotations
 
+from sagewarden.domain.deletions import deleted_by_observation
 from sagewarden.domain.events import (
     AlarmsObserved,
     CapacityReleased,
     Event,
     HangSignal,
+    JobMissing,
     JobObserved,
     ResumeRequested,
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import SM_TERMINAL, Run, RunStatus
-from sagewarden.domain.warm_pools import is_pool_observation, waits_for, watch_of
+from sagewarden.domain.models import SM_TERMINAL, LaunchState, Run, RunStatus
+from sagewarden.domain.warm_pools import is_pool_job_missing, is_pool_observation, waits_for, watch_of
 
 RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
@@ -35,11 +37,16 @@ def wants_checkpoint(run: Run, event: Event) -> bool:
     if run.status.terminal:
         return False
     cur = run.current
-    if isinstance(event, JobObserved):
-        if is_pool_observation(run, event):  # a watched pool: only a launch waiting for it matters
-            watch = watch_of(run, event.job_name)
-            return watch is not None and waits_for(run, watch)
-        return event.status in SM_TERMINAL
+    if isinstance(event, (JobObserved, JobMissing)) and (
+        is_pool_observation(run, event) if isinstance(event, JobObserved) else is_pool_job_missing(run, event)
+    ):  # a watched pool: only a launch waiting for it matters
+        watch = watch_of(run, event.job_name)
+        return watch is not None and waits_for(run, watch)
+    if isinstance(event, JobMissing):  # an accepted job gone: deleted outside sagewarden
+        return cur is not None and cur.job_name == event.job_name and cur.launch == LaunchState.SUBMITTED
+    if isinstance(event, JobObserved):  # an ending, or the job deleted (Deleting, its name reused)
+        deleted = cur is not None and cur.job_name == event.job_name and deleted_by_observation(cur, event)
+        return event.status in SM_TERMINAL or bool(deleted)
     if isinstance(event, (Submitted, CapacityReleased)):
         return True
     if isinstance(event, Tick):

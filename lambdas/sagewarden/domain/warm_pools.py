@@ -21,7 +21,10 @@ every minute until the pool is gone (`Terminated` or `Reused`), bounded in time:
   gone; a launch refused for quota while a bad pool of its instance type is still held (idle pool
   instances count towards the training-job quotas) waits until that pool is gone, not a backoff;
 - a pool that never appears after an ending that keeps one means no warm-pool quota: the user is
-  told once, and the run asks for no pool again.
+  told once, and the run asks for no pool again;
+- a watched pool's job deleted outside sagewarden (`Deleting`, or gone: SageMaker deletes only a
+  job without an Available pool) ends the watch and says nothing about the quota; a launch
+  waiting for that pool starts cold.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ from sagewarden.domain.draft import (
     start_attempt,
     waiting_launch,
 )
-from sagewarden.domain.events import JobObserved
+from sagewarden.domain.events import JobMissing, JobObserved
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
 from sagewarden.domain.launch import steered_volume_gb
-from sagewarden.domain.models import Attempt, PoolWatch, Run, RunStatus
+from sagewarden.domain.models import SM_DELETING, Attempt, PoolWatch, Run, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 
 WAIT_WARM_POOL = "warm_pool"  # Run.wait_reason while the next launch waits for a pool
@@ -249,6 +252,8 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
     watch = watch_of(d.run, e.job_name)
     if watch is None or e.source != "describe":
         return "not a watched warm pool"
+    if e.status == SM_DELETING:
+        return on_pool_job_gone(d, e.job_name, "its job is being deleted outside sagewarden")
     status = e.warm_pool_status
     waiting = waits_for(d.run, watch) and not d.run.status.terminal
     if status in GONE:
@@ -290,6 +295,29 @@ def on_pool_observed(d: Draft, e: JobObserved) -> str | None:
         _put(d, dataclasses.replace(watch, status=status))
         return None
     return f"the warm pool of {watch.job_name} is not Available yet"
+
+
+def on_pool_job_gone(d: Draft, job_name: str, why: str) -> str | None:
+    """A watched pool's job was deleted outside sagewarden: it keeps no Available pool (SageMaker
+    refuses to delete one that does), and what it kept or cost is unknown -- never read as "no
+    warm-pool quota". The watch ends; a launch waiting for the pool starts cold."""
+    watch = watch_of(d.run, job_name)
+    if watch is None:
+        return "not a watched warm pool"
+    waiting = waits_for(d.run, watch) and not d.run.status.terminal
+    _put(d, None, drop=job_name)
+    d.note(f"stopped watching the warm pool of {job_name}: {why}")
+    if waiting:
+        _launch_now(d, f"the next attempt starts cold (the warm pool of {job_name} is gone with its job)")
+    return None
+
+
+def is_pool_job_missing(run: Run, e: JobMissing) -> bool:
+    """DescribeTrainingJob found no job for a watched pool of an ended attempt (not the live one)."""
+    if watch_of(run, e.job_name) is None:
+        return False
+    cur = run.current
+    return cur is None or cur.job_name != e.job_name or cur.ended
 
 
 def _gone(d: Draft, watch: PoolWatch, e: JobObserved) -> None:
