@@ -139,6 +139,11 @@ class SimSageMaker(SimReads, SimCore):
         # whether the deployment's log subscription feeds the heartbeat metric (logSubscription);
         # without it no heartbeat datapoint exists at all
         self.heartbeat_metric = heartbeat_metric
+        # stretches [start ms, end ms or None: for ever) in which the heartbeat pipeline delivers
+        # nothing for any job (the heartbeat function failing or throttled, the subscription filter
+        # removed, a Logs delivery problem): no heartbeat datapoint of a minute inside one exists,
+        # ever, while the jobs' log lines are written as always (a scenario's account.heartbeat_outages)
+        self.heartbeat_outages: list[tuple[int, int | None]] = []
         self.total_instance_quota = total_instance_quota
         self._throttle = 0
         self._request_seq = 0

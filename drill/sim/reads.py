@@ -26,6 +26,7 @@ class SimReads:
     clock: VirtualClock
     logs: SimLogs
     heartbeat_metric: bool
+    heartbeat_outages: list[tuple[int, int | None]]
     _jobs: dict[str, SimJob]
     _bounds_cache: dict[Any, Any]
 
@@ -68,6 +69,11 @@ class SimReads:
 
     def has_logs(self) -> bool:
         return any(job._tails for job in self._jobs.values())
+
+    def heartbeat_out(self, minute_ms: int) -> bool:
+        """Whether the heartbeat pipeline delivered nothing for the minute starting at `minute_ms`
+        (inside one of ``heartbeat_outages``): its heartbeat datapoints never exist."""
+        return any(lo <= minute_ms and (hi is None or minute_ms < hi) for lo, hi in self.heartbeat_outages)
 
     def _gpu_host(
         self, namespace: str, metric: str, dimensions: dict[str, str], period_s: int, stat: str
@@ -155,7 +161,8 @@ class SimReads:
         while the job is in Training (no GPU metric on a CPU instance). LogEvents (``Sagewarden/Heartbeat``,
         ``TrainingJobName=<job>``): per-minute count of lines the job wrote, only for minutes with
         at least one line (like a metric fed by a log subscription), and none at all in a deployment
-        without the subscription (``heartbeat_metric=False``). Only samples up to now exist.
+        without the subscription (``heartbeat_metric=False``) and none of a minute inside a heartbeat
+        outage (``heartbeat_outages``). Only samples up to now exist.
         """
         if stat not in STATS:
             raise ValueError(f"unsupported stat {stat!r}")
@@ -181,6 +188,8 @@ class SimReads:
             if job is None or not self.heartbeat_metric:
                 return []
             samples = series.log_samples(job, start_ms, end_ms, self.clock.now_ms)
+            if self.heartbeat_outages:
+                samples = [(m, v) for m, v in samples if not self.heartbeat_out(m)]
         else:
             return []
         return series.aggregate(samples, period_s * 1000, stat)

@@ -808,6 +808,31 @@ def test_sim_metrics_missing_before_training_and_after_end(sim: SimSageMaker) ->
     assert heartbeat(sim, "job-a01", t0, started) == []
 
 
+def test_sim_heartbeat_outage_drops_the_heartbeat_of_every_job_while_the_logs_go_on(
+    clock: VirtualClock, s3: Any, logs: Any
+) -> None:
+    """The heartbeat pipeline breaks (the function failing, the filter removed): no heartbeat
+    datapoint of any job for the minutes of the outage, ever (nothing is backfilled), while each
+    job keeps writing its log lines; the heartbeat comes back when the outage ends."""
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs, progress_log_interval_s=60)
+    started = training_job(sim, "job-a01")
+    other = training_job(sim, "job-b01")
+    broken, healed = other + 10 * MIN, other + 40 * MIN
+    sim.heartbeat_outages = [(broken, healed)]
+    drain(sim, until_ms=other + 60 * MIN)
+    for job in ("job-a01", "job-b01"):
+        assert heartbeat(sim, job, broken, healed) == []
+        assert len(heartbeat(sim, job, healed, other + 60 * MIN)) == 20
+        assert len(heartbeat(sim, job, broken - 10 * MIN, broken)) == 10
+    sim.flush_logs()
+    stream = f"job-a01/algo-1-{sim.job('job-a01').created_ms // 1000}"
+    during = logs.get_log_events(
+        logGroupName=GPU_NS, logStreamName=stream, startTime=broken, endTime=healed, startFromHead=True
+    )["events"]
+    steps = [e for e in during if e["message"].startswith("step ") and e["timestamp"] < healed]
+    assert len(steps) == 30 and started < broken  # one a minute, as always
+
+
 def test_sim_metrics_only_up_to_now(sim: SimSageMaker) -> None:
     started = training_job(sim, "job-a01")
     drain(sim, until_ms=started + 10 * MIN)
