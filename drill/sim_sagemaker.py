@@ -214,6 +214,7 @@ class SimSageMaker(SimReads, SimCore):
         if capacity is None:  # (refused for capacity: it never gets instances, a lemon waits)
             sim_hosts.take_lemons(self, job)  # new instances may include a bad host that came back
         check_ms, check_fails = 0, None
+        job.remote_debug = bool((request.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"))
         if sim_hosts.wants_infra_check(request):
             job.infra_check = True
             check_ms, check_fails = sim_hosts.infra_check(self, job)

@@ -1010,6 +1010,38 @@ def test_sim_logs_written_to_moto_streams(clock: VirtualClock, s3: Any, logs: An
     assert sim.log_events_rejected == 0
 
 
+def test_sim_remote_debugging_writes_the_ssm_agents_stream_per_host_even_while_the_script_hangs(
+    clock: VirtualClock, s3: Any, logs: Any
+) -> None:
+    """RemoteDebugConfig.EnableRemoteDebug: SageMaker starts the SSM agent in every container, and
+    its stream `<job>/algo-<n>-<epoch>/ssm` lands in the training log group beside the training
+    streams: a line a minute per host from Training on, whatever the script does (here it spins
+    from minute 30: no training line, the agent's lines go on)."""
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs)
+    sim.inject(Fault(kind="hang_spin", after_training_min=30))
+    sim.create_training_job(**request("job-a01"), RemoteDebugConfig={"EnableRemoteDebug": True})
+    run_until(sim, lambda: sim.job("job-a01").training_started_ms is not None)
+    started = sim.job("job-a01").training_started_ms
+    assert started is not None
+    drain(sim, until_ms=started + 60 * MIN)
+    sim.flush_logs()
+    created_s = sim.job("job-a01").created_ms // 1000
+    streams = logs.describe_log_streams(logGroupName=GPU_NS, logStreamNamePrefix="job-a01/")["logStreams"]
+    assert sorted(s["logStreamName"] for s in streams) == [
+        f"job-a01/algo-1-{created_s}",
+        f"job-a01/algo-1-{created_s}/ssm",
+        f"job-a01/algo-2-{created_s}",
+        f"job-a01/algo-2-{created_s}/ssm",
+    ]
+    agent = logs.get_log_events(
+        logGroupName=GPU_NS, logStreamName=f"job-a01/algo-2-{created_s}/ssm", startFromHead=True
+    )["events"]
+    hung = [e for e in agent if e["timestamp"] >= started + 31 * MIN]
+    assert len(agent) == 60 and len(hung) == 29 and all("ssm-agent" in e["message"] for e in agent)
+    assert sim.log_stream(f"job-a01/algo-2-{created_s}/ssm") == (sim.job("job-a01"), -2)
+    assert heartbeat(sim, "job-a01", started + 31 * MIN, started + 60 * MIN) == []  # not the script's lines
+
+
 def test_sim_log_flush_interval_buffers_until_an_event_or_flush(
     clock: VirtualClock, s3: Any, logs: Any
 ) -> None:
