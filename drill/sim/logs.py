@@ -159,6 +159,10 @@ class SimLogs:
                 if mark % each == 0:
                     self.write_line(job, host, mark, step_line(job, host, mark, step), discrete=False)
 
+    def stream_names(self) -> frozenset[str]:
+        """Every stream written to CloudWatch Logs so far (training streams and SSM agents')."""
+        return frozenset(self._streams)
+
     def tail(self, job: SimJob, host: int, n: int) -> list[str]:
         return [text for _, text in self.events(job, host)[-n:]] if n > 0 else []
 

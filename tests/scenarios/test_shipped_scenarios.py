@@ -273,9 +273,10 @@ def check_no_log_subscription(s: Summary) -> None:
     # caught on a window learned from the logs, sooner than the policy's 30 minutes
     (spin,) = [f for f in s["faults"] if f["kind"] == "hang_spin"]
     assert spin["to_action_s"] is not None and spin["to_action_s"] < 30 * 60
-    # README: "stopped 9 minutes after it starts (window learned: 4 minutes)", of which some are
-    # FilterLogEvents reads over the shared group that ran out of pages (unknown: deferred)
-    assert spin["to_action_s"] <= 10 * 60
+    # docs/hang-detection.md: "stopped 5 minutes after it starts (window learned: 4 minutes)" (9
+    # before the drill's moto path filtered FilterLogEvents by the job's stream prefix as CloudWatch
+    # does: its reads paged through the other job's lines and ran out of time, unknown: deferred)
+    assert spin["to_action_s"] <= 6 * 60
 
 
 CHECKS: dict[str, Callable[[Summary], None]] = {
