@@ -314,9 +314,12 @@ class CloudWatchLogsReader:
         times = [r.lines[-1][0] for r in reads if r.lines and (host is None or r.host.name == host)]
         return max(times, default=None)
 
-    def has_events_since(self, job_name: str, since_ms: int, *, budget_s: float = SILENCE_BUDGET_S) -> bool:
-        """Did the job write any log event at or after `since_ms`? (The log-silence check used
-        when the log subscription is off.)
+    def has_events_since(
+        self, job_name: str, since_ms: int, *, until_ms: int | None = None, budget_s: float = SILENCE_BUDGET_S
+    ) -> bool:
+        """Did the job write any log event at or after `since_ms` (and before `until_ms`, if
+        given)? (The log-silence check where it is judged from the logs, and the confirmation of
+        a heartbeat's silence.)
 
         FilterLogEvents may answer a page with no events and a `nextToken` (it scans the group
         in slices): that is not silence, so pages are followed until an event is found (True) or
@@ -328,14 +331,14 @@ class CloudWatchLogsReader:
         for page in self._filter_pages(
             job_name,
             start_ms=since_ms,
-            end_ms=None,
+            end_ms=until_ms,
             pattern=None,
             budget_s=budget_s,
             what="log events",
             limit=1,
             max_pages=None,
         ):
-            if page:
+            if any(until_ms is None or int(e.get("timestamp", 0)) < until_ms for e in page):
                 return True
         return False
 
