@@ -14,7 +14,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,8 +153,12 @@ class LocalAccount:
         store: str = "dynamodb",
         # periodic progress lines written to CloudWatch Logs: one per host this often (600 s thins
         # them; None = 600 s where a log subscription feeds the heartbeat metric, else 60 s: the
-        # logs are then the only record of the job's cadence and must carry it)
+        # logs are then the only record of the job's cadence and must carry it -- also where the
+        # heartbeat has outages, when the supervisor reads the cadence from the logs)
         progress_log_interval_s: int | None = None,
+        # stretches of virtual minutes from the start, (from, until or None: never heals), in which
+        # the heartbeat pipeline delivers nothing for any job (drill/sim/reads.py heartbeat_out)
+        heartbeat_outages: Sequence[tuple[float, float | None]] = (),
         log_flush_interval_s: int = 86_400,  # reads flush first (FlushOnReadLogs), so rarely needed
         logs: str = "moto",  # "simulated": log reads answered by the simulator (SimulatedLogs)
         iam_replay: bool = True,  # record the supervisor's AWS calls; check them on close (drill/iam)
@@ -197,6 +201,7 @@ class LocalAccount:
         self._iam_replay = iam_replay
         self._iam_report_taken = False
         self._progress_log_interval_s = progress_log_interval_s
+        self._heartbeat_outages = list(heartbeat_outages)
         self._log_flush_interval_s = log_flush_interval_s
         if store not in ("dynamodb", "memory"):
             raise ValueError("store must be 'dynamodb' (moto) or 'memory'")
@@ -291,7 +296,9 @@ class LocalAccount:
         # heartbeat metric exists and the sweep judges log silence itself
         self.log_subscription = template_log_subscription(self.template)
         if self._progress_log_interval_s is None:
-            self._progress_log_interval_s = 600 if self.log_subscription else 60
+            self._progress_log_interval_s = (
+                600 if self.log_subscription and not self._heartbeat_outages else 60
+            )
         self.sagemaker = SimSageMaker(
             self.clock,
             s3_client=sim_s3,
@@ -311,6 +318,11 @@ class LocalAccount:
             heartbeat_metric=self.log_subscription,
             warm_pools=self._warm_pools,
         )
+        start = self.clock.now_ms
+        self.sagemaker.heartbeat_outages = [
+            (start + int(lo * 60_000), None if hi is None else start + int(hi * 60_000))
+            for lo, hi in self._heartbeat_outages
+        ]
         # a training job's log lines reach CloudWatch Logs late, as the account's model says
         self.sagemaker.logs.arrival = self.metric_delays
         # what the supervisor's SageMaker client sees: a new job only after a short delay

@@ -35,6 +35,7 @@ from sagewarden.adapters.run_codec import (
 )
 from sagewarden.domain import claims as claim_rules
 from sagewarden.domain.bounded import bounded_json, clip_text
+from sagewarden.domain.heartbeat import PipelineHealth
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.ownership import principal
 from sagewarden.domain.resuming import resumable_until
@@ -68,6 +69,7 @@ class InMemoryRunStore:
         ] = {}  # RETRY_WAIT runs: (-priority, reason, type)
         self._idem: dict[str, tuple[str, str]] = {}
         self._leases: dict[str, tuple[str, int]] = {}
+        self._pipeline = PipelineHealth()  # the deployment's heartbeat pipeline (domain/heartbeat.py)
         # claims (domain.claims), as the DynamoDB store's claim items: item key -> attributes
         self._claims: dict[str, dict[str, Any]] = {}
         self._seq = 0
@@ -232,6 +234,23 @@ class InMemoryRunStore:
     def pending_outbox(self) -> list[OutboxMessage]:
         """Every alert still owed (tests and the drill's invariant checks)."""
         return [m for m, _ in self._outbox.values()]
+
+    # -- the deployment's heartbeat pipeline -------------------------------------------------------
+    def get_pipeline(self) -> PipelineHealth:
+        return self._pipeline
+
+    def save_pipeline(
+        self, health: PipelineHealth, previous: PipelineHealth, outbox: Sequence[OutboxMessage] = ()
+    ) -> PipelineHealth:
+        if self._pipeline.version != previous.version or any(
+            (m.run_id, m.dedupe_id) in self._outbox for m in outbox
+        ):
+            raise ConcurrentUpdate("pipeline")
+        self._pipeline = dataclasses.replace(health, version=previous.version + 1)
+        for m in outbox:
+            self._outbox[(m.run_id, m.dedupe_id)] = (m, json.dumps(notify_to_dict(m.notify)))
+            self._set_due_entry("outbox", m.run_id, m.dedupe_id, m.due_ms or m.created_ms)
+        return self._pipeline
 
     # -- lease ---------------------------------------------------------------------------------------
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool:

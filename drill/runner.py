@@ -225,6 +225,7 @@ class DrillRunner:
             api_rates=sc.api_rates,
             api_retry_wait_s=sc.api_retry_wait_s,
             describe_after_create_s=sc.describe_after_create_s,
+            heartbeat_outages=sc.heartbeat_outages,
             **self.account_options,
         ) as acct:
             self.acct = acct

@@ -13,6 +13,9 @@ Format (all times are virtual minutes from the scenario start unless named other
               "reconcile_interval_min": 10,
               "log_subscription": true,                # false: the deployment without the log
                                                        # subscription (-c logSubscription=false)
+              "heartbeat_outages": [[60, 240]],        # minutes in which the heartbeat pipeline
+                                                       # delivers nothing for any job (until null:
+                                                       # never heals); the logs are written as always
               "metric_delay": {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180},
                                "progress": {...}, "heartbeat": {...},   # when datapoints arrive
                                "logs": {"base_s": 1, "jitter_s": 14, "late_rate": 0.05, "late_s": 180}},
@@ -107,6 +110,7 @@ from drill.scenario_problems import (
     _expect_problems,
     _fault_problems,
     _order,
+    _outages,
     _policy,
     _RunLimits,
     _span,
@@ -187,6 +191,8 @@ class Scenario:
     # managed spot training's quotas, per instance type and in all (None: no limit)
     spot_quotas: dict[str, int] = field(default_factory=dict)
     total_spot_instance_quota: int | None = None
+    # minutes from the start in which the heartbeat pipeline delivers nothing (until None: never heals)
+    heartbeat_outages: list[tuple[float, float | None]] = field(default_factory=list)
 
 
 class ScenarioError(ValueError):
@@ -300,6 +306,9 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
     describe_after_create = _span(
         check, "account.describe_after_create_s", account.get("describe_after_create_s"), MAX_WINDOW_S
     )
+    outages = _outages(check, "account.heartbeat_outages", account.get("heartbeat_outages"))
+    if outages and not bool(account.get("log_subscription", True)):
+        check.add("account.heartbeat_outages", "needs the log subscription (log_subscription: true)")
     plans, plan_problems = parse_plans(account.get("training_plans", []))  # drill/sim/training_plans.py
     for problem in plan_problems:
         check.add(*problem.split(": ", 1))
@@ -424,6 +433,7 @@ def parse(data: Any, *, bucket: str, role_arn: str, source: str = "<inline>") ->
         api_retry_wait_s=float(account.get("api_retry_wait_s", DEFAULT_RETRY_WAIT_S)),
         describe_after_create_s=describe_after_create or DEFAULT_WINDOW_S,
         training_plans=plans,
+        heartbeat_outages=outages,
         policy_defaults=dict(policy_defaults),
         runs=runs,
         faults=faults,

@@ -187,6 +187,7 @@ ACCOUNT_FIELDS = {
     "reconcile_interval_min": Spec("number", check=_positive),
     "store": Spec("str", check=_one_of(("dynamodb", "memory"))),
     "log_subscription": Spec("bool"),
+    "heartbeat_outages": Spec("list"),
     "metric_delay": Spec("object"),
     "warm_pools": Spec("object"),
     "api_rates": Spec("object"),

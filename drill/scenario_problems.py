@@ -63,6 +63,27 @@ def _span(check: _Checker, where: str, raw: Any, high: float) -> tuple[float, fl
     return None
 
 
+def _outages(check: _Checker, where: str, raw: Any) -> list[tuple[float, float | None]]:
+    """``[[from_min, until_min or null], ...]``: stretches of virtual minutes from the scenario's
+    start, each from >= 0 and until > from (null: to the end of the drill)."""
+    out: list[tuple[float, float | None]] = []
+    for i, item in enumerate(raw or []):
+        if (
+            isinstance(item, list)
+            and len(item) == 2
+            and _matches(item[0], "number")
+            and item[0] >= 0
+            and (item[1] is None or (_matches(item[1], "number") and item[1] > item[0]))
+        ):
+            out.append((float(item[0]), None if item[1] is None else float(item[1])))
+        else:
+            check.add(
+                f"{where}[{i}]",
+                f"expected [from_min, until_min] with 0 <= from < until (until null: never ends), got {_show(item)}",
+            )
+    return out
+
+
 def _warm_pools(check: _Checker, raw: Any) -> WarmPoolSettings:
     """``account.warm_pools`` (every field optional; AWS's defaults otherwise)."""
     where = "account.warm_pools"

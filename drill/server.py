@@ -131,6 +131,7 @@ class LocalServer:
                 "timestamp_form": sc.timestamp_form,
                 "policy_defaults": sc.policy_defaults,
                 "reconcile_interval_min": sc.reconcile_interval_min,
+                "heartbeat_outages": sc.heartbeat_outages,
             }
         # the IAM replay is the drill's and the tests' job; a long-lived server only serves
         template = (

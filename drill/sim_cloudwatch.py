@@ -79,7 +79,13 @@ class SimulatedCloudWatch:
 class FlushOnReadLogs:
     """CloudWatch Logs for the supervisor: the simulator's buffered log lines are written to moto
     right before anything reads them, so reads are always current and quiet stretches of
-    virtual time cost no log writes."""
+    virtual time cost no log writes.
+
+    FilterLogEvents filters by ``logStreamNamePrefix`` as CloudWatch does: moto ignores the
+    prefix and answers every stream of the group, so a read of one job, one event a page
+    (``limit=1``), would page through every other job's lines. The prefix is given to moto as the
+    names of the streams the simulator wrote under it (one page of a job's own events, as AWS
+    would answer)."""
 
     READS = frozenset({"get_log_events", "filter_log_events", "describe_log_streams"})
 
@@ -92,6 +98,16 @@ class FlushOnReadLogs:
         if name in self.READS:
             self._sim.flush_logs()
         return attr
+
+    def filter_log_events(self, **kwargs: Any) -> Any:
+        self._sim.flush_logs()
+        prefix = kwargs.pop("logStreamNamePrefix", None)
+        if prefix is not None and "logStreamNames" not in kwargs:
+            names = sorted(n for n in self._sim.logs.stream_names() if n.startswith(prefix))
+            if not names:  # no stream under the prefix: CloudWatch answers no event
+                return {"events": [], "searchedLogStreams": []}
+            kwargs["logStreamNames"] = names
+        return self._moto.filter_log_events(**kwargs)
 
 
 class SimulatedLogs:

@@ -143,6 +143,11 @@ class SimSageMaker(SimReads, SimCore):
         # whether the deployment's log subscription feeds the heartbeat metric (logSubscription);
         # without it no heartbeat datapoint exists at all
         self.heartbeat_metric = heartbeat_metric
+        # stretches [start ms, end ms or None: for ever) in which the heartbeat pipeline delivers
+        # nothing for any job (the heartbeat function failing or throttled, the subscription filter
+        # removed, a Logs delivery problem): no heartbeat datapoint of a minute inside one exists,
+        # ever, while the jobs' log lines are written as always (a scenario's account.heartbeat_outages)
+        self.heartbeat_outages: list[tuple[int, int | None]] = []
         self.total_instance_quota = total_instance_quota
         # managed spot training's own quotas ("<type> for spot training job usage", "Number of
         # instances across all spot training jobs"): a spot job is checked against them only
@@ -226,6 +231,7 @@ class SimSageMaker(SimReads, SimCore):
         if capacity is None:  # (refused for capacity: it never gets instances, a lemon waits)
             sim_hosts.take_lemons(self, job)  # new instances may include a bad host that came back
         check_ms, check_fails = 0, None
+        job.remote_debug = bool((request.get("RemoteDebugConfig") or {}).get("EnableRemoteDebug"))
         if sim_hosts.wants_infra_check(request):
             job.infra_check = True
             check_ms, check_fails = sim_hosts.infra_check(self, job)

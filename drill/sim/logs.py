@@ -4,12 +4,20 @@ Every line is kept in memory (``tail``); with a ``logs_client`` lines are also b
 written to ``/aws/sagemaker/TrainingJobs`` with one put_log_events per stream per flush (streams
 ``<job>/algo-<n>-<epoch>``). Periodic progress lines ("step N loss L") are written lazily, one
 per ``progress_ms`` per host, whenever something needs the stream up to a time.
+
+A job with remote debugging (``RemoteDebugConfig.EnableRemoteDebug``) also runs the SSM agent in
+every container, which writes its own stream ``<job>/algo-<n>-<epoch>/ssm`` into the same group
+(the SageMaker Developer Guide, "Access a training container through AWS Systems Manager for
+remote debugging"): one line a minute per host from Training until the job ends, whatever the
+training script does -- a hung script's agent keeps writing (AWS publishes no cadence; often is
+the unkind case for a reader that would take it for the script's activity).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import time
 import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -26,6 +34,8 @@ from sagewarden.keys import TRAINING_LOG_GROUP
 
 if TYPE_CHECKING:
     from drill.metric_delay import MetricDelays
+
+SSM_OFFSET_MS = 20_000  # the agent's lines are written this long past each minute
 
 
 class SimLogs:
@@ -50,6 +60,42 @@ class SimLogs:
     def stream(job: SimJob, host: int) -> str:
         return f"{job.name}/algo-{host}-{job.created_ms // 1000}"
 
+    @staticmethod
+    def ssm_stream(job: SimJob, host: int) -> str:
+        """The SSM agent's stream of a host (remote debugging)."""
+        return f"{SimLogs.stream(job, host)}/ssm"
+
+    def ssm_lines(self, job: SimJob, upto: int) -> None:
+        """Write the SSM agent's lines of a remote-debugging job up to ``upto`` (lazily, per host):
+        one a minute, SSM_OFFSET_MS past the minute, from Training until the job ends."""
+        if not job.remote_debug:
+            return
+        start = job.training_started_ms
+        if start is None:
+            return
+        end = min(upto, job.ended_ms) if job.ended_ms is not None else upto
+        since = max(job._ssm_until, start)
+        if end <= since:
+            return
+        job._ssm_until = end
+        first = (since - SSM_OFFSET_MS) // MINUTE_MS * MINUTE_MS + MINUTE_MS + SSM_OFFSET_MS
+        for mark in range(first, end + 1, MINUTE_MS):
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mark // 1000))
+            for host in range(1, job.instance_count + 1):
+                text = f"{stamp} INFO [ssm-agent-worker] [MessageService] [MGSInterop] agent health: OK"
+                tail = job._ssm.get(host)
+                if tail is None:
+                    tail = job._ssm[host] = deque(maxlen=2000)
+                tail.append((mark, text))
+                if self.client is not None:
+                    self._buffer.setdefault(self.ssm_stream(job, host), []).append((mark, self._seq, text))
+                    self._seq += 1
+
+    def ssm_events(self, job: SimJob, host: int) -> list[tuple[int, str]]:
+        """The SSM agent's newest lines (up to 2,000) of a host so far, oldest first: (ms, text)."""
+        self.ssm_lines(job, self.clock.now_ms)
+        return list(job._ssm.get(host) or ())
+
     def write_line(self, job: SimJob, host: int, t: int, text: str, *, discrete: bool = True) -> None:
         if discrete:
             self.progress_lines(job, t)  # keep each stream in time order
@@ -71,6 +117,7 @@ class SimLogs:
 
     def progress_lines(self, job: SimJob, upto: int) -> None:
         """Write the periodic progress lines of the open phase up to ``upto`` (lazily, per host)."""
+        self.ssm_lines(job, upto)
         since = job._lines_until
         if upto <= since:
             return
@@ -111,6 +158,10 @@ class SimLogs:
                     self.write_line(job, host, mark, f"step {step} loss {loss:.4f}", discrete=False)
                 if mark % each == 0:
                     self.write_line(job, host, mark, step_line(job, host, mark, step), discrete=False)
+
+    def stream_names(self) -> frozenset[str]:
+        """Every stream written to CloudWatch Logs so far (training streams and SSM agents')."""
+        return frozenset(self._streams)
 
     def tail(self, job: SimJob, host: int, n: int) -> list[str]:
         return [text for _, text in self.events(job, host)[-n:]] if n > 0 else []

@@ -315,6 +315,11 @@ class SimJob:
     _serials: dict[int, str] = field(default_factory=dict)  # GPU serials per host (drill/sim/hosts.py)
     _slow: dict[int, float] = field(default_factory=dict)  # slow hosts now: host -> slowdown (stragglers.py)
     infra_check: bool = False  # the request's InfraCheckConfig.EnableInfraCheck
+    # the request's RemoteDebugConfig.EnableRemoteDebug: SageMaker starts the SSM agent in the
+    # container, which writes its own stream per host, <job>/algo-<n>-<ts>/ssm (drill/sim/logs.py)
+    remote_debug: bool = False
+    _ssm: dict[int, deque[tuple[int, str]]] = field(default_factory=dict)  # per host: the agent's lines
+    _ssm_until: int = 0  # the agent's lines are written up to here
     _infra_check_host: int = 0  # the bad host the check found when the job fails for it
     _try_started_ms: int | None = None  # this try's Training entry (retries restart it)
     _runtime_used_ms: int = 0  # Training time of earlier tries (MaxRuntime counts all of them)

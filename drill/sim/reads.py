@@ -26,6 +26,7 @@ class SimReads:
     clock: VirtualClock
     logs: SimLogs
     heartbeat_metric: bool
+    heartbeat_outages: list[tuple[int, int | None]]
     _jobs: dict[str, SimJob]
     _bounds_cache: dict[Any, Any]
 
@@ -36,18 +37,24 @@ class SimReads:
         return self.logs.tail(job, host, n)
 
     def log_stream(self, name: str) -> tuple[SimJob, int] | None:
-        """(job, host) of the log stream called ``name`` exactly (a host that has written a line),
-        else None: what ``log_streams(name)`` holds under that name, found without a scan."""
+        """(job, host) of the log stream called ``name`` exactly (a host that has written a line;
+        the SSM agent's stream of host n as -n), else None: what ``log_streams(name)`` holds under
+        that name, found without a scan."""
         job_name, _, rest = name.partition("/")
         job = self._jobs.get(job_name)
         host = int_tag(rest[5:].partition("-")[0]) if rest.startswith("algo-") else None
-        if job is None or host is None or host not in job._tails or SimLogs.stream(job, host) != name:
+        if job is None or host is None:
+            return None
+        if name.endswith("/ssm"):
+            return (job, -host) if host in job._ssm and SimLogs.ssm_stream(job, host) == name else None
+        if host not in job._tails or SimLogs.stream(job, host) != name:
             return None
         return job, host
 
     def log_streams(self, prefix: str) -> list[tuple[str, SimJob, int]]:
         """The log streams (name, job, host) whose names start with ``prefix``, sorted by name:
-        ``<job>/algo-<host>-<epoch>`` for every host that has written a line."""
+        ``<job>/algo-<host>-<epoch>`` for every host that has written a line, and with remote
+        debugging the SSM agent's ``<job>/algo-<host>-<epoch>/ssm`` (as host -host)."""
         job_part = prefix.split("/", 1)[0]
         if "/" in prefix:
             job = self._jobs.get(job_part)
@@ -56,18 +63,32 @@ class SimReads:
             jobs = [j for name, j in self._jobs.items() if name.startswith(job_part)]
         out = []
         for job in jobs:
+            if job.remote_debug:
+                self.logs.ssm_lines(job, self.clock.now_ms)
             for host in job._tails:
                 name = SimLogs.stream(job, host)
                 if name.startswith(prefix):
                     out.append((name, job, host))
+            for host in job._ssm:
+                name = SimLogs.ssm_stream(job, host)
+                if name.startswith(prefix):
+                    out.append((name, job, -host))
         return sorted(out, key=lambda x: x[0])
 
     def log_events(self, job: SimJob, host: int) -> list[tuple[int, str]]:
-        """The newest lines (up to 2,000) a host of the job wrote so far: (ms, text), oldest first."""
+        """The newest lines (up to 2,000) a host of the job wrote so far: (ms, text), oldest first
+        (host -n: the SSM agent's lines of host n)."""
+        if host < 0:
+            return self.logs.ssm_events(job, -host)
         return self.logs.events(job, host)
 
     def has_logs(self) -> bool:
-        return any(job._tails for job in self._jobs.values())
+        return any(job._tails or job._ssm for job in self._jobs.values())
+
+    def heartbeat_out(self, minute_ms: int) -> bool:
+        """Whether the heartbeat pipeline delivered nothing for the minute starting at `minute_ms`
+        (inside one of ``heartbeat_outages``): its heartbeat datapoints never exist."""
+        return any(lo <= minute_ms and (hi is None or minute_ms < hi) for lo, hi in self.heartbeat_outages)
 
     def _gpu_host(
         self, namespace: str, metric: str, dimensions: dict[str, str], period_s: int, stat: str
@@ -155,7 +176,8 @@ class SimReads:
         while the job is in Training (no GPU metric on a CPU instance). LogEvents (``Sagewarden/Heartbeat``,
         ``TrainingJobName=<job>``): per-minute count of lines the job wrote, only for minutes with
         at least one line (like a metric fed by a log subscription), and none at all in a deployment
-        without the subscription (``heartbeat_metric=False``). Only samples up to now exist.
+        without the subscription (``heartbeat_metric=False``) and none of a minute inside a heartbeat
+        outage (``heartbeat_outages``). Only samples up to now exist.
         """
         if stat not in STATS:
             raise ValueError(f"unsupported stat {stat!r}")
@@ -181,6 +203,8 @@ class SimReads:
             if job is None or not self.heartbeat_metric:
                 return []
             samples = series.log_samples(job, start_ms, end_ms, self.clock.now_ms)
+            if self.heartbeat_outages:
+                samples = [(m, v) for m, v in samples if not self.heartbeat_out(m)]
         else:
             return []
         return series.aggregate(samples, period_s * 1000, stat)

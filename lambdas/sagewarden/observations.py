@@ -1,8 +1,10 @@
 """What a decision needs looked up before it is taken (the service's "observe" step): the newest
 verified checkpoint and its write time, the log tail and per-host triage of a hang (GPU metrics
-first: the hosts they single out are read first), the attempt's cadence, log silence without a
-log subscription, and whether a checkpoint save is under way. Every lookup that fails is passed
-on as *unknown* (an error text), never as "nothing there"; `decide` defers what depends on it.
+first: the hosts they single out are read first), the attempt's cadence, log silence where it is
+judged from the logs (no log subscription, or a heartbeat not to be trusted), the confirmation of
+a heartbeat's silence in the job's own logs (domain/heartbeat.py), and whether a checkpoint save
+is under way. Every lookup that fails is passed on as *unknown* (an error text), never as
+"nothing there"; `decide` defers what depends on it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from sagewarden.domain.draft import startup_allowance, window_in_force
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hang_alarms import silence_window_min
-from sagewarden.domain.hangs import SAVE_ACTIVE_MS, quiet_signals_wait, wants_save_activity
+from sagewarden.domain.hangs import (
+    SAVE_ACTIVE_MS,
+    quiet_signals_wait,
+    silence_from_logs,
+    silence_to_confirm,
+    wants_save_activity,
+)
+from sagewarden.domain.heartbeat import ConfirmWindows, LogCheck
 from sagewarden.domain.models import Run, startup_kind
 from sagewarden.domain.plan_windows import PlanView, plan_arn
 from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
@@ -60,6 +69,9 @@ class Observer:
         log_error: str | None = None
         log_newest: int | None = None
         silent: bool | None = None
+        facts = self.sup.deployment_facts
+        heard: LogCheck | None = None
+        heard_error: str | None = None
         fingerprint_lines: tuple[str, ...] = ()
         fingerprint_error: str | None = None
         printers_error: str | None = None
@@ -100,12 +112,20 @@ class Observer:
             if isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event):
                 if run.checkpoint_uri:
                     save_ms, save_error = self._save_activity(run)
-                partial = Observations(
+                partial = dataclasses.replace(
+                    facts,
                     host_metrics=hosts,
                     host_metrics_error=hosts_error,
                     save_activity_ms=save_ms,
                     save_activity_error=save_error,
                 )
+                # a heartbeat's silence is confirmed in the job's own logs before it may stop it
+                windows = silence_to_confirm(run, event, partial, self.sup.clock())
+                if windows is not None:
+                    heard, heard_error = self._confirm_silence(run, windows)
+                    partial = dataclasses.replace(
+                        partial, heartbeat_check=heard, heartbeat_check_error=heard_error
+                    )
                 benign_wait = quiet_signals_wait(run, event, partial, self.sup.clock())
             if not benign_wait:  # the tail and per-host triage serve a hang's alert only
                 try:
@@ -163,7 +183,8 @@ class Observer:
                     self.sup.counters.add(OBSERVATION_FAILURES)
                     heartbeat = None
         silent_for: int | None = None
-        if self.sup.settings.log_silence_fallback and wants_log_silence_check(run, event):
+        judged_from_logs = cur is not None and silence_from_logs(cur, facts)
+        if judged_from_logs and wants_log_silence_check(run, event):
             silent, silent_for, silence_error = self._log_silence(run)
             log_error = log_error or silence_error
         if silent:  # the sweep's own log-silence check: judged on the same evidence as an alarm
@@ -179,7 +200,10 @@ class Observer:
         return Observations(
             plan=plan,
             plan_error=plan_error,
-            log_subscription=not self.sup.settings.log_silence_fallback,
+            log_subscription=facts.log_subscription,
+            heartbeat_broken=facts.heartbeat_broken,
+            heartbeat_check=heard,
+            heartbeat_check_error=heard_error,
             checkpoint=checkpoint,
             checkpoint_error=ckpt_error,
             checkpoint_error_permanent=ckpt_permanent,
@@ -277,6 +301,27 @@ class Observer:
             log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
             return None, None, error_text(exc)
+
+    def _confirm_silence(self, run: Run, windows: ConfirmWindows) -> tuple[LogCheck | None, str | None]:
+        """What the job's training streams say about its heartbeat's silence (domain/heartbeat.py):
+        one bounded FilterLogEvents for a line in the silence window, and only when there is one, a
+        second for a line old enough that a delivering heartbeat would have shown it. An error is
+        unknown (None and the error), never silence."""
+        cur = run.current
+        if cur is None:
+            return None, None
+        try:
+            if not self.sup.logs.has_events_since(cur.job_name, windows.recent_ms):
+                return LogCheck.SILENT, None
+            if windows.stale_until_ms is not None and self.sup.logs.has_events_since(
+                cur.job_name, windows.stale_ms, until_ms=windows.stale_until_ms
+            ):
+                return LogCheck.CONTRADICTED, None
+            return LogCheck.RECENT, None
+        except Exception as exc:  # unknown is not silence: no stop on it this time
+            log.warning("confirming the log silence of %s failed: %s", cur.job_name, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
 
     def _save_activity(self, run: Run) -> tuple[int | None, str | None]:
         """When the newest checkpoint directory last received an object: a silent, idle job may be

@@ -20,6 +20,7 @@ from sagewarden.domain.events import (
     RetirementReported,
 )
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.heartbeat import PipelineHealth
 from sagewarden.domain.models import Run
 from sagewarden.domain.plan_windows import PlanView
 from sagewarden.domain.retirement import BucketVersioning
@@ -82,6 +83,11 @@ class Page:
     cursor: str | None
 
 
+# an owed alert is published right after the save; the sweep takes it over only if it is still
+# owed this long after (longer than any function's timeout, so the two never race)
+OUTBOX_GRACE_MS = 2 * 60_000
+
+
 @dataclass(frozen=True)
 class OutboxMessage:
     """An alert a decision owes, written in the same transaction as the run (transactional
@@ -131,6 +137,12 @@ class RunStore(Protocol):
     def outbox_retry(self, run_id: str, dedupe_id: str, due_ms: int, tries: int, error: str) -> None: ...
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
     def release_lease(self, name: str, owner: str) -> None: ...
+    # the deployment's heartbeat pipeline (domain/heartbeat.py): delivering at version 0 when never
+    # written; a save is conditional on `previous.version` (ConcurrentUpdate) and carries its alerts
+    def get_pipeline(self) -> PipelineHealth: ...
+    def save_pipeline(
+        self, health: PipelineHealth, previous: PipelineHealth, outbox: Sequence[OutboxMessage] = ()
+    ) -> PipelineHealth: ...
 
 
 @dataclass(frozen=True)
@@ -212,7 +224,8 @@ class HangAlarms(Protocol):
 class LogReader(Protocol):
     # `first`: hosts (algo-N) to read before the others, so that a time budget never cuts them
     def tail(self, job_name: str, lines: int, *, first: Sequence[str] = ...) -> tuple[str, ...]: ...
-    def has_events_since(self, job_name: str, since_ms: int) -> bool: ...
+    # a log event of the job's training streams at or after since_ms (and before until_ms, if given)
+    def has_events_since(self, job_name: str, since_ms: int, *, until_ms: int | None = None) -> bool: ...
     # when the job (or one host, algo-<n>) last wrote a log event; None: none, or unknown
     def newest_event_ms(self, job_name: str, host: str | None = None) -> int | None: ...
     # the end of the latest silent phase declared (phase marker) at or after since_ms, else None

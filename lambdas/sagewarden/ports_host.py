@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from sagewarden.domain.events import Observations
 from sagewarden.ports import (
     CheckpointFinder,
     CheckpointRetirer,
@@ -27,3 +28,6 @@ class ObserverHost(Protocol):
     counters: Counters
     clock: Callable[[], int]
     settings: SupervisorSettings
+
+    @property
+    def deployment_facts(self) -> Observations: ...

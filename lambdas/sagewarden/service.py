@@ -64,11 +64,14 @@ from sagewarden.domain.events import (
     event_name,
 )
 from sagewarden.domain.goodput import run_goodput
+from sagewarden.domain.hangs import silence_from_logs
+from sagewarden.domain.heartbeat import PipelineHealth
 from sagewarden.domain.links import link_lines
 from sagewarden.domain.models import LaunchState, Run, RunStatus
 from sagewarden.domain.names import parse_job_name
 from sagewarden.observations import Observer
 from sagewarden.ports import (
+    OUTBOX_GRACE_MS,
     AuditEntry,
     CheckpointFinder,
     CheckpointRetirer,
@@ -101,9 +104,6 @@ log = logging.getLogger("sagewarden.service")
 
 MAX_SAVE_RETRIES = 5
 MAX_FOLLOW_UPS = 20
-# an owed alert is published right after the save; the sweep takes it over only if it is still
-# owed this long after (longer than any function's timeout, so the two never race)
-OUTBOX_GRACE_MS = 2 * 60_000
 LOG_CHECK_MIN_MS = 2 * 60_000  # no log subscription: a training attempt is looked at this often at most
 OUTBOX_RETRY_MS = 60_000
 OUTBOX_RETRY_CAP_MS = 30 * 60_000
@@ -167,6 +167,9 @@ class Supervisor(RunRequests, AwsEvents):
         self.clock = clock
         self.new_id = new_id
         self.settings = settings or SupervisorSettings()
+        # the deployment's heartbeat pipeline as the sweep last read or judged it (None: not read
+        # by this invocation; domain/heartbeat.py)
+        self.pipeline: PipelineHealth | None = None
         self.observer = Observer(self)
 
     # -- the sweep (reconciler + durable timers + outbox) --------------------------------------
@@ -267,19 +270,26 @@ class Supervisor(RunRequests, AwsEvents):
     @property
     def deployment_facts(self) -> Observations:
         """What every decision knows about this deployment before any look-up: whether a log
-        subscription feeds the heartbeat (else the sweep judges log silence itself)."""
-        return Observations(log_subscription=not self.settings.log_silence_fallback)
+        subscription feeds the heartbeat (else the sweep judges log silence itself), and whether
+        its heartbeat pipeline is judged broken (`pipeline`: read by the sweep at every pass; not
+        known elsewhere, where each attempt's own confirmation guards every stop)."""
+        pipeline = self.pipeline
+        return Observations(
+            log_subscription=not self.settings.log_silence_fallback,
+            heartbeat_broken=pipeline is not None and pipeline.broken,
+        )
 
     def reconcile_interval_ms(self, run: Run) -> int:
-        """How soon the sweep looks at a live run again. Without a log subscription the sweep's
-        own check is the only watch on log silence, so a training attempt is looked at every third
-        of its log-silence window (at least every LOG_CHECK_MIN_MS): silence is acted on at most a
-        third of the window late, not a whole reconcile interval."""
+        """How soon the sweep looks at a live run again. Where log silence is judged from the logs
+        (no log subscription, or a heartbeat not to be trusted: domain/heartbeat.py) the sweep's
+        own check is the only watch on it, so a training attempt is looked at every third of its
+        log-silence window (at least every LOG_CHECK_MIN_MS): silence is acted on at most a third of
+        the window late, not a whole reconcile interval."""
         interval = self.settings.reconcile_interval_ms
         cur = run.current
         if (
-            self.settings.log_silence_fallback
-            and cur is not None
+            cur is not None
+            and silence_from_logs(cur, self.deployment_facts)
             and cur.in_training
             and run.policy.hang_detection
         ):

@@ -4,7 +4,10 @@ One pass:
 1. takes the sweep lease (two sweeps never run at once; a lease instead of reserved
    concurrency, which new accounts cannot spare: they have 10 unreserved executions);
 2. reads every hang alarm of this deployment once (DescribeAlarms by prefix, all pages) and
-   feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge;
+   feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge -- then
+   judges the heartbeat pipeline from the same levels (domain/heartbeat.py: no log-silence alarm
+   OK while some training attempt's logs contradict its silent heartbeat is broken; one OK heals
+   it), saved with the alert a change owes;
 3. serves what is due -- runs (timers, re-observation of live jobs with DescribeTrainingJob,
    warm pools of ended attempts, hang-alarm presence, stray stops) and owed alerts -- round-robin over the due index's
    shards, oldest first within a shard, until the invocation's time budget runs out (what is
@@ -23,13 +26,15 @@ from typing import TYPE_CHECKING, Protocol
 from sagewarden import keys
 from sagewarden.domain.decide import decide
 from sagewarden.domain.events import AlarmsObserved, JobMissing, JobObserved, Tick
+from sagewarden.domain.hang_alarms import SIGNAL_LOG_SILENCE, key_signal
+from sagewarden.domain.heartbeat import DEPLOYMENT_ALERTS, PipelineHealth, PipelineLevel, judge_pipeline
 from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.names import parse_job_name
-from sagewarden.ports import AlarmInventory, DueItem
+from sagewarden.ports import OUTBOX_GRACE_MS, AlarmInventory, ConcurrentUpdate, DueItem, OutboxMessage
 
 if TYPE_CHECKING:
     from sagewarden.domain.events import Event, Observations
-    from sagewarden.ports import Counters, HangAlarms, Launcher, OutboxMessage, RunStore
+    from sagewarden.ports import Counters, HangAlarms, Launcher, RunStore
     from sagewarden.settings import SupervisorSettings
 
 
@@ -43,6 +48,7 @@ class SweepHost(Protocol):
     counters: Counters
     clock: Callable[[], int]
     settings: SupervisorSettings
+    pipeline: PipelineHealth | None  # the deployment's heartbeat pipeline (None: not read)
 
     def handle(self, run_id: str, event: Event, *, known: Run | None = None) -> Run | None: ...
 
@@ -66,6 +72,7 @@ class SweepReport:
     alarms_in_alarm: int = 0
     alarms_deleted: int = 0
     alerts_published: int = 0
+    heartbeat_broken: bool | None = None  # the pipeline as judged at this pass (None: not judged)
     out_of_time: bool = False  # the time budget ran out; what is left stays due for the next pass
     skipped: bool = False  # another sweep holds the lease
     errors: list[str] = field(default_factory=list)
@@ -78,6 +85,7 @@ class Sweep:
         self.owner = owner
         self.report = SweepReport()
         self.inventory: AlarmInventory | None = None
+        self.doubted: set[str] = set()  # training jobs whose heartbeat their logs contradicted
 
     def _out_of_time(self) -> bool:
         if self.time_left_ms is not None and self.time_left_ms() < SWEEP_RESERVE_MS:
@@ -92,8 +100,10 @@ class Sweep:
             self.report.skipped = True
             return self.report
         try:
+            self._read_pipeline()
             self._read_alarms()
             self._feed_alarms_in_alarm()
+            self._judge_pipeline(now)
             self._serve_due(now)
             if cleanup_alarms and not self._out_of_time():
                 self._cleanup_alarms()
@@ -129,6 +139,70 @@ class Sweep:
                 return
             event = AlarmsObserved(job, parsed[1], states)
             self._guarded(parsed[0], functools.partial(self._feed, parsed[0], event))
+
+    # -- the heartbeat pipeline (domain/heartbeat.py) -------------------------------------------
+    def _read_pipeline(self) -> None:
+        """The pipeline as last judged, before anything is decided this pass. Unknown (a failed
+        read) is not "delivering": this pass judges nothing about it, and its decisions rely on
+        each attempt's own confirmation."""
+        try:
+            self.sup.pipeline = self.sup.store.get_pipeline()
+        except Exception as exc:
+            log.exception("reading the heartbeat pipeline's state failed")
+            self.sup.counters.add(keys.METRIC_OBSERVATION_FAILURES)
+            self.report.errors.append(f"heartbeat pipeline: {exc}")
+            self.sup.pipeline = None
+
+    def _judge_pipeline(self, now: int) -> None:
+        """Judge the pipeline from this pass's levels: the deployment's log-silence alarms (the
+        inventory, every page) and the training attempts fed this pass whose heartbeat is doubted.
+        A change is saved with the alert it owes (conditional on the state's version: a concurrent
+        judge wins, nothing is said twice), and the alert published at once (the outbox retries)."""
+        before = self.sup.pipeline
+        if self.inventory is None or before is None:
+            return  # unknown: nothing judged
+        flowing = silent = 0
+        for states in self.inventory.values():
+            for key, state, _ in states:
+                if key_signal(key) == SIGNAL_LOG_SILENCE:
+                    flowing += state == "OK"
+                    silent += state == "ALARM"
+        after, alert = judge_pipeline(
+            before, PipelineLevel(flowing, silent, tuple(sorted(self.doubted))), now
+        )
+        self.report.heartbeat_broken = after.broken
+        if after == before:
+            return
+        version = before.version + 1
+        outbox = (
+            [
+                OutboxMessage(
+                    DEPLOYMENT_ALERTS,
+                    f"{DEPLOYMENT_ALERTS}-heartbeat-{version:06d}",
+                    now,
+                    alert,
+                    due_ms=now + OUTBOX_GRACE_MS,
+                )
+            ]
+            if alert is not None
+            else []
+        )
+        try:
+            self.sup.pipeline = self.sup.store.save_pipeline(after, before, outbox)
+        except ConcurrentUpdate:  # another sweep judged it: its state stands
+            self._read_pipeline()
+            return
+        except Exception as exc:
+            log.exception("saving the heartbeat pipeline's state failed")
+            self.report.errors.append(f"heartbeat pipeline: {exc}")
+            return
+        log.warning("heartbeat pipeline %s", "broken" if after.broken else "restored")
+        for message in outbox:
+            self._guarded(DEPLOYMENT_ALERTS, functools.partial(self._publish_now, message))
+
+    def _publish_now(self, message: OutboxMessage) -> None:
+        self.sup.publish(message)
+        self.report.alerts_published += 1
 
     def _cleanup_alarms(self) -> None:
         for job in sorted(self.inventory or {}):
@@ -182,7 +256,15 @@ class Sweep:
         self.report.alerts_published += 1
 
     def _feed(self, run_id: str, event: AlarmsObserved) -> None:
-        self.sup.handle(run_id, event)
+        run = self.sup.handle(run_id, event)
+        cur = run.current if run is not None else None
+        if (
+            cur is not None
+            and cur.job_name == event.job_name
+            and cur.in_training
+            and cur.heartbeat_doubted_ms is not None
+        ):
+            self.doubted.add(event.job_name)
 
     def _sweep_run(self, run_id: str) -> None:
         """One due run: read once, then each step hands the run it saved (or read) to the next,

@@ -299,6 +299,43 @@ def test_triage_folds_the_healthiest_hosts_into_one_row(logs):
     assert rows[-1] == "[sagewarden] ... and 71 more hosts; last log 2-2 min ago"
 
 
+SSM = "2026-01-05 10:01:00 INFO [ssm-agent-worker] [MessageService] agent health: OK"
+
+
+def _job_with_remote_debugging(logs: Any, base: int) -> None:
+    """Two training streams, and the SSM agent's stream of algo-1 (remote debugging), which keeps
+    writing after the training script went quiet at base + 60 s."""
+    _write(logs, f"{JOB}/algo-1-1767607200", [(base, "step 1"), (base + 60_000, "step 2: allreduce")])
+    _write(logs, f"{JOB}/algo-2-1767607200", [(base + 60_000, "step 2: allreduce")])
+    _write(logs, f"{JOB}/algo-1-1767607200/ssm", [(base + m * 60_000, SSM) for m in range(1, 11)])
+
+
+def test_the_ssm_agents_stream_is_no_host_in_the_tail_or_the_triage(logs):
+    """Item 13 of issue 32: remote debugging's `<job>/algo-<n>-<ts>/ssm` is not a host."""
+    base = _base_ms()
+    _job_with_remote_debugging(logs, base)
+    reader = CloudWatchLogsReader(logs)
+
+    rows = reader.host_triage(JOB, base + 600_000)
+    assert rows == (
+        "algo-1: last log 9 min ago: step 2: allreduce",
+        "algo-2: last log 9 min ago: step 2: allreduce",
+    )
+    tail = reader.tail(JOB, 40)
+    assert tail and not any("ssm" in line for line in tail)
+    assert reader.newest_event_ms(JOB) == base + 60_000
+
+
+def test_the_ssm_agents_lines_are_not_activity_nor_an_end_to_silence(logs):
+    base = _base_ms() // 60_000 * 60_000
+    _job_with_remote_debugging(logs, base)
+    reader = CloudWatchLogsReader(logs)
+
+    assert reader.has_events_since(JOB, base + 120_000) is False  # only the agent wrote since
+    assert dict(reader.activity(JOB, base, base + 11 * 60_000)) == {base: 1.0, base + 60_000: 2.0}
+    assert reader.matching_lines(JOB, base, '"INFO"') == ()
+
+
 # --- log silence ------------------------------------------------------------------------------
 
 

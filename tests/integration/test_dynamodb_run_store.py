@@ -16,6 +16,7 @@ from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.actions import Notify
 from sagewarden.domain.events import LaunchAccepted, Submitted
+from sagewarden.domain.heartbeat import PipelineHealth
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.ports import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
@@ -227,6 +228,26 @@ def test_store_lease_is_held_by_one_owner_until_it_expires(store):
     assert not store.acquire_lease("sweep", "c", 70_000, 60_000)
     store.release_lease("sweep", "b")
     assert store.acquire_lease("sweep", "c", 70_000, 60_000)
+
+
+def test_store_keeps_the_heartbeat_pipeline_state_with_its_alert_conditional_on_its_version(store):
+    """The deployment's heartbeat pipeline (domain/heartbeat.py): delivering at version 0 before
+    any write; a change is written with the alert it owes, conditional on the version it was
+    judged from, so two sweeps judging at once say it once."""
+    assert store.get_pipeline() == PipelineHealth()
+    alert = Notify("warning", "heartbeat.broken", "[sagewarden] heartbeat pipeline broken", "body", {})
+    owed = OutboxMessage("deployment", "deployment-heartbeat-000001", 5_000, alert, due_ms=125_000)
+    broken = PipelineHealth(5_000, ("sw-a-01JC0FFEE0BADC0DE000000000-a001",), 5_000)
+    saved = store.save_pipeline(broken, PipelineHealth(), [owed])
+    assert saved == dataclasses.replace(broken, version=1) == store.get_pipeline()
+    assert _due(store, 125_000) == [("outbox", "deployment", "deployment-heartbeat-000001")]
+    assert store.get_outbox("deployment", "deployment-heartbeat-000001").notify == alert
+    with pytest.raises(ConcurrentUpdate):  # judged from the state before: another sweep's write won
+        store.save_pipeline(broken, PipelineHealth(), [dataclasses.replace(owed, dedupe_id="other")])
+    assert _due(store, 10**13) == [("outbox", "deployment", "deployment-heartbeat-000001")]
+    healed = store.save_pipeline(PipelineHealth(None, (), 9_000), saved)
+    assert healed.version == 2 and not store.get_pipeline().broken
+    assert store.get("deployment") is None  # the deployment's alerts belong to no run
 
 
 def test_store_runs_waiting_for_quota_highest_priority_then_oldest_first(store):

@@ -135,6 +135,18 @@ def test_handler_heartbeat_counts_log_events_per_job_minute():
     assert heartbeat_records(_awslogs({"messageType": "CONTROL_MESSAGE", "logEvents": []}), "sw") == []
 
 
+def test_handler_heartbeat_counts_only_training_streams_not_the_ssm_agents():
+    """Item 13 of issue 32: with remote debugging on, SageMaker writes the SSM agent's stream
+    `<job>/algo-<n>-<ts>/ssm` into the training log group, and the agent keeps writing while the
+    training script hangs. Its events are not training activity: no heartbeat from them."""
+    job = "sw-llama-8b-01KE5Q86000DNQ47GXEV9VZMPH-a001"
+    payload = load_event("cloudwatch_logs_subscription_ssm_stream.json", job)
+    assert payload["logStream"] == f"{job}/algo-1-1767607200/ssm"
+    assert heartbeat_records(_awslogs(payload), "sw") == []
+    training = {**payload, "logStream": f"{job}/algo-1-1767607200"}  # the same lines, a training stream
+    assert [r["TrainingJobName"] for r in heartbeat_records(_awslogs(training), "sw")] == [job, job]
+
+
 def test_handler_alerts_reach_subscribers_with_filterable_attributes(acct, submitted):
     msgs = acct.alerts_received()
     assert msgs, "no alert published"

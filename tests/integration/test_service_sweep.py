@@ -240,3 +240,43 @@ def test_without_a_subscription_a_training_attempt_is_looked_at_every_third_of_i
     assert sup.reconcile_interval_ms(learned(policy_30, 12)) == 4 * MIN
     assert sup.reconcile_interval_ms(learned_4) == 2 * MIN  # a third of 4 is 80 s: at least 2 minutes
     assert sup.reconcile_interval_ms(long_window) == hour  # a third of 600 is 200: at most the interval
+
+
+def test_a_heartbeat_not_to_be_trusted_is_looked_at_every_third_of_its_window_too(acct):
+    """domain/heartbeat.py: an attempt whose logs contradicted its heartbeat, or any training
+    attempt while the deployment's pipeline is broken, has its log silence judged from its logs:
+    the sweep looks every third of its window, as without a subscription."""
+    from sagewarden.domain.heartbeat import PipelineHealth
+    from tests.builders import training_run
+
+    sup = acct.supervisor
+    sup.settings = dataclasses.replace(sup.settings, reconcile_interval_ms=60 * MIN)
+    run = training_run()
+    *older, cur = run.attempts
+    learned = dataclasses.replace(cur, log_window_min=12)
+    trusted = dataclasses.replace(run, attempts=(*older, learned))
+    doubted = dataclasses.replace(
+        run, attempts=(*older, dataclasses.replace(learned, heartbeat_doubted_ms=1))
+    )
+    assert sup.reconcile_interval_ms(trusted) == 60 * MIN
+    assert sup.reconcile_interval_ms(doubted) == 4 * MIN
+    sup.pipeline = PipelineHealth(broken_since_ms=1, version=1)
+    assert sup.reconcile_interval_ms(trusted) == 4 * MIN
+
+
+def test_an_unreadable_pipeline_state_is_unknown_and_nothing_is_judged_on_it(acct, monkeypatch):
+    """The sweep reads the heartbeat pipeline's state before it decides anything; a failed read is
+    not "delivering": this pass judges and writes nothing about it (each attempt's own
+    confirmation still guards every stop)."""
+    store = acct.supervisor.store
+
+    def unreadable():
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    saved: list[object] = []
+    monkeypatch.setattr(store, "get_pipeline", unreadable)
+    monkeypatch.setattr(store, "save_pipeline", lambda *a, **k: saved.append(a))
+    _submit(acct)
+    acct.clock.advance_to(acct.clock.now_ms + MIN)
+    (report,) = acct.run_sweep()
+    assert report["errors"] >= 1 and saved == [] and acct.supervisor.pipeline is None

@@ -343,3 +343,39 @@ def test_scenario_without_lone_idle_alarms_a_dead_host_waits_for_learned_log_sil
     confirmed = next(d for d in run["decisions"] if "hang confirmed" in d)
     assert "gpu_lone_idle" not in confirmed and "log_silence" in confirmed
     assert 5 < result.faults[0]["to_action_s"] / 60 <= 7
+
+
+REMOTE_DEBUG = {"RemoteDebugConfig": {"EnableRemoteDebug": True}}
+
+
+@pytest.mark.parametrize("log_subscription", [True, False], ids=["heartbeat", "no log subscription"])
+def test_scenario_with_remote_debugging_a_spin_is_still_caught_and_the_ssm_streams_are_no_hosts(
+    template, log_subscription
+):
+    """Item 13 of issue 32: remote debugging's SSM agent writes `<job>/algo-<n>-<ts>/ssm` into the
+    training log group, a line a minute per host, and goes on writing while the script hangs. Its
+    lines are neither the job's activity (the spin is still caught on log silence, read from the
+    heartbeat or, without the subscription, from the logs) nor a host in the alert's triage."""
+    result = run_drill(
+        template,
+        {
+            "seed": 21,
+            "max_days": 2,
+            "account": {"log_subscription": log_subscription, "store": "memory"},
+            "delivery": {"min_delay_s": 1, "max_delay_s": 10},
+            "runs": [run_spec("debugged", instance_count=4, profile=PROFILE, training_job=REMOTE_DEBUG)],
+            "faults": [{"run": "debugged", "attempt": 1, "after_training_min": 90, "kind": "hang_spin"}],
+        },
+    )
+    run = result.runs["debugged"]
+    assert run["status"] == "SUCCEEDED" and run["restarts_by_class"] == {"HANG": 1}
+    assert "log_silence" in next(d for d in run["decisions"] if "hang confirmed" in d)
+    assert result.faults[0]["to_action_s"] / 60 <= 12
+    alert = next(msg for _, msg in result.alerts_sent if msg.event == "hang.detected")
+    triage = alert.body.split("Host triage:")[1].split("Log tail:")
+    rows = [
+        line.split(":")[0] for line in triage[0].splitlines() if "last log" in line or "no log events" in line
+    ]
+    # (the sweep's own silence check, without a subscription, reads no per-host log triage)
+    assert sorted(rows) == (["algo-1", "algo-2", "algo-3", "algo-4"] if log_subscription else [])
+    assert "ssm" not in alert.body

@@ -286,6 +286,25 @@ def scenario_log_silence_fallback(d: Driver) -> None:
     d.sweep(minutes=6)
 
 
+def scenario_heartbeat_pipeline(d: Driver) -> None:
+    """The heartbeat pipeline breaks under a training job that keeps logging: its log-silence alarm
+    goes to ALARM while its logs have lines; the stop is refused on its logs, its heartbeat is
+    doubted and the pipeline judged broken (RunStore.save_pipeline, heartbeat.broken), until the
+    alarm is OK again (heartbeat.restored). The job is never stopped."""
+    d.submit("beat")
+    _to_training(d, "beat")
+    d.sweep(minutes=46)  # past the grace period and the start-up allowance for silence
+    d.progress("beat", 1, "checkpoint")  # a line its heartbeat never shows
+    d.alarm("beat", 1, SIGNAL_LOG_SILENCE, "ALARM")
+    for _ in range(4):  # a delivering heartbeat would have ended the ALARM by now
+        d.sweep(minutes=2)
+    d.alarm("beat", 1, SIGNAL_LOG_SILENCE, "OK")
+    d.sweep(minutes=1)
+    d.sweep(minutes=1)  # a killed pass is followed by the next one, which still sees the OK
+    d.progress("beat", 1, "complete")
+    d.sweep(minutes=3)
+
+
 def scenario_training_plan(d: Driver) -> None:
     d.submit("planned", plan="arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved")
     _to_training(d, "planned")
@@ -328,6 +347,7 @@ SCENARIOS = (
     Scenario("a run on a training plan (plan read at submit and by the sweep)", scenario_training_plan),
     Scenario("checkpoint retention (older checkpoints retired by the sweep)", scenario_checkpoint_retention),
     Scenario("cadence learned, checkpoint writes measured", scenario_cadence_and_advice),
+    Scenario("heartbeat pipeline broken under a logging job, then restored", scenario_heartbeat_pipeline),
     Scenario(
         "log silence without a subscription", scenario_log_silence_fallback, {"log_silence_fallback": True}
     ),

@@ -19,6 +19,7 @@ from sagewarden.domain.draft import Draft, hang_alarms
 from sagewarden.domain.events import Observations
 from sagewarden.domain.hang_alarms import alarm_keys, key_signal
 from sagewarden.domain.hangs import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
+from sagewarden.domain.heartbeat import PipelineHealth
 from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.names import job_name
 from sagewarden.ports import AuditEntry, OutboxMessage
@@ -69,6 +70,14 @@ class ObservedStore:
                     f"{run.run_id}: terminal run changed: {previous.status.value} ({previous.outcome}) -> "
                     f"{run.status.value} ({run.outcome})"
                 )
+        return saved
+
+    def save_pipeline(
+        self, health: PipelineHealth, previous: PipelineHealth, outbox: Sequence[OutboxMessage] = ()
+    ) -> PipelineHealth:
+        saved = self.inner.save_pipeline(health, previous, outbox)
+        for m in outbox:  # the deployment's own alerts (the heartbeat pipeline's), owed the same way
+            self.owed[m.dedupe_id] = (m.run_id, m.notify.event)
         return saved
 
 

@@ -670,8 +670,10 @@ class FakeLogs:
     def tail(self, job_name: str, lines: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
         return tuple(text for _, text in self.lines.get(job_name, [])[-lines:])
 
-    def has_events_since(self, job_name: str, since_ms: int) -> bool:
-        return any(at >= since_ms for at, _ in self.lines.get(job_name, []))
+    def has_events_since(self, job_name: str, since_ms: int, *, until_ms: int | None = None) -> bool:
+        return any(
+            at >= since_ms and (until_ms is None or at < until_ms) for at, _ in self.lines.get(job_name, [])
+        )
 
     def newest_event_ms(self, job_name: str, host: str | None = None) -> int | None:
         return max((at for at, _ in self.lines.get(job_name, [])), default=None)

@@ -18,6 +18,7 @@ from sagewarden.domain.events import (
     Tick,
 )
 from sagewarden.domain.hangs import quiet_due_ms
+from sagewarden.domain.heartbeat import LogCheck
 from sagewarden.domain.models import RunStatus, startup_kind
 from sagewarden.domain.policy import RunPolicy
 from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
@@ -42,7 +43,9 @@ def test_quiet_signals_wait_while_checkpoint_objects_are_still_landing():
     assert saving.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in saving.actions)
     assert "checkpoint save is under way" in (saving.ignored or " ".join(saving.notes))
     # a hung save lands nothing more: 5 minutes after its last object the signal acts
-    hung = step(run, silent, now, Observations(save_activity_ms=now - 5 * MIN))
+    hung = step(
+        run, silent, now, Observations(save_activity_ms=now - 5 * MIN, heartbeat_check=LogCheck.SILENT)
+    )
     assert StopJob(run.current.job_name, INTENT_HANG) in hung.actions
     # a dead host among busy ones is not a save: the asymmetric signal never waits for S3
     lone = step(

@@ -11,11 +11,13 @@ from sagewarden.domain.decide import INTENT_HANG, next_due_ms
 from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hangs import quiet_signals_wait
+from sagewarden.domain.heartbeat import LogCheck
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
 from tests.builders import HOUR, MIN, step, training_run
 
 GPUS = 8
+SILENT = LogCheck.SILENT  # the job's own logs confirm its heartbeat's silence (domain/heartbeat.py)
 
 
 def _hosts(
@@ -72,7 +74,12 @@ def test_a_spin_is_stopped_as_soon_as_the_short_window_fires():
     onset = t0 + 2 * HOUR
     since = onset + 6 * MIN  # 4-minute window, plus the late minutes CloudWatch waits out
     now = since + MIN
-    d = step(run, _silent(run, since), now, Observations(host_metrics=_hosts(onset, now, 99.5, 1.1)))
+    d = step(
+        run,
+        _silent(run, since),
+        now,
+        Observations(host_metrics=_hosts(onset, now, 99.5, 1.1), heartbeat_check=SILENT),
+    )
     assert _stopped(d) and d.run.status == RunStatus.STOPPING
     assert any(line.startswith("evidence: spin: GPUs busy on 2 of 2") for line in d.run.current.evidence)
 
@@ -81,7 +88,8 @@ def test_a_stuck_data_loader_is_stopped_at_once_too():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
     now = onset + 7 * MIN
-    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    stuck = Observations(host_metrics=_hosts(onset, now, 2.0, 0.1), heartbeat_check=SILENT)
+    d = step(run, _silent(run, onset + 6 * MIN), now, stuck)
     assert _stopped(d) and any(line.startswith("evidence: stuck") for line in d.run.current.evidence)
 
 
@@ -95,7 +103,12 @@ def test_a_compile_waits_while_the_hosts_work_up_to_the_benign_ceiling():
         d = step(run, _silent(run, since), now, Observations(host_metrics=_hosts(t0, now, 0.3, 1.0)))
         assert not _stopped(d) and "a benign phase" in (d.ignored or ""), minute
     end = t0 + 91 * MIN  # quiet since Training started, 91 min: past benign_phase_max_minutes (90)
-    d = step(run, _silent(run, since), end, Observations(host_metrics=_hosts(t0, end, 0.3, 1.0)))
+    d = step(
+        run,
+        _silent(run, since),
+        end,
+        Observations(host_metrics=_hosts(t0, end, 0.3, 1.0), heartbeat_check=SILENT),
+    )
     assert _stopped(d)
     assert any("past the 90-minute ceiling of a benign phase" in line for line in d.run.current.evidence)
 
@@ -114,7 +127,7 @@ def test_a_checkpoint_save_landing_objects_waits_up_to_the_ceiling():
         run,
         _silent(run, onset + 6 * MIN),
         later,
-        Observations(host_metrics=idle, save_activity_ms=later - MIN),
+        Observations(host_metrics=idle, save_activity_ms=later - MIN, heartbeat_check=SILENT),
     )
     assert _stopped(d)
 
@@ -128,7 +141,9 @@ def test_without_evidence_a_short_window_waits_for_the_policys_window():
     assert not _stopped(early) and "policy's 30 min" in early.ignored  # unknown is not idle
     # quiet counted from the alarm's time less its window (2 minutes after the true onset here)
     assert not _stopped(step(run, _silent(run, since), onset + 31 * MIN, unread))
-    late = step(run, _silent(run, since), onset + 32 * MIN, unread)
+    late = step(
+        run, _silent(run, since), onset + 32 * MIN, dataclasses.replace(unread, heartbeat_check=SILENT)
+    )
     assert _stopped(late)
     assert any("no usable evidence" in line for line in late.run.current.evidence)
     # a host whose datapoints have not arrived is unknown too, not idle
@@ -179,9 +194,13 @@ def test_the_log_tail_is_skipped_only_while_every_alarmed_signal_waits_for_a_ben
     onset = run.current.training_started_ms + 2 * HOUR
     now = onset + 10 * MIN
     compile_ = Observations(host_metrics=_hosts(onset, now, 0.3, 3.0))
-    spin = Observations(host_metrics=_hosts(onset, now, 99.0, 1.1))
+    spin = Observations(host_metrics=_hosts(onset, now, 99.0, 1.1), heartbeat_check=SILENT)
     assert quiet_signals_wait(run, _silent(run, onset + 6 * MIN), compile_, now)
     assert not quiet_signals_wait(run, _silent(run, onset + 6 * MIN), spin, now)
+    # a spin whose silence its logs contradict (or could not confirm) is no stop: no tail either
+    for check in (LogCheck.RECENT, LogCheck.CONTRADICTED, None):
+        unconfirmed = dataclasses.replace(spin, heartbeat_check=check)
+        assert quiet_signals_wait(run, _silent(run, onset + 6 * MIN), unconfirmed, now), check
     both = AlarmsObserved(
         run.current.job_name, 1, (("log_silence", "ALARM", onset + 6 * MIN), ("gpu_lone_idle", "ALARM", now))
     )
@@ -229,8 +248,9 @@ def test_a_log_silence_hang_dates_from_the_jobs_newest_log_line_when_it_was_read
     since = onset + 6 * MIN  # the alarm changes state minutes after its 4-minute window began
     now = since + MIN
     hosts = _hosts(onset, now, 99.5, 1.1)
-    d = step(run, _silent(run, since), now, Observations(host_metrics=hosts, log_newest_ms=onset - 20_000))
+    read = Observations(host_metrics=hosts, log_newest_ms=onset - 20_000, heartbeat_check=SILENT)
+    d = step(run, _silent(run, since), now, read)
     assert _stopped(d) and d.run.current.hang_onset_ms == onset - 20_000
     # the newest line unknown (a host unread): the alarm's state change minus its window
-    d = step(run, _silent(run, since), now, Observations(host_metrics=hosts))
+    d = step(run, _silent(run, since), now, Observations(host_metrics=hosts, heartbeat_check=SILENT))
     assert _stopped(d) and d.run.current.hang_onset_ms == since - 4 * MIN

@@ -533,3 +533,24 @@ def test_scenario_api_limits_default_to_the_unkind_model_and_are_checked() -> No
         "account.api_retry_wait_s: must be within 0..900 seconds, got 901",
         "account.describe_after_create_s: expected [low, high] in seconds with 0 <= low <= high <= 600, got [60, 30]",
     ]
+
+
+def test_scenario_heartbeat_outages_are_minutes_of_a_deployment_with_the_subscription() -> None:
+    """account.heartbeat_outages: stretches of minutes in which the heartbeat pipeline delivers
+    nothing; checked like any other field, and only where a log subscription feeds the heartbeat."""
+    assert parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE).heartbeat_outages == []
+    sc = parse(
+        scenario(account={"heartbeat_outages": [[60, 240], [300, None]]}),
+        bucket=BUCKET,
+        role_arn=EXECUTION_ROLE,
+    )
+    assert sc.heartbeat_outages == [(60.0, 240.0), (300.0, None)]
+    bad = {"heartbeat_outages": [[60, 30], [-1, None], "soon"]}
+    assert sorted(problems(scenario(account=bad))) == [
+        f"account.heartbeat_outages[{i}]: expected [from_min, until_min] with 0 <= from < until "
+        f"(until null: never ends), got {shown}"
+        for i, shown in ((0, "[60, 30]"), (1, "[-1, null]"), (2, '"soon"'))
+    ]
+    assert problems(scenario(account={"log_subscription": False, "heartbeat_outages": [[0, None]]})) == [
+        "account.heartbeat_outages: needs the log subscription (log_subscription: true)"
+    ]

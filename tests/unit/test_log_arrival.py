@@ -146,6 +146,7 @@ def test_the_flush_to_moto_holds_back_lines_that_have_not_landed_and_writes_them
         _lines=[],
         _lines_until=10**12,  # no periodic lines
         _phase="idle",
+        remote_debug=False,
     )
     job._tails = {3: deque(maxlen=2000)}
     for t in (0, 30_000, 60_000):

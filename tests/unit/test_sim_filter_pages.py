@@ -65,3 +65,53 @@ def test_the_fingerprint_read_at_the_end_of_a_long_attempt_searches_only_its_sta
     else:
         raise AssertionError("a read of 18 slices in 5 pages must be incomplete")
     assert FINGERPRINT_WINDOW_MS == 20 * MIN
+
+
+def test_the_moto_path_filters_by_the_stream_prefix_as_cloudwatch_does(aws) -> None:
+    """moto ignores FilterLogEvents' logStreamNamePrefix and answers every stream of the group: a
+    one-event-a-page read of one job (the log-silence check) paged through every other job's
+    lines and ran out of its time budget -- unknown -- where CloudWatch answers the job's own
+    streams only. The drill's client gives moto the prefix as the streams written under it."""
+    import boto3
+
+    from drill.clock import VirtualClock, moto_logs_follow
+    from drill.sim_cloudwatch import FlushOnReadLogs
+    from drill.sim_sagemaker import SimSageMaker
+
+    clock = VirtualClock()
+    with moto_logs_follow(clock):
+        logs = boto3.client("logs", region_name="us-east-1")
+        s3 = boto3.client("s3", region_name="us-east-1")
+        sim = SimSageMaker(clock, s3_client=s3, logs_client=logs)
+        for name in ("job-a", "job-b"):
+            job = SimpleNamespace(
+                name=name,
+                created_ms=0,
+                _tails={},
+                _declared=set(),
+                _line_times=[],
+                _lines=[],
+                _lines_until=10**15,
+                _phase="idle",
+                remote_debug=False,
+            )
+            for m in range(30):
+                sim.logs.write_line(job, 1, clock.now_ms + m * MIN, f"{name} line {m}")  # type: ignore[arg-type]
+        client = FlushOnReadLogs(logs, sim)
+        pages, token = 0, None
+        seen: list[str] = []
+        while True:
+            kw = {"nextToken": token} if token else {}
+            resp = client.filter_log_events(
+                logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix="job-a/", startTime=0, limit=1, **kw
+            )
+            pages += 1
+            seen += [e["logStreamName"] for e in resp["events"]]
+            token = resp.get("nextToken")
+            if not token:
+                break
+        assert pages == 30 and set(seen) == {"job-a/algo-1-0"}
+        none = client.filter_log_events(
+            logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix="job-c/", startTime=0
+        )
+        assert none["events"] == []

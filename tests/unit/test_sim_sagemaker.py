@@ -887,6 +887,31 @@ def test_sim_metrics_missing_before_training_and_after_end(sim: SimSageMaker) ->
     assert heartbeat(sim, "job-a01", t0, started) == []
 
 
+def test_sim_heartbeat_outage_drops_the_heartbeat_of_every_job_while_the_logs_go_on(
+    clock: VirtualClock, s3: Any, logs: Any
+) -> None:
+    """The heartbeat pipeline breaks (the function failing, the filter removed): no heartbeat
+    datapoint of any job for the minutes of the outage, ever (nothing is backfilled), while each
+    job keeps writing its log lines; the heartbeat comes back when the outage ends."""
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs, progress_log_interval_s=60)
+    started = training_job(sim, "job-a01")
+    other = training_job(sim, "job-b01")
+    broken, healed = other + 10 * MIN, other + 40 * MIN
+    sim.heartbeat_outages = [(broken, healed)]
+    drain(sim, until_ms=other + 60 * MIN)
+    for job in ("job-a01", "job-b01"):
+        assert heartbeat(sim, job, broken, healed) == []
+        assert len(heartbeat(sim, job, healed, other + 60 * MIN)) == 20
+        assert len(heartbeat(sim, job, broken - 10 * MIN, broken)) == 10
+    sim.flush_logs()
+    stream = f"job-a01/algo-1-{sim.job('job-a01').created_ms // 1000}"
+    during = logs.get_log_events(
+        logGroupName=GPU_NS, logStreamName=stream, startTime=broken, endTime=healed, startFromHead=True
+    )["events"]
+    steps = [e for e in during if e["message"].startswith("step ") and e["timestamp"] < healed]
+    assert len(steps) == 30 and started < broken  # one a minute, as always
+
+
 def test_sim_metrics_only_up_to_now(sim: SimSageMaker) -> None:
     started = training_job(sim, "job-a01")
     drain(sim, until_ms=started + 10 * MIN)
@@ -1062,6 +1087,38 @@ def test_sim_logs_written_to_moto_streams(clock: VirtualClock, s3: Any, logs: An
     assert got[0]["timestamp"] == started
     assert all(e["timestamp"] % (10 * MIN) == 0 for e in got[2:])
     assert sim.log_events_rejected == 0
+
+
+def test_sim_remote_debugging_writes_the_ssm_agents_stream_per_host_even_while_the_script_hangs(
+    clock: VirtualClock, s3: Any, logs: Any
+) -> None:
+    """RemoteDebugConfig.EnableRemoteDebug: SageMaker starts the SSM agent in every container, and
+    its stream `<job>/algo-<n>-<epoch>/ssm` lands in the training log group beside the training
+    streams: a line a minute per host from Training on, whatever the script does (here it spins
+    from minute 30: no training line, the agent's lines go on)."""
+    sim = SimSageMaker(clock, s3_client=s3, logs_client=logs)
+    sim.inject(Fault(kind="hang_spin", after_training_min=30))
+    sim.create_training_job(**request("job-a01"), RemoteDebugConfig={"EnableRemoteDebug": True})
+    run_until(sim, lambda: sim.job("job-a01").training_started_ms is not None)
+    started = sim.job("job-a01").training_started_ms
+    assert started is not None
+    drain(sim, until_ms=started + 60 * MIN)
+    sim.flush_logs()
+    created_s = sim.job("job-a01").created_ms // 1000
+    streams = logs.describe_log_streams(logGroupName=GPU_NS, logStreamNamePrefix="job-a01/")["logStreams"]
+    assert sorted(s["logStreamName"] for s in streams) == [
+        f"job-a01/algo-1-{created_s}",
+        f"job-a01/algo-1-{created_s}/ssm",
+        f"job-a01/algo-2-{created_s}",
+        f"job-a01/algo-2-{created_s}/ssm",
+    ]
+    agent = logs.get_log_events(
+        logGroupName=GPU_NS, logStreamName=f"job-a01/algo-2-{created_s}/ssm", startFromHead=True
+    )["events"]
+    hung = [e for e in agent if e["timestamp"] >= started + 31 * MIN]
+    assert len(agent) == 60 and len(hung) == 29 and all("ssm-agent" in e["message"] for e in agent)
+    assert sim.log_stream(f"job-a01/algo-2-{created_s}/ssm") == (sim.job("job-a01"), -2)
+    assert heartbeat(sim, "job-a01", started + 31 * MIN, started + 60 * MIN) == []  # not the script's lines
 
 
 def test_sim_log_flush_interval_buffers_until_an_event_or_flush(

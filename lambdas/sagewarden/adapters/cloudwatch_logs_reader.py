@@ -5,6 +5,10 @@ epoch in the name, is the one read). They are listed by prefix with DescribeLogS
 following `nextToken` to the end, grouped per host and ordered numerically (algo-2 before
 algo-10); each host is read from the end (GetLogEvents startFromHead=False). Stream timestamps
 from DescribeLogStreams are eventually consistent, so they are never used to judge silence.
+Only training streams count (`domain.names.training_stream`): the SSM agent's
+`<job>/algo-<n>-<ts>/ssm`, written with remote debugging on, shares the prefix but is neither a
+host nor activity, so it is listed as no host and its events are dropped from every
+FilterLogEvents read (log silence, activity, phase markers, matching lines).
 
 Work is bounded by time, not by host count: `tail` and `host_triage` stop reading when their
 time budget runs out and then say, in an explicit line starting with `[sagewarden]`, how many
@@ -39,6 +43,7 @@ from sagewarden import keys
 from sagewarden.domain.bounded import clip_text
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
 from sagewarden.domain.hosts import FINGERPRINT_MIN_LINES
+from sagewarden.domain.names import training_stream
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,6 @@ TOP_CONTEXT_AFTER = 6  # ... and after it
 MARK = "[sagewarden]"
 
 _NOT_FOUND = "ResourceNotFoundException"
-_STREAM = re.compile(r"^algo-(\d+)(?:-(\d+))?$")
 _HARDWARE = re.compile(
     r"\bxid\b|\becc\b|uncorrectable|\bnvrm\b|off the bus|gpu is lost|unspecified launch failure", re.I
 )
@@ -93,8 +97,8 @@ class LogReadIncomplete(TimeoutError):
 
 @dataclass(frozen=True)
 class _Host:
-    name: str  # "algo-37" (or the stream suffix when it is not SageMaker's pattern)
-    number: int | None
+    name: str  # "algo-37"
+    number: int
     stream: str  # the host's newest stream
 
 
@@ -172,16 +176,15 @@ class CloudWatchLogsReader:
         newest: dict[str, tuple[tuple[int, int, str], _Host]] = {}
         for s in streams:
             name = s["logStreamName"]
-            suffix = name[len(prefix) :]
-            m = _STREAM.match(suffix)
-            host = _Host(f"algo-{int(m[1])}", int(m[1]), name) if m else _Host(suffix, None, name)
-            age = (int(m[2]) if m and m[2] else -1, int(s.get("creationTime", 0)), name)
+            parsed = training_stream(name)
+            if parsed is None or parsed[0] != job_name:
+                continue  # not a host: e.g. the SSM agent's <job>/algo-<n>-<ts>/ssm (remote debugging)
+            _, number, epoch = parsed
+            host = _Host(f"algo-{number}", number, name)
+            age = (epoch, int(s.get("creationTime", 0)), name)
             if host.name not in newest or age > newest[host.name][0]:
                 newest[host.name] = (age, host)
-        hosts = sorted(
-            (h for _, h in newest.values()),
-            key=lambda h: (h.number is None, h.number or 0, h.name),
-        )
+        hosts = sorted((h for _, h in newest.values()), key=lambda h: h.number)
         return _Listing(hosts, complete)
 
     def _last_events(self, host: _Host, limit: int) -> list[dict[str, Any]]:
@@ -311,9 +314,12 @@ class CloudWatchLogsReader:
         times = [r.lines[-1][0] for r in reads if r.lines and (host is None or r.host.name == host)]
         return max(times, default=None)
 
-    def has_events_since(self, job_name: str, since_ms: int, *, budget_s: float = SILENCE_BUDGET_S) -> bool:
-        """Did the job write any log event at or after `since_ms`? (The log-silence check used
-        when the log subscription is off.)
+    def has_events_since(
+        self, job_name: str, since_ms: int, *, until_ms: int | None = None, budget_s: float = SILENCE_BUDGET_S
+    ) -> bool:
+        """Did the job write any log event at or after `since_ms` (and before `until_ms`, if
+        given)? (The log-silence check where it is judged from the logs, and the confirmation of
+        a heartbeat's silence.)
 
         FilterLogEvents may answer a page with no events and a `nextToken` (it scans the group
         in slices): that is not silence, so pages are followed until an event is found (True) or
@@ -325,14 +331,14 @@ class CloudWatchLogsReader:
         for page in self._filter_pages(
             job_name,
             start_ms=since_ms,
-            end_ms=None,
+            end_ms=until_ms,
             pattern=None,
             budget_s=budget_s,
             what="log events",
             limit=1,
             max_pages=None,
         ):
-            if page:
+            if any(until_ms is None or int(e.get("timestamp", 0)) < until_ms for e in page):
                 return True
         return False
 
@@ -375,10 +381,9 @@ class CloudWatchLogsReader:
                 if exc.response["Error"]["Code"] == _NOT_FOUND:
                     return
                 raise
-            # only this job's streams count (CloudWatch filters by prefix already; moto does not)
-            yield [
-                e for e in resp.get("events", []) if str(e.get("logStreamName", prefix)).startswith(prefix)
-            ]
+            # only this job's training streams count (CloudWatch filters by prefix already, moto does
+            # not; neither leaves out the SSM agent's <job>/algo-<n>-<ts>/ssm of remote debugging)
+            yield [e for e in resp.get("events", []) if _is_training_event(e, job_name)]
             nxt = resp.get("nextToken")
             if not nxt:
                 return
@@ -460,9 +465,8 @@ class CloudWatchLogsReader:
             max_pages=NEWEST_MAX_PAGES if newest else MATCH_MAX_PAGES,
         ):
             for e in page:
-                stream = str(e.get("logStreamName", ""))
-                m = _STREAM.match(stream[len(job_name) + 1 :])
-                host = f"algo-{int(m[1])}" if m else stream[len(job_name) + 1 :] or "?"
+                parsed = training_stream(str(e.get("logStreamName", "")))
+                host = f"algo-{parsed[1]}" if parsed is not None else "?"
                 text = clip_text(f"[{host}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
                 out.append((int(e.get("timestamp", 0)), text))
             if not newest and len(out) >= max_lines:
@@ -506,6 +510,16 @@ class CloudWatchLogsReader:
             out = [*out[:keep], f"{MARK} ... and {len(rest):,} more hosts{span}"]
         notice = _unread_notice(unread, len(listing.hosts), listing.complete, "host triage")
         return (notice, *out) if notice else tuple(out)
+
+
+def _is_training_event(event: dict[str, Any], job_name: str) -> bool:
+    """Whether a FilterLogEvents event comes from one of the job's training streams (an event
+    without a stream name, as some test doubles answer, is the job's)."""
+    stream = event.get("logStreamName")
+    if stream is None:
+        return True
+    parsed = training_stream(str(stream))
+    return parsed is not None and parsed[0] == job_name
 
 
 def _unread_notice(unread: Sequence[tuple[str, str]], total: int, complete: bool, what: str) -> str | None:

@@ -1,16 +1,22 @@
-"""The DynamoDB run store's owed alerts (the transactional outbox) and the sweep's lease.
+"""The DynamoDB run store's owed alerts (the transactional outbox), the sweep's lease and the
+deployment's heartbeat-pipeline state.
 
 Item shapes (keys from `sagewarden.keys`; the rest of the table in dynamodb_run_store.py):
   outbox   pk=RUN#<id>  sk=OUTBOX#<dedupe id>  data (JSON: the alert), tries, due_shard/due_at while owed
   lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
+  pipeline pk=DEPLOYMENT#heartbeat sk=STATE    data (JSON: domain/heartbeat.py PipelineHealth), version
 An outbox item is put in the transaction of the decision that owes the alert (`_outbox_put`),
-deleted once SNS took it, and moved later with its try count while SNS refuses it.
+deleted once SNS took it, and moved later with its try count while SNS refuses it. The
+deployment's own alerts (the heartbeat pipeline's) are owed under the id `deployment`, which no
+run has (run ids are ULIDs), in the transaction that changes the pipeline state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -18,10 +24,27 @@ from botocore.exceptions import ClientError
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_cursors import run_pk
 from sagewarden.adapters.run_codec import compact_json, notify_from_dict, notify_to_dict
-from sagewarden.ports import OutboxMessage
+from sagewarden.domain.heartbeat import PipelineHealth
+from sagewarden.ports import ConcurrentUpdate, OutboxMessage
 
 OUTBOX_PREFIX = "OUTBOX#"
 LEASE_SK = "LEASE"
+PIPELINE_PK = f"{keys.DEPLOYMENT_PK_PREFIX}heartbeat"
+STATE_SK = "STATE"
+
+
+def pipeline_to_dict(h: PipelineHealth) -> dict[str, Any]:
+    return {"broken_since_ms": h.broken_since_ms, "jobs": list(h.jobs), "changed_ms": h.changed_ms}
+
+
+def pipeline_from_dict(d: dict[str, Any], version: int) -> PipelineHealth:
+    since = d.get("broken_since_ms")
+    return PipelineHealth(
+        None if since is None else int(since),
+        tuple(str(j) for j in d.get("jobs", ())),
+        int(d.get("changed_ms", 0)),
+        version,
+    )
 
 
 def due_shard(run_id: str) -> str:
@@ -93,6 +116,49 @@ class OutboxAndLease:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise  # already published by someone else
+
+    # -- the deployment's heartbeat pipeline ------------------------------------------------------
+    def get_pipeline(self) -> PipelineHealth:
+        """The heartbeat pipeline's health as last judged; delivering at version 0 when never written."""
+        item = self._ddb.get_item(
+            TableName=self._table,
+            Key={keys.PK: {"S": PIPELINE_PK}, keys.SK: {"S": STATE_SK}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return PipelineHealth()
+        return pipeline_from_dict(json.loads(item["data"]["S"]), int(item["version"]["N"]))
+
+    def save_pipeline(
+        self, health: PipelineHealth, previous: PipelineHealth, outbox: Sequence[OutboxMessage] = ()
+    ) -> PipelineHealth:
+        """Write `health` at `previous.version + 1` with the alerts it owes, in one transaction
+        conditional on the stored version being `previous.version` (not there at 0): ConcurrentUpdate
+        when another sweep got there first (nothing written)."""
+        saved = dataclasses.replace(health, version=previous.version + 1)
+        put: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": {
+                keys.PK: {"S": PIPELINE_PK},
+                keys.SK: {"S": STATE_SK},
+                "version": {"N": str(saved.version)},
+                "data": {"S": compact_json(pipeline_to_dict(saved))},
+            },
+        }
+        if previous.version == 0:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "#v = :v"
+            put["ExpressionAttributeNames"] = {"#v": "version"}
+            put["ExpressionAttributeValues"] = {":v": {"N": str(previous.version)}}
+        items = [{"Put": put}, *({"Put": self._outbox_put(m)} for m in outbox)]
+        try:
+            self._ddb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "TransactionCanceledException":
+                raise ConcurrentUpdate(PIPELINE_PK) from exc
+            raise
+        return saved
 
     # -- the sweep's lease ------------------------------------------------------------------------
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool:

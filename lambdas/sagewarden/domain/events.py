@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.heartbeat import LogCheck
 from sagewarden.domain.models import RetireProgress
 from sagewarden.domain.plan_windows import PlanView
 
@@ -172,6 +173,10 @@ class Observations:
     # and a log-silence alarm watches it; False (logSubscription=false), no heartbeat exists, so no
     # such alarm may exist either and the sweep's own check (`logs_silent`) carries log silence
     log_subscription: bool = True
+    # the deployment's heartbeat pipeline is judged broken (domain/heartbeat.py): every training
+    # attempt's log silence is judged from its logs, as without a subscription (False: delivering,
+    # or not known to this invocation: each attempt's own confirmation still guards every stop)
+    heartbeat_broken: bool = False
 
     checkpoint: Checkpoint | None = None
     checkpoint_error: str | None = None  # the lookup failed: the checkpoint is UNKNOWN, not absent
@@ -190,6 +195,10 @@ class Observations:
     logs_silent: bool | None = None
     # ... and for how many minutes at least (the window in force, or a longer one it also spans)
     logs_silent_min: int | None = None
+    # domain/heartbeat.py: the confirming read of the job's training streams before a stop on its
+    # heartbeat's log silence (None: not read), or the error that left it unknown (no stop on it)
+    heartbeat_check: LogCheck | None = None
+    heartbeat_check_error: str | None = None
     # per-minute activity of the attempt, to learn its hang windows from (None: not read)
     heartbeat: tuple[tuple[int, float], ...] | None = None
     progress: tuple[tuple[int, float], ...] | None = None

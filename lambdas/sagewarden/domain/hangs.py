@@ -7,11 +7,16 @@ ignored for a good reason (inside the grace period, before Training was recorded
 as soon as that reason has passed and the alarm is still in ALARM; a signal whose alarm went
 back to OK is forgotten even if its OK event was lost. The same observation repairs missing
 alarms from what CloudWatch actually holds.
+
+The heartbeat's log silence is derived; the job's logs are the truth (domain/heartbeat.py): a
+stop on it alone is confirmed in the job's training streams first, and an attempt whose logs
+contradicted its heartbeat has its log silence judged from its logs (`silence_from_logs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from sagewarden.domain.cadence import Cadence, learn_startup, learn_window
 from sagewarden.domain.draft import (
@@ -44,6 +49,7 @@ from sagewarden.domain.hang_alarms import (
     key_signal,
     silence_window_min,
 )
+from sagewarden.domain.heartbeat import ConfirmWindows, LogCheck, confirm_windows
 from sagewarden.domain.models import Attempt, Run, startup_kind
 from sagewarden.domain.policy import RunPolicy
 from sagewarden.domain.pricing import gpus_per_instance
@@ -80,6 +86,11 @@ def on_hang_signal(d: Draft, e: HangSignal) -> str | None:
         # an alarm this attempt should not have (e.g. a log-silence alarm left from before the
         # deployment dropped its log subscription: nothing feeds its metric, so it breaches)
         return f"{e.signal} is not watched by an alarm for {cur.job_name}; its state is not evidence"
+    if e.source == "event" and e.signal == SIGNAL_LOG_SILENCE and silence_from_logs(cur, d.obs):
+        if e.state == "OK" and cur.heartbeat_doubted_ms is not None:
+            _trust_heartbeat_again(d, cur)
+            return None
+        return f"log_silence {e.state}: {_why_from_logs(cur, d.obs)}; its alarm's state is not evidence"
     signals = set(cur.hang_signals)
     if e.state != "ALARM":
         if e.signal not in signals:
@@ -113,13 +124,28 @@ def on_alarms_observed(d: Draft, e: AlarmsObserved) -> str | None:
             changed = True
     in_alarm: dict[str, int] = {}
     expected_keys = set(alarm_keys(hang_alarms(d, cur)))
+    from_logs = silence_from_logs(cur, d.obs)
+    if cur.heartbeat_doubted_ms is not None and any(
+        key_signal(key) == SIGNAL_LOG_SILENCE and state == "OK" for key, state, _ in e.states
+    ):
+        cur = _trust_heartbeat_again(d, cur)  # a heartbeat datapoint reached its alarm again
+        from_logs = silence_from_logs(cur, d.obs)
+        changed = True
     for key, state, since in e.states:
-        # only the alarms this attempt should have are evidence (see on_hang_signal)
+        # only the alarms this attempt should have are evidence (see on_hang_signal), and not the
+        # heartbeat's silence while log silence is judged from the logs (`silence_from_logs`)
         if state == "ALARM" and key in expected_keys:
             signal = key_signal(key)
+            if signal == SIGNAL_LOG_SILENCE and from_logs:
+                continue
             in_alarm[signal] = min(since, in_alarm.get(signal, since))
     # the level wins over remembered edges: a signal whose alarm is no longer in ALARM is dropped
-    kept = tuple(s for s in cur.hang_signals if s in in_alarm or s == SIGNAL_CHECKPOINT)
+    # (log silence judged from the logs is the sweep's own level: its tick clears it)
+    kept = tuple(
+        s
+        for s in cur.hang_signals
+        if s in in_alarm or s == SIGNAL_CHECKPOINT or (s == SIGNAL_LOG_SILENCE and from_logs)
+    )
     if kept != cur.hang_signals:
         d.put_attempt(dataclasses.replace(cur, hang_signals=kept))
         d.note(
@@ -148,39 +174,52 @@ def _alarmed_signals(d: Draft, cur: Attempt) -> set[str]:
     return {key_signal(k) for k in alarm_keys(hang_alarms(d, cur))}
 
 
-def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | None:
-    started = cur.training_started_ms or d.now
-    grace_ms = d.policy.hang_grace_minutes * 60_000
-    if d.now - started < grace_ms:
+def ready_signals(
+    run: Run, policy: RunPolicy, cur: Attempt, now: int, events: list[HangSignal]
+) -> tuple[list[HangSignal], str | None]:
+    """The signals that may be judged now, and why the others (or all) wait: the grace period
+    after Training starts holds every signal; a first-step compile or NCCL init on hundreds of
+    hosts is silent with every GPU idle, so the quiet signals wait out the start-up allowance, and
+    those whose alarms count a minute without data as silent wait until Training has lasted what
+    they see (`quiet_ready_ms`; the alarm's level is read again then). Hosts also finish a compile
+    or NCCL init minutes apart: the early ones spin in the first collective while the late ones
+    still compile, which looks like a lone idle host; during start-up that signal must hold
+    STARTUP_LONE_IDLE_MS before it acts."""
+    started = cur.training_started_ms or now
+    if now - started < policy.hang_grace_minutes * 60_000:
         names = ", ".join(e.signal for e in events)
-        return f"{names} within the {d.policy.hang_grace_minutes}-minute grace period after training started"
-    startup = d.now - started < startup_allowance_min(d, cur) * 60_000
-    # a first-step compile or NCCL init on hundreds of hosts is silent with every GPU idle: the
-    # quiet signals wait out the start-up allowance, and those whose alarms count a minute without
-    # data as silent wait until Training has lasted what they see (`quiet_ready_ms`; the alarm's
-    # level is read again then). Hosts also finish a compile or NCCL init minutes apart: the early
-    # ones spin in the first collective while the late ones still compile, which looks like a lone
-    # idle host; during start-up that signal must hold STARTUP_LONE_IDLE_MS before it acts
+        return (
+            [],
+            f"{names} within the {policy.hang_grace_minutes}-minute grace period after training started",
+        )
+    allowance = startup_allowance(run, policy, cur)
+    startup = now - started < allowance * 60_000
     waiting = [
         e
         for e in events
-        if (
-            e.signal in _QUIET_SIGNALS and (startup or d.now < quiet_ready_ms(d.run, d.policy, cur, e.signal))
-        )
-        or (startup and e.signal == SIGNAL_GPU_LONE_IDLE and d.now - e.since_ms < STARTUP_LONE_IDLE_MS)
+        if (e.signal in _QUIET_SIGNALS and (startup or now < quiet_ready_ms(run, policy, cur, e.signal)))
+        or (startup and e.signal == SIGNAL_GPU_LONE_IDLE and now - e.since_ms < STARTUP_LONE_IDLE_MS)
     ]
-    events = [e for e in events if e not in waiting]
+    ready = [e for e in events if e not in waiting]
+    if ready:
+        return ready, None
+    names = ", ".join(e.signal for e in waiting)
+    if startup:
+        return [], f"{names} within the {allowance}-minute start-up allowance"
+    return [], f"{names} in ALARM before Training has lasted what the alarm can judge"
+
+
+def _raise_signals(d: Draft, cur: Attempt, events: list[HangSignal]) -> str | None:
+    events, why = ready_signals(d.run, d.policy, cur, d.now, events)
     if not events:
-        names = ", ".join(e.signal for e in waiting)
-        if startup:
-            return f"{names} within the {startup_allowance_min(d, cur)}-minute start-up allowance"
-        return f"{names} in ALARM before Training has lasted what the alarm can judge"
+        return why
     basis: str | None = None
     if all(e.signal in _QUIET_SIGNALS for e in events):
-        act, why = _quiet_gate(d, cur, events)
+        act, why, events = _quiet_gate(d, cur, events)
         if not act:
             return why
         basis = why
+        cur = d.run.current or cur
     signals = set(cur.hang_signals)
     new = [e for e in events if e.signal not in signals]
     if not new:
@@ -271,22 +310,38 @@ def host_verdict(
     )
 
 
-def _quiet_gate(d: Draft, cur: Attempt, quiet: list[HangSignal]) -> tuple[bool, str | None]:
-    """Whether quiet signals may act now (`quiet_judgement`). Returns (act, why): why not, or the
-    basis of acting; (False, None) when the draft changed (deferred)."""
-    kind, why = quiet_judgement(d.run, d.policy, cur, d.obs, d.now, quiet)
-    if kind == DEFER:
-        before = d.run
-        defer(d, why)
-        return (
-            False,
-            None if d.actions or d.run != before else f"deferred: {', '.join(e.signal for e in quiet)}",
+def _quiet_gate(d: Draft, cur: Attempt, quiet: list[HangSignal]) -> tuple[bool, str | None, list[HangSignal]]:
+    """Whether quiet signals may act now (`judge_quiet`). Returns (act, why, the signals that
+    act): why not, or the basis of acting; (False, None, []) when the draft changed (deferred, the
+    attempt's heartbeat found contradicted by its logs, or its silence looked up in its logs during
+    a benign phase)."""
+    verdict = judge_quiet(d.run, d.policy, cur, d.obs, d.now, quiet)
+    changed = False
+    looked = verdict.looked_up_alarm_ms
+    if verdict.doubt or (looked is not None and looked != cur.heartbeat_checked_ms):
+        d.put_attempt(
+            dataclasses.replace(
+                cur,
+                heartbeat_doubted_ms=(
+                    cur.heartbeat_doubted_ms if cur.heartbeat_doubted_ms is not None else d.now
+                )
+                if verdict.doubt
+                else cur.heartbeat_doubted_ms,
+                heartbeat_checked_ms=looked if looked is not None else cur.heartbeat_checked_ms,
+            )
         )
-    if kind == WAIT:
-        return False, why
+        d.note(verdict.why)
+        changed = True
+    if verdict.kind == DEFER:
+        before = d.run
+        defer(d, verdict.why)
+        unchanged = not changed and not d.actions and d.run == before
+        return False, f"deferred: {', '.join(e.signal for e in quiet)}" if unchanged else None, []
+    if verdict.kind == WAIT:
+        return False, None if changed else verdict.why, []
     if d.run.deferred_since_ms is not None:
         clear_deferral(d)
-    return True, why
+    return True, verdict.why, list(verdict.signals)
 
 
 ACT, WAIT, DEFER = "act", "wait", "defer"
@@ -310,8 +365,7 @@ def quiet_judgement(
       so that pass never takes a "nothing to do" the evidence may contradict; the observed pass
       then decides."""
     names = ", ".join(e.signal for e in quiet)
-    looked_up = (obs.save_activity_ms, obs.save_activity_error, obs.host_metrics, obs.host_metrics_error)
-    if all(x is None for x in looked_up):
+    if not _looked_up(obs):
         return ACT, "the evidence of what the job is doing was not looked up"
     if obs.save_activity_error is not None:
         return DEFER, (
@@ -351,27 +405,163 @@ def quiet_judgement(
     )
 
 
-def quiet_signals_wait(run: Run, event: HangSignal | AlarmsObserved, obs: Observations, now: int) -> bool:
-    """Whether deciding on `event` will only wait for a benign phase (or a deferral): every
-    signal in ALARM is quiet and judged WAIT or DEFER on `obs`. The service then skips the log
-    tail and per-host log triage, which only a hang's alert needs (a job of hundreds of hosts is
-    quiet through every long save)."""
+def silence_from_logs(cur: Attempt, obs: Observations) -> bool:
+    """Whether `cur`'s log silence is judged from its logs by the sweep's own check
+    (`observations._log_silence`), not from its heartbeat alarm: no log subscription feeds a
+    heartbeat, the deployment's heartbeat pipeline is broken, or this attempt's logs contradicted
+    its silent heartbeat (domain/heartbeat.py)."""
+    return not obs.log_subscription or obs.heartbeat_broken or cur.heartbeat_doubted_ms is not None
+
+
+def _why_from_logs(cur: Attempt, obs: Observations) -> str:
+    if not obs.log_subscription:
+        return "no log subscription feeds a heartbeat; the sweep judges log silence from the logs"
+    if obs.heartbeat_broken:
+        return "the heartbeat pipeline is broken; the sweep judges log silence from the logs"
+    return "its logs contradicted its silent heartbeat; the sweep judges its log silence from its logs"
+
+
+def _trust_heartbeat_again(d: Draft, cur: Attempt) -> Attempt:
+    """The attempt's log-silence alarm is OK: heartbeat datapoints reach it again."""
+    back = dataclasses.replace(cur, heartbeat_doubted_ms=None)
+    d.put_attempt(back)
+    d.note(
+        "log_silence alarm OK: heartbeat datapoints arrive again; log silence is judged on the heartbeat again"
+    )
+    return back
+
+
+@dataclass(frozen=True)
+class QuietVerdict:
+    """`judge_quiet`'s answer: ACT | WAIT | DEFER, why, the signals that act; `doubt`: the job's
+    logs contradicted its heartbeat's silence; `looked_up_alarm_ms`: the log-silence alarm stretch
+    (its ALARM since) whose silence was looked up in the logs during a benign phase."""
+
+    kind: str
+    why: str
+    signals: tuple[HangSignal, ...] = ()
+    doubt: bool = False
+    looked_up_alarm_ms: int | None = None
+
+
+def judge_quiet(
+    run: Run, policy: RunPolicy, cur: Attempt, obs: Observations, now: int, quiet: list[HangSignal]
+) -> QuietVerdict:
+    """`quiet_judgement`, and a heartbeat's log silence confirmed in the job's own logs
+    (`obs.heartbeat_check`, domain/heartbeat.py) before it may stop the job:
+
+    - silent (no line in the window): the silence is real, the judgement stands;
+    - lines: not silent, log_silence does not act (the other quiet signals are judged alone);
+      lines the heartbeat should have shown also doubt the attempt's heartbeat (`doubt`);
+    - unknown (the read failed, or was not made): no stop on it (DEFER when nothing else acts).
+
+    While a benign phase is waited for, one look-up per log-silence ALARM stretch
+    (`looked_up_alarm_ms`) tells a broken heartbeat from a quiet job early. Without a look-up at all
+    (the service's first, look-up-free pass) the judgement stands, as in `quiet_judgement`."""
+    kind, why = quiet_judgement(run, policy, cur, obs, now, quiet)
+    heard = [e for e in quiet if e.signal == SIGNAL_LOG_SILENCE]
+    if kind == DEFER or not heard or silence_from_logs(cur, obs) or not _looked_up(obs):
+        return QuietVerdict(kind, why, tuple(quiet))
+    check, since = obs.heartbeat_check, heard[0].since_ms
+    window = silence_window_min(window_in_force(run, policy, cur)[0])
+    if kind == WAIT:
+        if check is None:
+            return QuietVerdict(kind, why, tuple(quiet))
+        if check != LogCheck.CONTRADICTED:
+            return QuietVerdict(
+                kind, f"{why}; its logs looked up: {check.value}", tuple(quiet), looked_up_alarm_ms=since
+            )
+    if check == LogCheck.SILENT:
+        return QuietVerdict(kind, f"{why}; its logs confirm it: no line for {window} min", tuple(quiet))
+    if check == LogCheck.CONTRADICTED:
+        note = (
+            "log_silence in ALARM while the job's logs have lines its heartbeat never showed: the "
+            "heartbeat pipeline failed this job, not the job; its log silence is judged from its logs "
+            "until its log-silence alarm is OK again"
+        )
+    elif check == LogCheck.RECENT:
+        note = f"log_silence in ALARM, but the job's logs have lines in the last {window} min: not silent"
+    else:
+        note = (
+            "log_silence in ALARM, but its silence cannot be confirmed in the job's logs: "
+            f"{obs.heartbeat_check_error or 'they were not read'}"
+        )
+    doubt = check == LogCheck.CONTRADICTED
+    rest = [e for e in quiet if e.signal != SIGNAL_LOG_SILENCE]
+    looked = since if kind == WAIT else None
+    if not rest:
+        return QuietVerdict(DEFER if check is None else WAIT, note, (), doubt, looked)
+    kind, why = quiet_judgement(run, policy, cur, obs, now, rest)
+    return QuietVerdict(kind, f"{note}; {why}", tuple(rest), doubt, looked)
+
+
+def _looked_up(obs: Observations) -> bool:
+    """Whether the evidence of what the job is doing was looked up (not the service's first,
+    look-up-free pass)."""
+    return any(
+        x is not None
+        for x in (obs.save_activity_ms, obs.save_activity_error, obs.host_metrics, obs.host_metrics_error)
+    )
+
+
+def _alarmed_quiet(run: Run, event: HangSignal | AlarmsObserved, now: int) -> list[HangSignal] | None:
+    """The signals in ALARM in `event` that may be judged now (`ready_signals`), when every one
+    of them is quiet; None when one is not (it acts without the evidence) or none is ready."""
     cur = run.current
     if cur is None or not cur.in_training or cur.training_started_ms is None:
-        return False
+        return None
     if isinstance(event, HangSignal):
         rows = [(event.signal, event.state, event.since_ms)]
     else:
         rows = [(key_signal(k), state, since) for k, state, since in event.states]
+    earliest: dict[str, int] = {}
+    for signal, state, since in rows:
+        if state == "ALARM":
+            earliest[signal] = min(since, earliest.get(signal, since))
     alarmed = [
-        HangSignal(cur.job_name, cur.number, signal, state, since)
-        for signal, state, since in rows
-        if state == "ALARM"
+        HangSignal(cur.job_name, cur.number, signal, "ALARM", since)
+        for signal, since in sorted(earliest.items())
     ]
     if not alarmed or any(e.signal not in _QUIET_SIGNALS for e in alarmed):
+        return None
+    ready, _ = ready_signals(run, run.policy, cur, now, alarmed)
+    return ready or None
+
+
+def quiet_signals_wait(run: Run, event: HangSignal | AlarmsObserved, obs: Observations, now: int) -> bool:
+    """Whether deciding on `event` will only wait for a benign phase (or a deferral): every
+    signal in ALARM is quiet and judged WAIT or DEFER on `obs` (`judge_quiet`). The service then
+    skips the log tail and per-host log triage, which only a hang's alert needs (a job of hundreds
+    of hosts is quiet through every long save)."""
+    cur = run.current
+    alarmed = _alarmed_quiet(run, event, now)
+    if cur is None or alarmed is None:
         return False
+    return judge_quiet(run, run.policy, cur, obs, now, alarmed).kind != ACT
+
+
+def silence_to_confirm(
+    run: Run, event: HangSignal | AlarmsObserved, obs: Observations, now: int
+) -> ConfirmWindows | None:
+    """The reads of the job's training streams that deciding on `event` needs before it may act
+    on the heartbeat's log silence (domain/heartbeat.py), judged on the evidence in `obs`: when
+    the quiet signals would act, or, once per log-silence ALARM stretch, while a benign phase is
+    waited for. None: no read is needed (no heartbeat log silence in ALARM, log silence judged
+    from the logs already, or the decision waits for something else)."""
+    cur = run.current
+    alarmed = _alarmed_quiet(run, event, now)
+    if cur is None or alarmed is None or silence_from_logs(cur, obs):
+        return None
+    heard = next((e for e in alarmed if e.signal == SIGNAL_LOG_SILENCE), None)
+    if heard is None:
+        return None
+    windows = confirm_windows(window_in_force(run, run.policy, cur)[0], heard.since_ms, now)
     kind, _ = quiet_judgement(run, run.policy, cur, obs, now, alarmed)
-    return kind != ACT
+    if kind == ACT:
+        return windows
+    if kind == WAIT and windows.stale_until_ms is not None and cur.heartbeat_checked_ms != heard.since_ms:
+        return windows
+    return None
 
 
 def _evidence_free_window(policy: RunPolicy, signal: str) -> int:
@@ -487,12 +677,18 @@ def tick_signal(d: Draft, cur: Attempt) -> HangSignal | str | None:
             state="ALARM",
             # as an alarm would: in ALARM since the window's end (the quiet stretch's onset + window)
             since_ms=d.now - (silent_for - window) * 60_000,
-            reason=f"no log events in the last {silent_for} min (sweep check, no log subscription)",
+            reason=f"no log events in the last {silent_for} min (sweep check: {_from_logs_short(d.obs)})",
             source="sweep",
         )
     if d.obs.log_error and d.obs.logs_silent is None:
         return f"cannot read the job's logs to judge log silence: {d.obs.log_error}"
     return None
+
+
+def _from_logs_short(obs: Observations) -> str:
+    if not obs.log_subscription:
+        return "no log subscription"
+    return "heartbeat pipeline broken" if obs.heartbeat_broken else "its heartbeat contradicted by its logs"
 
 
 def on_tick_signals(d: Draft, cur: Attempt) -> str | None:

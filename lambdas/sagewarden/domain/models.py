@@ -136,6 +136,13 @@ class Attempt:
     # (a long save counts at its own length; the ones it did not see at the run's median)
     saves_seen: int = 0
     saves_seen_ms: int = 0
+    # domain/heartbeat.py: when the job's logs first had lines its silent heartbeat never showed
+    # (the pipeline failed this job): its log silence is judged from its logs until its
+    # log-silence alarm is seen OK again (None: its heartbeat is trusted)
+    heartbeat_doubted_ms: int | None = None
+    # ... and the log-silence ALARM stretch (its alarm's ALARM since) whose silence was looked up
+    # in the logs while a benign phase was waited for: once per stretch (None: none yet)
+    heartbeat_checked_ms: int | None = None
 
     @property
     def ended(self) -> bool:

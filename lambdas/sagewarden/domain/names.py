@@ -1,8 +1,14 @@
-"""Deterministic SageMaker job names: `<prefix>-<run name>-<run id>-a<NNN>` (<= 63 chars).
+"""Deterministic SageMaker job names: `<prefix>-<run name>-<run id>-a<NNN>` (<= 63 chars), and the
+names of a training job's log streams.
 
 The run id is in the name, so any event, alarm or log stream that carries a job name leads to
 its run without a scan; the attempt number makes a retried launch collide with itself
 (ResourceInUse = already submitted) instead of creating a second job.
+
+A job's training streams in `/aws/sagemaker/TrainingJobs` are `<job>/algo-<n>-<epoch>`, one per
+host and container start. Other streams share the `<job>/` prefix: with remote debugging
+(`RemoteDebugConfig.EnableRemoteDebug`) the SSM agent writes `<job>/algo-<n>-<ts>/ssm`. Those are
+neither hosts nor the training script's activity (docs/fidelity.md).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ RUN_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 RUN_ID_LEN = 26  # ULID
 ATTEMPT_DIGITS = 3
 ATTEMPT_ROOM = 6  # "-a" + up to 4 digits
+_TRAINING_STREAM = re.compile(r"^algo-(\d+)(?:-(\d+))?$")
 _JOB_RE = re.compile(r"^(?P<prefix>[a-z0-9]+)-(?P<name>.+)-(?P<run>[0-9A-HJKMNP-TV-Z]{26})-a(?P<n>\d+)$")
 
 
@@ -47,3 +54,14 @@ def parse_job_name(name: str) -> tuple[str, int] | None:
     if not m:
         return None
     return m.group("run"), int(m.group("n"))
+
+
+def training_stream(stream: str) -> tuple[str, int, int] | None:
+    """(job name, host number, epoch; -1 when the name carries none) of a training job's log
+    stream `<job>/algo-<n>-<epoch>`; None for any other stream (the SSM agent's
+    `<job>/algo-<n>-<ts>/ssm`, or a name that is not a training job's)."""
+    job, sep, rest = stream.partition("/")
+    m = _TRAINING_STREAM.match(rest)
+    if not sep or not job or m is None:
+        return None
+    return job, int(m[1]), int(m[2]) if m[2] else -1

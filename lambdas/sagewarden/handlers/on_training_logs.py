@@ -12,7 +12,10 @@ right away -- EMF accepts timestamps up to two hours ahead, so n is capped at 12
 the log-silence alarm quiet for that phase only, and keeps it out of the cadence the supervisor
 learns its windows from. A hang inside the phase is caught once the phase's time is up.
 
-Events of jobs that are not this deployment's are dropped before anything else is done.
+Events of jobs that are not this deployment's are dropped before anything else is done, and so
+are events of streams that are not a training stream `<job>/algo-<n>-<epoch>` (the SSM agent's
+`<job>/algo-<n>-<ts>/ssm`, written with remote debugging on, keeps writing while the training
+script hangs: it is not training activity).
 """
 
 from __future__ import annotations
@@ -25,15 +28,20 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.domain.cadence import activity_per_minute
+from sagewarden.domain.names import training_stream
 
 
 def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, Any]]:
     payload = json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"])))
     if payload.get("messageType") != "DATA_MESSAGE":
         return []
-    job = str(payload.get("logStream", "")).split("/", 1)[0]
-    if not job.startswith(f"{job_prefix}-"):
+    stream = str(payload.get("logStream", ""))
+    if not stream.startswith(f"{job_prefix}-"):
         return []
+    parsed = training_stream(stream)
+    if parsed is None:  # only the training streams are the script's activity (not the SSM agent's)
+        return []
+    job = parsed[0]
     per_minute = activity_per_minute(
         (int(e["timestamp"]), str(e.get("message", ""))) for e in payload.get("logEvents", [])
     )
