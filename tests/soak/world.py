@@ -631,8 +631,15 @@ class FakeCheckpoints:
 
     # checkpoint retention (the CheckpointRetirer port): every checkpoint is complete
     def view(self, s3_uri: str, layout: CheckpointLayout, *, limit: int) -> RetentionView:
-        names = [(f"checkpoint-{step}", step) for step, _ in reversed(self.steps.get(s3_uri, []))]
-        return RetentionView(tuple(names[:limit]), frozenset(n for n, _ in names))
+        written = list(reversed(self.steps.get(s3_uri, [])))
+        names = [(f"checkpoint-{step}", step) for step, _ in written]
+        # saves are instant: each directory's marker and newest object land at its write time
+        return RetentionView(
+            tuple(names[:limit]),
+            frozenset(n for n, _ in names),
+            written_ms=tuple((f"checkpoint-{step}", at) for step, at in written[:limit]),
+            newest_write_ms=written[0][1] if written else None,
+        )
 
     def retire(self, action: RetireCheckpoints) -> RetirementReported:
         """Moves are idempotent: a directory already gone is done (a retry finishes a half-done pass)."""
