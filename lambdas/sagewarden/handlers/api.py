@@ -194,7 +194,8 @@ def list_runs(
     "/runs/<run_id>",
     summary="A run with all its attempts",
     description="Every caller the API admits may read every run. The values of secret-looking "
-    "Environment and HyperParameters keys (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) read "
+    "Environment, HyperParameters and Tags keys and container-argument flags (TOKEN, SECRET, PASSWORD, "
+    "KEY, CREDENTIAL, PASS, PAT, AUTH, ...; docs/api.md), URL passwords and well-known tokens read "
     '"<redacted>", here and in every other answer, audit entry and alert.',
     responses={200: answers.response("the run", "Run"), 404: answers.NOT_FOUND, 500: answers.INTERNAL},
 )
