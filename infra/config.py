@@ -17,6 +17,7 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.domain.policy import PolicyError, RunPolicy
+from sagewarden.domain.redaction import secret_key, secret_text
 
 from . import constants
 
@@ -177,9 +178,10 @@ class SupervisorConfig:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{CTX_POLICY_DEFAULTS}: not JSON-serialisable: {exc}") from exc
         try:  # the functions parse it at cold start: a typo must fail the synth, not every invocation
-            RunPolicy.from_dict(dict(self.policy_defaults))
+            defaults = RunPolicy.from_dict(dict(self.policy_defaults))
         except PolicyError as exc:
             raise ConfigError(f"{CTX_POLICY_DEFAULTS}.{exc.field}: {exc.message}") from exc
+        _refuse_secret_defaults(defaults.environment_defaults)
         if not _SEMVER.match(self.powertools_version):
             raise ConfigError(
                 f"{CTX_POWERTOOLS_VERSION}: must be an exact version such as "
@@ -267,6 +269,34 @@ class SupervisorConfig:
         if table_key is not None:
             kwargs["table_kms_key_arn"] = table_key
         return cls(**kwargs)
+
+
+# a reference to a secret, not the secret: what the training script reads with the execution role
+_SECRET_REFERENCE = re.compile(
+    r"^arn:aws[a-z-]*:(?:secretsmanager|ssm):[a-z0-9-]+:\d{12}:(?:secret|parameter)[:/]\S+$"
+)
+
+
+def _refuse_secret_defaults(environment: tuple[tuple[str, str], ...]) -> None:
+    """policyDefaults goes into every function's environment, in plain text, and into every
+    attempt's: a secret-looking key (or a value that looks secret by itself, whatever its key) is
+    refused, unless the value is a Secrets Manager or Parameter Store ARN (a reference)."""
+    for key, value in environment:
+        if _SECRET_REFERENCE.match(value):
+            continue
+        why = None
+        if secret_key(key):
+            why = "the key looks like it names a secret"
+        elif secret_text(value):
+            why = "the value looks like a secret (a token, or a URL with a password)"
+        if why:
+            raise ConfigError(
+                f"{CTX_POLICY_DEFAULTS}.environment_defaults.{key}: {why}, and {CTX_POLICY_DEFAULTS} is "
+                "written in plain text into every function's environment (and every training job's). "
+                "Keep the value in AWS Secrets Manager and pass its ARN instead (e.g. "
+                f"{key}=arn:aws:secretsmanager:<region>:<account>:secret:<name>), for the training "
+                "script to read with its execution role"
+            )
 
 
 def _optional_str(value: Any) -> str | None:

@@ -136,5 +136,10 @@ class Supervisor(Construct):
 
         # --- CloudWatch judges the hang-alarm shapes at deploy time ----------------------------
         self.alarm_shape_check = AlarmShapeCheck(
-            self, constants.ALARM_SHAPE_CHECK_ID, config=config, functions=self.functions
+            self,
+            constants.ALARM_SHAPE_CHECK_ID,
+            config=config,
+            functions=self.functions,
+            dead_letter_queue=self.event_rules.dead_letter_queue,
         )
+        self.hang_signals.send_failures_to(self.event_rules.dead_letter_queue)
