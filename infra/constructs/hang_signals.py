@@ -76,6 +76,7 @@ class HangSignals(Construct):
         *,
         heartbeat_function: lambda_.IFunction,
         log_subscription: bool,
+        job_prefix: str = keys.DEFAULT_JOB_PREFIX,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group_ensured: cr.AwsCustomResource | None = None
@@ -129,7 +130,7 @@ class HangSignals(Construct):
             log_group=self.log_group,
             destination=log_destinations.LambdaDestination(heartbeat_function),
             filter_pattern=logs.FilterPattern.all_events(),
-            filter_name=f"{Stack.of(self).stack_name}-heartbeat",
+            filter_name=keys.heartbeat_filter_name(Stack.of(self).stack_name, job_prefix),
         )
         self.subscription_filter.node.add_dependency(self.log_group_ensured)
 

@@ -106,6 +106,7 @@ class Supervisor(Construct):
             constants.HANG_SIGNALS_ID,
             heartbeat_function=self.functions.heartbeat.function,
             log_subscription=config.log_subscription,
+            job_prefix=config.job_prefix,
         )
         self.health = SupervisorHealth(
             self, constants.HEALTH_ID, job_prefix=config.job_prefix, alert_topic=self.alerts.topic

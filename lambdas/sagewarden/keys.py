@@ -44,6 +44,19 @@ ENV_CHECKPOINT_RETENTION = "SAGEWARDEN_CHECKPOINT_RETENTION"
 DEFAULT_JOB_PREFIX = "sw"
 
 
+def heartbeat_filter_name(stack_name: str, job_prefix: str) -> str:
+    """The heartbeat's subscription filter on the training log group. It carries the job prefix
+    as well as the stack's name: two supervisors in one stack (the construct library) would
+    otherwise name theirs alike, and CloudFormation refuses the second."""
+    return f"{stack_name}-{job_prefix}-heartbeat"
+
+
+def legacy_heartbeat_filter_name(stack_name: str) -> str:
+    """The name the filter had before it carried the job prefix (the first deploy of this version
+    replaces it: the preflight counts it as the stack's own)."""
+    return f"{stack_name}-heartbeat"
+
+
 def alarm_prefix(job_prefix: str) -> str:
     """Prefix of every hang alarm a deployment creates. Derived from the deployment's job
     prefix, so two deployments in one account and region never list, match or delete each
