@@ -39,6 +39,7 @@ CTX_ADMIN_ROLE_ARNS = "adminRoleArns"
 CTX_TABLE_KMS_KEY_ARN = "tableKmsKeyArn"
 CTX_RESERVED_CONCURRENCY = "reservedConcurrency"
 CTX_CHECKPOINT_RETENTION = "checkpointRetention"
+CTX_READ_SCOPE = "readScope"
 
 CONTEXT_KEYS = (
     CTX_STACK_NAME,
@@ -58,6 +59,7 @@ CONTEXT_KEYS = (
     CTX_TABLE_KMS_KEY_ARN,
     CTX_RESERVED_CONCURRENCY,
     CTX_CHECKPOINT_RETENTION,
+    CTX_READ_SCOPE,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -125,6 +127,9 @@ class SupervisorConfig:
     # objects in the checkpoint buckets. Off by default (discovery only reads); runs asking for
     # retention are refused by a deployment without it.
     checkpoint_retention: bool = False
+    # Who may list and read runs: "all" (every caller the API's IAM policy admits: a team's shared
+    # view) or "owner" (a run's owner and the admins; anyone else is answered 404)
+    read_scope: str = "all"
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.match(self.stack_name) or len(self.stack_name) > STACK_NAME_MAX:
@@ -152,6 +157,10 @@ class SupervisorConfig:
             raise ConfigError(
                 f"{CTX_TABLE_KMS_KEY_ARN}: not a KMS key ARN: {self.table_kms_key_arn!r} "
                 "(expected arn:aws:kms:<region>:<account>:key/<key id>; an alias does not work in IAM)"
+            )
+        if self.read_scope not in keys.READ_SCOPES:
+            raise ConfigError(
+                f"{CTX_READ_SCOPE}: one of {', '.join(keys.READ_SCOPES)}, got {self.read_scope!r}"
             )
         if not _JOB_PREFIX.match(self.job_prefix):
             raise ConfigError(f"{CTX_JOB_PREFIX}: must be 1-8 characters [a-z0-9], got {self.job_prefix!r}")
@@ -265,6 +274,9 @@ class SupervisorConfig:
         admins = context.get(CTX_ADMIN_ROLE_ARNS)
         if admins is not None:
             kwargs["admin_role_arns"] = parse_str_list(admins, CTX_ADMIN_ROLE_ARNS)
+        scope = _optional_str(context.get(CTX_READ_SCOPE))
+        if scope is not None:
+            kwargs["read_scope"] = scope
         table_key = _optional_str(context.get(CTX_TABLE_KMS_KEY_ARN))
         if table_key is not None:
             kwargs["table_kms_key_arn"] = table_key

@@ -70,6 +70,8 @@ class Supervisor(Construct):
         )
         # the API function's alone: who may cancel and resume any run (domain/ownership.py)
         self.functions.api.function.add_environment(keys.ENV_ADMIN_ROLE_ARNS, config.admin_role_arns_json)
+        # ... and who may read runs (readScope)
+        self.functions.api.function.add_environment(keys.ENV_READ_SCOPE, config.read_scope)
         self.event_rules = EventRules(
             self,
             constants.EVENT_RULES_ID,

@@ -32,6 +32,8 @@ ENV_TOPIC_ARN = "SAGEWARDEN_TOPIC_ARN"
 ENV_ALLOWED_ROLE_ARNS = "SAGEWARDEN_ALLOWED_ROLE_ARNS"  # JSON list
 # the API function's alone: principals that may cancel and resume any run (JSON list of ARNs)
 ENV_ADMIN_ROLE_ARNS = "SAGEWARDEN_ADMIN_ROLE_ARNS"
+ENV_READ_SCOPE = "SAGEWARDEN_READ_SCOPE"  # who may read a run: "all" callers, or its "owner" and admins
+READ_SCOPES = ("all", "owner")
 ENV_JOB_PREFIX = "SAGEWARDEN_JOB_PREFIX"
 ENV_POLICY_DEFAULTS = "SAGEWARDEN_POLICY_DEFAULTS"  # JSON object of RunPolicy overrides
 ENV_ALARM_PREFIX = "SAGEWARDEN_ALARM_PREFIX"

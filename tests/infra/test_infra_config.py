@@ -275,3 +275,10 @@ def test_the_construct_refuses_a_secret_in_policy_defaults_at_synth() -> None:
             allowed_role_arns=["arn:aws:iam::123456789012:role/training"],
             policy_defaults={"environment_defaults": {"WANDB_API_KEY": "0123456789abcdef"}},
         )
+
+
+def test_config_read_scope_is_all_by_default_owner_on_request_and_nothing_else() -> None:
+    assert SupervisorConfig.from_mapping({}).read_scope == "all"
+    assert SupervisorConfig.from_mapping({"readScope": "owner"}).read_scope == "owner"
+    with pytest.raises(ConfigError, match="readScope: one of all, owner, got 'owners'"):
+        SupervisorConfig.from_mapping({"readScope": "owners"})

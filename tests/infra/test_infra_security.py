@@ -207,6 +207,18 @@ def test_the_environment_reason_holds_no_function_environment_holds_a_secret(syn
                 assert not secret_text(value), (function_id, name)
 
 
+def test_read_scope_reaches_the_api_function_alone(
+    synth_default: SynthResult, synth_opt_in: SynthResult
+) -> None:
+    for synth, scope in ((synth_default, "all"), (synth_opt_in, "owner")):
+        for function_id, function in synth.resources("AWS::Lambda::Function").items():
+            env = function["Properties"].get("Environment", {}).get("Variables", {})
+            if function["Properties"].get("Handler") == keys.HANDLER_API:
+                assert env[keys.ENV_READ_SCOPE] == scope
+            else:
+                assert keys.ENV_READ_SCOPE not in env, function_id
+
+
 def test_checkpoint_retention_writes_are_opt_in_and_the_sweeps_alone(
     synth_default: SynthResult, synth_opt_in: SynthResult
 ) -> None:
