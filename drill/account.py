@@ -28,6 +28,7 @@ from drill.deployment import (
     create_table_from_template,
     template_checkpoint_retention,
     template_log_subscription,
+    template_read_scope,
 )
 from drill.dynamodb_limits import enforce_transaction_limits
 from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
@@ -374,6 +375,7 @@ class LocalAccount:
                 log_silence_fallback=not self.log_subscription,
                 checkpoint_retention=retention,
                 region=REGION,
+                read_scope=template_read_scope(self.template),
             ),
         )
         composition.use(self.supervisor)

@@ -1,5 +1,5 @@
 """What the drill reads from the deployment's synthesized template: whether it grants checkpoint
-retention, whether it feeds the heartbeat from a log subscription, and its state table's shape
+retention, whether it feeds the heartbeat from a log subscription, who may read runs, and its state table's shape
 (the drill and the soak create the table exactly as declared)."""
 
 from __future__ import annotations
@@ -20,6 +20,18 @@ def template_log_subscription(template: Mapping[str, Any]) -> bool:
     """Whether the deployment `template` describes feeds the heartbeat from a log subscription:
     its functions are told otherwise by their environment (``ENV_LOG_SILENCE_FALLBACK``)."""
     return not _functions_told(template, keys.ENV_LOG_SILENCE_FALLBACK)
+
+
+def template_read_scope(template: Mapping[str, Any]) -> str:
+    """Who the deployment `template` describes lets read runs (the API function's
+    ``ENV_READ_SCOPE``; a template from before the setting: "all")."""
+    for res in template.get("Resources", {}).values():
+        if res.get("Type") != "AWS::Lambda::Function":
+            continue
+        env = (res.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        if isinstance(env.get(keys.ENV_READ_SCOPE), str):
+            return str(env[keys.ENV_READ_SCOPE])
+    return "all"
 
 
 def _functions_told(template: Mapping[str, Any], variable: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sagewarden import keys
 from sagewarden.domain.policy import PolicyError, RunPolicy
+from sagewarden.domain.redaction import secret_key, secret_text
 
 from . import constants
 
@@ -38,6 +39,7 @@ CTX_ADMIN_ROLE_ARNS = "adminRoleArns"
 CTX_TABLE_KMS_KEY_ARN = "tableKmsKeyArn"
 CTX_RESERVED_CONCURRENCY = "reservedConcurrency"
 CTX_CHECKPOINT_RETENTION = "checkpointRetention"
+CTX_READ_SCOPE = "readScope"
 
 CONTEXT_KEYS = (
     CTX_STACK_NAME,
@@ -57,6 +59,7 @@ CONTEXT_KEYS = (
     CTX_TABLE_KMS_KEY_ARN,
     CTX_RESERVED_CONCURRENCY,
     CTX_CHECKPOINT_RETENTION,
+    CTX_READ_SCOPE,
 )
 
 # An IAM role ARN, any partition, optional path (e.g. arn:aws:iam::123456789012:role/ml/Train).
@@ -124,6 +127,9 @@ class SupervisorConfig:
     # objects in the checkpoint buckets. Off by default (discovery only reads); runs asking for
     # retention are refused by a deployment without it.
     checkpoint_retention: bool = False
+    # Who may list and read runs: "all" (every caller the API's IAM policy admits: a team's shared
+    # view) or "owner" (a run's owner and the admins; anyone else is answered 404)
+    read_scope: str = "all"
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.match(self.stack_name) or len(self.stack_name) > STACK_NAME_MAX:
@@ -152,6 +158,10 @@ class SupervisorConfig:
                 f"{CTX_TABLE_KMS_KEY_ARN}: not a KMS key ARN: {self.table_kms_key_arn!r} "
                 "(expected arn:aws:kms:<region>:<account>:key/<key id>; an alias does not work in IAM)"
             )
+        if self.read_scope not in keys.READ_SCOPES:
+            raise ConfigError(
+                f"{CTX_READ_SCOPE}: one of {', '.join(keys.READ_SCOPES)}, got {self.read_scope!r}"
+            )
         if not _JOB_PREFIX.match(self.job_prefix):
             raise ConfigError(f"{CTX_JOB_PREFIX}: must be 1-8 characters [a-z0-9], got {self.job_prefix!r}")
         if self.checkpoint_retention and not self.checkpoint_buckets:
@@ -177,9 +187,10 @@ class SupervisorConfig:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{CTX_POLICY_DEFAULTS}: not JSON-serialisable: {exc}") from exc
         try:  # the functions parse it at cold start: a typo must fail the synth, not every invocation
-            RunPolicy.from_dict(dict(self.policy_defaults))
+            defaults = RunPolicy.from_dict(dict(self.policy_defaults))
         except PolicyError as exc:
             raise ConfigError(f"{CTX_POLICY_DEFAULTS}.{exc.field}: {exc.message}") from exc
+        _refuse_secret_defaults(defaults.environment_defaults)
         if not _SEMVER.match(self.powertools_version):
             raise ConfigError(
                 f"{CTX_POWERTOOLS_VERSION}: must be an exact version such as "
@@ -263,10 +274,41 @@ class SupervisorConfig:
         admins = context.get(CTX_ADMIN_ROLE_ARNS)
         if admins is not None:
             kwargs["admin_role_arns"] = parse_str_list(admins, CTX_ADMIN_ROLE_ARNS)
+        scope = _optional_str(context.get(CTX_READ_SCOPE))
+        if scope is not None:
+            kwargs["read_scope"] = scope
         table_key = _optional_str(context.get(CTX_TABLE_KMS_KEY_ARN))
         if table_key is not None:
             kwargs["table_kms_key_arn"] = table_key
         return cls(**kwargs)
+
+
+# a reference to a secret, not the secret: what the training script reads with the execution role
+_SECRET_REFERENCE = re.compile(
+    r"^arn:aws[a-z-]*:(?:secretsmanager|ssm):[a-z0-9-]+:\d{12}:(?:secret|parameter)[:/]\S+$"
+)
+
+
+def _refuse_secret_defaults(environment: tuple[tuple[str, str], ...]) -> None:
+    """policyDefaults goes into every function's environment, in plain text, and into every
+    attempt's: a secret-looking key (or a value that looks secret by itself, whatever its key) is
+    refused, unless the value is a Secrets Manager or Parameter Store ARN (a reference)."""
+    for key, value in environment:
+        if _SECRET_REFERENCE.match(value):
+            continue
+        why = None
+        if secret_key(key):
+            why = "the key looks like it names a secret"
+        elif secret_text(value):
+            why = "the value looks like a secret (a token, or a URL with a password)"
+        if why:
+            raise ConfigError(
+                f"{CTX_POLICY_DEFAULTS}.environment_defaults.{key}: {why}, and {CTX_POLICY_DEFAULTS} is "
+                "written in plain text into every function's environment (and every training job's). "
+                "Keep the value in AWS Secrets Manager and pass its ARN instead (e.g. "
+                f"{key}=arn:aws:secretsmanager:<region>:<account>:secret:<name>), for the training "
+                "script to read with its execution role"
+            )
 
 
 def _optional_str(value: Any) -> str | None:

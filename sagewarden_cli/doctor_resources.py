@@ -9,6 +9,8 @@ from typing import Any
 
 from sagewarden_cli.doctor_settings import (
     AWS_MANAGED_S3_KEY,
+    HEARTBEAT_FILTER,
+    LEGACY_HEARTBEAT_FILTER,
     SUBSCRIPTION_SLOTS,
     TRAINING_LOG_GROUP,
     PreflightBase,
@@ -46,7 +48,8 @@ class ResourceChecks(PreflightBase):
                     "logSubscription=false: no subscription filter; the sweep checks log silence itself",
                 )
             ]
-        ours = f"{self.stack_name}-heartbeat"
+        ours = HEARTBEAT_FILTER.format(stack=self.stack_name, prefix=self.config.job_prefix)
+        legacy = LEGACY_HEARTBEAT_FILTER.format(stack=self.stack_name)
         try:
             paginator = self.client("logs").get_paginator("describe_subscription_filters")
             names = [
@@ -69,7 +72,7 @@ class ResourceChecks(PreflightBase):
                     "with LimitExceededException, redeploy with -c logSubscription=false",
                 )
             ]
-        others = [n for n in names if n != ours]
+        others = [n for n in names if n not in (ours, legacy)]
         if len(others) >= SUBSCRIPTION_SLOTS:
             return [
                 Finding(
@@ -82,6 +85,24 @@ class ResourceChecks(PreflightBase):
             ]
         if ours in names:
             return [Finding(OK, "log slots", f"the heartbeat subscription {ours} is already in place")]
+        if legacy in names and len(others) + 2 > SUBSCRIPTION_SLOTS:
+            # CloudFormation creates the renamed filter before it deletes the old one
+            return [
+                Finding(
+                    FAIL,
+                    "log slots",
+                    f"this deploy renames the heartbeat subscription {legacy} to {ours} (the name now carries "
+                    f"the job prefix), and CloudFormation creates the new filter before it deletes the old one: "
+                    f"with {', '.join(others)} in the other slot of {TRAINING_LOG_GROUP} there is no room. Deploy "
+                    "once with -c logSubscription=false (the old filter goes), then again without it",
+                )
+            ]
+        if legacy in names:
+            return [
+                Finding(
+                    OK, "log slots", f"the heartbeat subscription {legacy} is renamed {ours} (a free slot)"
+                )
+            ]
         free = SUBSCRIPTION_SLOTS - len(others)
         return [Finding(OK, "log slots", f"{free} of {SUBSCRIPTION_SLOTS} subscription-filter slots free")]
 

@@ -13,6 +13,8 @@ from typing import Any
 STACK_NAME = "Sagewarden"  # infra.constants.STACK_ID, the default of the stackName context
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"  # sagewarden.keys.TRAINING_LOG_GROUP
 SUBSCRIPTION_SLOTS = 2
+HEARTBEAT_FILTER = "{stack}-{prefix}-heartbeat"  # sagewarden.keys.heartbeat_filter_name
+LEGACY_HEARTBEAT_FILTER = "{stack}-heartbeat"  # sagewarden.keys.legacy_heartbeat_filter_name
 DEFAULT_QUALIFIER = "hnb659fds"
 QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 # The synthesized template's CheckBootstrapVersion rule refuses versions 1-5.

@@ -24,6 +24,7 @@ from drill.sim.texts import (
     DEFAULT_ALGORITHM_LOG_LINE,
     DEFAULT_EVAL_MIN,
     DEFAULT_SAVE_LONG_MIN,
+    FAILURE_REASON_MAX_CHARS,
     HANG_KINDS,
     HANG_PHASES,
     HARDWARE_FAILURE_REASON,
@@ -35,6 +36,7 @@ from drill.sim.texts import (
     SLOW_KINDS,
     TIMED_PHASES,
     client_error,
+    command_args,
     limit_error,
 )
 from sagewarden.domain.quotas import training_quota
@@ -297,7 +299,11 @@ def crash(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
             message=lines[-1].replace('"', "'"),
             nodes=job.instance_count,
             gpus=job.profile.gpus_per_host,
+            args=command_args(job.request.get("HyperParameters")),
         )
+    # SageMaker answers at most 1,024 characters; AWS does not say how it shortens a longer one:
+    # cut with no marker (the unkind case: a value across the cut leaves its head at the end)
+    reason = reason[:FAILURE_REASON_MAX_CHARS]
     if f.kind == "internal_error" and sim._retries_left(job) > 0:
         sim._retry(job, t, reason)
     else:

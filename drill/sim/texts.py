@@ -18,11 +18,26 @@ CAPACITY_FAILURE_REASON = (
     "Please retry using a different ML instance type."
 )
 CAPACITY_STATUS_MESSAGE = "Insufficient capacity error from EC2 while launching instances, retrying!"
+# the training toolkit's script error quotes the command, to which it passes every hyperparameter
+# as `--name value` (sorted; a one-letter name as `-n`): sagemaker-training-toolkit's errors.py
+# (ExitCode / ErrorMessage / Command) and mapping.to_cmd_args
 ALGORITHM_ERROR_REASON = (
     'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "{message}"\n'
-    'Command "torchrun --nnodes {nodes} --nproc_per_node {gpus} train.py", exit code: 1'
+    'Command "torchrun --nnodes {nodes} --nproc_per_node {gpus} train.py{args}", exit code: 1'
 )
+FAILURE_REASON_MAX_CHARS = 1024  # DescribeTrainingJob's FailureReason (botocore: max 1024)
 DEFAULT_ALGORITHM_LOG_LINE = "RuntimeError: simulated failure in the user training script"
+
+
+def command_args(hyperparameters: object) -> str:
+    """The hyperparameters as the training toolkit puts them on the script's command line."""
+    if not isinstance(hyperparameters, dict):
+        return ""
+    parts = []
+    for name in sorted(hyperparameters):
+        parts += [f"--{name}" if len(name) > 1 else f"-{name}", str(hyperparameters[name])]
+    return "".join(f" {part}" for part in parts)
+
 
 STATUS_MESSAGES = {
     "Starting": "Launching requested ML instances",

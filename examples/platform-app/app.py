@@ -30,6 +30,16 @@ class TrainingPlatformStack(Stack):
         )
         CfnOutput(self, "SagewardenApiUrl", value=supervisor.api.url)
         CfnOutput(self, "SagewardenAlertsTopic", value=supervisor.alerts.topic.topic_arn)
+        # a second supervisor in the same stack, for another team's jobs: its own job prefix (its
+        # heartbeat subscription takes the training log group's second filter slot; where another
+        # tool holds that one, pass log_subscription=False)
+        research = SagewardenSupervisor(
+            self,
+            "ResearchSupervisor",
+            allowed_role_arns=["arn:aws:iam::123456789012:role/research-execution"],
+            job_prefix="rsch",
+        )
+        CfnOutput(self, "ResearchApiUrl", value=research.api.url)
 
 
 app = App()

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from aws_cdk import ArnFormat, CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from sagewarden import alarm_shapes, keys
 
 from .. import constants
 from ..config import SupervisorConfig
-from .functions import SupervisorFunction, SupervisorFunctions
+from .functions import DeadLetterDestination, SupervisorFunction, SupervisorFunctions
 from .nag import acknowledge, resource_finding
 
 SHAPE_CHECK_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:TagResource", "cloudwatch:DeleteAlarms")
@@ -52,7 +53,13 @@ class AlarmShapeCheck(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: SupervisorConfig, functions: SupervisorFunctions
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SupervisorConfig,
+        functions: SupervisorFunctions,
+        dead_letter_queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = SupervisorFunction(
@@ -69,8 +76,11 @@ class AlarmShapeCheck(Construct):
             else None,
         )
         # CloudFormation invokes the function asynchronously; a second run after a function
-        # error would answer a request that is already answered.
-        self.function.function.configure_async_invoke(retry_attempts=0)
+        # error would answer a request that is already answered. A failed invocation goes to the
+        # stack's dead-letter queue, as every asynchronous function's does (its alarm pages).
+        self.function.function.configure_async_invoke(
+            retry_attempts=0, on_failure=DeadLetterDestination(dead_letter_queue)
+        )
 
         throwaway_arn = Stack.of(self).format_arn(
             service="cloudwatch",

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import jsii
 from aws_cdk import Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -25,6 +27,25 @@ from .. import constants
 from ..asset import lambda_code_dir
 from ..config import SupervisorConfig
 from .nag import acknowledge
+
+
+@jsii.implements(lambda_.IDestination)
+class DeadLetterDestination:
+    """An SQS on-failure destination that grants the function ``sqs:SendMessage`` on the queue and
+    nothing more (CDK's ``SqsDestination`` also grants GetQueueAttributes and GetQueueUrl, which
+    Lambda never needs to deliver a failed invocation)."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self._queue = queue
+
+    def bind(
+        self, scope: Construct, fn: lambda_.IFunction, *, type: lambda_.DestinationType | None = None
+    ) -> lambda_.DestinationConfig:
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self._queue.queue_arn])
+        )
+        return lambda_.DestinationConfig(destination=self._queue.queue_arn)
+
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 

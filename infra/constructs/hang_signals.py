@@ -28,12 +28,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_logs_destinations as log_destinations
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from sagewarden import keys
 
 from .. import constants
+from .functions import DeadLetterDestination
 from .nag import acknowledge, resource_finding
 
 # An empty pattern forwards every event: any line a job writes is a sign of life.
@@ -74,6 +76,7 @@ class HangSignals(Construct):
         *,
         heartbeat_function: lambda_.IFunction,
         log_subscription: bool,
+        job_prefix: str = keys.DEFAULT_JOB_PREFIX,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group_ensured: cr.AwsCustomResource | None = None
@@ -127,9 +130,18 @@ class HangSignals(Construct):
             log_group=self.log_group,
             destination=log_destinations.LambdaDestination(heartbeat_function),
             filter_pattern=logs.FilterPattern.all_events(),
-            filter_name=f"{Stack.of(self).stack_name}-heartbeat",
+            filter_name=keys.heartbeat_filter_name(Stack.of(self).stack_name, job_prefix),
         )
         self.subscription_filter.node.add_dependency(self.log_group_ensured)
+
+    def send_failures_to(self, queue: sqs.IQueue) -> None:
+        """Failed asynchronous invocations of CDK's AwsCustomResource provider (CloudFormation
+        invokes it asynchronously) go to `queue`, as every other function's do. The provider is one
+        function per stack: a second supervisor in the stack finds it configured already."""
+        provider = Stack.of(self).node.try_find_child(constants.AWS_CUSTOM_RESOURCE_PROVIDER_ID)
+        if not isinstance(provider, lambda_.Function) or provider.node.try_find_child("EventInvokeConfig"):
+            return
+        provider.configure_async_invoke(on_failure=DeadLetterDestination(queue))
 
     def _acknowledge_provider(self) -> None:
         """The AwsCustomResource provider is a singleton function that CDK adds to the stack."""

@@ -70,6 +70,8 @@ class Supervisor(Construct):
         )
         # the API function's alone: who may cancel and resume any run (domain/ownership.py)
         self.functions.api.function.add_environment(keys.ENV_ADMIN_ROLE_ARNS, config.admin_role_arns_json)
+        # ... and who may read runs (readScope)
+        self.functions.api.function.add_environment(keys.ENV_READ_SCOPE, config.read_scope)
         self.event_rules = EventRules(
             self,
             constants.EVENT_RULES_ID,
@@ -106,6 +108,7 @@ class Supervisor(Construct):
             constants.HANG_SIGNALS_ID,
             heartbeat_function=self.functions.heartbeat.function,
             log_subscription=config.log_subscription,
+            job_prefix=config.job_prefix,
         )
         self.health = SupervisorHealth(
             self, constants.HEALTH_ID, job_prefix=config.job_prefix, alert_topic=self.alerts.topic
@@ -136,5 +139,10 @@ class Supervisor(Construct):
 
         # --- CloudWatch judges the hang-alarm shapes at deploy time ----------------------------
         self.alarm_shape_check = AlarmShapeCheck(
-            self, constants.ALARM_SHAPE_CHECK_ID, config=config, functions=self.functions
+            self,
+            constants.ALARM_SHAPE_CHECK_ID,
+            config=config,
+            functions=self.functions,
+            dead_letter_queue=self.event_rules.dead_letter_queue,
         )
+        self.hang_signals.send_failures_to(self.event_rules.dead_letter_queue)

@@ -1,9 +1,17 @@
 """How the service writes events, observations and actions into the audit trail (text and detail),
-and what of a run's secrets its entries and alerts may show (none: `domain.redaction`)."""
+and what of a run's secrets its entries and alerts may show (none: `domain.redaction`).
+
+Secrets are scrubbed before any text is cut: an error's text here, every text an event or a look-up
+brings in before `decide` sees it (`redacted_event`, `redacted_observations`: the classifier's
+300-character evidence, the alert's and the audit's bounds all cut scrubbed text), the log reader's
+lines before it clips them (it is given the run's secrets), and once more on the way out (entries,
+alerts, the API's answers), which also catches a secret's head left before a cut marker by text
+stored before this order held."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from sagewarden.domain.actions import Action, LaunchAttempt, Notify
@@ -14,6 +22,7 @@ from sagewarden.domain.events import (
     Event,
     HangSignal,
     JobObserved,
+    LaunchRejected,
     Observations,
     ResumeRequested,
     RetirementReported,
@@ -23,10 +32,16 @@ from sagewarden.domain.models import Run
 from sagewarden.domain.redaction import redact, scrub_text, secret_values
 from sagewarden.ports import AuditEntry
 
+ERROR_TEXT_CHARS = 500
+# looked-up texts the domain parses into numbers and never shows (scrubbed by the log reader)
+_PARSED_ONLY = frozenset({"step_lines"})
 
-def error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= 500 else text[:497] + "..."
+
+def error_text(exc: BaseException, secrets: Sequence[str] = ()) -> str:
+    """An exception as one bounded text: scrubbed of the run's secrets (and of what the patterns
+    call secret) before it is cut to ERROR_TEXT_CHARS."""
+    text = scrub_text(f"{type(exc).__name__}: {exc}", secrets)
+    return text if len(text) <= ERROR_TEXT_CHARS else text[: ERROR_TEXT_CHARS - 3] + "..."
 
 
 def describe_event(event: Event) -> str:
@@ -90,6 +105,34 @@ def run_secrets(run: Run) -> tuple[str, ...]:
     return secret_values(run.request, run.policy.environment_defaults)
 
 
+def redacted_event(event: Event, secrets: Sequence[str]) -> Event:
+    """An event with its free texts scrubbed (a FailureReason, CreateTrainingJob's error message,
+    an alarm's reason), before `decide` cuts any of them: the classifier's evidence keeps 300
+    characters of a FailureReason that quotes the whole command line."""
+    if isinstance(event, JobObserved) and event.failure_reason:
+        return dataclasses.replace(event, failure_reason=scrub_text(event.failure_reason, secrets))
+    if isinstance(event, LaunchRejected) and event.message:
+        return dataclasses.replace(event, message=scrub_text(event.message, secrets))
+    if isinstance(event, HangSignal) and event.reason:
+        return dataclasses.replace(event, reason=scrub_text(event.reason, secrets))
+    return event
+
+
+def redacted_observations(obs: Observations, secrets: Sequence[str]) -> Observations:
+    """Observations with every looked-up text scrubbed (log lines, triage rows, the start-up scan,
+    fingerprints, every error text), before `decide` quotes, bounds and stores them."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(obs):
+        if f.name in _PARSED_ONLY:
+            continue
+        value = getattr(obs, f.name)
+        if isinstance(value, str) and value:
+            changes[f.name] = scrub_text(value, secrets)
+        elif isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+            changes[f.name] = tuple(scrub_text(v, secrets) for v in value)
+    return dataclasses.replace(obs, **changes) if changes else obs
+
+
 def redacted_entry(entry: AuditEntry, secrets: tuple[str, ...]) -> AuditEntry:
     """An audit entry as it may be stored and shown (`domain.redaction`)."""
     return AuditEntry(
@@ -99,8 +142,6 @@ def redacted_entry(entry: AuditEntry, secrets: tuple[str, ...]) -> AuditEntry:
 
 def redacted_alert(message: Notify, secrets: tuple[str, ...]) -> Notify:
     """An alert as it may be published: no secret value in its subject or body."""
-    if not secrets:
-        return message
     return dataclasses.replace(
         message, subject=scrub_text(message.subject, secrets), body=scrub_text(message.body, secrets)
     )

@@ -47,6 +47,7 @@ def settings() -> SupervisorSettings:
         log_silence_fallback=os.environ.get(keys.ENV_LOG_SILENCE_FALLBACK, "false") == "true",
         checkpoint_retention=os.environ.get(keys.ENV_CHECKPOINT_RETENTION, "false") == "true",
         region=os.environ.get("AWS_REGION", ""),
+        read_scope=os.environ.get(keys.ENV_READ_SCOPE) or "all",
     )
 
 

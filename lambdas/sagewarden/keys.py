@@ -32,6 +32,8 @@ ENV_TOPIC_ARN = "SAGEWARDEN_TOPIC_ARN"
 ENV_ALLOWED_ROLE_ARNS = "SAGEWARDEN_ALLOWED_ROLE_ARNS"  # JSON list
 # the API function's alone: principals that may cancel and resume any run (JSON list of ARNs)
 ENV_ADMIN_ROLE_ARNS = "SAGEWARDEN_ADMIN_ROLE_ARNS"
+ENV_READ_SCOPE = "SAGEWARDEN_READ_SCOPE"  # who may read a run: "all" callers, or its "owner" and admins
+READ_SCOPES = ("all", "owner")
 ENV_JOB_PREFIX = "SAGEWARDEN_JOB_PREFIX"
 ENV_POLICY_DEFAULTS = "SAGEWARDEN_POLICY_DEFAULTS"  # JSON object of RunPolicy overrides
 ENV_ALARM_PREFIX = "SAGEWARDEN_ALARM_PREFIX"
@@ -42,6 +44,19 @@ ENV_LOG_SILENCE_FALLBACK = "SAGEWARDEN_LOG_SILENCE_FALLBACK"
 ENV_CHECKPOINT_RETENTION = "SAGEWARDEN_CHECKPOINT_RETENTION"
 
 DEFAULT_JOB_PREFIX = "sw"
+
+
+def heartbeat_filter_name(stack_name: str, job_prefix: str) -> str:
+    """The heartbeat's subscription filter on the training log group. It carries the job prefix
+    as well as the stack's name: two supervisors in one stack (the construct library) would
+    otherwise name theirs alike, and CloudFormation refuses the second."""
+    return f"{stack_name}-{job_prefix}-heartbeat"
+
+
+def legacy_heartbeat_filter_name(stack_name: str) -> str:
+    """The name the filter had before it carried the job prefix (the first deploy of this version
+    replaces it: the preflight counts it as the stack's own)."""
+    return f"{stack_name}-heartbeat"
 
 
 def alarm_prefix(job_prefix: str) -> str:

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from sagewarden import keys
-from sagewarden.audit_text import error_text
+from sagewarden.audit_text import error_text, run_secrets
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
 from sagewarden.domain.deletions import lookup_event
@@ -60,7 +60,10 @@ class Observer:
         self.sup = sup
 
     def observe(self, run: Run, event: Event) -> Observations:
-        """Look up what deciding on `event` needs (a failed lookup is passed on as unknown)."""
+        """Look up what deciding on `event` needs (a failed lookup is passed on as unknown). Every
+        text is scrubbed of the run's secrets before anything cuts it (the log reader clips its
+        lines, error texts are bounded)."""
+        secrets = run_secrets(run)
         event = lookup_event(run, event, self.sup.clock())  # a deleted job's recorded ending
         checkpoint, ckpt_error, ckpt_permanent = None, None, False
         tail: tuple[str, ...] = ()
@@ -87,7 +90,7 @@ class Observer:
             except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
                 log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
                 self.sup.counters.add(OBSERVATION_FAILURES)
-                ckpt_error = error_text(exc)
+                ckpt_error = error_text(exc, secrets)
                 # the adapter says whether it can heal by itself; decide gives up on one that cannot
                 ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
             checkpoint = self._measure_write_time(run, checkpoint)
@@ -129,14 +132,16 @@ class Observer:
                 benign_wait = quiet_signals_wait(run, event, partial, self.sup.clock())
             if not benign_wait:  # the tail and per-host triage serve a hang's alert only
                 try:
-                    tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects)
+                    tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects, secrets=secrets)
                     if hang:
-                        triage = self.sup.logs.host_triage(job, self.sup.clock(), first=suspects)
+                        triage = self.sup.logs.host_triage(
+                            job, self.sup.clock(), first=suspects, secrets=secrets
+                        )
                         log_newest = self.sup.logs.newest_event_ms(job)
                 except Exception as exc:
                     log.warning("could not read logs of %s: %s", job, exc)
                     self.sup.counters.add(OBSERVATION_FAILURES)
-                    log_error = error_text(exc)
+                    log_error = error_text(exc, secrets)
             triage = gpu_lines + triage
         elif wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
             # before a job runs on the pool of an ending that named no host (domain/hosts.py)
@@ -249,7 +254,7 @@ class Observer:
         except Exception as exc:
             log.warning("retention read of %s failed: %s", run.checkpoint_uri, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
+            return None, error_text(exc, run_secrets(run))
 
     def _read_plan(self, run: Run, event: Event) -> tuple[PlanView | None, str | None]:
         """The run's training plan (domain/training_plans.py), when the decision wants it; a
@@ -264,7 +269,7 @@ class Observer:
         except Exception as exc:
             log.warning("could not read training plan %s: %s", arn, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
+            return None, error_text(exc, run_secrets(run))
 
     def _log_silence(self, run: Run) -> tuple[bool | None, int | None, str | None]:
         """Without a log subscription: (whether the training attempt wrote no log line for its
@@ -300,7 +305,7 @@ class Observer:
         except Exception as exc:  # an error is not silence
             log.warning("log-silence check of %s failed: %s", cur.job_name, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, None, error_text(exc)
+            return None, None, error_text(exc, run_secrets(run))
 
     def _confirm_silence(self, run: Run, windows: ConfirmWindows) -> tuple[LogCheck | None, str | None]:
         """What the job's training streams say about its heartbeat's silence (domain/heartbeat.py):
@@ -337,7 +342,7 @@ class Observer:
         except Exception as exc:
             log.warning("checkpoint activity under %s unknown: %s", run.checkpoint_uri, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc)
+            return None, error_text(exc, run_secrets(run))
 
     def _measure_write_time(self, run: Run, checkpoint: Checkpoint | None) -> Checkpoint | None:
         """A checkpoint the run has not seen before gets its write time measured (one listing),
@@ -374,7 +379,8 @@ class Observer:
         except Exception as exc:
             log.warning("could not read the host metrics of %s: %s", cur.job_name, exc)
             self.sup.counters.add(OBSERVATION_FAILURES)
-            return None, error_text(exc), (f"GPU metrics unavailable: {error_text(exc)}",), ()
+            error = error_text(exc, run_secrets(run))
+            return None, error, (f"GPU metrics unavailable: {error}",), ()
         by_host = gpu_summary(hosts)
         cpu_now = {m.host: max(m.cpu)[1] for m in hosts if m.cpu}
         threshold = run.policy.gpu_idle_percent * gpus_per_instance(cur.instance_type)

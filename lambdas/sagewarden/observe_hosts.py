@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from sagewarden.audit_text import error_text
+from sagewarden.audit_text import error_text, run_secrets
 from sagewarden.domain.endings import job_end_ms
 from sagewarden.domain.events import Event, JobObserved, Tick
 from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
@@ -49,13 +49,18 @@ def read_fingerprints(
     try:
         keep = fingerprint_keep(cur.instance_count)
         lines = sup.logs.matching_lines(
-            job, since - 60_000, FINGERPRINT_PATTERN, keep=keep, until_ms=since + FINGERPRINT_WINDOW_MS
+            job,
+            since - 60_000,
+            FINGERPRINT_PATTERN,
+            keep=keep,
+            until_ms=since + FINGERPRINT_WINDOW_MS,
+            secrets=run_secrets(run),
         )
         return lines, None
     except Exception as exc:  # unknown, not "no fingerprint"
         log.warning("could not read the fingerprints of %s: %s", job, exc)
         sup.counters.add(failures)
-        return (), error_text(exc)
+        return (), error_text(exc, run_secrets(run))
 
 
 def read_hardware_printers(
@@ -75,12 +80,12 @@ def read_hardware_printers(
     since = max(att.training_started_ms or att.created_ms or att.requested_at_ms, end - HARDWARE_WINDOW_MS)
     try:
         lines = sup.logs.matching_lines(
-            att.job_name, since, HARDWARE_PATTERN, keep=HARDWARE_LINES, newest=True
+            att.job_name, since, HARDWARE_PATTERN, keep=HARDWARE_LINES, newest=True, secrets=run_secrets(run)
         )
     except Exception as exc:
         log.warning("could not look for hardware lines of %s: %s", att.job_name, exc)
         sup.counters.add(failures)
-        return (), error_text(exc)
+        return (), error_text(exc, run_secrets(run))
     return hosts_in_tail(lines, att.instance_count), None
 
 
@@ -94,17 +99,18 @@ def read_scan(
         return None, None
     lines: list[str] = []
     since = cur.training_started_ms - 60_000
+    secrets = run_secrets(run)
     try:
         for pattern in (p for p in patterns if p not in SUPPLEMENTARY_PATTERNS):
             keep = fingerprint_keep(cur.instance_count) if pattern == FINGERPRINT_PATTERN else None
-            lines += sup.logs.matching_lines(cur.job_name, since, pattern, keep=keep)
+            lines += sup.logs.matching_lines(cur.job_name, since, pattern, keep=keep, secrets=secrets)
     except Exception as exc:  # unknown: nothing is judged, the next minute reads again
         log.warning("start-up scan of %s failed: %s", cur.job_name, exc)
         sup.counters.add(failures)
-        return None, error_text(exc)
+        return None, error_text(exc, run_secrets(run))
     for pattern in (p for p in patterns if p in SUPPLEMENTARY_PATTERNS):
         try:  # evidence only: a failure leaves the scan as the reads above make it
-            extra = sup.logs.matching_lines(cur.job_name, since, pattern, keep=MAX_EVIDENCE)
+            extra = sup.logs.matching_lines(cur.job_name, since, pattern, keep=MAX_EVIDENCE, secrets=secrets)
             lines += [line for line in extra if line not in lines]  # (a line both reads matched: once)
         except Exception as exc:
             log.warning("start-up scan of %s: %s could not be read: %s", cur.job_name, pattern, exc)
@@ -128,4 +134,4 @@ def read_steps(
     except Exception as exc:  # unknown: nothing is judged, the next read tries again
         log.warning("step lines of %s could not be read: %s", cur.job_name, exc)
         sup.counters.add(failures)
-        return None, error_text(exc)
+        return None, error_text(exc, run_secrets(run))

@@ -222,8 +222,12 @@ class HangAlarms(Protocol):
 
 
 class LogReader(Protocol):
-    # `first`: hosts (algo-N) to read before the others, so that a time budget never cuts them
-    def tail(self, job_name: str, lines: int, *, first: Sequence[str] = ...) -> tuple[str, ...]: ...
+    # `first`: hosts (algo-N) to read before the others, so that a time budget never cuts them;
+    # `secrets`: the run's secret values, scrubbed from every line before a line is clipped
+    # (domain/redaction.py; the reader scrubs what the patterns find in any case)
+    def tail(
+        self, job_name: str, lines: int, *, first: Sequence[str] = ..., secrets: Sequence[str] = ...
+    ) -> tuple[str, ...]: ...
     # a log event of the job's training streams at or after since_ms (and before until_ms, if given)
     def has_events_since(self, job_name: str, since_ms: int, *, until_ms: int | None = None) -> bool: ...
     # when the job (or one host, algo-<n>) last wrote a log event; None: none, or unknown
@@ -232,7 +236,9 @@ class LogReader(Protocol):
     def declared_phase_until(self, job_name: str, since_ms: int) -> int | None: ...
     # per-minute activity read from the logs (what the heartbeat metric would carry)
     def activity(self, job_name: str, start_ms: int, end_ms: int) -> tuple[tuple[int, float], ...]: ...
-    def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ...) -> tuple[str, ...]: ...
+    def host_triage(
+        self, job_name: str, now_ms: int, *, first: Sequence[str] = ..., secrets: Sequence[str] = ...
+    ) -> tuple[str, ...]: ...
     # lines matching a filter pattern since a time (and before `until_ms`, if given), `[algo-<n>]
     # ...` (domain/fabric.py, hosts.py): the first `keep` (None: the reader's own bound), or with
     # `newest` the last (stragglers.py)
@@ -245,6 +251,7 @@ class LogReader(Protocol):
         keep: int | None = None,
         newest: bool = False,
         until_ms: int | None = None,
+        secrets: Sequence[str] = ...,
     ) -> tuple[str, ...]: ...
 
 

@@ -41,9 +41,14 @@ from sagewarden.ports import (
 if TYPE_CHECKING:
     from sagewarden.settings import SupervisorSettings
 
+# a listing under readScope=owner reads at most this many pages of the store per request: a page
+# may then hold fewer runs than asked for (even none) with a next cursor to follow
+LIST_SCAN_PAGES = 10
+
 
 class RunNotFound(Exception):
-    pass
+    """No such run -- or, under readScope=owner, none the caller may see (the same answer: a run
+    of someone else's is not told to exist)."""
 
 
 class RunFinished(Exception):
@@ -171,9 +176,7 @@ class RunRequests:
         """Cancel a run. `admins`: the deployment's admin principals; given (the API always
         gives them), only the run's owner or an admin may cancel (NotRunOwner otherwise); None
         is for callers inside the deployment, which are trusted."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
+        run = self._visible(self.store.get(run_id), run_id, by, admins)
         if admins is not None and not may_change(run.owner, by, admins):
             raise NotRunOwner(run, by, "cancel")
         if run.status.terminal:
@@ -185,9 +188,7 @@ class RunRequests:
         """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
         with fresh restart and wall-clock budgets. Audited like every decision. `admins`: as
         for `cancel`."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
+        run = self._visible(self.store.get(run_id), run_id, by, admins)
         if admins is not None and not may_change(run.owner, by, admins):
             raise NotRunOwner(run, by, "resume")
         if run.status not in RESUMABLE:
@@ -210,21 +211,58 @@ class RunRequests:
         # fit) says why in its outcome: the resume itself happened, so it is not refused
         return self.store.get(run_id, all_attempts=True) or after
 
-    def get(self, run_id: str) -> Run:
-        run = self.store.get(run_id, all_attempts=True)
-        if run is None:
+    # -- reads: `reader` and `admins` as the API gives them (None: a caller inside the deployment)
+    def _scoped(self, reader: str | None, admins: Sequence[str] | None) -> bool:
+        """True when `reader` sees only the runs it owns (readScope=owner, not an admin)."""
+        if reader is None or admins is None or self.settings.read_scope != "owner":
+            return False
+        return not is_admin(reader, admins)
+
+    def _visible(self, run: Run | None, run_id: str, reader: str | None, admins: Sequence[str] | None) -> Run:
+        """The run, if it exists and `reader` may see it; RunNotFound otherwise (the same answer)."""
+        if run is None or (self._scoped(reader, admins) and not may_change(run.owner, reader or "", ())):
             raise RunNotFound(run_id)
         return run
 
-    def list_runs(self, status: str | None, limit: int, cursor: str | None) -> Page:
-        return self.store.list_runs(status, limit, cursor)
+    def get(self, run_id: str, *, reader: str | None = None, admins: Sequence[str] | None = None) -> Run:
+        return self._visible(self.store.get(run_id, all_attempts=True), run_id, reader, admins)
 
-    def events(self, run_id: str, limit: int, cursor: str | None) -> Page:
+    def list_runs(
+        self,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+        *,
+        reader: str | None = None,
+        admins: Sequence[str] | None = None,
+    ) -> Page:
+        """A page of runs, newest first. Under readScope=owner only the reader's own (an admin's:
+        all): store pages are read until `limit` own runs are found, the listing ends, or
+        LIST_SCAN_PAGES pages were read; each store page asks for no more runs than are still
+        wanted, so the cursor returned resumes exactly after the last run read."""
+        if not self._scoped(reader, admins):
+            return self.store.list_runs(status, limit, cursor)
+        found: list[Run] = []
+        for _ in range(LIST_SCAN_PAGES):
+            page = self.store.list_runs(status, limit - len(found), cursor)
+            found += [r for r in page.items if may_change(r.owner, reader or "", ())]
+            cursor = page.cursor
+            if cursor is None or len(found) >= limit:
+                break
+        return Page(found, cursor)
+
+    def events(
+        self,
+        run_id: str,
+        limit: int,
+        cursor: str | None,
+        *,
+        reader: str | None = None,
+        admins: Sequence[str] | None = None,
+    ) -> Page:
         """A page of the run's audit trail, redacted (entries written before redaction existed
         included): the values of the run's secret-looking keys never leave the table."""
-        run = self.store.get(run_id)
-        if run is None:
-            raise RunNotFound(run_id)
+        run = self._visible(self.store.get(run_id), run_id, reader, admins)
         page = self.store.list_audit(run_id, limit, cursor)
         secrets = run_secrets(run)
         return Page([redacted_entry(e, secrets) for e in page.items], page.cursor)

@@ -28,6 +28,8 @@ from sagewarden.audit_text import (
     event_detail,
     redacted_alert,
     redacted_entry,
+    redacted_event,
+    redacted_observations,
     run_secrets,
 )
 from sagewarden.aws_events import AwsEvents
@@ -216,13 +218,16 @@ class Supervisor(RunRequests, AwsEvents):
                 log.warning("event %s for unknown run %s", event_name(event), run_id)
                 return None
             now = self.clock()
+            # scrubbed before anything cuts it: decide quotes, bounds and stores what it is given
+            secrets = run_secrets(run)
+            event = redacted_event(event, secrets)
             if isinstance(event, _CHEAP_FIRST):
                 first = decide(run, event, now, run.policy, self.deployment_facts)
                 if first.ignored is not None and not first.actions:
                     self.counters.add(EVENTS_IGNORED)
                     log.info("%s for %s ignored: %s", event_name(event), run_id, first.ignored)
                     return run, first, []
-            obs = self.observer.observe(run, event)
+            obs = redacted_observations(self.observer.observe(run, event), secrets)
             decision = decide(run, event, now, run.policy, obs)
             due = next_due_ms(decision.run, now, self.reconcile_interval_ms(decision.run))
             if decision.ignored is not None and not decision.actions:
@@ -245,7 +250,6 @@ class Supervisor(RunRequests, AwsEvents):
                     },
                 ),
             ]
-            secrets = run_secrets(run)
             entries = [redacted_entry(e, secrets) for e in entries]
             version = run.version + 1
             outbox = [
@@ -345,6 +349,7 @@ class Supervisor(RunRequests, AwsEvents):
         entries: list[AuditEntry] = []
         released: list[AnnounceCapacityReleased] = []
         messages = iter(outbox)
+        secrets = run_secrets(run)
         for action in actions:
             now = self.clock()
             try:
@@ -362,12 +367,11 @@ class Supervisor(RunRequests, AwsEvents):
                     AuditEntry(
                         now,
                         "error",
-                        f"{type(action).__name__} failed: {error_text(exc)}",
+                        f"{type(action).__name__} failed: {error_text(exc, secrets)}",
                         action_detail(action),
                     )
                 )
         if entries:
-            secrets = run_secrets(run)
             try:
                 self.store.append_audit(
                     run.run_id, run.version, [redacted_entry(e, secrets) for e in entries]

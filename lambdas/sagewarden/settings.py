@@ -17,3 +17,6 @@ class SupervisorSettings:
     # the deployment grants checkpoint retention's S3 writes (-c checkpointRetention=true)
     checkpoint_retention: bool = False
     region: str = ""  # for the console links in alerts (none when empty)
+    # who may list and read runs through the API: "all" callers, or only a run's "owner" and the
+    # admins (readScope; anyone else is answered as if the run did not exist)
+    read_scope: str = "all"

@@ -32,7 +32,7 @@ KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-123456
 TABLE_KEY = "arn:aws:kms:us-east-1:123456789012:key/abcd1234-12ab-34cd-56ef-0987654321ab"
 ADMIN_ROLE = "arn:aws:iam::123456789012:role/platform/PlatformAdmin"
 # The opt-ins: the account-wide API Gateway CloudWatch role, an SSE-KMS checkpoint bucket, admins,
-# a customer-managed table key and reserved concurrency.
+# a customer-managed table key, reserved concurrency, checkpoint retention and reads scoped to owners.
 OPT_IN_CONTEXT: dict[str, Any] = {
     "allowedRoleArns": [ROLE_A],
     "checkpointBuckets": ["team-checkpoints"],
@@ -43,6 +43,7 @@ OPT_IN_CONTEXT: dict[str, Any] = {
     "tableKmsKeyArn": TABLE_KEY,
     "reservedConcurrency": "true",
     "checkpointRetention": True,
+    "readScope": "owner",
 }
 # A region without an API Gateway CloudWatch role, and the account setting left alone.
 NO_API_LOGS_CONTEXT: dict[str, Any] = {"allowedRoleArns": [ROLE_A], "apiLogging": False}

@@ -84,6 +84,13 @@ def test_the_example_app_synthesizes_with_the_installed_construct(installed: Pat
     # the job prefix the platform team chose scopes the event rules
     rules = [r for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
     assert any("plat-" in json.dumps(r["Properties"].get("EventPattern", {})) for r in rules)
+    # two supervisors in the one stack: each heartbeat subscription carries its job prefix
+    filters = sorted(
+        r["Properties"]["FilterName"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Logs::SubscriptionFilter"
+    )
+    assert filters == ["TrainingPlatform-plat-heartbeat", "TrainingPlatform-rsch-heartbeat"]
 
     # the Lambda asset is the installed package: the same modules as the repository's, nothing else
     assets = [p for p in out.glob("asset.*") if (p / "sagewarden").is_dir()]

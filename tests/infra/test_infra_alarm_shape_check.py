@@ -67,6 +67,12 @@ def test_alarm_shape_check_role_may_only_put_tag_and_delete_its_throwaway_alarms
         "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
         f"{prefix}{keys.SHAPE_CHECK_NAME_PART}*"
     ]
+    # a failed invocation goes to the stack's dead-letter queue (the queue alone)
+    queue_id, _ = synth_any.one("AWS::SQS::Queue")
+    dead_letters = [s for s in others if any(a.startswith("sqs:") for a in as_list(s["Action"]))]
+    assert [s["Resource"] for s in dead_letters] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
+    assert "sqs:SendMessage" in as_list(dead_letters[0]["Action"])
+    others = [s for s in others if s not in dead_letters]
     # nothing else but writing its own log group (no X-Ray, no table, no SageMaker)
     assert {a for s in others for a in as_list(s["Action"])} == {"logs:CreateLogStream", "logs:PutLogEvents"}
     (log_group_id,) = [k for k in synth_any.resources("AWS::Logs::LogGroup") if "AlarmShapeCheck" in k]

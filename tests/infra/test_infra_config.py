@@ -221,3 +221,64 @@ def test_config_checkpoint_retention_is_off_by_default_and_needs_named_buckets()
     assert on.checkpoint_retention is True
     with pytest.raises(ConfigError, match="checkpointRetention needs checkpointBuckets"):
         SupervisorConfig.from_mapping({"checkpointRetention": True})
+
+
+@pytest.mark.parametrize(
+    ("environment", "why"),
+    [
+        pytest.param({"HF_TOKEN": "hf_value"}, "the key looks like it names a secret", id="a TOKEN key"),
+        pytest.param({"DB_PASS": "hunter22"}, "the key looks like it names a secret", id="a PASS key"),
+        pytest.param({"GITHUB_PAT": "pat-value-1"}, "the key looks like it names a secret", id="a PAT key"),
+        pytest.param(
+            {"MODEL": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"},
+            "the value looks like a secret",
+            id="a token under a plain key",
+        ),
+        pytest.param(
+            {"DATABASE_URL": "postgres://app:pw@db:5432/x"},
+            "the value looks like a secret",
+            id="a URL's password",
+        ),
+    ],
+)
+def test_config_refuses_a_secret_in_policy_defaults_environment(
+    environment: dict[str, str], why: str
+) -> None:
+    # policyDefaults goes into every function's environment in plain text (ENV_POLICY_DEFAULTS)
+    key = next(iter(environment))
+    with pytest.raises(ConfigError) as caught:
+        SupervisorConfig.from_mapping({"policyDefaults": {"environment_defaults": environment}})
+    message = str(caught.value)
+    assert message.startswith(f"policyDefaults.environment_defaults.{key}: {why}")
+    assert "Secrets Manager" in message and "every function's environment" in message
+    assert environment[key] not in message  # the refusal does not print the value either
+
+
+def test_config_accepts_plain_environment_defaults_and_secret_references() -> None:
+    reference = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ml/hf-token-AbCdEf"
+    config = SupervisorConfig.from_mapping(
+        {"policyDefaults": {"environment_defaults": {"NCCL_DEBUG": "WARN", "HF_TOKEN_SECRET_ARN": reference}}}
+    )
+    assert config.policy_defaults["environment_defaults"]["HF_TOKEN_SECRET_ARN"] == reference
+
+
+def test_the_construct_refuses_a_secret_in_policy_defaults_at_synth() -> None:
+    from aws_cdk import App, Stack
+
+    from infra.library import SagewardenSupervisor
+
+    stack = Stack(App(), "Platform")
+    with pytest.raises(ConfigError, match=r"environment_defaults\.WANDB_API_KEY"):
+        SagewardenSupervisor(
+            stack,
+            "Supervisor",
+            allowed_role_arns=["arn:aws:iam::123456789012:role/training"],
+            policy_defaults={"environment_defaults": {"WANDB_API_KEY": "0123456789abcdef"}},
+        )
+
+
+def test_config_read_scope_is_all_by_default_owner_on_request_and_nothing_else() -> None:
+    assert SupervisorConfig.from_mapping({}).read_scope == "all"
+    assert SupervisorConfig.from_mapping({"readScope": "owner"}).read_scope == "owner"
+    with pytest.raises(ConfigError, match="readScope: one of all, owner, got 'owners'"):
+        SupervisorConfig.from_mapping({"readScope": "owners"})

@@ -175,6 +175,50 @@ def test_every_accepted_checkov_finding_has_a_one_line_reason_and_the_fixed_ones
     assert "CKV_AWS_158" not in ids
 
 
+def test_the_dead_letter_reason_holds_every_function_but_the_api_sends_failures_to_the_queue(
+    synth_each: SynthResult,
+) -> None:
+    """.checkov.yaml accepts CKV_AWS_116 (no DeadLetterConfig) because every asynchronous function,
+    the deploy-time helpers included, has an invoke config whose on-failure destination is the DLQ."""
+    queue_id, _ = synth_each.one("AWS::SQS::Queue")
+    destinations = {
+        c["Properties"]["FunctionName"]["Ref"]: c["Properties"].get("DestinationConfig")
+        for c in synth_each.resources("AWS::Lambda::EventInvokeConfig").values()
+    }
+    api_id, _ = synth_each.function_by_handler(keys.HANDLER_API)
+    functions = set(synth_each.resources("AWS::Lambda::Function")) - {api_id}
+    assert synth_each.function_by_handler(keys.HANDLER_ALARM_SHAPE_CHECK)[0] in functions
+    for function_id in functions:
+        assert destinations.get(function_id) == {
+            "OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}
+        }, function_id
+
+
+def test_the_environment_reason_holds_no_function_environment_holds_a_secret(synth_each: SynthResult) -> None:
+    """.checkov.yaml accepts CKV_AWS_173 (environment without a customer key) because no function's
+    environment holds a secret: no secret-looking name, no value that looks secret by itself."""
+    from sagewarden.domain.redaction import secret_key, secret_text
+
+    for function_id, function in synth_each.resources("AWS::Lambda::Function").items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        for name, value in variables.items():
+            assert not secret_key(name), (function_id, name)
+            if isinstance(value, str):
+                assert not secret_text(value), (function_id, name)
+
+
+def test_read_scope_reaches_the_api_function_alone(
+    synth_default: SynthResult, synth_opt_in: SynthResult
+) -> None:
+    for synth, scope in ((synth_default, "all"), (synth_opt_in, "owner")):
+        for function_id, function in synth.resources("AWS::Lambda::Function").items():
+            env = function["Properties"].get("Environment", {}).get("Variables", {})
+            if function["Properties"].get("Handler") == keys.HANDLER_API:
+                assert env[keys.ENV_READ_SCOPE] == scope
+            else:
+                assert keys.ENV_READ_SCOPE not in env, function_id
+
+
 def test_checkpoint_retention_writes_are_opt_in_and_the_sweeps_alone(
     synth_default: SynthResult, synth_opt_in: SynthResult
 ) -> None:

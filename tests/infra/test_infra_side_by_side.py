@@ -144,8 +144,8 @@ def test_two_deployments_name_no_resource_alike(pair: tuple[SynthResult, SynthRe
     a, b = pair
     names_a, names_b = _physical_names(a), _physical_names(b)
 
-    assert {f"{constants.STACK_ID}-heartbeat", "sagewarden-sw-${AWS::Region}"} <= names_a
-    assert {"SagewardenTeamB-heartbeat", "sagewarden-tb-${AWS::Region}"} <= names_b
+    assert {f"{constants.STACK_ID}-sw-heartbeat", "sagewarden-sw-${AWS::Region}"} <= names_a
+    assert {"SagewardenTeamB-tb-heartbeat", "sagewarden-tb-${AWS::Region}"} <= names_b
     assert (names_a & names_b) - SHARED_NAMES == set()
     for synth, prefix in ((a, "sw"), (b, "tb")):
         for function in synth.resources("AWS::Lambda::Function").values():
@@ -160,3 +160,43 @@ def test_the_template_file_is_named_after_the_stack() -> None:
 
     assert template_file(None) == f"{constants.STACK_ID}.template.json"
     assert template_file({"stackName": "SagewardenTeamB"}) == "SagewardenTeamB.template.json"
+
+
+def test_two_supervisors_in_one_stack_name_no_resource_alike() -> None:
+    # the construct library: a platform team's stack with two supervisors (examples/platform-app)
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from infra.library import SagewardenSupervisor
+
+    stack = Stack(App(), "TrainingPlatform")
+    for construct_id, prefix in (("Supervisor", "plat"), ("ResearchSupervisor", "rsch")):
+        SagewardenSupervisor(stack, construct_id, allowed_role_arns=[ROLE_A], job_prefix=prefix)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+
+    names: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                text = _text(item) if key in PHYSICAL_NAMES and isinstance(item, str | dict) else ""
+                if text and "${" not in text.replace("${AWS::", ""):
+                    names.append(text)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for resource in resources.values():
+        walk(resource.get("Properties", {}))
+    filters = sorted(
+        r["Properties"]["FilterName"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Logs::SubscriptionFilter"
+    )
+    assert filters == [
+        keys.heartbeat_filter_name("TrainingPlatform", "plat"),
+        keys.heartbeat_filter_name("TrainingPlatform", "rsch"),
+    ]
+    repeated = sorted({n for n in names if names.count(n) > 1} - SHARED_NAMES)
+    assert repeated == [], repeated

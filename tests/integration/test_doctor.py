@@ -162,6 +162,12 @@ def test_doctor_runs_as_a_module_with_help() -> None:
 def test_doctor_names_match_the_infrastructure() -> None:
     assert doctor.STACK_NAME == constants.STACK_ID
     assert doctor.TRAINING_LOG_GROUP == keys.TRAINING_LOG_GROUP
+    from sagewarden_cli import doctor_settings
+
+    assert doctor_settings.HEARTBEAT_FILTER.format(stack="S", prefix="tb") == keys.heartbeat_filter_name(
+        "S", "tb"
+    )
+    assert doctor_settings.LEGACY_HEARTBEAT_FILTER.format(stack="S") == keys.legacy_heartbeat_filter_name("S")
 
 
 # --- credentials and region -------------------------------------------------------------------------
@@ -497,9 +503,26 @@ def test_doctor_one_slot_taken_or_our_own_filter_is_fine(session: boto3.Session)
     _subscribe(session, "team-datadog")
     assert "1 of 2" in only(preflight(session).check_log_subscription()).message
 
-    _subscribe(session, f"{constants.STACK_ID}-heartbeat")  # a redeploy: our filter keeps its slot
+    _subscribe(session, keys.heartbeat_filter_name(constants.STACK_ID, "sw"))  # a redeploy keeps its slot
     finding = only(preflight(session).check_log_subscription())
     assert finding.level == OK and "already in place" in finding.message
+
+
+def test_doctor_a_renamed_heartbeat_subscription_needs_a_free_slot_for_a_moment(
+    session: boto3.Session,
+) -> None:
+    # a stack deployed before the filter's name carried the job prefix: CloudFormation creates the
+    # renamed filter first and deletes the old one after, so both hold a slot for a moment
+    legacy = keys.legacy_heartbeat_filter_name(constants.STACK_ID)
+    _subscribe(session, legacy)
+    finding = only(preflight(session).check_log_subscription())
+    assert finding.level == OK and f"{legacy} is renamed" in finding.message
+
+    _subscribe(session, "team-datadog")
+    finding = only(preflight(session).check_log_subscription())
+    assert finding.level == FAIL
+    assert keys.heartbeat_filter_name(constants.STACK_ID, "sw") in finding.message
+    assert "team-datadog" in finding.message and "-c logSubscription=false" in finding.message
 
 
 def test_doctor_full_slots_do_not_matter_without_the_subscription(session: boto3.Session) -> None:

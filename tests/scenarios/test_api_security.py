@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.account import BUCKET, CALLER, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from drill.sim.model import Fault, JobProfile
 from sagewarden import keys
@@ -347,3 +349,115 @@ def _advance(acct, minutes):
     while (t := world.next_time(sweeping=True)) is not None and t <= target:
         world.step(t, sweeping=lambda: True)
     acct.sagemaker.advance(target)
+
+
+# --- readScope=owner: reads scoped to the owner and the admins (issue 32 item 10) --------------------
+
+BOB_SESSION = f"arn:aws:sts::{ACCT}:assumed-role/vision-team/bob@example.com"
+
+
+def _owner_scoped(template: dict[str, Any]) -> dict[str, Any]:
+    """The drill's template as `-c readScope=owner` synthesizes it (the API function is told)."""
+    scoped = copy.deepcopy(template)
+    for res in scoped["Resources"].values():
+        if (
+            res.get("Type") == "AWS::Lambda::Function"
+            and res["Properties"].get("Handler") == keys.HANDLER_API
+        ):
+            res["Properties"]["Environment"]["Variables"][keys.ENV_READ_SCOPE] = "owner"
+    return scoped
+
+
+@pytest.fixture
+def scoped(template, monkeypatch):
+    with LocalAccount(_owner_scoped(template), store="memory") as account:
+        monkeypatch.setenv(keys.ENV_ADMIN_ROLE_ARNS, json.dumps([ADMIN_ROLE]))
+        yield account
+
+
+def test_under_read_scope_owner_another_principal_meets_every_run_route_as_404(scoped):
+    rid = _submit(scoped, TEAM_SESSION_1)["run_id"]
+    missing = "01KE5Q86000000000000000000"
+    _, nothing = scoped.api("GET", f"/runs/{missing}", caller_arn=BOB_SESSION)
+    for method, path in (
+        ("GET", f"/runs/{rid}"),
+        ("GET", f"/runs/{rid}/events"),
+        ("POST", f"/runs/{rid}/cancel"),
+    ):
+        status, body = scoped.api(method, path, caller_arn=BOB_SESSION)
+        assert status == 404, (method, path, body)
+        assert body == {"message": nothing["message"].replace(missing, rid)}  # as a run that does not exist
+    assert scoped.api("GET", "/runs", caller_arn=BOB_SESSION)[1]["runs"] == []
+    # the owner (any session of its role) and the admins read, list and change it
+    assert scoped.api("GET", f"/runs/{rid}", caller_arn=TEAM_SESSION_2)[0] == 200
+    assert [r["run_id"] for r in scoped.api("GET", "/runs", caller_arn=TEAM_SESSION_2)[1]["runs"]] == [rid]
+    assert [r["run_id"] for r in scoped.api("GET", "/runs", caller_arn=ADMIN_SESSION)[1]["runs"]] == [rid]
+    assert scoped.api("GET", f"/runs/{rid}/events", caller_arn=ADMIN_SESSION)[0] == 200
+    assert scoped.api("POST", f"/runs/{rid}/cancel", caller_arn=TEAM_SESSION_2)[0] == 202
+    _advance(scoped, 15)
+    assert scoped.api("POST", f"/runs/{rid}/resume", caller_arn=BOB_SESSION)[0] == 404
+    assert scoped.api("GET", f"/runs/{rid}", caller_arn=TEAM_SESSION_1)[1]["status"] == "CANCELLED"
+    assert scoped.api("POST", f"/runs/{rid}/resume", caller_arn=ADMIN_SESSION)[0] == 202
+
+
+def test_under_read_scope_owner_a_listing_shows_only_the_callers_runs_across_pages(scoped):
+    mine, theirs = [], []
+    for i in range(5):
+        caller, bucket = (BOB_SESSION, theirs) if i % 2 else (TEAM_SESSION_1, mine)
+        bucket.append(_submit(scoped, caller, _body(f"run-{i}"))["run_id"])
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        query = {"limit": "1", **({"cursor": cursor} if cursor else {})}
+        status, page = scoped.api("GET", "/runs", query=query, caller_arn=BOB_SESSION)
+        assert status == 200 and len(page["runs"]) <= 1
+        seen += [r["run_id"] for r in page["runs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(theirs)
+    everything = scoped.api("GET", "/runs", query={"limit": "100"}, caller_arn=ADMIN_SESSION)[1]["runs"]
+    assert sorted(r["run_id"] for r in everything) == sorted(mine + theirs)
+
+
+def test_the_cli_lists_and_reads_only_its_own_runs_under_read_scope_owner(scoped, capsys):
+    other = _submit(scoped, TEAM_SESSION_1, _body("not-mine"))["run_id"]
+    own = _submit(scoped, CALLER, _body("mine"))["run_id"]  # the CLI's own identity
+    cli = CliHarness(scoped, capsys)
+    listed = cli.cli("ls")
+    assert listed.code == 0 and own in listed.out and other not in listed.out and "not-mine" not in listed.out
+    got = cli.cli("get", other)
+    assert got.code != 0 and f"no run with id {other}" in got.err  # as for a run that does not exist
+
+
+def test_no_error_names_another_principals_session(acct):
+    # the owner signed as a session named after her e-mail address; the caller is someone else
+    rid = _submit(acct, TEAM_SESSION_1)["run_id"]
+    status, body = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=BOB_SESSION)
+    assert status == 403
+    assert (
+        f"arn:aws:iam::{ACCT}:role/ml-team" in body["message"] and "alice@example.com" not in body["message"]
+    )
+    assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=TEAM_SESSION_1)[0] == 202
+    _advance(acct, 15)
+    status, body = acct.api("POST", f"/runs/{rid}/resume", caller_arn=BOB_SESSION)
+    assert status == 403 and "alice@example.com" not in json.dumps(body)
+    # a live run of hers holds the name: the 409 names the run, not who submitted it
+    _submit(acct, TEAM_SESSION_1, _body("llama-70b"))
+    status, body = acct.api("POST", "/runs", body=_body("llama-70b"), caller_arn=BOB_SESSION)
+    assert status == 409 and "alice@example.com" not in json.dumps(body) and "ml-team" not in json.dumps(body)
+
+
+def test_under_read_scope_owner_a_listing_reads_a_bounded_number_of_pages_per_request(scoped):
+    from sagewarden.run_requests import LIST_SCAN_PAGES
+
+    bobs = _submit(scoped, BOB_SESSION, _body("bobs-run"))["run_id"]  # the oldest: listed last
+    _advance(scoped, 1)
+    for i in range(LIST_SCAN_PAGES + 1):
+        _submit(scoped, TEAM_SESSION_1, _body(f"alices-{i}"))
+    status, first = scoped.api("GET", "/runs", query={"limit": "1"}, caller_arn=BOB_SESSION)
+    assert status == 200 and first["runs"] == [] and first["next_cursor"]  # none yet: follow the cursor
+    _, second = scoped.api(
+        "GET", "/runs", query={"limit": "1", "cursor": first["next_cursor"]}, caller_arn=BOB_SESSION
+    )
+    assert [r["run_id"] for r in second["runs"]] == [bobs]

@@ -674,7 +674,9 @@ class FakeLogs:
     def write(self, job: str, line: str) -> None:
         self.lines[job].append((self.world.now(), line))
 
-    def tail(self, job_name: str, lines: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
+    def tail(
+        self, job_name: str, lines: int, *, first: Sequence[str] = (), secrets: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         return tuple(text for _, text in self.lines.get(job_name, [])[-lines:])
 
     def has_events_since(self, job_name: str, since_ms: int, *, until_ms: int | None = None) -> bool:
@@ -706,6 +708,7 @@ class FakeLogs:
         keep: int | None = None,
         newest: bool = False,
         until_ms: int | None = None,
+        secrets: Sequence[str] = (),
     ) -> tuple[str, ...]:
         phrase = pattern.strip('"')
         return tuple(
@@ -714,7 +717,9 @@ class FakeLogs:
             if at >= since_ms and (until_ms is None or at < until_ms) and phrase in text
         )
 
-    def host_triage(self, job_name: str, now_ms: int, *, first: Sequence[str] = ()) -> tuple[str, ...]:
+    def host_triage(
+        self, job_name: str, now_ms: int, *, first: Sequence[str] = (), secrets: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         last = self.lines.get(job_name)
         return (f"algo-1: last log line {(now_ms - last[-1][0]) / 60_000:.0f} min ago",) if last else ()
 

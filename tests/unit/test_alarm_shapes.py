@@ -439,3 +439,34 @@ def test_alarm_shape_check_handler_answers_failed_when_the_check_breaks(
     answer = json.loads(body)
     assert answer["Status"] == "FAILED"
     assert answer["Reason"] == "the alarm-shape check failed: RuntimeError: no client today"
+
+
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        pytest.param("client", id="the CloudWatch client cannot be built"),
+        pytest.param("check", id="the check itself raises"),
+    ],
+)
+def test_alarm_shape_check_handler_answers_success_to_a_delete_whatever_breaks(
+    aws: None, response_url: Any, monkeypatch: pytest.MonkeyPatch, breaks: str
+) -> None:
+    # a FAILED delete leaves the stack unable to delete (or to finish an update that replaced the
+    # resource); the check keeps nothing that would need deleting
+    url, received = response_url
+    event = copy.deepcopy(_event("cloudformation_custom_resource_delete.json"))
+    event["ResponseURL"] = url
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no client today")
+
+    monkeypatch.setattr(composition, "cloudwatch_client", broken)
+    if breaks == "check":
+        monkeypatch.setattr(alarm_shapes, "on_event", broken)
+    result = check_alarm_shapes.handler(event, _Context())
+
+    ((_, body),) = received
+    answer = json.loads(body)
+    assert result["Status"] == answer["Status"] == "SUCCESS"
+    assert answer["PhysicalResourceId"] == event["PhysicalResourceId"]
+    assert (answer["StackId"], answer["RequestId"]) == (event["StackId"], event["RequestId"])

@@ -50,7 +50,7 @@ def test_the_hardware_lines_of_the_last_half_hour_name_their_printer_first() -> 
     assert read_hardware_printers(_sup(logs, end + 60_000), run, event, "failures") == (("algo-250",), None)
     ((job, since, pattern, kw),) = logs.calls
     assert job == run.current.job_name and pattern == HARDWARE_PATTERN
-    assert since == end - 30 * 60_000 and kw == {"keep": HARDWARE_LINES, "newest": True}
+    assert since == end - 30 * 60_000 and kw == {"keep": HARDWARE_LINES, "newest": True, "secrets": ()}
 
 
 def test_a_failed_hardware_read_is_counted_names_nobody_and_says_why() -> None:
@@ -110,8 +110,8 @@ def test_the_socket_only_read_adds_evidence_and_its_failure_leaves_the_scan_as_i
     lines, error = read_scan(_sup(ok, 0), run, Tick(), "f")
     assert error is None and lines == (line,)  # matched by both reads, listed once (the alert's evidence)
     assert [(c[2], c[3]) for c in ok.calls] == [
-        (TRANSPORT_PATTERN, {"keep": None}),
-        (SOCKET_PATTERN, {"keep": 5}),
+        (TRANSPORT_PATTERN, {"keep": None, "secrets": ()}),
+        (SOCKET_PATTERN, {"keep": 5, "secrets": ()}),
     ]
     failing = _Logs((line,), TimeoutError("budget"), fails=SOCKET_PATTERN)
     sup = _sup(failing, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagewarden.domain.ownership import may_change, principal, same_principal
+from sagewarden.domain.ownership import may_change, principal, same_principal, shown_principal
 from sagewarden.domain.redaction import REDACTED, redact, scrub_text, secret_key, secret_values
 
 A = "123456789012"
@@ -107,3 +107,20 @@ def test_redact_hides_secret_keys_in_secret_maps_and_secret_values_everywhere():
 def test_a_secret_that_contains_another_is_replaced_whole():
     secrets = secret_values({"Environment": {"A_TOKEN": "abcdefgh", "B_TOKEN": "abcdefgh-longer"}})
     assert scrub_text("x abcdefgh-longer y abcdefgh", secrets) == f"x {REDACTED} y {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    ("arn", "shown"),
+    [
+        (
+            f"arn:aws:sts::{A}:assumed-role/AWSReservedSSO_ML_1a2b/alice@example.com",
+            f"arn:aws:iam::{A}:role/AWSReservedSSO_ML_1a2b",
+        ),
+        (f"arn:aws:iam::{A}:role/team/ml", f"arn:aws:iam::{A}:role/team/ml"),
+        (f"arn:aws:iam::{A}:user/carol", f"arn:aws:iam::{A}:user/carol"),
+        (f"arn:aws:sts::{A}:federated-user/eve@example.com", f"a principal of account {A}"),
+        ("AROAEXAMPLE:alice@example.com", "another principal"),
+    ],
+)
+def test_an_error_shows_another_principal_by_identity_never_by_session(arn, shown):
+    assert shown_principal(arn) == shown

@@ -745,6 +745,31 @@ def test_sim_algorithm_error_writes_log_lines_before_failing(
     assert seen_in_logs[-2:] == list(lines)
 
 
+def test_sim_script_error_quotes_the_command_with_the_hyperparameters_in_at_most_1024_characters(
+    sim: SimSageMaker,
+) -> None:
+    # the training toolkit passes each hyperparameter as `--name value` (sorted) and its script error
+    # quotes the command; DescribeTrainingJob's FailureReason holds at most 1,024 characters (how
+    # SageMaker shortens a longer one is not documented: cut, no marker)
+    sim.inject(Fault(kind="algorithm_error", run="r1", after_training_min=5))
+    req = request("job-a01")
+    req["HyperParameters"] = {"lr": "0.001", "hf_token": "hf-value-1", "b": "2"}
+    sim.create_training_job(**req)
+    drain(sim)
+    short = sim.job("job-a01").failure_reason or ""
+    assert short.endswith('train.py -b 2 --hf_token hf-value-1 --lr 0.001", exit code: 1')
+    assert sim.describe_training_job(TrainingJobName="job-a01")["FailureReason"] == short
+
+    sim.inject(Fault(kind="algorithm_error", run="r2", after_training_min=5))
+    req = request("job-b01", run="r2")
+    before_data = len(short) - len(' -b 2 --hf_token hf-value-1 --lr 0.001", exit code: 1') + len(" --data ")
+    req["HyperParameters"] = {"data": "d" * (1010 - before_data - len(" --hf_token ")), "hf_token": "v" * 30}
+    sim.create_training_job(**req)
+    drain(sim)
+    cut = sim.job("job-b01").failure_reason or ""
+    assert len(cut) == 1024 and cut.endswith(" --hf_token " + "v" * 14)  # the value's head, no marker
+
+
 def test_sim_half_written_checkpoint_left_without_marker(sim: SimSageMaker, s3: Any) -> None:
     sim.inject(Fault(kind="hardware", after_training_min=150, half_written_checkpoint=True))
     training_job(sim, "job-a01")

@@ -25,6 +25,10 @@ best-scoring line and one best-scoring line of every other error-looking host (i
 order, up to half the room left), then the newest lines overall; it is returned in time order,
 followed (jobs with several hosts) by one `[sagewarden] first error-looking line: ...` line
 so a reader that keeps only the last few lines still sees it.
+
+Secrets never reach a clip: each event's message is scrubbed (domain/redaction.py: the run's secret
+values the caller passes, and what the patterns find) before it is cut to LINE_MAX_BYTES, so a
+secret that straddles the cut leaves no head behind.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from sagewarden.domain.bounded import clip_text
 from sagewarden.domain.cadence import activity_per_minute, phase_cover
 from sagewarden.domain.hosts import FINGERPRINT_MIN_LINES
 from sagewarden.domain.names import training_stream
+from sagewarden.domain.redaction import scrub_text
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +148,10 @@ class CloudWatchLogsReader:
         self._clock = clock
         # the newest read of one job, (job, when, limit, result): a hang's triage right after its
         # tail reuses it instead of reading every host again (250 hosts = 250 GetLogEvents)
-        self._recent: tuple[str, float, int, tuple[list[_Read], list[tuple[str, str]], _Listing]] | None = (
-            None
-        )
+        self._recent: (
+            tuple[str, float, int, tuple[str, ...], tuple[list[_Read], list[tuple[str, str]], _Listing]]
+            | None
+        ) = None
 
     # -- listing ------------------------------------------------------------------------------
     def _hosts(self, job_name: str, deadline: float) -> _Listing:
@@ -199,25 +205,32 @@ class CloudWatchLogsReader:
         return sorted(resp.get("events", []), key=lambda e: int(e["timestamp"]))
 
     def _read_hosts(
-        self, job_name: str, limit: int, deadline: float, first: Sequence[str] = ()
+        self,
+        job_name: str,
+        limit: int,
+        deadline: float,
+        first: Sequence[str] = (),
+        secrets: Sequence[str] | None = (),
     ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
         """Read up to `limit` newest events of every host until the deadline, the hosts named in
         `first` (suspects, e.g. the idle ones) before the others. Returns what was read, the hosts
         not read with why, and the listing. A read of the same job at least as deep, made less than
-        REUSE_S ago, is reused."""
-        recent = self._recent
+        REUSE_S ago, is reused when it was scrubbed of the same secrets (`secrets` None: the caller
+        reads no text, any read will do)."""
+        recent, scrubbed = self._recent, tuple(secrets or ())
         if recent is not None:
-            job, when, depth, result = recent
-            if job == job_name and depth >= limit and self._clock() - when < REUSE_S:
+            job, when, depth, was_scrubbed, result = recent
+            same = secrets is None or was_scrubbed == scrubbed
+            if job == job_name and depth >= limit and same and self._clock() - when < REUSE_S:
                 reads, unread, listing = result
                 return [r.newest(limit) for r in reads], unread, listing
         started = self._clock()
-        result = self._read_hosts_now(job_name, limit, deadline, first)
-        self._recent = (job_name, started, limit, result)
+        result = self._read_hosts_now(job_name, limit, deadline, first, scrubbed)
+        self._recent = (job_name, started, limit, scrubbed, result)
         return result
 
     def _read_hosts_now(
-        self, job_name: str, limit: int, deadline: float, first: Sequence[str] = ()
+        self, job_name: str, limit: int, deadline: float, first: Sequence[str], secrets: Sequence[str]
     ) -> tuple[list[_Read], list[tuple[str, str]], _Listing]:
         listing = self._hosts(job_name, deadline)
         reads: list[_Read] = []
@@ -239,7 +252,7 @@ class CloudWatchLogsReader:
                 continue
             read = _Read(host)
             for e in events:
-                text = clip_text(f"[{host.name}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
+                text = _line(host.name, e, secrets)
                 read.lines.append((int(e["timestamp"]), text, line_score(text)))
             reads.append(read)
         if first_error is not None and not reads and len(unread) == len(listing.hosts):
@@ -248,7 +261,13 @@ class CloudWatchLogsReader:
 
     # -- public -------------------------------------------------------------------------------
     def tail(
-        self, job_name: str, lines: int, *, budget_s: float = TAIL_BUDGET_S, first: Sequence[str] = ()
+        self,
+        job_name: str,
+        lines: int,
+        *,
+        budget_s: float = TAIL_BUDGET_S,
+        first: Sequence[str] = (),
+        secrets: Sequence[str] = (),
     ) -> tuple[str, ...]:
         """At most `lines` lines from all the job's hosts, in time order. The most relevant
         hosts' lines are always among them (see the module doc): the top host's lines around its
@@ -259,7 +278,7 @@ class CloudWatchLogsReader:
         if lines <= 0:
             return ()
         deadline = self._clock() + budget_s
-        reads, unread, listing = self._read_hosts(job_name, lines, deadline, first)
+        reads, unread, listing = self._read_hosts(job_name, lines, deadline, first, secrets)
         trailer: list[str] = []
         ranked = sorted(
             (r for r in reads if r.score > 0),
@@ -308,7 +327,7 @@ class CloudWatchLogsReader:
         when it wrote none, or when a host could not be read or listed (unknown is not "older").
         Right after `tail` this reuses its read: no further call."""
         deadline = self._clock() + budget_s
-        reads, unread, listing = self._read_hosts(job_name, 1, deadline, (host,) if host else ())
+        reads, unread, listing = self._read_hosts(job_name, 1, deadline, (host,) if host else (), None)
         if not listing.complete or any(host is None or name == host for name, _ in unread):
             return None
         times = [r.lines[-1][0] for r in reads if r.lines and (host is None or r.host.name == host)]
@@ -444,6 +463,7 @@ class CloudWatchLogsReader:
         newest: bool = False,
         until_ms: int | None = None,
         budget_s: float = MATCH_BUDGET_S,
+        secrets: Sequence[str] = (),
     ) -> tuple[str, ...]:
         """The job's log events at or after `since_ms` (and before `until_ms`, if given) that
         match a filter pattern (a quoted phrase), as `[algo-<n>] <message>` lines in time order,
@@ -467,8 +487,7 @@ class CloudWatchLogsReader:
             for e in page:
                 parsed = training_stream(str(e.get("logStreamName", "")))
                 host = f"algo-{parsed[1]}" if parsed is not None else "?"
-                text = clip_text(f"[{host}] {str(e.get('message', '')).rstrip()}", LINE_MAX_BYTES)
-                out.append((int(e.get("timestamp", 0)), text))
+                out.append((int(e.get("timestamp", 0)), _line(host, e, secrets)))
             if not newest and len(out) >= max_lines:
                 break  # enough: the earliest lines are the ones that matter
         out.sort(key=lambda tl: tl[0])
@@ -482,6 +501,7 @@ class CloudWatchLogsReader:
         budget_s: float = TRIAGE_BUDGET_S,
         max_rows: int = TRIAGE_MAX_ROWS,
         first: Sequence[str] = (),
+        secrets: Sequence[str] = (),
     ) -> tuple[str, ...]:
         """One row per host, the host whose newest event is oldest (went quiet first) first:
         `algo-3: last log 31 min ago: <its last line>`; hosts without events come first. Every
@@ -490,7 +510,7 @@ class CloudWatchLogsReader:
         hosts are folded into one closing row that says how many and how recent they are. Hosts
         named in `first` (suspects) are read before the others."""
         deadline = self._clock() + budget_s
-        reads, unread, listing = self._read_hosts(job_name, 1, deadline, first)
+        reads, unread, listing = self._read_hosts(job_name, 1, deadline, first, secrets)
         rows: list[tuple[int, str]] = []
         for r in reads:
             if not r.lines:
@@ -520,6 +540,12 @@ def _is_training_event(event: dict[str, Any], job_name: str) -> bool:
         return True
     parsed = training_stream(str(stream))
     return parsed is not None and parsed[0] == job_name
+
+
+def _line(host: str, event: dict[str, Any], secrets: Sequence[str]) -> str:
+    """One log event as `[algo-<n>] <message>`: scrubbed first, then clipped to LINE_MAX_BYTES."""
+    message = scrub_text(str(event.get("message", "")).rstrip(), secrets)
+    return clip_text(f"[{host}] {message}", LINE_MAX_BYTES)
 
 
 def _unread_notice(unread: Sequence[tuple[str, str]], total: int, complete: bool, what: str) -> str | None:

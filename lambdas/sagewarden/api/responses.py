@@ -20,7 +20,7 @@ def response(description: str, model: str) -> OpenAPIResponse:
 
 BAD_REQUEST = response("invalid input: `errors` names each problem; nothing was stored", "Error")
 TOO_LARGE = response("the request (or the run it would store) is too large; nothing was stored", "Error")
-NOT_FOUND = response("no run has this id", "Error")
+NOT_FOUND = response("no run has this id (readScope=owner: none the caller may see)", "Error")
 INTERNAL = response("an unexpected error; the body carries a request_id", "Error")
 NOT_OWNER = response(
     "only the run's owner (the principal that submitted it; a role counts, whatever the session) "

@@ -371,8 +371,9 @@ class Run(RunSummary):
     )
     attempts: list[Attempt]
     training_job: dict[str, Any] = Field(
-        description="the CreateTrainingJob request as submitted, except that the values of Environment "
-        "and HyperParameters keys containing TOKEN, SECRET, PASSWORD, KEY or CREDENTIAL read "
+        description="the CreateTrainingJob request as submitted, except that the values of secret-looking "
+        "Environment, HyperParameters and Tags keys and ContainerArguments/ContainerEntrypoint flags "
+        "(docs/api.md, Who may do what), URL passwords and well-known tokens read "
         '"<redacted>" (the launched jobs get the real values)'
     )
 

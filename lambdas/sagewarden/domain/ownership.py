@@ -13,7 +13,9 @@ names it (``requestContext.identity.userArn``). The rule (README, "Who may do wh
   and an assumed-role ARN carries no path, so the path is left out and names compare in lower
   case. Anything else (a federated user, the account root) must match exactly;
 * an admin is any principal whose identity is one of the deployment's ``adminRoleArns``;
-* an unknown caller (no identity in the request) owns nothing.
+* an unknown caller (no identity in the request) owns nothing;
+* an error shown to someone who is not the owner names the owner by identity
+  (`shown_principal`: the role, never the session, which is often the user's e-mail address).
 
 Pure: no I/O.
 """
@@ -58,5 +60,25 @@ def is_admin(caller: str, admins: Iterable[str]) -> bool:
 
 
 def may_change(owner: str, caller: str, admins: Iterable[str]) -> bool:
-    """May `caller` cancel or resume a run `owner` submitted?"""
+    """May `caller` cancel or resume a run `owner` submitted? (Under readScope=owner, also: may it
+    read the run.)"""
     return same_principal(owner, caller) or is_admin(caller, admins)
+
+
+def shown_principal(arn: str) -> str:
+    """`arn` as an error may show it to another principal: a role session as its role
+    (``arn:<partition>:iam::<account>:role/<name>``, the session name left out), an IAM user or
+    role as it is, and anything else (a federated user, whose name its caller chose) as its
+    account alone."""
+    m = _ARN.match(arn.strip())
+    if m is None:
+        return "another principal"
+    partition, service, account, resource = m.group("partition", "service", "account", "resource")
+    kind, _, rest = resource.partition("/")
+    if service == "sts" and kind == "assumed-role" and "/" in rest:
+        return f"arn:{partition}:iam::{account}:role/{rest.split('/', 1)[0]}"
+    if service == "iam" and kind in ("role", "user") and rest:
+        return arn.strip()
+    if service == "iam" and resource == "root":
+        return arn.strip()
+    return f"a principal of account {account}"

@@ -27,6 +27,7 @@ from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
 from sagewarden.api.validation import idempotency_key_problem, validate_submit
 from sagewarden.domain.models import RunStatus
+from sagewarden.domain.ownership import shown_principal
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
 from sagewarden.service import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
@@ -165,7 +166,9 @@ def submit_run(
 @app.get(
     "/runs",
     summary="List runs, newest first",
-    description="Every caller the API admits sees every run (redacted: no secret values).",
+    description="Every caller the API admits sees every run (redacted: no secret values); with the "
+    "deployment's readScope=owner, only the runs it owns (an admin: all), and a page may then hold fewer "
+    "runs than `limit`, even none, with a `next_cursor` to follow.",
     responses={
         200: answers.response("a page of runs", "RunPage"),
         400: answers.BAD_REQUEST,
@@ -179,7 +182,13 @@ def list_runs(
 ) -> Response[schema.RunPage]:
     sup = composition.supervisor()
     try:
-        page = sup.list_runs(_query_status(), _query_limit(), _query_cursor())
+        page = sup.list_runs(
+            _query_status(),
+            _query_limit(),
+            _query_cursor(),
+            reader=_caller(),
+            admins=composition.admin_role_arns(),
+        )
     except ValueError as exc:  # the store refused the cursor
         raise _store_cursor_error(exc) from exc
     return _json(
@@ -194,14 +203,17 @@ def list_runs(
 @app.get(
     "/runs/<run_id>",
     summary="A run with all its attempts",
-    description="Every caller the API admits may read every run. The values of secret-looking "
-    "Environment and HyperParameters keys (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL) read "
+    description="Every caller the API admits may read every run (readScope=owner: only its owner and the "
+    "admins; anyone else gets 404, as for a run that does not exist). The values of secret-looking "
+    "Environment, HyperParameters and Tags keys and container-argument flags (TOKEN, SECRET, PASSWORD, "
+    "KEY, CREDENTIAL, PASS, PAT, AUTH, ...; docs/api.md), URL passwords and well-known tokens read "
     '"<redacted>", here and in every other answer, audit entry and alert.',
     responses={200: answers.response("the run", "Run"), 404: answers.NOT_FOUND, 500: answers.INTERNAL},
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    return _json(200, run_json(sup.get(_run_id(run_id)), now_ms=sup.clock()))
+    run = sup.get(_run_id(run_id), reader=_caller(), admins=composition.admin_role_arns())
+    return _json(200, run_json(run, now_ms=sup.clock()))
 
 
 @app.get(
@@ -220,7 +232,13 @@ def get_events(
     cursor: CURSOR = None,
 ) -> Response[schema.EventPage]:
     try:
-        page = composition.supervisor().events(_run_id(run_id), _query_limit(), _query_cursor())
+        page = composition.supervisor().events(
+            _run_id(run_id),
+            _query_limit(),
+            _query_cursor(),
+            reader=_caller(),
+            admins=composition.admin_role_arns(),
+        )
     except ValueError as exc:  # the store refused the cursor (malformed, or another run's)
         raise _store_cursor_error(exc) from exc
     return _json(200, {"events": [audit_json(e) for e in page.items], "next_cursor": page.cursor})
@@ -229,7 +247,8 @@ def get_events(
 @app.post(
     "/runs/<run_id>/cancel",
     summary="Cancel a run",
-    description="Only the run's owner (any session of the role that submitted it) or an admin.",
+    description="Only the run's owner (any session of the role that submitted it) or an admin "
+    "(readScope=owner: anyone else gets 404).",
     responses={
         202: answers.response(
             "the stop was requested; the run becomes CANCELLED when SageMaker confirms", "Run"
@@ -250,7 +269,8 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
 @app.post(
     "/runs/<run_id>/resume",
     summary="Resume a FAILED or CANCELLED run",
-    description="Only the run's owner (any session of the role that submitted it) or an admin.",
+    description="Only the run's owner (any session of the role that submitted it) or an admin "
+    "(readScope=owner: anyone else gets 404).",
     responses={
         202: answers.response(
             "a new attempt was launched from the newest verified checkpoint, with fresh budgets", "Run"
@@ -276,8 +296,9 @@ def _not_owner(exc: NotRunOwner) -> Response:
     return _json(
         403,
         {
-            "message": f"only the run's owner ({exc.run.owner}) or an admin may {exc.action} run "
-            f"{exc.run.run_id}; you are {exc.caller}",
+            # the owner by identity, never by session (often an e-mail address): domain/ownership.py
+            "message": f"only the run's owner ({shown_principal(exc.run.owner)}) or an admin may "
+            f"{exc.action} run {exc.run.run_id}; you are {exc.caller}",
         },
     )
 

@@ -3,7 +3,9 @@ alarm of every shape the supervisor creates, at deploy time (``sagewarden.alarm_
 
 CloudFormation invokes this function asynchronously and waits for the answer at the request's
 ``ResponseURL``: it always answers, also when the check itself breaks, or the deploy would hang
-until the resource's ServiceTimeout.
+until the resource's ServiceTimeout. A Delete always answers SUCCESS, whatever breaks: the check
+keeps nothing to delete, and a FAILED delete leaves the stack unable to delete or finish an update
+(CloudFormation: "the custom resource provider must respond successfully to a delete request").
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ from sagewarden.observability import logger
 
 @logger.inject_lambda_context(correlation_id_path="RequestId", clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    deleting = event.get("RequestType") == "Delete"
     try:
         answer = alarm_shapes.on_event(
             event,
-            composition.cloudwatch_client(),
+            None if deleting else composition.cloudwatch_client(),  # a Delete calls nothing
             now_ms=composition.now_ms,
             time_left_ms=getattr(context, "get_remaining_time_in_millis", None),
         )
-    except Exception as exc:  # answer FAILED rather than leave CloudFormation waiting
+    except Exception as exc:  # answer rather than leave CloudFormation waiting
         logger.exception("alarm-shape check failed")
-        reason = f"the alarm-shape check failed: {type(exc).__name__}: {exc}"
-        answer = alarm_shapes.Answer(alarm_shapes.response(event, alarm_shapes.FAILED, reason=reason), reason)
+        if deleting:  # nothing to delete: a FAILED answer would only block the stack's delete
+            answer = alarm_shapes.Answer(alarm_shapes.response(event, alarm_shapes.SUCCESS))
+        else:
+            reason = f"the alarm-shape check failed: {type(exc).__name__}: {exc}"
+            answer = alarm_shapes.Answer(
+                alarm_shapes.response(event, alarm_shapes.FAILED, reason=reason), reason
+            )
     body = answer.body
     logger.info(
         "answering CloudFormation",
