@@ -92,6 +92,7 @@ class Job:
         first_step_s: float = 2700.0,
         evidence: bool = True,
         backstop: bool = True,
+        backstop_margin_s: float = BACKSTOP_MARGIN_S,
         watchdog: bool = True,
         stream: TextIO | None = None,
         env: Mapping[str, str] | None = None,
@@ -110,6 +111,7 @@ class Job:
         self._first_step_s = first_step_s
         self._evidence_on = evidence
         self._backstop_on = backstop
+        self._backstop_margin_s = backstop_margin_s
         self._watchdog_on = watchdog
         self._lock = threading.RLock()
         now = clock()
@@ -588,7 +590,7 @@ class Job:
         if fd is None:
             return
         deadline, _ = self._deadline()
-        timeout = max(1.0, deadline - now) + max(BACKSTOP_MARGIN_S, self.window_s())
+        timeout = max(1.0, deadline - now) + max(self._backstop_margin_s, self.window_s())
         try:
             faulthandler.dump_traceback_later(timeout, repeat=False, file=fd, exit=False)
             self._backstop_armed_at = now

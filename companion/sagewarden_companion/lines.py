@@ -43,11 +43,11 @@ def token_list(values: Sequence[object]) -> str:
     return ",".join(token(v) for v in values) or NONE
 
 
-def number(value: float | None) -> str:
-    """Milliseconds and seconds with one decimal, `none` when unknown."""
+def number(value: float | None, decimals: int = 1) -> str:
+    """Seconds with one decimal (milliseconds with three), `none` when unknown."""
     if value is None or value != value or value < 0:  # NaN or negative: unknown
         return NONE
-    return f"{value:.1f}"
+    return f"{value:.{decimals}f}"
 
 
 def _opt(value: int | None) -> str:
@@ -76,8 +76,8 @@ def step(
     not known; the two fields the supervisor does not read come last, after the ones it does."""
     total_part = f" total={int(total)}" if total is not None else ""
     return (
-        f"{MARK} host={host} step={int(step_number)} step_ms={number(step_ms)} "
-        f"compute_ms={number(compute_ms)}{total_part} timer={timer} compute={scope}"
+        f"{MARK} host={host} step={int(step_number)} step_ms={number(step_ms, 3)} "
+        f"compute_ms={number(compute_ms, 3)}{total_part} timer={timer} compute={scope}"
     )
 
 
