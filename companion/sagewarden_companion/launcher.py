@@ -8,8 +8,8 @@ launcher, as the container's entry point (`AlgorithmSpecification.ContainerEntry
 - starts the command in a process group of its own;
 - on SIGTERM signals the ranks first: the processes that started the companion (`Job.start`)
   under it register themselves, and get SIGTERM at once; once none of them is alive, the whole
-  group gets it (their launcher, e.g. torchrun, and helper processes such as data-loader
-  workers). Signalled first, torchrun would SIGKILL its workers 30 s later (torch.distributed.
+  group gets it (their launcher, e.g. torchrun, unless it exited by itself within AFTER_RANKS_S,
+  and helper processes such as data-loader workers). Signalled first, torchrun would SIGKILL its workers 30 s later (torch.distributed.
   elastic closes its workers with a 30 s timeout), and a data-loader worker killed first fails
   its rank's save. With no registered rank the group gets SIGTERM at once;
 - SIGINT, and a second SIGTERM, go to the whole group at once;
@@ -42,6 +42,9 @@ from sagewarden_companion.output import Printer
 DEFAULT_GRACE_S = 115.0
 POLL_S = 0.05
 REAP_AFTER_KILL_S = 5.0
+# once the ranks are done, their launcher (torchrun) usually exits by itself within moments; it
+# gets SIGTERM only if it has not after this long (signalled while exiting, it would end 143)
+AFTER_RANKS_S = 5.0
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -71,6 +74,7 @@ class Launcher:
         self.pending: list[int] = []
         self.sigterm_at: float | None = None
         self.group_signalled = False
+        self.ranks_done_at: float | None = None
         self.overdue = False
         self.ranks_dir = tempfile.mkdtemp(prefix="sagewarden-launcher-")
         self.child: subprocess.Popen[bytes] | None = None
@@ -128,6 +132,7 @@ class Launcher:
                 _kill(pid, signal.SIGTERM)
             self.say("signal", signal="SIGTERM", to="ranks", pids=ranks)
         else:
+            self.ranks_done_at = self.sigterm_at
             self._signal_group(signal.SIGTERM)
 
     def _signal_group(self, sig: signal.Signals) -> None:
@@ -142,7 +147,10 @@ class Launcher:
         if self.sigterm_at is None:
             return
         if not self.group_signalled and not self.live_ranks():
-            self._signal_group(signal.SIGTERM)  # the ranks are done: now their launcher and helpers
+            now = time.monotonic()
+            self.ranks_done_at = self.ranks_done_at or now
+            if now - self.ranks_done_at >= AFTER_RANKS_S or self.ranks_done_at == self.sigterm_at:
+                self._signal_group(signal.SIGTERM)  # now their launcher and helpers
         if not self.overdue and time.monotonic() - self.sigterm_at >= self.grace_s:
             self.overdue = True
             assert self.child is not None
