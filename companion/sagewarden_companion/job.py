@@ -116,7 +116,7 @@ class Job:
         self._lock = threading.RLock()
         now = clock()
         self._activity = now  # the last step boundary, phase exit or start
-        self._step_span = Span()
+        self._step_span = Span(self._clock)
         self._sections: list[Span] = []
         self._section_depth = 0
         self._durations: deque[float] = deque(maxlen=STEP_HISTORY)
@@ -262,7 +262,7 @@ class Job:
         with self._lock:
             self._section_depth += 1
             if self._section_depth == 1:
-                self._sections.append(Span())
+                self._sections.append(Span(self._clock))
 
     def end_compute(self) -> None:
         with self._lock:
@@ -282,13 +282,14 @@ class Job:
             span, sections = self._step_span, self._sections
             span.end()
             wall_ms = span.wall_ms
-            self._durations.append(wall_ms / 1000.0)
+            if not self._stall_reported:  # a stall the loop came out of teaches no window
+                self._durations.append(wall_ms / 1000.0)
             self._boundaries += 1
             self._last_step = number
             self._activity = now
             self._stall_reported = False
             self._stepped_since_beat = True
-            self._step_span, self._sections, self._section_depth = Span(), [], 0
+            self._step_span, self._sections, self._section_depth = Span(self._clock), [], 0
             printing = self.where.prints_host_lines and self._prints(number)
         if printing:
             assert self.where.host is not None
@@ -356,7 +357,7 @@ class Job:
         self._activity = now
         self._stall_reported = False
         # the phase's time is not the next step's: step_ms and compute_ms start again here
-        self._step_span, self._sections, self._section_depth = Span(), [], 0
+        self._step_span, self._sections, self._section_depth = Span(self._clock), [], 0
         if self.where.prints_host_lines:
             self._say(lines.phase_end(ended.name, now - ended.started, result))
 

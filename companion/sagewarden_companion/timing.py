@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 WALL = "wall"
@@ -35,10 +36,11 @@ def _torch_cuda() -> Any | None:
 class Span:
     """One timed span: wall time always, a CUDA event pair where available."""
 
-    __slots__ = ("_cuda_end", "_cuda_start", "_wall_end", "_wall_start")
+    __slots__ = ("_clock", "_cuda_end", "_cuda_start", "_wall_end", "_wall_start")
 
-    def __init__(self) -> None:
-        self._wall_start = time.perf_counter()
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._wall_start = clock()
         self._wall_end: float | None = None
         self._cuda_start: Any | None = None
         self._cuda_end: Any | None = None
@@ -51,7 +53,7 @@ class Span:
                 self._cuda_start = None
 
     def end(self) -> None:
-        self._wall_end = time.perf_counter()
+        self._wall_end = self._clock()
         if self._cuda_start is not None:
             cuda = _torch_cuda()
             try:
@@ -63,7 +65,7 @@ class Span:
 
     @property
     def wall_ms(self) -> float:
-        end = self._wall_end if self._wall_end is not None else time.perf_counter()
+        end = self._wall_end if self._wall_end is not None else self._clock()
         return (end - self._wall_start) * 1000.0
 
     def measured_ms(self) -> tuple[float, str]:
