@@ -129,6 +129,7 @@ class Job:
         self._beat_at = now
         self._stepped_since_beat = False
         self._backstop_armed_at: float | None = None
+        self._backstop_fires_at: float | None = None
         self._sigterm_at: float | None = None
         self._sigterm_save: Callable[[], Any] | None = None
         self._sigterm_budget_s = SIGTERM_BUDGET_S
@@ -578,25 +579,30 @@ class Job:
     # -- the GIL-held backstop --------------------------------------------------------------------
 
     def _arm_backstop(self, force: bool = False) -> None:
+        """Arm faulthandler's own watchdog a margin past the Python watchdog's deadline: at most
+        once a second as steps push the deadline later, at once when it would fire earlier (the
+        first steps shorten the first-step allowance to the learned window)."""
         if not self._backstop_on:
             return
         now = self._clock()
+        deadline, _ = self._deadline()
+        fires_at = max(now + 1.0, deadline) + max(self._backstop_margin_s, self.window_s())
         if (
             not force
             and self._backstop_armed_at is not None
+            and self._backstop_fires_at is not None
             and now - self._backstop_armed_at < BACKSTOP_REARM_S
+            and fires_at >= self._backstop_fires_at
         ):
             return
         fd = self._printer.fileno()
         if fd is None:
             return
-        deadline, _ = self._deadline()
-        timeout = max(1.0, deadline - now) + max(self._backstop_margin_s, self.window_s())
         try:
-            faulthandler.dump_traceback_later(timeout, repeat=False, file=fd, exit=False)
-            self._backstop_armed_at = now
+            faulthandler.dump_traceback_later(fires_at - now, repeat=False, file=fd, exit=False)
+            self._backstop_armed_at, self._backstop_fires_at = now, fires_at
         except (OSError, ValueError, RuntimeError):
-            self._backstop_armed_at = None
+            self._backstop_armed_at = self._backstop_fires_at = None
 
     def _cancel_backstop(self) -> None:
         if self._backstop_on and self._backstop_armed_at is not None:
