@@ -94,6 +94,7 @@ lint: setup ## ruff (lint + format check), mypy (strict on the domain) and check
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
 	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks sagewarden_cli scripts
 	$(PY) -m mypy examples/platform-app/app.py
+	cd companion && ../$(PY) -m mypy --strict sagewarden_companion
 	$(MAKE) checkov
 
 # checkov pins an older boto3 than the project: it gets a virtualenv of its own, installed from
