@@ -69,7 +69,7 @@ def test_sagewarden_recovers_a_crash_and_a_hang_by_itself(template: dict[str, An
     # policy's 15), the evaluation range, delivery
     assert 5 <= hang.minutes[0] <= 5 + 4
     # SIGKILL after 120 s, then the relaunch once SageMaker reports the pool Available (drawn
-    # 0-5 min), on which the replacement starts in 35 s
+    # 0-10 min; the resume waits for it at most 5), on which the replacement starts in 35 s
     assert 1.5 <= hang.minutes[1] <= 2.5 + 5 + 1
     assert hang.minutes[2] == pytest.approx(35 / 60, abs=0.1)
 

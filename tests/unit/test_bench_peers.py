@@ -199,7 +199,7 @@ def test_script_resubmits_a_crash_at_its_next_poll_from_the_checkpoint_with_a_wa
     assert second.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == SCRIPT.keep_alive_seconds
     # the segfault (an AlgorithmError) keeps the instances; the account has the quota (as
     # sagewarden's drill has); the resubmission takes the pool when it is Available by then
-    # (AWS's rule as the simulator models it: 0-5 min after the end, drawn)
+    # (AWS's rule as the simulator models it: 0-10 min after the end, drawn)
     pool = driver.sim.warm_pools.pool_of(first.name)
     assert pool is not None and pool.kept
     assert second.warm_pool_used == (pool.settles_ms <= second.created_ms) == warm
