@@ -59,6 +59,11 @@ class Ending:
     training_seconds: float = 0.0
     pending_seconds: float = 0.0
     max_pending_seconds: int | None = None
+    # the highest MemoryUtilization (percent) a host reached in the minutes before the job ended, and
+    # which host: read for an ending a kill explains (None: not read, or unknown -- never "low")
+    host_memory: tuple[str, float] | None = None
+    # the request sets EnableNetworkIsolation: no route out of the container, to a model hub or else
+    network_isolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,3 +75,11 @@ class Classification:
     evidence: tuple[str, ...]
     quota: QuotaInfo | None = None
     hardware: bool = False  # an instance or GPU failed: restart cold, never on a warm pool
+    # the class is a guess (UNKNOWN): what would change it, for the alert and `get` (None: not a guess)
+    guess: str | None = None
+    # the texts repeat on every attempt when the cause is the code, its data or its configuration:
+    # a repeat at the same step after a resume from the same checkpoint is a loop (domain/loops.py).
+    # False for transient faults (a collective timeout, a service error), which recur by chance
+    confirmable: bool = False
+    # advice for the owner (the memory fault's, the full disk's), or None
+    advice: str | None = None
