@@ -140,7 +140,9 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
         Observations(checkpoint=ckpt(100)),
     )
     assert again.run.status == RunStatus.FAILED
-    assert "no checkpoint progress, 2 attempts in a row" in (again.run.outcome or "")
+    assert "deterministic failure: attempt 2 ended as attempt 1 did, at the same step" in (
+        again.run.outcome or ""
+    )
 
 
 def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_ever_written():

@@ -177,6 +177,11 @@ class Observations:
     # read); the read failed: host_metrics_error (unknown, never "idle")
     host_metrics: tuple[HostMetrics, ...] | None = None
     host_metrics_error: str | None = None
+    # at a failure whose tail shows a kill (SIGKILL, exitcode -9): the highest MemoryUtilization a
+    # host reached before the end, (host, percent); None: not read, or the read failed (the error:
+    # unknown, which the classifier reads as "not shown to be memory", never as "low")
+    host_memory: tuple[str, float] | None = None
+    host_memory_error: str | None = None
     # domain/retention.py: the synced prefix's complete checkpoints and child directories, read
     # on a training attempt's tick when checkpoint_keep is set (None: not read); the read's error
     # (unknown: nothing is retired this pass)
