@@ -517,8 +517,27 @@ def test_classify_blank_api_fields_are_ignored() -> None:
             "utilization of 3 and a request delta of 2.",
             QuotaInfo("Number of instances across all training jobs", 4, 3, 2),
         ),
+        (  # sagemaker-python-sdk #35: the older, unquoted wording
+            "The account-level service limit for training-job/ml.p2.xlarge is 0 Instances, with current "
+            "utilization of 0 Instances and a request delta of 2 Instances. Please contact AWS support to "
+            "request an increase for this limit.",
+            QuotaInfo("training-job/ml.p2.xlarge", 0, 0, 2),
+        ),
+        (  # amazon-sagemaker-examples #1001: no quota to raise at all
+            "The requested resource training-job/ml.p2.xlarge is not available in this region",
+            QuotaInfo("training-job/ml.p2.xlarge", 0, 0, 0, unavailable=True),
+        ),
     ],
-    ids=["p3", "all-jobs", "singular", "upper-and-spaces", "curly-quotes-commas", "no-units"],
+    ids=[
+        "p3",
+        "all-jobs",
+        "singular",
+        "upper-and-spaces",
+        "curly-quotes-commas",
+        "no-units",
+        "older-unquoted",
+        "not-in-region",
+    ],
 )
 def test_classify_parses_quota_message_variants(message: str, expected: QuotaInfo) -> None:
     assert parse_quota_message(message) == expected
@@ -542,6 +561,13 @@ def test_classify_parses_quota_message_variants(message: str, expected: QuotaInf
 )
 def test_classify_unparseable_quota_messages_return_none(message: str) -> None:
     assert parse_quota_message(message) is None
+
+
+def test_classify_a_resource_the_region_does_not_offer_can_never_fit() -> None:
+    msg = "The requested resource training-job/ml.p2.xlarge is not available in this region"
+    result = classify(Ending(api_error_code="ResourceLimitExceeded", api_error_message=msg))
+    assert result.kind is EndingClass.QUOTA and result.quota is not None and not result.quota.can_ever_fit
+    assert "not available in this region" in result.reason and "quota increase" not in result.reason
 
 
 @pytest.mark.parametrize(

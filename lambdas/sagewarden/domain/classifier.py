@@ -158,6 +158,11 @@ def _classify_api_error(code: str | None, message: str | None) -> Classification
         info = parse_quota_message(message_text)
         if info is None:
             why = "quota exceeded (ResourceLimitExceeded); the message could not be parsed"
+        elif info.unavailable:
+            why = (
+                f"'{_one_line(info.quota_name)}' is not available in this region: no quota to wait for, "
+                "pick another instance type or region"
+            )
         elif info.can_ever_fit:
             why = (
                 f"quota '{_one_line(info.quota_name)}' exceeded: limit {info.limit}, in use {info.used}, "

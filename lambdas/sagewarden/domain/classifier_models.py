@@ -31,17 +31,21 @@ class EndingClass(StrEnum):
 
 @dataclass(frozen=True)
 class QuotaInfo:
-    """A parsed ResourceLimitExceeded message."""
+    """A parsed ResourceLimitExceeded message (or one saying the resource is not offered at all)."""
 
     quota_name: str
     limit: int
     used: int
     delta: int
+    # "The requested resource training-job/ml.p2.xlarge is not available in this region": no
+    # quota to raise, the instance type is not offered here (quota_name is the resource named)
+    unavailable: bool = False
 
     @property
     def can_ever_fit(self) -> bool:
-        """False when the request alone is larger than the quota: only a quota increase helps."""
-        return self.delta <= self.limit
+        """False when the request alone is larger than the quota (only a quota increase helps), or
+        when the resource is not offered in the region at all."""
+        return not self.unavailable and self.delta <= self.limit
 
 
 @dataclass(frozen=True)

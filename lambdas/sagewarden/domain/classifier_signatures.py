@@ -19,6 +19,7 @@ __all__ = [
     "API_CLIENT_ERROR_SIGNATURES",
     "API_QUOTA_CODE_SIGNATURES",
     "API_QUOTA_MESSAGE_SIGNATURES",
+    "API_SERVER_ERROR_LABELS",
     "API_THROTTLE_CODE_SIGNATURES",
     "API_THROTTLE_MESSAGE_SIGNATURES",
     "CODE_BUG_ALWAYS_SIGNATURES",
@@ -61,6 +62,12 @@ API_THROTTLE_CODE_SIGNATURES: tuple[Signature, ...] = (
     (r"internalerror", "InternalError"),
     (r"serviceunavailable", "ServiceUnavailable"),
     (r"^(?:429|5\d\d)$", "HTTP 429/5xx"),
+)
+
+# Labels of API_THROTTLE_CODE_SIGNATURES that are server errors (5xx), not a rate: one that repeats
+# word for word on the same request backs off and gives up (domain/decide.py)
+API_SERVER_ERROR_LABELS = frozenset(
+    {"InternalFailure", "InternalServerError", "InternalError", "ServiceUnavailable", "HTTP 429/5xx"}
 )
 
 # Used on the API message whatever the code (after quota codes): "Rate exceeded" can come

@@ -208,6 +208,9 @@ class Run:
     wait_instance_type: str | None = None
     wait_started_ms: int | None = None
     wait_count: int = 0  # consecutive waits in the current waiting spell (drives backoff)
+    # the waiting spell's last CreateTrainingJob rejection, "<instance type>|<code>|<message>"
+    # (bounded): a 5xx repeated word for word on the same request backs off (domain/decide.py)
+    last_rejection: str | None = None
     restarts: int = 0  # counted against policy.max_restarts
     restarts_by_class: Mapping[str, int] = field(default_factory=dict)
     no_progress_streak: int = 0
