@@ -77,6 +77,7 @@ __all__ = [
     "QuotaInfo",
     "classify",
     "parse_quota_message",
+    "shows_kill",
 ]
 
 # --- Compiled tables ---------------------------------------------------------------------------
@@ -445,6 +446,12 @@ def _host_memory(ending: Ending, texts: list[_Text], confirm: _Hits) -> tuple[_H
         host, percent = memory
         return killed, f"MemoryUtilization of {host} reached {percent:.0f} % before the kill"
     return None
+
+
+def shows_kill(lines: tuple[str, ...]) -> bool:
+    """A line of the tail is a kill (SIGKILL, exitcode -9): the hosts' memory decides what it was."""
+    texts = [_Text(line, _normalise(line), from_reason=False) for line in lines]
+    return KILL_LABEL in _scan(_CONFIRM, texts).labels
 
 
 def _kill_guess(ending: Ending) -> str:

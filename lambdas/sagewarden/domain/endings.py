@@ -16,7 +16,7 @@ from sagewarden.domain.actions import (
     DeleteHangAlarms,
 )
 from sagewarden.domain.advice import checkpoint_advice
-from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
+from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify, shows_kill
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
     INTENT_HANG,
@@ -42,7 +42,7 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
-from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending, singled_out
+from sagewarden.domain.hosts import INTENT_BAD_HOST, address_book, note_ending, peer_addresses, singled_out
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
 from sagewarden.domain.loops import ending_signature, no_progress_streak, previous_ending, repeats_previous
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
@@ -187,7 +187,7 @@ def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Class
         return False
     if cls.kind not in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN):
         return False
-    bad = singled_out(att, cls, d.obs.log_tail)
+    bad = singled_out(att, cls, d.obs.log_tail, address_book(d.obs.address_lines))
     if bad is not None and bad.hosts:
         return False
     if bad is not None:
@@ -208,13 +208,18 @@ def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification)
       policy skips the check for fingerprinted hosts and the next attempt is not checked anyway);
     - a crash of a job of 2+ hosts that names no host, and the look-up of the hosts that printed a
       GPU hardware line failed: the log tail reads hosts in order and may not have reached the
-      failed one, whose name keeps its warm pool from being reused and its fingerprint remembered.
+      failed one, whose name keeps its warm pool from being reused and its fingerprint remembered;
+    - a failure whose NCCL lines name a peer by address, and the look-up of which host declared that
+      address failed (domain/hosts.py: peers by address);
+    - a kill (SIGKILL, exitcode -9) whose hosts' MemoryUtilization could not be read, or has not
+      reached CloudWatch up to the job's end (datapoints arrive minutes late): near 100 % makes it a
+      memory fault that fails at once, instead of a confirming restart.
     Never while a cancel is pending."""
     if cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
         return None
     if d.now - job_end_ms(e) >= UNREAD_RETRY_MS:
         return None
-    bad = singled_out(att, cls, d.obs.log_tail)
+    bad = singled_out(att, cls, d.obs.log_tail, address_book(d.obs.address_lines))
     named = bad is not None and bool(bad.hosts)
     pol = d.policy
     if (
@@ -232,6 +237,20 @@ def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification)
         and cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN)
     ):
         return f"which host printed a GPU hardware line is unknown ({d.obs.hardware_printers_error})"
+    if (
+        not named
+        and d.obs.address_error is not None
+        and e.status == "Failed"
+        and peer_addresses(d.obs.log_tail)
+    ):
+        return f"which host has the peer address an NCCL line names is unknown ({d.obs.address_error})"
+    if (
+        d.obs.host_memory_error is not None
+        and e.status == "Failed"
+        and cls.kind == EndingClass.UNKNOWN
+        and shows_kill(d.obs.log_tail)
+    ):
+        return f"the hosts' memory before the kill is unknown ({d.obs.host_memory_error})"
     return None
 
 

@@ -165,6 +165,11 @@ class Observations:
     # at a failure of 2+ hosts, the look-up of the hosts that printed a GPU hardware line failed:
     # which host failed is unknown (the tail may not have reached it), not "none printed one"
     hardware_printers_error: str | None = None
+    # domain/hosts.py, peers by address: at a failure whose NCCL/EFA lines name peers by IP, the lines
+    # in which the hosts declared those addresses (NCCL INFO Bootstrap : Using eth0:<ip><0>), or the
+    # error of a look-up that failed (which host has the address is then unknown, not "none")
+    address_lines: tuple[str, ...] = ()
+    address_error: str | None = None
     # domain/fabric.py: the start-up scan of a training attempt's log (NCCL's transport lines and
     # fingerprint lines; None: not read), or the error that left it unknown
     scan_lines: tuple[str, ...] | None = None
