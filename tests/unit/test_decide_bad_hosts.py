@@ -89,6 +89,24 @@ def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, 
     assert d.run.current.infra_check
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+        "RuntimeError: CUDA error: unspecified launch failure",
+    ],
+    ids=["an uncorrectable NVLink error", "a cuDNN internal error", "an unspecified launch failure"],
+)
+def test_a_gpu_fault_naming_no_host_restarts_cold_with_the_infra_check(line):
+    """No host flag, no Xid: still the hardware (before: a warm restart on the same GPUs)."""
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    d, _ = end(run, NCCL_REASON, (line,))  # the reader's tail without a host prefix
+    assert watch_of(d.run, run.current.job_name).bad_host, d.notes
+    d, launch = next_launch(d)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
+
+
 def test_an_nccl_error_naming_no_host_restarts_warm_without_an_infra_check():
     run = training_run(policy=RunPolicy(keep_alive_seconds=600))
     d, _ = end(run, NCCL_REASON, ANON_NCCL)
