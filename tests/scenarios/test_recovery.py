@@ -458,5 +458,7 @@ def test_scenario_the_same_kill_without_memory_evidence_is_confirmed_once_then_s
     first = run["attempts"][0]
     assert first["end_class"] == "UNKNOWN"
     assert "process killed (SIGKILL)" in first["end_reason"] and "a guess (UNKNOWN)" in first["end_reason"]
-    (failed,) = [row for row in result.alert_rows() if row["run"] == "killed" and row["event"] == "run.failed"]
+    (failed,) = [
+        row for row in result.alert_rows() if row["run"] == "killed" and row["event"] == "run.failed"
+    ]
     assert "Attempt 1:" in failed["body"] and "Attempt 2:" in failed["body"]
