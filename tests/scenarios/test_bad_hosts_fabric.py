@@ -246,7 +246,9 @@ def _late_xid_drill(template, name: str, *, log_delay_s: int, available_s: int, 
                 "after_training_min": 40,
                 "host": 3,
                 "bad_host": True,
-                "log_lines": [xid, "RuntimeError: CUDA error: unspecified launch failure"],
+                # the Xid names the host; the other line names none (an unspecified launch failure
+                # would: it is a GPU fault on its own)
+                "log_lines": [xid, "RuntimeError: NCCL communicator was aborted on rank 17."],
             }
         ],
     }
