@@ -8,7 +8,9 @@ next is the prediction, read from the decision: failed (fail-fast), waiting for 
 throttling, or asking again for capacity (wait), resumed on other instances (resume-other-hosts), resumed after an unexplained
 ending (confirm-once: domain/endings.py fails a second such ending without progress), or resumed.
 Prints accuracy per label, the confusion matrix (unambiguous cases; ambiguous ones apart) and the
-cases it gets wrong, grouped by what went wrong.
+cases it gets wrong, grouped by what went wrong; then each case's ending met again on every attempt
+(`attempts_until_stop`: resumed from the same checkpoint, ending the same way) and the attempts
+until the run stops.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import drill  # noqa: F401  (puts lambdas/ first on sys.path: this tree's domain, not an installed copy)
+from sagewarden.domain.actions import LaunchAttempt
 from sagewarden.domain.checkpoints import Checkpoint, LayoutKind
 from sagewarden.domain.decide import Decision, decide
 from sagewarden.domain.events import (
@@ -33,6 +36,7 @@ from sagewarden.domain.events import (
     LaunchRejected,
     Observations,
     Submitted,
+    Tick,
 )
 from sagewarden.domain.models import Attempt, Run, RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -49,6 +53,15 @@ WAIT_REASONS = frozenset({"capacity", "quota", "throttle"})
 DEFAULT_TRAINING_SECONDS = 300.0
 # ... and this long after the job's end: past the 60 s the domain waits for late log lines.
 DECIDE_AFTER_END_MS = 5 * 60_000
+# A failed job whose case quotes a log tail but no FailureReason gets the reason SageMaker gives a
+# script that exited 1 (the training toolkit's wording; it names no cause): the threads were not
+# SageMaker jobs, and on SageMaker a failed script always has an AlgorithmError reason. It names no
+# signature, but it decides whether the job leaves a warm pool (domain/warm_pools.py).
+SCRIPT_EXITED_REASON = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage ""'
+# The repeated simulation (`attempts_until_stop`) gives up after this many attempts.
+MAX_ATTEMPTS = 12
+# stopping within one confirming restart: at most this many attempts
+DETERMINISTIC_LABELS = ("fail-fast", "confirm-once")
 
 _MIN = 60_000
 _REQUEST: dict[str, Any] = {
@@ -151,6 +164,31 @@ def _attempt(run: Run, number: int) -> Attempt:
     return next(a for a in run.attempts if a.number == number)
 
 
+def _reason_of(case: Case) -> str | None:
+    if case.failure_reason is None and case.log_tail and (case.status or "Failed") == "Failed":
+        return SCRIPT_EXITED_REASON
+    return case.failure_reason
+
+
+_SAVED = Checkpoint("s3://bucket/ckpt/checkpoint-200/", 200, LayoutKind.HF, None)
+
+
+def _end_attempt(run: Run, case: Case, started: int, pol: RunPolicy) -> tuple[Decision, int]:
+    """The case's ending of the run's current attempt (in Training since `started`), decided
+    DECIDE_AFTER_END_MS after the job's end, the newest checkpoint step 200; returns the decision and
+    when it was taken."""
+    seconds = DEFAULT_TRAINING_SECONDS if case.training_seconds is None else case.training_seconds
+    end = started + int(seconds * 1000)
+    status = case.status or "Failed"
+    secondary = case.secondary_status or ("Failed" if status == "Failed" else None)
+    ending = _observed(run, status, secondary, end, failure_reason=_reason_of(case), ended_ms=end)
+    # a checkpoint newer than the first attempt's start: the ending is judged with progress made
+    saved = Checkpoint(_SAVED.uri, _SAVED.step, _SAVED.layout, end - _MIN)
+    obs = Observations(log_tail=case.log_tail, checkpoint=saved)
+    now = end + DECIDE_AFTER_END_MS
+    return _step(run, ending, now, pol, obs), now
+
+
 def supervise(case: Case, policy: RunPolicy | None = None) -> Outcome:
     """Deliver the case's ending to the domain as the service would, and read what it did."""
     pol = policy or RunPolicy()
@@ -164,17 +202,106 @@ def supervise(case: Case, policy: RunPolicy | None = None) -> Outcome:
     run = _step(run, _observed(run, "InProgress", "Starting", 2), 2, pol, Observations()).run
     started = 10 * _MIN
     run = _step(run, _observed(run, "InProgress", "Training", started), started, pol, Observations()).run
-    seconds = DEFAULT_TRAINING_SECONDS if case.training_seconds is None else case.training_seconds
-    end = started + int(seconds * 1000)
-    status = case.status or "Failed"
-    secondary = case.secondary_status or ("Failed" if status == "Failed" else None)
-    ending = _observed(run, status, secondary, end, failure_reason=case.failure_reason, ended_ms=end)
-    # a checkpoint newer than the attempt's start: the ending is judged with progress made
-    saved = Checkpoint("s3://bucket/ckpt/checkpoint-200/", 200, LayoutKind.HF, end - _MIN)
-    obs = Observations(log_tail=case.log_tail, checkpoint=saved)
-    d = _step(run, ending, end + DECIDE_AFTER_END_MS, pol, obs)
+    d, _ = _end_attempt(run, case, started, pol)
     ended = _attempt(d.run, 1)
     return Outcome(case, _prediction(d, ended), ended.end_class or "", _reason(d, ended))
+
+
+@dataclass(frozen=True)
+class Repeated:
+    """The case's ending met again and again: every attempt resumes from the same checkpoint and
+    ends the same way before the next one (a deterministic failure, as the domain sees it)."""
+
+    case: Case
+    attempts: int  # attempts run until the run stopped (MAX_ATTEMPTS + 1: it never stopped)
+    stopped: bool
+    outcome: str  # the run's outcome line, or where it was left
+
+    @property
+    def restarts(self) -> int:
+        return self.attempts - 1
+
+
+def attempts_until_stop(case: Case, policy: RunPolicy | None = None) -> Repeated | None:
+    """Run the case's ending through `decide` on every attempt -- each resumed from the checkpoint
+    the first one left (step 200) and ending the same way before the next one, on the warm pool
+    when the domain waits for it -- and count the attempts until the run stops. None for a
+    CreateTrainingJob rejection (no attempt runs)."""
+    if case.api_error is not None:
+        return None
+    pol = policy or RunPolicy()
+    run = _submitted(pol)
+    now = 1
+    run = _step(run, LaunchAccepted(1), now, pol, Observations()).run
+    started = 10 * _MIN
+    run = _step(run, _observed(run, "InProgress", "Training", started), started, pol, Observations()).run
+    for _ in range(MAX_ATTEMPTS):
+        d, now = _end_attempt(run, case, started, pol)
+        run = d.run
+        launch = _launched(d)
+        waited = 0
+        while launch is None and not run.status.terminal and waited < 50:
+            d, now = _advance(run, now, pol)
+            run, launch = d.run, _launched(d)
+            waited += 1
+        if run.status.terminal or launch is None:
+            return Repeated(case, run.attempt_count, run.status.terminal, run.outcome or "no launch")
+        previous = _attempt(run, launch.attempt - 1)
+        now += 1
+        run = _step(run, LaunchAccepted(launch.attempt), now, pol, Observations()).run
+        watch = watch_of(run, previous.job_name)
+        if watch is not None and watch.status == "Available" and not watch.bad_host:
+            # the new job runs on the pool: DescribeTrainingJob of the old one says Reused by it
+            now += _MIN
+            seen = _pool_seen(previous, "Reused", reused_by=launch.job_name)
+            run = _step(run, seen, now, pol, Observations()).run
+        started = now + 5 * _MIN
+        run = _step(run, _observed(run, "InProgress", "Training", started), started, pol, Observations()).run
+    return Repeated(case, MAX_ATTEMPTS + 1, False, f"still running after {MAX_ATTEMPTS} attempts")
+
+
+def _launched(d: Decision) -> LaunchAttempt | None:
+    return next((a for a in d.actions if isinstance(a, LaunchAttempt)), None)
+
+
+def _pool_seen(att: Attempt, status: str, reused_by: str | None = None) -> JobObserved:
+    return JobObserved(
+        att.job_name,
+        att.number,
+        att.sm_status or "Failed",
+        att.sm_secondary,
+        att.sm_modified_ms,
+        failure_reason=att.failure_reason,
+        ended_ms=att.ended_ms,
+        source="describe",
+        warm_pool_status=status,
+        warm_pool_billable_s=60 if status != "Available" else None,
+        warm_pool_reused_by=reused_by,
+    )
+
+
+def _advance(run: Run, now: int, pol: RunPolicy) -> tuple[Decision, int]:
+    """What the service would deliver next to a run that has not launched yet: its warm pool
+    Available two minutes after the job's end (gone when it holds a bad host), else the sweep's
+    tick at the run's wake-up time."""
+    cur = run.current
+    assert cur is not None
+    watch = watch_of(run, cur.job_name)
+    if run.status == RunStatus.RETRY_WAIT and run.wait_reason == "warm_pool" and watch is not None:
+        at = max(now, (cur.ended_ms or now) + 2 * _MIN) + 1
+        status = "Terminated" if watch.bad_host or watch.status == "Available" else "Available"
+        return _step(run, _pool_seen(cur, status), at, pol, Observations(checkpoint=_SAVED)), at
+    at = max(now + 1, run.wake_at_ms or now + _MIN)
+    return _step(run, Tick(), at, pol, Observations(checkpoint=_SAVED)), at
+
+
+def repeat_all(cases: Iterable[Case], policy: RunPolicy | None = None) -> list[Repeated]:
+    out = []
+    for c in cases:
+        r = attempts_until_stop(c, policy)
+        if r is not None:
+            out.append(r)
+    return out
 
 
 def _prediction(d: Decision, ended: Attempt) -> str:
@@ -253,6 +380,58 @@ def wrong_groups(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], list
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
+# what one more attempt of a deterministic failure costs, for the GPU-hours line: the issue's
+# reference job (256 x ml.p5.48xlarge) and the harness's own attempt (a 10-minute start, then 5
+# minutes of training before the failure): a floor, since a real job's start-up and its minutes to
+# the failure are often longer
+REFERENCE_GPUS = 2_048
+RESTART_MIN = 15.0
+
+
+def repeat_rows(repeats: Sequence[Repeated]) -> list[tuple[str, int, str, str, int]]:
+    """Per expected label (unambiguous cases): cases, attempts until the run stops (min-max), how
+    many never stopped within MAX_ATTEMPTS, and the restarts after the first attempt in all."""
+    rows = []
+    for label in LABELS:
+        mine = [r for r in repeats if r.case.label == label and not r.case.ambiguous]
+        if not mine:
+            continue
+        lo, hi = min(r.attempts for r in mine), max(r.attempts for r in mine)
+        never = sum(not r.stopped for r in mine)
+        span = str(lo) if lo == hi else f"{lo}-{hi}"
+        rows.append(
+            (label, len(mine), span + ("+" if never else ""), str(never), sum(r.restarts for r in mine))
+        )
+    return rows
+
+
+def repeat_report(repeats: Sequence[Repeated]) -> list[str]:
+    deterministic = [r for r in repeats if r.case.label in DETERMINISTIC_LABELS and not r.case.ambiguous]
+    over = [r for r in deterministic if r.attempts > 2]
+    restarts = sum(r.restarts for r in deterministic)
+    gpu_h = restarts * REFERENCE_GPUS * RESTART_MIN / 60
+    lines = [
+        "## The same ending again and again (unambiguous cases; CreateTrainingJob rejections run no attempt)",
+        "",
+        "Each case's ending on every attempt, each resumed from the checkpoint the first left and ending "
+        "the same way before the next (on the warm pool when the domain waits for it): attempts until "
+        "the run stops. `fail-fast` should stop at the first, `confirm-once` at the second; transient "
+        f"ones stop by the crash-loop streak. Never stopped: still running after {MAX_ATTEMPTS}.",
+        "",
+        *_table(("label", "cases", "attempts", "never stopped", "restarts in all"), repeat_rows(repeats)),
+        "",
+        f"Deterministic failures (`fail-fast`, `confirm-once`): {len(deterministic)} cases, {restarts} "
+        f"restarts in all, {len(over)} needing more than one confirming restart; at {REFERENCE_GPUS:,} GPUs "
+        f"and {RESTART_MIN:g} minutes an attempt, the restarts cost {gpu_h:,.0f} GPU-hours.",
+    ]
+    if over:
+        lines += [
+            "",
+            *(f"- `{r.case.id}` [{r.case.category}]: {r.attempts} attempts ({r.outcome})" for r in over),
+        ]
+    return lines
+
+
 def report(outcomes: Sequence[Outcome], *, list_wrong: bool = True) -> list[str]:
     clear = [o for o in outcomes if not o.case.ambiguous]
     unclear = [o for o in outcomes if o.case.ambiguous]
@@ -306,8 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the JSONL corpus to measure")
     parser.add_argument("--no-wrong", action="store_true", help="leave out the list of wrong cases")
     args = parser.parse_args(argv)
-    outcomes = evaluate(load(args.corpus))
-    sys.stdout.write("\n".join(report(outcomes, list_wrong=not args.no_wrong)) + "\n")
+    cases = load(args.corpus)
+    outcomes = evaluate(cases)
+    lines = [*report(outcomes, list_wrong=not args.no_wrong), "", *repeat_report(repeat_all(cases))]
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
 

@@ -236,6 +236,8 @@ def _fault_problems(
             "applies to crashes only (internal_error, hardware, "
             "algorithm_error); for a hang in a save, use during_save",
         )
+    if "memory_full" in explicit and f.kind not in CRASH_KINDS:
+        check.add(f"{where}.memory_full", "applies to crashes only (a host that ran out of RAM, then a kill)")
     if "after_training_min" in explicit and "after_run_training_min" in explicit:
         check.add(
             f"{where}.after_run_training_min", "set after_training_min or after_run_training_min, not both"

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from drill.clock import VirtualClock
 from drill.sim import stragglers
 from drill.sim.checkpoints import CheckpointWriter
-from drill.sim.hosts import HostsSim, remember_lemon
+from drill.sim.hosts import HostsSim, host_address, remember_lemon
 from drill.sim.logs import SimLogs
 from drill.sim.model import Fault, FaultRecord, FaultState, SimJob, int_tag, stepf_at
 from drill.sim.texts import (
@@ -285,9 +285,11 @@ def crash(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
         lines = (DEFAULT_ALGORITHM_LOG_LINE,)
     printer = min(max(f.log_host, 1), job.instance_count) if f.log_host is not None else host
     for line in lines:
-        sim.logs.write_line(job, printer, t, line)
+        sim.logs.write_line(job, printer, t, line.replace("{host_ip}", host_address(job, host)))
     if f.half_written_checkpoint:
         sim.checkpoint_writer.write_half(job)
+    if f.memory_full:
+        job._memory_full = (host, t)
     job._save = None
     job.ended_reason = f.kind
     if f.kind == "internal_error":

@@ -23,8 +23,11 @@ and the NCCL lines a job prints at its first collective (docs/fidelity.md has on
 - **NCCL's network lines.** A job whose Environment has ``NCCL_DEBUG`` INFO (or TRACE) prints, on
   each host when Training starts (its first collective), which network NCCL chose: the profile's
   ``nccl_transport`` "efa" (`NET/OFI Selected Provider is efa`, `Using network AWS Libfabric`)
-  or "socket" (`NET/Socket : Using [0]eth0:...`, `Using network Socket`). Single-node jobs print
-  them too (NCCL initialises its network plugin either way): a check must not read them alone.
+  or "socket" (`NET/Socket : Using [0]eth0:...`, `Using network Socket`), after the bootstrap line
+  with the host's own address (`NCCL INFO Bootstrap : Using eth0:10.x.y.z<0>`, drawn per job and
+  host: `host_address`). Single-node jobs print them too (NCCL initialises its network plugin either
+  way): a check must not read them alone. A fault's log lines may name the fault's host by address
+  (`{host_ip}`), as NCCL's error lines name a peer.
 """
 
 from __future__ import annotations
@@ -144,6 +147,18 @@ def infra_check(sim: HostsSim, job: SimJob) -> tuple[int, int | None]:
     return extra_ms, None
 
 
+_ADDRESS_SALT = 0x1D_ADD2_E55E_5000
+
+
+def host_address(job: SimJob, host: int) -> str:
+    """The host's private IPv4 address, drawn per job and host (10.x.y.z, distinct in a job): NCCL
+    names peers by it, never by `algo-<n>`."""
+    rng = random.Random(job._salt ^ _ADDRESS_SALT)
+    base = rng.randrange(1 << 16)
+    n = (base + host * 7919) % (1 << 16)
+    return f"10.{rng.randrange(256)}.{n >> 8}.{n & 0xFF}"
+
+
 def nccl_debug_info(job: SimJob) -> bool:
     env = job.request.get("Environment") or {}
     return str(env.get("NCCL_DEBUG", "")).strip().upper() in ("INFO", "TRACE")
@@ -156,10 +171,12 @@ def training_start_lines(job: SimJob, host: int) -> list[str]:
         lines.append(f"[sagewarden] host={host} fingerprint={serials(job, host)}")
     if nccl_debug_info(job):
         who = f"algo-{host}:{90 + host}:{180 + host} [0]"
+        ip = host_address(job, host)
+        lines.append(f"{who} NCCL INFO Bootstrap : Using eth0:{ip}<0>")
         if job.profile.nccl_transport == "socket" or host == job.profile.nccl_socket_host:
             lines += [
                 f"{who} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
-                f"{who} NCCL INFO NET/Socket : Using [0]eth0:10.0.{host}.23<0>",
+                f"{who} NCCL INFO NET/Socket : Using [0]eth0:{ip}<0>",
                 f"{who} NCCL INFO Using network Socket",
             ]
         else:

@@ -160,6 +160,9 @@ class Fault:
     infra_check_on_bad_host: str | None = None
     # which host writes the fault's log lines (None: its own ``host``), e.g. a peer naming it
     log_host: int | None = None
+    # crashes only: the fault's host ran out of RAM -- its MemoryUtilization climbs to ~99 % in the
+    # minutes before the crash (the kernel's OOM killer ends it; its log lines say only "Killed")
+    memory_full: bool = False
     # benign phases only: how the phase looks in the instance metrics (texts.PHASE_VARIANTS; None:
     # drawn per occurrence from the job's salt, as periodic saves are)
     variant: str | None = None
@@ -292,6 +295,9 @@ class SimJob:
     _phase_target: float = 0.0
     _after_save: str = "train"  # train | upload
     _dead_host: int = 0
+    # a host-memory fault (Fault.memory_full): (host, crash ms); its MemoryUtilization climbs to ~99 %
+    # over the MEMORY_RISE_MIN minutes before the crash (drill/sim/series.py)
+    _memory_full: tuple[int, int] | None = None
     _timer_at: int | None = None
     _timer_kind: str = ""
     _stop_final: str = "Stopped"

@@ -366,6 +366,24 @@ def _disk_rate(job: SimJob) -> float:
     return 0.02 + 0.28 * _unit(job._salt, 0xD2)
 
 
+MEMORY_RISE_MIN = 8  # a host-memory fault's MemoryUtilization climbs for this long before the crash
+
+
+def memory_value(job: SimJob, host: int, m: int, u: float) -> float:
+    """MemoryUtilization of one host in the minute starting at ``m``: 30-57 %, or climbing to ~99 %
+    over the minutes before a host-memory fault's crash (Fault.memory_full), 99 % in the minute of
+    the kill."""
+    base = 30.0 + 25.0 * _unit(job._salt, host, 0x4D) + 2.0 * u
+    full = job._memory_full
+    if full is None or full[0] != host or m > full[1]:
+        return base
+    rise = MEMORY_RISE_MIN * MINUTE_MS
+    left = max(0, full[1] - (m + MINUTE_MS))  # from the minute's end to the kill
+    if left >= rise:
+        return base
+    return base + (99.0 - base) * (1.0 - left / rise)
+
+
 def disk_value(job: SimJob, host: int, m: int) -> float:
     """DiskUtilization of one host at minute start ``m`` (in Training)."""
     i = _segment_at(job, m)
@@ -407,7 +425,7 @@ def instance_samples(
         elif metric == "GPUMemoryUtilization":  # the model's weights stay allocated; a dead rank's are freed
             out.append((m, 0.0 if dead_here else gpus * (72.0 + 12.0 * _unit(job._salt, host, 0x6D) + u)))
         elif metric == "MemoryUtilization":
-            out.append((m, 30.0 + 25.0 * _unit(job._salt, host, 0x4D) + 2.0 * u))
+            out.append((m, memory_value(job, host, m, u)))
         elif metric == "DiskUtilization":
             out.append((m, round(disk_value(job, host, m), 4)))
     return out

@@ -17,8 +17,10 @@ from sagewarden import keys
 from sagewarden.audit_text import error_text, run_secrets
 from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
+from sagewarden.domain.classifier import shows_kill
 from sagewarden.domain.deletions import lookup_event
 from sagewarden.domain.draft import startup_allowance, window_in_force
+from sagewarden.domain.endings import job_end_ms
 from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
 from sagewarden.domain.evidence import HostMetrics
 from sagewarden.domain.hang_alarms import silence_window_min
@@ -41,7 +43,13 @@ from sagewarden.domain.wants import (
     wants_log_silence_check,
     wants_log_tail,
 )
-from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers, read_scan, read_steps
+from sagewarden.observe_hosts import (
+    read_addresses,
+    read_fingerprints,
+    read_hardware_printers,
+    read_scan,
+    read_steps,
+)
 from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
@@ -51,6 +59,7 @@ log = logging.getLogger("sagewarden.service")
 
 OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
 LOG_TAIL_LINES = 40
+MEMORY_WINDOW_MS = 10 * 60_000  # a kill's host memory is read over the minutes before the job's end
 
 
 class Observer:
@@ -78,6 +87,10 @@ class Observer:
         fingerprint_lines: tuple[str, ...] = ()
         fingerprint_error: str | None = None
         printers_error: str | None = None
+        address_lines: tuple[str, ...] = ()
+        address_error: str | None = None
+        memory: tuple[str, float] | None = None
+        memory_error: str | None = None
         scan_lines, scan_error = read_scan(self.sup, run, event, OBSERVATION_FAILURES)
         step_lines, step_error = read_steps(self.sup, run, event, self.sup.clock(), OBSERVATION_FAILURES)
         if wants_checkpoint(run, event) and run.checkpoint_uri:
@@ -143,6 +156,11 @@ class Observer:
                     self.sup.counters.add(OBSERVATION_FAILURES)
                     log_error = error_text(exc, secrets)
             triage = gpu_lines + triage
+            if isinstance(event, JobObserved) and tail:  # peers by address, a kill's memory
+                address_lines, address_error = read_addresses(
+                    self.sup, run, event, tail, OBSERVATION_FAILURES
+                )
+                memory, memory_error = self._read_memory(run, event, tail)
         elif wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
             # before a job runs on the pool of an ending that named no host (domain/hosts.py)
             suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
@@ -226,6 +244,10 @@ class Observer:
             fingerprint_lines=fingerprint_lines,
             fingerprint_error=fingerprint_error,
             hardware_printers_error=printers_error,
+            address_lines=address_lines,
+            address_error=address_error,
+            host_memory=memory,
+            host_memory_error=memory_error,
             scan_lines=scan_lines,
             scan_error=scan_error,
             step_lines=step_lines,
@@ -235,6 +257,34 @@ class Observer:
             retention=retention,
             retention_error=retention_error,
         )
+
+    def _read_memory(
+        self, run: Run, event: JobObserved, tail: tuple[str, ...]
+    ) -> tuple[tuple[str, float] | None, str | None]:
+        """At a failure whose tail shows a kill (SIGKILL, exitcode -9): the highest MemoryUtilization
+        any host reached in the MEMORY_WINDOW_MS before the job's end (one bounded GetMetricData),
+        so the classifier can tell the OOM killer from another kill. None when not wanted; the
+        error when the read failed (unknown: not shown to be memory, never "low")."""
+        cur = run.current
+        if cur is None or cur.job_name != event.job_name or event.status != "Failed" or not shows_kill(tail):
+            return None, None
+        if self.sup.metrics is None:
+            return None, None  # (no reader: the classifier says the memory could not be read)
+        end = job_end_ms(event) or self.sup.clock()
+        try:
+            peaks = self.sup.metrics.host_memory(
+                cur.job_name, cur.instance_count, end - MEMORY_WINDOW_MS, end
+            )
+        except Exception as exc:
+            log.warning("could not read the memory of %s: %s", cur.job_name, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            return None, error_text(exc)
+        through = min((t for _, _, t in peaks), default=None)
+        if through is None or through < end - 60_000 - end % 60_000:
+            # datapoints arrive minutes late: the minute of the kill is not in CloudWatch yet
+            return None, "MemoryUtilization up to the job's end has not reached CloudWatch yet"
+        host, percent, _ = max(peaks, key=lambda p: p[1])
+        return (host, percent), None
 
     def _retention(self, run: Run, event: Event) -> tuple[RetentionView | None, str | None]:
         """The synced prefix for checkpoint retention, on a training attempt's tick when the run

@@ -1,5 +1,6 @@
 """The look-ups domain/hosts.py, domain/fabric.py and domain/stragglers.py need (the Observer
-calls these): the hosts that printed a GPU hardware line before an attempt failed, the contract's
+calls these): the hosts that printed a GPU hardware line before an attempt failed, which host
+declared each peer address a failure's NCCL lines name, the contract's
 fingerprint lines at an ending or a hang, a training attempt's start-up scan, and its recent step
 lines (one read every few minutes, when the script prints them).
 
@@ -18,13 +19,17 @@ from sagewarden.domain.endings import job_end_ms
 from sagewarden.domain.events import Event, JobObserved, Tick
 from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
 from sagewarden.domain.hosts import (
+    ADDRESS_LINES,
+    ADDRESS_WINDOW_MS,
     FINGERPRINT_PATTERN,
     FINGERPRINT_WINDOW_MS,
     HARDWARE_LINES,
     HARDWARE_PATTERN,
     HARDWARE_WINDOW_MS,
+    address_pattern,
     fingerprint_keep,
     hosts_in_tail,
+    peer_addresses,
 )
 from sagewarden.domain.models import Run
 from sagewarden.domain.stragglers import STEP_PATTERN, read_lines, read_since_ms
@@ -87,6 +92,38 @@ def read_hardware_printers(
         sup.counters.add(failures)
         return (), error_text(exc, run_secrets(run))
     return hosts_in_tail(lines, att.instance_count), None
+
+
+def read_addresses(
+    sup: ObserverHost, run: Run, event: JobObserved, tail: tuple[str, ...], failures: str
+) -> tuple[tuple[str, ...], str | None]:
+    """The lines in which the failed attempt's hosts declared the peer addresses its log tail names
+    (domain/hosts.py, peers by address): one bounded FilterLogEvents per address (at most
+    hosts.MAX_ADDRESSES), over the attempt's first ADDRESS_WINDOW_MS of Training, where NCCL prints
+    them at its first collective. Returns the lines and the error of a read that failed (unknown,
+    never "no host has it")."""
+    att = run.current
+    if att is None or att.job_name != event.job_name or att.instance_count < 2 or event.status != "Failed":
+        return (), None
+    ips = peer_addresses(tail)
+    if not ips:
+        return (), None
+    since = att.training_started_ms or att.created_ms or att.requested_at_ms
+    lines: list[str] = []
+    try:
+        for ip in ips:
+            lines += sup.logs.matching_lines(
+                att.job_name,
+                since - 60_000,
+                address_pattern(ip),
+                keep=ADDRESS_LINES,
+                until_ms=since + ADDRESS_WINDOW_MS,
+            )
+    except Exception as exc:
+        log.warning("could not look up the peer addresses of %s: %s", att.job_name, exc)
+        sup.counters.add(failures)
+        return tuple(lines), error_text(exc)
+    return tuple(lines), None
 
 
 def read_scan(

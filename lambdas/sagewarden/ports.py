@@ -266,6 +266,11 @@ class MetricsReader(Protocol):
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
     ) -> tuple[Series, Series | None]: ...
+    # each host's highest MemoryUtilization (percent) over the window and its newest datapoint's
+    # minute, (host, percent, ms); hosts without a datapoint are absent
+    def host_memory(
+        self, job_name: str, hosts: int, start_ms: int, end_ms: int
+    ) -> tuple[tuple[str, float, int], ...]: ...
 
 
 class Counters(Protocol):

@@ -281,7 +281,9 @@ def _late_xid_drill(template, name: str, *, log_delay_s: int, available_s: int, 
                 "after_training_min": 40,
                 "host": 3,
                 "bad_host": True,
-                "log_lines": [xid, "RuntimeError: CUDA error: unspecified launch failure"],
+                # the Xid names the host; the other line names none (an unspecified launch failure
+                # would: it is a GPU fault on its own)
+                "log_lines": [xid, "RuntimeError: NCCL communicator was aborted on rank 17."],
             }
         ],
     }
@@ -321,3 +323,36 @@ def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_ou
     assert "may still be on their way" in notes and "singled out algo-3" in notes
     kinds = [(f["attempt"], f["kind"]) for f in result.faults if f["run"] == "late-xid"]
     assert kinds.count((2, "algorithm_error")) == 0  # the bad GPU was not met again
+
+
+def test_scenario_an_nccl_error_naming_a_peer_by_address_singles_out_that_host(template):
+    """NCCL names peers by IP address, never algo-<n>. The job prints each host's address at its
+    first collective (NCCL_DEBUG=INFO: 'NCCL INFO Bootstrap : Using eth0:<ip><0>'); at the failure
+    the supervisor looks the named address up in the hosts' streams, and algo-3 is singled out: the
+    restart is cold with the infra check (before: the address named nobody, and the warm restart ran
+    on algo-3 again)."""
+    fault = {
+        "kind": "algorithm_error",
+        "run": "by-ip",
+        "attempt": 1,
+        "after_training_min": 40,
+        "host": 3,
+        "log_host": 1,
+        "bad_host": True,
+        "log_lines": [
+            "algo-1:91:220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from {host_ip}<58355> "
+            "failed : Connection reset by peer",
+            "torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+        ],
+    }
+    scenario = {
+        "seed": 11,
+        "runs": [run_spec("by-ip", instance_count=4, training_job={"Environment": {"NCCL_DEBUG": "INFO"}})],
+        "faults": [fault],
+    }
+    result = run_drill(template, scenario, account_options={"logs": "simulated"})
+    text = decisions(result, "by-ip")
+    assert classes(result, "by-ip") == ["INFRASTRUCTURE", "SUCCEEDED"], text
+    assert "singled out algo-3" in text
+    _, second = jobs_of(result, "by-ip")
+    assert not second.warm_pool_used and second.request["InfraCheckConfig"] == {"EnableInfraCheck": True}

@@ -454,3 +454,76 @@ def test_scenario_a_job_deleted_outside_sagewarden_resumes_under_a_new_name_and_
     assert not [r for r in result.timeline if r.kind == "action" and r.text.startswith("StopJob")]
     (resumed,) = [n for _, n in result.alerts_sent if n.event == "attempt.resumed"]
     assert "Class: DELETED" in resumed.body and "deleted outside sagewarden" in resumed.body
+
+
+def test_scenario_a_host_that_ran_out_of_ram_is_a_memory_fault_not_infrastructure(template):
+    """The kernel's OOM killer ends a rank: the log says only 'Killed'. The supervisor reads the
+    hosts' MemoryUtilization before the end (near 100 % on algo-2) and fails the run with the memory
+    advice at once (before: 'worker killed' was infrastructure, resumed three times)."""
+    result = run_drill(
+        template,
+        {
+            "seed": 4,
+            "runs": [run_spec("oom")],
+            "faults": [
+                {
+                    "kind": "algorithm_error",
+                    "run": "oom",
+                    "after_training_min": 40,
+                    "host": 2,
+                    "memory_full": True,
+                    "once": False,
+                    "log_lines": [
+                        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 4242)"
+                    ],
+                }
+            ],
+        },
+    )
+    run = result.runs["oom"]
+    assert run["status"] == "FAILED" and classes(result, "oom") == ["USER_ERROR"], decisions(result, "oom")
+    assert "host memory fault" in run["outcome"]
+    (failed,) = [row for row in result.alert_rows() if row["run"] == "oom" and row["event"] == "run.failed"]
+    assert "MemoryUtilization of algo-2 reached" in failed["body"] and "num_workers" in failed["body"]
+
+
+def test_scenario_the_same_kill_without_memory_evidence_is_confirmed_once_then_stops(template):
+    kill = "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 4242)"
+    result = run_drill(
+        template,
+        {
+            "seed": 4,
+            "runs": [run_spec("killed")],
+            # attempt 1 saves step 300, then is killed; attempt 2 resumes from it and is killed the
+            # same way before its first checkpoint
+            "faults": [
+                {
+                    "kind": "algorithm_error",
+                    "run": "killed",
+                    "attempt": 1,
+                    "after_training_min": 40,
+                    "log_lines": [kill],
+                },
+                {
+                    "kind": "algorithm_error",
+                    "run": "killed",
+                    "attempt": 2,
+                    "after_training_min": 5,
+                    "log_lines": [kill],
+                },
+            ],
+        },
+    )
+    run = result.runs["killed"]
+    assert run["status"] == "FAILED" and classes(result, "killed") == ["UNKNOWN", "UNKNOWN"], decisions(
+        result, "killed"
+    )
+    assert "deterministic failure: attempt 2 ended as attempt 1 did" in run["outcome"]
+    # GET /runs/{id}: each attempt shows the class and why, and that it is a guess
+    first = run["attempts"][0]
+    assert first["end_class"] == "UNKNOWN"
+    assert "process killed (SIGKILL)" in first["end_reason"] and "a guess (UNKNOWN)" in first["end_reason"]
+    (failed,) = [
+        row for row in result.alert_rows() if row["run"] == "killed" and row["event"] == "run.failed"
+    ]
+    assert "Attempt 1:" in failed["body"] and "Attempt 2:" in failed["body"]

@@ -736,6 +736,12 @@ class FakeMetrics:
         disk = tuple((t, 20.0) for t in minutes)
         return tuple(HostMetrics(f"algo-{h}", gpu=zero, cpu=zero, disk=disk) for h in range(1, hosts + 1))
 
+    def host_memory(
+        self, job_name: str, hosts: int, start_ms: int, end_ms: int
+    ) -> tuple[tuple[str, float, int], ...]:
+        """The fake world's hosts never run out of memory."""
+        return tuple((f"algo-{h}", 40.0, end_ms - end_ms % 60_000) for h in range(1, hosts + 1))
+
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
     ) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...] | None]:

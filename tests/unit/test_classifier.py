@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -107,6 +108,24 @@ REASON_ALGORITHM_ERROR_EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 
 INFRA_LOG_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "uncorrectable ECC error": (
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "cudaErrorECCUncorrectable reported by device 2",
+        "failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error",
+    ),
+    "GPU ECC error": ("nvidia-smi reports ECC errors on GPU 3",),
+    "NVIDIA Xid error": ("NVRM: Xid (PCI:0000:a0:1c): 79, pid=1234, GPU has fallen off the bus.",),
+    "GPU is lost": ("Unable to determine the device handle for GPU0000:10:1c.0: GPU is lost.  Reboot",),
+    "GPU fell off the bus": ("kernel: NVRM: GPU at PCI:0000:10:1c: GPU has fallen off the bus.",),
+    "uncorrectable NVLink error": (
+        "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+    ),
+    "GPU unreachable (NVML)": ("Unable to determine the device handle for GPU0000:03:00.0: Unknown Error",),
+    "CUDA unspecified launch failure": ("RuntimeError: CUDA error: unspecified launch failure",),
+    "cuDNN internal error": ("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",),
+    "InfiniBand completion error (retry exceeded)": (
+        "NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0",
+    ),
     "NCCL watchdog timeout": (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48211, "
         "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
@@ -119,20 +138,16 @@ INFRA_LOG_EXAMPLES: dict[str, tuple[str, ...]] = {
     "ncclRemoteError": ("ncclRemoteError: A call failed possibly due to a remote process exiting",),
     "NCCL communicator aborted": ("RuntimeError: NCCL communicator was aborted on rank 3.",),
     "NCCL error": ("RuntimeError: NCCL error in: NCCLUtils.hpp:219, unhandled cuda error",),
-    "uncorrectable ECC error": (
-        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
-        "cudaErrorECCUncorrectable reported by device 2",
-    ),
-    "GPU ECC error": ("nvidia-smi reports ECC errors on GPU 3",),
-    "NVIDIA Xid error": ("NVRM: Xid (PCI:0000:a0:1c): 79, pid=1234, GPU has fallen off the bus.",),
-    "CUDA unspecified launch failure": ("RuntimeError: CUDA error: unspecified launch failure",),
-    "GPU is lost": ("Unable to determine the device handle for GPU0000:10:1c.0: GPU is lost.  Reboot",),
-    "GPU fell off the bus": ("kernel: NVRM: GPU at PCI:0000:10:1c: GPU has fallen off the bus.",),
     "connection reset by peer in a collective": (
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection reset by peer "
         "[10.0.12.7]:25874",
         "[c10d] recv from peer failed: Connection reset by peer",
         "algo-2:88:120 [3] NCCL WARN socket: connection closed by peer",
+        "[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.10.1.3<36138>",
+    ),
+    "NCCL socket call failed": (
+        "a100-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from "
+        "10.200.84.247<58355> failed : Broken pipe",
     ),
     "TCPStore failure": ("RuntimeError: TCPStore client could not get key after 1800 s",),
     "rendezvous timeout": (
@@ -141,19 +156,130 @@ INFRA_LOG_EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "rank failed": ("Rank 3 failed: process exited unexpectedly", "ranks 1, 2 and 7 have failed"),
     "dead rank": ("Detected dead ranks [4, 5], aborting", "2 ranks are dead, giving up"),
-    "worker killed (exitcode -9)": (
-        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 311)",
-        "  exitcode  : -9 (pid: 311)",
-    ),
-    "worker killed (SIGKILL)": ("Worker 0 (pid 311) died with <Signals.SIGKILL: 9>",),
     "libfabric error": ("libfabric:4412:1712000000::efa:cq:efa_rdm_cq_proc_error():123<warn> Error writing",),
     "aws-ofi-nccl error": ("algo-1:55:66 [2] NCCL WARN NET/OFI Request completed with error. RC: 21",),
     "EFA error": ("EFA device error: failed to post send",),
+    "S3 SlowDown (throttled)": (
+        "{'Error': {'Code': 'SlowDown', 'Message': 'Please reduce your request rate.'}",
+        "botocore.exceptions.ClientError: An error occurred (SlowDown) when calling the CompleteMultipartUpload operation",
+        "urllib.error.HTTPError: HTTP Error 503: Slow Down",
+    ),
+}
+
+HARDWARE_EXAMPLE_LABELS = frozenset(
+    label
+    for label in INFRA_LOG_EXAMPLES
+    if label in classifier_signatures.HARDWARE_LOG_LABELS | classifier_signatures.LINK_LOG_LABELS
+)
+
+DETERMINISTIC_LOG_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "disk full": (
+        "OSError: [Errno 28] No space left on device",
+        'safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })',
+    ),
+    "the checkpoint does not fit the model (state_dict mismatch)": (
+        "RuntimeError: Error(s) in loading state_dict for InteractE:",
+        "size mismatch for conv14.weight: copying a param with shape torch.Size([96, 96, 3, 3]) from checkpoint, "
+        "the shape in current model is torch.Size([96, 48, 3, 3]).",
+    ),
+    "batch size inconsistent with the world size": (
+        "AssertionError: Check batch related parameters. train_batch_size is not equal to "
+        "micro_batch_per_gpu * gradient_acc_step * world_size 256 != 2 * 18 * 7",
+        "AssertionError: Micro batch size per gpu: 0 has to be greater than 0",
+    ),
+    "framework configuration check (MisconfigurationException)": (
+        "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [1]",
+    ),
+    "tokenizer file and library disagree": (
+        "Exception: data did not match any variant of untagged enum ModelWrapper at line 1251012 column 3",
+    ),
+    "tokenizer has no padding token": (
+        "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token",
+    ),
+    "image built for another CPU architecture (exec format error)": (
+        "standard_init_linux.go:219: exec user process caused: exec format error",
+    ),
+    "the image needs a newer GPU driver": (
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+        "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+    ),
+    "NCCL invalid usage (ranks and GPUs misassigned)": (
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+        "init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000",
+    ),
+    "NCCL: no algorithm/protocol available": (
+        "dc:255756:255756 [3] enqueue.cc:1182 NCCL WARN Error : no algorithm/protocol available",
+    ),
+    "device-side assertion (labels or indices out of range)": (
+        "ClassNLLCriterion.cu:108: block: [0,0,0], thread: [31,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ),
+    "corrupt training data (image)": (
+        "OSError: image file is truncated (54 bytes not processed)",
+        "PIL.UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f9c489460a0>",
+    ),
+    "not a readable checkpoint file (invalid load key)": ("_pickle.UnpicklingError: invalid load key, '<'.",),
+    "launcher not found in the image": ("sh: 1: /home/user/miniconda/envs/ct/bin/torchrun: not found",),
+    "NaN loss at the first iteration": ("FloatingPointError: Loss became infinite or NaN at iteration=0!",),
+}
+
+CONFIRM_LOG_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "CUDA illegal memory access": (
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "RuntimeError: merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access",
+    ),
+    "segmentation fault": (
+        "segmentation fault (core dumped)",
+        "  exitcode  : -11 (pid: 6421)",
+        "AlgorithmError: Exit Code: 139",
+    ),
+    "process killed (SIGKILL)": (
+        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 311)",
+        "  exitcode  : -9 (pid: 311)",
+        "Worker 0 (pid 311) died with <Signals.SIGKILL: 9>",
+        "/bin/bash: line 27: 318 Killed sh start.sh",
+        "Killed",
+        "[algo-3] Killed",
+        "已杀死",
+    ),
+    "NaN/inf loss": (
+        "FloatingPointError: Loss became infinite or NaN at iteration=166!",
+        "Loss is nan, stopping training",
+        "WARNING: non-finite loss, ending training  tensor([nan, nan, nan, nan], device='cuda:0')",
+    ),
+    "the rendezvous store cannot be reached (connect timeout)": (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying "
+        "to connect to (172.17.0.9, 46229).",
+    ),
+    "NCCL cannot connect to a peer": (
+        "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> "
+        "failed : Software caused connection abort",
+    ),
+    "model hub unreachable and no local copy": (
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files",
+        "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub",
+    ),
+}
+
+HOST_MEMORY_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "kernel OOM killer": (
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=191.batch cgroup.",
+        "Out of memory: Killed process 4242 (python3) total-vm:812345678kB",
+    ),
+    "DataLoader worker killed (host RAM)": (
+        "RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.",
+    ),
+    "MemoryError (host RAM)": ("MemoryError: Unable to allocate 12.0 GiB for an array",),
 }
 
 OOM_EXAMPLES: dict[str, tuple[str, ...]] = {
     "CUDA out of memory": ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",),
     "OutOfMemoryError": ("torch.cuda.OutOfMemoryError: allocation on device 3 failed",),
+    "CUDA out of memory (older wording)": (
+        "RuntimeError: CUDA error: out of memory",
+        "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/THC/generic/THCStorage.cu:66",
+        "THCudaCheck FAIL file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=66 error=2 : out of memory",
+    ),
 }
 
 CODE_BUG_ALWAYS_EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -180,6 +306,7 @@ CODE_BUG_STARTUP_EXAMPLES: dict[str, tuple[str, ...]] = {
     "FileNotFoundError for a script": (
         "FileNotFoundError: [Errno 2] No such file or directory: '/opt/ml/code/launch.sh'",
     ),
+    "AssertionError": ("AssertionError: expected 8 shards, found 7",),
 }
 
 TABLES: tuple[tuple[str, dict[str, tuple[str, ...]]], ...] = (
@@ -194,6 +321,9 @@ TABLES: tuple[tuple[str, dict[str, tuple[str, ...]]], ...] = (
     ("REASON_CLIENT_ERROR_SIGNATURES", REASON_CLIENT_ERROR_EXAMPLES),
     ("REASON_ALGORITHM_ERROR_SIGNATURES", REASON_ALGORITHM_ERROR_EXAMPLES),
     ("INFRA_LOG_SIGNATURES", INFRA_LOG_EXAMPLES),
+    ("DETERMINISTIC_LOG_SIGNATURES", DETERMINISTIC_LOG_EXAMPLES),
+    ("HOST_MEMORY_SIGNATURES", HOST_MEMORY_EXAMPLES),
+    ("CONFIRM_LOG_SIGNATURES", CONFIRM_LOG_EXAMPLES),
     ("OOM_SIGNATURES", OOM_EXAMPLES),
     ("CODE_BUG_ALWAYS_SIGNATURES", CODE_BUG_ALWAYS_EXAMPLES),
     ("CODE_BUG_STARTUP_SIGNATURES", CODE_BUG_STARTUP_EXAMPLES),
@@ -387,8 +517,27 @@ def test_classify_blank_api_fields_are_ignored() -> None:
             "utilization of 3 and a request delta of 2.",
             QuotaInfo("Number of instances across all training jobs", 4, 3, 2),
         ),
+        (  # sagemaker-python-sdk #35: the older, unquoted wording
+            "The account-level service limit for training-job/ml.p2.xlarge is 0 Instances, with current "
+            "utilization of 0 Instances and a request delta of 2 Instances. Please contact AWS support to "
+            "request an increase for this limit.",
+            QuotaInfo("training-job/ml.p2.xlarge", 0, 0, 2),
+        ),
+        (  # amazon-sagemaker-examples #1001: no quota to raise at all
+            "The requested resource training-job/ml.p2.xlarge is not available in this region",
+            QuotaInfo("training-job/ml.p2.xlarge", 0, 0, 0, unavailable=True),
+        ),
     ],
-    ids=["p3", "all-jobs", "singular", "upper-and-spaces", "curly-quotes-commas", "no-units"],
+    ids=[
+        "p3",
+        "all-jobs",
+        "singular",
+        "upper-and-spaces",
+        "curly-quotes-commas",
+        "no-units",
+        "older-unquoted",
+        "not-in-region",
+    ],
 )
 def test_classify_parses_quota_message_variants(message: str, expected: QuotaInfo) -> None:
     assert parse_quota_message(message) == expected
@@ -412,6 +561,13 @@ def test_classify_parses_quota_message_variants(message: str, expected: QuotaInf
 )
 def test_classify_unparseable_quota_messages_return_none(message: str) -> None:
     assert parse_quota_message(message) is None
+
+
+def test_classify_a_resource_the_region_does_not_offer_can_never_fit() -> None:
+    msg = "The requested resource training-job/ml.p2.xlarge is not available in this region"
+    result = classify(Ending(api_error_code="ResourceLimitExceeded", api_error_message=msg))
+    assert result.kind is EndingClass.QUOTA and result.quota is not None and not result.quota.can_ever_fit
+    assert "not available in this region" in result.reason and "quota increase" not in result.reason
 
 
 @pytest.mark.parametrize(
@@ -704,25 +860,62 @@ def test_classify_code_bug_in_algorithm_error_message() -> None:
 # --- Precedence inside the log tail -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("infra_line", [texts[0] for texts in INFRA_LOG_EXAMPLES.values()])
-def test_classify_infrastructure_beats_code_bug_in_same_tail(infra_line: str) -> None:
+TRANSIENT_LINES = [
+    texts[0] for label, texts in INFRA_LOG_EXAMPLES.items() if label not in HARDWARE_EXAMPLE_LABELS
+]
+HARDWARE_LINES = [texts[0] for label, texts in INFRA_LOG_EXAMPLES.items() if label in HARDWARE_EXAMPLE_LABELS]
+
+
+@pytest.mark.parametrize("infra_line", TRANSIENT_LINES)
+def test_classify_infrastructure_beats_a_startup_code_bug_in_same_tail(infra_line: str) -> None:
+    # a KeyError or an AttributeError after a collective failed is its consequence, not a bug
     tail = (
         "KeyError: 'rank_3_state'",
         infra_line,
         "AttributeError: 'NoneType' object has no attribute 'wait'",
-        "SyntaxError: invalid syntax",
     )
     result = classify(_failed(tail, training_seconds=10.0))
-    assert result.kind is EndingClass.INFRASTRUCTURE
+    assert result.kind is EndingClass.INFRASTRUCTURE and not result.hardware
     assert infra_line in result.evidence
 
 
+@pytest.mark.parametrize("echo", TRANSIENT_LINES)
+@pytest.mark.parametrize(
+    ("label", "line"), _cases(DETERMINISTIC_LOG_EXAMPLES) + _cases(CODE_BUG_ALWAYS_EXAMPLES)[:2]
+)
+def test_classify_a_deterministic_failure_beats_the_collective_echo_of_its_peers(
+    label: str, line: str, echo: str
+) -> None:
+    # one rank cannot save (or load, or start); the others time out waiting for it
+    result = classify(_failed((line, echo, echo), training_seconds=TWO_DAYS))
+    assert result.kind is EndingClass.USER_ERROR
+    assert result.reason.startswith(label) and "deterministic" in result.reason
+    assert result.evidence[1] == line
+
+
+@pytest.mark.parametrize("hardware_line", HARDWARE_LINES)
+@pytest.mark.parametrize(
+    "other",
+    [
+        "OSError: [Errno 28] No space left on device",
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        "RuntimeError: CUDA error: device-side assert triggered",
+        "segmentation fault (core dumped)",
+        "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)",
+    ],
+)
+def test_classify_a_hardware_line_beats_everything_else_in_the_tail(hardware_line: str, other: str) -> None:
+    result = classify(_failed((other, hardware_line)))
+    assert result.kind is EndingClass.INFRASTRUCTURE and result.hardware
+    assert "hardware" in result.reason and hardware_line in result.evidence
+
+
 @pytest.mark.parametrize("oom_is_user_error", [True, False])
-def test_classify_infrastructure_beats_oom(oom_is_user_error: bool) -> None:
+def test_classify_oom_beats_a_collective_echo(oom_is_user_error: bool) -> None:
     tail = ("CUDA out of memory. Tried to allocate 1 GiB", "NCCL communicator was aborted on rank 1")
     result = classify(_failed(tail), oom_is_user_error=oom_is_user_error)
-    assert result.kind is EndingClass.INFRASTRUCTURE
-    assert result.reason.startswith("NCCL communicator aborted")
+    assert result.kind is (EndingClass.USER_ERROR if oom_is_user_error else EndingClass.INFRASTRUCTURE)
+    assert result.reason.startswith("CUDA out of memory")
 
 
 @pytest.mark.parametrize("oom_is_user_error", [True, False])
@@ -736,13 +929,110 @@ def test_classify_oom_beats_code_bug(oom_is_user_error: bool) -> None:
 def test_classify_reports_several_infra_signatures_in_one_line() -> None:
     tail = (
         "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)",
-        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "RuntimeError: NCCL communicator was aborted on rank 3.",
     )
     result = classify(_failed(tail))
     assert result.reason == (
-        "NCCL watchdog timeout (also: uncorrectable ECC error) in log tail (infrastructure)"
+        "NCCL watchdog timeout (also: NCCL communicator aborted) in log tail (infrastructure)"
     )
     assert result.evidence[1:] == tail
+
+
+# --- Deterministic failures, memory faults and endings resumed once to confirm ------------------
+
+
+@pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
+@pytest.mark.parametrize(("label", "line"), _cases(DETERMINISTIC_LOG_EXAMPLES))
+def test_classify_deterministic_log_signatures_fail_at_once(label: str, line: str, spell: Spelling) -> None:
+    ending = _failed(("step 41000 loss 1.92", spell(line)), training_seconds=TWO_DAYS)
+    result = classify(ending)
+    assert result.kind is EndingClass.USER_ERROR
+    assert result.reason.startswith(label)
+    assert _log_lines(result, ending) == (spell(line).strip(),)
+    assert (result.advice is not None) is (label == "disk full")
+
+
+def test_classify_a_full_disk_advises_the_volume_size() -> None:
+    result = classify(_failed(("OSError: [Errno 28] No space left on device",)))
+    assert result.advice is not None and "VolumeSizeInGB" in result.advice
+
+
+@pytest.mark.parametrize("oom_is_user_error", [True, False])
+@pytest.mark.parametrize(("label", "line"), _cases(HOST_MEMORY_EXAMPLES))
+def test_classify_host_memory_is_a_memory_fault_never_infrastructure(
+    label: str, line: str, oom_is_user_error: bool
+) -> None:
+    result = classify(_failed(("epoch 3", line)), oom_is_user_error=oom_is_user_error)
+    assert result.kind is (EndingClass.USER_ERROR if oom_is_user_error else EndingClass.UNKNOWN)
+    assert result.reason.startswith(label) and "host memory fault" in result.reason
+    assert result.advice is not None and "num_workers" in result.advice
+
+
+KILL = "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 31631)"
+
+
+def test_classify_a_kill_while_loading_checkpoint_shards_is_host_memory() -> None:
+    tail = ("Loading checkpoint shards:  57% 4/7 [00:40<00:29,  9.96s/it]", KILL)
+    result = classify(_failed(tail))
+    assert result.kind is EndingClass.USER_ERROR and "host memory fault" in result.reason
+    assert result.evidence[1:] == tail
+
+
+@pytest.mark.parametrize(
+    ("memory", "kind"),
+    [
+        (("algo-2", 99.4), EndingClass.USER_ERROR),
+        (("algo-2", 95.0), EndingClass.USER_ERROR),
+        (("algo-2", 61.0), EndingClass.UNKNOWN),
+        (None, EndingClass.UNKNOWN),
+    ],
+)
+def test_classify_a_kill_reads_the_hosts_memory(memory: tuple[str, float] | None, kind: EndingClass) -> None:
+    ending = dataclasses.replace(_failed((KILL,)), host_memory=memory)
+    result = classify(ending)
+    assert result.kind is kind and not result.hardware
+    if kind is EndingClass.USER_ERROR:
+        assert "MemoryUtilization of algo-2 reached" in result.evidence[-1]
+    elif memory is None:
+        assert result.guess is not None and "could not be read" in result.guess
+    else:
+        assert result.guess is not None and "61 %" in result.guess
+
+
+@pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
+@pytest.mark.parametrize(("label", "line"), _cases(CONFIRM_LOG_EXAMPLES))
+def test_classify_confirm_signatures_are_a_named_guess(label: str, line: str, spell: Spelling) -> None:
+    ending = _failed(("step 41000 loss 1.92", spell(line)), training_seconds=TWO_DAYS)
+    result = classify(ending)
+    assert result.kind is EndingClass.UNKNOWN and result.confirmable
+    assert result.reason.startswith(label) and "resumed once" in result.reason
+    assert result.guess
+    assert _log_lines(result, ending) == (spell(line).strip(),)
+
+
+@pytest.mark.parametrize("echo", TRANSIENT_LINES[:3])
+def test_classify_a_confirm_signature_beats_the_collective_echo(echo: str) -> None:
+    result = classify(_failed((echo, "segmentation fault (core dumped)", echo)))
+    assert result.kind is EndingClass.UNKNOWN and result.reason.startswith("segmentation fault")
+
+
+def test_classify_a_hub_failure_in_a_network_isolated_job_is_a_configuration_error() -> None:
+    line = CONFIRM_LOG_EXAMPLES["model hub unreachable and no local copy"][0]
+    assert classify(_failed((line,))).kind is EndingClass.UNKNOWN
+    isolated = classify(dataclasses.replace(_failed((line,)), network_isolated=True))
+    assert isolated.kind is EndingClass.USER_ERROR and "EnableNetworkIsolation" in isolated.reason
+
+
+def test_classify_every_unknown_is_a_guess_that_says_what_would_change_it() -> None:
+    result = classify(_failed(("epoch 3 done",)))
+    assert result.kind is EndingClass.UNKNOWN and result.confirmable
+    assert result.guess and "same step" in result.guess
+
+
+@pytest.mark.parametrize("line", TRANSIENT_LINES)
+def test_classify_transient_faults_are_not_confirmable(line: str) -> None:
+    result = classify(_failed((line,)))
+    assert result.kind is EndingClass.INFRASTRUCTURE and not result.confirmable and result.guess is None
 
 
 @pytest.mark.parametrize(
@@ -819,7 +1109,15 @@ def test_classify_failed_status_is_case_and_space_insensitive() -> None:
 
 ALL_LOG_EXAMPLES = tuple(
     text
-    for table in (INFRA_LOG_EXAMPLES, OOM_EXAMPLES, CODE_BUG_ALWAYS_EXAMPLES, CODE_BUG_STARTUP_EXAMPLES)
+    for table in (
+        INFRA_LOG_EXAMPLES,
+        DETERMINISTIC_LOG_EXAMPLES,
+        HOST_MEMORY_EXAMPLES,
+        CONFIRM_LOG_EXAMPLES,
+        OOM_EXAMPLES,
+        CODE_BUG_ALWAYS_EXAMPLES,
+        CODE_BUG_STARTUP_EXAMPLES,
+    )
     for texts in table.values()
     for text in texts
 )

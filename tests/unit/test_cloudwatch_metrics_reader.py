@@ -55,3 +55,32 @@ def test_every_hosts_gpu_cpu_and_disk_in_calls_of_at_most_500_queries_every_page
     assert one.host == "algo-1" and one.gpu == ((T0, 789.0), (T0 + MIN, 790.0))  # oldest first
     assert one.cpu[-1] == (T0 + MIN, 900.0) and one.disk[-1] == (T0 + MIN, 30.0)
     assert gpu_summary(hosts)["algo-1"] == (789.5, 789.0, 790.0)
+
+
+def test_host_memory_is_each_hosts_peak_with_its_newest_minute_from_moto() -> None:
+    """MemoryUtilization as SageMaker publishes it (namespace /aws/sagemaker/TrainingJobs, dimension
+    Host = <job>/algo-<n>), read back from moto: the highest value per host and its newest minute."""
+    import boto3
+    from moto import mock_aws
+
+    job = "sw-llama-01jc0-a001"
+    now = datetime.now(tz=UTC).replace(second=0, microsecond=0)
+    end_ms = int(now.timestamp() * 1000)
+    with mock_aws():
+        cw = boto3.client("cloudwatch", region_name="us-east-1")
+        for host, values in ((1, (41.0, 42.0, 40.5)), (2, (63.0, 88.0, 99.2))):
+            cw.put_metric_data(
+                Namespace="/aws/sagemaker/TrainingJobs",
+                MetricData=[
+                    {
+                        "MetricName": "MemoryUtilization",
+                        "Dimensions": [{"Name": "Host", "Value": f"{job}/algo-{host}"}],
+                        "Timestamp": datetime.fromtimestamp((end_ms - (3 - i) * MIN) / 1000, tz=UTC),
+                        "Value": v,
+                    }
+                    for i, v in enumerate(values)
+                ],
+            )
+        peaks = CloudWatchMetricsReader(cw).host_memory(job, 3, end_ms - 10 * MIN, end_ms)
+    assert [(h, p) for h, p, _ in peaks] == [("algo-1", 42.0), ("algo-2", 99.2)]  # algo-3 sent nothing
+    assert all(t == end_ms - MIN for _, _, t in peaks)

@@ -4,11 +4,14 @@ before an attempt's first checkpoint are not one (domain/loops.py)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
+from sagewarden.adapters.run_codec import compact_json, run_from_dict, run_to_dict
+from sagewarden.domain.actions import Notify
 from sagewarden.domain.classifier import Classification, EndingClass
 from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import LaunchAccepted, Observations
-from sagewarden.domain.loops import SIGNATURE_MAX_CHARS, checkpoint_overdue, ending_signature
+from sagewarden.domain.loops import SIGNATURE_MAX_CHARS, checkpoint_overdue, ending_signature, step_marks
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
 from tests.builders import HOUR, MIN, ckpt, observed, on_pool, step, training_run
@@ -93,7 +96,7 @@ def test_attempts_that_train_past_a_due_checkpoint_count_whatever_ends_them():
         run, t = _fail_and_relaunch(run, reason, t, trained_min=90)
         outcomes.append(run.status)
     assert outcomes[:2] == [RunStatus.TRAINING, RunStatus.TRAINING]
-    assert outcomes[2] == RunStatus.FAILED and "3 attempts in a row" in (run.outcome or "")
+    assert outcomes[2] == RunStatus.FAILED and "crash loop: 3 consecutive" in (run.outcome or "")
 
 
 def test_checkpoint_overdue_needs_an_observed_interval_and_a_long_attempt():
@@ -129,3 +132,99 @@ def test_signature_takes_out_numbers_and_is_bounded():
     assert "deadbeef faded facade" in ending_signature(words, "UNKNOWN")
     huge = Classification(EndingClass.UNKNOWN, "y" * 10_000, ("z" * 10_000,))
     assert len(ending_signature(huge, "UNKNOWN")) == SIGNATURE_MAX_CHARS
+
+
+# --- a deterministic failure costs at most one confirming restart (loops.repeats_previous) --------
+
+
+def _fail(run, reason, t, checkpoint, tail=()):
+    """Attempt `run.current` fails with `reason` at `t`, the newest checkpoint `checkpoint`."""
+    seen = t + LOG_SETTLE_MS
+    d = step(
+        run,
+        observed(run, "Failed", "Failed", t, reason),
+        seen,
+        Observations(checkpoint=checkpoint, log_tail=tail),
+    )
+    return on_pool(d, seen)
+
+
+def _relaunch(run, t):
+    run = step(run, LaunchAccepted(run.current.number), t + 1).run
+    start = t + 10 * MIN
+    return step(run, observed(run, "InProgress", "Training", start), start).run, start + 20 * MIN
+
+
+SEGV = UNKNOWN.format(msg="Segmentation fault (core dumped)")
+
+
+def test_the_same_unexplained_crash_after_a_resume_from_the_checkpoint_it_left_stops_the_run():
+    run = training_run(RunPolicy(max_no_progress_restarts=3))  # a fresh start that saves step 100
+    d = _fail(run, SEGV, 2 * HOUR, ckpt(100))
+    assert d.run.status == RunStatus.STARTING and d.run.last_ending.step == 100
+    run, t = _relaunch(d.run, 2 * HOUR + LOG_SETTLE_MS)
+    assert run.current.resume_from.step == 100
+    d = _fail(run, SEGV, t, ckpt(100))  # the same crash before the next checkpoint
+    assert d.run.status == RunStatus.FAILED and d.run.restarts == 1
+    assert "deterministic failure: attempt 2 ended as attempt 1 did" in (d.run.outcome or "")
+    (alert,) = [a for a in d.actions if isinstance(a, Notify)]
+    assert alert.body.count("Segmentation fault") >= 2  # both attempts' lines
+
+
+def test_the_same_failure_at_another_step_is_no_loop():
+    nan = "RuntimeError: loss is NaN at step {n} (found inf in gradients)"
+    run = training_run(RunPolicy(max_no_progress_restarts=3))
+    d = _fail(run, UNKNOWN.format(msg="x"), 2 * HOUR, ckpt(100), tail=(nan.format(n=120),))
+    run, t = _relaunch(d.run, 2 * HOUR + LOG_SETTLE_MS)
+    d = _fail(run, UNKNOWN.format(msg="x"), t, ckpt(100), tail=(nan.format(n=140),))
+    assert not d.run.status.terminal, d.run.outcome
+    run, t = _relaunch(d.run, t + LOG_SETTLE_MS)
+    d = _fail(run, UNKNOWN.format(msg="x"), t, ckpt(100), tail=(nan.format(n=140),))
+    assert d.run.status == RunStatus.FAILED and "deterministic failure: attempt 3" in (d.run.outcome or "")
+
+
+def test_progress_between_two_identical_crashes_is_no_loop():
+    run = training_run(RunPolicy(max_no_progress_restarts=3))
+    d = _fail(run, SEGV, 2 * HOUR, ckpt(100))
+    run, t = _relaunch(d.run, 2 * HOUR + LOG_SETTLE_MS)
+    d = _fail(run, SEGV, t, ckpt(200))  # it saved step 200 before crashing the same way
+    assert d.run.status == RunStatus.STARTING
+
+
+def test_a_crash_that_points_at_hardware_is_never_a_loop_of_the_code():
+    xid = ("[algo-2] NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus.",)
+    run = training_run(RunPolicy(max_no_progress_restarts=3))
+    d = _fail(run, SEGV, 2 * HOUR, ckpt(100), tail=xid)
+    assert d.run.last_ending.singled_out
+    run, t = _relaunch(d.run, 2 * HOUR + LOG_SETTLE_MS)
+    d = _fail(run, SEGV, t, ckpt(100), tail=xid)
+    assert not d.run.status.terminal
+
+
+def test_transient_faults_that_repeat_keep_the_streak_rule():
+    run = training_run(RunPolicy(max_no_progress_restarts=3))
+    d = _fail(run, INTERNAL, 2 * HOUR, ckpt(100))
+    run, t = _relaunch(d.run, 2 * HOUR + LOG_SETTLE_MS)
+    d = _fail(run, INTERNAL, t, ckpt(100))
+    assert not d.run.status.terminal and d.run.no_progress_streak == 1
+
+
+def test_the_previous_ending_survives_the_stored_form():
+    run = training_run()
+    d = _fail(run, SEGV, 2 * HOUR, ckpt(100))
+    assert d.run.last_ending is not None
+    back = run_from_dict(json.loads(compact_json(run_to_dict(d.run))))
+    assert back.last_ending == d.run.last_ending
+    old = run_to_dict(d.run)
+    del old["last_ending"]  # an item stored before the field existed
+    assert run_from_dict(old).last_ending is None
+
+
+def test_step_marks_read_the_step_a_line_prints():
+    cls = Classification(
+        EndingClass.UNKNOWN,
+        "x",
+        ("FloatingPointError: Loss became infinite or NaN at iteration=166!", "Epoch 5/5", "pid 4242"),
+    )
+    assert step_marks(cls) == "epoch=5,iteration=166"
+    assert step_marks(Classification(EndingClass.UNKNOWN, "x", ("Killed",))) == ""

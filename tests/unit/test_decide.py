@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
-from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
+from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, SERVER_ERROR_GIVE_UP_MS, next_due_ms
 from sagewarden.domain.endings import LOG_SETTLE_MS
 from sagewarden.domain.events import (
     CancelRequested,
@@ -140,7 +140,9 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
         Observations(checkpoint=ckpt(100)),
     )
     assert again.run.status == RunStatus.FAILED
-    assert "no checkpoint progress, 2 attempts in a row" in (again.run.outcome or "")
+    assert "deterministic failure: attempt 2 ended as attempt 1 did, at the same step" in (
+        again.run.outcome or ""
+    )
 
 
 def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_ever_written():
@@ -287,6 +289,67 @@ def test_decide_throttling_waits_briefly_without_counting_a_restart():
     assert d.run.status == RunStatus.RETRY_WAIT and d.run.wait_reason == "throttle"
     assert d.run.wake_at_ms <= 45_000 and d.run.restarts == 0
     assert not any(isinstance(a, Notify) for a in d.actions)
+
+
+def test_decide_a_server_error_repeating_on_the_same_request_backs_off_and_gives_up():
+    """CreateTrainingJob answers the same 500 to the same request: the retries back off from 30 s to
+    the backoff cap, and the run fails after SERVER_ERROR_GIVE_UP_MS (before: a try every 30 s for
+    24 hours, 2,882 calls)."""
+    run = step(make_run(RunPolicy(backoff_jitter=0.0)), Submitted(), 0).run
+    now, tries, delays = 0, 0, []
+    while not run.status.terminal and tries < 100:
+        tries += 1
+        d = step(run, LaunchRejected(1, "InternalServerError", "We encountered an internal error."), now)
+        run = d.run
+        if run.status.terminal:
+            break
+        delays.append((run.wake_at_ms - now) // 1000)
+        now = run.wake_at_ms
+        run = step(run, Tick(), now).run
+    assert run.status == RunStatus.FAILED and "the same server error for 120 min" in (run.outcome or "")
+    assert tries <= 12 and now >= SERVER_ERROR_GIVE_UP_MS
+    assert delays[1:5] == [60, 120, 240, 480] and max(delays) == 1800
+
+
+def test_decide_a_different_server_error_is_retried_at_the_throttle_pace():
+    run = step(make_run(), Submitted(), 0).run
+    run = step(run, LaunchRejected(1, "InternalServerError", "We encountered an internal error."), 0).run
+    run = step(run, Tick(), run.wake_at_ms).run
+    d = step(run, LaunchRejected(1, "ServiceUnavailable", "Service is unavailable."), run.updated_ms)
+    assert d.run.status == RunStatus.RETRY_WAIT and d.run.wake_at_ms - d.run.updated_ms <= 45_000
+
+
+@pytest.mark.parametrize(
+    ("message", "outcome"),
+    [
+        (
+            "The account-level service limit for training-job/ml.p2.xlarge is 0 Instances, with current "
+            "utilization of 0 Instances and a request delta of 2 Instances. Please contact AWS support to "
+            "request an increase for this limit.",
+            "quota 'training-job/ml.p2.xlarge' is 0 instances but one attempt needs 2",
+        ),
+        (
+            "The requested resource training-job/ml.p2.xlarge is not available in this region",
+            "training-job/ml.p2.xlarge is not available in this region: pick another instance type or region",
+        ),
+    ],
+    ids=["the older unquoted quota wording", "an instance type the region does not offer"],
+)
+def test_decide_a_rejection_that_can_never_succeed_fails_at_once(message: str, outcome: str):
+    run = step(make_run(), Submitted(), 0).run
+    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", message), 1)
+    assert d.run.status == RunStatus.FAILED and outcome in (d.run.outcome or "")
+
+
+def test_decide_an_unavailable_instance_type_falls_back_to_the_next_choice():
+    pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p4de.24xlarge", 2),))
+    run = step(make_run(pol), Submitted(), 0).run
+    msg = "The requested resource training-job/ml.p4d.24xlarge is not available in this region"
+    d = step(run, LaunchRejected(1, "ResourceLimitExceeded", msg), 1)
+    (launch,) = [a for a in d.actions if isinstance(a, LaunchAttempt)]
+    assert launch.request["ResourceConfig"]["InstanceType"] == "ml.p4de.24xlarge"
+    (alert,) = [a for a in d.actions if isinstance(a, Notify)]
+    assert "not available in this region" in alert.body and "raise the quota" not in alert.body
 
 
 def test_decide_validation_rejection_fails_with_message():

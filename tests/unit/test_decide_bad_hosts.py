@@ -16,8 +16,11 @@ from sagewarden.domain.events import LaunchAccepted, Observations, Tick
 from sagewarden.domain.hosts import (
     INTENT_BAD_HOST,
     MAX_BAD_FINGERPRINTS,
+    address_book,
+    address_pattern,
     fingerprints,
     hosts_in_tail,
+    peer_addresses,
 )
 from sagewarden.domain.models import RunStatus
 from sagewarden.domain.policy import RunPolicy
@@ -84,6 +87,24 @@ def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, 
     d, launch = next_launch(d)
     assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
     assert d.run.current.infra_check
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+        "RuntimeError: CUDA error: unspecified launch failure",
+    ],
+    ids=["an uncorrectable NVLink error", "a cuDNN internal error", "an unspecified launch failure"],
+)
+def test_a_gpu_fault_naming_no_host_restarts_cold_with_the_infra_check(line):
+    """No host flag, no Xid: still the hardware (before: a warm restart on the same GPUs)."""
+    run = training_run(policy=RunPolicy(keep_alive_seconds=600))
+    d, _ = end(run, NCCL_REASON, (line,))  # the reader's tail without a host prefix
+    assert watch_of(d.run, run.current.job_name).bad_host, d.notes
+    d, launch = next_launch(d)
+    assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
 
 
 def test_an_nccl_error_naming_no_host_restarts_warm_without_an_infra_check():
@@ -339,3 +360,66 @@ def test_the_fingerprint_exception_is_a_policy_and_needs_every_singled_out_hosts
     assert d.run.infra_check_pending  # the check whatever the fingerprint
     d, _ = end(training_run(policy=RunPolicy(keep_alive_seconds=0)), NCCL_REASON, ECC_TAIL, fp=(FP1,))
     assert d.run.infra_check_pending  # algo-2 printed none: the check is the only guard
+
+
+# --- peers by address (hosts.address_book, hosts.peer_addresses) ------------------------------------
+
+# what NCCL prints at its first collective with NCCL_DEBUG=INFO, per host stream (docs/fidelity.md)
+BOOT = (
+    "[algo-1] algo-1:91:181 [0] NCCL INFO Bootstrap : Using eth0:10.0.7.11<0>",
+    "[algo-2] algo-2:92:182 [0] NCCL INFO Bootstrap : Using eth0:10.0.9.42<0>",
+    "[algo-3] algo-3:93:183 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.3.5<0>",
+)
+# printed by algo-1 about its peer, named only by address (aws-ofi-nccl #795's wording)
+BY_ADDRESS = (
+    "[algo-1] algo-1:91:220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.9.42<58355> failed : Broken pipe",
+    "[algo-1] torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+)
+
+
+def test_the_hosts_own_startup_lines_map_addresses_to_hosts():
+    assert address_book(BOOT) == {"10.0.7.11": "algo-1", "10.0.9.42": "algo-2", "10.0.3.5": "algo-3"}
+    assert address_book(("NCCL INFO Bootstrap : Using eth0:10.0.7.11<0>",)) == {}  # no host to tie it to
+    assert peer_addresses(BY_ADDRESS) == ("10.0.9.42",)
+    assert peer_addresses(BOOT) == ()  # a host declaring its own address names no peer
+    many = tuple(f"[algo-1] NCCL WARN Net : Call to recv from 10.0.0.{i}<5> failed" for i in range(1, 5))
+    assert peer_addresses(many) == ()  # more than two peers: a fabric-wide fault, nothing to look up
+    assert address_pattern("10.0.9.42") == '":10.0.9.42<"'
+
+
+def test_an_nccl_line_naming_a_peer_by_address_singles_out_that_host():
+    assert hosts_in_tail(BY_ADDRESS, 4) == ()  # before: an address names nobody
+    assert hosts_in_tail(BY_ADDRESS, 4, address_book(BOOT)) == ("algo-2",)
+    gloo = (
+        "[algo-3] RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.7.11]:28048",
+    )
+    assert hosts_in_tail(gloo, 4, address_book(BOOT)) == ("algo-1",)
+    own = ("[algo-2] NCCL WARN Net : Call to recv from 10.0.9.42<1> failed",)  # its own address: not a peer
+    assert hosts_in_tail(own, 4, address_book(BOOT)) == ()
+
+
+def test_nccls_own_host_prefix_names_the_printer_when_the_reader_gave_none():
+    line = "algo-1:249:249 [0] ofi_init:1339 NCCL WARN NET/OFI aws-ofi-nccl initialization failed"
+    assert hosts_in_tail((line,), 4) == ()  # algo-1 printed it about itself
+
+
+def test_a_failure_naming_a_peer_by_address_keeps_the_replacement_off_its_host():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    at = run.current.training_started_ms + HOUR
+    obs = Observations(
+        checkpoint=ckpt(500), log_tail=BY_ADDRESS, address_lines=BOOT, fingerprint_lines=(FP1, FP2)
+    )
+    d = step(run, observed(run, "Failed", "Failed", at, NCCL_REASON), at + LOG_SETTLE_MS, obs)
+    assert d.run.attempts[0].suspect_hosts == ("algo-2",)
+    assert any("singled out algo-2" in n for n in d.notes)
+    assert d.run.bad_fingerprints == (("algo-2", "GPU-S21,GPU-S22", 1),)
+
+
+def test_an_address_look_up_that_failed_is_read_again_before_the_ending_is_decided():
+    run = training_run(policy=RunPolicy(keep_alive_seconds=0))
+    at = run.current.training_started_ms + HOUR
+    unread = Observations(checkpoint=ckpt(500), log_tail=BY_ADDRESS, address_error="ThrottlingException")
+    d = step(run, observed(run, "Failed", "Failed", at, NCCL_REASON), at + LOG_SETTLE_MS, unread)
+    assert d.run.current.end_class is None and "peer address" in (d.run.deferred_reason or "")
+    late = step(d.run, observed(d.run, "Failed", "Failed", at, NCCL_REASON), at + UNREAD_RETRY_MS, unread)
+    assert late.run.current.number == 2  # decided without it after the bound: resumed

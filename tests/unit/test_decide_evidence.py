@@ -254,3 +254,65 @@ def test_a_log_silence_hang_dates_from_the_jobs_newest_log_line_when_it_was_read
     # the newest line unknown (a host unread): the alarm's state change minus its window
     d = step(run, _silent(run, since), now, Observations(host_metrics=hosts, heartbeat_check=SILENT))
     assert _stopped(d) and d.run.current.hang_onset_ms == since - 4 * MIN
+
+
+# --- no false stop loop after a hang stop (hangs.warming_up_after_hang) --------------------------------
+
+
+def _resumed_after_a_hang():
+    """Attempt 1 (learned a 4-minute window) is stopped for a hang and resumed from step 500 as
+    attempt 2, which reaches Training and inherits the window."""
+    from sagewarden.domain.events import LaunchAccepted
+    from tests.builders import ckpt, observed, on_pool
+
+    run = _learned()
+    onset = run.current.training_started_ms + 2 * HOUR
+    now = onset + 7 * MIN
+    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    assert _stopped(d)
+    run = d.run
+    end = now + 2 * MIN
+    run = on_pool(
+        step(run, observed(run, "Stopped", "Stopped", end), end, Observations(checkpoint=ckpt(500)))
+    ).run
+    assert run.current.number == 2
+    run = step(run, LaunchAccepted(2), end + 2 * MIN).run
+    t0 = end + 10 * MIN
+    run = step(run, observed(run, "InProgress", "Training", t0), t0).run
+    assert run.current.in_training
+    return _confirmed(_attempt(run, log_window_min=4)), t0
+
+
+def test_a_resumed_attempts_stuck_looking_warm_up_after_a_hang_stop_is_not_stopped_again():
+    """Its restore and first steps are quiet with the GPUs idle: the evidence a stuck job gives, and
+    the stop of attempt 1 rested on it too. Stopped again, every resume would meet the same restore
+    (before: a false stop loop)."""
+    run, t0 = _resumed_after_a_hang()
+    assert run.current.number == 2 and run.current.resume_from.step == 500
+    onset = t0 + 46 * MIN  # past the start-up allowance: a restore of a large checkpoint, silent
+    now = onset + 7 * MIN
+    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    assert not _stopped(d), d.notes
+    assert "warm-up of an attempt resumed after a hang stop" in (d.ignored or "")
+    # a spin is new evidence: acted on at once
+    spin = step(
+        run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 99.5, 1.1))
+    )
+    assert _stopped(spin)
+    # quiet for the policy's window (30 min): a warm-up that never ends is a hang
+    late = onset + 33 * MIN
+    d = step(
+        run, _silent(run, onset + 6 * MIN), late, Observations(host_metrics=_hosts(onset, late, 2.0, 0.1))
+    )
+    assert _stopped(d)
+
+
+def test_once_the_resumed_attempt_saved_a_checkpoint_stuck_is_evidence_again():
+    from tests.builders import ckpt
+
+    run, t0 = _resumed_after_a_hang()
+    run = dataclasses.replace(run, last_checkpoint=ckpt(600))  # its first save after the resume
+    onset = t0 + 2 * HOUR
+    now = onset + 7 * MIN
+    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    assert _stopped(d)

@@ -389,22 +389,31 @@ def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_ne
     assert any("the same ending as attempt 1, on its warm pool" in n for n in d.notes)
 
 
-def test_an_unexplained_crash_again_on_the_same_pool_tries_new_instances_before_calling_it_a_bug():
-    """Two unexplained crashes in a row without progress read as a bug -- but when the second ran on
-    the first one's instances, a bad host explains both as well (a GPU corrupting numbers: a NaN
-    loss, twice). The run resumes on new instances with the infra check; the same crash there is
-    the code's (before: the run FAILED at the second crash, and a person had to resubmit it)."""
+def test_an_unexplained_crash_again_at_the_same_step_on_the_same_pool_stops_the_run_at_once():
+    """Two unexplained crashes in a row, the second after a resume from the checkpoint the first left
+    and without progress past it: the code fails, whatever instances it runs on. The run stops at the
+    repeat with both attempts' lines (before: the repeat on the first one's warm pool made the pool
+    suspect, and a third attempt, cold with the infra check, paid a full-cluster restart to say the
+    same)."""
     run = _second_attempt_on_the_pool(reason=SEGFAULT, resume=ckpt(500))
-    assert run.status != RunStatus.FAILED and run.current.number == 2
-    d, end = ended(run, reason=SEGFAULT)  # the same crash, no newer checkpoint, same instances
+    assert run.status != RunStatus.FAILED and run.current.number == 2 and run.current.pool_of == 1
+    d, _ = ended(run, reason=SEGFAULT)  # the same crash, no newer checkpoint, same instances
+    assert d.run.status == RunStatus.FAILED and not launches(d)
+    assert "deterministic failure: attempt 2 ended as attempt 1 did" in (d.run.outcome or "")
+    (alert,) = [a for a in d.actions if isinstance(a, Notify) and a.event == "run.failed"]
+    assert "Attempt 1:" in alert.body and "Attempt 2:" in alert.body and "A guess (UNKNOWN)" in alert.body
+
+
+def test_the_same_kind_of_crash_at_another_step_on_the_same_pool_moves_to_new_instances():
+    """A NaN loss at step 512, then on the same instances at step 530: not one point of the data
+    (a bad GPU corrupting numbers NaNs wherever it likes). The pool is suspect and the next attempt
+    starts cold with the infra check."""
+    nan = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "loss is NaN at step {n}"'
+    run = _second_attempt_on_the_pool(reason=nan.format(n=512), resume=ckpt(500))
+    d, _ = ended(run, reason=nan.format(n=530))
     assert d.run.status != RunStatus.FAILED and d.run.attempts[1].pool_suspect
     (launch,) = launches(d)
     assert launch.request["InfraCheckConfig"] == {"EnableInfraCheck": True}
-    run = step(d.run, LaunchAccepted(3), end + 2 * MIN + 1).run
-    t = end + 20 * MIN
-    run = step(run, observed(run, "InProgress", "Training", t), t).run
-    last, _ = ended(run, reason=SEGFAULT)  # and again on new instances: now it is the code
-    assert last.run.status == RunStatus.FAILED and "likely a bug" in (last.run.outcome or "")
 
 
 def test_a_different_ending_or_a_cold_second_attempt_keeps_the_pool_trusted():

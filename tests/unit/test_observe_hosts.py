@@ -12,13 +12,15 @@ from drill.account import MemoryCounters
 from sagewarden.domain.events import Tick
 from sagewarden.domain.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
 from sagewarden.domain.hosts import (
+    ADDRESS_LINES,
+    ADDRESS_WINDOW_MS,
     FINGERPRINT_MIN_LINES,
     FINGERPRINT_PATTERN,
     HARDWARE_LINES,
     HARDWARE_PATTERN,
 )
 from sagewarden.domain.wants import wants_fingerprints
-from sagewarden.observe_hosts import read_fingerprints, read_hardware_printers, read_scan
+from sagewarden.observe_hosts import read_addresses, read_fingerprints, read_hardware_printers, read_scan
 from tests.builders import HOUR, observed, training_run
 
 XID = "[algo-250] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
@@ -133,3 +135,35 @@ def test_without_an_end_time_the_window_is_dated_from_the_jobs_last_change_not_f
     assert event.ended_ms is None
     assert read_hardware_printers(_sup(logs, end + 3 * HOUR), run, event, "f") == (("algo-250",), None)
     assert logs.calls[0][1] == end - 30 * 60_000
+
+
+BY_IP = (
+    "[algo-1] algo-1:91:220 [1] NCCL WARN Net : Call to recv from 10.0.9.42<58355> failed : Broken pipe",
+    "[algo-1] torch.distributed.DistBackendError: NCCL error: ncclRemoteError: remote process exited",
+)
+
+
+def test_the_peer_addresses_a_failure_names_are_looked_up_in_the_attempts_first_minutes() -> None:
+    run = training_run(instance_count=4)
+    start = run.current.training_started_ms
+    end = start + 5 * HOUR
+    boot = ("[algo-2] algo-2:92:182 [0] NCCL INFO Bootstrap : Using eth0:10.0.9.42<0>",)
+    logs = _Logs(boot)
+    event = dataclasses.replace(observed(run, "Failed", "Failed", end, FAILED), ended_ms=end)
+    assert read_addresses(_sup(logs, end), run, event, BY_IP, "failures") == (boot, None)
+    ((job, since, pattern, kw),) = logs.calls
+    assert job == run.current.job_name and pattern == '":10.0.9.42<"' and since == start - 60_000
+    assert kw == {"keep": ADDRESS_LINES, "until_ms": start + ADDRESS_WINDOW_MS}
+    quiet = _Logs()
+    assert read_addresses(_sup(quiet, end), run, event, ("[algo-1] epoch 3",), "failures") == ((), None)
+    assert quiet.calls == []  # no address named: nothing read
+
+
+def test_a_failed_address_look_up_is_unknown_and_counted() -> None:
+    run = training_run(instance_count=4)
+    end = run.current.training_started_ms + HOUR
+    sup = _sup(_Logs(error=TimeoutError("budget ran out")), end)
+    event = dataclasses.replace(observed(run, "Failed", "Failed", end, FAILED), ended_ms=end)
+    lines, error = read_addresses(sup, run, event, BY_IP, "failures")
+    assert lines == () and error is not None and "budget ran out" in error
+    assert sup.counters.values.get("failures") == 1

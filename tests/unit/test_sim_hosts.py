@@ -206,3 +206,71 @@ def test_nccl_prints_its_network_choice_only_with_nccl_debug_info(
     for host in (1, 2):
         network = [t for t in sim.log_tail("job-n01", host, 50) if "Using network" in t]
         assert [expected in t for t in network] == ([True] if expected else [])
+
+
+def test_each_host_prints_its_own_address_and_a_fault_can_name_a_peer_by_it(s3: Any) -> None:
+    """NCCL_DEBUG=INFO: each host prints 'NCCL INFO Bootstrap : Using eth0:<ip><0>' at its first
+    collective, an address of its own; a fault's line names its host by that address ({host_ip})."""
+    from drill.sim.hosts import host_address
+
+    sim = make_sim(s3)
+    sim.inject(
+        Fault(
+            kind="algorithm_error",
+            attempt=1,
+            after_training_min=20,
+            host=2,
+            log_host=1,
+            log_lines=(
+                "NCCL WARN Net : Call to recv from {host_ip}<58355> failed : Connection reset by peer",
+            ),
+        )
+    )
+    req = request("job-i01")
+    req["Environment"] = {**req.get("Environment", {}), "NCCL_DEBUG": "INFO"}
+    sim.create_training_job(**req)
+    ended(sim, "job-i01")
+    job = sim.job("job-i01")
+    addresses = {host_address(job, h) for h in (1, 2)}
+    assert len(addresses) == 2 and not any(a.endswith(("1.23", "2.23")) for a in addresses)
+    for host in (1, 2):
+        boot = [t for t in sim.log_tail("job-i01", host, 80) if "Bootstrap : Using" in t]
+        assert boot == [
+            f"algo-{host}:{90 + host}:{180 + host} [0] NCCL INFO Bootstrap : Using eth0:{host_address(job, host)}<0>"
+        ]
+    (named,) = [t for t in sim.log_tail("job-i01", 1, 80) if "Call to recv" in t]
+    assert f"from {host_address(job, 2)}<58355>" in named
+
+
+def test_a_host_that_runs_out_of_ram_shows_its_memory_climbing_before_the_kill(s3: Any) -> None:
+    sim = make_sim(s3)
+    sim.inject(
+        Fault(
+            kind="algorithm_error",
+            attempt=1,
+            after_training_min=30,
+            host=2,
+            memory_full=True,
+            log_lines=("Killed",),
+        )
+    )
+    training_job(sim, "job-m01")
+    end = ended(sim, "job-m01")
+    job = sim.job("job-m01")
+
+    def peak(host: int, start: int, stop: int) -> float:
+        points = sim.metric_datapoints(
+            "/aws/sagemaker/TrainingJobs",
+            "MemoryUtilization",
+            {"Host": f"job-m01/algo-{host}"},
+            start,
+            stop,
+            60,
+            "Maximum",
+        )
+        return max(v for _, v in points)
+
+    assert peak(2, end - 2 * MIN, end) >= 98.0  # the minute of the kill
+    assert peak(2, end - 30 * MIN, end - 10 * MIN) < 60.0  # before the climb
+    assert peak(1, end - 10 * MIN, end) < 60.0  # its peers did not run out
+    assert job._memory_full == (2, end)

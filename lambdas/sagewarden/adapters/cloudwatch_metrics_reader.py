@@ -68,6 +68,53 @@ class CloudWatchMetricsReader:
                 out.append(HostMetrics(f"algo-{h}", gpu=got["g"], cpu=got["c"], disk=got["d"]))
         return tuple(out)
 
+    def host_memory(
+        self, job_name: str, hosts: int, start_ms: int, end_ms: int
+    ) -> tuple[tuple[str, float, int], ...]:
+        """Each host's highest MemoryUtilization (Maximum of one-minute periods) over the window and
+        the start of its newest minute with a datapoint, (host, percent, ms), for an ending a kill
+        explains: near 100 % before the kill is the OOM killer (domain/classifier.py). 500 queries
+        per call, every page followed; hosts without any datapoint are absent."""
+        queries = [
+            {
+                "Id": f"m{h}",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": keys.TRAINING_METRIC_NAMESPACE,
+                        "MetricName": "MemoryUtilization",
+                        "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{h}"}],
+                    },
+                    "Period": 60,
+                    "Stat": "Maximum",
+                },
+                "ReturnData": True,
+            }
+            for h in range(1, min(hosts, MAX_HOSTS) + 1)
+        ]
+        peak: dict[str, float] = {}
+        newest: dict[str, int] = {}
+        for i in range(0, len(queries), MAX_SERIES):
+            request: dict[str, Any] = {
+                "MetricDataQueries": queries[i : i + MAX_SERIES],
+                "StartTime": datetime.fromtimestamp(start_ms / 1000, tz=UTC),
+                "EndTime": datetime.fromtimestamp(end_ms / 1000, tz=UTC),
+            }
+            while True:
+                resp = self._cw.get_metric_data(**request)
+                for series in resp.get("MetricDataResults", []):
+                    values = [float(v) for v in series.get("Values", [])]
+                    if values:
+                        host = f"algo-{series['Id'][1:]}"
+                        peak[host] = max(peak.get(host, 0.0), *values)
+                        last = max(_ms(t) for t in series.get("Timestamps", []))
+                        newest[host] = max(newest.get(host, last), last)
+                if not resp.get("NextToken"):
+                    break
+                request["NextToken"] = resp["NextToken"]
+        return tuple(
+            (host, peak[host], newest[host]) for host in sorted(peak, key=lambda h: int(h.split("-")[1]))
+        )
+
     def activity(
         self, job_name: str, progress_metric: str | None, start_ms: int, end_ms: int
     ) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...] | None]:

@@ -13,7 +13,15 @@ from typing import Any
 
 from sagewarden.domain.actions import Notify
 from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import Attempt, LaunchState, PoolWatch, RetireProgress, Run, RunStatus
+from sagewarden.domain.models import (
+    Attempt,
+    LaunchState,
+    PoolWatch,
+    PreviousEnding,
+    RetireProgress,
+    Run,
+    RunStatus,
+)
 from sagewarden.domain.policy import RunPolicy
 
 
@@ -58,6 +66,27 @@ def _progress_from(d: Mapping[str, Any]) -> RetireProgress:
         upload=(str(upload[0]), str(upload[1]), str(upload[2])) if upload else None,
         parts=int(d.get("parts", 0)),
         stalled=int(d.get("stalled", 0)),
+    )
+
+
+def _previous_to(p: PreviousEnding | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    out = dataclasses.asdict(p)
+    out["lines"] = list(p.lines)
+    return out
+
+
+def _previous_from(d: Mapping[str, Any] | None) -> PreviousEnding | None:
+    if not d:
+        return None
+    return PreviousEnding(
+        int(d["attempt"]),
+        str(d["signature"]),
+        int(d["step"]),
+        str(d.get("marks", "")),
+        bool(d.get("singled_out", False)),
+        tuple(str(x) for x in d.get("lines", ())),
     )
 
 
@@ -114,6 +143,7 @@ def run_to_dict(r: Run) -> dict[str, Any]:
     out["retire_stuck"] = [list(s) for s in r.retire_stuck]
     out["plan_windows"] = [list(w) for w in r.plan_windows]
     out["plan_warned"] = list(r.plan_warned)
+    out["last_ending"] = _previous_to(r.last_ending)
     out["current"] = attempt_to_dict(r.current) if r.current is not None else None
     return out
 
@@ -142,6 +172,7 @@ def run_from_dict(d: Mapping[str, Any], attempts: Sequence[Attempt] | None = Non
     data["retire_stuck"] = tuple((str(s[0]), str(s[1]), int(s[2])) for s in d.get("retire_stuck", ()))
     data["plan_windows"] = tuple((int(w[0]), int(w[1])) for w in d.get("plan_windows", ()))
     data["plan_warned"] = tuple(int(w) for w in d.get("plan_warned", ()))
+    data["last_ending"] = _previous_from(d.get("last_ending"))  # (absent on items stored before it)
     data["checkpoint_history"] = tuple(
         # (step, written at, write seconds or -1, previous step or -1); older items lack the last
         (int(h[0]), int(h[1]), float(h[2]), int(h[3]) if len(h) > 3 else -1)

@@ -147,12 +147,23 @@ def _evidence(reason: str | None, hits: Iterable[_Text] = ()) -> tuple[str, ...]
 
 _QUOTE = "['\"\u2018\u2019\u201c\u201d]"
 _UNIT = r"(?: ?instances?\b)?"
+# "The account-level service limit 'ml.p3.8xlarge for training job usage' is 2 Instances, ..." and
+# the older unquoted wording (sagemaker-python-sdk #35): "The account-level service limit for
+# training-job/ml.p2.xlarge is 0 Instances, with current utilization of 0 Instances and a request
+# delta of 2 Instances."
 _QUOTA_RE = re.compile(
-    rf"limit ?{_QUOTE}(?P<name>[^'\"\u2018\u2019\u201c\u201d]+){_QUOTE}"
+    rf"limit ?(?:{_QUOTE}(?P<name>[^'\"\u2018\u2019\u201c\u201d]+){_QUOTE}|for (?P<bare>[^\s'\"]+))"
     rf" ?is ?(?P<limit>\d[\d,]*){_UNIT}"
     rf".{{0,120}}?current utili[sz]ation of ?(?P<used>\d[\d,]*){_UNIT}"
     rf".{{0,120}}?request delta of ?(?P<delta>\d[\d,]*){_UNIT}",
     re.IGNORECASE | re.DOTALL,
+)
+
+
+# amazon-sagemaker-examples #1001: "The requested resource training-job/ml.p2.xlarge is not
+# available in this region" (a ResourceLimitExceeded that no quota increase answers)
+_UNAVAILABLE_RE = re.compile(
+    r"requested resource ?(?P<resource>[^\s'\"]+) ?is not available in this region", re.IGNORECASE
 )
 
 
@@ -161,15 +172,21 @@ def _int(text: str) -> int:
 
 
 def parse_quota_message(message: str) -> QuotaInfo | None:
-    """Parse a ResourceLimitExceeded message into its quota name, limit, usage and request delta.
+    """Parse a ResourceLimitExceeded message into its quota name, limit, usage and request delta
+    (the quoted and the older unquoted wording), or, for "... is not available in this region", the
+    resource with `unavailable` set.
 
     Tolerates case, extra whitespace, singular "Instance" and missing units. Returns None when
     the message does not carry all four values.
     """
-    match = _QUOTA_RE.search(" ".join(message.split()))
+    text = " ".join(message.split())
+    gone = _UNAVAILABLE_RE.search(text)
+    if gone is not None:
+        return QuotaInfo(quota_name=gone.group("resource"), limit=0, used=0, delta=0, unavailable=True)
+    match = _QUOTA_RE.search(text)
     if match is None:
         return None
-    name = match.group("name").strip()
+    name = (match.group("name") or match.group("bare") or "").strip()
     if not name:
         return None
     return QuotaInfo(

@@ -33,17 +33,21 @@ class EndingClass(StrEnum):
 
 @dataclass(frozen=True)
 class QuotaInfo:
-    """A parsed ResourceLimitExceeded message."""
+    """A parsed ResourceLimitExceeded message (or one saying the resource is not offered at all)."""
 
     quota_name: str
     limit: int
     used: int
     delta: int
+    # "The requested resource training-job/ml.p2.xlarge is not available in this region": no
+    # quota to raise, the instance type is not offered here (quota_name is the resource named)
+    unavailable: bool = False
 
     @property
     def can_ever_fit(self) -> bool:
-        """False when the request alone is larger than the quota: only a quota increase helps."""
-        return self.delta <= self.limit
+        """False when the request alone is larger than the quota (only a quota increase helps), or
+        when the resource is not offered in the region at all."""
+        return not self.unavailable and self.delta <= self.limit
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,11 @@ class Ending:
     training_seconds: float = 0.0
     pending_seconds: float = 0.0
     max_pending_seconds: int | None = None
+    # the highest MemoryUtilization (percent) a host reached in the minutes before the job ended, and
+    # which host: read for an ending a kill explains (None: not read, or unknown -- never "low")
+    host_memory: tuple[str, float] | None = None
+    # the request sets EnableNetworkIsolation: no route out of the container, to a model hub or else
+    network_isolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,3 +81,11 @@ class Classification:
     evidence: tuple[str, ...]
     quota: QuotaInfo | None = None
     hardware: bool = False  # an instance or GPU failed: restart cold, never on a warm pool
+    # the class is a guess (UNKNOWN): what would change it, for the alert and `get` (None: not a guess)
+    guess: str | None = None
+    # the texts repeat on every attempt when the cause is the code, its data or its configuration:
+    # a repeat at the same step after a resume from the same checkpoint is a loop (domain/loops.py).
+    # False for transient faults (a collective timeout, a service error), which recur by chance
+    confirmable: bool = False
+    # advice for the owner (the memory fault's, the full disk's), or None
+    advice: str | None = None

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from sagewarden.domain.actions import Action, StopJob
 from sagewarden.domain.checkpoint_seen import record_checkpoint, record_writing_span
-from sagewarden.domain.classifier import Ending, EndingClass, classify
+from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
+from sagewarden.domain.classifier_signatures import API_SERVER_ERROR_LABELS
 from sagewarden.domain.deletions import (
     deleted_by_absence,
     deleted_by_observation,
@@ -43,6 +44,7 @@ from sagewarden.domain.draft import (
     fail,
     finish_cancelled,
     hang_alarms,
+    jitter,
     next_usable_choice,
     no_warm_pool_lines,
     notify,
@@ -301,6 +303,9 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
     if cur is None or cur.number != e.attempt or cur.launch != LaunchState.PENDING:
         return "launch rejection for an attempt that is not pending"
     cls = classify(Ending(api_error_code=e.code, api_error_message=e.message))
+    rejection = f"{cur.instance_type}|{e.code}|{' '.join(e.message.split())}"[:REJECTION_MAX_CHARS]
+    again = d.run.last_rejection == rejection
+    d.set(last_rejection=rejection)
     d.put_attempt(
         dataclasses.replace(cur, launch=LaunchState.WAITING, end_class=cls.kind.value, evidence=cls.evidence)
     )
@@ -313,6 +318,11 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
         # pool's watch tells the user -- domain/warm_pools.py)
         q = cls.quota
         if q is not None and not q.can_ever_fit:
+            never = (
+                f"{q.quota_name} is not available in this region"
+                if q.unavailable
+                else f"quota '{q.quota_name}' is {q.limit} instances but one attempt needs {q.delta}"
+            )
             nxt = next_usable_choice(d, d.run.fallback_index)
             skipped = d.run.fallback_index
             if nxt is not None and nxt != skipped:
@@ -325,9 +335,10 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
                         "attempt.fallback",
                         f"{d.run.name}: {cur.instance_type} can never fit the quota, trying {pick.instance_type}",
                         [
-                            f"Quota '{q.quota_name}' is {q.limit} instances but one attempt needs {q.delta}: "
-                            f"{cur.instance_type} is skipped for this run (raise the quota to at least {q.delta} "
-                            "to use it)",
+                            f"{never[0].upper()}{never[1:]}: {cur.instance_type} is skipped for this run"
+                            + (
+                                "" if q.unavailable else f" (raise the quota to at least {q.delta} to use it)"
+                            ),
                             f"Next: {pick.instance_count} x {pick.instance_type}",
                         ],
                     )
@@ -336,8 +347,9 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
                 return None
             fail(
                 d,
-                f"quota '{q.quota_name}' is {q.limit} instances but one attempt needs {q.delta}: "
-                f"ask AWS to raise it to at least {q.delta} (this can never fit as it is)",
+                f"{never}: pick another instance type or region (waiting never helps)"
+                if q.unavailable
+                else f"{never}: ask AWS to raise it to at least {q.delta} (this can never fit as it is)",
                 evidence=cls.evidence,
             )
             return None
@@ -346,10 +358,40 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
         wait(d, "quota", backoff_ms(d), d.policy.quota_wait_max_hours, cls, instance_type=cur.instance_type)
         return None
     if cls.kind == EndingClass.THROTTLED:
+        if again and cls.reason.startswith(SERVER_ERROR_REASONS):
+            _server_error_again(d, cls)
+            return None
         wait(d, "throttle", throttle_ms(d), d.policy.quota_wait_max_hours, cls)
         return None
     fail(d, f"SageMaker rejected the training job request: {e.code}: {e.message}", evidence=cls.evidence)
     return None
+
+
+# A 5xx that CreateTrainingJob answers word for word to the same request is retried with an
+# exponential backoff for this long, then the run fails (docs/recovery.md)
+SERVER_ERROR_GIVE_UP_MS = 2 * 3_600_000
+SERVER_ERROR_REASONS = tuple(f"API error {label}" for label in sorted(API_SERVER_ERROR_LABELS))
+REJECTION_MAX_CHARS = 300  # Run.last_rejection is stored on the run item: bounded
+
+
+def _server_error_again(d: Draft, cls: Classification) -> None:
+    """The same request met the same 5xx again: back off exponentially (from the throttle retry up
+    to the backoff cap) instead of every 30 s, and fail once it has repeated for
+    SERVER_ERROR_GIVE_UP_MS -- a request the service cannot take is the request's problem (before:
+    2,882 calls over 24 hours)."""
+    pol, run = d.policy, d.run
+    started = run.wait_started_ms if run.wait_started_ms is not None else d.now
+    if d.now - started >= SERVER_ERROR_GIVE_UP_MS:
+        fail(
+            d,
+            f"CreateTrainingJob answered the same server error for {SERVER_ERROR_GIVE_UP_MS // 60_000} min "
+            f"({run.wait_count + 1} tries): the request itself likely causes it -- check it, then resume the run",
+            cls.evidence,
+        )
+        return
+    base = min(pol.backoff_cap_seconds, pol.throttle_backoff_seconds * 2 ** min(run.wait_count, 20))
+    delay = int(base * 1000 * jitter(run.run_id, run.wait_count, pol.backoff_jitter))
+    wait(d, "throttle", delay, pol.quota_wait_max_hours, cls)
 
 
 def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
@@ -414,7 +456,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
         on_training(d, att)  # an infra check passed (domain/hosts.py)
         if d.run.status != RunStatus.STOPPING:
             d.set(status=RunStatus.TRAINING)
-        d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None)
+        d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None, last_rejection=None)
         step = att.resume_from.step if att.resume_from else None
         d.act(
             notify(

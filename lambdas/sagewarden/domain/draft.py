@@ -423,8 +423,9 @@ def clear_deferral(d: Draft) -> None:
         )
 
 
-def fail(d: Draft, why: str, evidence: tuple[str, ...] = ()) -> None:
-    finish(d, RunStatus.FAILED, why, "critical", "run.failed", evidence)
+def fail(d: Draft, why: str, evidence: tuple[str, ...] = (), details: tuple[str, ...] = ()) -> None:
+    """End the run FAILED; `details` (the class, why, advice) go between the outcome and the rest."""
+    finish(d, RunStatus.FAILED, why, "critical", "run.failed", evidence, details)
 
 
 def finish_cancelled(d: Draft, detail: str) -> None:
@@ -438,7 +439,13 @@ def finish_cancelled(d: Draft, detail: str) -> None:
 
 
 def finish(
-    d: Draft, status: RunStatus, why: str, severity: str, event: str, evidence: tuple[str, ...] = ()
+    d: Draft,
+    status: RunStatus,
+    why: str,
+    severity: str,
+    event: str,
+    evidence: tuple[str, ...] = (),
+    details: tuple[str, ...] = (),
 ) -> None:
     run = d.run
     d.set(
@@ -454,6 +461,7 @@ def finish(
     )
     lines = [
         f"Outcome: {why}",
+        *details,
         f"Attempts: {run.attempt_count}; restarts {run.restarts} of {d.policy.max_restarts}; "
         f"MaxRuntime segments {run.segments}",
         f"Last verified checkpoint: {ckpt_text(run.last_checkpoint)}",

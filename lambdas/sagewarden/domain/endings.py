@@ -17,7 +17,7 @@ from sagewarden.domain.actions import (
     DeleteHangAlarms,
 )
 from sagewarden.domain.advice import checkpoint_advice
-from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
+from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify, shows_kill
 from sagewarden.domain.deletions import deleted_classification
 from sagewarden.domain.draft import (
     INTENT_CANCEL,
@@ -44,9 +44,9 @@ from sagewarden.domain.draft import (
     wait,
 )
 from sagewarden.domain.events import JobObserved
-from sagewarden.domain.hosts import INTENT_BAD_HOST, note_ending, singled_out
+from sagewarden.domain.hosts import INTENT_BAD_HOST, address_book, note_ending, peer_addresses, singled_out
 from sagewarden.domain.launch import MIN_SEGMENT_S, wall_clock_remaining_s
-from sagewarden.domain.loops import ending_signature, no_progress_streak
+from sagewarden.domain.loops import ending_signature, no_progress_streak, previous_ending, repeats_previous
 from sagewarden.domain.models import Attempt, LaunchState, RunStatus
 from sagewarden.domain.pricing import price_per_instance_hour
 from sagewarden.domain.stragglers import INTENT_STRAGGLER
@@ -106,6 +106,8 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved, *, deleted: str | N
                 training_seconds=training_s,
                 pending_seconds=pending_s,
                 max_pending_seconds=int(max_pending) if max_pending else None,
+                host_memory=d.obs.host_memory,
+                network_isolated=d.run.request.get("EnableNetworkIsolation") is True,
             ),
             oom_is_user_error=d.policy.oom_is_user_error,
         )
@@ -150,7 +152,7 @@ def on_attempt_ended(d: Draft, att: Attempt, e: JobObserved, *, deleted: str | N
         att,
         ended_ms=end,
         end_class=cls.kind.value,
-        end_reason=cls.reason,
+        end_reason=explained(cls),
         evidence=bounded_evidence(evidence),
         checkpoint_at_end=ckpt,
         alarms_active=False,
@@ -193,7 +195,7 @@ def lines_may_be_on_their_way(d: Draft, att: Attempt, e: JobObserved, cls: Class
         return False
     if cls.kind not in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN):
         return False
-    bad = singled_out(att, cls, d.obs.log_tail)
+    bad = singled_out(att, cls, d.obs.log_tail, address_book(d.obs.address_lines))
     if bad is not None and bad.hosts:
         return False
     if bad is not None:
@@ -214,13 +216,18 @@ def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification)
       policy skips the check for fingerprinted hosts and the next attempt is not checked anyway);
     - a crash of a job of 2+ hosts that names no host, and the look-up of the hosts that printed a
       GPU hardware line failed: the log tail reads hosts in order and may not have reached the
-      failed one, whose name keeps its warm pool from being reused and its fingerprint remembered.
+      failed one, whose name keeps its warm pool from being reused and its fingerprint remembered;
+    - a failure whose NCCL lines name a peer by address, and the look-up of which host declared that
+      address failed (domain/hosts.py: peers by address);
+    - a kill (SIGKILL, exitcode -9) whose hosts' MemoryUtilization could not be read, or has not
+      reached CloudWatch up to the job's end (datapoints arrive minutes late): near 100 % makes it a
+      memory fault that fails at once, instead of a confirming restart.
     Never while a cancel is pending."""
     if cancel_pending(d) or att.stop_intent == INTENT_BAD_HOST:
         return None
     if d.now - job_end_ms(e) >= UNREAD_RETRY_MS:
         return None
-    bad = singled_out(att, cls, d.obs.log_tail)
+    bad = singled_out(att, cls, d.obs.log_tail, address_book(d.obs.address_lines))
     named = bad is not None and bool(bad.hosts)
     pol = d.policy
     if (
@@ -238,6 +245,20 @@ def evidence_unread(d: Draft, att: Attempt, e: JobObserved, cls: Classification)
         and cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.UNKNOWN)
     ):
         return f"which host printed a GPU hardware line is unknown ({d.obs.hardware_printers_error})"
+    if (
+        not named
+        and d.obs.address_error is not None
+        and e.status == "Failed"
+        and peer_addresses(d.obs.log_tail)
+    ):
+        return f"which host has the peer address an NCCL line names is unknown ({d.obs.address_error})"
+    if (
+        d.obs.host_memory_error is not None
+        and e.status == "Failed"
+        and cls.kind == EndingClass.UNKNOWN
+        and shows_kill(d.obs.log_tail)
+    ):
+        return f"the hosts' memory before the kill is unknown ({d.obs.host_memory_error})"
     return None
 
 
@@ -267,7 +288,12 @@ def _next_step(d: Draft, ended: Attempt, cls: Classification) -> None:
     elif kind == EndingClass.USER_STOPPED:
         finish(d, RunStatus.CANCELLED, "the job was stopped outside sagewarden", "warning", "run.cancelled")
     elif kind in (EndingClass.USER_ERROR, EndingClass.CLIENT_ERROR):
-        fail(d, f"{kind.value.lower().replace('_', ' ')}: {cls.reason}", evidence=cls.evidence)
+        fail(
+            d,
+            f"{kind.value.lower().replace('_', ' ')}: {cls.reason}",
+            evidence=cls.evidence,
+            details=why_lines(cls),
+        )
     elif kind == EndingClass.CAPACITY:
         _capacity(d, ended, cls)
     elif kind == EndingClass.WINDOW_END:
@@ -323,21 +349,30 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     signature = ending_signature(cls, label)
     streak = no_progress_streak(run, ended, progressed=progressed, signature=signature)
     budget_line = f"restarts used {run.restarts} of {pol.max_restarts}"
-    if cls.kind == EndingClass.UNKNOWN and not progressed:
-        # a run that never saved a checkpoint, or a second ending in a row without progress that
-        # repeats the one before (domain/loops.py): likely a bug. One unexplained crash before an
-        # attempt's first checkpoint, after other faults, is resumed. A repeat on the same
-        # instances (a reused warm pool, now suspect: domain/hosts.py) tells a bad host from a bug
-        # no better than one ending: the next attempt, on new instances, decides
-        never_saved = ended.checkpoint_at_end is None and run.last_checkpoint is None
-        if never_saved or (streak >= 2 and not ended.pool_suspect):
-            why = "before any checkpoint was written" if never_saved else f"{streak} attempts in a row"
-            fail(
-                d,
-                f"unexplained failure with no checkpoint progress, {why}: likely a bug",
-                cls.evidence,
-            )
-            return
+    # the ending points at hardware or a host: a repeat on other instances is no loop of the code
+    singled = cls.hardware or bool(ended.suspect_hosts)
+    loop = repeats_previous(run, ended, cls, signature, singled_out=singled)
+    if loop is not None:
+        # the same failure at the same step after a resume from the checkpoint it left: the code,
+        # its data or its configuration fails, on whatever instances (domain/loops.py)
+        fail(
+            d,
+            f"deterministic failure: attempt {ended.number} ended as attempt {loop.attempt} did, at the "
+            f"same step after resuming from {ckpt_text(ended.resume_from)}: {cls.reason}",
+            (f"Attempt {loop.attempt}:", *loop.lines, f"Attempt {ended.number}:", *cls.evidence),
+            why_lines(cls, confirmed=True),
+        )
+        return
+    never_saved = ended.checkpoint_at_end is None and run.last_checkpoint is None
+    if cls.kind == EndingClass.UNKNOWN and not progressed and never_saved:
+        # a run that never saved a checkpoint: likely a bug, and nothing to resume from
+        fail(
+            d,
+            "unexplained failure with no checkpoint progress, before any checkpoint was written: likely a bug",
+            cls.evidence,
+            why_lines(cls),
+        )
+        return
     if streak >= pol.max_no_progress_restarts:
         fail(
             d,
@@ -362,6 +397,7 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
         restarts_by_class=by_class,
         no_progress_streak=streak,
         no_progress_signature=None if progressed else signature,
+        last_ending=previous_ending(ended, cls, signature, singled_out=singled),
         recovering_since_ms=ended.ended_ms if cls.kind != EndingClass.SEGMENT_DONE else None,
     )
     lost_s, lost_usd = lost_work(d, ended)
@@ -371,6 +407,7 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
     lines = [
         f"Class: {label}" + (" (counted against max_restarts)" if counted else " (not counted)"),
         f"Reason: {cls.reason}",
+        *why_lines(cls)[1:],
         f"Restarts: {d.run.restarts} of {pol.max_restarts}; no-progress streak {streak} of {pol.max_no_progress_restarts}",
         f"Resuming from: {ckpt_text(ended.checkpoint_at_end or run.last_checkpoint)}",
         f"Work lost since that checkpoint: {lost_s / 60:.0f} min (~${lost_usd:,.0f})",
@@ -390,6 +427,32 @@ def _resume(d: Draft, ended: Attempt, cls: Classification, *, label: str, counte
         )
     )
     start_or_wait(d, ended)
+
+
+def explained(cls: Classification) -> str:
+    """The reason line an attempt keeps (`GET /runs/{id}` shows it): the class's reason, and for a
+    guess what would change it, and the advice."""
+    out = cls.reason
+    if cls.guess:
+        out += f"; a guess (UNKNOWN) -- what would change it: {cls.guess}"
+    if cls.advice:
+        out += f"; advice: {cls.advice}"
+    return out
+
+
+def why_lines(cls: Classification, *, confirmed: bool = False) -> tuple[str, ...]:
+    """The alert's lines on the class: which class and why, whether it is a guess and what would
+    change it, what a confirming restart decides, and the advice."""
+    lines = [f"Class: {cls.kind.value} -- {cls.reason}"]
+    if cls.guess:
+        lines.append(f"A guess (UNKNOWN): what would change it: {cls.guess}")
+    if cls.confirmable and not confirmed:
+        lines.append("Resumed once to confirm: the next ending the same way, at the same step, stops the run")
+    if confirmed:
+        lines.append("Confirmed: the same ending at the same step after a resume from the same checkpoint")
+    if cls.advice:
+        lines.append(f"Advice: {cls.advice}")
+    return tuple(lines)
 
 
 def _capacity(d: Draft, ended: Attempt, cls: Classification) -> None:

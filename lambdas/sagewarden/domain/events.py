@@ -213,6 +213,11 @@ class Observations:
     # at a failure of 2+ hosts, the look-up of the hosts that printed a GPU hardware line failed:
     # which host failed is unknown (the tail may not have reached it), not "none printed one"
     hardware_printers_error: str | None = None
+    # domain/hosts.py, peers by address: at a failure whose NCCL/EFA lines name peers by IP, the lines
+    # in which the hosts declared those addresses (NCCL INFO Bootstrap : Using eth0:<ip><0>), or the
+    # error of a look-up that failed (which host has the address is then unknown, not "none")
+    address_lines: tuple[str, ...] = ()
+    address_error: str | None = None
     # domain/fabric.py: the start-up scan of a training attempt's log (NCCL's transport lines and
     # fingerprint lines; None: not read), or the error that left it unknown
     scan_lines: tuple[str, ...] | None = None
@@ -225,6 +230,11 @@ class Observations:
     # read); the read failed: host_metrics_error (unknown, never "idle")
     host_metrics: tuple[HostMetrics, ...] | None = None
     host_metrics_error: str | None = None
+    # at a failure whose tail shows a kill (SIGKILL, exitcode -9): the highest MemoryUtilization a
+    # host reached before the end, (host, percent); None: not read, or the read failed (the error:
+    # unknown, which the classifier reads as "not shown to be memory", never as "low")
+    host_memory: tuple[str, float] | None = None
+    host_memory_error: str | None = None
     # domain/retention.py: the synced prefix's complete checkpoints and child directories, read
     # on a training attempt's tick when checkpoint_keep is set (None: not read); the read's error
     # (unknown: nothing is retired this pass)

@@ -37,7 +37,7 @@ from sagewarden.domain.draft import (
     window_in_force,
 )
 from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations
-from sagewarden.domain.evidence import UNKNOWN, WORK, Verdict, judge
+from sagewarden.domain.evidence import SPIN, UNKNOWN, WORK, Verdict, judge
 from sagewarden.domain.hang_alarms import (
     METRIC_LAG_MIN,
     SIGNAL_CHECKPOINT,
@@ -393,8 +393,18 @@ def quiet_judgement(
             ACT,
             f"quiet for {quiet_min:.0f} min, past the {ceiling}-minute ceiling of a benign phase, while {benign}",
         )
-    if verdict.hang:
+    warm = warming_up_after_hang(run, cur)
+    if verdict.hang and not (warm and verdict.kind != SPIN):
         return ACT, f"evidence: {verdict.kind}: {verdict.detail}"
+    if warm and verdict.hang:
+        # a restore, the first steps and a save just after a resume look stuck (GPUs idle, little
+        # CPU): after a hang stop that is no new evidence -- a spin would be; the policy's window
+        # decides, never a window learned on another attempt
+        verdict = Verdict(
+            UNKNOWN,
+            f"{verdict.kind} ({verdict.detail}) during the warm-up of an attempt resumed after a hang "
+            "stop: no new evidence",
+        )
     # no usable evidence: the silence alone, on the window that needs none
     if any(now - onsets[e.signal] >= _evidence_free_window(policy, e.signal) * 60_000 for e in quiet):
         return ACT, f"no usable evidence ({verdict.detail}); quiet past the policy's window"
@@ -403,6 +413,21 @@ def quiet_judgement(
         f"{names} in ALARM, no usable evidence of what the job is doing ({verdict.detail}): acting "
         f"once it has been quiet for the policy's {wait_min} min ({quiet_min:.0f} so far)"
     )
+
+
+def warming_up_after_hang(run: Run, cur: Attempt) -> bool:
+    """`cur` resumed from a checkpoint after the previous attempt was stopped for a hang, and has
+    not saved a newer one yet (its restore, first steps and first save). Its quiet signals act only
+    on new evidence -- hosts spinning in a collective -- or once quiet for the policy's window: a
+    stuck-looking warm-up stopped again would be a false stop loop (each resume meets the same
+    restore)."""
+    prev = run.last_ending
+    if cur.resume_from is None or prev is None or prev.attempt != cur.number - 1:
+        return False
+    if not prev.signature.startswith("HANG|"):
+        return False
+    newest = run.last_checkpoint
+    return newest is None or newest.step <= cur.resume_from.step
 
 
 def silence_from_logs(cur: Attempt, obs: Observations) -> bool:

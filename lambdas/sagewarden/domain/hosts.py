@@ -31,11 +31,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sagewarden.domain.classifier import Classification, EndingClass
-from sagewarden.domain.classifier_signatures import HARDWARE_LOG_LABELS, INFRA_LOG_SIGNATURES
+from sagewarden.domain.classifier_signatures import (
+    CONFIRM_LOG_SIGNATURES,
+    HARDWARE_LOG_LABELS,
+    INFRA_LOG_SIGNATURES,
+    NETWORK_CONFIRM_LABELS,
+)
 from sagewarden.domain.draft import Draft, notify, request_stop
 from sagewarden.domain.events import JobObserved
 from sagewarden.domain.hang_alarms import SIGNAL_GPU_LONE_IDLE
@@ -76,34 +81,103 @@ _HARDWARE = tuple(
 )
 _COLLECTIVE = tuple(
     re.compile(pattern, re.IGNORECASE)
-    for pattern, label in INFRA_LOG_SIGNATURES
+    for pattern, label in (*INFRA_LOG_SIGNATURES, *CONFIRM_LOG_SIGNATURES)
     if label not in HARDWARE_LOG_LABELS
+    and (label in NETWORK_CONFIRM_LABELS or (pattern, label) in INFRA_LOG_SIGNATURES)
 )
+
+# Peers by address. NCCL, Gloo and EFA name a peer by its IP address, never `algo-<n>`; each rank
+# prints, at its first collective with NCCL_DEBUG=INFO, the address it uses -- "NCCL INFO Bootstrap :
+# Using eth0:10.0.1.23<0>", "NET/Socket : Using [0]eth0:10.0.1.23<0>", "NET/IB : Using ... ; OOB
+# eth0:10.0.1.23<0>" -- in its own host's stream, so the stream tells which host has the address.
+# At a failure whose collective lines name peer addresses, the service looks each up in the
+# attempt's first minutes (one FilterLogEvents per address, `address_pattern`) and the mapping
+# singles out the named peer as `algo-<n>` would (docs/fidelity.md has the sources).
+ADDRESS_WINDOW_MS = FINGERPRINT_WINDOW_MS  # NCCL prints its addresses at the first collective
+ADDRESS_LINES = 5  # per address looked up: its host prints it once per rank
+MAX_ADDRESSES = MAX_SINGLED_OUT  # more peer addresses than this single out no host: none is read
+_IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
+_DECLARED_AT = re.compile(r"(?:bootstrap ?: ?using|net/socket ?: ?using|; ?oob)\b", re.IGNORECASE)
+_DECLARED_IP = re.compile(rf"[\w.-]+:({_IPV4})<\d+>")
+# a peer's address in an error line: "10.0.0.82<38455>", "[18.25.6.30]:28048", "(172.17.0.9, 46229)",
+# "peer 10.216.210.236<54862>"
+_PEER_IP = re.compile(rf"(?<![\w.:])\[?({_IPV4})(?:\]?:\d+|<\d+>|, ?\d+\))")
+_NCCL_PRINTER = re.compile(r"^\s*(algo-\d+):\d+:\d+ ")
+_EC2_PRINTER = re.compile(r"^\s*ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})\S*:\d+:\d+ ")
 
 
 # --------------------------------------------------------------------------------------------
 # reading lines (pure text work)
 
 
-def _split(line: str) -> tuple[str | None, str]:
-    """(the host whose log printed the line, from the reader's `[algo-<n>]` prefix; its text)."""
+def _split(line: str, addresses: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """(the host whose log printed the line, from the reader's `[algo-<n>]` prefix -- or, without
+    one, NCCL's own `algo-<n>:<pid>:<tid>` prefix, or an EC2 host name `ip-a-b-c-d` whose address
+    is known; its text)."""
     text = _POINTER.sub("", line)
     m = _PREFIX.match(text)
-    if m is None:
-        return None, text
-    return m.group(1), text[m.end() :]
+    if m is not None:
+        return m.group(1), text[m.end() :]
+    nccl = _NCCL_PRINTER.match(text)
+    if nccl is not None:
+        return nccl.group(1), text
+    ec2 = _EC2_PRINTER.match(text)
+    if ec2 is not None and addresses:
+        return addresses.get(".".join(ec2.groups())), text
+    return None, text
+
+
+def address_book(lines: Iterable[str]) -> dict[str, str]:
+    """IP address -> the host (`algo-<n>`) whose stream declared it (the first host wins; a line
+    without its host's prefix says nothing)."""
+    book: dict[str, str] = {}
+    for line in lines:
+        printer, text = _split(line)
+        at = _DECLARED_AT.search(text)
+        if printer is None or at is None:
+            continue
+        for m in _DECLARED_IP.finditer(text, at.end()):
+            book.setdefault(m.group(1), printer)
+    return book
+
+
+def peer_addresses(lines: Iterable[str]) -> tuple[str, ...]:
+    """The peer addresses the tail's collective and network error lines name, in order; () when
+    they name more than MAX_ADDRESSES (a fabric-wide fault singles out no host)."""
+    found: list[str] = []
+    for line in lines:
+        _, text = _split(line)
+        norm = _norm(text)
+        if _DECLARED_AT.search(text) or not any(p.search(norm) for p in _COLLECTIVE):
+            continue
+        for m in _PEER_IP.finditer(text):
+            ip = m.group(1)
+            if ip not in found and not ip.startswith("127."):
+                found.append(ip)
+    return tuple(found) if len(found) <= MAX_ADDRESSES else ()
+
+
+def address_pattern(ip: str) -> str:
+    """The FilterLogEvents pattern of the lines declaring `ip` ("eth0:10.0.1.23<0>"): the quoted
+    phrase `":10.0.1.23<"`, which no error line naming the peer contains (they write a space before
+    the address)."""
+    return f'":{ip}<"'
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def hosts_in_tail(lines: Iterable[str], instance_count: int) -> tuple[str, ...]:
+def hosts_in_tail(
+    lines: Iterable[str], instance_count: int, addresses: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """Hosts the log tail singles out: the printing host of a GPU hardware line (ECC, Xid, lost,
     off the bus) and any host named inside one; a host named inside an NCCL/collective error line
-    other than its printer. Hosts outside 1..instance_count are ignored; more than MAX_SINGLED_OUT
-    hosts single out none (a fabric-wide fault)."""
+    other than its printer -- as `algo-<n>`, or by its IP address when `addresses` (address_book)
+    maps it. Hosts outside 1..instance_count are ignored; more than MAX_SINGLED_OUT hosts single
+    out none (a fabric-wide fault)."""
     found: list[str] = []
+    book = addresses or {}
 
     def add(host: str) -> None:
         n = int(host.split("-")[1])
@@ -111,7 +185,7 @@ def hosts_in_tail(lines: Iterable[str], instance_count: int) -> tuple[str, ...]:
             found.append(host)
 
     for line in lines:
-        printer, text = _split(line)
+        printer, text = _split(line, book)
         norm = _norm(text)
         if any(p.search(norm) for p in _HARDWARE):
             if printer is not None:
@@ -119,10 +193,11 @@ def hosts_in_tail(lines: Iterable[str], instance_count: int) -> tuple[str, ...]:
             for m in _NAMED.finditer(text):
                 add(f"algo-{int(m.group(1))}")
         elif any(p.search(norm) for p in _COLLECTIVE):
-            for m in _NAMED.finditer(text):
-                named = f"algo-{int(m.group(1))}"
-                if named != printer:
-                    add(named)
+            named = [f"algo-{int(m.group(1))}" for m in _NAMED.finditer(text)]
+            named += [book[m.group(1)] for m in _PEER_IP.finditer(text) if m.group(1) in book]
+            for host in named:
+                if host != printer:
+                    add(host)
     return tuple(found) if len(found) <= MAX_SINGLED_OUT else ()
 
 
@@ -163,10 +238,13 @@ class SingledOut:
     why: str
 
 
-def singled_out(att: Attempt, cls: Classification, tail: Sequence[str]) -> SingledOut | None:
-    """Whether (and which host) the attempt's ending singles out (see the module doc)."""
+def singled_out(
+    att: Attempt, cls: Classification, tail: Sequence[str], addresses: Mapping[str, str] | None = None
+) -> SingledOut | None:
+    """Whether (and which host) the attempt's ending singles out (see the module doc); `addresses`
+    maps the peers NCCL names by IP to their hosts (address_book)."""
     named = (
-        hosts_in_tail(tail, att.instance_count)
+        hosts_in_tail(tail, att.instance_count, addresses)
         if cls.kind in (EndingClass.INFRASTRUCTURE, EndingClass.SUPERVISOR_STOP, EndingClass.UNKNOWN)
         else ()
     )
@@ -209,7 +287,7 @@ def note_ending(d: Draft, att: Attempt, ended: Attempt, cls: Classification) -> 
     """At an attempt's end: when it singled out a host, record the host(s) on the attempt (so its
     warm pool is never reused), remember their fingerprints, and ask for the infra check on the
     next attempts. Returns (att, ended) with the hosts recorded."""
-    bad = singled_out(att, cls, d.obs.log_tail)
+    bad = singled_out(att, cls, d.obs.log_tail, address_book(d.obs.address_lines))
     again = repeated_on_pool(att, cls) if bad is None else None
     if bad is None and again is None:
         return att, ended

@@ -15,6 +15,18 @@ without progress extends the no-progress streak only when
 
 Any other ending without progress starts a new streak of 1. Budgets (`max_restarts`, the wall
 clock, `max_cost_usd`) still bound a run whatever its faults are.
+
+**A deterministic failure costs at most one confirming restart** (`repeats_previous`). An ending
+the classifier cannot explain, or explains only by a line a bug and a fault print alike (an
+illegal memory access, a segfault, a kill, a NaN loss: `Classification.confirmable`), is a loop as
+soon as it repeats the previous ending -- the same signature, neither pointing at hardware or a
+host, at the same step (the step numbers the lines print, when they print any), after a resume from
+the checkpoint that ending left and without progress past it. The run then fails at once with both
+attempts' lines. There is no waiting for the streak, and no extra attempt on new instances because
+the repeat ran on the same warm pool: the same step is the evidence that the code, not the
+instances, fails (an ending of the same kind at *another* step on the same pool makes the pool
+suspect instead: domain/hosts.py). Transient faults (a collective timeout, a service error) recur by
+chance and keep the streak rule above.
 """
 
 from __future__ import annotations
@@ -23,9 +35,13 @@ import re
 
 from sagewarden.domain.checkpoint_interval import observed_interval_min
 from sagewarden.domain.classifier import Classification
-from sagewarden.domain.models import Attempt, Run
+from sagewarden.domain.models import Attempt, PreviousEnding, Run
 
 SIGNATURE_MAX_CHARS = 240  # stored on the run item: bounded
+MARKS_MAX_CHARS = 120
+LOOP_LINES = 3  # the previous ending's evidence lines kept for the alert that stops a loop
+# the step a line prints: "iteration=166", "step 35012", "Epoch 5/5", "global_step: 1200"
+_MARK = re.compile(r"\b(global_step|step|iteration|iter|epoch)\b\s*[=:]?\s*\[?\s*(\d+)", re.IGNORECASE)
 OVERDUE_FACTOR = 2.0  # trained this many checkpoint intervals without one: not bad luck
 
 # what differs between repeats of one failure: addresses; ids (UUIDs and hashes: a hex token of
@@ -69,3 +85,49 @@ def no_progress_streak(run: Run, ended: Attempt, *, progressed: bool, signature:
         signature == run.no_progress_signature or checkpoint_overdue(run, ended)
     )
     return run.no_progress_streak + 1 if repeats else 1
+
+
+def step_marks(cls: Classification) -> str:
+    """The step numbers the ending's lines print (e.g. "iteration=166"), sorted, bounded; "" when
+    they print none."""
+    found = {
+        f"{m.group(1).casefold()}={int(m.group(2))}" for text in cls.evidence for m in _MARK.finditer(text)
+    }
+    return ",".join(sorted(found))[:MARKS_MAX_CHARS]
+
+
+def _step(ckpt_step: int | None) -> int:
+    return -1 if ckpt_step is None else ckpt_step
+
+
+def previous_ending(
+    ended: Attempt, cls: Classification, signature: str, *, singled_out: bool
+) -> PreviousEnding:
+    """What the next ending is compared with (stored on the run when the run resumes)."""
+    at_end = ended.checkpoint_at_end.step if ended.checkpoint_at_end is not None else None
+    return PreviousEnding(
+        attempt=ended.number,
+        signature=signature,
+        step=_step(at_end),
+        marks=step_marks(cls),
+        singled_out=singled_out,
+        lines=tuple(cls.evidence[:LOOP_LINES]),
+    )
+
+
+def repeats_previous(
+    run: Run, ended: Attempt, cls: Classification, signature: str, *, singled_out: bool
+) -> PreviousEnding | None:
+    """The previous ending this one repeats, making the run a loop (see the module docstring);
+    None when it is no loop."""
+    prev = run.last_ending
+    if prev is None or not cls.confirmable or singled_out or prev.singled_out:
+        return None
+    resumed = _step(ended.resume_from.step if ended.resume_from is not None else None)
+    at_end = _step(ended.checkpoint_at_end.step if ended.checkpoint_at_end is not None else None)
+    if at_end > resumed or prev.step != resumed or prev.signature != signature:
+        return None  # progress, not resumed from where it ended, or another failure
+    marks = step_marks(cls)
+    if marks and prev.marks and marks != prev.marks:
+        return None  # the same failure at another step: not the code at one point of the data
+    return prev

@@ -172,6 +172,19 @@ def startup_kind(att: Attempt) -> str:
 
 
 @dataclass(frozen=True)
+class PreviousEnding:
+    """How the run's last resumed crash ended (domain/loops.py): the next ending that repeats it at
+    the same step, after a resume from the checkpoint it ended at, is a loop."""
+
+    attempt: int
+    signature: str  # loops.ending_signature: class, reason and evidence without their numbers
+    step: int  # the step of the newest checkpoint at that ending (-1: none)
+    marks: str  # the step numbers its lines print (loops.step_marks; "" when they print none)
+    singled_out: bool  # it pointed at hardware or a host: a repeat elsewhere is no loop of the code
+    lines: tuple[str, ...] = ()  # its evidence, for the alert that stops a loop (bounded)
+
+
+@dataclass(frozen=True)
 class PoolWatch:
     """A warm pool an ended attempt may have left (it asked for one), watched until it is gone:
     released when nothing will reuse it, waited for when the next attempt will run on it.
@@ -238,11 +251,16 @@ class Run:
     wait_instance_type: str | None = None
     wait_started_ms: int | None = None
     wait_count: int = 0  # consecutive waits in the current waiting spell (drives backoff)
+    # the waiting spell's last CreateTrainingJob rejection, "<instance type>|<code>|<message>"
+    # (bounded): a 5xx repeated word for word on the same request backs off (domain/decide.py)
+    last_rejection: str | None = None
     restarts: int = 0  # counted against policy.max_restarts
     restarts_by_class: Mapping[str, int] = field(default_factory=dict)
     no_progress_streak: int = 0
     # how the last ending without progress failed (domain/loops.py): a streak grows only on repeats
     no_progress_signature: str | None = None
+    # how the last resumed crash ended (domain/loops.py): a repeat at the same step is a loop
+    last_ending: PreviousEnding | None = None
     segments: int = 0  # MaxRuntime chain links
     fallback_index: int = 0  # 0 = the request's own ResourceConfig, k = policy.instance_fallbacks[k-1]
     last_checkpoint: Checkpoint | None = None
