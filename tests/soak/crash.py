@@ -234,6 +234,15 @@ def scenario_run_failed(d: Driver) -> None:
     d.sweep(minutes=3)
 
 
+def scenario_killed_rank(d: Driver) -> None:
+    d.submit("killed")
+    _to_training(d, "killed")
+    d.progress("killed", 1, "checkpoint")
+    d.world.advance(20 * MIN)
+    d.progress("killed", 1, "fail_killed")  # the hosts' memory is read before the ending is classed
+    d.sweep(minutes=3)
+
+
 def scenario_quota_release(d: Driver) -> None:
     d.submit("first", count=4)
     d.job("first", 1)
@@ -342,6 +351,7 @@ SCENARIOS = (
     Scenario("run failed (run.failed alert)", scenario_run_failed),
     # a killed launch of "second" that is re-issued after "first" released its instances finds
     # the quota free: no wait, no run.waiting alert
+    Scenario("a killed rank (the hosts' memory read)", scenario_killed_rank),
     Scenario("quota wait -> capacity released", scenario_quota_release, same=("runs", "jobs")),
     Scenario("alert publish retried by the sweep", scenario_alert_retry),
     Scenario("a run on a training plan (plan read at submit and by the sweep)", scenario_training_plan),

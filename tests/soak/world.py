@@ -319,6 +319,11 @@ FAILURES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "fail_client": ("ClientError: Data download failed: access denied to s3://bucket/data", ()),
     "fail_unknown": ("AlgorithmError: ExecuteUserScriptError:\nExitCode 137", ("step 12 loss 2.1",)),
+    # a rank killed (SIGKILL): the supervisor reads the hosts' memory before classing it
+    "fail_killed": (
+        "AlgorithmError: ExecuteUserScriptError:\nExitCode 1",
+        ("torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 4242)",),
+    ),
 }
 OUTCOMES = (
     "advance",  # the natural next state (Starting -> Downloading -> Training; Stopping -> Stopped)

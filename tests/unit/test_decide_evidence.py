@@ -268,7 +268,12 @@ def _resumed_after_a_hang():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
     now = onset + 7 * MIN
-    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    d = step(
+        run,
+        _silent(run, onset + 6 * MIN),
+        now,
+        Observations(host_metrics=_hosts(onset, now, 2.0, 0.1), heartbeat_check=SILENT),
+    )
     assert _stopped(d)
     run = d.run
     end = now + 2 * MIN
@@ -291,20 +296,31 @@ def test_a_resumed_attempts_stuck_looking_warm_up_after_a_hang_stop_is_not_stopp
     assert run.current.number == 2 and run.current.resume_from.step == 500
     onset = t0 + 46 * MIN  # past the start-up allowance: a restore of a large checkpoint, silent
     now = onset + 7 * MIN
-    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    d = step(
+        run,
+        _silent(run, onset + 6 * MIN),
+        now,
+        Observations(host_metrics=_hosts(onset, now, 2.0, 0.1), heartbeat_check=SILENT),
+    )
     assert not _stopped(d), d.notes
-    assert "warm-up of an attempt resumed after a hang stop" in (d.ignored or "")
+    assert "warm-up of an attempt resumed after a hang stop" in " ".join((*d.notes, d.ignored or ""))
     # a spin is new evidence: acted on at once
     spin = step(
-        run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 99.5, 1.1))
+        run,
+        _silent(run, onset + 6 * MIN),
+        now,
+        Observations(host_metrics=_hosts(onset, now, 99.5, 1.1), heartbeat_check=SILENT),
     )
     assert _stopped(spin)
     # quiet for the policy's window (30 min): a warm-up that never ends is a hang
     late = onset + 33 * MIN
     d = step(
-        run, _silent(run, onset + 6 * MIN), late, Observations(host_metrics=_hosts(onset, late, 2.0, 0.1))
+        run,
+        _silent(run, onset + 6 * MIN),
+        late,
+        Observations(host_metrics=_hosts(onset, late, 2.0, 0.1), heartbeat_check=SILENT),
     )
-    assert _stopped(d)
+    assert _stopped(d), d.notes
 
 
 def test_once_the_resumed_attempt_saved_a_checkpoint_stuck_is_evidence_again():
@@ -314,5 +330,10 @@ def test_once_the_resumed_attempt_saved_a_checkpoint_stuck_is_evidence_again():
     run = dataclasses.replace(run, last_checkpoint=ckpt(600))  # its first save after the resume
     onset = t0 + 2 * HOUR
     now = onset + 7 * MIN
-    d = step(run, _silent(run, onset + 6 * MIN), now, Observations(host_metrics=_hosts(onset, now, 2.0, 0.1)))
+    d = step(
+        run,
+        _silent(run, onset + 6 * MIN),
+        now,
+        Observations(host_metrics=_hosts(onset, now, 2.0, 0.1), heartbeat_check=SILENT),
+    )
     assert _stopped(d)
