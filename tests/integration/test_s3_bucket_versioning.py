@@ -9,7 +9,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning, lifecycle_rule
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
@@ -20,14 +19,10 @@ URI = f"s3://{BUCKET}/runs/llama/ckpt/"
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(var, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def s3(aws: None) -> Iterator[Any]:
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    yield client
 
 
 def test_versioning_a_delete_on_a_versioned_bucket_keeps_the_bytes_as_a_noncurrent_version(s3: Any) -> None:

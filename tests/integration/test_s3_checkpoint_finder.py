@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from drill.clock import VirtualClock, moto_s3_follow
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
@@ -43,14 +42,10 @@ class CallLog:
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(var, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def s3(aws: None) -> Iterator[Any]:
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    yield client
 
 
 @pytest.fixture
