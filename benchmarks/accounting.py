@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from benchmarks.trace import Trace, TraceFault, trace_index
 from benchmarks.workload import Workload
 from drill.history import MINUTE_MS, RunHistory
-from drill.sim.model import FaultRecord
+from drill.sim.model import FaultRecord, SimJob
 from drill.sim.texts import KILL_AFTER_MS
-from drill.sim_sagemaker import SimJob
 
 METRIC_PERIOD_MS = 60_000
 DELIVERY_MS = 10_500  # EventBridge delivery in the drill: 1-20 s, uniform

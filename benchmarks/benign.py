@@ -29,7 +29,7 @@ from benchmarks.supervised import RECOMMENDED_POLICY
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import parse
-from sagewarden.domain.cadence import phase_marker
+from sagewarden.domain.hangs.cadence import phase_marker
 
 # about six hours of training: 1,800 steps at 5 a minute, a 2-minute save every 150 steps
 PROFILE: dict[str, Any] = {"total_steps": 1800, "steps_per_minute": 5, "checkpoint_every_steps": 150}
@@ -498,7 +498,7 @@ def table(
     out += [
         "",
         "- A silent phase longer than the learned window is told apart from a hang by what the hosts "
-        "are doing (`domain/evidence.py`): CPU busy beyond a spinning rank's single core (a compile, "
+        "are doing (`domain/vocabulary/evidence.py`): CPU busy beyond a spinning rank's single core (a compile, "
         "data loading, an eval's input pipeline), disk space growing (a checkpoint being written) or "
         "checkpoint objects landing in S3 are a benign phase, waited for up to "
         "`benign_phase_max_minutes` (90) of quiet; GPUs busy with a core per rank, or everything idle, "

@@ -6,7 +6,7 @@ service does: a FailureReason and log tail to a training attempt that has saved 
 CreateTrainingJob rejection to a launch in flight, a stop to a job in Training. What the run did
 next is the prediction, read from the decision: failed (fail-fast), waiting for capacity, quota or
 throttling, or asking again for capacity (wait), resumed on other instances (resume-other-hosts), resumed after an unexplained
-ending (confirm-once: domain/endings.py fails a second such ending without progress), or resumed.
+ending (confirm-once: domain/endings/attempt_ended.py fails a second such ending without progress), or resumed.
 Prints accuracy per label, the confusion matrix (unambiguous cases; ambiguous ones apart) and the
 cases it gets wrong, grouped by what went wrong; then each case's ending met again on every attempt
 (`attempts_until_stop`: resumed from the same checkpoint, ending the same way) and the attempts
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import drill  # noqa: F401  (puts lambdas/ first on sys.path: this tree's domain, not an installed copy)
-from sagewarden.domain.actions import LaunchAttempt
-from sagewarden.domain.checkpoints import Checkpoint, LayoutKind
+from sagewarden.domain.capacity.warm_pools import watch_of
 from sagewarden.domain.decide import Decision, decide
-from sagewarden.domain.events import (
+from sagewarden.domain.vocabulary.actions import LaunchAttempt
+from sagewarden.domain.vocabulary.events import (
     Event,
     JobObserved,
     LaunchAccepted,
@@ -38,9 +38,9 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import Attempt, Run, RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.warm_pools import watch_of
+from sagewarden.domain.vocabulary.layouts import Checkpoint, LayoutKind
+from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "endings.jsonl"
 
@@ -56,7 +56,7 @@ DECIDE_AFTER_END_MS = 5 * 60_000
 # A failed job whose case quotes a log tail but no FailureReason gets the reason SageMaker gives a
 # script that exited 1 (the training toolkit's wording; it names no cause): the threads were not
 # SageMaker jobs, and on SageMaker a failed script always has an AlgorithmError reason. It names no
-# signature, but it decides whether the job leaves a warm pool (domain/warm_pools.py).
+# signature, but it decides whether the job leaves a warm pool (domain/capacity/warm_pools.py).
 SCRIPT_EXITED_REASON = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage ""'
 # The repeated simulation (`attempts_until_stop`) gives up after this many attempts.
 MAX_ATTEMPTS = 12
@@ -315,7 +315,7 @@ def _prediction(d: Decision, ended: Attempt) -> str:
     if run.status == RunStatus.RETRY_WAIT and run.wait_reason in WAIT_REASONS:
         return "wait"
     if ended.end_class == "CAPACITY":
-        # the capacity path (domain/endings.py _capacity): a backoff counted from the refused
+        # the capacity path (domain/endings/attempt_ended.py _capacity): a backoff counted from the refused
         # attempt's request, or a fallback type -- asking again at once when the job sat Pending
         # longer than the backoff, as the harness's ending (after 10 minutes) always did
         return "wait"

@@ -1,7 +1,7 @@
 """Checkpoint-interval advice, applied.
 
 During supervisor (d)'s drill sagewarden computes the Young/Daly interval from what it observed
-(checkpoint write times, faults per training hour; :mod:`sagewarden.domain.advice`), reports it in
+(checkpoint write times, faults per training hour; :mod:`sagewarden.domain.vocabulary.advice`), reports it in
 ``GET /runs/{id}`` and, with the recommended policy's ``apply_checkpoint_advice``, tells every new
 attempt (``SAGEWARDEN_CHECKPOINT_MINUTES``), which the script follows. Here the same trace and
 work run again with that policy off -- the script's own interval throughout -- and the two are
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from benchmarks.accounting import Account
 from benchmarks.workload import Workload
-from sagewarden.domain.advice import CheckpointAdvice
+from sagewarden.domain.vocabulary.advice import CheckpointAdvice
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from infra.constants import (
     DAYS_PER_BILLING_MONTH,
 )
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs, parse_alarm_key
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.names import parse_job_name
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.names import parse_job_name
 
 MINUTE_MS = 60_000
 HOURS_PER_MONTH = DAYS_PER_BILLING_MONTH * 24

@@ -36,8 +36,8 @@ from benchmarks.trace import (
 )
 from benchmarks.workload import Workload
 from drill.history import BUCKETS
-from sagewarden.domain.advice import CheckpointAdvice
-from sagewarden.domain.launch import CHECKPOINT_MINUTES_ENV
+from sagewarden.domain.vocabulary.advice import CheckpointAdvice
+from sagewarden.domain.vocabulary.launch import CHECKPOINT_MINUTES_ENV
 
 SUPERVISORS = ("a", "b", "e", "e2", "c", "d")
 PEERS = ("a", "b", "e", "e2")  # the alternatives sagewarden is measured against

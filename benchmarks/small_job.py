@@ -16,7 +16,7 @@ from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import load, parse
 from drill.sim.warm_pools import WarmPoolSettings
-from sagewarden.domain.warm_pools import POOL_WAIT_MS
+from sagewarden.domain.capacity.warm_pools import POOL_WAIT_MS
 
 
 def progress(text: str) -> None:

@@ -18,9 +18,9 @@ from drill.account import BUCKET, EXECUTION_ROLE
 from drill.alarm_evaluator import AlarmEvaluator
 from drill.runner import DrillResult, DrillRunner
 from drill.scenario import RunSpec, parse
-from drill.sim_sagemaker import SimJob
-from sagewarden.domain.advice import CheckpointAdvice, checkpoint_advice
-from sagewarden.domain.models import RunStatus
+from drill.sim.model import SimJob
+from sagewarden.domain.vocabulary.advice import CheckpointAdvice, checkpoint_advice
+from sagewarden.domain.vocabulary.models import RunStatus
 
 # The policy this benchmark recommends for a long, large run (one place, so it can be tuned):
 RECOMMENDED_POLICY: dict[str, Any] = {

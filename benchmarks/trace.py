@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.sim_sagemaker import Fault
+from drill.sim.model import Fault
 
 GPU_FAULT_RATE_PER_GPU_HOUR = 1.97e-5  # Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 days)
 RUN_NAME = "llm-30d"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drill.scenario import default_training_job
-from drill.sim_sagemaker import JobProfile, StartupTimes
+from drill.sim.model import JobProfile, StartupTimes
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_ID, TAG_RUN_NAME
 
 

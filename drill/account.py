@@ -31,16 +31,20 @@ from drill.deployment import (
     template_read_scope,
 )
 from drill.dynamodb_limits import enforce_transaction_limits
-from drill.iam import CallRecorder, IamReplayError, ReplayReport, account_iam, check
+from drill.iam import IamReplayError
+from drill.iam.recorder import CallRecorder
+from drill.iam.replay import ReplayReport, account_iam, check
 from drill.invocation import spent_ms
 from drill.memory_store import InMemoryRunStore
 from drill.metric_delay import MetricDelays
 from drill.rate_limits import DEFAULT_RATES, DEFAULT_RETRY_WAIT_S, RateLimits
 from drill.router import LambdaContext, TemplateRouter
+from drill.sim.model import StartupTimes
 from drill.sim.read_after_create import DEFAULT_WINDOW_S, ReadAfterCreate
+from drill.sim.warm_pools import WarmPoolSettings
 from drill.sim_cloudwatch import FlushOnReadLogs, SimulatedCloudWatch, SimulatedLogs
 from drill.sim_quotas import SimServiceQuotas
-from drill.sim_sagemaker import SimSageMaker, StartupTimes, WarmPoolSettings
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden import composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
@@ -52,10 +56,11 @@ from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.service_quotas_reader import ServiceQuotasReader
 from sagewarden.adapters.sns_notifier import SnsNotifier
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ids import ulid
-from sagewarden.service import Supervisor, SupervisorSettings
+from sagewarden.service import Supervisor
+from sagewarden.settings import SupervisorSettings
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

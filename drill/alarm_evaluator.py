@@ -81,30 +81,18 @@ from drill.alarm_decision import (
     _MISSING,
     ALARM,
     INSUFFICIENT_DATA,
-    OK,
     _decide,
     _evaluated,
     _stable_periods,
-    evaluate_periods,
 )
-from drill.alarm_events import iso_event_time, iso_state_time, state_change_event, transition_reason
+from drill.alarm_events import state_change_event, transition_reason
 from drill.alarm_schedule import AlarmSchedule
 from drill.alarm_series import MINUTE_MS, Arrivals, SeriesFetch, _AlarmState, _SeriesData
 from drill.alarm_sync import AlarmSync
 from drill.metric_delay import MetricDelays
 from sagewarden import keys
 
-__all__ = [
-    "ALARM",
-    "INSUFFICIENT_DATA",
-    "OK",
-    "AlarmConfig",
-    "AlarmEvaluator",
-    "evaluate_periods",
-    "iso_event_time",
-    "iso_state_time",
-    "parse_alarm",
-]
+__all__ = ["AlarmEvaluator"]
 
 INITIAL_REASON = "Unchecked: Initial alarm creation"
 DEFAULT_ACCOUNT = "123456789012"

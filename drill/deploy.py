@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drill.iam import invoked_as
+from drill.iam.recorder import invoked_as
 from infra import constants
 from sagewarden import alarm_shapes, keys
 

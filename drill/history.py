@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from drill.sim.model import FaultRecord
-from drill.sim_sagemaker import SimJob
+from drill.sim.model import FaultRecord, SimJob
 
 MINUTE_MS = 60_000
 BUCKETS = ("detection", "stop", "instance start", "work lost")

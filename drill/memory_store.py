@@ -33,12 +33,12 @@ from sagewarden.adapters.run_codec import (
     run_from_dict,
     run_to_dict,
 )
-from sagewarden.domain import claims as claim_rules
-from sagewarden.domain.bounded import bounded_json, clip_text
-from sagewarden.domain.heartbeat import PipelineHealth
-from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.ownership import principal
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
 from sagewarden.domain.resuming import resumable_until
+from sagewarden.domain.vocabulary import claims as claim_rules
+from sagewarden.domain.vocabulary.bounded import bounded_json, clip_text
+from sagewarden.domain.vocabulary.models import Run, RunStatus
+from sagewarden.domain.vocabulary.ownership import principal
 from sagewarden.ports import (
     AuditEntry,
     ClaimConflict,
@@ -69,7 +69,7 @@ class InMemoryRunStore:
         ] = {}  # RETRY_WAIT runs: (-priority, reason, type)
         self._idem: dict[str, tuple[str, str]] = {}
         self._leases: dict[str, tuple[str, int]] = {}
-        self._pipeline = PipelineHealth()  # the deployment's heartbeat pipeline (domain/heartbeat.py)
+        self._pipeline = PipelineHealth()  # the deployment's heartbeat pipeline (domain/hangs/heartbeat.py)
         # claims (domain.claims), as the DynamoDB store's claim items: item key -> attributes
         self._claims: dict[str, dict[str, Any]] = {}
         self._seq = 0

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.account import BUCKET, EXECUTION_ROLE, Delivery, LocalAccount, template_for
+from drill.account import Delivery, LocalAccount, template_for
 from drill.report import (
     check_expectations,
     fault_summary,
@@ -33,7 +33,7 @@ from drill.scenario import RunSpec, Scenario
 from drill.sim.model import SimJob
 from drill.sim.texts import PAUSE_KINDS
 from drill.sim.training_plans import install as install_plans
-from sagewarden.domain.checkpoints import parse_s3_uri
+from sagewarden.domain.vocabulary.layouts import parse_s3_uri
 
 MINUTE = 60_000
 
@@ -561,7 +561,7 @@ def run_scenario(scenario: Scenario, template: dict[str, Any], **kwargs: Any) ->
     return DrillRunner(scenario, template, **kwargs).run()
 
 
-__all__ = ["BUCKET", "EXECUTION_ROLE", "AccountStepper", "DrillResult", "DrillRunner", "run_scenario"]
+__all__ = ["AccountStepper", "DrillResult", "DrillRunner", "run_scenario"]
 
 
 def _restored(job: SimJob | None) -> dict[str, Any] | None:

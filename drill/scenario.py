@@ -117,10 +117,10 @@ from drill.scenario_problems import (
     _submit_problems,
     _warm_pools,
 )
+from drill.sim.model import Fault, JobProfile, StartupTimes
 from drill.sim.read_after_create import DEFAULT_WINDOW_S, MAX_WINDOW_S
 from drill.sim.training_plans import PlanSpec, parse_plans
 from drill.sim.warm_pools import WarmPoolSettings
-from drill.sim_sagemaker import Fault, JobProfile, StartupTimes
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 

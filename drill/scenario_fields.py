@@ -13,7 +13,8 @@ from typing import Any
 from drill.account import Delivery
 from drill.metric_delay import MAX_DELAY_S, SourceDelay
 from drill.rate_limits import MAX_RETRY_WAIT_S
-from drill.sim_sagemaker import FAULT_KINDS, Fault, JobProfile, StartupTimes
+from drill.sim.model import Fault, JobProfile, StartupTimes
+from drill.sim.texts import FAULT_KINDS
 
 RUN_STATUSES = (
     "SUBMITTED",

@@ -27,9 +27,9 @@ from drill.scenario_fields import (
     _did_you_mean,
     _show,
 )
+from drill.sim.model import Fault, JobProfile
 from drill.sim.texts import CRASH_KINDS, PAUSE_KINDS, START_FAULTS
 from drill.sim.warm_pools import WarmPoolSettings
-from drill.sim_sagemaker import Fault, JobProfile
 
 
 def _api_rates(check: _Checker, raw: Any) -> dict[str, float | None]:
@@ -120,7 +120,7 @@ def _order(problem: str) -> tuple[int, int]:
 
 def _policy(check: _Checker, path: str, data: Any, base: Any) -> Any:
     """The RunPolicy ``data`` makes over ``base`` (None when it is invalid; the problem is added)."""
-    from sagewarden.domain.policy import PolicyError, RunPolicy
+    from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
 
     if not isinstance(data, dict):
         check.add(path, f"expected an object, got {_type_name(data)}")

@@ -19,8 +19,8 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from drill.sim_sagemaker import SimSageMaker
-from sagewarden.domain.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
-from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota, warm_pool_quota
+from sagewarden.domain.capacity.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota, warm_pool_quota
+from sagewarden.domain.vocabulary.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
 
 OPERATIONS = ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
 DEFAULT_PAGE = 100

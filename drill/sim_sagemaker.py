@@ -48,14 +48,8 @@ from drill.sim.model import (
 from drill.sim.reads import SimReads
 from drill.sim.request_limits import length_problems, validation_message
 from drill.sim.texts import (
-    ALGORITHM_ERROR_REASON,
-    CAPACITY_FAILURE_REASON,
-    CAPACITY_STATUS_MESSAGE,
     DEFAULT_MAX_RUNTIME_S,
-    FAULT_KINDS,
     HANG_PHASES,
-    HARDWARE_FAILURE_REASON,
-    INTERNAL_ERROR_REASON,
     MAX_PENDING_RANGE_S,
     MAX_RUNTIME_LIMIT_S,
     MINUTE_MS,
@@ -69,28 +63,15 @@ from drill.sim.texts import (
     limit_error,
 )
 from drill.sim.warm_pools import WarmPoolSettings, is_spot, keep_alive_of
-from sagewarden.domain.models import SM_DELETING as DELETING  # while DeleteTrainingJob removes it
-from sagewarden.domain.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota
+from sagewarden.domain.capacity.quotas import TOTAL_QUOTA, TOTAL_SPOT_QUOTA, training_quota
+from sagewarden.domain.vocabulary.models import SM_DELETING as DELETING  # while DeleteTrainingJob removes it
 from sagewarden.keys import (
     TAG_ATTEMPT,
     TAG_RUN_ID,
     TAG_RUN_NAME,
 )
 
-__all__ = [
-    "ALGORITHM_ERROR_REASON",
-    "CAPACITY_FAILURE_REASON",
-    "CAPACITY_STATUS_MESSAGE",
-    "FAULT_KINDS",
-    "HARDWARE_FAILURE_REASON",
-    "INTERNAL_ERROR_REASON",
-    "Fault",
-    "JobProfile",
-    "SimJob",
-    "SimSageMaker",
-    "StartupTimes",
-    "WarmPoolSettings",
-]
+__all__ = ["SimSageMaker"]
 
 
 @functools.lru_cache(maxsize=1)

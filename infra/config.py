@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain.policy import PolicyError, RunPolicy
-from sagewarden.domain.redaction import secret_key, secret_text
+from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
+from sagewarden.domain.vocabulary.redaction import secret_key, secret_text
 
 from . import constants
 

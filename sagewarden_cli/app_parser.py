@@ -16,7 +16,7 @@ GLOBALS["logs_endpoint_url"] = None
 
 
 def _statuses() -> list[str]:
-    from sagewarden.domain.models import RunStatus
+    from sagewarden.domain.vocabulary.models import RunStatus
 
     return [s.value for s in RunStatus]
 

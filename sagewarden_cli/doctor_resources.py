@@ -168,11 +168,11 @@ class ResourceChecks(PreflightBase):
     def _check_versioning(self, s3: Any, bucket: str) -> list[Finding]:
         """With checkpointRetention: a versioned bucket keeps what retention deletes as noncurrent
         versions (billed as before) unless a lifecycle rule expires them (the rule a retention
-        run's submit checks too: domain/retirement.py)."""
+        run's submit checks too: domain/checkpoints/retirement.py)."""
         if not self.config.checkpoint_retention:
             return []
         from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning
-        from sagewarden.domain.retirement import versioning_warning
+        from sagewarden.domain.checkpoints.retirement import versioning_warning
 
         try:
             facts = S3BucketVersioning(s3).versioning(bucket)
@@ -261,7 +261,7 @@ class ResourceChecks(PreflightBase):
 
     # quotas ------------------------------------------------------------------------------------
     def instance_types(self) -> list[str]:
-        from sagewarden.domain.policy import RunPolicy
+        from sagewarden.domain.vocabulary.policy import RunPolicy
 
         policy = RunPolicy.from_dict(dict(self.config.policy_defaults))
         types = [c.instance_type for c in policy.instance_fallbacks] + list(self.extra_instance_types)
@@ -270,7 +270,7 @@ class ResourceChecks(PreflightBase):
     def check_quotas(self) -> list[Finding]:
         from botocore.exceptions import ClientError
 
-        from sagewarden.domain.policy import RunPolicy
+        from sagewarden.domain.vocabulary.policy import RunPolicy
 
         types = self.instance_types()
         if not types:
@@ -292,7 +292,7 @@ class ResourceChecks(PreflightBase):
                     WARN, "quotas", "cannot read SageMaker quotas (servicequotas:ListServiceQuotas denied)"
                 )
             ]
-        from sagewarden.domain.quotas import training_quota, warm_pool_quota
+        from sagewarden.domain.capacity.quotas import training_quota, warm_pool_quota
 
         keep_alive = RunPolicy.from_dict(dict(self.config.policy_defaults)).keep_alive_seconds
         spot = self.spot  # managed spot training: its own quotas, and no warm pool

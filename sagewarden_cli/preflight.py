@@ -21,7 +21,7 @@ Sources (checked for this review; the review states what to set, not why each kn
   `init_process_group(timeout=...)`), so a dead rank ends the job instead of hanging it.
 - SageMaker Developer Guide, "SageMaker AI Managed Warm Pools": "SageMaker Managed Warm Pools
   cannot be used with spot instances"; the warm-pool quota is 0 by default (no pool is kept,
-  without an error). The note says what every attempt will ask for (domain/launch.py).
+  without an error). The note says what every attempt will ask for (domain/vocabulary/launch.py).
 - Service Quotas, service code `sagemaker`: quotas named "<instance type> for training job
   usage", "<instance type> for training warm pool usage" and "Number of instances across all
   training jobs" (the names SageMaker's ResourceLimitExceeded message quotes).
@@ -153,7 +153,7 @@ def review(job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
                 )
             )
 
-    # the run-time fabric check (domain/fabric.py) reads NCCL's INFO lines
+    # the run-time fabric check (domain/hosts/fabric.py) reads NCCL's INFO lines
     efa_jobs = [(t, c) for t, c in dict.fromkeys(choices) if c > 1 and EFA_GPU_FAMILY.match(t)]
     if efa_jobs and str(env.get("NCCL_DEBUG", "")).strip().upper() not in ("INFO", "TRACE"):
         findings.append(
@@ -194,14 +194,14 @@ def review(job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Finding]:
 
 def _warm_pool(job: Mapping[str, Any], policy: Mapping[str, Any]) -> tuple[int, str]:
     """The KeepAlivePeriodInSeconds every attempt will ask for, and why (the supervisor's rule)."""
-    from sagewarden.domain.launch import warm_pool_request
-    from sagewarden.domain.policy import RunPolicy
+    from sagewarden.domain.vocabulary.launch import warm_pool_request
+    from sagewarden.domain.vocabulary.policy import RunPolicy
 
     return warm_pool_request(job, RunPolicy.from_dict(dict(policy)))
 
 
 def _gpus(instance_type: str) -> int:
-    from sagewarden.domain.pricing import GPUS_PER_INSTANCE
+    from sagewarden.domain.vocabulary.pricing import GPUS_PER_INSTANCE
 
     return GPUS_PER_INSTANCE.get(instance_type, 0)
 
@@ -210,7 +210,12 @@ def quota_findings(quotas: Any, job: Mapping[str, Any], policy: Mapping[str, Any
     """Instance counts against the account's SageMaker quotas (Service Quotas): the spot training
     quotas for a managed spot job, the on-demand ones otherwise. Any failure to read them is a
     note: the review never fails because of it."""
-    from sagewarden.domain.quotas import is_managed_spot, total_quota, training_quota, warm_pool_quota
+    from sagewarden.domain.capacity.quotas import (
+        is_managed_spot,
+        total_quota,
+        training_quota,
+        warm_pool_quota,
+    )
 
     try:
         applied = _sagemaker_quotas(quotas)

@@ -10,7 +10,7 @@ from sagewarden_cli.selftest_steps import steps
 
 # -- cost --------------------------------------------------------------------------------------------
 # SageMaker training, on-demand, us-east-1 list price per instance-hour as we read it in 2025 (half
-# of ml.m5.xlarge's $0.23 in lambdas/sagewarden/domain/pricing.py). Other regions differ a little;
+# of ml.m5.xlarge's $0.23 in lambdas/sagewarden/domain/vocabulary/pricing.py). Other regions differ a little;
 # check today's SageMaker pricing page.
 PRICE_PER_HOUR_USD: dict[str, float] = {"ml.m5.large": 0.115}
 PRICE_SOURCE = "us-east-1 on-demand SageMaker training list price, read 2025"
@@ -24,7 +24,7 @@ KILL_MIN = 2.0  # SageMaker kills a job that ignores SIGTERM 120 s after StopTra
 def price_per_hour(instance_type: str) -> float | None:
     if instance_type in PRICE_PER_HOUR_USD:
         return PRICE_PER_HOUR_USD[instance_type]
-    from sagewarden.domain.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
+    from sagewarden.domain.vocabulary.pricing import ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD
 
     return ESTIMATED_PRICE_PER_INSTANCE_HOUR_USD.get(instance_type)
 

@@ -109,7 +109,7 @@ def scenario_document(plan: Plan = PLAN, policy: Mapping[str, Any] = POLICY) -> 
     (used by ``python -m drill selftest``) has the NEWER_POLICY fields this code's API knows.
 
     Rewrite the file with ``PYTHONPATH=lambdas:. python -m sagewarden_cli.selftest > drill/scenarios/selftest.json``."""
-    from sagewarden.domain.policy import RunPolicy
+    from sagewarden.domain.vocabulary.policy import RunPolicy
 
     known = set(RunPolicy().to_dict())
     policy = {**{k: v for k, v in NEWER_POLICY.items() if k in known}, **policy}

@@ -149,7 +149,7 @@ def apply_sets(body: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
 
 
 def _policy_fields() -> list[str]:
-    from sagewarden.domain.policy import RunPolicy
+    from sagewarden.domain.vocabulary.policy import RunPolicy
 
     return [f.name for f in dataclasses.fields(RunPolicy) if f.name != "extra"]
 
@@ -266,8 +266,8 @@ def dry_run(body: Mapping[str, Any], idempotency_key: str | None) -> tuple[DryRu
     from sagewarden.api.errors import InvalidRequest
     from sagewarden.api.json_body import body_text, parse_json
     from sagewarden.api.validation import idempotency_key_problem, validate_submit
-    from sagewarden.domain.names import job_name
-    from sagewarden.domain.policy import RunPolicy
+    from sagewarden.domain.vocabulary.names import job_name
+    from sagewarden.domain.vocabulary.policy import RunPolicy
     from sagewarden.ids import ulid
 
     errors: list[dict[str, str]] = []
@@ -315,7 +315,7 @@ LIVE_STATUSES = ("SUBMITTED", "STARTING", "TRAINING", "RETRY_WAIT", "STOPPING")
 def live_conflicts(client: Any, name: str, s3_uri: str) -> list[dict[str, str]]:
     """The live runs (GET /runs, every page of each live status) holding `name` or a checkpoint
     prefix that is `s3_uri`'s, inside it or around it: the API would refuse the submit (409)."""
-    from sagewarden.domain.claims import overlaps
+    from sagewarden.domain.vocabulary.claims import overlaps
 
     found: list[dict[str, str]] = []
     for status in LIVE_STATUSES:
@@ -327,7 +327,7 @@ def live_conflicts(client: Any, name: str, s3_uri: str) -> list[dict[str, str]]:
 
 
 def _conflict(r: Any, on: str, name: str, s3_uri: str, theirs: str) -> dict[str, str]:
-    from sagewarden.domain.claims import checkpoint_prefix as prefix
+    from sagewarden.domain.vocabulary.claims import checkpoint_prefix as prefix
 
     who = f"run {r['run_id']} ({r.get('name')}, {r.get('status')})"
     if on == "name":

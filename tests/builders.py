@@ -6,11 +6,11 @@ import copy
 import dataclasses
 from typing import Any
 
-from sagewarden.domain.checkpoints import Checkpoint, RetentionView
 from sagewarden.domain.decide import Decision, decide
-from sagewarden.domain.events import Event, JobObserved, LaunchAccepted, Observations, Submitted
-from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.events import Event, JobObserved, LaunchAccepted, Observations, Submitted
+from sagewarden.domain.vocabulary.layouts import Checkpoint, RetentionView
+from sagewarden.domain.vocabulary.models import Run, RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 
 RUN_ID = "01JC0FFEE0BADC0DE000000000"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
@@ -120,7 +120,7 @@ def on_pool(d: Decision, at: int | None = None, obs: Observations | None = None)
     DescribeTrainingJob then reports the pool Available and the next attempt is launched on it
     -- or, after a bad host, reports it gone (released) and the next attempt starts cold.
     Any other decision is returned as it is."""
-    from sagewarden.domain.warm_pools import watch_of
+    from sagewarden.domain.capacity.warm_pools import watch_of
 
     run = d.run
     if run.status != RunStatus.RETRY_WAIT or run.wait_reason != "warm_pool":

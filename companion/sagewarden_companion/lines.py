@@ -5,7 +5,7 @@ Three kinds of line:
 - the training-script contract's lines, which the supervisor parses today (docs/recovery.md,
   *Training-script contract*; docs/hang-detection.md, *Declared long phases*): the fingerprint,
   the step line and the phase marker. They are printed exactly as the supervisor's parsers read
-  them (`sagewarden.domain.hosts`, `sagewarden.domain.stragglers`, `sagewarden.domain.cadence`).
+  them (`sagewarden.domain.hosts.bad_hosts`, `sagewarden.domain.hosts.stragglers`, `sagewarden.domain.hangs.cadence`).
 - the companion's own lines, each starting `[sagewarden] <kind> ` where kind is one word
   (`companion`, `heartbeat`, `phase_end`, `sigterm`, `evidence`, `launcher`): none of them
   matches a contract parser or one of the supervisor's CloudWatch Logs filter phrases

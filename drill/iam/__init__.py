@@ -12,28 +12,10 @@ failures as invariant violations. ``make iam-report`` prints the report over eve
 scenario (``python -m drill.iam``).
 """
 
-from drill.iam.recorder import CURRENT_FUNCTION, CallRecorder, RecordedCall, invoked_as
-from drill.iam.replay import Finding, Grant, ReplayReport, account_iam, check
-from drill.iam.requests import AccountFacts, AuthorizationRequest, UnmappedCall, authorization_requests
 
 
 class IamReplayError(AssertionError):
     """A recorded call is denied, undecidable or unmapped (raised when a LocalAccount closes)."""
 
 
-__all__ = [
-    "CURRENT_FUNCTION",
-    "AccountFacts",
-    "AuthorizationRequest",
-    "CallRecorder",
-    "Finding",
-    "Grant",
-    "IamReplayError",
-    "RecordedCall",
-    "ReplayReport",
-    "UnmappedCall",
-    "account_iam",
-    "authorization_requests",
-    "check",
-    "invoked_as",
-]
+__all__ = ["IamReplayError"]

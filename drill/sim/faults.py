@@ -39,7 +39,7 @@ from drill.sim.texts import (
     command_args,
     limit_error,
 )
-from sagewarden.domain.quotas import training_quota
+from sagewarden.domain.capacity.quotas import training_quota
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_NAME
 
 

@@ -29,7 +29,7 @@ from drill.sim.model import SimJob, stepf_at
 from drill.sim.series import noise
 from drill.sim.stragglers import step_line
 from drill.sim.texts import LOGGING_PHASES, MINUTE_MS
-from sagewarden.domain.cadence import phase_cover
+from sagewarden.domain.hangs.cadence import phase_cover
 from sagewarden.keys import TRAINING_LOG_GROUP
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ job already failed looks at the job and classifies its failure from the log tail
 found that path denied). The heartbeat function only writes its own logs (its metrics are
 CloudWatch embedded-metric-format log lines). Only the API reads Service Quotas: a submit whose
 instance count is above a known quota is refused (400). Only the sweep moves retired checkpoints
-(domain/retention.py decides it on the sweep's tick alone), and only in a deployment that asked
+(domain/checkpoints/retention.py decides it on the sweep's tick alone), and only in a deployment that asked
 for it: copying into the archive and deleting from the synced prefix are writes discovery never
 needs. In such a deployment the API reads a retention run's checkpoint bucket's versioning and
 lifecycle rules at submit (a versioned bucket without a noncurrent-version rule is warned about).
@@ -164,7 +164,7 @@ class SupervisorPermissions(Construct):
                     actions=list(SAGEMAKER_JOB_ACTIONS),
                     resources=[job_arn],
                 ),
-                # a run on a Training Plan: its windows (domain/training_plans.py)
+                # a run on a Training Plan: its windows (domain/capacity/training_plans.py)
                 iam.PolicyStatement(
                     sid="ReadTrainingPlans",
                     actions=list(TRAINING_PLAN_ACTIONS),

@@ -68,7 +68,7 @@ class Supervisor(Construct):
             },
             log_key=self.alerts.key,
         )
-        # the API function's alone: who may cancel and resume any run (domain/ownership.py)
+        # the API function's alone: who may cancel and resume any run (domain/vocabulary/ownership.py)
         self.functions.api.function.add_environment(keys.ENV_ADMIN_ROLE_ARNS, config.admin_role_arns_json)
         # ... and who may read runs (readScope)
         self.functions.api.function.add_environment(keys.ENV_READ_SCOPE, config.read_scope)

@@ -9,7 +9,7 @@ checked against what the account holds, through the supervisor's own ports:
   "missing": the run is accepted and its first launch defers until S3 answers.
 * the instance count fits the account's SageMaker quota when the quota is known (Service
   Quotas): a count above it can never launch. A managed spot run is checked against the spot
-  training quotas, any other against the on-demand ones (domain/quotas.py). A quota that cannot
+  training quotas, any other against the on-demand ones (domain/capacity/quotas.py). A quota that cannot
   be read is unknown (accept).
   With `policy.instance_fallbacks` the run is refused only when no choice can fit: one that fits
   (or whose quota is unknown) is where the run falls back to at launch.
@@ -31,15 +31,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sagewarden.api.errors import FieldError
-from sagewarden.domain import claims as claim_rules
-from sagewarden.domain.checkpoints import parse_s3_uri
-from sagewarden.domain.models import Run
-from sagewarden.domain.plan_windows import plan_arn
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.quotas import instance_quotas, is_managed_spot, warm_pool_quota
+from sagewarden.domain.capacity.quotas import instance_quotas, is_managed_spot, warm_pool_quota
+from sagewarden.domain.checkpoints.retention import archive_of
+from sagewarden.domain.checkpoints.retirement import versioning_warning
 from sagewarden.domain.resuming import resumable_until
-from sagewarden.domain.retention import archive_of
-from sagewarden.domain.retirement import versioning_warning
+from sagewarden.domain.vocabulary import claims as claim_rules
+from sagewarden.domain.vocabulary.layouts import parse_s3_uri
+from sagewarden.domain.vocabulary.models import Run
+from sagewarden.domain.vocabulary.plan_windows import plan_arn
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ports import (
     CheckpointFinder,
     ClaimConflict,
@@ -117,7 +117,7 @@ def checkpoint_problems(
 
 
 def storage_warning(reader: VersioningReader | None, s3_uri: str, policy: RunPolicy) -> str | None:
-    """Why checkpoint retention would free no storage under ``s3_uri`` (domain/retirement.py
+    """Why checkpoint retention would free no storage under ``s3_uri`` (domain/checkpoints/retirement.py
     versioning_warning), for a run that asks for retention; None when nothing is wrong or the run
     keeps everything. Versioning that cannot be read is said to be unknown, not "unversioned"."""
     if reader is None or policy.checkpoint_keep is None:
@@ -175,7 +175,7 @@ PLAN_FIELD = "training_job.ResourceConfig.TrainingPlanArn"
 def plan_problems(
     reader: TrainingPlanReader | None, training_job: Mapping[str, Any], policy: RunPolicy
 ) -> list[FieldError]:
-    """A run on a Training Plan (domain/training_plans.py): its instances must fit the plan, and
+    """A run on a Training Plan (domain/capacity/training_plans.py): its instances must fit the plan, and
     the plan must still have a window (not Expired or Failed). A plan that cannot be read is
     unknown (accept: SageMaker refuses a launch that does not fit, and the run fails saying so)."""
     arn = plan_arn(training_job)

@@ -41,8 +41,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import SEP, alarm_specs
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.policy import RANGES, RunPolicy
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.policy import RANGES, RunPolicy
 
 # A job name of the longest form SageMaker allows (63 characters), so dimensions and descriptions
 # are as long as a real attempt's can be.

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from sagewarden.domain.actions import Action, LaunchAttempt, Notify
-from sagewarden.domain.events import (
+from sagewarden.domain.vocabulary.actions import Action, LaunchAttempt, Notify
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     CancelRequested,
     CapacityReleased,
@@ -28,8 +28,8 @@ from sagewarden.domain.events import (
     RetirementReported,
     event_name,
 )
-from sagewarden.domain.models import Run
-from sagewarden.domain.redaction import redact, scrub_text, secret_values
+from sagewarden.domain.vocabulary.models import Run
+from sagewarden.domain.vocabulary.redaction import redact, scrub_text, secret_values
 from sagewarden.ports import AuditEntry
 
 ERROR_TEXT_CHARS = 500

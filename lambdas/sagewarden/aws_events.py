@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sagewarden import keys
-from sagewarden.domain.events import Event, HangSignal
-from sagewarden.domain.models import Run
-from sagewarden.domain.names import parse_job_name
+from sagewarden.domain.vocabulary.events import Event, HangSignal
+from sagewarden.domain.vocabulary.models import Run
+from sagewarden.domain.vocabulary.names import parse_job_name
+from sagewarden.domain.vocabulary.reasons import EventSource
 
 log = logging.getLogger("sagewarden.service")
 
@@ -38,7 +39,7 @@ class AwsEvents:
                 return None
             parsed = (str(run_id), int(str(attempt)))
         run_id, attempt = parsed
-        observed = job_observed_from_description(detail, attempt, source="event", event_id=event_id)
+        observed = job_observed_from_description(detail, attempt, source=EventSource.EVENT, event_id=event_id)
         return self.handle(run_id, observed)
 
     def on_hang_signal(self, signal: HangSignal) -> Run | None:

@@ -9,9 +9,10 @@ from functools import lru_cache
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ids import ulid_factory
-from sagewarden.service import Supervisor, SupervisorSettings
+from sagewarden.service import Supervisor
+from sagewarden.settings import SupervisorSettings
 
 
 @lru_cache(maxsize=1)
@@ -114,7 +115,7 @@ def _build() -> Supervisor:
     return Supervisor(
         store=DynamoDbRunStore(boto3.client("dynamodb", config=cfg), os.environ[keys.ENV_TABLE_NAME]),
         launcher=sagemaker,
-        plans=sagemaker,  # DescribeTrainingPlan (domain/training_plans.py)
+        plans=sagemaker,  # DescribeTrainingPlan (domain/capacity/training_plans.py)
         checkpoints=S3CheckpointFinder(boto3.client("s3", config=cfg)),
         # only where the deployment grants the writes (-c checkpointRetention=true)
         retirer=S3CheckpointRetirer(boto3.client("s3", config=cfg))

@@ -71,7 +71,7 @@ DEFAULT_ALARM_PREFIX = alarm_prefix(DEFAULT_JOB_PREFIX)
 LEASE_PK_PREFIX = "LEASE#"
 # what a live run holds so no other live run can take it: its name, its checkpoint prefix
 CLAIM_PK_PREFIX = "CLAIM#"
-# the deployment's own state (not a run's): the heartbeat pipeline's health (domain/heartbeat.py)
+# the deployment's own state (not a run's): the heartbeat pipeline's health (domain/hangs/heartbeat.py)
 DEPLOYMENT_PK_PREFIX = "DEPLOYMENT#"
 HEARTBEAT_NAMESPACE = "Sagewarden/Heartbeat"
 HEARTBEAT_METRIC = "LogEvents"

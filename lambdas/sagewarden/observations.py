@@ -2,7 +2,7 @@
 verified checkpoint and its write time, the log tail and per-host triage of a hang (GPU metrics
 first: the hosts they single out are read first), the attempt's cadence, log silence where it is
 judged from the logs (no log subscription, or a heartbeat not to be trusted), the confirmation of
-a heartbeat's silence in the job's own logs (domain/heartbeat.py), and whether a checkpoint save
+a heartbeat's silence in the job's own logs (domain/hangs/heartbeat.py), and whether a checkpoint save
 is under way. Every lookup that fails is passed on as *unknown* (an error text), never as
 "nothing there"; `decide` defers what depends on it.
 """
@@ -15,34 +15,42 @@ from typing import TYPE_CHECKING
 
 from sagewarden import keys
 from sagewarden.audit_text import error_text, run_secrets
-from sagewarden.domain.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
-from sagewarden.domain.classifier import shows_kill
-from sagewarden.domain.deletions import lookup_event
-from sagewarden.domain.draft import startup_allowance, window_in_force
-from sagewarden.domain.endings import job_end_ms
-from sagewarden.domain.events import AlarmsObserved, Event, HangSignal, JobObserved, Observations, Tick
-from sagewarden.domain.evidence import HostMetrics
-from sagewarden.domain.hang_alarms import silence_window_min
-from sagewarden.domain.hangs import (
+from sagewarden.domain.capacity.training_plans import wants_plan
+from sagewarden.domain.checkpoints.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
+from sagewarden.domain.endings.attempt_ended import job_end_ms
+from sagewarden.domain.endings.deletions import lookup_event
+from sagewarden.domain.hangs.alarms import silence_window_min
+from sagewarden.domain.hangs.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
+from sagewarden.domain.hangs.confirm import (
     SAVE_ACTIVE_MS,
     quiet_signals_wait,
     silence_from_logs,
     silence_to_confirm,
     wants_save_activity,
 )
-from sagewarden.domain.heartbeat import ConfirmWindows, LogCheck
-from sagewarden.domain.models import Run, startup_kind
-from sagewarden.domain.plan_windows import PlanView, plan_arn
-from sagewarden.domain.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
-from sagewarden.domain.training_plans import wants_plan
-from sagewarden.domain.wants import (
+from sagewarden.domain.hangs.heartbeat import ConfirmWindows
+from sagewarden.domain.hangs.windows import startup_allowance, window_in_force
+from sagewarden.domain.lookups import (
     wants_checkpoint,
     wants_fingerprints,
     wants_late_hardware_lines,
     wants_log_silence_check,
     wants_log_tail,
 )
+from sagewarden.domain.vocabulary.classifier.classify import shows_kill
+from sagewarden.domain.vocabulary.events import (
+    AlarmsObserved,
+    Event,
+    HangSignal,
+    JobObserved,
+    Observations,
+    Tick,
+)
+from sagewarden.domain.vocabulary.evidence import HostMetrics
+from sagewarden.domain.vocabulary.layouts import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
+from sagewarden.domain.vocabulary.models import Run, startup_kind
+from sagewarden.domain.vocabulary.plan_windows import PlanView, plan_arn
+from sagewarden.domain.vocabulary.reasons import LogCheck
 from sagewarden.observe_hosts import (
     read_addresses,
     read_fingerprints,
@@ -162,7 +170,7 @@ class Observer:
                 )
                 memory, memory_error = self._read_memory(run, event, tail)
         elif wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
-            # before a job runs on the pool of an ending that named no host (domain/hosts.py)
+            # before a job runs on the pool of an ending that named no host (domain/hosts/bad_hosts.py)
             suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
         if wants_fingerprints(run, event) and isinstance(event, (JobObserved, HangSignal, AlarmsObserved)):
             fingerprint_lines, fingerprint_error = read_fingerprints(
@@ -288,7 +296,7 @@ class Observer:
 
     def _retention(self, run: Run, event: Event) -> tuple[RetentionView | None, str | None]:
         """The synced prefix for checkpoint retention, on a training attempt's tick when the run
-        keeps a number of checkpoints (domain/retention.py). A failed read is unknown: nothing is
+        keeps a number of checkpoints (domain/checkpoints/retention.py). A failed read is unknown: nothing is
         retired on it."""
         retirer, keep = self.sup.retirer, run.policy.checkpoint_keep
         if retirer is None or keep is None or not isinstance(event, Tick) or not run.checkpoint_uri:
@@ -307,7 +315,7 @@ class Observer:
             return None, error_text(exc, run_secrets(run))
 
     def _read_plan(self, run: Run, event: Event) -> tuple[PlanView | None, str | None]:
-        """The run's training plan (domain/training_plans.py), when the decision wants it; a
+        """The run's training plan (domain/capacity/training_plans.py), when the decision wants it; a
         failed read is unknown (an error text), never "no windows"."""
         arn = plan_arn(run.request)
         if arn is None or not wants_plan(run, event, self.sup.clock()):
@@ -358,7 +366,7 @@ class Observer:
             return None, None, error_text(exc, run_secrets(run))
 
     def _confirm_silence(self, run: Run, windows: ConfirmWindows) -> tuple[LogCheck | None, str | None]:
-        """What the job's training streams say about its heartbeat's silence (domain/heartbeat.py):
+        """What the job's training streams say about its heartbeat's silence (domain/hangs/heartbeat.py):
         one bounded FilterLogEvents for a line in the silence window, and only when there is one, a
         second for a line old enough that a delivering heartbeat would have shown it. An error is
         unknown (None and the error), never silence."""
@@ -417,7 +425,7 @@ class Observer:
         hosts' GPU utilization, the suspect hosts: idle now or without metrics, idlest first).
         Unreadable metrics: unknown (an error and a line saying so), no suspects."""
         from sagewarden.adapters.cloudwatch_metrics_reader import gpu_summary, gpu_suspects, gpu_triage_lines
-        from sagewarden.domain.pricing import gpus_per_instance
+        from sagewarden.domain.vocabulary.pricing import gpus_per_instance
 
         cur = run.current
         if cur is None or self.sup.metrics is None:

@@ -1,4 +1,4 @@
-"""The look-ups domain/hosts.py, domain/fabric.py and domain/stragglers.py need (the Observer
+"""The look-ups domain/hosts/bad_hosts.py, domain/hosts/fabric.py and domain/hosts/stragglers.py need (the Observer
 calls these): the hosts that printed a GPU hardware line before an attempt failed, which host
 declared each peer address a failure's NCCL lines name, the contract's
 fingerprint lines at an ending or a hang, a training attempt's start-up scan, and its recent step
@@ -15,10 +15,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from sagewarden.audit_text import error_text, run_secrets
-from sagewarden.domain.endings import job_end_ms
-from sagewarden.domain.events import Event, JobObserved, Tick
-from sagewarden.domain.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
-from sagewarden.domain.hosts import (
+from sagewarden.domain.endings.attempt_ended import job_end_ms
+from sagewarden.domain.hosts.bad_hosts import (
     ADDRESS_LINES,
     ADDRESS_WINDOW_MS,
     FINGERPRINT_PATTERN,
@@ -31,8 +29,10 @@ from sagewarden.domain.hosts import (
     hosts_in_tail,
     peer_addresses,
 )
-from sagewarden.domain.models import Run
-from sagewarden.domain.stragglers import STEP_PATTERN, read_lines, read_since_ms
+from sagewarden.domain.hosts.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS, scan_patterns
+from sagewarden.domain.hosts.stragglers import STEP_PATTERN, read_lines, read_since_ms
+from sagewarden.domain.vocabulary.events import Event, JobObserved, Tick
+from sagewarden.domain.vocabulary.models import Run
 
 if TYPE_CHECKING:
     from sagewarden.ports_host import ObserverHost
@@ -77,7 +77,7 @@ def read_hardware_printers(
     reads run out of time in host order, and the host that failed may be past the cut. Returns the
     hosts and the error of a read that failed (logged and counted): the tail then reads the hosts
     in order, as without this look-up, and an ending that names no host waits for a read that
-    succeeds (domain/endings.py: unknown, not "no host printed one")."""
+    succeeds (domain/endings/attempt_ended.py: unknown, not "no host printed one")."""
     att = run.current
     if att is None or att.job_name != event.job_name or att.instance_count < 2:
         return (), None
@@ -98,7 +98,7 @@ def read_addresses(
     sup: ObserverHost, run: Run, event: JobObserved, tail: tuple[str, ...], failures: str
 ) -> tuple[tuple[str, ...], str | None]:
     """The lines in which the failed attempt's hosts declared the peer addresses its log tail names
-    (domain/hosts.py, peers by address): one bounded FilterLogEvents per address (at most
+    (domain/hosts/bad_hosts.py, peers by address): one bounded FilterLogEvents per address (at most
     hosts.MAX_ADDRESSES), over the attempt's first ADDRESS_WINDOW_MS of Training, where NCCL prints
     them at its first collective. Returns the lines and the error of a read that failed (unknown,
     never "no host has it")."""
@@ -158,7 +158,7 @@ def read_scan(
 def read_steps(
     sup: ObserverHost, run: Run, event: Event, now_ms: int, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
-    """The current attempt's step lines over the window domain/stragglers.py asks for, with one
+    """The current attempt's step lines over the window domain/hosts/stragglers.py asks for, with one
     bounded FilterLogEvents (None: no read due, or it failed), as many lines as the domain asks
     (`stragglers.read_lines`: the first ones for the baselines, then the newest)."""
     cur = run.current

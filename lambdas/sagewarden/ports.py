@@ -10,20 +10,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sagewarden.domain.actions import EnsureHangAlarms, Notify, RetireCheckpoints
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, RetentionView
-from sagewarden.domain.events import (
+from sagewarden.domain.checkpoints.retirement import BucketVersioning
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms, Notify, RetireCheckpoints
+from sagewarden.domain.vocabulary.events import (
     JobMissing,
     JobObserved,
     LaunchAccepted,
     LaunchRejected,
     RetirementReported,
 )
-from sagewarden.domain.evidence import HostMetrics
-from sagewarden.domain.heartbeat import PipelineHealth
-from sagewarden.domain.models import Run
-from sagewarden.domain.plan_windows import PlanView
-from sagewarden.domain.retirement import BucketVersioning
+from sagewarden.domain.vocabulary.evidence import HostMetrics
+from sagewarden.domain.vocabulary.layouts import Checkpoint, CheckpointLayout, RetentionView
+from sagewarden.domain.vocabulary.models import Run
+from sagewarden.domain.vocabulary.plan_windows import PlanView
 
 
 class ConcurrentUpdate(Exception):
@@ -137,7 +137,7 @@ class RunStore(Protocol):
     def outbox_retry(self, run_id: str, dedupe_id: str, due_ms: int, tries: int, error: str) -> None: ...
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
     def release_lease(self, name: str, owner: str) -> None: ...
-    # the deployment's heartbeat pipeline (domain/heartbeat.py): delivering at version 0 when never
+    # the deployment's heartbeat pipeline (domain/hangs/heartbeat.py): delivering at version 0 when never
     # written; a save is conditional on `previous.version` (ConcurrentUpdate) and carries its alerts
     def get_pipeline(self) -> PipelineHealth: ...
     def save_pipeline(
@@ -160,7 +160,7 @@ class Launcher(Protocol):
 
 class TrainingPlanReader(Protocol):
     # DescribeTrainingPlan of a plan given by its ARN or its name (the request names it by its
-    # name: domain/training_plans.py); raises when the plan cannot be read: the caller treats
+    # name: domain/capacity/training_plans.py); raises when the plan cannot be read: the caller treats
     # that as unknown, never as "no windows"
     def describe_plan(self, plan: str) -> PlanView: ...
 
@@ -177,7 +177,7 @@ class CheckpointFinder(Protocol):
 
 
 class CheckpointRetirer(Protocol):
-    """Checkpoint retention (domain/retention.py): reads the synced prefix and moves directories
+    """Checkpoint retention (domain/checkpoints/retention.py): reads the synced prefix and moves directories
     out of it. ``view`` raises ReadFailed when S3 cannot be read (unknown, never "none")."""
 
     def view(self, s3_uri: str, layout: CheckpointLayout, *, limit: int) -> RetentionView: ...
@@ -192,7 +192,7 @@ class RetirementFailed(Exception):
 
 
 class VersioningReader(Protocol):
-    # a bucket's versioning status and lifecycle rules (domain/retirement.py BucketVersioning);
+    # a bucket's versioning status and lifecycle rules (domain/checkpoints/retirement.py BucketVersioning);
     # raises ReadFailed when they cannot be read (the caller treats that as unknown)
     def versioning(self, bucket: str) -> BucketVersioning: ...
 
@@ -224,7 +224,7 @@ class HangAlarms(Protocol):
 class LogReader(Protocol):
     # `first`: hosts (algo-N) to read before the others, so that a time budget never cuts them;
     # `secrets`: the run's secret values, scrubbed from every line before a line is clipped
-    # (domain/redaction.py; the reader scrubs what the patterns find in any case)
+    # (domain/vocabulary/redaction.py; the reader scrubs what the patterns find in any case)
     def tail(
         self, job_name: str, lines: int, *, first: Sequence[str] = ..., secrets: Sequence[str] = ...
     ) -> tuple[str, ...]: ...
@@ -240,7 +240,7 @@ class LogReader(Protocol):
         self, job_name: str, now_ms: int, *, first: Sequence[str] = ..., secrets: Sequence[str] = ...
     ) -> tuple[str, ...]: ...
     # lines matching a filter pattern since a time (and before `until_ms`, if given), `[algo-<n>]
-    # ...` (domain/fabric.py, hosts.py): the first `keep` (None: the reader's own bound), or with
+    # ...` (domain/hosts/fabric.py, hosts.py): the first `keep` (None: the reader's own bound), or with
     # `newest` the last (stragglers.py)
     def matching_lines(
         self,

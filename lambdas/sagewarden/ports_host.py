@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sagewarden.domain.events import Observations
+from sagewarden.domain.vocabulary.events import Observations
 from sagewarden.ports import (
     CheckpointFinder,
     CheckpointRetirer,

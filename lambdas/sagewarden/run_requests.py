@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 from sagewarden import admission
 from sagewarden.api.errors import InvalidRequest
 from sagewarden.audit_text import redacted_entry, run_secrets
-from sagewarden.domain.claims import claim_keys
+from sagewarden.domain.checkpoints.retention import archive_of
 from sagewarden.domain.decide import Decision
-from sagewarden.domain.events import CancelRequested, Event, ResumeRequested, Submitted
-from sagewarden.domain.launch import warm_pool_request
-from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.ownership import is_admin, may_change
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retention import archive_of
-from sagewarden.domain.wants import RESUMABLE
+from sagewarden.domain.lookups import RESUMABLE
+from sagewarden.domain.vocabulary.claims import claim_keys
+from sagewarden.domain.vocabulary.events import CancelRequested, Event, ResumeRequested, Submitted
+from sagewarden.domain.vocabulary.launch import warm_pool_request
+from sagewarden.domain.vocabulary.models import Run, RunStatus
+from sagewarden.domain.vocabulary.ownership import is_admin, may_change
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ports import (
     AuditEntry,
     CheckpointFinder,

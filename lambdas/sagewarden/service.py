@@ -33,7 +33,13 @@ from sagewarden.audit_text import (
     run_secrets,
 )
 from sagewarden.aws_events import AwsEvents
-from sagewarden.domain.actions import (
+from sagewarden.domain.decide import Decision, decide
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.goodput import run_goodput
+from sagewarden.domain.hangs.confirm import silence_from_logs
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.hangs.windows import window_in_force
+from sagewarden.domain.vocabulary.actions import (
     Action,
     AnnounceCapacityReleased,
     DeleteHangAlarms,
@@ -44,13 +50,7 @@ from sagewarden.domain.actions import (
     RetireCheckpoints,
     StopJob,
 )
-from sagewarden.domain.decide import (
-    Decision,
-    decide,
-    next_due_ms,
-)
-from sagewarden.domain.draft import window_in_force
-from sagewarden.domain.events import (
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     CancelRequested,
     CapacityReleased,
@@ -65,12 +65,10 @@ from sagewarden.domain.events import (
     Tick,
     event_name,
 )
-from sagewarden.domain.goodput import run_goodput
-from sagewarden.domain.hangs import silence_from_logs
-from sagewarden.domain.heartbeat import PipelineHealth
-from sagewarden.domain.links import link_lines
-from sagewarden.domain.models import LaunchState, Run, RunStatus
-from sagewarden.domain.names import parse_job_name
+from sagewarden.domain.vocabulary.links import link_lines
+from sagewarden.domain.vocabulary.models import LaunchState, Run, RunStatus
+from sagewarden.domain.vocabulary.names import parse_job_name
+from sagewarden.domain.vocabulary.reasons import StopIntent, WaitReason
 from sagewarden.observations import Observer
 from sagewarden.ports import (
     OUTBOX_GRACE_MS,
@@ -93,10 +91,6 @@ from sagewarden.ports import (
     VersioningReader,
 )
 from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
-    NotRunOwner,
-    RunFinished,
-    RunNotFound,
-    RunNotResumable,
     RunRequests,
 )
 from sagewarden.settings import SupervisorSettings
@@ -128,7 +122,7 @@ ALERTS_PUBLISHED = keys.METRIC_ALERTS_PUBLISHED
 ALERT_PUBLISH_FAILURES = keys.METRIC_ALERT_PUBLISH_FAILURES
 EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 
-__all__ = ["NotRunOwner", "RunFinished", "RunNotFound", "RunNotResumable", "Supervisor", "SupervisorSettings"]
+__all__ = ["Supervisor"]
 
 
 class Supervisor(RunRequests, AwsEvents):
@@ -170,7 +164,7 @@ class Supervisor(RunRequests, AwsEvents):
         self.new_id = new_id
         self.settings = settings or SupervisorSettings()
         # the deployment's heartbeat pipeline as the sweep last read or judged it (None: not read
-        # by this invocation; domain/heartbeat.py)
+        # by this invocation; domain/hangs/heartbeat.py)
         self.pipeline: PipelineHealth | None = None
         self.observer = Observer(self)
 
@@ -285,7 +279,7 @@ class Supervisor(RunRequests, AwsEvents):
 
     def reconcile_interval_ms(self, run: Run) -> int:
         """How soon the sweep looks at a live run again. Where log silence is judged from the logs
-        (no log subscription, or a heartbeat not to be trusted: domain/heartbeat.py) the sweep's
+        (no log subscription, or a heartbeat not to be trusted: domain/hangs/heartbeat.py) the sweep's
         own check is the only watch on it, so a training attempt is looked at every third of its
         log-silence window (at least every LOG_CHECK_MIN_MS): silence is acted on at most a third of
         the window late, not a whole reconcile interval."""
@@ -329,7 +323,11 @@ class Supervisor(RunRequests, AwsEvents):
                 for _ in range(n - int(before.restarts_by_class.get(cls, 0))):
                     self.counters.add(keys.METRIC_RESTARTS, dimension=(keys.DIM_CLASS, cls))
             was, now = before.current, after.current
-            if now is not None and now.stop_intent == "hang" and (was is None or was.stop_intent != "hang"):
+            if (
+                now is not None
+                and now.stop_intent == StopIntent.HANG
+                and (was is None or was.stop_intent != StopIntent.HANG)
+            ):
                 for signal in now.hang_signals:
                     self.counters.add(keys.METRIC_HANG_DETECTIONS, dimension=(keys.DIM_SIGNAL, signal))
             if (
@@ -449,7 +447,7 @@ class Supervisor(RunRequests, AwsEvents):
         """Wake runs waiting for quota on this instance type, highest `priority` first, then in
         submission order, until the released instances are taken."""
         remaining = rel.count
-        for other in self.store.runs_waiting_for("quota", rel.instance_type):
+        for other in self.store.runs_waiting_for(WaitReason.QUOTA, rel.instance_type):
             if other == source_run_id:
                 continue
             try:

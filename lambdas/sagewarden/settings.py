@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ One pass:
    concurrency, which new accounts cannot spare: they have 10 unreserved executions);
 2. reads every hang alarm of this deployment once (DescribeAlarms by prefix, all pages) and
    feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge -- then
-   judges the heartbeat pipeline from the same levels (domain/heartbeat.py: no log-silence alarm
+   judges the heartbeat pipeline from the same levels (domain/hangs/heartbeat.py: no log-silence alarm
    OK while some training attempt's logs contradict its silent heartbeat is broken; one OK heals
    it), saved with the alert a change owes;
 3. serves what is due -- runs (timers, re-observation of live jobs with DescribeTrainingJob,
@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from sagewarden import keys
 from sagewarden.domain.decide import decide
-from sagewarden.domain.events import AlarmsObserved, JobMissing, JobObserved, Tick
-from sagewarden.domain.hang_alarms import SIGNAL_LOG_SILENCE, key_signal
-from sagewarden.domain.heartbeat import DEPLOYMENT_ALERTS, PipelineHealth, PipelineLevel, judge_pipeline
-from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.names import parse_job_name
+from sagewarden.domain.hangs.alarms import SIGNAL_LOG_SILENCE, key_signal
+from sagewarden.domain.hangs.heartbeat import DEPLOYMENT_ALERTS, PipelineHealth, PipelineLevel, judge_pipeline
+from sagewarden.domain.vocabulary.events import AlarmsObserved, JobMissing, JobObserved, Tick
+from sagewarden.domain.vocabulary.models import Run, RunStatus
+from sagewarden.domain.vocabulary.names import parse_job_name
 from sagewarden.ports import OUTBOX_GRACE_MS, AlarmInventory, ConcurrentUpdate, DueItem, OutboxMessage
 
 if TYPE_CHECKING:
-    from sagewarden.domain.events import Event, Observations
+    from sagewarden.domain.vocabulary.events import Event, Observations
     from sagewarden.ports import Counters, HangAlarms, Launcher, RunStore
     from sagewarden.settings import SupervisorSettings
 
@@ -140,7 +140,7 @@ class Sweep:
             event = AlarmsObserved(job, parsed[1], states)
             self._guarded(parsed[0], functools.partial(self._feed, parsed[0], event))
 
-    # -- the heartbeat pipeline (domain/heartbeat.py) -------------------------------------------
+    # -- the heartbeat pipeline (domain/hangs/heartbeat.py) -------------------------------------------
     def _read_pipeline(self) -> None:
         """The pipeline as last judged, before anything is decided this pass. Unknown (a failed
         read) is not "delivering": this pass judges nothing about it, and its decisions rely on

@@ -2,8 +2,8 @@
 
 A real training loop runs with the companion in a subprocess (fake nvidia-smi: this machine has
 no GPU), and its output is fed, as CloudWatch Logs would hand it over, to the supervisor's own
-parsers: the fingerprint (domain/hosts.py), the step lines (domain/stragglers.py), the phase
-marker (domain/cadence.py), and the log filter phrases the sweep reads them with.
+parsers: the fingerprint (domain/hosts/bad_hosts.py), the step lines (domain/hosts/stragglers.py), the phase
+marker (domain/hangs/cadence.py), and the log filter phrases the sweep reads them with.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from sagewarden.adapters.cloudwatch_logs_reader import PHASE_PATTERN
-from sagewarden.domain import cadence, hosts, stragglers
-from sagewarden.domain.classifier_signatures import INFRA_LOG_SIGNATURES
+from sagewarden.domain.hangs import cadence
+from sagewarden.domain.hosts import bad_hosts as hosts
+from sagewarden.domain.hosts import stragglers
+from sagewarden.domain.vocabulary.classifier.signatures import INFRA_LOG_SIGNATURES
 from tests.companion.processes import SERIALS, Child, interpreters, loop
 
 STALL_AFTER = 12

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sagewarden_companion.env import where
 
-from sagewarden.domain.launch import build_request
+from sagewarden.domain.vocabulary.launch import build_request
 from tests.builders import ckpt, training_run
 
 
@@ -59,7 +59,7 @@ def test_only_local_rank_0_prints_the_hosts_lines(tmp_path: Path) -> None:
 
 
 def test_the_supervisors_variables_are_read_as_the_launch_sets_them(tmp_path: Path) -> None:
-    """The Environment of a real launch request (domain/launch.py), resumed and fresh."""
+    """The Environment of a real launch request (domain/vocabulary/launch.py), resumed and fresh."""
     absent = str(tmp_path / "absent.json")
     resumed_run, fresh_run = training_run(resume=ckpt(1200)), training_run()
     assert resumed_run.current is not None and fresh_run.current is not None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sagewarden.domain import cadence, stragglers
+from sagewarden.domain.hangs import cadence
+from sagewarden.domain.hosts import stragglers
 from tests.companion.processes import SCRIPTS, Child, index_of
 
 pytest.importorskip("transformers")

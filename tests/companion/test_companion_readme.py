@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sagewarden.domain import stragglers
+from sagewarden.domain.hosts import stragglers
 from tests.companion.processes import COMPANION, Child
 
 PRELUDE = """

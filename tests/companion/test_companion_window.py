@@ -8,7 +8,7 @@ import io
 from collections.abc import Iterator
 
 import pytest
-from sagewarden_companion import Job
+from sagewarden_companion.job import Job
 
 
 class Clock:

@@ -450,6 +450,6 @@ def test_setup_installs_the_locked_packages_and_the_sagewarden_command(tmp_path:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     # installing the project installs the `sagewarden` command
     assert project["scripts"] == {"sagewarden": "sagewarden_cli.__main__:main"}
-    from sagewarden_cli.__main__ import main
+    from sagewarden_cli.app import main
 
     assert callable(main)

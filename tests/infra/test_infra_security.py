@@ -197,7 +197,7 @@ def test_the_dead_letter_reason_holds_every_function_but_the_api_sends_failures_
 def test_the_environment_reason_holds_no_function_environment_holds_a_secret(synth_each: SynthResult) -> None:
     """.checkov.yaml accepts CKV_AWS_173 (environment without a customer key) because no function's
     environment holds a secret: no secret-looking name, no value that looks secret by itself."""
-    from sagewarden.domain.redaction import secret_key, secret_text
+    from sagewarden.domain.vocabulary.redaction import secret_key, secret_text
 
     for function_id, function in synth_each.resources("AWS::Lambda::Function").items():
         variables = function["Properties"].get("Environment", {}).get("Variables", {})

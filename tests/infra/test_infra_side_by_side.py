@@ -12,7 +12,7 @@ from infra_synth import ROLE_A, SynthResult, as_list, joined, synthesize
 
 from infra import constants
 from sagewarden import keys
-from sagewarden.domain.names import job_name
+from sagewarden.domain.vocabulary.names import job_name
 
 SHARED = {"allowedRoleArns": [ROLE_A], "checkpointBuckets": ["team-checkpoints"]}
 TEAM_B = {**SHARED, "stackName": "SagewardenTeamB", "jobPrefix": "tb"}

@@ -16,7 +16,7 @@ from drill.iam.recorder import invoked_as
 from drill.invocation import invocation
 from drill.scenario import default_training_job
 from drill.sim.read_after_create import ReadAfterCreate
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.models import RunStatus
 
 MIN = 60_000
 

@@ -20,8 +20,9 @@ from sagewarden.adapters.cloudwatch_logs_reader import (
     LogReadIncomplete,
     line_score,
 )
-from sagewarden.domain.bounded import utf8_len
-from sagewarden.domain.classifier import Ending, EndingClass, classify
+from sagewarden.domain.vocabulary.bounded import utf8_len
+from sagewarden.domain.vocabulary.classifier.classify import classify
+from sagewarden.domain.vocabulary.classifier.models import Ending, EndingClass
 
 JOB = "sw-llama-01KE5Q86000DNQ47GXEV9VZMPH-a001"
 GROUP = keys.TRAINING_LOG_GROUP
@@ -538,7 +539,7 @@ def test_a_whole_job_hang_of_250_hosts_reads_about_150_in_the_triage_budget(logs
     assert 140 <= 250 - int(not_read) <= 155
 
 
-# --- matching lines (domain/fabric.py's start-up scan, domain/hosts.py's fingerprints) ----------
+# --- matching lines (domain/hosts/fabric.py's start-up scan, domain/hosts/bad_hosts.py's fingerprints) ----------
 
 
 def test_matching_lines_on_moto_names_the_host_and_keeps_only_the_phrase(logs):

@@ -25,7 +25,8 @@ from infra import REPO_ROOT, constants
 from infra.config import SupervisorConfig
 from sagewarden import keys
 from sagewarden_cli import doctor
-from sagewarden_cli.doctor import FAIL, OK, WARN, Finding, Preflight
+from sagewarden_cli.doctor import Preflight
+from sagewarden_cli.findings import FAIL, OK, WARN, Finding
 
 ACCOUNT = "123456789012"  # moto's account
 REGION = "us-east-1"
@@ -795,7 +796,7 @@ def test_doctor_arguments_plug_into_a_cli_subcommand_with_global_options(ready: 
 
 
 def test_doctor_is_a_sagewarden_subcommand(ready: boto3.Session, capsys: pytest.CaptureFixture[str]) -> None:
-    from sagewarden_cli.app import build_parser
+    from sagewarden_cli.app_parser import build_parser
 
     args = build_parser().parse_args(["--json", "doctor", "-c", f"allowedRoleArns={ROLE}"])
     assert args.command == "doctor" and args.json

@@ -20,7 +20,8 @@ from infra import constants
 from infra.config import SupervisorConfig
 from sagewarden import keys
 from sagewarden_cli import doctor
-from sagewarden_cli.doctor import FAIL, OK, WARN, Finding, Preflight
+from sagewarden_cli.doctor import Preflight
+from sagewarden_cli.findings import FAIL, OK, WARN, Finding
 from tests.integration.test_doctor import ACCOUNT, REGION, ROLE, StubbedSession
 
 SIDE = "SagewardenTeamB"

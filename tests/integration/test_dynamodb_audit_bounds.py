@@ -11,15 +11,15 @@ from botocore.stub import ANY, Stubber
 
 from sagewarden import keys
 from sagewarden.adapters import dynamodb_run_store
+from sagewarden.adapters.dynamodb_cursors import audit_pk
 from sagewarden.adapters.dynamodb_run_store import (
     AUDIT_DETAIL_BYTES,
     AUDIT_SUMMARY_BYTES,
     AUDIT_WRITE_ATTEMPTS,
     DynamoDbRunStore,
-    audit_pk,
 )
 from sagewarden.api.representation import audit_json
-from sagewarden.domain.bounded import utf8_len
+from sagewarden.domain.vocabulary.bounded import utf8_len
 from sagewarden.ports import AuditEntry
 
 TABLE = "runs"

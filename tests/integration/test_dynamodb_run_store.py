@@ -14,11 +14,11 @@ from moto import mock_aws
 from drill.memory_store import InMemoryRunStore
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.events import LaunchAccepted, Submitted
-from sagewarden.domain.heartbeat import PipelineHealth
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Submitted
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ports import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
 from tests.builders import RUN_ID, ckpt, make_run, step
 
@@ -231,7 +231,7 @@ def test_store_lease_is_held_by_one_owner_until_it_expires(store):
 
 
 def test_store_keeps_the_heartbeat_pipeline_state_with_its_alert_conditional_on_its_version(store):
-    """The deployment's heartbeat pipeline (domain/heartbeat.py): delivering at version 0 before
+    """The deployment's heartbeat pipeline (domain/hangs/heartbeat.py): delivering at version 0 before
     any write; a change is written with the alert it owes, conditional on the version it was
     judged from, so two sweeps judging at once say it once."""
     assert store.get_pipeline() == PipelineHealth()
@@ -282,7 +282,7 @@ def test_store_keeps_retirement_progress_and_loads_items_from_before_it(store):
     submit-time storage warning survive the store; an item written before they existed loads
     with none (every pass then proves its objects)."""
     from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
-    from sagewarden.domain.models import RetireProgress
+    from sagewarden.domain.vocabulary.models import RetireProgress
 
     run = make_run()
     store.create(run, [])
@@ -324,7 +324,7 @@ THIRD_ID = "01JC0FFEE0BADC0DE00000000A"
 
 
 def _claiming(run_id: str, name: str, uri: str, **changes):
-    from sagewarden.domain.claims import claim_keys
+    from sagewarden.domain.vocabulary.claims import claim_keys
 
     request = {**make_run().request, "CheckpointConfig": {"S3Uri": uri}}
     return make_run(run_id=run_id, name=name, request=request, claims=claim_keys(name, uri), **changes)
@@ -378,7 +378,7 @@ BOB = "arn:aws:iam::123456789012:role/bob"
 
 
 def _owned(run_id: str, owner: str, uri: str, name: str | None = None, archive: str | None = None, **changes):
-    from sagewarden.domain.claims import claim_keys
+    from sagewarden.domain.vocabulary.claims import claim_keys
 
     name = name or run_id[-4:].lower()
     request = {**make_run().request, "CheckpointConfig": {"S3Uri": uri}}

@@ -16,8 +16,8 @@ from drill.dynamodb_limits import enforce_transaction_limits
 from drill.memory_store import InMemoryRunStore
 from sagewarden.adapters.dynamodb_limits import item_size, split_transaction
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.events import Submitted
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.events import Submitted
 from sagewarden.ports import AuditEntry, OutboxMessage, WriteTooLarge
 from tests.builders import make_run, step
 from tests.integration.test_dynamodb_run_store import TABLE, _create_table

@@ -159,7 +159,7 @@ def test_handler_alerts_reach_subscribers_with_filterable_attributes(acct, submi
 
 
 def test_handler_heartbeat_declared_phase_keeps_its_minutes_active():
-    from sagewarden.domain.cadence import phase_marker
+    from sagewarden.domain.hangs.cadence import phase_marker
     from sagewarden.handlers.on_training_logs import heartbeat_records
 
     t0 = 1_767_571_200_000

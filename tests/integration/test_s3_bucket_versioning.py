@@ -1,5 +1,5 @@
 """S3BucketVersioning against moto's S3: a checkpoint bucket's versioning and lifecycle rules, as
-checkpoint retention's storage warning reads them (domain/retirement.py versioning_warning)."""
+checkpoint retention's storage warning reads them (domain/checkpoints/retirement.py versioning_warning)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from sagewarden.adapters.s3_bucket_versioning import S3BucketVersioning, lifecycle_rule
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
-from sagewarden.domain.retirement import LifecycleRule, versioning_warning
+from sagewarden.domain.checkpoints.retirement import LifecycleRule, versioning_warning
 
 BUCKET = "sagewarden-versioning-test"
 URI = f"s3://{BUCKET}/runs/llama/ckpt/"

@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 
 from drill.clock import VirtualClock, moto_s3_follow
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind
+from sagewarden.domain.vocabulary.layouts import Checkpoint, CheckpointLayout, LayoutKind
 
 BUCKET = "sagewarden-ckpt-test"
 ROOT = "runs/r-001/checkpoints/"

@@ -20,11 +20,11 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer, same_content
-from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.checkpoints import CheckpointLayout, LayoutKind
-from sagewarden.domain.events import RetirementReported
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retention import markers, run_archive_prefix
+from sagewarden.domain.checkpoints.retention import markers, run_archive_prefix
+from sagewarden.domain.vocabulary.actions import RetireCheckpoints
+from sagewarden.domain.vocabulary.events import RetirementReported
+from sagewarden.domain.vocabulary.layouts import CheckpointLayout, LayoutKind
+from sagewarden.domain.vocabulary.policy import RunPolicy
 
 BUCKET = "sagewarden-retire-test"
 ROOT = "runs/llama/ckpt/"
@@ -135,7 +135,7 @@ def action(*names: str, mode: str = "archive", uri: str = URI, archive: str = AR
 
 def continued(previous: RetireCheckpoints, report: RetirementReported) -> RetireCheckpoints:
     """The next pass's action as the decision makes it: the directories not done, with the
-    progress the report gave for each (domain/retirement.py, domain/retention.py)."""
+    progress the report gave for each (domain/checkpoints/retirement.py, domain/checkpoints/retention.py)."""
     states = {o.name: o.state for o in report.outcomes if not o.done}
     kept = {p.name: p for p in previous.progress}
     names = tuple(n for n in previous.names if n in states or n not in {o.name for o in report.outcomes})

@@ -6,10 +6,10 @@ import pytest
 
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
-from drill.sim_sagemaker import Fault
+from drill.sim.model import Fault
 from sagewarden import keys
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.models import RunStatus
 
 MIN = 60_000
 

@@ -17,10 +17,10 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.memory_store import InMemoryRunStore
 from drill.scenario import default_training_job
-from drill.sim_sagemaker import Fault
+from drill.sim.model import Fault
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, alarm_name
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.models import RunStatus
 
 MIN = 60_000
 
@@ -62,7 +62,7 @@ def _alarm_names(acct: LocalAccount) -> list[str]:
 
 def test_sweep_acts_on_an_alarm_in_alarm_whose_event_never_arrived(acct):
     # the job is stuck (the hosts' metrics say so: a whole job idle while they work is a benign
-    # phase, waited for -- domain/evidence.py)
+    # phase, waited for -- domain/vocabulary/evidence.py)
     acct.sagemaker.inject(Fault(kind="stuck_dataloader", run="llama-8b", attempt=1, after_training_min=20))
     run = _submit(acct)
     stored = _until_training(acct, run["run_id"])
@@ -237,7 +237,7 @@ def test_a_duplicate_state_change_costs_one_dynamodb_call(template):
 
 def test_sweep_serves_every_shard_when_time_runs_short(acct):
     from sagewarden import keys
-    from sagewarden.adapters.dynamodb_run_store import _shard
+    from sagewarden.adapters.dynamodb_outbox_lease import due_shard as _shard
 
     runs = [_submit(acct, f"run-{i}")["run_id"] for i in range(16)]
     shards = {_shard(r) for r in runs}

@@ -8,9 +8,9 @@ import pytest
 
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
-from drill.sim_sagemaker import Fault
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.models import LaunchState, RunStatus
+from drill.sim.model import Fault
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.models import LaunchState, RunStatus
 
 MIN = 60_000
 
@@ -189,7 +189,7 @@ def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
 def test_a_routine_sweep_look_up_writes_no_audit_entry(acct):
     """README: the sweep's routine "still fine" look-ups are not audited, so a months-long run's
     trail holds what happened."""
-    from drill.sim_sagemaker import JobProfile
+    from drill.sim.model import JobProfile
 
     acct.sagemaker.set_profile("llama-8b", JobProfile(total_steps=10**7, checkpoint_every_steps=10**6))
     run_id = _submit(acct)["run_id"]
@@ -221,7 +221,7 @@ def test_without_a_subscription_a_training_attempt_is_looked_at_every_third_of_i
     """docs/hang-detection.md: without a log subscription the sweep's own silence check looks at a
     training attempt every third of its window, at least every 2 minutes, at most every reconcile
     interval; with a subscription (the alarms watch) every reconcile interval."""
-    from sagewarden.domain.policy import RunPolicy
+    from sagewarden.domain.vocabulary.policy import RunPolicy
     from tests.builders import training_run
 
     def learned(run, minutes):
@@ -243,10 +243,10 @@ def test_without_a_subscription_a_training_attempt_is_looked_at_every_third_of_i
 
 
 def test_a_heartbeat_not_to_be_trusted_is_looked_at_every_third_of_its_window_too(acct):
-    """domain/heartbeat.py: an attempt whose logs contradicted its heartbeat, or any training
+    """domain/hangs/heartbeat.py: an attempt whose logs contradicted its heartbeat, or any training
     attempt while the deployment's pipeline is broken, has its log silence judged from its logs:
     the sweep looks every third of its window, as without a subscription."""
-    from sagewarden.domain.heartbeat import PipelineHealth
+    from sagewarden.domain.hangs.heartbeat import PipelineHealth
     from tests.builders import training_run
 
     sup = acct.supervisor

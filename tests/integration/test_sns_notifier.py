@@ -10,8 +10,8 @@ import boto3
 import pytest
 
 from sagewarden.adapters.sns_notifier import SNS_MAX_BYTES, SNS_MESSAGE_BUDGET, SnsNotifier
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.bounded import utf8_len
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.bounded import utf8_len
 
 
 class Recording:

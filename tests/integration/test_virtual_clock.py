@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from drill.account import LocalAccount
-from drill.alarm_evaluator import ALARM, INSUFFICIENT_DATA, AlarmEvaluator
+from drill.alarm_decision import ALARM, INSUFFICIENT_DATA
+from drill.alarm_evaluator import AlarmEvaluator
 from sagewarden.adapters.sagemaker_launcher import to_ms
-from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 
 MIN = 60_000
 JOB = "sw-clock-01KE5Q86000DNQ47GXEV9VZMPH-a001"

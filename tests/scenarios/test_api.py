@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.models import RunStatus
 from tests.fuzz.harness import raw_call
 
 

@@ -21,7 +21,7 @@ from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from drill.sim.model import Fault
 from drill.sim.texts import ALGORITHM_ERROR_REASON, DEFAULT_ALGORITHM_LOG_LINE, command_args
-from sagewarden.domain.redaction import MIN_SCRUB_CHARS, REDACTED
+from sagewarden.domain.vocabulary.redaction import MIN_SCRUB_CHARS, REDACTED
 
 OWNER = "arn:aws:iam::123456789012:role/alice"
 # no token prefix, no pattern: only the run's own value (and the order of scrub and cut) hides it

@@ -13,7 +13,7 @@ from drill.account import BUCKET, CALLER, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from drill.sim.model import Fault, JobProfile
 from sagewarden import keys
-from sagewarden.domain.redaction import REDACTED
+from sagewarden.domain.vocabulary.redaction import REDACTED
 from tests.scenarios.cli_support import CliHarness
 
 ACCT = "123456789012"

@@ -10,7 +10,7 @@ import pytest
 from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.scenario import default_training_job
 from sagewarden.api.representation import iso
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden_cli.render import plan_text
 
 HOUR = 3_600_000

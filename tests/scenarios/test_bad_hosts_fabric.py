@@ -312,7 +312,7 @@ def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_ou
     figure): here every line lands 40 s late and the Failed event arrives within 5 s, so a read
     at the event sees no Xid line and the crash names no host. A warm restart would then run on
     the same instances and meet the bad GPU again; the decision waits a minute after the end
-    (domain/endings.py, LOG_SETTLE_MS), reads again, finds algo-3 and restarts on new instances."""
+    (domain/endings/attempt_ended.py, LOG_SETTLE_MS), reads again, finds algo-3 and restarts on new instances."""
     result = _late_xid_drill(
         template, "late-xid", log_delay_s=40, available_s=0, policy={"keep_alive_seconds": 1800}
     )

@@ -30,7 +30,7 @@ from benchmarks.supervised import RECOMMENDED_POLICY
 
 POLICIES = {"default": None, "recommended": RECOMMENDED_POLICY}
 # A silent phase longer than the learned (4-minute) log-silence window is told apart from a hang by
-# what the hosts do (domain/evidence.py): CPU beyond one core per rank, disk space growing, or
+# what the hosts do (domain/vocabulary/evidence.py): CPU beyond one core per rank, disk space growing, or
 # checkpoint objects still landing in S3 (hangs.SAVE_ACTIVE_MS).
 
 

@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from drill.account import LocalAccount
-from drill.sim_sagemaker import Fault, JobProfile
+from drill.sim.model import Fault, JobProfile
 from tests.doc_pages import documentation
 from tests.scenarios.cli_support import API, REPR, CliHarness, run_body, write_yaml
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from drill.server import LocalServer
-from drill.sim_sagemaker import JobProfile
+from drill.sim.model import JobProfile
 from sagewarden_cli.app import main
 from tests.scenarios.cli_support import readme_walkthrough
 

@@ -3,11 +3,11 @@ supervisor's, and `ground_truth`, the time its jobs spent training steps none ha
 
 Target (issue 20): within +-1 percentage point on every shipped scenario; every run of every one is
 within -0.22 to +0.80 points. What made it hold (it read 0 to 12 points high before): a save's write
-time counts the time before its first object landed in S3 (domain/checkpoints.py,
+time counts the time before its first object landed in S3 (domain/vocabulary/layouts.py,
 `save_seconds`), a save the supervisor measured counts at its own length (a 35-minute save is not
-the median's 2), a slow host's held-back work is the straggler bucket (domain/stragglers.py,
+the median's 2), a slow host's held-back work is the straggler bucket (domain/hosts/stragglers.py,
 `slowdown_ms`), work a replacement stopped minutes in did not redo is carried to the next attempt,
-and a log-silence hang dates from the job's newest log line, not from its alarm (domain/hangs.py,
+and a log-silence hang dates from the job's newest log line, not from its alarm (domain/hangs/confirm.py,
 `hang_onset_ms`: 2 minutes of the 25-minute `selftest` run, +5.3 points before)."""
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import pytest
 
 import drill.iam.__main__ as iam_cli
 from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, TABLE, LocalAccount
-from drill.iam import IamReplayError, ReplayReport, account_iam, check
+from drill.iam import IamReplayError
+from drill.iam.replay import ReplayReport, account_iam, check
 from drill.runner import DrillResult, run_scenario
 from drill.scenario import default_training_job, load
 from sagewarden import keys

@@ -24,7 +24,7 @@ from drill.runner import run_scenario
 from drill.scenario import load, parse
 from drill.server import LocalServer
 from sagewarden.alarm_shapes import representative_shapes
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden_cli import selftest
 from sagewarden_cli.app import main
 from sagewarden_cli.errors import API_ERROR, NETWORK

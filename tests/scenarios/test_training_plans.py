@@ -13,7 +13,7 @@ from drill.runner import DrillResult, run_scenario
 from drill.scenario import load
 from drill.sim.texts import KILL_AFTER_MS
 from drill.sim.training_plans import TERMINATION_LEAD_MS
-from sagewarden.domain import plan_windows
+from sagewarden.domain.vocabulary import plan_windows
 
 RUN = "llama-70b-plan"
 HOUR, MIN = 3_600_000, 60_000

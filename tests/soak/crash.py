@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagewarden.domain.hang_alarms import SIGNAL_LOG_SILENCE
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.hangs.alarms import SIGNAL_LOG_SILENCE
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.soak.referee import MIN, Referee, make_world, settle
 from tests.soak.world import ALARM_PREFIX, Hook, Job, World, port_methods
 
@@ -317,7 +317,7 @@ def scenario_heartbeat_pipeline(d: Driver) -> None:
 def scenario_training_plan(d: Driver) -> None:
     d.submit("planned", plan="arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved")
     _to_training(d, "planned")
-    d.sweep(minutes=31)  # the sweep reads the plan again (domain/training_plans.py)
+    d.sweep(minutes=31)  # the sweep reads the plan again (domain/capacity/training_plans.py)
     d.progress("planned", 1, "checkpoint")
     d.sweep(minutes=11)
 

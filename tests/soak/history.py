@@ -12,9 +12,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagewarden.domain.events import Tick
-from sagewarden.domain.names import parse_job_name
-from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.events import Tick
+from sagewarden.domain.vocabulary.names import parse_job_name
+from sagewarden.domain.vocabulary.policy import InstanceChoice, RunPolicy
 from tests.soak.referee import MIN, Referee, make_world, settle
 from tests.soak.world import ERROR_KINDS, FAULT_TARGETS, OUTCOMES, Delivery, Hook, World, aws_error
 
@@ -266,7 +266,7 @@ class History:
         return name
 
     def _run_of(self, d: Delivery) -> str | None:
-        from sagewarden.domain.names import parse_job_name
+        from sagewarden.domain.vocabulary.names import parse_job_name
 
         if d.kind == "job":
             parsed = parse_job_name(str(d.payload.get("TrainingJobName", "")))

@@ -15,13 +15,14 @@ from typing import Any
 
 from drill.memory_store import InMemoryRunStore
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
-from sagewarden.domain.draft import Draft, hang_alarms
-from sagewarden.domain.events import Observations
-from sagewarden.domain.hang_alarms import alarm_keys, key_signal
-from sagewarden.domain.hangs import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
-from sagewarden.domain.heartbeat import PipelineHealth
-from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
-from sagewarden.domain.names import job_name
+from sagewarden.domain.decision.pending import PendingDecision
+from sagewarden.domain.hangs.alarms import alarm_keys, key_signal
+from sagewarden.domain.hangs.confirm import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.hangs.windows import hang_alarms
+from sagewarden.domain.vocabulary.events import Observations
+from sagewarden.domain.vocabulary.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.vocabulary.names import job_name
 from sagewarden.ports import AuditEntry, OutboxMessage
 from tests.soak.world import ALARM_PREFIX, SM_ENDED, World
 
@@ -94,7 +95,7 @@ def _launches_decided(previous: Run, run: Run) -> list[int]:
 
 
 def expected_alarm_keys(run: Run, att: Attempt) -> set[str]:
-    d = Draft(run, 0, run.policy, Observations())
+    d = PendingDecision(run, 0, run.policy, Observations())
     return set(alarm_keys(hang_alarms(d, att)))
 
 

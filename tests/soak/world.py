@@ -36,19 +36,20 @@ from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
 from sagewarden.adapters.sagemaker_launcher import SageMakerLauncher
 from sagewarden.adapters.sns_notifier import SnsNotifier
-from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.cadence import activity_per_minute, phase_cover
-from sagewarden.domain.checkpoints import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
-from sagewarden.domain.events import RetirementReported, RetireOutcome
-from sagewarden.domain.evidence import HostMetrics
-from sagewarden.domain.models import RetireProgress
-from sagewarden.domain.names import parse_job_name
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retirement import BucketVersioning
+from sagewarden.domain.checkpoints.retirement import BucketVersioning
+from sagewarden.domain.hangs.cadence import activity_per_minute, phase_cover
+from sagewarden.domain.vocabulary.actions import RetireCheckpoints
+from sagewarden.domain.vocabulary.events import RetirementReported, RetireOutcome
+from sagewarden.domain.vocabulary.evidence import HostMetrics
+from sagewarden.domain.vocabulary.layouts import Checkpoint, CheckpointLayout, LayoutKind, RetentionView
+from sagewarden.domain.vocabulary.models import RetireProgress
+from sagewarden.domain.vocabulary.names import parse_job_name
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
 from sagewarden.ids import ulid
 from sagewarden.ports import OutboxMessage
-from sagewarden.service import Supervisor, SupervisorSettings
+from sagewarden.service import Supervisor
+from sagewarden.settings import SupervisorSettings
 
 JOB_PREFIX = keys.DEFAULT_JOB_PREFIX
 ALARM_PREFIX = keys.alarm_prefix(JOB_PREFIX)
@@ -302,7 +303,7 @@ def aws_error(service: str, kind: str, operation: str) -> Exception:
 
 FAILURES: dict[str, tuple[str, tuple[str, ...]]] = {
     # outcome -> (FailureReason, log lines the job wrote before it failed); texts follow the
-    # classifier's tables (domain/classifier.py)
+    # classifier's tables (domain/vocabulary/classifier/classify.py)
     "fail_infra": (
         'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage ""',
         ("[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout",),

@@ -16,22 +16,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drill.alarm_decision import _promise_periods
-from drill.alarm_evaluator import (
+from drill.alarm_decision import (
     ALARM,
     INSUFFICIENT_DATA,
     OK,
-    AlarmEvaluator,
     _decide,
+    _promise_periods,
     _stable_periods,
     evaluate_periods,
 )
+from drill.alarm_evaluator import AlarmEvaluator
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays
-from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
+from drill.sim.model import Fault, JobProfile
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, alarm_specs
-from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 
 REGION = "us-east-1"
 MIN = 60_000

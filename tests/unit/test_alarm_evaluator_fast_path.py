@@ -13,7 +13,8 @@ import pytest
 from drill.alarm_evaluator import AlarmEvaluator
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays, SourceDelay
-from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
+from drill.sim.model import Fault, JobProfile
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden import keys
 from tests.unit.test_alarm_evaluator import (
     GPU,

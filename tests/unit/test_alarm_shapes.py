@@ -20,7 +20,7 @@ from botocore.stub import Stubber
 
 from sagewarden import alarm_shapes, composition, keys
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs, parse_alarm_key
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.handlers import check_alarm_shapes
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"

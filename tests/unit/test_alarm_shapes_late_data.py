@@ -13,7 +13,8 @@ from typing import Any
 import boto3
 import pytest
 
-from drill.alarm_evaluator import ALARM, AlarmEvaluator
+from drill.alarm_decision import ALARM
+from drill.alarm_evaluator import AlarmEvaluator
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays
 from sagewarden import keys

@@ -11,7 +11,7 @@ from pathlib import Path
 from openapi_spec_validator import validate
 
 from sagewarden.api import openapi
-from sagewarden.domain.policy import RANGES
+from sagewarden.domain.vocabulary.policy import RANGES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 

@@ -12,7 +12,7 @@ from benchmarks.supervised import RECOMMENDED_POLICY, run_sagewarden
 from benchmarks.trace import Trace, TraceFault
 from benchmarks.workload import Workload
 from drill.account import drill_template
-from sagewarden.domain.advice import CheckpointAdvice
+from sagewarden.domain.vocabulary.advice import CheckpointAdvice
 
 SMALL = Workload(hosts=2, days=1.0)  # 16 GPUs, a step a minute, a checkpoint every 30 steps (2-min write)
 

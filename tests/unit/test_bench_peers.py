@@ -18,8 +18,9 @@ from benchmarks.trace import Trace, TraceFault, TracePhase
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays
+from drill.sim.model import Fault
 from drill.sim_cloudwatch import ScriptLogs, SimulatedLogs
-from drill.sim_sagemaker import Fault, SimSageMaker
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden.keys import TRAINING_LOG_GROUP
 
 MIN = 60_000

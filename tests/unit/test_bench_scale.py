@@ -16,7 +16,7 @@ from benchmarks.scale_costs import (
 )
 from drill.account import ALARM_PREFIX
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name
-from sagewarden.domain.names import job_name
+from sagewarden.domain.vocabulary.names import job_name
 
 MIN = 60_000
 HOUR = 3_600_000

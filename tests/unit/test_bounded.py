@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.bounded import MIN_JSON_BYTES, bounded_json, clip_lines, clip_text, utf8_len
+from sagewarden.domain.vocabulary.bounded import MIN_JSON_BYTES, bounded_json, clip_lines, clip_text, utf8_len
 
 # Astral characters (4 UTF-8 bytes), combining marks (a cut must not care), CJK (3 bytes),
 # quotes/backslashes/control characters (JSON escapes grow them up to 6x).

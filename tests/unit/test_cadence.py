@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.cadence import (
+from sagewarden.domain.hangs.alarms import METRIC_LAG_MIN
+from sagewarden.domain.hangs.cadence import (
     FLOOR_MIN,
     HORIZON_MIN,
     LEARN_MIN_OBSERVED,
@@ -20,7 +21,6 @@ from sagewarden.domain.cadence import (
     typical_quiet,
     wants_cadence,
 )
-from sagewarden.domain.hang_alarms import METRIC_LAG_MIN
 
 MIN = 60_000
 T0 = 1_000 * MIN
@@ -33,7 +33,7 @@ def _every(k: int, minutes: int, *, start: int = T0, skip: range = range(0)) -> 
 def test_a_job_logging_every_minute_has_its_window_learned_after_twenty_minutes_not_two_hours():
     """Issue 18: a window was learned only after 120 minutes of training past start-up, so a spin
     2.4 h into a 16-host run's first attempt took 29 minutes. A job active every minute has shown
-    its cadence after tens of minutes; the evidence (domain/evidence.py) guards what is longer."""
+    its cadence after tens of minutes; the evidence (domain/vocabulary/evidence.py) guards what is longer."""
     series = _every(1, 200)
     early = LEARN_MIN_OBSERVED + SETTLE_MIN
     assert learn_window(series, start_ms=T0, now_ms=T0 + (early - 1) * MIN, ceiling_min=30).window_min is None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.checkpoints import (
+from sagewarden.domain.vocabulary.layouts import (
     DCP_MARKER,
     HF_MARKER,
     MEGATRON_RELEASE_DIR,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagewarden.domain.claims import (
+from sagewarden.domain.vocabulary.claims import (
     ARCHIVERS,
     BELOW,
     HOLDER,

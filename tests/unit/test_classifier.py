@@ -1,4 +1,4 @@
-"""Tests of the pure failure classifier (sagewarden.domain.classifier)."""
+"""Tests of the pure failure classifier (sagewarden.domain.vocabulary.classifier.classify)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain import classifier_signatures
-from sagewarden.domain.classifier import (
-    Classification,
-    Ending,
-    EndingClass,
-    QuotaInfo,
-    classify,
-    parse_quota_message,
-)
+from sagewarden.domain.vocabulary.classifier import signatures as classifier_signatures
+from sagewarden.domain.vocabulary.classifier.classify import classify
+from sagewarden.domain.vocabulary.classifier.matching import parse_quota_message
+from sagewarden.domain.vocabulary.classifier.models import Classification, Ending, EndingClass, QuotaInfo
 
 # --- Fixtures: realistic texts, one or more per signature label, in table order --------------
 

@@ -1,5 +1,5 @@
 """A crash loop is the same failure again before progress; independent faults that each land
-before an attempt's first checkpoint are not one (domain/loops.py)."""
+before an attempt's first checkpoint are not one (domain/endings/loops.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,18 @@ import dataclasses
 import json
 
 from sagewarden.adapters.run_codec import compact_json, run_from_dict, run_to_dict
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.classifier import Classification, EndingClass
-from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import LaunchAccepted, Observations
-from sagewarden.domain.loops import SIGNATURE_MAX_CHARS, checkpoint_overdue, ending_signature, step_marks
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
+from sagewarden.domain.endings.loops import (
+    SIGNATURE_MAX_CHARS,
+    checkpoint_overdue,
+    ending_signature,
+    step_marks,
+)
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.classifier.models import Classification, EndingClass
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Observations
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import HOUR, MIN, ckpt, observed, on_pool, step, training_run
 
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."

@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
-from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, SERVER_ERROR_GIVE_UP_MS, next_due_ms
-from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import (
+from sagewarden.domain.decide import SERVER_ERROR_GIVE_UP_MS
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
+from sagewarden.domain.vocabulary.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.vocabulary.events import (
     CancelRequested,
     CapacityReleased,
     HangSignal,
@@ -21,8 +22,9 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import LaunchState, RunStatus
-from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.models import LaunchState, RunStatus
+from sagewarden.domain.vocabulary.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent
 from tests.builders import HOUR, MIN, action_types, ckpt, make_run, observed, on_pool, step, training_run
 
 QUOTA_MSG = (
@@ -219,7 +221,7 @@ def test_decide_user_stop_cancels_but_supervisor_stop_acts_on_intent():
     assert user.run.status == RunStatus.CANCELLED
     stopping = step(run, CancelRequested("alice"), HOUR)
     assert stopping.run.status == RunStatus.STOPPING
-    assert stopping.actions == (StopJob(run.current.job_name, INTENT_CANCEL),)
+    assert stopping.actions == (StopJob(run.current.job_name, StopIntent.CANCEL),)
     done = step(stopping.run, observed(stopping.run, "Stopped", "Stopped", HOUR + MIN), HOUR + MIN)
     assert done.run.status == RunStatus.CANCELLED and "alice" in (done.run.outcome or "")
 
@@ -433,7 +435,7 @@ def test_decide_hang_signal_stops_then_resumes_counted():
         Observations(log_tail=("[algo-1] step 1000",), hosts_triage=("algo-2: last log 31 min ago",)),
     )
     assert d.run.status == RunStatus.STOPPING
-    assert StopJob(run.current.job_name, INTENT_HANG) in d.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in d.actions
     alert = next(a for a in d.actions if isinstance(a, Notify))
     assert alert.event == "hang.detected" and "algo-2" in alert.body
     stopped = step(
@@ -501,7 +503,7 @@ def test_decide_unconfirmed_stop_is_reissued():
     run = step(training_run(), CancelRequested("x"), HOUR).run
     assert step(run, Tick(), HOUR + MIN).ignored == "stop in progress"
     again = step(run, Tick(), HOUR + 6 * MIN)
-    assert again.actions == (StopJob(run.current.job_name, INTENT_CANCEL),)
+    assert again.actions == (StopJob(run.current.job_name, StopIntent.CANCEL),)
 
 
 def test_decide_cost_budget_stops_the_job():
@@ -649,7 +651,7 @@ def test_decide_stale_checkpoint_is_a_hang_signal_on_tick():
     assert again.ignored == "nothing due"
     stale = step(run, Tick(), t0 + 3 * HOUR, Observations(checkpoint=ckpt(500, at_ms=t0 + 50 * MIN)))
     assert stale.run.status == RunStatus.STOPPING
-    assert stale.run.current.stop_intent == INTENT_HANG
+    assert stale.run.current.stop_intent == StopIntent.HANG
     assert any("no new complete checkpoint for 130 min" in line for line in stale.run.current.evidence)
 
 

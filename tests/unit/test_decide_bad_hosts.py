@@ -1,4 +1,4 @@
-"""Bad hosts at the level of the pure decision (domain/hosts.py): every fault that singles out a
+"""Bad hosts at the level of the pure decision (domain/hosts/bad_hosts.py): every fault that singles out a
 host keeps the replacement off its warm pool and asks SageMaker for an infra check; fingerprints
 of bad hosts are remembered and a later attempt printing one is stopped at once."""
 
@@ -9,12 +9,10 @@ import dataclasses
 import pytest
 
 from sagewarden.adapters.run_codec import run_from_dict, run_to_dict
-from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
-from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.endings import LOG_SETTLE_MS, UNREAD_RETRY_MS
-from sagewarden.domain.events import LaunchAccepted, Observations, Tick
-from sagewarden.domain.hosts import (
-    INTENT_BAD_HOST,
+from sagewarden.domain.capacity.warm_pools import watch_of
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS, UNREAD_RETRY_MS
+from sagewarden.domain.hosts.bad_hosts import (
     MAX_BAD_FINGERPRINTS,
     address_book,
     address_pattern,
@@ -22,9 +20,11 @@ from sagewarden.domain.hosts import (
     hosts_in_tail,
     peer_addresses,
 )
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.warm_pools import watch_of
+from sagewarden.domain.vocabulary.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Observations, Tick
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent
 from tests.builders import HOUR, MIN, ckpt, observed, on_pool, step, training_run
 
 NCCL_REASON = 'AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "ncclRemoteError"'
@@ -284,7 +284,7 @@ def test_a_later_attempt_printing_a_known_bad_fingerprint_is_stopped_fast_and_re
     )
     d = step(run, Tick(), t + MIN, Observations(scan_lines=lines))
     (stop,) = [a for a in d.actions if isinstance(a, StopJob)]
-    assert stop.intent == INTENT_BAD_HOST and d.run.status == RunStatus.STOPPING
+    assert stop.intent == StopIntent.BAD_HOST and d.run.status == RunStatus.STOPPING
     (alert,) = alerts(d, "attempt.bad_host")
     assert "algo-2" in alert.subject and "GPU-S21,GPU-S22" in alert.body
     # the stop ends the attempt: resumed on new instances with the infra check

@@ -8,11 +8,16 @@ import dataclasses
 
 from drill.sim.model import JobProfile, with_told_interval
 from sagewarden.api.validation import SUPERVISOR_ENV_VARS, policy_errors
-from sagewarden.domain.actions import LaunchAttempt
-from sagewarden.domain.advice import APPLY_MAX_MINUTES, APPLY_MIN_MINUTES, advised_minutes, checkpoint_advice
-from sagewarden.domain.events import Observations
-from sagewarden.domain.launch import CHECKPOINT_MINUTES_ENV
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.actions import LaunchAttempt
+from sagewarden.domain.vocabulary.advice import (
+    APPLY_MAX_MINUTES,
+    APPLY_MIN_MINUTES,
+    advised_minutes,
+    checkpoint_advice,
+)
+from sagewarden.domain.vocabulary.events import Observations
+from sagewarden.domain.vocabulary.launch import CHECKPOINT_MINUTES_ENV
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
 
 CRASH = "InternalServerError: the instance went away"

@@ -1,4 +1,4 @@
-"""Jobs deleted outside sagewarden (domain/deletions.py), at the level of the pure decision: an
+"""Jobs deleted outside sagewarden (domain/endings/deletions.py), at the level of the pure decision: an
 attempt whose job is Deleting, missing after SageMaker accepted it, or replaced by another job of
 the same name ends as DELETED and resumes under a new name; an unknown TrainingJobStatus is never
 read as InProgress."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.actions import DeleteHangAlarms, LaunchAttempt, Notify, StopJob
-from sagewarden.domain.deletions import DELETED_AFTER_MS
-from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import (
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
+from sagewarden.domain.endings.deletions import DELETED_AFTER_MS
+from sagewarden.domain.vocabulary.actions import DeleteHangAlarms, LaunchAttempt, Notify, StopJob
+from sagewarden.domain.vocabulary.events import (
     CancelRequested,
     HangSignal,
     JobMissing,
@@ -19,7 +19,7 @@ from sagewarden.domain.events import (
     Observations,
     Submitted,
 )
-from sagewarden.domain.models import LaunchState, RunStatus
+from sagewarden.domain.vocabulary.models import LaunchState, RunStatus
 from tests.builders import HOUR, MIN, ckpt, make_run, observed, pool_seen, step, training_run
 
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."

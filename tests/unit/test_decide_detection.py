@@ -8,19 +8,20 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import EnsureHangAlarms, StopJob
-from sagewarden.domain.advice import checkpoint_advice, observed_interval_min
-from sagewarden.domain.decide import INTENT_HANG, next_due_ms
-from sagewarden.domain.events import (
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.hangs.confirm import quiet_due_ms
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms, StopJob
+from sagewarden.domain.vocabulary.advice import checkpoint_advice
+from sagewarden.domain.vocabulary.checkpoint_interval import observed_interval_min
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     LaunchAccepted,
     Observations,
     Tick,
 )
-from sagewarden.domain.hangs import quiet_due_ms
-from sagewarden.domain.heartbeat import LogCheck
-from sagewarden.domain.models import RunStatus, startup_kind
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.models import RunStatus, startup_kind
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import LogCheck, StopIntent
 from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
 
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
@@ -46,12 +47,12 @@ def test_quiet_signals_wait_while_checkpoint_objects_are_still_landing():
     hung = step(
         run, silent, now, Observations(save_activity_ms=now - 5 * MIN, heartbeat_check=LogCheck.SILENT)
     )
-    assert StopJob(run.current.job_name, INTENT_HANG) in hung.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in hung.actions
     # a dead host among busy ones is not a save: the asymmetric signal never waits for S3
     lone = step(
         run, _alarms(run, ("gpu_lone_idle", "ALARM", now - MIN)), now, Observations(save_activity_ms=now)
     )
-    assert StopJob(run.current.job_name, INTENT_HANG) in lone.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in lone.actions
 
 
 def test_an_unreadable_bucket_defers_the_hang_judgement_and_never_reads_as_no_save():
@@ -65,7 +66,10 @@ def test_an_unreadable_bucket_defers_the_hang_judgement_and_never_reads_as_no_sa
     )
     assert unknown.run.deferred_since_ms == now and "SlowDown" in unknown.run.deferred_reason
     later = step(unknown.run, silent, now + MIN, Observations(save_activity_ms=now - 30 * MIN))
-    assert StopJob(run.current.job_name, INTENT_HANG) in later.actions and later.run.deferred_since_ms is None
+    assert (
+        StopJob(run.current.job_name, StopIntent.HANG) in later.actions
+        and later.run.deferred_since_ms is None
+    )
 
 
 # --- start-up allowance and the lone idle host -----------------------------------------------------
@@ -82,10 +86,10 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert skew.run.status == RunStatus.TRAINING and not any(isinstance(a, StopJob) for a in skew.actions)
     lone = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 18 * MIN)), t0 + 28 * MIN)
     assert lone.run.status == RunStatus.STOPPING  # still alone and idle: a dead host
-    assert StopJob(run.current.job_name, INTENT_HANG) in lone.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in lone.actions
     # after start-up a lone idle host acts at once
     late = step(run, _alarms(run, ("gpu_lone_idle", "ALARM", t0 + 60 * MIN)), t0 + 60 * MIN)
-    assert StopJob(run.current.job_name, INTENT_HANG) in late.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in late.actions
     still_silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 31 * MIN)), t0 + 46 * MIN)
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
@@ -107,11 +111,11 @@ def test_a_silence_alarm_is_not_judged_before_training_has_lasted_what_it_can_se
     assert quiet_due_ms(early.run, t0 + 2 * MIN + 20_000) == t0 + 4 * MIN
     assert next_due_ms(early.run, t0 + 2 * MIN + 20_000) <= t0 + 4 * MIN
     judged = step(early.run, _alarms(run, ("log_silence", "ALARM", t0 + 2 * MIN)), t0 + 4 * MIN)
-    assert StopJob(run.current.job_name, INTENT_HANG) in judged.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in judged.actions
     # the policy's 45-minute allowance is longer than any window: judged when it ends, as before
     default = training_run()
     late = step(default, _alarms(default, ("log_silence", "ALARM", t0 + 44 * MIN)), t0 + 45 * MIN)
-    assert StopJob(default.current.job_name, INTENT_HANG) in late.actions
+    assert StopJob(default.current.job_name, StopIntent.HANG) in late.actions
 
 
 def test_a_silence_alarm_held_by_the_grace_period_is_looked_at_when_it_ends():
@@ -123,7 +127,7 @@ def test_a_silence_alarm_held_by_the_grace_period_is_looked_at_when_it_ends():
     assert any("grace" in n for n in held.notes) and held.run.status == RunStatus.TRAINING
     assert quiet_due_ms(held.run, t0 + 12 * MIN) == t0 + 15 * MIN
     acted = step(held.run, _alarms(run, ("log_silence", "ALARM", t0 + 12 * MIN)), t0 + 15 * MIN)
-    assert StopJob(run.current.job_name, INTENT_HANG) in acted.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in acted.actions
 
 
 def _learned(run, minutes, kind=None):
@@ -137,7 +141,7 @@ def test_a_start_up_allowance_learned_from_an_earlier_attempt_shortens_the_wait(
     for learned, acts in ((10, True), (None, False)):  # learned 10 min vs the policy's 45
         run = _learned(training_run(), learned)
         silent = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
-        assert (StopJob(run.current.job_name, INTENT_HANG) in silent.actions) is acts
+        assert (StopJob(run.current.job_name, StopIntent.HANG) in silent.actions) is acts
     run = _learned(training_run(), 20)
     inside = step(run, _alarms(run, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
     assert "20-minute start-up allowance" in (inside.ignored or " ".join(inside.notes))
@@ -156,7 +160,7 @@ def test_a_start_up_allowance_learned_from_a_fresh_start_does_not_apply_to_a_res
     # learned on a comparable (resumed, same instances) attempt, it applies
     same = _learned(resumed, 10)
     acted = step(same, _alarms(same, ("log_silence", "ALARM", t0 + 16 * MIN)), t0 + 16 * MIN)
-    assert StopJob(same.current.job_name, INTENT_HANG) in acted.actions
+    assert StopJob(same.current.job_name, StopIntent.HANG) in acted.actions
     # other instances are not comparable either
     other = _learned(
         training_run(resume=ckpt(300, at_ms=0), instance_count=8), 10, kind=startup_kind(resumed.current)
@@ -187,7 +191,7 @@ def test_whole_job_idle_waits_for_the_start_up_allowance():
     assert not any(isinstance(a, StopJob) for a in compiling.actions)
     still_idle = step(run, _alarms(run, ("gpu_idle", "ALARM", t0 + 20 * MIN)), t0 + 46 * MIN)
     assert still_idle.run.status == RunStatus.STOPPING  # idle past the allowance: a hang
-    assert StopJob(run.current.job_name, INTENT_HANG) in still_idle.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in still_idle.actions
     # the asymmetric signal next to it acts once it has held 10 minutes, inside the allowance
     lone = step(
         run,
@@ -287,7 +291,7 @@ def test_checkpoint_advice_says_the_interval_is_not_measured_yet_never_a_questio
 
 def test_a_resume_alert_gives_the_checkpoint_interval_advice_when_it_would_save():
     """docs/hang-detection.md: the resume alerts give the Young/Daly interval and what it saves."""
-    from sagewarden.domain.actions import Notify
+    from sagewarden.domain.vocabulary.actions import Notify
 
     def resumed(history):
         run = training_run()
@@ -336,8 +340,8 @@ def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
 
 
 def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
-    from sagewarden.domain.events import HangSignal
-    from sagewarden.domain.hangs import wants_save_activity
+    from sagewarden.domain.hangs.confirm import wants_save_activity
+    from sagewarden.domain.vocabulary.events import HangSignal
 
     run = training_run()
     assert wants_save_activity(_alarms(run, ("log_silence", "ALARM", 0), ("gpu_lone_idle#1", "OK", 0)))

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.actions import StopJob
-from sagewarden.domain.decide import INTENT_HANG, next_due_ms
-from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations, Tick
-from sagewarden.domain.evidence import HostMetrics
-from sagewarden.domain.hangs import quiet_signals_wait
-from sagewarden.domain.heartbeat import LogCheck
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.hangs.confirm import quiet_signals_wait
+from sagewarden.domain.vocabulary.actions import StopJob
+from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations, Tick
+from sagewarden.domain.vocabulary.evidence import HostMetrics
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import LogCheck, StopIntent
 from tests.builders import HOUR, MIN, step, training_run
 
 GPUS = 8
-SILENT = LogCheck.SILENT  # the job's own logs confirm its heartbeat's silence (domain/heartbeat.py)
+SILENT = LogCheck.SILENT  # the job's own logs confirm its heartbeat's silence (domain/hangs/heartbeat.py)
 
 
 def _hosts(
@@ -65,7 +65,7 @@ def _silent(run, since):
 
 
 def _stopped(d) -> bool:
-    return StopJob(d.run.current.job_name, INTENT_HANG) in d.actions
+    return StopJob(d.run.current.job_name, StopIntent.HANG) in d.actions
 
 
 def test_a_spin_is_stopped_as_soon_as_the_short_window_fires():
@@ -262,7 +262,7 @@ def test_a_log_silence_hang_dates_from_the_jobs_newest_log_line_when_it_was_read
 def _resumed_after_a_hang():
     """Attempt 1 (learned a 4-minute window) is stopped for a hang and resumed from step 500 as
     attempt 2, which reaches Training and inherits the window."""
-    from sagewarden.domain.events import LaunchAccepted
+    from sagewarden.domain.vocabulary.events import LaunchAccepted
     from tests.builders import ckpt, observed, on_pool
 
     run = _learned()

@@ -1,4 +1,4 @@
-"""Slow fabric at the level of the pure decision (domain/fabric.py): an EFA multi-node attempt
+"""Slow fabric at the level of the pure decision (domain/hosts/fabric.py): an EFA multi-node attempt
 whose NCCL selects sockets is flagged (no stop); EFA, a single node, or no NCCL_DEBUG=INFO never
 are; the scan reads every minute of its window and never again once it has an answer."""
 
@@ -7,10 +7,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from sagewarden.domain.actions import Notify, StopJob
-from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.events import LaunchAccepted, Observations, Submitted, Tick
-from sagewarden.domain.fabric import (
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.hosts.fabric import (
     SCAN_WINDOW_MS,
     SOCKET_PATTERN,
     TRANSPORT_PATTERN,
@@ -18,8 +16,10 @@ from sagewarden.domain.fabric import (
     scan_patterns,
     transport,
 )
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.actions import Notify, StopJob
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import MIN, REQUEST, make_run, observed, step
 
 SOCKET = (

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs
-from sagewarden.domain.actions import EnsureHangAlarms, StopJob
-from sagewarden.domain.decide import INTENT_HANG
-from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations, Tick
-from sagewarden.domain.hang_alarms import alarm_keys
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.hangs.alarms import alarm_keys
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms, StopJob
+from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations, Tick
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent
 from tests.builders import HOUR, MIN, observed, step, training_run
 
 NO_SUB = Observations(log_subscription=False)
@@ -73,7 +73,7 @@ def test_a_leftover_log_silence_alarm_in_alarm_is_not_evidence_without_a_subscri
     # with a subscription the same alarm is the log-silence signal and acts
     sub = training_run()
     acted = step(sub, _alarms(sub, *rows), now, Observations())
-    assert StopJob(sub.current.job_name, INTENT_HANG) in acted.actions
+    assert StopJob(sub.current.job_name, StopIntent.HANG) in acted.actions
 
 
 def test_the_sweeps_silence_check_still_stops_a_silent_job_without_a_subscription():
@@ -81,7 +81,7 @@ def test_the_sweeps_silence_check_still_stops_a_silent_job_without_a_subscriptio
     t0 = run.current.training_started_ms
     now = t0 + 3 * HOUR
     d = step(run, Tick(), now, Observations(log_subscription=False, logs_silent=True))
-    assert StopJob(run.current.job_name, INTENT_HANG) in d.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in d.actions
     assert "log_silence" in d.run.current.hang_signals
 
 

@@ -12,9 +12,10 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.actions import LaunchAttempt, ReleaseWarmPool, StopJob
-from sagewarden.domain.decide import decide, next_due_ms
-from sagewarden.domain.events import (
+from sagewarden.domain.decide import decide
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.vocabulary.actions import LaunchAttempt, ReleaseWarmPool, StopJob
+from sagewarden.domain.vocabulary.events import (
     CancelRequested,
     CapacityReleased,
     HangSignal,
@@ -27,8 +28,8 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import SM_TERMINAL, LaunchState, Run, RunStatus
-from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.models import SM_TERMINAL, LaunchState, Run, RunStatus
+from sagewarden.domain.vocabulary.policy import InstanceChoice, RunPolicy
 from tests.builders import ckpt, make_run
 
 STATES = [

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.actions import (
+from sagewarden.domain.decision.alerts import EVIDENCE_MAX_BYTES
+from sagewarden.domain.decision.deferrals import DEFER_ALERT_AFTER_MS, DEFER_FAIL_AFTER_MS
+from sagewarden.domain.decision.pending import LAUNCH_SETTLE_MS
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
+from sagewarden.domain.vocabulary.actions import (
     AnnounceCapacityReleased,
     EnsureHangAlarms,
     LaunchAttempt,
     Notify,
     StopJob,
 )
-from sagewarden.domain.decide import INTENT_CANCEL, INTENT_HANG, next_due_ms
-from sagewarden.domain.draft import (
-    DEFER_ALERT_AFTER_MS,
-    DEFER_FAIL_AFTER_MS,
-    EVIDENCE_MAX_BYTES,
-    LAUNCH_SETTLE_MS,
-)
-from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import (
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     CancelRequested,
     HangSignal,
@@ -34,8 +31,9 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.models import LaunchState, RunStatus
-from sagewarden.domain.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.models import LaunchState, RunStatus
+from sagewarden.domain.vocabulary.policy import InstanceChoice, RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent
 from tests.builders import HOUR, MIN, ckpt, make_run, observed, on_pool, step, training_run
 
 QUOTA_MSG = (
@@ -91,7 +89,7 @@ def test_cancel_whose_stop_met_a_job_sagemaker_did_not_know_yet_asks_again_when_
     assert not [a for a in early.actions if isinstance(a, StopJob)]
     seen = step(early.run, observed(early.run, "InProgress", "Downloading", 2 * MIN), 2 * MIN)
     stops = [a for a in seen.actions if isinstance(a, StopJob)]
-    assert [(s.job_name, s.intent) for s in stops] == [(seen.run.current.job_name, INTENT_CANCEL)]
+    assert [(s.job_name, s.intent) for s in stops] == [(seen.run.current.job_name, StopIntent.CANCEL)]
     assert seen.run.status == RunStatus.STOPPING and seen.run.current.stop_requested_ms == 2 * MIN
 
 
@@ -112,7 +110,7 @@ def test_launch_accepted_after_cancel_stops_the_job_it_created():
     run = step(make_run(), Submitted(), 0).run
     cancelling = step(run, CancelRequested("alice"), 1_000).run
     d = step(cancelling, LaunchAccepted(1), 2_000)
-    assert StopJob(run.current.job_name, INTENT_CANCEL) in d.actions
+    assert StopJob(run.current.job_name, StopIntent.CANCEL) in d.actions
 
 
 def test_launch_landing_after_the_run_was_cancelled_is_a_stray_stopped_until_confirmed():
@@ -160,7 +158,7 @@ def test_cancel_wins_over_a_hang_stop_in_flight():
     run = training_run()
     now = run.current.training_started_ms + HOUR
     hung = step(run, HangSignal(run.current.job_name, 1, "gpu_idle", "ALARM", now), now).run
-    assert hung.current.stop_intent == INTENT_HANG
+    assert hung.current.stop_intent == StopIntent.HANG
     cancelling = step(hung, CancelRequested("alice"), now + MIN).run
     d = step(cancelling, observed(cancelling, "Stopped", "Stopped", now + 2 * MIN), now + 2 * MIN)
     assert d.run.status == RunStatus.CANCELLED and _launches(d) == []
@@ -183,7 +181,7 @@ def test_alarm_that_fired_inside_the_grace_period_is_acted_on_once_grace_has_pas
     assert edge.ignored is not None and "grace" in edge.ignored  # no further event will ever come
     level = step(run, _states(run, (lone, "ALARM", t0 + 6 * MIN), ("log_silence", "OK", t0)), t0 + 16 * MIN)
     assert level.run.status == RunStatus.STOPPING
-    assert StopJob(run.current.job_name, INTENT_HANG) in level.actions
+    assert StopJob(run.current.job_name, StopIntent.HANG) in level.actions
     assert any("(sweep)" in line for line in level.run.current.evidence)
 
 
@@ -414,7 +412,7 @@ def test_resuming_run_does_not_announce_the_instances_it_takes_back():
 
 
 def test_first_launch_reissued_by_the_sweep_wants_the_newest_checkpoint():
-    from sagewarden.domain.wants import wants_checkpoint
+    from sagewarden.domain.lookups import wants_checkpoint
 
     run = make_run()
     assert wants_checkpoint(run, Tick())
@@ -459,7 +457,7 @@ def _failed_by_crash_loop():
 
 
 def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoint():
-    from sagewarden.domain.events import ResumeRequested
+    from sagewarden.domain.vocabulary.events import ResumeRequested
 
     failed, end = _failed_by_crash_loop()
     # its last attempt wrote step 450 before it ended (a checkpoint written since is another
@@ -476,7 +474,7 @@ def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoi
 
 
 def test_resume_refuses_succeeded_and_running_runs_and_unreadable_checkpoints():
-    from sagewarden.domain.events import ResumeRequested
+    from sagewarden.domain.vocabulary.events import ResumeRequested
 
     run = training_run()
     assert step(run, ResumeRequested("carol"), HOUR).ignored  # still running

@@ -1,4 +1,4 @@
-"""Warm pools as SageMaker keeps them, at the level of the pure decision (domain/warm_pools.py):
+"""Warm pools as SageMaker keeps them, at the level of the pure decision (domain/capacity/warm_pools.py):
 what an attempt asks for, the wait for a pool, a cold restart after a bad host, the release
 retried until the pool is gone, and no warm-pool quota told once."""
 
@@ -9,10 +9,11 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import LaunchAttempt, Notify, ReleaseWarmPool
-from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.endings import LOG_SETTLE_MS
-from sagewarden.domain.events import (
+from sagewarden.domain.capacity.warm_pools import POOL_SETTLE_MAX_MS, POOL_WAIT_MS, watch_of
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
+from sagewarden.domain.vocabulary.actions import LaunchAttempt, Notify, ReleaseWarmPool
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     LaunchAccepted,
     LaunchRejected,
@@ -20,10 +21,9 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.launch import warm_pool_request
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.warm_pools import POOL_SETTLE_MAX_MS, POOL_WAIT_MS, watch_of
+from sagewarden.domain.vocabulary.launch import warm_pool_request
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import (
     HOUR,
     MIN,

@@ -13,7 +13,7 @@ import pytest
 import drill.__main__ as drill_cli
 from drill.account import BUCKET, EXECUTION_ROLE
 from drill.scenario import ScenarioError, load, parse, shipped
-from sagewarden.domain.warm_pools import POOL_WAIT_MS
+from sagewarden.domain.capacity.warm_pools import POOL_WAIT_MS
 from tests.doc_pages import documentation
 
 PROFILE = {"total_steps": 1200, "steps_per_minute": 10, "checkpoint_every_steps": 300}  # 2 h of training
@@ -428,7 +428,7 @@ def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring
     import re
 
     import drill.scenario
-    from drill.sim_sagemaker import FAULT_KINDS
+    from drill.sim.texts import FAULT_KINDS
 
     readme = documentation()
     section = readme.split("Fault kinds (`drill/sim_sagemaker.py`):", 1)[1].split("\n\n", 2)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagewarden.domain.evidence import (
+from sagewarden.domain.vocabulary.evidence import (
     DISK_GROWTH_PP_PER_MIN,
     IDLE_CPU_CORES_PER_GPU,
     SPIN,

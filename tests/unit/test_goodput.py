@@ -7,8 +7,6 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.events import JobObserved, LaunchAccepted, Submitted
 from sagewarden.domain.goodput import (
     DOWNLOADING,
     ESTIMATE,
@@ -28,7 +26,9 @@ from sagewarden.domain.goodput import (
     _fold,
     run_goodput,
 )
-from sagewarden.domain.models import Attempt, LaunchState, Run, RunStatus
+from sagewarden.domain.vocabulary.events import JobObserved, LaunchAccepted, Submitted
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import Attempt, LaunchState, Run, RunStatus
 from tests.builders import MIN, make_run, step
 
 T0 = 1_767_571_200_000  # a fixed epoch ms
@@ -136,7 +136,7 @@ def test_goodput_restart_folds_the_attempt_and_counts_the_work_redone() -> None:
         run = step(run, JobObserved(a1.job_name, 1, status, secondary, at, created_ms=T0 + 1000), at).run
     written = T0 + 40 * MIN
     run = dataclasses.replace(run, checkpoint_history=((300, written, 120.0, -1),))
-    from sagewarden.domain.events import Observations
+    from sagewarden.domain.vocabulary.events import Observations
 
     obs = Observations(checkpoint=ck(300, written))
     end = T0 + 50 * MIN  # 10 min of training past the checkpoint are lost
@@ -254,8 +254,8 @@ def attempt_histories(draw: st.DrawFn) -> tuple[Run, int]:
         goodput_carry_ms=draw(st.integers(0, 10 * HOUR_MS)),
     )
     # fold the attempts in order, as decisions would: each new attempt folds the one before
-    from sagewarden.domain.events import Tick
     from sagewarden.domain.goodput import after_decision
+    from sagewarden.domain.vocabulary.events import Tick
 
     before = dataclasses.replace(run, status=RunStatus.TRAINING, attempts=(attempts[0],))
     for nxt in attempts[1:]:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, alarm_specs, parse_alarm_name
-from sagewarden.domain.actions import EnsureHangAlarms
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 
 JOB = "sw-llama-01KE5Q86000DNQ47GXEV9VZMPH-a001"
 PREFIX = "sagewarden-hang-"
@@ -106,7 +106,7 @@ def test_hang_alarm_specs_silence_windows_outlast_late_minutes(window, expected)
 
 def test_hang_alarm_specs_names_and_keys_agree_and_only_keys_filters():
     from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
-    from sagewarden.domain.hang_alarms import alarm_keys
+    from sagewarden.domain.hangs.alarms import alarm_keys
 
     spec = _spec(23, progress_metric="train:step")
     specs = alarm_specs(spec, PREFIX, "RUN")

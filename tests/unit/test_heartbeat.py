@@ -1,4 +1,4 @@
-"""A broken heartbeat must not stop healthy jobs (issue 32; domain/heartbeat.py, domain/hangs.py).
+"""A broken heartbeat must not stop healthy jobs (issue 32; domain/hangs/heartbeat.py, domain/hangs/confirm.py).
 
 The heartbeat metric is derived, the job's logs are the truth: a stop on the heartbeat's log
 silence alone is confirmed in the job's training streams first; logs that contradict the silence
@@ -12,20 +12,19 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import Notify, StopJob
-from sagewarden.domain.decide import INTENT_HANG
-from sagewarden.domain.events import AlarmsObserved, HangSignal, Observations, Tick
-from sagewarden.domain.evidence import HostMetrics
-from sagewarden.domain.hangs import quiet_signals_wait, silence_from_logs, silence_to_confirm
-from sagewarden.domain.heartbeat import (
+from sagewarden.domain.hangs.confirm import quiet_signals_wait, silence_from_logs, silence_to_confirm
+from sagewarden.domain.hangs.heartbeat import (
     SETTLE_MS,
-    LogCheck,
     PipelineHealth,
     PipelineLevel,
     confirm_windows,
     judge_pipeline,
 )
-from sagewarden.domain.models import RunStatus
+from sagewarden.domain.vocabulary.actions import Notify, StopJob
+from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations, Tick
+from sagewarden.domain.vocabulary.evidence import HostMetrics
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.reasons import LogCheck, StopIntent
 from tests.builders import HOUR, MIN, step, training_run
 
 GPUS = 8
@@ -61,7 +60,7 @@ def _alarms(run, log_silence_state: str, since: int) -> AlarmsObserved:
 
 
 def _stopped(d) -> bool:
-    return StopJob(d.run.current.job_name, INTENT_HANG) in d.actions
+    return StopJob(d.run.current.job_name, StopIntent.HANG) in d.actions
 
 
 @pytest.fixture

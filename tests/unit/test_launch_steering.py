@@ -1,5 +1,5 @@
 """The volume size a replacement asks for so that SageMaker cannot match a warm pool holding a bad
-host (domain/launch.py ``steered_volume_gb``; domain/warm_pools.py)."""
+host (domain/vocabulary/launch.py ``steered_volume_gb``; domain/capacity/warm_pools.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from sagewarden.domain.launch import build_request, steered_volume_gb
+from sagewarden.domain.vocabulary.launch import build_request, steered_volume_gb
 from tests.builders import REQUEST, training_run
 
 

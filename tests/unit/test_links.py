@@ -1,4 +1,4 @@
-"""Console deep links and CLI commands appended to alerts (domain/links.py)."""
+"""Console deep links and CLI commands appended to alerts (domain/vocabulary/links.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from urllib.parse import unquote, urlsplit
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagewarden.domain.links import (
+from sagewarden.domain.vocabulary.links import (
     attempt_links,
     console_origin,
     link_lines,

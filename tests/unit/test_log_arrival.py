@@ -163,7 +163,9 @@ def test_the_flush_to_moto_holds_back_lines_that_have_not_landed_and_writes_them
 
 
 def test_a_scenario_sets_the_log_delay_over_its_defaults_and_mistakes_are_reported() -> None:
-    from tests.unit.test_drill_scenario_validation import BUCKET, EXECUTION_ROLE, parse, problems, scenario
+    from drill.account import BUCKET, EXECUTION_ROLE
+    from drill.scenario import parse
+    from tests.unit.test_drill_scenario_validation import problems, scenario
 
     sc = parse(
         scenario(account={"metric_delay": {"logs": {"base_s": 40, "late_rate": 0}}}),

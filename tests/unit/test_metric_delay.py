@@ -9,8 +9,9 @@ import boto3
 
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays, SourceDelay
+from drill.sim.model import JobProfile
 from drill.sim_cloudwatch import SimulatedCloudWatch
-from drill.sim_sagemaker import JobProfile, SimSageMaker
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden import keys
 from tests.unit.test_alarm_evaluator import REGION, _sim_request
 

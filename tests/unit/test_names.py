@@ -6,7 +6,7 @@ import pytest
 
 from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_name, parse_alarm_name
-from sagewarden.domain.names import job_name, parse_job_name, training_stream
+from sagewarden.domain.vocabulary.names import job_name, parse_job_name, training_stream
 
 RUN_ID = "01KE5Q86000DNQ47GXEV9VZMPH"
 

@@ -1,4 +1,4 @@
-"""The bad-host look-ups the service makes (sagewarden/observe_hosts.py, domain/wants.py): the
+"""The bad-host look-ups the service makes (sagewarden/observe_hosts.py, domain/lookups.py): the
 hardware-line read at a failure, the fingerprint reads sized to the job, and when fingerprints
 are read at all. An error is unknown: it concludes nothing."""
 
@@ -9,9 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from drill.account import MemoryCounters
-from sagewarden.domain.events import Tick
-from sagewarden.domain.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
-from sagewarden.domain.hosts import (
+from sagewarden.domain.hosts.bad_hosts import (
     ADDRESS_LINES,
     ADDRESS_WINDOW_MS,
     FINGERPRINT_MIN_LINES,
@@ -19,7 +17,9 @@ from sagewarden.domain.hosts import (
     HARDWARE_LINES,
     HARDWARE_PATTERN,
 )
-from sagewarden.domain.wants import wants_fingerprints
+from sagewarden.domain.hosts.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
+from sagewarden.domain.lookups import wants_fingerprints
+from sagewarden.domain.vocabulary.events import Tick
 from sagewarden.observe_hosts import read_addresses, read_fingerprints, read_hardware_printers, read_scan
 from tests.builders import HOUR, observed, training_run
 
@@ -127,7 +127,7 @@ def test_the_socket_only_read_adds_evidence_and_its_failure_leaves_the_scan_as_i
 
 def test_without_an_end_time_the_window_is_dated_from_the_jobs_last_change_not_from_now() -> None:
     """A describe hours after the failure (a reconcile) without TrainingEndTime: the job ended at
-    its LastModifiedTime, as domain/endings.py dates it; the window must not slide to now."""
+    its LastModifiedTime, as domain/endings/attempt_ended.py dates it; the window must not slide to now."""
     run = training_run(instance_count=256)
     end = run.current.training_started_ms + 5 * HOUR
     logs = _Logs((XID,))

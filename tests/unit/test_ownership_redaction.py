@@ -1,11 +1,11 @@
-"""The pure rules behind 403s and redaction: domain/ownership.py and domain/redaction.py."""
+"""The pure rules behind 403s and redaction: domain/vocabulary/ownership.py and domain/vocabulary/redaction.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from sagewarden.domain.ownership import may_change, principal, same_principal, shown_principal
-from sagewarden.domain.redaction import REDACTED, redact, scrub_text, secret_key, secret_values
+from sagewarden.domain.vocabulary.ownership import may_change, principal, same_principal, shown_principal
+from sagewarden.domain.vocabulary.redaction import REDACTED, redact, scrub_text, secret_key, secret_values
 
 A = "123456789012"
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagewarden.domain.policy import RANGES, PolicyError, Range, RunPolicy
+from sagewarden.domain.vocabulary.policy import RANGES, PolicyError, Range, RunPolicy
 from tests.doc_pages import documentation
 
 

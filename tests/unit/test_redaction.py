@@ -1,4 +1,4 @@
-"""domain/redaction.py: which keys look secret, what the patterns find in free text, and that a
+"""domain/vocabulary/redaction.py: which keys look secret, what the patterns find in free text, and that a
 secret cut in two by a bound leaves no head behind (issue 32 items 7 and 8)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagewarden.domain.bounded import clip_lines, clip_text
-from sagewarden.domain.redaction import (
+from sagewarden.domain.vocabulary.bounded import clip_lines, clip_text
+from sagewarden.domain.vocabulary.redaction import (
     MIN_SCRUB_CHARS,
     REDACTED,
     redact,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagewarden.domain.checkpoints import Checkpoint
 from sagewarden.domain.decide import Decision
-from sagewarden.domain.events import CancelRequested, Observations, ResumeRequested
-from sagewarden.domain.models import Run, RunStatus
 from sagewarden.domain.resuming import RESUME_WINDOW_MS, foreign_checkpoint, resumable_until
+from sagewarden.domain.vocabulary.events import CancelRequested, Observations, ResumeRequested
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import Run, RunStatus
 from tests.builders import HOUR, MIN, ckpt, observed, step, training_run
 
 END = 2 * HOUR

@@ -1,4 +1,4 @@
-"""Checkpoint retention (domain/retention.py): the policy fields and every safety rule, each test
+"""Checkpoint retention (domain/checkpoints/retention.py): the policy fields and every safety rule, each test
 failing when its rule is removed."""
 
 from __future__ import annotations
@@ -9,13 +9,9 @@ import dataclasses
 import pytest
 
 from drill.account import MemoryCounters
-from sagewarden.api.validation import InvalidRequest, validate_submit
-from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.checkpoints import Checkpoint, RetentionView
-from sagewarden.domain.events import JobObserved, LaunchAccepted, Observations, Tick
-from sagewarden.domain.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
-from sagewarden.domain.policy import PolicyError, RunPolicy
-from sagewarden.domain.retention import (
+from sagewarden.api.errors import InvalidRequest
+from sagewarden.api.validation import validate_submit
+from sagewarden.domain.checkpoints.retention import (
     MAX_RETIRE_DIRS,
     archive_uri,
     kept_by_name,
@@ -23,6 +19,11 @@ from sagewarden.domain.retention import (
     to_retire,
     unsettled,
 )
+from sagewarden.domain.vocabulary.actions import RetireCheckpoints
+from sagewarden.domain.vocabulary.events import JobObserved, LaunchAccepted, Observations, Tick
+from sagewarden.domain.vocabulary.layouts import Checkpoint, RetentionView
+from sagewarden.domain.vocabulary.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
+from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
 from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, observed, step, training_run
 from tests.builders import retention_view as view
 
@@ -80,7 +81,7 @@ def test_retention_submission_refuses_an_archive_overlapping_the_synced_prefix(a
 
 
 def test_retention_submission_refuses_an_archive_deeper_than_its_claims_reach() -> None:
-    """A live run's archive claims every folder above it (domain/claims.py), like its synced
+    """A live run's archive claims every folder above it (domain/vocabulary/claims.py), like its synced
     prefix: at most 20 deep, so the run's claims fit one DynamoDB transaction."""
     deep = "/".join(f"d{i}" for i in range(21))
     body = {

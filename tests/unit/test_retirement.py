@@ -1,4 +1,4 @@
-"""Checkpoint retirement's bookkeeping (domain/retirement.py): each pass's answer is recorded and
+"""Checkpoint retirement's bookkeeping (domain/checkpoints/retirement.py): each pass's answer is recorded and
 given to the next pass, a directory no pass can advance is shown and no longer tried, and a
 versioned bucket without a noncurrent-version rule is warned about."""
 
@@ -8,18 +8,18 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.checkpoints import RetentionView
-from sagewarden.domain.events import Observations, RetirementReported, RetireOutcome, Tick
-from sagewarden.domain.models import RetireProgress, Run, RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.retirement import (
+from sagewarden.domain.checkpoints.retirement import (
     MAX_STUCK,
     STUCK_AFTER_PASSES,
     BucketVersioning,
     LifecycleRule,
     versioning_warning,
 )
+from sagewarden.domain.vocabulary.actions import RetireCheckpoints
+from sagewarden.domain.vocabulary.events import Observations, RetirementReported, RetireOutcome, Tick
+from sagewarden.domain.vocabulary.layouts import RetentionView
+from sagewarden.domain.vocabulary.models import RetireProgress, Run, RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import HOUR, ckpt, step, training_run
 from tests.builders import retention_view as view
 

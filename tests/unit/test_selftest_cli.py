@@ -15,7 +15,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from sagewarden.api.validation import validate_submit
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden_cli import selftest, selftest_cleanup
 from sagewarden_cli.client import Client, Context
 from sagewarden_cli.errors import NETWORK, USAGE, CliError
@@ -285,7 +285,7 @@ def test_cloudwatch_and_s3_add_less_than_a_cent():
     scale benchmark measures well under one per run-minute)."""
     from infra.constants import CW_ALARM_METRIC_MONTH_USD, CW_CUSTOM_METRIC_MONTH_USD
     from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs
-    from sagewarden.domain.actions import EnsureHangAlarms
+    from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 
     s3_request_usd = 0.005 / 1000  # S3 Standard PUT/LIST, us-east-1 list price (GETs cost less)
     hours_per_month = 730

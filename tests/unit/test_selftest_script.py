@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sagewarden.domain.classifier import Ending, EndingClass, classify
-from sagewarden_cli.selftest import PLAN
+from sagewarden.domain.vocabulary.classifier.classify import classify
+from sagewarden.domain.vocabulary.classifier.models import Ending, EndingClass
+from sagewarden_cli.selftest_plan import PLAN
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "selftest" / "train.py"

@@ -10,7 +10,8 @@ import pytest
 
 from drill.clock import VirtualClock
 from drill.sim.checkpoints import RESTORE_BYTES_PER_S, modelled_sizes
-from drill.sim_sagemaker import JobProfile, SimSageMaker
+from drill.sim.model import JobProfile
+from drill.sim_sagemaker import SimSageMaker
 from tests.unit.test_sim_sagemaker import BUCKET, MIN, REGION, drain, training_job
 
 SIZE = 980 * 10**9  # a 70B checkpoint with Adam state

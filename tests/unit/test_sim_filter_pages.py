@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from drill.account import MemoryCounters
 from drill.sim_cloudwatch import SCAN_SLICE_MS, SimulatedLogs
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
-from sagewarden.domain.hosts import FINGERPRINT_PATTERN, FINGERPRINT_WINDOW_MS
+from sagewarden.domain.hosts.bad_hosts import FINGERPRINT_PATTERN, FINGERPRINT_WINDOW_MS
 from sagewarden.keys import TRAINING_LOG_GROUP
 from sagewarden.observe_hosts import read_fingerprints
 from tests.builders import HOUR, training_run

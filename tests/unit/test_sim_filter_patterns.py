@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from drill.sim_cloudwatch import phrase_matcher
-from sagewarden.domain.hosts import FINGERPRINT_PATTERN, HARDWARE_PATTERN
+from sagewarden.domain.hosts.bad_hosts import FINGERPRINT_PATTERN, HARDWARE_PATTERN
 
 XID = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
 ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"

@@ -11,7 +11,9 @@ import pytest
 
 from drill.clock import VirtualClock
 from drill.sim.hosts import INFRA_CHECK_FAILURE_REASON
-from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker, StartupTimes, WarmPoolSettings
+from drill.sim.model import Fault, JobProfile, StartupTimes
+from drill.sim.warm_pools import WarmPoolSettings
+from drill.sim_sagemaker import SimSageMaker
 from tests.unit.test_sim_sagemaker import BUCKET, ITYPE, MIN, request, run_until, training_job
 
 XID = "NVRM: Xid (PCI:0000:10:1c): 79, GPU has fallen off the bus."

@@ -13,16 +13,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from drill.clock import DEFAULT_START, VirtualClock, moto_logs_follow
-from drill.sim_sagemaker import (
-    CAPACITY_FAILURE_REASON,
-    CAPACITY_STATUS_MESSAGE,
-    INTERNAL_ERROR_REASON,
-    Fault,
-    JobProfile,
-    SimSageMaker,
-    StartupTimes,
-)
-from sagewarden.domain.cadence import phase_marker
+from drill.sim.model import Fault, JobProfile, StartupTimes
+from drill.sim.texts import CAPACITY_FAILURE_REASON, CAPACITY_STATUS_MESSAGE, INTERNAL_ERROR_REASON
+from drill.sim_sagemaker import SimSageMaker
+from sagewarden.domain.hangs.cadence import phase_marker
 
 REGION = "us-east-1"
 BUCKET = "sim-ckpt-bucket"
@@ -525,7 +519,7 @@ def test_sim_throttle_fault_hits_matching_create_once(sim: SimSageMaker) -> None
 
 
 def test_sim_quota_fault_refuses_a_matching_create_in_aws_words_once(sim: SimSageMaker) -> None:
-    from sagewarden.domain.classifier import parse_quota_message
+    from sagewarden.domain.vocabulary.classifier.matching import parse_quota_message
 
     sim.inject(Fault(kind="quota", run="r2", attempt=1))
     sim.create_training_job(**request("job-a01"))  # run r1 is not affected
@@ -547,7 +541,7 @@ def test_sim_quota_fault_refuses_a_matching_create_in_aws_words_once(sim: SimSag
 
 
 def test_sim_quota_fault_below_the_request_can_never_fit(sim: SimSageMaker) -> None:
-    from sagewarden.domain.classifier import parse_quota_message
+    from sagewarden.domain.vocabulary.classifier.matching import parse_quota_message
 
     sim.inject(Fault(kind="quota", run="r1", quota_limit=0, once=False))
     for _ in range(2):  # once: false refuses every matching launch

@@ -12,11 +12,12 @@ import pytest
 
 from drill.clock import VirtualClock
 from drill.metric_delay import MetricDelays
+from drill.sim.model import Fault
 from drill.sim.series import PHASE_SIGNATURES
 from drill.sim_cloudwatch import SimulatedCloudWatch
-from drill.sim_sagemaker import Fault, SimSageMaker
+from drill.sim_sagemaker import SimSageMaker
 from sagewarden.adapters.cloudwatch_metrics_reader import CloudWatchMetricsReader
-from sagewarden.domain.evidence import SPIN, STUCK, UNKNOWN, WORK, HostMetrics, judge
+from sagewarden.domain.vocabulary.evidence import SPIN, STUCK, UNKNOWN, WORK, HostMetrics, judge
 from sagewarden.keys import TRAINING_METRIC_NAMESPACE as NS
 from tests.unit.test_sim_sagemaker import BUCKET, MIN, drain, training_job
 

@@ -10,8 +10,9 @@ import boto3
 import pytest
 
 from drill.clock import VirtualClock
-from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker
-from sagewarden.domain.stragglers import parse
+from drill.sim.model import Fault, JobProfile
+from drill.sim_sagemaker import SimSageMaker
+from sagewarden.domain.hosts.stragglers import parse
 from tests.unit.test_sim_sagemaker import BUCKET, MIN, drain, training_job
 
 

@@ -8,13 +8,9 @@ import boto3
 import pytest
 
 from drill.clock import VirtualClock
-from drill.sim_sagemaker import (
-    CAPACITY_FAILURE_REASON,
-    INTERNAL_ERROR_REASON,
-    Fault,
-    JobProfile,
-    SimSageMaker,
-)
+from drill.sim.model import Fault, JobProfile
+from drill.sim.texts import CAPACITY_FAILURE_REASON, INTERNAL_ERROR_REASON
+from drill.sim_sagemaker import SimSageMaker
 from tests.unit.test_sim_sagemaker import BUCKET, GPU_NS, HB_NS, MIN, REGION, Recorder, drain, request
 
 

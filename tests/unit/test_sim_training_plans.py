@@ -10,12 +10,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from drill.clock import VirtualClock
+from drill.sim.model import JobProfile
 from drill.sim.training_plans import (
     EXPIRATION_ENV,
     INSUFFICIENT_CAPACITY_REASON,
     PLAN_TERMINATED_REASON,
 )
-from drill.sim_sagemaker import JobProfile, SimSageMaker
+from drill.sim_sagemaker import SimSageMaker
 from tests.unit.test_sim_sagemaker import BUCKET, ITYPE, MIN, code_of, drain, request, run_until
 
 HOUR = 60 * MIN

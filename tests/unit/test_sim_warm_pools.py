@@ -10,7 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from drill.clock import VirtualClock
-from drill.sim_sagemaker import Fault, JobProfile, SimSageMaker, WarmPoolSettings
+from drill.sim.model import Fault, JobProfile
+from drill.sim.warm_pools import WarmPoolSettings
+from drill.sim_sagemaker import SimSageMaker
 from tests.unit.test_sim_sagemaker import (
     BUCKET,
     ITYPE,
@@ -87,8 +89,8 @@ def test_pool_is_available_only_some_time_after_the_end_and_shows_no_status_befo
 
 def test_the_time_to_available_is_drawn_per_pool_within_the_range(clock: VirtualClock, s3: Any) -> None:
     """AWS publishes no number: by default the delay is drawn in 0-10 minutes, a range past the
-    5 minutes a resume waits for its pool (domain/warm_pools.py POOL_WAIT_MS)."""
-    from sagewarden.domain.warm_pools import POOL_WAIT_MS
+    5 minutes a resume waits for its pool (domain/capacity/warm_pools.py POOL_WAIT_MS)."""
+    from sagewarden.domain.capacity.warm_pools import POOL_WAIT_MS
 
     sim = make_sim(clock, s3, available_after_s=WarmPoolSettings().available_after_s)
     sim.set_profile("r1", JobProfile(total_steps=50))

@@ -1,4 +1,4 @@
-"""Stragglers (domain/stragglers.py): scoring each host against its peers and its own baseline,
+"""Stragglers (domain/hosts/stragglers.py): scoring each host against its peers and its own baseline,
 the confirmation window, unknown hosts, the break-even arithmetic, and the escalation (alert;
 with straggler_action "restart" and a loss above the cost, a stop and a cold resume with the
 infra check)."""
@@ -13,12 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from sagewarden.adapters.run_codec import attempt_from_dict, attempt_to_dict
-from sagewarden.domain.actions import Notify, StopJob
-from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.events import LaunchAccepted, Observations, Submitted, Tick
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import PolicyError, RunPolicy
-from sagewarden.domain.stragglers import (
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.hosts.stragglers import (
     READ_EVERY_MS,
     baseline,
     break_even,
@@ -26,6 +22,10 @@ from sagewarden.domain.stragglers import (
     read_since_ms,
     score,
 )
+from sagewarden.domain.vocabulary.actions import Notify, StopJob
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
 from tests.builders import MIN, REQUEST, ckpt, make_run, observed, step
 
 HOSTS = [f"algo-{n}" for n in range(1, 5)]

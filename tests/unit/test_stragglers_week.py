@@ -24,11 +24,11 @@ import random
 
 import pytest
 
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.events import LaunchAccepted, Observations, Submitted, Tick
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.stragglers import READ_EVERY_MS, read_since_ms
+from sagewarden.domain.hosts.stragglers import READ_EVERY_MS, read_since_ms
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.events import LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.builders import MIN, REQUEST, make_run, observed, step
 
 HOSTS = 16

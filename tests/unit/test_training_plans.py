@@ -1,4 +1,4 @@
-"""Supervising a run across the windows of its SageMaker Training Plan (domain/training_plans.py):
+"""Supervising a run across the windows of its SageMaker Training Plan (domain/capacity/training_plans.py):
 the stop before a window's end, a window's end that is never a failure, the resume at the next
 window, the short-plan alert, the fallback after the last window."""
 
@@ -8,14 +8,15 @@ import copy
 import dataclasses
 from typing import Any
 
-from sagewarden.domain.actions import LaunchAttempt, Notify, StopJob
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.decide import next_due_ms
-from sagewarden.domain.events import CancelRequested, LaunchAccepted, Observations, Submitted, Tick
-from sagewarden.domain.models import Run, RunStatus
-from sagewarden.domain.plan_windows import INTENT_WINDOW_END, PlanView, stop_deadline_ms
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.training_plans import plan_due_ms
+from sagewarden.domain.capacity.training_plans import plan_due_ms
+from sagewarden.domain.due import next_due_ms
+from sagewarden.domain.vocabulary.actions import LaunchAttempt, Notify, StopJob
+from sagewarden.domain.vocabulary.events import CancelRequested, LaunchAccepted, Observations, Submitted, Tick
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import Run, RunStatus
+from sagewarden.domain.vocabulary.plan_windows import PlanView, stop_deadline_ms
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent
 from tests.builders import HOUR, MIN, REQUEST, make_run, observed, step
 
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p4d"
@@ -84,7 +85,7 @@ def test_training_plan_stop_comes_right_after_the_last_checkpoint_before_termina
     assert stops(early) == []  # the checkpoint at 550 min is not seen yet: wait for it
     assert plan_due_ms(early.run, last + 30_000) == last + 60_000  # ... looking every 30 s
     d = step(run, Tick(), last + 30_000, Observations(checkpoint=ckpt(1080, last)))
-    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert stops(d) == [StopJob(run.current.job_name, StopIntent.WINDOW_END)]
     assert d.run.status == RunStatus.STOPPING
 
 
@@ -93,7 +94,7 @@ def test_training_plan_stops_at_the_deadline_without_a_checkpoint_cadence():
     assert plan_due_ms(run, 20 * MIN) == DEADLINE
     assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
     d = step(run, Tick(), DEADLINE)
-    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert stops(d) == [StopJob(run.current.job_name, StopIntent.WINDOW_END)]
     assert W1[1] - 30 * MIN - 120_000 - 60_000 == DEADLINE  # SIGTERM's 120 s end before termination
 
 
@@ -153,7 +154,7 @@ def test_training_plan_a_retry_strategy_retry_of_the_windows_end_is_stopped_and_
     run = training()
     at = W1[1] - 30 * MIN + 5_000
     d = step(run, observed(run, "InProgress", "Starting", at), at)
-    assert stops(d) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert stops(d) == [StopJob(run.current.job_name, StopIntent.WINDOW_END)]
     assert d.run.status == RunStatus.STOPPING and not any(isinstance(a, LaunchAttempt) for a in d.actions)
     later = step(d.run, observed(d.run, "InProgress", "Pending", at + 30_000), at + 30_000)
     assert stops(later) == [] and later.run.status == RunStatus.STOPPING  # the stop is under way
@@ -274,14 +275,14 @@ def test_training_plan_an_attempt_still_starting_at_the_deadline_is_stopped_not_
     run = step(run, observed(run, "InProgress", "Downloading", DEADLINE - 2 * MIN), DEADLINE - 2 * MIN).run
     assert plan_due_ms(run, DEADLINE - 2 * MIN) == DEADLINE
     assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
-    assert stops(step(run, Tick(), DEADLINE)) == [StopJob(run.current.job_name, INTENT_WINDOW_END)]
+    assert stops(step(run, Tick(), DEADLINE)) == [StopJob(run.current.job_name, StopIntent.WINDOW_END)]
     pending = step(submitted(), LaunchAccepted(1), 1).run
     pending = step(pending, observed(pending, "InProgress", "Pending", 2), 2).run
     assert stops(step(pending, Tick(), DEADLINE)) == []  # Pending: SageMaker keeps it for the next window
 
 
 def test_training_plan_a_window_is_launched_into_only_if_a_checkpoint_fits_before_its_deadline():
-    from sagewarden.domain.plan_windows import launch_need_ms, usable_window
+    from sagewarden.domain.vocabulary.plan_windows import launch_need_ms, usable_window
 
     fresh = submitted()
     assert launch_need_ms(fresh) == 20 * MIN  # nothing measured yet: the floor
@@ -293,7 +294,7 @@ def test_training_plan_a_window_is_launched_into_only_if_a_checkpoint_fits_befor
 
 
 def test_training_plan_a_resume_reads_the_plan_again_and_waits_for_its_new_window():
-    from sagewarden.domain.events import ResumeRequested
+    from sagewarden.domain.vocabulary.events import ResumeRequested
 
     failed = ended_in_last_window(POLICY).run
     assert failed.status == RunStatus.FAILED

@@ -11,9 +11,9 @@ import pytest
 from drill.scenario import default_training_job
 from sagewarden.api import sagemaker_model, validation
 from sagewarden.api.errors import InvalidRequest, RequestTooLarge
-from sagewarden.domain.launch import build_request
-from sagewarden.domain.models import Attempt, Run, RunStatus
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.launch import build_request
+from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
+from sagewarden.domain.vocabulary.policy import RunPolicy
 from tests.doc_pages import documentation
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
@@ -208,7 +208,7 @@ def test_validation_stored_size_counts_utf8_bytes_not_escapes():
 def test_validation_model_is_loaded_once_lazily_and_domain_never_imports_botocore():
     code = (
         "import sys; sys.path.insert(0, 'lambdas')\n"
-        "import sagewarden.domain.policy, sagewarden.domain.decide, sagewarden.domain.launch\n"
+        "import sagewarden.domain.vocabulary.policy, sagewarden.domain.decide, sagewarden.domain.vocabulary.launch\n"
         "assert 'botocore' not in sys.modules, 'the domain imported botocore'\n"
         "import sagewarden.handlers.api\n"
         "from sagewarden.api import sagemaker_model as m\n"

@@ -22,7 +22,7 @@ up to `METRIC_LAG_MIN` (3) minutes late (later ones delay a catch, they do not i
   be wrong here: with fewer than N datapoints CloudWatch counts the missing ones as breaching, so a
   job that logs every 10 minutes would alarm. A window shorter than `METRIC_LAG_MIN + 1` minutes
   is raised to that (the late minutes alone would otherwise fill it). The window is the attempt's
-  learned one (`domain/cadence.py`) or the policy's.
+  learned one (`domain/hangs/cadence.py`) or the policy's.
 - progress-stall (optional, policy `progress_metric`): the job's own MetricDefinitions metric
   (extracted by SageMaker from its log lines) reported with an unchanged value,
   `IF(ABS(DIFF(v)) <= 0, 1, 0)`, or not reported at all: missing is BREACHING, N of N, like log
@@ -58,8 +58,7 @@ from botocore.exceptions import ClientError
 
 from sagewarden import keys
 from sagewarden.adapters.sagemaker_launcher import to_ms
-from sagewarden.domain.actions import EnsureHangAlarms
-from sagewarden.domain.hang_alarms import (
+from sagewarden.domain.hangs.alarms import (
     GPU_IDLE_HOSTS,
     GROUP_SEP,
     MAX_ALARM_PERIODS,
@@ -74,6 +73,7 @@ from sagewarden.domain.hang_alarms import (
     lone_idle_groups,
     silence_window_min,
 )
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 from sagewarden.ports import AlarmInventory
 
 _SIGNAL_SLUG = {

@@ -26,7 +26,7 @@ order, up to half the room left), then the newest lines overall; it is returned 
 followed (jobs with several hosts) by one `[sagewarden] first error-looking line: ...` line
 so a reader that keeps only the last few lines still sees it.
 
-Secrets never reach a clip: each event's message is scrubbed (domain/redaction.py: the run's secret
+Secrets never reach a clip: each event's message is scrubbed (domain/vocabulary/redaction.py: the run's secret
 values the caller passes, and what the patterns find) before it is cut to LINE_MAX_BYTES, so a
 secret that straddles the cut leaves no head behind.
 """
@@ -44,11 +44,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sagewarden import keys
-from sagewarden.domain.bounded import clip_text
-from sagewarden.domain.cadence import activity_per_minute, phase_cover
-from sagewarden.domain.hosts import FINGERPRINT_MIN_LINES
-from sagewarden.domain.names import training_stream
-from sagewarden.domain.redaction import scrub_text
+from sagewarden.domain.hangs.cadence import activity_per_minute, phase_cover
+from sagewarden.domain.hosts.bad_hosts import FINGERPRINT_MIN_LINES
+from sagewarden.domain.vocabulary.bounded import clip_text
+from sagewarden.domain.vocabulary.names import training_stream
+from sagewarden.domain.vocabulary.redaction import scrub_text
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ SILENCE_BUDGET_S = 10.0  # per run, inside the sweep
 ACTIVITY_BUDGET_S = 10.0  # a no-subscription deployment reads an attempt's activity from its logs
 ACTIVITY_MAX_PAGES = 50  # FilterLogEvents pages (up to 10,000 events or 1 MB each) per read
 # a read that names no `keep`: NCCL's network lines (a few per rank); the fingerprint reads ask for
-# at least as many (domain/hosts.py: one per host, never fewer than this)
+# at least as many (domain/hosts/bad_hosts.py: one per host, never fewer than this)
 MATCH_MAX_LINES = FINGERPRINT_MIN_LINES
 MATCH_LINES_CAP = 4_000  # whatever a caller asks: <= 4 MB at LINE_MAX_BYTES a line
 NEWEST_MAX_PAGES = 20  # a read that keeps the newest lines reads every page

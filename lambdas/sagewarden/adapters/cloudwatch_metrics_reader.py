@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain.evidence import HostMetrics
+from sagewarden.domain.vocabulary.evidence import HostMetrics
 
 MAX_SERIES = 500  # GetMetricData: at most 500 queries per call
 MAX_HOSTS = 2_000  # hosts read (4 calls): a larger job's triage names the hosts it did not read
@@ -73,7 +73,7 @@ class CloudWatchMetricsReader:
     ) -> tuple[tuple[str, float, int], ...]:
         """Each host's highest MemoryUtilization (Maximum of one-minute periods) over the window and
         the start of its newest minute with a datapoint, (host, percent, ms), for an ending a kill
-        explains: near 100 % before the kill is the OOM killer (domain/classifier.py). 500 queries
+        explains: near 100 % before the kill is the OOM killer (domain/vocabulary/classifier/classify.py). 500 queries
         per call, every page followed; hosts without any datapoint are absent."""
         queries = [
             {

@@ -25,11 +25,19 @@ import hashlib
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain import claims as claim_rules
-from sagewarden.domain.claims import HOLD_OWNER, HOLD_RUN, HOLD_UNTIL, HOLDER, SETS, ItemRelease, ItemTake
-from sagewarden.domain.models import Run
-from sagewarden.domain.ownership import principal
 from sagewarden.domain.resuming import resumable_until
+from sagewarden.domain.vocabulary import claims as claim_rules
+from sagewarden.domain.vocabulary.claims import (
+    HOLD_OWNER,
+    HOLD_RUN,
+    HOLD_UNTIL,
+    HOLDER,
+    SETS,
+    ItemRelease,
+    ItemTake,
+)
+from sagewarden.domain.vocabulary.models import Run
+from sagewarden.domain.vocabulary.ownership import principal
 
 CLAIM_SK = "CLAIM"
 _PLAIN = 200  # claims up to this many characters are keyed as they are (names)

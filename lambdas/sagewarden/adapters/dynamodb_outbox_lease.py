@@ -4,7 +4,7 @@ deployment's heartbeat-pipeline state.
 Item shapes (keys from `sagewarden.keys`; the rest of the table in dynamodb_run_store.py):
   outbox   pk=RUN#<id>  sk=OUTBOX#<dedupe id>  data (JSON: the alert), tries, due_shard/due_at while owed
   lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
-  pipeline pk=DEPLOYMENT#heartbeat sk=STATE    data (JSON: domain/heartbeat.py PipelineHealth), version
+  pipeline pk=DEPLOYMENT#heartbeat sk=STATE    data (JSON: domain/hangs/heartbeat.py PipelineHealth), version
 An outbox item is put in the transaction of the decision that owes the alert (`_outbox_put`),
 deleted once SNS took it, and moved later with its try count while SNS refuses it. The
 deployment's own alerts (the heartbeat pipeline's) are owed under the id `deployment`, which no
@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_cursors import run_pk
 from sagewarden.adapters.run_codec import compact_json, notify_from_dict, notify_to_dict
-from sagewarden.domain.heartbeat import PipelineHealth
+from sagewarden.domain.hangs.heartbeat import PipelineHealth
 from sagewarden.ports import ConcurrentUpdate, OutboxMessage
 
 OUTBOX_PREFIX = "OUTBOX#"

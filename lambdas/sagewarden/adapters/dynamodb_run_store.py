@@ -65,8 +65,8 @@ from sagewarden.adapters.run_codec import (
     run_from_dict,
     run_to_dict,
 )
-from sagewarden.domain.bounded import bounded_json, clip_text
-from sagewarden.domain.models import Attempt, Run, RunStatus
+from sagewarden.domain.vocabulary.bounded import bounded_json, clip_text
+from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
 from sagewarden.ports import (
     AuditEntry,
     ClaimConflict,

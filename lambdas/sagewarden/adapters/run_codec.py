@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import (
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import (
     Attempt,
     LaunchState,
     PoolWatch,
@@ -22,7 +22,7 @@ from sagewarden.domain.models import (
     Run,
     RunStatus,
 )
-from sagewarden.domain.policy import RunPolicy
+from sagewarden.domain.vocabulary.policy import RunPolicy
 
 
 def _ckpt_to(c: Checkpoint | None) -> dict[str, Any] | None:

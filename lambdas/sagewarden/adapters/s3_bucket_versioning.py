@@ -3,7 +3,7 @@ rules, read at a retention run's submit (admission.py) and by ``make doctor``.
 
 Two calls: ``GetBucketVersioning``, then -- only for a bucket whose versioning is Enabled or
 Suspended -- ``GetBucketLifecycleConfiguration`` (``NoSuchLifecycleConfiguration`` is an answer:
-no rules). The rule ``domain/retirement.py`` applies (``versioning_warning``) is pure; here the
+no rules). The rule ``domain/checkpoints/retirement.py`` applies (``versioning_warning``) is pure; here the
 answers become its ``BucketVersioning``. Any other error raises CheckpointLookupError (unknown,
 never "not versioned").
 """
@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
-from sagewarden.domain.retirement import BucketVersioning, LifecycleRule
+from sagewarden.domain.checkpoints.retirement import BucketVersioning, LifecycleRule
 
 _NO_RULES = "NoSuchLifecycleConfiguration"
 

@@ -1,7 +1,7 @@
 """Find the newest complete checkpoint under a ``CheckpointConfig.S3Uri``.
 
 The only S3-aware part of checkpoint discovery; the decisions live in
-``sagewarden.domain.checkpoints``. Calls made for one look-up:
+``sagewarden.domain.vocabulary.layouts``. Calls made for one look-up:
 
 * ``list_objects_v2`` with ``Delimiter="/"`` through the paginator: one call per page of child
   directories (1,000 per page by default). The tree is never listed recursively.
@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sagewarden.domain.checkpoints import (
+from sagewarden.domain.vocabulary.layouts import (
     HF_MARKER,
     MEGATRON_TRACKER,
     TRAINER_STATE_READ_BYTES,
@@ -224,7 +224,7 @@ class S3CheckpointFinder:
     def write_seconds(self, checkpoint: Checkpoint) -> float | None:
         """How long the checkpoint took to write, estimated from the objects of its directory's first
         listing page (up to 1,000; a sharded checkpoint's files are written together) and its
-        completion time (domain/checkpoints.py, ``save_seconds``: the save's start, before its
+        completion time (domain/vocabulary/layouts.py, ``save_seconds``: the save's start, before its
         first object landed, is estimated). One ListObjectsV2 call; None when it cannot be told."""
         if checkpoint.written_at_ms is None:
             return None

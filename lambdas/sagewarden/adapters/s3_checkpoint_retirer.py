@@ -1,8 +1,8 @@
 """Checkpoint retention's S3 side: read the synced prefix, and move (or delete) the checkpoint
-directories ``domain/retention.py`` chose, continuing where earlier passes stopped.
+directories ``domain/checkpoints/retention.py`` chose, continuing where earlier passes stopped.
 
 A move, per directory, survives its own retry and never shows a half-moved checkpoint as complete
-(docs/checkpoints.md has the rules; ``domain/retirement.py`` records each pass's answer):
+(docs/checkpoints.md has the rules; ``domain/checkpoints/retirement.py`` records each pass's answer):
 
 1. list the directory under the synced prefix and under the run's own archive prefix
    (``<archive uri><run_id>/``, so no other run's copies are ever read or overwritten), every page;
@@ -45,11 +45,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError, S3CheckpointFinder
-from sagewarden.domain.actions import RetireCheckpoints
-from sagewarden.domain.checkpoints import CheckpointLayout, RetentionView, parse_s3_uri
-from sagewarden.domain.events import RetirementReported, RetireOutcome
-from sagewarden.domain.models import RetireProgress
-from sagewarden.domain.retirement import progress_text
+from sagewarden.domain.checkpoints.retirement import progress_text
+from sagewarden.domain.vocabulary.actions import RetireCheckpoints
+from sagewarden.domain.vocabulary.events import RetirementReported, RetireOutcome
+from sagewarden.domain.vocabulary.layouts import CheckpointLayout, RetentionView, parse_s3_uri
+from sagewarden.domain.vocabulary.models import RetireProgress
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class S3CheckpointRetirer:
         self._left, self._deadline = self._max_objects, self._clock() + self._budget_s
         outcomes: list[RetireOutcome] = []
         for index, name in enumerate(action.names):
-            # the decision counts passes without progress (domain/retirement.py), not the adapter
+            # the decision counts passes without progress (domain/checkpoints/retirement.py), not the adapter
             work = _Work(replace(recorded.get(name) or RetireProgress(name), stalled=0))
             try:
                 outcomes.append(self._retire_one(bucket, prefix, work, archive, action.markers))

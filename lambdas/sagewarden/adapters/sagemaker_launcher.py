@@ -13,8 +13,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sagewarden.domain.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
-from sagewarden.domain.plan_windows import PlanView, plan_name
+from sagewarden.domain.vocabulary.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
+from sagewarden.domain.vocabulary.plan_windows import PlanView, plan_name
+from sagewarden.domain.vocabulary.reasons import EventSource
 from sagewarden.ports import StopOutcome
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class SageMakerLauncher:
         """Terminate the warm pool an ended job left (KeepAlivePeriodInSeconds -> 0). SageMaker
         accepts it only while the pool is Available; otherwise it answers a ValidationException
         (not yet Available, already reused or terminated): the caller looks at the job again and
-        the sweep asks again while the pool is Available (domain/warm_pools.py)."""
+        the sweep asks again while the pool is Available (domain/capacity/warm_pools.py)."""
         try:
             self._sm.update_training_job(
                 TrainingJobName=job_name, ResourceConfig={"KeepAlivePeriodInSeconds": 0}
@@ -136,7 +137,7 @@ class SageMakerLauncher:
             if code in ("ValidationException", "ResourceNotFound") and "not found" in message.lower():
                 return JobMissing(job_name, attempt)
             raise
-        return job_observed_from_description(desc, attempt, source="describe")
+        return job_observed_from_description(desc, attempt, source=EventSource.DESCRIBE)
 
     def describe_plan(self, plan: str) -> PlanView:
         """DescribeTrainingPlan of the plan named by its ARN (a run's TrainingPlanArn) or its name:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagewarden.domain.actions import Notify
-from sagewarden.domain.bounded import clip_lines, clip_text, utf8_len
+from sagewarden.domain.vocabulary.actions import Notify
+from sagewarden.domain.vocabulary.bounded import clip_lines, clip_text, utf8_len
 
 SNS_MAX_BYTES = 256 * 1024
 SNS_MESSAGE_BUDGET = SNS_MAX_BYTES - 8 * 1024

@@ -9,18 +9,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sagewarden.domain.advice import checkpoint_advice
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.costs import attempt_cost_usd, run_cost_usd
-from sagewarden.domain.draft import DEFER_FAIL_AFTER_MS, window_in_force
+from sagewarden.domain.checkpoints.retention import archive_uri, run_archive_prefix
+from sagewarden.domain.checkpoints.retirement import progress_text
+from sagewarden.domain.decision.deferrals import DEFER_FAIL_AFTER_MS
 from sagewarden.domain.goodput import run_goodput
-from sagewarden.domain.launch import warm_pool_request
-from sagewarden.domain.models import Attempt, Run
-from sagewarden.domain.plan_windows import plan_arn, termination_ms, usable_window
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.redaction import redact, secret_values
-from sagewarden.domain.retention import archive_uri, run_archive_prefix
-from sagewarden.domain.retirement import progress_text
+from sagewarden.domain.hangs.windows import window_in_force
+from sagewarden.domain.vocabulary.advice import checkpoint_advice
+from sagewarden.domain.vocabulary.costs import attempt_cost_usd, run_cost_usd
+from sagewarden.domain.vocabulary.launch import warm_pool_request
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import Attempt, Run
+from sagewarden.domain.vocabulary.plan_windows import plan_arn, termination_ms, usable_window
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.redaction import redact, secret_values
 from sagewarden.ports import AuditEntry
 
 
@@ -163,7 +164,7 @@ def warm_pool_json(r: Run) -> dict[str, Any]:
 
 
 def training_plan_json(r: Run, now_ms: int) -> dict[str, Any] | None:
-    """The run's Training Plan as last read (domain/training_plans.py): its windows, when SageMaker
+    """The run's Training Plan as last read (domain/capacity/training_plans.py): its windows, when SageMaker
     begins terminating each, the next one to train in, and whether the run went on demand."""
     arn = plan_arn(r.request)
     if arn is None:

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from sagewarden.domain.models import LaunchState, RunStatus
-from sagewarden.domain.policy import (
+from sagewarden.domain.vocabulary.models import LaunchState, RunStatus
+from sagewarden.domain.vocabulary.policy import (
     CHECKPOINT_LAYOUTS,
     CHECKPOINT_RETIRED,
     HANG_CONFIRMATIONS,

@@ -18,24 +18,20 @@ from typing import Any
 
 from sagewarden.api import sagemaker_model
 from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
-from sagewarden.api.json_body import MAX_BODY_BYTES, join
-from sagewarden.domain import claims as claim_rules
-from sagewarden.domain.checkpoints import directory_bucket_problem
-from sagewarden.domain.launch import ENV_VALUE_MAX, LOCAL_PATH_MAX, MAX_RUNTIME_API_LIMIT_S, OUR_TAG_PREFIX
-from sagewarden.domain.names import run_name_problem
-from sagewarden.domain.policy import MAX_INSTANCES, PolicyError, RunPolicy
-from sagewarden.domain.retention import archive_problem, archive_uri
+from sagewarden.api.json_body import join
+from sagewarden.domain.checkpoints.retention import archive_problem, archive_uri
+from sagewarden.domain.vocabulary import claims as claim_rules
+from sagewarden.domain.vocabulary.launch import (
+    ENV_VALUE_MAX,
+    LOCAL_PATH_MAX,
+    MAX_RUNTIME_API_LIMIT_S,
+    OUR_TAG_PREFIX,
+)
+from sagewarden.domain.vocabulary.layouts import directory_bucket_problem
+from sagewarden.domain.vocabulary.names import run_name_problem
+from sagewarden.domain.vocabulary.policy import MAX_INSTANCES, PolicyError, RunPolicy
 
-__all__ = [
-    "MAX_BODY_BYTES",
-    "MAX_STORED_REQUEST_BYTES",
-    "FieldError",
-    "InvalidRequest",
-    "RequestTooLarge",
-    "SubmitRun",
-    "idempotency_key_problem",
-    "validate_submit",
-]
+__all__ = ["MAX_STORED_REQUEST_BYTES", "SubmitRun", "idempotency_key_problem", "validate_submit"]
 
 MAX_IDEMPOTENCY_KEY = 128
 IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,128}")

@@ -16,50 +16,62 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sagewarden.domain.actions import Action, StopJob
-from sagewarden.domain.checkpoint_seen import record_checkpoint, record_writing_span
-from sagewarden.domain.classifier import Classification, Ending, EndingClass, classify
-from sagewarden.domain.classifier_signatures import API_SERVER_ERROR_LABELS
-from sagewarden.domain.deletions import (
+from sagewarden.domain.capacity.launching import (
+    next_usable_choice,
+    no_warm_pool_lines,
+    relaunch_same,
+    start_attempt,
+)
+from sagewarden.domain.capacity.training_plans import on_plan_tick, record_plan, stop_retry_past_window
+from sagewarden.domain.capacity.warm_pools import (
+    is_pool_job_missing,
+    is_pool_observation,
+    on_pool_job_gone,
+    on_pool_observed,
+    on_pool_tick,
+    wait_for_bad_pool,
+)
+from sagewarden.domain.checkpoints.history import record_checkpoint, record_writing_span
+from sagewarden.domain.checkpoints.retention import on_retention
+from sagewarden.domain.checkpoints.retirement import on_retire_reported
+from sagewarden.domain.decision.alerts import notify
+from sagewarden.domain.decision.outcomes import fail, finish_cancelled, wait
+from sagewarden.domain.decision.pending import (
+    LAUNCH_RETRY_AFTER_MS,
+    LAUNCH_SETTLE_MS,
+    STOP_REASK_ON_EVIDENCE_MS,
+    STOP_RETRY_AFTER_MS,
+    PendingDecision,
+    backoff_ms,
+    cancel_pending,
+    choices,
+    jitter,
+    request_stop,
+    running_cost,
+    stop_stray,
+    throttle_ms,
+    waiting_launch,
+)
+from sagewarden.domain.endings.attempt_ended import on_attempt_ended
+from sagewarden.domain.endings.deletions import (
     deleted_by_absence,
     deleted_by_observation,
     deletion_seen,
     recorded_ending,
 )
-from sagewarden.domain.draft import (
-    INTENT_CANCEL,
-    INTENT_COST,
-    INTENT_HANG,
-    INTENT_ORPHAN,
-    INTENT_WALL_CLOCK,
-    LAUNCH_RETRY_AFTER_MS,
-    LAUNCH_SETTLE_MS,
-    RECONCILE_INTERVAL_MS,
-    STOP_REASK_ON_EVIDENCE_MS,
-    STOP_RETRY_AFTER_MS,
-    Draft,
-    backoff_ms,
-    cancel_pending,
-    choices,
-    fail,
-    finish_cancelled,
-    hang_alarms,
-    jitter,
-    next_usable_choice,
-    no_warm_pool_lines,
-    notify,
-    relaunch_same,
-    request_stop,
-    running_cost,
-    start_attempt,
-    stop_stray,
-    throttle_ms,
-    wait,
-    waiting_launch,
-)
-from sagewarden.domain.due import next_due_ms
-from sagewarden.domain.endings import on_attempt_ended
-from sagewarden.domain.events import (
+from sagewarden.domain.goodput import after_decision
+from sagewarden.domain.hangs.confirm import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
+from sagewarden.domain.hangs.windows import hang_alarms
+from sagewarden.domain.hosts.bad_hosts import late_hardware_line, on_training
+from sagewarden.domain.hosts.fabric import on_scan, submit_lines
+from sagewarden.domain.hosts.stragglers import on_steps
+from sagewarden.domain.lookups import RESUMABLE
+from sagewarden.domain.resuming import expired, foreign_checkpoint
+from sagewarden.domain.vocabulary.actions import Action, StopJob
+from sagewarden.domain.vocabulary.classifier.classify import classify
+from sagewarden.domain.vocabulary.classifier.models import Classification, Ending, EndingClass
+from sagewarden.domain.vocabulary.classifier.signatures import API_SERVER_ERROR_LABELS
+from sagewarden.domain.vocabulary.events import (
     AlarmsObserved,
     CancelRequested,
     CapacityReleased,
@@ -74,12 +86,8 @@ from sagewarden.domain.events import (
     Submitted,
     Tick,
 )
-from sagewarden.domain.fabric import on_scan, submit_lines
-from sagewarden.domain.goodput import after_decision
-from sagewarden.domain.hangs import adapt_windows, on_alarms_observed, on_hang_signal, on_tick_signals
-from sagewarden.domain.hosts import late_hardware_line, on_training
-from sagewarden.domain.launch import wall_clock_remaining_s
-from sagewarden.domain.models import (
+from sagewarden.domain.vocabulary.launch import wall_clock_remaining_s
+from sagewarden.domain.vocabulary.models import (
     SM_DELETING,
     SM_STATUS_RANK,
     SM_TERMINAL,
@@ -88,35 +96,10 @@ from sagewarden.domain.models import (
     Run,
     RunStatus,
 )
-from sagewarden.domain.policy import RunPolicy
-from sagewarden.domain.resuming import expired, foreign_checkpoint
-from sagewarden.domain.retention import on_retention
-from sagewarden.domain.retirement import on_retire_reported
-from sagewarden.domain.stragglers import on_steps
-from sagewarden.domain.training_plans import on_plan_tick, record_plan, stop_retry_past_window
-from sagewarden.domain.wants import RESUMABLE
-from sagewarden.domain.warm_pools import (
-    is_pool_job_missing,
-    is_pool_observation,
-    on_pool_job_gone,
-    on_pool_observed,
-    on_pool_tick,
-    wait_for_bad_pool,
-)
+from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.domain.vocabulary.reasons import StopIntent, WaitReason
 
-__all__ = [
-    "INTENT_CANCEL",
-    "INTENT_COST",
-    "INTENT_HANG",
-    "INTENT_ORPHAN",
-    "INTENT_WALL_CLOCK",
-    "LAUNCH_RETRY_AFTER_MS",
-    "RECONCILE_INTERVAL_MS",
-    "STOP_RETRY_AFTER_MS",
-    "Decision",
-    "decide",
-    "next_due_ms",
-]
+__all__ = ["Decision", "decide"]
 
 NO_OBSERVATIONS = Observations()
 
@@ -136,7 +119,7 @@ class Decision:
 def decide(
     run: Run, event: Event, now_ms: int, policy: RunPolicy, obs: Observations = NO_OBSERVATIONS
 ) -> Decision:
-    d = Draft(run, now_ms, policy, obs)
+    d = PendingDecision(run, now_ms, policy, obs)
     if isinstance(event, ResumeRequested):
         record_plan(d)  # a run on a training plan resumes into its windows as read now
         reason = _on_resume(d, event)
@@ -163,13 +146,13 @@ def decide(
     return _accounted(run, d, event)
 
 
-def _accounted(before: Run, d: Draft, event: Event) -> Decision:
+def _accounted(before: Run, d: PendingDecision, event: Event) -> Decision:
     """The decision with the run's goodput ledger kept (domain/goodput.py)."""
     after, actions = after_decision(before, d.run, event, d.actions, d.now)
     return Decision(run=after, actions=actions, notes=tuple(d.notes))
 
 
-def _dispatch(d: Draft, event: Event) -> str | None:
+def _dispatch(d: PendingDecision, event: Event) -> str | None:
     if isinstance(event, JobObserved) and is_pool_observation(d.run, event):
         late_hardware_line(d, event)  # a host named by a line that landed while the run waited
         return on_pool_observed(d, event)
@@ -204,7 +187,7 @@ def _dispatch(d: Draft, event: Event) -> str | None:
 # event handlers; each returns None when it acted, or the reason it ignored the event
 
 
-def _on_terminal(d: Draft, event: Event) -> str | None:
+def _on_terminal(d: PendingDecision, event: Event) -> str | None:
     run = d.run
     reason = f"run is {run.status.value}; late event recorded, not acted on"
     if isinstance(event, JobObserved) and is_pool_observation(run, event):
@@ -255,7 +238,7 @@ def _on_terminal(d: Draft, event: Event) -> str | None:
     return reason
 
 
-def _on_submitted(d: Draft) -> str | None:
+def _on_submitted(d: PendingDecision) -> str | None:
     if d.run.status != RunStatus.SUBMITTED or d.run.attempts:
         return "first attempt already launched"
     first = d.run.deferred_since_ms is None
@@ -283,7 +266,7 @@ def _on_submitted(d: Draft) -> str | None:
     return None
 
 
-def _on_launch_accepted(d: Draft, e: LaunchAccepted) -> str | None:
+def _on_launch_accepted(d: PendingDecision, e: LaunchAccepted) -> str | None:
     cur = d.run.current
     if cur is None or cur.number != e.attempt or cur.launch != LaunchState.PENDING:
         return "launch confirmation for an attempt that is not pending"
@@ -292,13 +275,13 @@ def _on_launch_accepted(d: Draft, e: LaunchAccepted) -> str | None:
         f"attempt {cur.number} ({cur.job_name}) "
         + ("already existed: submission is idempotent" if e.already_existed else "accepted by SageMaker")
     )
-    if cur.stop_intent == INTENT_CANCEL:  # the cancel's first stop may have found no job yet
-        d.act(StopJob(cur.job_name, INTENT_CANCEL))
+    if cur.stop_intent == StopIntent.CANCEL:  # the cancel's first stop may have found no job yet
+        d.act(StopJob(cur.job_name, StopIntent.CANCEL))
         d.note("cancel recorded while the launch was in flight: stopping the job it created")
     return None
 
 
-def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
+def _on_launch_rejected(d: PendingDecision, e: LaunchRejected) -> str | None:
     cur = d.run.current
     if cur is None or cur.number != e.attempt or cur.launch != LaunchState.PENDING:
         return "launch rejection for an attempt that is not pending"
@@ -315,7 +298,7 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
         return None
     if cls.kind == EndingClass.QUOTA:
         # (no warm-pool quota is no rejection: SageMaker runs the job and keeps no pool; the
-        # pool's watch tells the user -- domain/warm_pools.py)
+        # pool's watch tells the user -- domain/capacity/warm_pools.py)
         q = cls.quota
         if q is not None and not q.can_ever_fit:
             never = (
@@ -355,13 +338,20 @@ def _on_launch_rejected(d: Draft, e: LaunchRejected) -> str | None:
             return None
         if wait_for_bad_pool(d, cur):  # our own bad pool holds the quota: not a backoff
             return None
-        wait(d, "quota", backoff_ms(d), d.policy.quota_wait_max_hours, cls, instance_type=cur.instance_type)
+        wait(
+            d,
+            WaitReason.QUOTA,
+            backoff_ms(d),
+            d.policy.quota_wait_max_hours,
+            cls,
+            instance_type=cur.instance_type,
+        )
         return None
     if cls.kind == EndingClass.THROTTLED:
         if again and cls.reason.startswith(SERVER_ERROR_REASONS):
             _server_error_again(d, cls)
             return None
-        wait(d, "throttle", throttle_ms(d), d.policy.quota_wait_max_hours, cls)
+        wait(d, WaitReason.THROTTLE, throttle_ms(d), d.policy.quota_wait_max_hours, cls)
         return None
     fail(d, f"SageMaker rejected the training job request: {e.code}: {e.message}", evidence=cls.evidence)
     return None
@@ -374,7 +364,7 @@ SERVER_ERROR_REASONS = tuple(f"API error {label}" for label in sorted(API_SERVER
 REJECTION_MAX_CHARS = 300  # Run.last_rejection is stored on the run item: bounded
 
 
-def _server_error_again(d: Draft, cls: Classification) -> None:
+def _server_error_again(d: PendingDecision, cls: Classification) -> None:
     """The same request met the same 5xx again: back off exponentially (from the throttle retry up
     to the backoff cap) instead of every 30 s, and fail once it has repeated for
     SERVER_ERROR_GIVE_UP_MS -- a request the service cannot take is the request's problem (before:
@@ -391,10 +381,10 @@ def _server_error_again(d: Draft, cls: Classification) -> None:
         return
     base = min(pol.backoff_cap_seconds, pol.throttle_backoff_seconds * 2 ** min(run.wait_count, 20))
     delay = int(base * 1000 * jitter(run.run_id, run.wait_count, pol.backoff_jitter))
-    wait(d, "throttle", delay, pol.quota_wait_max_hours, cls)
+    wait(d, WaitReason.THROTTLE, delay, pol.quota_wait_max_hours, cls)
 
 
-def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
+def _on_job_observed(d: PendingDecision, e: JobObserved) -> str | None:
     cur = d.run.current
     if cur is None or e.attempt > d.run.attempt_count:
         return f"job {e.job_name} is not an attempt of this run"
@@ -412,7 +402,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
             f"{cur.sm_status}/{cur.sm_secondary} and the sweep keeps looking"
         )
     deleted = deleted_by_observation(cur, e)
-    if deleted is not None:  # never waited on, nor its name launched again (domain/deletions.py)
+    if deleted is not None:  # never waited on, nor its name launched again (domain/endings/deletions.py)
         return _on_deleted(d, cur, deleted, e)
     new_key = (e.modified_ms, SM_STATUS_RANK[e.status])
     old_key = (cur.sm_modified_ms, SM_STATUS_RANK.get(cur.sm_status or "", -1))
@@ -453,7 +443,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
             att = dataclasses.replace(att, alarms_active=True, alarms_confirmed=False)
             d.act(hang_alarms(d, att))
         d.put_attempt(att)
-        on_training(d, att)  # an infra check passed (domain/hosts.py)
+        on_training(d, att)  # an infra check passed (domain/hosts/bad_hosts.py)
         if d.run.status != RunStatus.STOPPING:
             d.set(status=RunStatus.TRAINING)
         d.set(wait_started_ms=None, wait_count=0, recovering_since_ms=None, last_rejection=None)
@@ -485,7 +475,7 @@ def _on_job_observed(d: Draft, e: JobObserved) -> str | None:
     return None
 
 
-def _restop_running(d: Draft, att: Attempt, e: JobObserved) -> Attempt:
+def _restop_running(d: PendingDecision, att: Attempt, e: JobObserved) -> Attempt:
     """Intent is final: a job seen running after its stop was asked for (SageMaker may not know a
     job for a moment after CreateTrainingJob, so an early StopTrainingJob can answer 'not found')
     is asked again at once, not only when the sweep's retry comes due."""
@@ -500,7 +490,7 @@ def _restop_running(d: Draft, att: Attempt, e: JobObserved) -> Attempt:
     return _ask_stop_again(d, att, intent, "still running after it was asked for")
 
 
-def _ask_stop_again(d: Draft, att: Attempt, intent: str, why: str) -> Attempt:
+def _ask_stop_again(d: PendingDecision, att: Attempt, intent: str, why: str) -> Attempt:
     """StopTrainingJob again for a recorded intent (idempotent at SageMaker); the attempt with the
     new request time, for the caller to store."""
     d.act(StopJob(att.job_name, intent))
@@ -508,8 +498,8 @@ def _ask_stop_again(d: Draft, att: Attempt, intent: str, why: str) -> Attempt:
     return dataclasses.replace(att, stop_requested_ms=d.now)
 
 
-def _on_deleted(d: Draft, cur: Attempt, why: str, e: JobObserved | None) -> str | None:
-    """The attempt's job was deleted outside sagewarden (domain/deletions.py): an ending. One whose
+def _on_deleted(d: PendingDecision, cur: Attempt, why: str, e: JobObserved | None) -> str | None:
+    """The attempt's job was deleted outside sagewarden (domain/endings/deletions.py): an ending. One whose
     end SageMaker reported and whose decision was deferred is decided as reported."""
     if cur.end_pending:
         d.note(f"{cur.job_name} was deleted outside sagewarden ({why}): its recorded ending decides")
@@ -520,7 +510,7 @@ def _on_deleted(d: Draft, cur: Attempt, why: str, e: JobObserved | None) -> str 
     return None
 
 
-def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
+def _on_job_missing(d: PendingDecision, e: JobMissing) -> str | None:
     cur = d.run.current
     if (
         cur is not None
@@ -547,17 +537,17 @@ def _on_job_missing(d: Draft, e: JobMissing) -> str | None:
     return None
 
 
-def _on_tick(d: Draft) -> str | None:
+def _on_tick(d: PendingDecision) -> str | None:
     dropped = on_pool_tick(d)  # warm-pool watches past their bound
-    scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/fabric.py)
-    scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/stragglers.py)
-    scanned = on_plan_tick(d) or scanned  # a training plan's window ends (domain/training_plans.py)
+    scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/hosts/fabric.py)
+    scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/hosts/stragglers.py)
+    scanned = on_plan_tick(d) or scanned  # a training plan's window ends (domain/capacity/training_plans.py)
     reason = _tick(d)
     scanned = on_retention(d) or scanned  # after _tick: a stop it asks for blocks retention
     return None if dropped or scanned else reason
 
 
-def _tick(d: Draft) -> str | None:
+def _tick(d: PendingDecision) -> str | None:
     run, cur = d.run, d.run.current
     if run.status == RunStatus.RETRY_WAIT:
         if run.wake_at_ms is not None and run.wake_at_ms > d.now:
@@ -585,11 +575,11 @@ def _tick(d: Draft) -> str | None:
         return "stop in progress"
     if cur.live and not cur.end_pending:
         if wall_clock_remaining_s(run, d.now) <= 0:
-            request_stop(d, cur, INTENT_WALL_CLOCK, "wall-clock budget exhausted")
+            request_stop(d, cur, StopIntent.WALL_CLOCK, "wall-clock budget exhausted")
             return None
         limit = d.policy.max_cost_usd
         if limit is not None and run.cost_usd + running_cost(d, cur) >= limit:
-            request_stop(d, cur, INTENT_COST, f"cost budget ${limit:,.0f} reached")
+            request_stop(d, cur, StopIntent.COST, f"cost budget ${limit:,.0f} reached")
             return None
         adapted = adapt_windows(d, cur)
         reason = on_tick_signals(d, d.run.current or cur)
@@ -597,20 +587,20 @@ def _tick(d: Draft) -> str | None:
     return "nothing due"
 
 
-def _on_cancel(d: Draft, e: CancelRequested) -> str | None:
+def _on_cancel(d: PendingDecision, e: CancelRequested) -> str | None:
     cur = d.run.current
     if d.run.cancel_requested_by is None:
         d.set(cancel_requested_by=e.by)
     if cur is not None and cur.live:
-        if cur.stop_intent == INTENT_CANCEL:
+        if cur.stop_intent == StopIntent.CANCEL:
             return "cancel already in progress"
-        request_stop(d, cur, INTENT_CANCEL, f"cancel requested by {e.by}")
+        request_stop(d, cur, StopIntent.CANCEL, f"cancel requested by {e.by}")
         return None
     finish_cancelled(d, "nothing was running")
     return None
 
 
-def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
+def _on_resume(d: PendingDecision, e: ResumeRequested) -> str | None:
     run = d.run
     if run.status not in RESUMABLE:
         return f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
@@ -656,9 +646,9 @@ def _on_resume(d: Draft, e: ResumeRequested) -> str | None:
     return None
 
 
-def _on_capacity_released(d: Draft, e: CapacityReleased) -> str | None:
+def _on_capacity_released(d: PendingDecision, e: CapacityReleased) -> str | None:
     run = d.run
-    if run.status != RunStatus.RETRY_WAIT or run.wait_reason != "quota":
+    if run.status != RunStatus.RETRY_WAIT or run.wait_reason != WaitReason.QUOTA:
         return "not waiting for quota"
     if run.wait_instance_type not in (None, e.instance_type):
         return f"waiting for {run.wait_instance_type}, not {e.instance_type}"

@@ -3,22 +3,22 @@ pools, the moment a hang window can be learned, else the routine reconcile look 
 
 from __future__ import annotations
 
-from sagewarden.domain.cadence import learnable_at
-from sagewarden.domain.draft import (
+from sagewarden.domain.capacity.training_plans import plan_due_ms
+from sagewarden.domain.capacity.warm_pools import pool_due_ms
+from sagewarden.domain.decision.deferrals import DEFER_RETRY_MS
+from sagewarden.domain.decision.pending import (
     ALARM_VERIFY_AFTER_MS,
-    DEFER_RETRY_MS,
     LAUNCH_RETRY_AFTER_MS,
     RECONCILE_INTERVAL_MS,
     STOP_RETRY_AFTER_MS,
     jitter,
-    startup_allowance,
 )
-from sagewarden.domain.fabric import scan_due_ms
-from sagewarden.domain.hangs import quiet_due_ms
-from sagewarden.domain.models import LaunchState, Run, RunStatus
-from sagewarden.domain.stragglers import read_due_ms
-from sagewarden.domain.training_plans import plan_due_ms
-from sagewarden.domain.warm_pools import pool_due_ms
+from sagewarden.domain.hangs.cadence import learnable_at
+from sagewarden.domain.hangs.confirm import quiet_due_ms
+from sagewarden.domain.hangs.windows import startup_allowance
+from sagewarden.domain.hosts.fabric import scan_due_ms
+from sagewarden.domain.hosts.stragglers import read_due_ms
+from sagewarden.domain.vocabulary.models import LaunchState, Run, RunStatus
 
 DUE_JITTER = 0.2
 
@@ -26,13 +26,13 @@ DUE_JITTER = 0.2
 def next_due_ms(run: Run, now_ms: int, reconcile_interval_ms: int = RECONCILE_INTERVAL_MS) -> int | None:
     """When the sweep must next look at this run (None: never again)."""
     due = _next_due_ms(run, now_ms, reconcile_interval_ms)
-    scan = scan_due_ms(run, now_ms)  # a training attempt's start-up log scan (domain/fabric.py)
+    scan = scan_due_ms(run, now_ms)  # a training attempt's start-up log scan (domain/hosts/fabric.py)
     if scan is not None and due is not None:
         due = min(due, scan)
-    steps = read_due_ms(run, now_ms)  # a training attempt's step lines (domain/stragglers.py)
+    steps = read_due_ms(run, now_ms)  # a training attempt's step lines (domain/hosts/stragglers.py)
     if steps is not None and due is not None:
         due = min(due, steps)
-    stop = plan_due_ms(run, now_ms)  # a training plan's window ends (domain/training_plans.py)
+    stop = plan_due_ms(run, now_ms)  # a training plan's window ends (domain/capacity/training_plans.py)
     if stop is not None and due is not None:
         due = min(due, stop)
     ready = quiet_due_ms(run, now_ms)  # when a quiet alarm's level first speaks of Training

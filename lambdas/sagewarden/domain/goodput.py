@@ -32,10 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sagewarden.domain.actions import Action, Notify
-from sagewarden.domain.events import Event, JobObserved
-from sagewarden.domain.models import Attempt, LaunchState, Run
-from sagewarden.domain.stragglers import slowdown_ms
+from sagewarden.domain.hosts.stragglers import slowdown_ms
+from sagewarden.domain.vocabulary.actions import Action, Notify
+from sagewarden.domain.vocabulary.events import Event, JobObserved
+from sagewarden.domain.vocabulary.models import Attempt, LaunchState, Run
+from sagewarden.domain.vocabulary.reasons import StopIntent
 
 MEASURED: Final = "measured"
 ESTIMATE: Final = "estimate"
@@ -273,7 +274,7 @@ def _training(
     checkpoint the next attempt resumes from (lost, and redone by it)."""
     left = t1 - t0
     onset = t1
-    if att.stop_intent == "hang" and att.hang_onset_ms is not None:
+    if att.stop_intent == StopIntent.HANG and att.hang_onset_ms is not None:
         onset = min(max(att.hang_onset_ms, t0), t1)
         ms[HANG] += t1 - onset
         est.add(HANG)

@@ -2,7 +2,7 @@
 
 * A run stays resumable for ``RESUME_WINDOW_MS`` (30 days) after it ended (``Run.finished_ms``;
   a run stored before that field existed counts from its last update). While it is, its checkpoint
-  prefix is held for it: a run of another principal may not write there (domain/claims.py). After
+  prefix is held for it: a run of another principal may not write there (domain/vocabulary/claims.py). After
   it, ``POST /runs/{id}/resume`` answers 409 and the prefix is free.
 * A resume never continues from a checkpoint another run or job wrote. The newest complete
   checkpoint must be the one the run knew when it ended (``Run.last_checkpoint``) or have been
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sagewarden.domain.checkpoints import Checkpoint
-from sagewarden.domain.models import Run
-from sagewarden.domain.wants import RESUMABLE
+from sagewarden.domain.lookups import RESUMABLE
+from sagewarden.domain.vocabulary.layouts import Checkpoint
+from sagewarden.domain.vocabulary.models import Run
 
 RESUME_WINDOW_DAYS = 30
 RESUME_WINDOW_MS = RESUME_WINDOW_DAYS * 24 * 3_600_000

@@ -26,11 +26,11 @@ from sagewarden.api.errors import FieldError, InvalidRequest
 from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
 from sagewarden.api.validation import idempotency_key_problem, validate_submit
-from sagewarden.domain.models import RunStatus
-from sagewarden.domain.ownership import shown_principal
+from sagewarden.domain.vocabulary.models import RunStatus
+from sagewarden.domain.vocabulary.ownership import shown_principal
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports import IdempotentReplay
-from sagewarden.service import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
+from sagewarden.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` supplies them then
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
@@ -296,7 +296,7 @@ def _not_owner(exc: NotRunOwner) -> Response:
     return _json(
         403,
         {
-            # the owner by identity, never by session (often an e-mail address): domain/ownership.py
+            # the owner by identity, never by session (often an e-mail address): domain/vocabulary/ownership.py
             "message": f"only the run's owner ({shown_principal(exc.run.owner)}) or an admin may "
             f"{exc.action} run {exc.run.run_id}; you are {exc.caller}",
         },

@@ -7,7 +7,7 @@ from typing import Any
 from sagewarden import composition
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_name
 from sagewarden.adapters.sagemaker_launcher import to_ms
-from sagewarden.domain.events import HangSignal
+from sagewarden.domain.vocabulary.events import HangSignal
 from sagewarden.observability import logger, metrics, tracer
 
 

@@ -27,8 +27,8 @@ import os
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.domain.cadence import activity_per_minute
-from sagewarden.domain.names import training_stream
+from sagewarden.domain.hangs.cadence import activity_per_minute
+from sagewarden.domain.vocabulary.names import training_stream
 
 
 def heartbeat_records(event: dict[str, Any], job_prefix: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 
-from sagewarden_companion import Job
+from sagewarden_companion.job import Job
 
 POINTS = [(-1.0 + 2.0 * i / 15, 2.0 * (-1.0 + 2.0 * i / 15) + 1.0) for i in range(16)]
 

@@ -1,0 +1,86 @@
+"""Which hang alarms an attempt should have: pure, so `decide` can compare it with what the sweep
+saw in CloudWatch (the level) instead of trusting a flag written before the alarms were created.
+
+An alarm is identified within its job by a *key*: the signal, plus `#<group>` for the lone-idle
+alarms (metric math allows at most 10 metrics per alarm, so hosts are split into balanced groups
+of at most 10). The CloudWatch adapter turns keys into alarm names and back.
+
+The alarms of one attempt:
+- `log_silence`: no log line (heartbeat metric) for the attempt's window (learned, see cadence);
+  only where the log subscription feeds the heartbeat (without it the sweep judges log silence);
+- `progress_stalled` (with a progress metric): the metric not reported, or reported unchanged;
+- `gpu_lone_idle#g` (jobs of 2+ hosts): a host of group g is idle while a peer of the group is
+  busy, for `gpu_lone_idle_minutes` (3): a dead host among spinning ones is unmistakable fast,
+  while benign phases (save, eval, data-loader pauses) idle or slow every host together;
+- `gpu_idle`: hosts 1 and 2 (the whole job, for a one-host job) idle for `gpu_idle_minutes`:
+  the job as a whole stopped computing. Two hosts suffice: if the whole job is idle they are,
+  and if only some hosts are, the lone-idle alarms fire first.
+"""
+
+from __future__ import annotations
+
+from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+
+SIGNAL_LOG_SILENCE = "log_silence"
+SIGNAL_GPU_IDLE = "gpu_idle"
+SIGNAL_GPU_LONE_IDLE = "gpu_lone_idle"
+GPU_IDLE_HOSTS = 2  # hosts watched by the whole-job idle alarm
+SIGNAL_PROGRESS = "progress_stalled"
+SIGNAL_CHECKPOINT = "checkpoint_stale"  # judged by the sweep on ticks; no alarm
+HOSTS_PER_ALARM = 10
+GROUP_SEP = "#"
+# Metric datapoints arrive late (AWS publishes no bound; the alarm shapes, the learned cadence and
+# the drill's default model assume up to this many minutes): see adapters/cloudwatch_hang_alarms.py
+METRIC_LAG_MIN = 3
+MAX_ALARM_PERIODS = 1440  # EvaluationPeriods x Period must not exceed one day (60 s periods)
+
+
+def silence_window_min(minutes: int) -> int:
+    """The minutes a silence is judged over (the log-silence and progress alarms, N of N with
+    missing breaching, and the sweep's own log-silence check): never fewer than the late minutes
+    plus one, or the minutes whose data is still on its way would alone fill the window."""
+    return min(max(minutes, METRIC_LAG_MIN + 1), MAX_ALARM_PERIODS)
+
+
+def gpu_groups(instance_count: int) -> list[list[int]]:
+    """Hosts 1..n in balanced groups of at most 10 (e.g. 11 hosts -> 6 + 5, never 10 + 1, so
+    every group has peers to compare an idle host with)."""
+    n = max(1, instance_count)
+    count = -(-n // HOSTS_PER_ALARM)
+    base, extra = divmod(n, count)
+    groups, start = [], 1
+    for g in range(count):
+        size = base + (1 if g < extra else 0)
+        groups.append(list(range(start, start + size)))
+        start += size
+    return groups
+
+
+def lone_idle_groups(spec: EnsureHangAlarms) -> list[list[int]]:
+    """Host groups of the lone-idle alarms (none for a one-host job or when switched off)."""
+    if spec.instance_count < 2 or spec.gpu_lone_idle_minutes <= 0:
+        return []
+    return gpu_groups(spec.instance_count)
+
+
+def alarm_keys(spec: EnsureHangAlarms) -> tuple[str, ...]:
+    """Keys of every alarm `spec` creates."""
+    keys = [SIGNAL_LOG_SILENCE] if spec.log_silence_alarm else []
+    if spec.progress_metric:
+        keys.append(SIGNAL_PROGRESS)
+    keys.append(SIGNAL_GPU_IDLE)
+    groups = lone_idle_groups(spec)
+    if len(groups) == 1:
+        keys.append(SIGNAL_GPU_LONE_IDLE)
+    else:
+        keys += [f"{SIGNAL_GPU_LONE_IDLE}{GROUP_SEP}{g}" for g in range(1, len(groups) + 1)]
+    return tuple(keys)
+
+
+def key_signal(key: str) -> str:
+    return key.split(GROUP_SEP, 1)[0]
+
+
+def key_group(key: str) -> int | None:
+    _, sep, group = key.partition(GROUP_SEP)
+    return int(group) if sep and group.isdigit() else None
