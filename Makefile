@@ -92,6 +92,7 @@ lint: setup ## ruff (lint + format check), mypy (strict on the domain) and check
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy --strict lambdas/sagewarden/domain
+	$(PY) scripts/check_layers.py
 	$(PY) -m mypy lambdas/sagewarden drill infra app.py benchmarks sagewarden_cli scripts
 	$(PY) -m mypy examples/platform-app/app.py
 	cd companion && ../$(PY) -m mypy --strict sagewarden_companion
@@ -119,7 +120,7 @@ synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 	CDK_OUTDIR=cdk.out $(PY) app.py && ls -1 cdk.out/*.template.json
 
 openapi: setup ## regenerate docs/openapi.json from the API's resolver (a test fails when it is stale)
-	PYTHONPATH=lambdas $(PY) -m sagewarden.api.openapi --write docs/openapi.json
+	PYTHONPATH=lambdas $(PY) -m sagewarden.openapi --write docs/openapi.json
 
 FUZZ_REQUESTS ?= 20000
 soak-api: setup ## fuzz the API from docs/openapi.json with FUZZ_REQUESTS requests (default 20,000)

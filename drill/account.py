@@ -59,8 +59,8 @@ from sagewarden.adapters.sns_notifier import SnsNotifier
 from sagewarden.domain.vocabulary.actions import Notify
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ids import ulid
-from sagewarden.service import Supervisor
 from sagewarden.settings import SupervisorSettings
+from sagewarden.usecases.supervisor import Supervisor
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -2,7 +2,7 @@
 
 CloudFormation invokes the custom resources the template backs with the supervisor's own code;
 the simulated account does the same when it is created (``LocalAccount.__enter__``). Today that
-is the alarm-shape check (``Custom::SagewardenAlarmShapeCheck``, ``sagewarden.alarm_shapes``): it
+is the alarm-shape check (``Custom::SagewardenAlarmShapeCheck``, ``sagewarden.adapters.alarm_shapes``): it
 puts and deletes one alarm of every shape in moto's CloudWatch. moto accepts any expression, so
 this proves nothing about CloudWatch's parser (only a deploy to AWS does); what it does prove is
 that the function's calls are allowed by its role in the template: they are recorded for the IAM
@@ -21,7 +21,8 @@ from typing import Any
 
 from drill.iam.recorder import invoked_as
 from infra import constants
-from sagewarden import alarm_shapes, keys
+from sagewarden import keys
+from sagewarden.adapters import alarm_shapes
 
 DEPLOY_REQUEST_ID = "00000000-0000-4000-8000-00000000d711"  # fixed: a drill is reproducible
 

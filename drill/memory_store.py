@@ -39,7 +39,7 @@ from sagewarden.domain.vocabulary import claims as claim_rules
 from sagewarden.domain.vocabulary.bounded import bounded_json, clip_text
 from sagewarden.domain.vocabulary.models import Run, RunStatus
 from sagewarden.domain.vocabulary.ownership import principal
-from sagewarden.ports import (
+from sagewarden.ports.aws import (
     AuditEntry,
     ClaimConflict,
     ConcurrentUpdate,

@@ -149,9 +149,9 @@ def _submit_problems(
     check: _Checker, where: str, r: dict[str, Any], body: dict[str, Any], role_arn: str, defaults: Any
 ) -> Any:
     """The run's POST /runs body as the API will check it; returns its policy (None if invalid)."""
-    from sagewarden.api.errors import InvalidRequest
     from sagewarden.api.validation import validate_submit
     from sagewarden.keys import DEFAULT_JOB_PREFIX
+    from sagewarden.usecases.errors import InvalidRequest
 
     if defaults is None:  # policy_defaults are wrong: reported already
         return None

@@ -72,8 +72,9 @@ def cache_key(context: Mapping[str, Any] | None = None) -> str:
 
 def _shape_fingerprint(context: Mapping[str, Any] | None) -> str:
     """The alarm-shape check's fingerprint (a property of the template) for ``context``: it follows
-    the Lambda code that builds the alarms (sagewarden.alarm_shapes), which the files above omit."""
-    from sagewarden import alarm_shapes, keys
+    the Lambda code that builds the alarms (sagewarden.adapters.alarm_shapes), which the files above omit."""
+    from sagewarden import keys
+    from sagewarden.adapters import alarm_shapes
 
     from .config import SupervisorConfig
 

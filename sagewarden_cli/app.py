@@ -28,9 +28,13 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from sagewarden_cli.app_control import cmd_cancel, cmd_resume
-from sagewarden_cli.app_inspect import cmd_events, cmd_get, cmd_list, cmd_logs
+from sagewarden_cli.app_inspect import attempt_ended, cmd_events, cmd_get, cmd_list, cmd_logs
 from sagewarden_cli.app_parser import (
+    DEFAULT_INTERVAL_S,
+    EXIT_TABLE,
     GLOBALS,
+    VERSION,
+    Parser,
     build_parser,
 )
 from sagewarden_cli.app_submit import cmd_submit
@@ -38,7 +42,26 @@ from sagewarden_cli.client import Transport
 from sagewarden_cli.env import Env
 from sagewarden_cli.errors import API_ERROR, INTERRUPTED, NETWORK, NOT_FOUND, OK, USAGE, CliError
 
-__all__ = ["COMMANDS", "cmd_doctor", "cmd_selftest", "main"]
+__all__ = [
+    "COMMANDS",
+    "DEFAULT_INTERVAL_S",
+    "EXIT_TABLE",
+    "GLOBALS",
+    "VERSION",
+    "Parser",
+    "attempt_ended",
+    "build_parser",
+    "cmd_cancel",
+    "cmd_doctor",
+    "cmd_events",
+    "cmd_get",
+    "cmd_list",
+    "cmd_logs",
+    "cmd_resume",
+    "cmd_selftest",
+    "cmd_submit",
+    "main",
+]
 
 
 def cmd_doctor(env: Env) -> int:

@@ -51,20 +51,56 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from sagewarden_cli.doctor_account import AccountChecks
-from sagewarden_cli.doctor_resources import ResourceChecks
+from sagewarden_cli.doctor_account import AccountChecks, trusts_sagemaker
+from sagewarden_cli.doctor_resources import ResourceChecks, cross_account_bucket_policy
 from sagewarden_cli.doctor_settings import (
+    AWS_MANAGED_S3_KEY,
     DEFAULT_QUALIFIER,
+    MIN_BOOTSTRAP_VERSION,
     QUALIFIER_CONTEXT,
+    SAGEMAKER_PRINCIPAL,
+    STACK_NAME,
+    SUBSCRIPTION_SLOTS,
+    TRAINING_LOG_GROUP,
     DoctorError,
+    PreflightBase,
     find_checkout,
     load_config,
     load_context,
     parse_context_args,
 )
-from sagewarden_cli.findings import FAIL, WARN, Finding
+from sagewarden_cli.findings import FAIL, OK, WARN, Finding
 
-__all__ = ["Preflight", "add_arguments", "build_parser", "main", "render", "run"]
+__all__ = [
+    "AWS_MANAGED_S3_KEY",
+    "DEFAULT_QUALIFIER",
+    "FAIL",
+    "MIN_BOOTSTRAP_VERSION",
+    "OK",
+    "QUALIFIER_CONTEXT",
+    "SAGEMAKER_PRINCIPAL",
+    "STACK_NAME",
+    "SUBSCRIPTION_SLOTS",
+    "TRAINING_LOG_GROUP",
+    "WARN",
+    "AccountChecks",
+    "DoctorError",
+    "Finding",
+    "Preflight",
+    "PreflightBase",
+    "ResourceChecks",
+    "add_arguments",
+    "build_parser",
+    "cross_account_bucket_policy",
+    "find_checkout",
+    "load_config",
+    "load_context",
+    "main",
+    "parse_context_args",
+    "render",
+    "run",
+    "trusts_sagemaker",
+]
 
 
 # --- the checks ---------------------------------------------------------------------------------

@@ -46,25 +46,40 @@ from sagewarden_cli import selftest_shapes
 from sagewarden_cli.client import DEFAULT_STACK
 from sagewarden_cli.errors import API_ERROR, INTERRUPTED, OK, USAGE, CliError
 from sagewarden_cli.selftest_cost import (
+    ALARM_TO_STOP_MIN,
+    BILLED_OVERHEAD_MIN,
+    KILL_MIN,
+    PRICE_PER_HOUR_USD,
+    PRICE_SOURCE,
     cost_lines,
+    most_instance_minutes,
+    price_per_hour,
+    typical_instance_minutes,
 )
 from sagewarden_cli.selftest_job import (
     Target,
     find_source_dir,
     scenario_document,
     source_tarball,
+    training_job,
 )
 from sagewarden_cli.selftest_plan import (
     DEFAULT_INSTANCE_TYPE,
     DEFAULT_PREFIX,
+    MAX_RUNTIME_S,
+    NEWER_POLICY,
     PLAN,
     POLICY,
     PYTORCH_IMAGE_REPOSITORY,
     PYTORCH_IMAGE_TAG,
+    PYTORCH_TRAINING_ACCOUNTS,
+    REPO,
     RUN_NAME,
     SCENARIO_NAME,
     SCRIPT,
     SOURCE_DIR,
+    SOURCE_TARBALL,
+    Plan,
     image_uri,
 )
 from sagewarden_cli.selftest_session import (
@@ -73,16 +88,78 @@ from sagewarden_cli.selftest_session import (
     _one_line,
 )
 from sagewarden_cli.selftest_steps import (
+    DETECTION_SLACK_MIN,
+    DONE,
+    ENDING_SLACK_MIN,
     FAILED,
+    MAX_POLL_FAILURES,
+    PENDING,
     SCRIPT_CHECK,
+    START_DEADLINE_MIN,
+    STOP_DEADLINE_MIN,
+    TERMINAL,
+    Check,
+    Observation,
+    Step,
     _ms,
+    steps,
 )
 
 if TYPE_CHECKING:
     from sagewarden_cli.client import Context
     from sagewarden_cli.env import Env
 
-__all__ = ["add_arguments", "run"]
+__all__ = [
+    "ALARM_TO_STOP_MIN",
+    "BILLED_OVERHEAD_MIN",
+    "DEFAULT_INSTANCE_TYPE",
+    "DEFAULT_PREFIX",
+    "DETECTION_SLACK_MIN",
+    "DONE",
+    "ENDING_SLACK_MIN",
+    "FAILED",
+    "KILL_MIN",
+    "MAX_POLL_FAILURES",
+    "MAX_RUNTIME_S",
+    "NEWER_POLICY",
+    "PENDING",
+    "PLAN",
+    "POLICY",
+    "PRICE_PER_HOUR_USD",
+    "PRICE_SOURCE",
+    "PYTORCH_IMAGE_REPOSITORY",
+    "PYTORCH_IMAGE_TAG",
+    "PYTORCH_TRAINING_ACCOUNTS",
+    "REPO",
+    "RUN_NAME",
+    "SCENARIO_NAME",
+    "SCRIPT",
+    "SCRIPT_CHECK",
+    "SOURCE_DIR",
+    "SOURCE_TARBALL",
+    "START_DEADLINE_MIN",
+    "STOP_DEADLINE_MIN",
+    "TERMINAL",
+    "Check",
+    "Observation",
+    "Outcome",
+    "Plan",
+    "SelfTest",
+    "Step",
+    "Target",
+    "add_arguments",
+    "cost_lines",
+    "find_source_dir",
+    "image_uri",
+    "most_instance_minutes",
+    "price_per_hour",
+    "run",
+    "scenario_document",
+    "source_tarball",
+    "steps",
+    "training_job",
+    "typical_instance_minutes",
+]
 
 
 # -- the command -----------------------------------------------------------------------------------------

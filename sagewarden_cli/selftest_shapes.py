@@ -1,7 +1,7 @@
 """`sagewarden selftest`'s alarm-shape report: what CloudWatch made of the hang-alarm shapes when
 the stack was deployed.
 
-The stack's alarm-shape check (a custom resource, ``sagewarden.alarm_shapes``) put one alarm of
+The stack's alarm-shape check (a custom resource, ``sagewarden.adapters.alarm_shapes``) put one alarm of
 every shape the supervisor creates, with CloudWatch's own ``PutMetricAlarm``, and deleted it again,
 at the last deploy that changed the shapes; a refusal fails that deploy, so a deployed stack's
 report says "accepted". The report is the stack output ``AlarmShapes``. Reading it needs only

@@ -155,7 +155,7 @@ def _policy_fields() -> list[str]:
 
 
 def _path_of(key: str) -> list[str | int]:
-    from sagewarden.api.errors import did_you_mean
+    from sagewarden.usecases.errors import did_you_mean
 
     if key in SHORTCUTS:
         return list(SHORTCUTS[key])
@@ -180,7 +180,7 @@ def _path_of(key: str) -> list[str | int]:
             path.append(m.group("key"))
         path += [int(i) for i in re.findall(r"\[(\d+)\]", part)]
     if path[0] not in BODY_KEYS:
-        from sagewarden.api.errors import did_you_mean as dym
+        from sagewarden.usecases.errors import did_you_mean as dym
 
         raise CliError(
             f"--set {key}: the body has only {', '.join(BODY_KEYS)}{dym(str(path[0]), BODY_KEYS)}", USAGE
@@ -263,12 +263,12 @@ def dry_run(body: Mapping[str, Any], idempotency_key: str | None) -> tuple[DryRu
     """Validate `body` exactly as POST /runs would (nothing is sent). Returns the result and the
     validated request (`SubmitRun`, None when invalid)."""
     from sagewarden import keys
-    from sagewarden.api.errors import InvalidRequest
     from sagewarden.api.json_body import body_text, parse_json
     from sagewarden.api.validation import idempotency_key_problem, validate_submit
     from sagewarden.domain.vocabulary.names import job_name
     from sagewarden.domain.vocabulary.policy import RunPolicy
     from sagewarden.ids import ulid
+    from sagewarden.usecases.errors import InvalidRequest
 
     errors: list[dict[str, str]] = []
     if idempotency_key is not None and (problem := idempotency_key_problem(idempotency_key)):

@@ -13,7 +13,6 @@ scenario (``python -m drill.iam``).
 """
 
 
-
 class IamReplayError(AssertionError):
     """A recorded call is denied, undecidable or unmapped (raised when a LocalAccount closes)."""
 

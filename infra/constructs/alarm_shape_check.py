@@ -3,7 +3,7 @@
 A custom resource (``Custom::SagewardenAlarmShapeCheck``) backed by a function of the shared code
 asset (handler ``sagewarden.handlers.check_alarm_shapes``): on every deploy that changes the
 shapes it puts one alarm of every shape the supervisor can create under a throwaway name and
-deletes it again (``sagewarden.alarm_shapes``). A refusal answers FAILED with the shape, its
+deletes it again (``sagewarden.adapters.alarm_shapes``). A refusal answers FAILED with the shape, its
 expression and CloudWatch's message, so ``cdk deploy`` fails and rolls back before a user depends
 on an alarm CloudWatch would refuse.
 
@@ -27,7 +27,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from sagewarden import alarm_shapes, keys
+from sagewarden import keys
+from sagewarden.adapters import alarm_shapes
 
 from .. import constants
 from ..config import SupervisorConfig

@@ -11,8 +11,8 @@ from typing import Any
 from sagewarden import keys
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ids import ulid_factory
-from sagewarden.service import Supervisor
 from sagewarden.settings import SupervisorSettings
+from sagewarden.usecases.supervisor import Supervisor
 
 
 @lru_cache(maxsize=1)

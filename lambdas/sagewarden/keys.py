@@ -137,7 +137,7 @@ HANDLER_HEARTBEAT = "sagewarden.handlers.on_training_logs.handler"
 # CloudFormation custom resource: CloudWatch judges one alarm of every shape at deploy time
 HANDLER_ALARM_SHAPE_CHECK = "sagewarden.handlers.check_alarm_shapes.handler"
 
-# --- Deploy-time alarm-shape check (sagewarden.alarm_shapes) ----------------------------------
+# --- Deploy-time alarm-shape check (sagewarden.adapters.alarm_shapes) ----------------------------------
 SHAPE_CHECK_RESOURCE_TYPE = "Custom::SagewardenAlarmShapeCheck"
 # the custom resource's properties (synthesized by infra/constructs/alarm_shape_check.py)
 SHAPE_CHECK_PROP_ALARM_PREFIX = "AlarmPrefix"

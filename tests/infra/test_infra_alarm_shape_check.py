@@ -9,7 +9,8 @@ from typing import Any
 from infra_synth import SynthResult, as_list
 
 from infra import constants
-from sagewarden import alarm_shapes, keys
+from sagewarden import keys
+from sagewarden.adapters import alarm_shapes
 
 
 def _check(synth: SynthResult) -> tuple[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from sagewarden.adapters.dynamodb_run_store import (
 )
 from sagewarden.api.representation import audit_json
 from sagewarden.domain.vocabulary.bounded import utf8_len
-from sagewarden.ports import AuditEntry
+from sagewarden.ports.aws import AuditEntry
 
 TABLE = "runs"
 RUN_ID = "01KE5Q86000DNQ47GXEV9VZMPH"

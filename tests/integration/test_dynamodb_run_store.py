@@ -19,7 +19,7 @@ from sagewarden.domain.vocabulary.actions import Notify
 from sagewarden.domain.vocabulary.events import LaunchAccepted, Submitted
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.domain.vocabulary.policy import RunPolicy
-from sagewarden.ports import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
+from sagewarden.ports.aws import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
 from tests.builders import RUN_ID, ckpt, make_run, step
 
 TABLE = "runs"

@@ -18,7 +18,7 @@ from sagewarden.adapters.dynamodb_limits import item_size, split_transaction
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.vocabulary.actions import Notify
 from sagewarden.domain.vocabulary.events import Submitted
-from sagewarden.ports import AuditEntry, OutboxMessage, WriteTooLarge
+from sagewarden.ports.aws import AuditEntry, OutboxMessage, WriteTooLarge
 from tests.builders import make_run, step
 from tests.integration.test_dynamodb_run_store import TABLE, _create_table
 

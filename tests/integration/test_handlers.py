@@ -78,7 +78,7 @@ def test_handler_tags_identify_the_run_when_the_name_is_not_parseable(acct, subm
         submitted["run_id"],
     )["detail"]
     detail = {**detail, "TrainingJobName": "sw-renamed-job"}
-    run = composition.supervisor().on_job_state_change(detail)
+    run = composition.supervisor().aws.on_job_state_change(detail)
     assert run is not None and run.run_id == submitted["run_id"]
 
 

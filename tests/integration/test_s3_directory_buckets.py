@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 from drill.directory_buckets import DirectoryBucketS3, is_directory_bucket
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
 from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
-from sagewarden.api.errors import InvalidRequest
 from sagewarden.api.validation import validate_submit
 from sagewarden.domain.checkpoints.retention import markers
 from sagewarden.domain.vocabulary.actions import RetireCheckpoints
 from sagewarden.domain.vocabulary.layouts import CheckpointLayout, LayoutKind
 from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.usecases.errors import InvalidRequest
 from tests.builders import REQUEST, ROLE
 
 DIR_BUCKET = "ckpt--use1-az4--x-s3"

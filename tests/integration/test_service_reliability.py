@@ -228,7 +228,7 @@ def test_a_duplicate_state_change_costs_one_dynamodb_call(template):
         }
         counting = _CountingClient(acct.supervisor.store._ddb)  # type: ignore[attr-defined]
         acct.supervisor.store._ddb = counting  # type: ignore[attr-defined]
-        assert acct.supervisor.on_job_state_change(event["detail"]) is not None
+        assert acct.supervisor.aws.on_job_state_change(event["detail"]) is not None
         assert counting.calls == ["get_item"]
 
 

@@ -12,8 +12,8 @@ import pytest
 from drill.account import LocalAccount
 from drill.alarm_decision import ALARM, INSUFFICIENT_DATA
 from drill.alarm_evaluator import AlarmEvaluator
-from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
+from sagewarden.usecases.aws_events import to_ms
 
 MIN = 60_000
 JOB = "sw-clock-01KE5Q86000DNQ47GXEV9VZMPH-a001"

@@ -449,7 +449,7 @@ def test_no_error_names_another_principals_session(acct):
 
 
 def test_under_read_scope_owner_a_listing_reads_a_bounded_number_of_pages_per_request(scoped):
-    from sagewarden.run_requests import LIST_SCAN_PAGES
+    from sagewarden.usecases.run_requests import LIST_SCAN_PAGES
 
     bobs = _submit(scoped, BOB_SESSION, _body("bobs-run"))["run_id"]  # the oldest: listed last
     _advance(scoped, 1)

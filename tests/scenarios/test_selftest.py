@@ -23,7 +23,7 @@ from drill.account import BUCKET, EXECUTION_ROLE
 from drill.runner import run_scenario
 from drill.scenario import load, parse
 from drill.server import LocalServer
-from sagewarden.alarm_shapes import representative_shapes
+from sagewarden.adapters.alarm_shapes import representative_shapes
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden_cli import selftest
 from sagewarden_cli.app import main

@@ -3,7 +3,7 @@ let the world redeliver and sweep, and check that nothing was lost.
 
 A scenario is a script of what users, SageMaker and CloudWatch do (`Driver` methods). It is
 first run without a crash to count the calls of every port method (`Protocol.method`, as
-enumerated from `sagewarden.ports`), then once per (method, N, side) with the invocation that
+enumerated from `sagewarden.ports.aws`), then once per (method, N, side) with the invocation that
 makes that call killed there (`Crash`, a BaseException: no `except Exception` swallows it, and
 a killed invocation makes no further call, not even from a `finally`). A killed event delivery
 is delivered again (Lambda's asynchronous retry), a killed API call is retried by its client,
@@ -91,9 +91,9 @@ class Driver:
         sup = self.world.supervisor
         rid = self.names[name]
         for call in (
-            lambda: sup.get(rid),
-            lambda: sup.list_runs(None, 10, None),
-            lambda: sup.events(rid, 10, None),
+            lambda: sup.requests.get(rid),
+            lambda: sup.requests.list_runs(None, 10, None),
+            lambda: sup.requests.events(rid, 10, None),
         ):
             self._after(self.world.invoke(call)[0], "api read")
 

@@ -23,7 +23,7 @@ from sagewarden.domain.hangs.windows import hang_alarms
 from sagewarden.domain.vocabulary.events import Observations
 from sagewarden.domain.vocabulary.models import Attempt, LaunchState, Run, RunStatus
 from sagewarden.domain.vocabulary.names import job_name
-from sagewarden.ports import AuditEntry, OutboxMessage
+from sagewarden.ports.aws import AuditEntry, OutboxMessage
 from tests.soak.world import ALARM_PREFIX, SM_ENDED, World
 
 MIN = 60_000

@@ -1,5 +1,5 @@
 """Crash injection (issue 7): for every port method the service calls (enumerated from the
-Protocols in `sagewarden.ports`), kill the invocation just before and just after its Nth call,
+Protocols in `sagewarden.ports.aws`), kill the invocation just before and just after its Nth call,
 then redeliver and sweep until the world is at rest. Same invariants as the soak, nothing
 lost (every job that should exist exists exactly once, every training attempt has its hang
 alarms, every owed alert was published), and the same end as without the crash.

@@ -16,7 +16,7 @@ from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from drill.deployment import create_table_from_template
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.vocabulary.models import RunStatus
-from sagewarden.ports import ConcurrentUpdate
+from sagewarden.ports.aws import ConcurrentUpdate
 from tests.soak.world import ALARM_PREFIX, World
 
 TABLE = "sagewarden-lost-commit"

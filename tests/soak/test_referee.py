@@ -10,7 +10,7 @@ import pytest
 from sagewarden.domain import decide as decide_module
 from sagewarden.domain import draft as draft_module
 from sagewarden.domain.vocabulary.models import RunStatus
-from sagewarden.sweep import Sweep
+from sagewarden.usecases.sweep import Sweep
 from tests.soak.crash import Driver
 from tests.soak.referee import MIN, make_world, settle
 from tests.soak.world import Hook, aws_error

@@ -11,7 +11,7 @@ the port level. The store is the real `InMemoryRunStore` (DynamoDB semantics) un
 passes another one.
 
 Every port object the `Supervisor` gets is wrapped in `Ported`, which routes each method of
-the port's Protocol (enumerated from `sagewarden.ports`, not from a list kept here) through
+the port's Protocol (enumerated from `sagewarden.ports.aws`, not from a list kept here) through
 `Calls`. Injected errors are raised *before* the call takes effect.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from drill.memory_store import InMemoryRunStore
-from sagewarden import keys, ports
+from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, parse_alarm_name
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.adapters.s3_checkpoint_finder import CheckpointLookupError
@@ -47,9 +47,10 @@ from sagewarden.domain.vocabulary.names import parse_job_name
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
 from sagewarden.ids import ulid
-from sagewarden.ports import OutboxMessage
-from sagewarden.service import Supervisor
+from sagewarden.ports import aws as ports
+from sagewarden.ports.aws import OutboxMessage
 from sagewarden.settings import SupervisorSettings
+from sagewarden.usecases.supervisor import Supervisor
 
 JOB_PREFIX = keys.DEFAULT_JOB_PREFIX
 ALARM_PREFIX = keys.alarm_prefix(JOB_PREFIX)
@@ -71,7 +72,7 @@ class Crash(BaseException):
 
 
 def port_protocols() -> dict[str, type]:
-    """Every Protocol class of `sagewarden.ports`, by name."""
+    """Every Protocol class of `sagewarden.ports.aws`, by name."""
     return {
         name: cls
         for name, cls in inspect.getmembers(ports, inspect.isclass)
@@ -965,10 +966,10 @@ class World:
         asynchronous invocation (queued again), then dead-lettered."""
         sup = self.supervisor
         if delivery.kind == "job":
-            outcome, _ = self.invoke(lambda: sup.on_job_state_change(delivery.payload, delivery.event_id))
+            outcome, _ = self.invoke(lambda: sup.aws.on_job_state_change(delivery.payload, delivery.event_id))
         else:
             signal = hang_signal_from_event(delivery.payload, ALARM_PREFIX)
-            outcome = "ok" if signal is None else self.invoke(lambda: sup.on_hang_signal(signal))[0]
+            outcome = "ok" if signal is None else self.invoke(lambda: sup.aws.on_hang_signal(signal))[0]
         if outcome != "ok":
             delivery.tries += 1
             (self.pending if delivery.tries < 3 else self.dead_letters).append(delivery)
@@ -997,7 +998,7 @@ class World:
             **(overrides or {}),
         }
         return self.invoke(
-            lambda: self.supervisor.submit(
+            lambda: self.supervisor.requests.submit(
                 name=name,
                 owner="arn:aws:iam::123456789012:role/ml-engineer",
                 training_job=job,
@@ -1007,7 +1008,7 @@ class World:
         )
 
     def cancel(self, run_id: str) -> str:
-        return self.invoke(lambda: self.supervisor.cancel(run_id, "tester"))[0]
+        return self.invoke(lambda: self.supervisor.requests.cancel(run_id, "tester"))[0]
 
     # -- what the world holds ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""The deploy-time alarm-shape check (sagewarden.alarm_shapes and its custom-resource handler):
+"""The deploy-time alarm-shape check (sagewarden.adapters.alarm_shapes and its custom-resource handler):
 CloudWatch's PutMetricAlarm judges one alarm of every shape; a refusal fails the deploy with the
 shape, the expression and CloudWatch's message; nothing is left behind either way."""
 
@@ -18,7 +18,8 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.stub import Stubber
 
-from sagewarden import alarm_shapes, composition, keys
+from sagewarden import composition, keys
+from sagewarden.adapters import alarm_shapes
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs, parse_alarm_key
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.handlers import check_alarm_shapes

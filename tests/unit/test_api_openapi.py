@@ -10,7 +10,7 @@ from pathlib import Path
 
 from openapi_spec_validator import validate
 
-from sagewarden.api import openapi
+from sagewarden import openapi
 from sagewarden.domain.vocabulary.policy import RANGES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
@@ -86,7 +86,7 @@ def test_the_api_handler_loads_no_openapi_models_at_a_cold_start():
         "import sagewarden.handlers.api\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m.endswith('openapi.params'))\n"
         "assert not heavy, heavy\n"
-        "from sagewarden.api import openapi\n"
+        "from sagewarden import openapi\n"
         "assert '/runs/{run_id}/cancel' in openapi.document()['paths']\n"
         "assert 'pydantic' in sys.modules\n"
     )

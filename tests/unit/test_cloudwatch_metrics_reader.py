@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sagewarden.adapters.cloudwatch_metrics_reader import MAX_SERIES, CloudWatchMetricsReader, gpu_summary
+from sagewarden.adapters.cloudwatch_metrics_reader import MAX_SERIES, CloudWatchMetricsReader
+from sagewarden.domain.vocabulary.evidence import gpu_summary
 
 MIN = 60_000
 T0 = 1_000 * MIN

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagewarden.adapters.cloudwatch_metrics_reader import gpu_suspects, gpu_triage_lines
+from sagewarden.domain.vocabulary.evidence import gpu_suspects, gpu_triage_lines
 
 
 def test_hosts_without_metrics_then_idle_hosts_idlest_first() -> None:

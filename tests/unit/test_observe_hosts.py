@@ -1,4 +1,4 @@
-"""The bad-host look-ups the service makes (sagewarden/observe_hosts.py, domain/lookups.py): the
+"""The bad-host look-ups the service makes (sagewarden/usecases/observe_hosts.py, domain/lookups.py): the
 hardware-line read at a failure, the fingerprint reads sized to the job, and when fingerprints
 are read at all. An error is unknown: it concludes nothing."""
 
@@ -20,7 +20,12 @@ from sagewarden.domain.hosts.bad_hosts import (
 from sagewarden.domain.hosts.fabric import SOCKET_PATTERN, TRANSPORT_PATTERN
 from sagewarden.domain.lookups import wants_fingerprints
 from sagewarden.domain.vocabulary.events import Tick
-from sagewarden.observe_hosts import read_addresses, read_fingerprints, read_hardware_printers, read_scan
+from sagewarden.usecases.observe_hosts import (
+    read_addresses,
+    read_fingerprints,
+    read_hardware_printers,
+    read_scan,
+)
 from tests.builders import HOUR, observed, training_run
 
 XID = "[algo-250] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."

@@ -16,11 +16,11 @@ from drill.clock import VirtualClock
 from drill.scenario import default_training_job
 from drill.sim_sagemaker import SimSageMaker
 from sagewarden.api import validation
-from sagewarden.api.errors import InvalidRequest
 from sagewarden.domain.vocabulary.launch import ENV_VALUE_MAX, build_request
 from sagewarden.domain.vocabulary.layouts import Checkpoint
 from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
 from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.usecases.errors import InvalidRequest
 from tests.unit.test_sim_sagemaker import BUCKET, REGION, request
 
 RUN_ID = "01KE5Q86000DNQ47GXEV9VZMPH"

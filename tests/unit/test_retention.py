@@ -9,7 +9,6 @@ import dataclasses
 import pytest
 
 from drill.account import MemoryCounters
-from sagewarden.api.errors import InvalidRequest
 from sagewarden.api.validation import validate_submit
 from sagewarden.domain.checkpoints.retention import (
     MAX_RETIRE_DIRS,
@@ -24,6 +23,7 @@ from sagewarden.domain.vocabulary.events import JobObserved, LaunchAccepted, Obs
 from sagewarden.domain.vocabulary.layouts import Checkpoint, RetentionView
 from sagewarden.domain.vocabulary.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
 from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
+from sagewarden.usecases.errors import InvalidRequest
 from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, observed, step, training_run
 from tests.builders import retention_view as view
 
@@ -395,7 +395,7 @@ class _Retirer:
 def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
     from types import SimpleNamespace
 
-    from sagewarden.observations import Observer
+    from sagewarden.usecases.observations import Observer
 
     counters = MemoryCounters()
     host = SimpleNamespace(retirer=_Retirer(RuntimeError("SlowDown")), counters=counters)

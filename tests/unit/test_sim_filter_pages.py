@@ -11,7 +11,7 @@ from drill.sim_cloudwatch import SCAN_SLICE_MS, SimulatedLogs
 from sagewarden.adapters.cloudwatch_logs_reader import CloudWatchLogsReader
 from sagewarden.domain.hosts.bad_hosts import FINGERPRINT_PATTERN, FINGERPRINT_WINDOW_MS
 from sagewarden.keys import TRAINING_LOG_GROUP
-from sagewarden.observe_hosts import read_fingerprints
+from sagewarden.usecases.observe_hosts import read_fingerprints
 from tests.builders import HOUR, training_run
 from tests.unit.test_log_arrival import SimOfLogs
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagewarden.api.errors import InvalidRequest, RequestTooLarge
 from sagewarden.api.json_body import MAX_BODY_BYTES, MAX_DEPTH, body_text, parse_json
+from sagewarden.usecases.errors import InvalidRequest, RequestTooLarge
 
 
 def _fields(text: str) -> dict[str, str]:

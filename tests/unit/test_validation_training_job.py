@@ -10,10 +10,10 @@ import pytest
 
 from drill.scenario import default_training_job
 from sagewarden.api import sagemaker_model, validation
-from sagewarden.api.errors import InvalidRequest, RequestTooLarge
 from sagewarden.domain.vocabulary.launch import build_request
 from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
 from sagewarden.domain.vocabulary.policy import RunPolicy
+from sagewarden.usecases.errors import InvalidRequest, RequestTooLarge
 from tests.doc_pages import documentation
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"

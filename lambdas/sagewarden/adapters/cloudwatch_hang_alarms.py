@@ -57,7 +57,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sagewarden import keys
-from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.hangs.alarms import (
     GPU_IDLE_HOSTS,
     GROUP_SEP,
@@ -74,7 +73,8 @@ from sagewarden.domain.hangs.alarms import (
     silence_window_min,
 )
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
-from sagewarden.ports import AlarmInventory
+from sagewarden.ports.aws import AlarmInventory
+from sagewarden.usecases.aws_events import to_ms
 
 _SIGNAL_SLUG = {
     SIGNAL_LOG_SILENCE: "log-silence",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sagewarden.ports import WriteTooLarge
+from sagewarden.ports.aws import WriteTooLarge
 
 MAX_TRANSACTION_ACTIONS = 100
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024

@@ -25,7 +25,7 @@ from sagewarden import keys
 from sagewarden.adapters.dynamodb_cursors import run_pk
 from sagewarden.adapters.run_codec import compact_json, notify_from_dict, notify_to_dict
 from sagewarden.domain.hangs.heartbeat import PipelineHealth
-from sagewarden.ports import ConcurrentUpdate, OutboxMessage
+from sagewarden.ports.aws import ConcurrentUpdate, OutboxMessage
 
 OUTBOX_PREFIX = "OUTBOX#"
 LEASE_SK = "LEASE"

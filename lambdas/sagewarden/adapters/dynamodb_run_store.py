@@ -67,7 +67,7 @@ from sagewarden.adapters.run_codec import (
 )
 from sagewarden.domain.vocabulary.bounded import bounded_json, clip_text
 from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
-from sagewarden.ports import (
+from sagewarden.ports.aws import (
     AuditEntry,
     ClaimConflict,
     ConcurrentUpdate,

@@ -50,7 +50,7 @@ from sagewarden.domain.vocabulary.layouts import (
     save_seconds,
     to_checkpoint,
 )
-from sagewarden.ports import ReadFailed
+from sagewarden.ports.aws import ReadFailed
 
 logger = logging.getLogger(__name__)
 

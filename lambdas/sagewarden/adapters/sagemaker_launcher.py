@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -16,7 +15,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sagewarden.domain.vocabulary.events import JobMissing, JobObserved, LaunchAccepted, LaunchRejected
 from sagewarden.domain.vocabulary.plan_windows import PlanView, plan_name
 from sagewarden.domain.vocabulary.reasons import EventSource
-from sagewarden.ports import StopOutcome
+from sagewarden.ports.aws import StopOutcome
+from sagewarden.usecases.aws_events import job_observed_from_description, to_ms
 
 log = logging.getLogger(__name__)
 
@@ -32,48 +32,6 @@ REJECTION_CODES = frozenset(
         "ServiceUnavailable",
     }
 )
-
-
-def to_ms(value: Any) -> int | None:
-    """Timestamps arrive as epoch ms numbers (events), ISO strings (doc samples) or datetimes (API)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)):
-        number = float(value)
-        return int(number * 1000) if number < 1e11 else int(number)  # seconds vs milliseconds
-    text = str(value).strip()
-    try:
-        return to_ms(float(text))
-    except ValueError:
-        pass
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def job_observed_from_description(
-    desc: Mapping[str, Any], attempt: int, source: str, event_id: str | None = None
-) -> JobObserved:
-    """Build a JobObserved from a DescribeTrainingJob result or an event's `detail`."""
-    modified = to_ms(desc.get("LastModifiedTime")) or to_ms(desc.get("CreationTime")) or 0
-    warm = desc.get("WarmPoolStatus") or {}  # DescribeTrainingJob only: events do not carry it
-    billable = warm.get("ResourceRetainedBillableTimeInSeconds")
-    return JobObserved(
-        job_name=str(desc["TrainingJobName"]),
-        attempt=attempt,
-        status=str(desc.get("TrainingJobStatus", "")),
-        secondary=desc.get("SecondaryStatus"),
-        modified_ms=modified,
-        failure_reason=desc.get("FailureReason"),
-        created_ms=to_ms(desc.get("CreationTime")),
-        training_started_ms=to_ms(desc.get("TrainingStartTime")),
-        ended_ms=to_ms(desc.get("TrainingEndTime")),
-        source=source,
-        event_id=event_id,
-        warm_pool_status=str(warm["Status"]) if warm.get("Status") else None,
-        warm_pool_billable_s=int(billable) if billable is not None else None,
-        warm_pool_reused_by=str(warm["ReusedByJob"]) if warm.get("ReusedByJob") else None,
-    )
 
 
 class SageMakerLauncher:

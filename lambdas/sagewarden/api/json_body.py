@@ -21,7 +21,7 @@ import json
 import math
 from typing import Any
 
-from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge
+from sagewarden.usecases.errors import FieldError, InvalidRequest, RequestTooLarge
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_DEPTH = 16  # CreateTrainingJob nests 6 levels below `training_job`

@@ -22,7 +22,7 @@ from sagewarden.domain.vocabulary.models import Attempt, Run
 from sagewarden.domain.vocabulary.plan_windows import plan_arn, termination_ms, usable_window
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.domain.vocabulary.redaction import redact, secret_values
-from sagewarden.ports import AuditEntry
+from sagewarden.ports.aws import AuditEntry
 
 
 def iso(ms: int | None) -> str | None:

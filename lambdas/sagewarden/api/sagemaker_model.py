@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagewarden.api.errors import FieldError, did_you_mean
 from sagewarden.api.json_body import join
+from sagewarden.usecases.errors import FieldError, did_you_mean
 
 SERVICE = "sagemaker"
 OPERATION = "CreateTrainingJob"

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagewarden.api import sagemaker_model
-from sagewarden.api.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 from sagewarden.api.json_body import join
 from sagewarden.domain.checkpoints.retention import archive_problem, archive_uri
 from sagewarden.domain.vocabulary import claims as claim_rules
@@ -30,6 +29,7 @@ from sagewarden.domain.vocabulary.launch import (
 from sagewarden.domain.vocabulary.layouts import directory_bucket_problem
 from sagewarden.domain.vocabulary.names import run_name_problem
 from sagewarden.domain.vocabulary.policy import MAX_INSTANCES, PolicyError, RunPolicy
+from sagewarden.usecases.errors import FieldError, InvalidRequest, RequestTooLarge, did_you_mean
 
 __all__ = ["MAX_STORED_REQUEST_BYTES", "SubmitRun", "idempotency_key_problem", "validate_submit"]
 

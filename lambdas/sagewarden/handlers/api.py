@@ -20,17 +20,17 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from sagewarden import composition
-from sagewarden.admission import RunConflict
 from sagewarden.api import responses as answers
-from sagewarden.api.errors import FieldError, InvalidRequest
 from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
 from sagewarden.api.validation import idempotency_key_problem, validate_submit
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.domain.vocabulary.ownership import shown_principal
 from sagewarden.observability import logger, metrics, tracer
-from sagewarden.ports import IdempotentReplay
-from sagewarden.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
+from sagewarden.ports.aws import IdempotentReplay
+from sagewarden.usecases.admission import RunConflict
+from sagewarden.usecases.errors import FieldError, InvalidRequest
+from sagewarden.usecases.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` supplies them then
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
@@ -148,7 +148,7 @@ def submit_run(
         retention_allowed=sup.settings.checkpoint_retention,
     )
     try:
-        run, created = sup.submit(
+        run, created = sup.requests.submit(
             name=req.name,
             owner=_caller(),
             training_job=req.training_job,
@@ -182,7 +182,7 @@ def list_runs(
 ) -> Response[schema.RunPage]:
     sup = composition.supervisor()
     try:
-        page = sup.list_runs(
+        page = sup.requests.list_runs(
             _query_status(),
             _query_limit(),
             _query_cursor(),
@@ -212,7 +212,7 @@ def list_runs(
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.get(_run_id(run_id), reader=_caller(), admins=composition.admin_role_arns())
+    run = sup.requests.get(_run_id(run_id), reader=_caller(), admins=composition.admin_role_arns())
     return _json(200, run_json(run, now_ms=sup.clock()))
 
 
@@ -232,7 +232,7 @@ def get_events(
     cursor: CURSOR = None,
 ) -> Response[schema.EventPage]:
     try:
-        page = composition.supervisor().events(
+        page = composition.supervisor().requests.events(
             _run_id(run_id),
             _query_limit(),
             _query_cursor(),
@@ -262,7 +262,7 @@ def get_events(
 )
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.cancel(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
+    run = sup.requests.cancel(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
     return _json(202 if not run.status.terminal else 200, run_json(run, now_ms=sup.clock()))
 
 
@@ -287,7 +287,7 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
 )
 def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.resume(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
+    run = sup.requests.resume(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
     return _json(202, run_json(run, now_ms=sup.clock()))
 
 

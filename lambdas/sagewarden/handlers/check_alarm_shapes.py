@@ -1,5 +1,5 @@
 """CloudFormation custom resource (``Custom::SagewardenAlarmShapeCheck``): CloudWatch judges one
-alarm of every shape the supervisor creates, at deploy time (``sagewarden.alarm_shapes``).
+alarm of every shape the supervisor creates, at deploy time (``sagewarden.adapters.alarm_shapes``).
 
 CloudFormation invokes this function asynchronously and waits for the answer at the request's
 ``ResponseURL``: it always answers, also when the check itself breaks, or the deploy would hang
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagewarden import alarm_shapes, composition
+from sagewarden import composition
+from sagewarden.adapters import alarm_shapes
 from sagewarden.adapters.cfn_response import put_response
 from sagewarden.observability import logger
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from sagewarden import composition
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_name
-from sagewarden.adapters.sagemaker_launcher import to_ms
 from sagewarden.domain.vocabulary.events import HangSignal
 from sagewarden.observability import logger, metrics, tracer
+from sagewarden.usecases.aws_events import to_ms
 
 
 def hang_signal_from_event(event: dict[str, Any], prefix: str) -> HangSignal | None:
@@ -36,5 +36,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if signal is None:
         logger.info("not a sagewarden hang alarm")
         return {"run_id": None}
-    run = composition.supervisor().on_hang_signal(signal)
+    run = composition.supervisor().aws.on_hang_signal(signal)
     return {"run_id": run.run_id if run else None, "status": run.status.value if run else None}

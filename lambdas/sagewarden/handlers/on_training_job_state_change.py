@@ -13,7 +13,7 @@ from sagewarden.observability import logger, metrics, tracer
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     detail = event.get("detail") or {}
-    run = composition.supervisor().on_job_state_change(detail, event_id=event.get("id"))
+    run = composition.supervisor().aws.on_job_state_change(detail, event_id=event.get("id"))
     if run is not None:
         logger.info(
             "run updated", extra={"run_id": run.run_id, "status": run.status.value, "version": run.version}

@@ -33,7 +33,7 @@ see that).
 (`step_lines`), the sweep reads them every READ_EVERY_MS with one bounded FilterLogEvents
 (`STEP_PATTERN`): from Training's start the first lines, until every host has its baseline,
 then the newest lines of the last `window + READ_MARGIN_MS` (`read_lines`,
-lambdas/sagewarden/observe_hosts.py).
+lambdas/sagewarden/usecases/observe_hosts.py).
 An unreadable log is unknown: nothing is decided, the next read tries again.
 
 **Escalation.** A straggler is an `attempt.straggler` warning alert (once per attempt) naming the

@@ -184,3 +184,46 @@ def judge(
         f"GPUs idle on all {instance_count} host(s) with at most {top_cpu:.1f} busy CPU cores per GPU "
         "and no disk space growing: nothing runs",
     )
+
+
+def gpu_summary(hosts: Sequence[HostMetrics]) -> dict[str, tuple[float, float, float]]:
+    """host -> (average, minimum, latest) GPUUtilization of the hosts that reported it."""
+    out: dict[str, tuple[float, float, float]] = {}
+    for m in hosts:
+        if m.gpu:
+            values = [v for _, v in m.gpu]
+            out[m.host] = (sum(values) / len(values), min(values), max(m.gpu)[1])
+    return out
+
+
+def gpu_suspects(
+    by_host: dict[str, tuple[float, float, float]], threshold: float, hosts: int
+) -> tuple[str, ...]:
+    """The hosts (algo-N) to look at first: those without GPU metrics in the window (a dead host
+    reports nothing), then those idle now, idlest first. Every host idle: no one stands out."""
+    silent = [f"algo-{n}" for n in range(1, hosts + 1) if f"algo-{n}" not in by_host]
+    idle = sorted((h for h, (_, _, last) in by_host.items() if last < threshold), key=lambda h: by_host[h][2])
+    found = [*silent, *idle]
+    return () if len(found) >= hosts else tuple(found)
+
+
+def gpu_triage_lines(
+    by_host: dict[str, tuple[float, float, float]],
+    threshold: float,
+    hosts: int,
+    cpu_now: dict[str, float] | None = None,
+) -> tuple[str, ...]:
+    """Readable lines, idlest host now first, e.g.
+    'algo-3: GPUUtilization now 0 (avg 649, min 0 over the window), CPUUtilization now 3  <- idle'."""
+    rows = sorted(by_host.items(), key=lambda kv: (kv[1][2], kv[1][0], kv[0]))
+    cpu = cpu_now or {}
+    lines = [
+        f"{host}: GPUUtilization now {last:.0f} (avg {avg:.0f}, min {low:.0f} over the window)"
+        + (f", CPUUtilization now {cpu[host]:.0f}" if host in cpu else "")
+        + ("  <- idle" if last < threshold else "")
+        for host, (avg, low, last) in rows
+    ]
+    missing = hosts - len(by_host)
+    if missing > 0:
+        lines.append(f"{missing} host(s) reported no GPU metrics in the window")
+    return tuple(lines)

@@ -22,7 +22,7 @@ token rules: gitleaks, detect-secrets):
   ``github_pat_``, ``glpat-``, ``AKIA``/``ASIA`` + 16, ``xoxb-``/``xoxp-``..., ``sk-``, ``npm_``,
   ``pypi-``, ``AIza``), each with enough characters after it not to garble normal text.
 
-Scrubbing is idempotent and comes before any cut (`sagewarden.audit_text`). Only what is *shown*
+Scrubbing is idempotent and comes before any cut (`sagewarden.usecases.audit_text`). Only what is *shown*
 is redacted: the stored request keeps the real values, because every attempt is launched from it.
 Pure and deterministic (no I/O).
 """

@@ -21,41 +21,19 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from sagewarden import keys
 from sagewarden.domain.decide import decide
 from sagewarden.domain.hangs.alarms import SIGNAL_LOG_SILENCE, key_signal
-from sagewarden.domain.hangs.heartbeat import DEPLOYMENT_ALERTS, PipelineHealth, PipelineLevel, judge_pipeline
+from sagewarden.domain.hangs.heartbeat import DEPLOYMENT_ALERTS, PipelineLevel, judge_pipeline
 from sagewarden.domain.vocabulary.events import AlarmsObserved, JobMissing, JobObserved, Tick
 from sagewarden.domain.vocabulary.models import Run, RunStatus
 from sagewarden.domain.vocabulary.names import parse_job_name
-from sagewarden.ports import OUTBOX_GRACE_MS, AlarmInventory, ConcurrentUpdate, DueItem, OutboxMessage
+from sagewarden.ports.aws import OUTBOX_GRACE_MS, AlarmInventory, ConcurrentUpdate, DueItem, OutboxMessage
 
 if TYPE_CHECKING:
-    from sagewarden.domain.vocabulary.events import Event, Observations
-    from sagewarden.ports import Counters, HangAlarms, Launcher, RunStore
-    from sagewarden.settings import SupervisorSettings
-
-
-class SweepHost(Protocol):
-    """What a sweep pass needs of the supervisor (sagewarden.service.Supervisor is one): its
-    ports, its settings and the shared loop. Typed here so the sweep does not import the service."""
-
-    store: RunStore
-    launcher: Launcher
-    alarms: HangAlarms
-    counters: Counters
-    clock: Callable[[], int]
-    settings: SupervisorSettings
-    pipeline: PipelineHealth | None  # the deployment's heartbeat pipeline (None: not read)
-
-    def handle(self, run_id: str, event: Event, *, known: Run | None = None) -> Run | None: ...
-
-    @property
-    def deployment_facts(self) -> Observations: ...
-
-    def publish(self, message: OutboxMessage) -> str: ...
+    from sagewarden.usecases.supervisor import Supervisor
 
 
 log = logging.getLogger("sagewarden.sweep")
@@ -79,7 +57,7 @@ class SweepReport:
 
 
 class Sweep:
-    def __init__(self, sup: SweepHost, *, time_left_ms: Callable[[], int] | None, owner: str) -> None:
+    def __init__(self, sup: Supervisor, *, time_left_ms: Callable[[], int] | None, owner: str) -> None:
         self.sup = sup
         self.time_left_ms = time_left_ms
         self.owner = owner

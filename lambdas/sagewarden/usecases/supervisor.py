@@ -2,14 +2,14 @@
 
 The loop for one event: load the run (one GetItem: the run item carries its current attempt)
 -> a first, observation-free decision tells a duplicate or stale delivery apart at no further
-cost -> look up what the decision needs (`sagewarden.observations`: newest verified checkpoint,
+cost -> look up what the decision needs (`sagewarden.usecases.observations`: newest verified checkpoint,
 log tail; a failed lookup is passed on as *unknown*, never as "nothing there") -> decide -> save the new run, its audit
 entries and the alerts it owes (the outbox) in one conditional transaction -> carry out the
 actions -> feed their results back in as events (a launch accepted or rejected; a stop that
 SageMaker refused, or a warm pool just released, is a reason to look at the job again).
 
 Everything an action does can be re-derived from the stored run, so a crash between the save
-and an action loses nothing: the sweep (`sagewarden.sweep`) observes what AWS holds and
+and an action loses nothing: the sweep (`sagewarden.usecases.sweep`) observes what AWS holds and
 re-issues what is missing.
 """
 
@@ -21,18 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sagewarden import keys
-from sagewarden.audit_text import (
-    action_detail,
-    describe_event,
-    error_text,
-    event_detail,
-    redacted_alert,
-    redacted_entry,
-    redacted_event,
-    redacted_observations,
-    run_secrets,
-)
-from sagewarden.aws_events import AwsEvents
 from sagewarden.domain.decide import Decision, decide
 from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.goodput import run_goodput
@@ -69,8 +57,7 @@ from sagewarden.domain.vocabulary.links import link_lines
 from sagewarden.domain.vocabulary.models import LaunchState, Run, RunStatus
 from sagewarden.domain.vocabulary.names import parse_job_name
 from sagewarden.domain.vocabulary.reasons import StopIntent, WaitReason
-from sagewarden.observations import Observer
-from sagewarden.ports import (
+from sagewarden.ports.aws import (
     OUTBOX_GRACE_MS,
     AuditEntry,
     CheckpointFinder,
@@ -90,11 +77,24 @@ from sagewarden.ports import (
     TrainingPlanReader,
     VersioningReader,
 )
-from sagewarden.run_requests import (  # the refusals, re-exported for the API handler
+from sagewarden.settings import SupervisorSettings
+from sagewarden.usecases.audit_text import (
+    action_detail,
+    describe_event,
+    error_text,
+    event_detail,
+    redacted_alert,
+    redacted_entry,
+    redacted_event,
+    redacted_observations,
+    run_secrets,
+)
+from sagewarden.usecases.aws_events import AwsEvents
+from sagewarden.usecases.observations import Observer
+from sagewarden.usecases.run_requests import (  # the refusals, re-exported for the API handler
     RunRequests,
 )
-from sagewarden.settings import SupervisorSettings
-from sagewarden.sweep import Sweep
+from sagewarden.usecases.sweep import Sweep
 
 log = logging.getLogger("sagewarden.service")
 
@@ -125,9 +125,9 @@ EVENTS_IGNORED = keys.METRIC_EVENTS_IGNORED
 __all__ = ["Supervisor"]
 
 
-class Supervisor(RunRequests, AwsEvents):
-    """The use cases (API requests: `sagewarden.run_requests`; job and alarm events:
-    `sagewarden.aws_events`; the sweep's entry) around one shared loop: decide, save, carry out."""
+class Supervisor:
+    """The use cases (API requests: `sagewarden.usecases.run_requests`; job and alarm events:
+    `sagewarden.usecases.aws_events`; the sweep's entry) around one shared loop: decide, save, carry out."""
 
     def __init__(
         self,
@@ -167,6 +167,8 @@ class Supervisor(RunRequests, AwsEvents):
         # by this invocation; domain/hangs/heartbeat.py)
         self.pipeline: PipelineHealth | None = None
         self.observer = Observer(self)
+        self.requests = RunRequests(self)
+        self.aws = AwsEvents(self)
 
     # -- the sweep (reconciler + durable timers + outbox) --------------------------------------
     def sweep(

@@ -1,6 +1,6 @@
 """Use cases triggered by API requests: submit, cancel, resume, and the reads (get, list, events).
 
-A mixin of :class:`sagewarden.service.Supervisor`, which supplies the ports and the shared loop
+Reached as `Supervisor.requests`; the Supervisor supplies the ports and the shared loop
 (``handle``: decide, save, carry out); the refusals are the exceptions below, which the API handler
 maps to status codes.
 """
@@ -10,40 +10,37 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sagewarden import admission
-from sagewarden.api.errors import InvalidRequest
-from sagewarden.audit_text import redacted_entry, run_secrets
 from sagewarden.domain.checkpoints.retention import archive_of
-from sagewarden.domain.decide import Decision
 from sagewarden.domain.lookups import RESUMABLE
 from sagewarden.domain.vocabulary.claims import claim_keys
-from sagewarden.domain.vocabulary.events import CancelRequested, Event, ResumeRequested, Submitted
+from sagewarden.domain.vocabulary.events import CancelRequested, ResumeRequested, Submitted
 from sagewarden.domain.vocabulary.launch import warm_pool_request
 from sagewarden.domain.vocabulary.models import Run, RunStatus
 from sagewarden.domain.vocabulary.ownership import is_admin, may_change
 from sagewarden.domain.vocabulary.policy import RunPolicy
-from sagewarden.ports import (
+from sagewarden.ports.aws import (
     AuditEntry,
-    CheckpointFinder,
     ClaimConflict,
     IdempotentReplay,
-    OutboxMessage,
     Page,
-    QuotaReader,
-    RunStore,
-    TrainingPlanReader,
-    VersioningReader,
 )
+from sagewarden.usecases import admission
+from sagewarden.usecases.audit_text import redacted_entry, run_secrets
+from sagewarden.usecases.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from sagewarden.settings import SupervisorSettings
+    pass
 
 # a listing under readScope=owner reads at most this many pages of the store per request: a page
 # may then hold fewer runs than asked for (even none) with a next cursor to follow
 LIST_SCAN_PAGES = 10
+
+
+if TYPE_CHECKING:
+    from sagewarden.usecases.supervisor import Supervisor
 
 
 class RunNotFound(Exception):
@@ -77,26 +74,10 @@ class RunNotResumable(Exception):
 
 
 class RunRequests:
-    """What an API request asks of the supervisor."""
+    """What an API request asks of the supervisor (`Supervisor.requests`)."""
 
-    store: RunStore
-    checkpoints: CheckpointFinder
-    quotas: QuotaReader | None
-    plans: TrainingPlanReader | None
-    versioning: VersioningReader | None
-    clock: Callable[[], int]
-    new_id: Callable[[], str]
-    settings: SupervisorSettings
-
-    if TYPE_CHECKING:  # the shared loop, in sagewarden.service
-
-        def handle(self, run_id: str, event: Event, *, known: Run | None = None) -> Run | None: ...
-
-        def _decide_and_save(
-            self, run_id: str, event: Event, *, known: Run | None = None
-        ) -> tuple[Run, Decision, list[OutboxMessage]] | None: ...
-
-        def _follow_up(self, run: Run, decision: Decision, outbox: list[OutboxMessage]) -> Run | None: ...
+    def __init__(self, sup: Supervisor) -> None:
+        self._sup = sup
 
     def submit(
         self,
@@ -115,14 +96,14 @@ class RunRequests:
         another live run holds its name, or a prefix that overlaps its checkpoint or archive
         prefix, or a resumable run of another principal holds its checkpoint prefix (domain.claims;
         an admin, one of `admins`, may take that); nothing is stored then."""
-        now = self.clock()
+        now = self._sup.clock()
         body_hash = hashlib.sha256(
             json.dumps(
                 {"name": name, "training_job": training_job, "policy": policy.to_dict()}, sort_keys=True
             ).encode()
         ).hexdigest()
         run = Run(
-            run_id=self.new_id(),
+            run_id=self._sup.new_id(),
             name=name,
             owner=owner,
             request=dict(training_job),
@@ -130,31 +111,31 @@ class RunRequests:
             status=RunStatus.SUBMITTED,
             created_ms=now,
             updated_ms=now,
-            job_prefix=self.settings.job_prefix,
+            job_prefix=self._sup.settings.job_prefix,
             idempotency_key=idempotency_key,
         )
         run = dataclasses.replace(run, claims=claim_keys(name, run.checkpoint_uri, archive_of(run)))
-        problems = admission.checkpoint_problems(self.checkpoints, run.checkpoint_uri)
+        problems = admission.checkpoint_problems(self._sup.checkpoints, run.checkpoint_uri)
         archive = archive_of(run)
         if archive is not None:
             problems += admission.checkpoint_problems(
-                self.checkpoints, archive, "policy.checkpoint_archive_uri"
+                self._sup.checkpoints, archive, "policy.checkpoint_archive_uri"
             )
-        problems += admission.quota_problems(self.quotas, training_job, policy)
-        problems += admission.plan_problems(self.plans, training_job, policy)
+        problems += admission.quota_problems(self._sup.quotas, training_job, policy)
+        problems += admission.plan_problems(self._sup.plans, training_job, policy)
         if problems:
             raise InvalidRequest(problems)
-        warning = admission.storage_warning(self.versioning, run.checkpoint_uri, policy)
+        warning = admission.storage_warning(self._sup.versioning, run.checkpoint_uri, policy)
         if warning is not None:
             run = dataclasses.replace(run, storage_warning=warning)
         if warm_pool_request(training_job, policy)[0] > 0:
             # a warm-pool quota known to be 0: no attempt asks for a pool (the first restart
             # would wait for one that never comes); the submitted alert says why restarts are cold
-            no_pool = admission.no_warm_pool_quota(self.quotas, training_job)
+            no_pool = admission.no_warm_pool_quota(self._sup.quotas, training_job)
             if no_pool is not None:
                 run = dataclasses.replace(run, warm_pool_off=True)
         try:
-            self.store.create(
+            self._sup.store.create(
                 run,
                 [AuditEntry(now, "event", f"run submitted by {owner}", {"name": name})],
                 body_hash,
@@ -163,32 +144,32 @@ class RunRequests:
         except IdempotentReplay as replay:
             if not replay.same_body:
                 raise
-            existing = self.store.get(replay.run_id, all_attempts=True)
+            existing = self._sup.store.get(replay.run_id, all_attempts=True)
             if existing is None:  # pragma: no cover - the idempotency item points at a stored run
                 raise RunNotFound(replay.run_id) from replay
             return existing, False
         except ClaimConflict as taken:
-            raise admission.conflict(self.store, taken, run) from taken
-        self.handle(run.run_id, Submitted())
-        return self.store.get(run.run_id, all_attempts=True) or run, True
+            raise admission.conflict(self._sup.store, taken, run) from taken
+        self._sup.handle(run.run_id, Submitted())
+        return self._sup.store.get(run.run_id, all_attempts=True) or run, True
 
     def cancel(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
         """Cancel a run. `admins`: the deployment's admin principals; given (the API always
         gives them), only the run's owner or an admin may cancel (NotRunOwner otherwise); None
         is for callers inside the deployment, which are trusted."""
-        run = self._visible(self.store.get(run_id), run_id, by, admins)
+        run = self._visible(self._sup.store.get(run_id), run_id, by, admins)
         if admins is not None and not may_change(run.owner, by, admins):
             raise NotRunOwner(run, by, "cancel")
         if run.status.terminal:
             raise RunFinished(run)
-        self.handle(run_id, CancelRequested(by))
-        return self.store.get(run_id, all_attempts=True) or run
+        self._sup.handle(run_id, CancelRequested(by))
+        return self._sup.store.get(run_id, all_attempts=True) or run
 
     def resume(self, run_id: str, by: str, *, admins: Sequence[str] | None = None) -> Run:
         """Reopen a FAILED or CANCELLED run: a new attempt from its newest verified checkpoint,
         with fresh restart and wall-clock budgets. Audited like every decision. `admins`: as
         for `cancel`."""
-        run = self._visible(self.store.get(run_id), run_id, by, admins)
+        run = self._visible(self._sup.store.get(run_id), run_id, by, admins)
         if admins is not None and not may_change(run.owner, by, admins):
             raise NotRunOwner(run, by, "resume")
         if run.status not in RESUMABLE:
@@ -196,9 +177,9 @@ class RunRequests:
                 run, f"run is {run.status.value}: only a FAILED or CANCELLED run can be resumed"
             )
         try:
-            outcome = self._decide_and_save(run_id, ResumeRequested(by))
+            outcome = self._sup._decide_and_save(run_id, ResumeRequested(by))
         except ClaimConflict as taken:  # another live run took the name or prefix meanwhile
-            raise admission.conflict(self.store, taken, run, resuming=True) from taken
+            raise admission.conflict(self._sup.store, taken, run, resuming=True) from taken
         if outcome is None:
             raise RunNotFound(run_id)
         after, decision, outbox = outcome
@@ -206,15 +187,15 @@ class RunRequests:
             # refused, nothing stored: the checkpoints cannot be read right now, or another
             # request reopened the run first (its status is no longer FAILED or CANCELLED)
             raise RunNotResumable(after, decision.ignored)
-        self._follow_up(after, decision, outbox)
+        self._sup._follow_up(after, decision, outbox)
         # carried out and audited; a run that failed again at once (e.g. a quota that can never
         # fit) says why in its outcome: the resume itself happened, so it is not refused
-        return self.store.get(run_id, all_attempts=True) or after
+        return self._sup.store.get(run_id, all_attempts=True) or after
 
     # -- reads: `reader` and `admins` as the API gives them (None: a caller inside the deployment)
     def _scoped(self, reader: str | None, admins: Sequence[str] | None) -> bool:
         """True when `reader` sees only the runs it owns (readScope=owner, not an admin)."""
-        if reader is None or admins is None or self.settings.read_scope != "owner":
+        if reader is None or admins is None or self._sup.settings.read_scope != "owner":
             return False
         return not is_admin(reader, admins)
 
@@ -225,7 +206,7 @@ class RunRequests:
         return run
 
     def get(self, run_id: str, *, reader: str | None = None, admins: Sequence[str] | None = None) -> Run:
-        return self._visible(self.store.get(run_id, all_attempts=True), run_id, reader, admins)
+        return self._visible(self._sup.store.get(run_id, all_attempts=True), run_id, reader, admins)
 
     def list_runs(
         self,
@@ -241,10 +222,10 @@ class RunRequests:
         LIST_SCAN_PAGES pages were read; each store page asks for no more runs than are still
         wanted, so the cursor returned resumes exactly after the last run read."""
         if not self._scoped(reader, admins):
-            return self.store.list_runs(status, limit, cursor)
+            return self._sup.store.list_runs(status, limit, cursor)
         found: list[Run] = []
         for _ in range(LIST_SCAN_PAGES):
-            page = self.store.list_runs(status, limit - len(found), cursor)
+            page = self._sup.store.list_runs(status, limit - len(found), cursor)
             found += [r for r in page.items if may_change(r.owner, reader or "", ())]
             cursor = page.cursor
             if cursor is None or len(found) >= limit:
@@ -262,7 +243,7 @@ class RunRequests:
     ) -> Page:
         """A page of the run's audit trail, redacted (entries written before redaction existed
         included): the values of the run's secret-looking keys never leave the table."""
-        run = self._visible(self.store.get(run_id), run_id, reader, admins)
-        page = self.store.list_audit(run_id, limit, cursor)
+        run = self._visible(self._sup.store.get(run_id), run_id, reader, admins)
+        page = self._sup.store.list_audit(run_id, limit, cursor)
         secrets = run_secrets(run)
         return Page([redacted_entry(e, secrets) for e in page.items], page.cursor)

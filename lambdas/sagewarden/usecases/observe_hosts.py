@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from sagewarden.audit_text import error_text, run_secrets
 from sagewarden.domain.endings.attempt_ended import job_end_ms
 from sagewarden.domain.hosts.bad_hosts import (
     ADDRESS_LINES,
@@ -33,15 +32,16 @@ from sagewarden.domain.hosts.fabric import MAX_EVIDENCE, SUPPLEMENTARY_PATTERNS,
 from sagewarden.domain.hosts.stragglers import STEP_PATTERN, read_lines, read_since_ms
 from sagewarden.domain.vocabulary.events import Event, JobObserved, Tick
 from sagewarden.domain.vocabulary.models import Run
+from sagewarden.usecases.audit_text import error_text, run_secrets
 
 if TYPE_CHECKING:
-    from sagewarden.ports_host import ObserverHost
+    from sagewarden.usecases.supervisor import Supervisor
 
 log = logging.getLogger("sagewarden.service")
 
 
 def read_fingerprints(
-    sup: ObserverHost, run: Run, job: str, failures: str
+    sup: Supervisor, run: Run, job: str, failures: str
 ) -> tuple[tuple[str, ...], str | None]:
     """The fingerprint lines the attempt `job` printed at its start: from a minute before Training
     to FINGERPRINT_WINDOW_MS after (the contract prints them once, at start). A read to now would
@@ -69,7 +69,7 @@ def read_fingerprints(
 
 
 def read_hardware_printers(
-    sup: ObserverHost, run: Run, event: JobObserved, failures: str
+    sup: Supervisor, run: Run, event: JobObserved, failures: str
 ) -> tuple[tuple[str, ...], str | None]:
     """The hosts that printed a GPU hardware line (Xid, ECC, off the bus, GPU lost) in the last
     half hour of the failed attempt `event` reports, found with one bounded FilterLogEvents over
@@ -95,7 +95,7 @@ def read_hardware_printers(
 
 
 def read_addresses(
-    sup: ObserverHost, run: Run, event: JobObserved, tail: tuple[str, ...], failures: str
+    sup: Supervisor, run: Run, event: JobObserved, tail: tuple[str, ...], failures: str
 ) -> tuple[tuple[str, ...], str | None]:
     """The lines in which the failed attempt's hosts declared the peer addresses its log tail names
     (domain/hosts/bad_hosts.py, peers by address): one bounded FilterLogEvents per address (at most
@@ -127,7 +127,7 @@ def read_addresses(
 
 
 def read_scan(
-    sup: ObserverHost, run: Run, event: Event, failures: str
+    sup: Supervisor, run: Run, event: Event, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """The start-up scan's lines for the current attempt (None: no scan due, or it failed)."""
     cur = run.current
@@ -156,7 +156,7 @@ def read_scan(
 
 
 def read_steps(
-    sup: ObserverHost, run: Run, event: Event, now_ms: int, failures: str
+    sup: Supervisor, run: Run, event: Event, now_ms: int, failures: str
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """The current attempt's step lines over the window domain/hosts/stragglers.py asks for, with one
     bounded FilterLogEvents (None: no read due, or it failed), as many lines as the domain asks

@@ -14,7 +14,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from sagewarden import keys
-from sagewarden.audit_text import error_text, run_secrets
 from sagewarden.domain.capacity.training_plans import wants_plan
 from sagewarden.domain.checkpoints.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
 from sagewarden.domain.endings.attempt_ended import job_end_ms
@@ -51,17 +50,18 @@ from sagewarden.domain.vocabulary.layouts import Checkpoint, CheckpointLayout, L
 from sagewarden.domain.vocabulary.models import Run, startup_kind
 from sagewarden.domain.vocabulary.plan_windows import PlanView, plan_arn
 from sagewarden.domain.vocabulary.reasons import LogCheck
-from sagewarden.observe_hosts import (
+from sagewarden.ports.aws import ReadFailed, Series
+from sagewarden.usecases.audit_text import error_text, run_secrets
+from sagewarden.usecases.observe_hosts import (
     read_addresses,
     read_fingerprints,
     read_hardware_printers,
     read_scan,
     read_steps,
 )
-from sagewarden.ports import ReadFailed, Series
 
 if TYPE_CHECKING:
-    from sagewarden.ports_host import ObserverHost
+    from sagewarden.usecases.supervisor import Supervisor
 
 log = logging.getLogger("sagewarden.service")
 
@@ -73,7 +73,7 @@ MEMORY_WINDOW_MS = 10 * 60_000  # a kill's host memory is read over the minutes 
 class Observer:
     """The supervisor's look-ups through its ports (read at call time: tests swap adapters)."""
 
-    def __init__(self, sup: ObserverHost) -> None:
+    def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
 
     def observe(self, run: Run, event: Event) -> Observations:
@@ -424,7 +424,7 @@ class Observer:
         """(Each host's recent GPU, CPU and disk metrics, the read's error, triage lines of the
         hosts' GPU utilization, the suspect hosts: idle now or without metrics, idlest first).
         Unreadable metrics: unknown (an error and a line saying so), no suspects."""
-        from sagewarden.adapters.cloudwatch_metrics_reader import gpu_summary, gpu_suspects, gpu_triage_lines
+        from sagewarden.domain.vocabulary.evidence import gpu_summary, gpu_suspects, gpu_triage_lines
         from sagewarden.domain.vocabulary.pricing import gpus_per_instance
 
         cur = run.current

@@ -30,7 +30,7 @@ from sagewarden.domain.vocabulary.events import (
 )
 from sagewarden.domain.vocabulary.models import Run
 from sagewarden.domain.vocabulary.redaction import redact, scrub_text, secret_values
-from sagewarden.ports import AuditEntry
+from sagewarden.ports.aws import AuditEntry
 
 ERROR_TEXT_CHARS = 500
 # looked-up texts the domain parses into numbers and never shows (scrubbed by the log reader)

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sagewarden.api.errors import FieldError
 from sagewarden.domain.capacity.quotas import instance_quotas, is_managed_spot, warm_pool_quota
 from sagewarden.domain.checkpoints.retention import archive_of
 from sagewarden.domain.checkpoints.retirement import versioning_warning
@@ -40,7 +39,7 @@ from sagewarden.domain.vocabulary.layouts import parse_s3_uri
 from sagewarden.domain.vocabulary.models import Run
 from sagewarden.domain.vocabulary.plan_windows import plan_arn
 from sagewarden.domain.vocabulary.policy import RunPolicy
-from sagewarden.ports import (
+from sagewarden.ports.aws import (
     CheckpointFinder,
     ClaimConflict,
     QuotaReader,
@@ -49,6 +48,7 @@ from sagewarden.ports import (
     TrainingPlanReader,
     VersioningReader,
 )
+from sagewarden.usecases.errors import FieldError
 
 log = logging.getLogger("sagewarden.admission")
 

@@ -6,7 +6,7 @@ annotations (`api.schema`, resolved by `api.route_docs`); `training_job` is then
 rendered from SageMaker's service model (`api.sagemaker_model`), the same model the API checks
 submissions against, so the document describes exactly what is accepted.
 
-    PYTHONPATH=lambdas python -m sagewarden.api.openapi [--write docs/openapi.json]
+    PYTHONPATH=lambdas python -m sagewarden.openapi [--write docs/openapi.json]
 """
 
 from __future__ import annotations
