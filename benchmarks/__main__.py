@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     # the handlers' Powertools metrics warn when an invocation published none (routine in a drill)
     warnings.filterwarnings("ignore", message="No application metrics to publish")
-    from drill.account import drill_template
+    from drill.account.local import drill_template
 
     template = drill_template()
     small_seeds = list(range(1, args.seeds + 1))

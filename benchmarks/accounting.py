@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.trace import Trace, TraceFault, trace_index
 from benchmarks.workload import Workload
-from drill.history import MINUTE_MS, RunHistory
+from drill.reports.history import MINUTE_MS, RunHistory
 from drill.sim.model import FaultRecord, SimJob
 from drill.sim.texts import KILL_AFTER_MS
 

@@ -30,9 +30,9 @@ from benchmarks.trace import Trace, trace_index
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.sim.model import SimJob
+from drill.sim.sagemaker import SimSageMaker
 from drill.sim.texts import HANG_PHASES
 from drill.sim.warm_pools import WarmPoolSettings
-from drill.sim_sagemaker import SimSageMaker
 
 BUCKET = "sagewarden-bench"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"

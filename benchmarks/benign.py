@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.supervised import RECOMMENDED_POLICY
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import parse
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import parse
 from sagewarden.domain.hangs.cadence import phase_marker
 
 # about six hours of training: 1,800 steps at 5 a minute, a 2-minute save every 150 steps
@@ -334,7 +334,7 @@ def run_case(
     seed: int,
     hang: bool = False,
 ) -> DrillResult:
-    # moto's heaviest calls through its backends (drill/backend_clients.py): the same day, faster
+    # moto's heaviest calls through its backends (drill/account/backend_clients.py): the same day, faster
     result = run_scenario(
         scenario(case, policy, seed=seed, hang=hang), template, account_options={"backend_reads": True}
     )
@@ -516,7 +516,7 @@ if __name__ == "__main__":  # only this section: python -m benchmarks.benign
     import sys
     import time
 
-    from drill.account import drill_template
+    from drill.account.local import drill_template
 
     t0 = time.perf_counter()
     lines = table(

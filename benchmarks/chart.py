@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.accounting import Account
-from drill.history import BUCKETS
+from drill.reports.history import BUCKETS
 
 COLORS = ("#d62728", "#ff7f0e", "#1f77b4", "#7f7f7f")  # detection, stop, instance start, work lost
 

@@ -158,7 +158,7 @@ def method_lines(person: Person) -> list[str]:
         "pool the resubmission took: AWS keeps a pool's instances, bad ones too). The person, after their "
         "paged delay, doubles a looping rule's threshold and resubmits, cold: they release the run's warm "
         "pools first (UpdateTrainingJob, KeepAlive 0). A fault met again on a reused pool is scored in its "
-        "class with a zero floor. Their logs are the script's lines at its cadence (`drill.sim_cloudwatch.ScriptLogs`).",
+        "class with a zero floor. Their logs are the script's lines at its cadence (`drill.sim.cloudwatch.ScriptLogs`).",
         "- **(c), (d)** run the real handlers, service and adapters in the drill (state in memory, log "
         "reads answered by the simulator, an hourly reconcile). When sagewarden gives up on the run "
         "(restart budget, crash loop, a user error by policy) it pages, and the person resubmits it. "

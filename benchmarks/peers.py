@@ -11,7 +11,7 @@ afternoon, driving the simulated SageMaker through its public API (no sagewarden
     ``startup_silence_minutes`` (45) does.
 (e2) ``gpuscript``: the same script polling every minute, plus sagewarden's own GPU rules, read
     with GetMetricData (per host ``GPUUtilization``, 1-minute Average, only datapoints that have
-    arrived: ``drill/metric_delay.py``): a host whose last 3 datapoints are idle (below 1 % per GPU)
+    arrived: ``drill/alarms/metric_delay.py``): a host whose last 3 datapoints are idle (below 1 % per GPU)
     while a peer's newest is busy (above 50 % per GPU) -- 10 datapoints during the start-up
     allowance --, or every host idle for the last 10 datapoints after the allowance.
 
@@ -26,7 +26,7 @@ eyes, as for (a) and (b) (:mod:`benchmarks.baselines`). The person's resubmissio
 theirs is for every supervisor: they first release the run's warm pools (UpdateTrainingJob,
 ``KeepAlivePeriodInSeconds`` 0, on each ended job whose pool is Available).
 
-The logs are the script's own lines at its cadence (:class:`drill.sim_cloudwatch.ScriptLogs`).
+The logs are the script's own lines at its cadence (:class:`drill.sim.cloudwatch.ScriptLogs`).
 GPU datapoints come from the simulator's metric model; the reads use its bounds
 (:func:`drill.sim.series.gpu_bounds_by_host`) where they decide a rule and the datapoints where
 they do not -- :meth:`GpuRules.read` (the fast path) is tested to give what
@@ -46,11 +46,11 @@ from benchmarks.baselines import BaselineDriver, BaselineResult
 from benchmarks.person import Person
 from benchmarks.trace import Trace
 from benchmarks.workload import Workload
+from drill.alarms.metric_delay import MetricDelays, Series
 from drill.clock import to_ms
-from drill.metric_delay import MetricDelays, Series
 from drill.sim import series
-from drill.sim_cloudwatch import ScriptLogs
-from drill.sim_sagemaker import SimSageMaker
+from drill.sim.cloudwatch import ScriptLogs
+from drill.sim.sagemaker import SimSageMaker
 from sagewarden.keys import TRAINING_LOG_GROUP, TRAINING_METRIC_NAMESPACE
 
 MINUTE_MS = 60_000

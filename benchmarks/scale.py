@@ -40,21 +40,21 @@ from benchmarks.scale_costs import (
     billed_hours,
     supervision_cost,
 )
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.alarm_evaluator import AlarmEvaluator
-from drill.rate_limits import DEFAULT_RATES
-from drill.runner import DrillResult, DrillRunner
-from drill.scenario import Scenario, parse
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.alarms.evaluator import AlarmEvaluator
+from drill.scenarios.runner import DrillResult, DrillRunner
+from drill.scenarios.spec import Scenario, parse
+from drill.sim.rate_limits import DEFAULT_RATES
 from sagewarden import keys
 
 SIZES = (10, 100, 1000)
 # what `make bench` drives (the largest in a worker process, next to the rest); a 1,000-run day
 # takes the drill about 6 minutes alone here since its heavy moto calls go to moto's backends
-# (drill/backend_clients.py)
+# (drill/account/backend_clients.py)
 BENCH_SIZES = SIZES
 
 # Documented default quotas, per account and Region (transactions per second): the rates the
-# simulated account throttles at (drill/rate_limits.py, which cites the pages; the lower figure
+# simulated account throttles at (drill/sim/rate_limits.py, which cites the pages; the lower figure
 # where AWS's pages differ). SageMaker publishes none: its modelled rates are not listed here.
 QUOTA_TPS: dict[str, float] = {
     op: rate for op, rate in DEFAULT_RATES.items() if not op.startswith("sagemaker.") and rate is not None
@@ -141,7 +141,7 @@ def scenario(runs: int, *, seed: int = 1, hours: float = 24.0, steps: int = TRAI
 
 
 # log reads from the simulator; alarm puts and reads, checkpoint objects and listings, and alerts
-# through moto's in-memory backends (drill/backend_clients.py)
+# through moto's in-memory backends (drill/account/backend_clients.py)
 ACCOUNT_OPTIONS: dict[str, Any] = {"logs": "simulated", "backend_reads": True}
 
 

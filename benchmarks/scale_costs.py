@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.account import ALARM_PREFIX
+from drill.account.local import ALARM_PREFIX
 from infra.constants import (
     CW_ALARM_METRIC_MONTH_USD,
     CW_CUSTOM_METRIC_MONTH_USD,

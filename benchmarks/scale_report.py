@@ -209,7 +209,7 @@ def run(
 def main() -> None:  # pragma: no cover - a manual entry point: python -m benchmarks.scale
     import sys
 
-    from drill.account import drill_template
+    from drill.account.local import drill_template
 
     sizes = tuple(int(a) for a in sys.argv[1:]) or SIZES
     print("\n".join(run(drill_template(), sizes, progress=lambda s: print(s, file=sys.stderr, flush=True))))

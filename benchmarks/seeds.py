@@ -19,7 +19,7 @@ from benchmarks.accounting import Account
 from benchmarks.person import Person
 from benchmarks.sidebyside import LABELS, PEERS, SHORT, SUPERVISORS, SideBySide
 from benchmarks.trace import class_order
-from drill.history import MINUTE_MS
+from drill.reports.history import MINUTE_MS
 
 PERSON_NOTICE_H = (0.25, 1.0, 4.0)  # the sensitivity axis: the person's median hang-notice delay
 MAIN_NOTICE_H = 4.0  # the person of the main tables

@@ -35,7 +35,7 @@ from benchmarks.trace import (
     class_order,
 )
 from benchmarks.workload import Workload
-from drill.history import BUCKETS
+from drill.reports.history import BUCKETS
 from sagewarden.domain.vocabulary.advice import CheckpointAdvice
 from sagewarden.domain.vocabulary.launch import CHECKPOINT_MINUTES_ENV
 

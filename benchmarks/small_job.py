@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from benchmarks import benign
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import load, parse
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import load, parse
 from drill.sim.warm_pools import WarmPoolSettings
 from sagewarden.domain.capacity.warm_pools import POOL_WAIT_MS
 
@@ -150,7 +150,7 @@ def _lost_gpu_hours(fault: dict[str, Any], acct_jobs: list[Any]) -> float | None
 
 
 # the measuring drills' AWS calls to moto's heaviest APIs go to its backends (the same state and
-# outcome, tested; drill/backend_clients.py); the drill-speed rows time the demo as users run it
+# outcome, tested; drill/account/backend_clients.py); the drill-speed rows time the demo as users run it
 FAST: dict[str, Any] = {"backend_reads": True}
 
 

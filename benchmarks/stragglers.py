@@ -22,11 +22,11 @@ from typing import Any
 
 from benchmarks.accounting import Slowness, slowness
 from benchmarks.trace import Trace, draw_slow
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.alarm_evaluator import AlarmEvaluator
-from drill.history import MINUTE_MS
-from drill.runner import DrillRunner
-from drill.scenario import parse
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.alarms.evaluator import AlarmEvaluator
+from drill.reports.history import MINUTE_MS
+from drill.scenarios.runner import DrillRunner
+from drill.scenarios.spec import parse
 
 HOSTS, GPUS_PER_HOST = 16, 8
 DAYS = 3.0

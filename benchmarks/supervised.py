@@ -14,10 +14,10 @@ from typing import Any
 from benchmarks.person import Person
 from benchmarks.trace import Trace, trace_index
 from benchmarks.workload import Workload
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.alarm_evaluator import AlarmEvaluator
-from drill.runner import DrillResult, DrillRunner
-from drill.scenario import RunSpec, parse
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.alarms.evaluator import AlarmEvaluator
+from drill.scenarios.runner import DrillResult, DrillRunner
+from drill.scenarios.spec import RunSpec, parse
 from drill.sim.model import SimJob
 from sagewarden.domain.vocabulary.advice import CheckpointAdvice, checkpoint_advice
 from sagewarden.domain.vocabulary.models import RunStatus
@@ -158,10 +158,10 @@ def run_sagewarden(
         evaluator_factory=AlarmEvaluator,
         hooks=[hook],
         # log reads are answered by the simulator: 256 host streams flushed into moto would cost
-        # one moto call per stream and flush, minutes over 30 days (see drill.sim_cloudwatch);
+        # one moto call per stream and flush, minutes over 30 days (see drill.sim.cloudwatch);
         # alarm puts and reads, checkpoint objects and alerts go to moto's backends: serializing
         # 26 ten-metric alarms at every sweep pass was most of the drill's time
-        # (drill/backend_clients.py, tested to give the same day)
+        # (drill/account/backend_clients.py, tested to give the same day)
         account_options={"logs": "simulated", "backend_reads": True},
     )
     result = runner.run()

@@ -49,7 +49,7 @@ class Manifestation:
     """How a fault shows on SageMaker: the simulated fault's fields and the report's class."""
 
     cls: str  # the per-class row of the report
-    fault: dict[str, Any]  # drill.sim_sagemaker.Fault fields (kind, log_lines, ...)
+    fault: dict[str, Any]  # drill.sim.sagemaker.Fault fields (kind, log_lines, ...)
     hang: bool = False  # the job stops making progress but does not end by itself
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from drill.scenario import default_training_job
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import JobProfile, StartupTimes
 from sagewarden.keys import TAG_ATTEMPT, TAG_RUN_ID, TAG_RUN_NAME
 

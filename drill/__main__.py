@@ -2,7 +2,7 @@
 on a simulated account.
 
 `python -m drill serve [--port P] [--speed X]` serves the API on a simulated account instead, for
-the CLI's local mode (drill/server.py).
+the CLI's local mode (drill/account/server.py).
 
 SCENARIO is a path to a scenario JSON file or the name of one in drill/scenarios/ (default:
 "default"). The scenario is checked first: each mistake is one line naming its place in the file,
@@ -23,10 +23,10 @@ import sys
 import warnings
 from pathlib import Path
 
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.render import render
-from drill.runner import DrillResult
-from drill.scenario import ScenarioError, load, shipped
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.reports.render import render
+from drill.scenarios.runner import DrillResult
+from drill.scenarios.spec import ScenarioError, load, shipped
 
 EPILOG = """examples:
   python -m drill                          the demo (drill/scenarios/default.json)
@@ -40,7 +40,7 @@ shipped scenarios: """
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
-        from drill.server import main as serve
+        from drill.account.server import main as serve
 
         return serve(argv[1:])
     parser = argparse.ArgumentParser(
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         scenario.seed = args.seed
 
-    from drill.account import drill_template
-    from drill.runner import run_scenario
+    from drill.account.local import drill_template
+    from drill.scenarios.runner import run_scenario
 
     # the handlers' Powertools metrics warn when an invocation published none (routine in a drill)
     warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -118,7 +118,7 @@ def plot_path_problem(path: Path) -> str | None:
 
 
 def _plot(result: DrillResult, path: Path) -> int:
-    from drill.plot import write
+    from drill.reports.plot import write
 
     try:
         write(result, path)

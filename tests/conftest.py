@@ -17,7 +17,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 def template():
     # Synthesized for the deployment the drill's account represents (allowed training role,
     # checkpoint bucket): the IAM replay checks every scenario's AWS calls against it.
-    from drill.account import drill_template
+    from drill.account.local import drill_template
 
     return drill_template()
 

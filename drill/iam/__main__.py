@@ -14,11 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from drill.account import BUCKET, EXECUTION_ROLE, drill_template
+from drill.account.local import BUCKET, EXECUTION_ROLE, drill_template
 from drill.iam.replay import ReplayReport, check
 from drill.iam.requests import render_table
-from drill.runner import run_scenario
-from drill.scenario import load
+from drill.scenarios.runner import run_scenario
+from drill.scenarios.spec import load
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

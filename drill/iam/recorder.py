@@ -97,7 +97,7 @@ class CallRecorder:
     # not (e.g. the scale benchmark's per-minute call counter, benchmarks/scale_costs.py)
     listeners: list[Callable[[str, str, str, Mapping[str, Any]], None]] = field(default_factory=list)
     # called with (service, operation, params) before every call of a function is made; may refuse
-    # it by raising the service's error (the account's API rate limits, drill/rate_limits.py)
+    # it by raising the service's error (the account's API rate limits, drill/sim/rate_limits.py)
     gates: list[Callable[[str, str, Mapping[str, Any]], None]] = field(default_factory=list)
 
     def record(self, service: str, operation: str, params: Mapping[str, Any]) -> None:

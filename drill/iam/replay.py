@@ -354,6 +354,6 @@ def _hint(request: AuthorizationRequest, iam: TemplateIam) -> str:
     if request.action == "iam:PassRole":
         return (
             "is the role in the deployment's allowedRoleArns? The drill's template is synthesized "
-            "with drill.account.DEPLOY_CONTEXT (use drill.account.drill_template())"
+            "with drill.account.local.DEPLOY_CONTEXT (use drill.account.local.drill_template())"
         )
     return ""

@@ -1,4 +1,4 @@
-"""The simulated SageMaker, split by concern. Import it from :mod:`drill.sim_sagemaker`.
+"""The simulated SageMaker, split by concern. Import it from :mod:`drill.sim.sagemaker`.
 
 - :mod:`drill.sim.texts`: the texts SageMaker shows (failure reasons, status messages) and constants
 - :mod:`drill.sim.model`: the data classes (JobProfile, StartupTimes, Fault, SimJob)

@@ -1,7 +1,7 @@
 """The job lifecycle of the simulated SageMaker: the event loop over virtual time, timers,
 Training phases, endings, state transitions and EventBridge events (warm pools: drill.sim.warm_pools).
 
-:class:`SimCore` owns the state; :class:`drill.sim_sagemaker.SimSageMaker` adds the boto3-shaped
+:class:`SimCore` owns the state; :class:`drill.sim.sagemaker.SimSageMaker` adds the boto3-shaped
 API on top. ``advance(to_ms)`` owns the clock: it moves the :class:`VirtualClock` forwards to each
 change as it processes it (so an ``emit`` callback sees the event's own time as "now", and may
 call back into the API re-entrantly), then to ``to_ms``; it is not re-entrant itself.

@@ -33,7 +33,7 @@ from sagewarden.domain.hangs.cadence import phase_cover
 from sagewarden.keys import TRAINING_LOG_GROUP
 
 if TYPE_CHECKING:
-    from drill.metric_delay import MetricDelays
+    from drill.alarms.metric_delay import MetricDelays
 
 SSM_OFFSET_MS = 20_000  # the agent's lines are written this long past each minute
 
@@ -51,9 +51,9 @@ class SimLogs:
         self._streams: set[str] = set()
         self._group_ready = False
         self._warned_rejects = False
-        # when a line reaches CloudWatch Logs (drill/metric_delay.py, the ``logs`` source); None:
+        # when a line reaches CloudWatch Logs (drill/alarms/metric_delay.py, the ``logs`` source); None:
         # the instant it is written. The account sets it; the flush below and the supervisor's
-        # reads (drill/sim_cloudwatch.py) hold back what has not arrived
+        # reads (drill/sim/cloudwatch.py) hold back what has not arrived
         self.arrival: MetricDelays | None = None
 
     @staticmethod

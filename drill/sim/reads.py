@@ -1,6 +1,6 @@
 """What the simulated account answers about a job from outside SageMaker: its hosts' log streams
 and lines (CloudWatch Logs) and its metrics (CloudWatch), a mixin of
-``drill.sim_sagemaker.SimSageMaker`` whose attributes these are."""
+``drill.sim.sagemaker.SimSageMaker`` whose attributes these are."""
 
 from __future__ import annotations
 

@@ -295,7 +295,7 @@ class TrainingPlans:
         return pj.started_window if pj is not None else None
 
 
-# -- scenarios (drill/scenario.py) -------------------------------------------------------------------
+# -- scenarios (drill/scenarios/spec.py) -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

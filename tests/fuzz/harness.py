@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drill.account import CALLER, LocalAccount
-from drill.router import LambdaContext, _proxy_event
+from drill.account.local import CALLER, LocalAccount
+from drill.account.router import LambdaContext, _proxy_event
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.memory_store import InMemoryRunStore
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.account.memory_store import InMemoryRunStore
+from drill.scenarios.spec import default_training_job
 from tests.fuzz.harness import RawResponse, raw_call, strict_json
 from tests.fuzz.strategies import (
     HOSTILE_PARAM,

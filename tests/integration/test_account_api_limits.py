@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.account.invocation import invocation
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
 from drill.iam.recorder import invoked_as
-from drill.invocation import invocation
-from drill.scenario import default_training_job
+from drill.scenarios.spec import default_training_job
 from drill.sim.read_after_create import ReadAfterCreate
 from sagewarden.domain.vocabulary.models import RunStatus
 

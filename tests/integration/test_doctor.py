@@ -27,11 +27,14 @@ from sagewarden import keys
 from sagewarden_cli import doctor
 from sagewarden_cli.doctor import Preflight
 from sagewarden_cli.findings import FAIL, OK, WARN, Finding
+from tests.integration.builders import ACCOUNT, REGION, ROLE, ROLE_NAME, StubbedSession
 
-ACCOUNT = "123456789012"  # moto's account
-REGION = "us-east-1"
-ROLE_NAME = "SageMakerTrainingRole"
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/{ROLE_NAME}"
+
+@pytest.fixture
+def session(aws: None) -> boto3.Session:
+    return boto3.Session(region_name=REGION)
+
+
 BUCKET = "team-checkpoints"
 SAGEMAKER_TRUST = {
     "Version": "2012-10-17",
@@ -46,23 +49,6 @@ LAMBDA_TRUST = {
     ],
 }
 GOOD_CONTEXT = {"allowedRoleArns": [ROLE], "checkpointBuckets": [BUCKET]}
-
-
-class StubbedSession:
-    """A boto3 session whose named clients are replaced (by stubbed ones)."""
-
-    def __init__(self, session: boto3.Session, **clients: Any) -> None:
-        self._session = session
-        self._clients = {name.replace("_", "-"): client for name, client in clients.items()}
-        self.region_name = session.region_name
-
-    def client(self, service: str, **kwargs: Any) -> Any:
-        return self._clients.get(service) or self._session.client(service, **kwargs)
-
-
-@pytest.fixture
-def session(aws: None) -> boto3.Session:
-    return boto3.Session(region_name=REGION)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from sagewarden import keys
 from sagewarden_cli import doctor
 from sagewarden_cli.doctor import Preflight
 from sagewarden_cli.findings import FAIL, OK, WARN, Finding
-from tests.integration.test_doctor import ACCOUNT, REGION, ROLE, StubbedSession
+from tests.integration.builders import ACCOUNT, REGION, ROLE, StubbedSession
 
 SIDE = "SagewardenTeamB"
 

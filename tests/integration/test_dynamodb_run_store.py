@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from drill.memory_store import InMemoryRunStore
+from drill.account.memory_store import InMemoryRunStore
 from sagewarden import keys
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.hangs.heartbeat import PipelineHealth
@@ -21,44 +21,7 @@ from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.ports.aws import AuditEntry, ClaimConflict, ConcurrentUpdate, IdempotentReplay, OutboxMessage
 from tests.builders import RUN_ID, ckpt, make_run, step
-
-TABLE = "runs"
-
-
-def _create_table(ddb):
-    attr = lambda n, t="S": {"AttributeName": n, "AttributeType": t}  # noqa: E731
-    key = lambda h, r: [{"AttributeName": h, "KeyType": "HASH"}, {"AttributeName": r, "KeyType": "RANGE"}]  # noqa: E731
-    ddb.create_table(
-        TableName=TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        KeySchema=key(keys.PK, keys.SK),
-        AttributeDefinitions=[
-            attr(keys.PK),
-            attr(keys.SK),
-            attr(keys.GSI_RUNS_PK),
-            attr(keys.GSI_RUNS_SK),
-            attr(keys.GSI_STATUS_PK),
-            attr(keys.GSI_DUE_PK),
-            attr(keys.GSI_DUE_SK, "N"),
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": keys.GSI_RUNS,
-                "KeySchema": key(keys.GSI_RUNS_PK, keys.GSI_RUNS_SK),
-                "Projection": {"ProjectionType": "ALL"},
-            },
-            {
-                "IndexName": keys.GSI_STATUS,
-                "KeySchema": key(keys.GSI_STATUS_PK, keys.GSI_STATUS_SK),
-                "Projection": {"ProjectionType": "ALL"},
-            },
-            {
-                "IndexName": keys.GSI_DUE,
-                "KeySchema": key(keys.GSI_DUE_PK, keys.GSI_DUE_SK),
-                "Projection": {"ProjectionType": "ALL"},
-            },
-        ],
-    )
+from tests.integration.builders import TABLE, _create_table
 
 
 @pytest.fixture(params=["dynamodb", "memory"])

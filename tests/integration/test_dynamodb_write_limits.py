@@ -3,7 +3,7 @@
 DynamoDB's TransactWriteItems takes at most 100 actions and 4 MB in all (400 KB an item). The
 store used to send the first 100 actions and drop the rest silently (audit entries, attempts, owed
 alerts). Both stores are held to the limits: the DynamoDB store on moto with the 4 MB check moto
-lacks (drill/dynamodb_limits.py), the in-memory store through the same planner.
+lacks (drill/sim/dynamodb_limits.py), the in-memory store through the same planner.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from drill.dynamodb_limits import enforce_transaction_limits
-from drill.memory_store import InMemoryRunStore
+from drill.account.memory_store import InMemoryRunStore
+from drill.sim.dynamodb_limits import enforce_transaction_limits
 from sagewarden.adapters.dynamodb_limits import item_size, split_transaction
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.vocabulary.actions import Notify
 from sagewarden.domain.vocabulary.events import Submitted
 from sagewarden.ports.aws import AuditEntry, OutboxMessage, WriteTooLarge
 from tests.builders import make_run, step
-from tests.integration.test_dynamodb_run_store import TABLE, _create_table
+from tests.integration.builders import TABLE, _create_table
 
 
 @pytest.fixture(params=["dynamodb", "memory"])

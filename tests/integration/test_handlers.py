@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from sagewarden.handlers.on_alarm_state_change import hang_signal_from_event
 from sagewarden.handlers.on_training_logs import heartbeat_records
 

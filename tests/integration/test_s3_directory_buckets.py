@@ -1,5 +1,5 @@
 """S3 directory buckets (issue 32 item 12): the simulated account's model of their ListObjectsV2
-(drill/directory_buckets.py; docs/fidelity.md), checkpoint discovery, retention's view and moves
+(drill/sim/directory_buckets.py; docs/fidelity.md), checkpoint discovery, retention's view and moves
 on it, and the submit-time refusal (the deployment does not grant s3express:CreateSession)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from drill.directory_buckets import DirectoryBucketS3, is_directory_bucket
+from drill.sim.directory_buckets import DirectoryBucketS3, is_directory_bucket
 from sagewarden.adapters.s3_checkpoint_finder import S3CheckpointFinder
 from sagewarden.adapters.s3_checkpoint_retirer import S3CheckpointRetirer
 from sagewarden.api.validation import validate_submit

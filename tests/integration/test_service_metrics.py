@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import Fault
 from sagewarden import keys
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms

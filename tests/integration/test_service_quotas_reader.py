@@ -97,7 +97,7 @@ def test_reader_skips_quotas_service_quotas_could_not_read():
 def test_reader_reads_the_simulated_accounts_spot_training_quotas(template):
     """The drill's account lists managed spot training's quotas beside the on-demand ones, under
     Service Quotas' names, and the supervisor's reader takes them in."""
-    from drill.account import LocalAccount
+    from drill.account.local import LocalAccount
 
     with LocalAccount(
         template,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.memory_store import InMemoryRunStore
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.account.memory_store import InMemoryRunStore
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import Fault
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, alarm_name
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms

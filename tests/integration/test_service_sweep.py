@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import Fault
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 from sagewarden.domain.vocabulary.models import LaunchState, RunStatus

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from drill.account import LocalAccount
-from drill.alarm_decision import ALARM, INSUFFICIENT_DATA
-from drill.alarm_evaluator import AlarmEvaluator
+from drill.account.local import LocalAccount
+from drill.alarms.decision import ALARM, INSUFFICIENT_DATA
+from drill.alarms.evaluator import AlarmEvaluator
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms
 from sagewarden.usecases.aws_events import to_ms
 

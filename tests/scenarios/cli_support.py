@@ -21,9 +21,9 @@ from urllib.parse import parse_qsl, urlsplit
 import boto3
 import yaml
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.runner import AccountStepper
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.runner import AccountStepper
+from drill.scenarios.spec import default_training_job
 from sagewarden_cli.app import main
 from tests.doc_pages import documentation
 
@@ -88,7 +88,7 @@ class CliHarness:
     max_sleeps: int = 500  # a follow that never ends fails the test instead of hanging it
 
     def __post_init__(self) -> None:
-        from drill.alarm_evaluator import AlarmEvaluator
+        from drill.alarms.evaluator import AlarmEvaluator
 
         self.world = AccountStepper(self.acct, AlarmEvaluator(self.acct))
 
@@ -125,7 +125,7 @@ class CliHarness:
             if t is None or t > target:
                 self.acct.sagemaker.advance(max(target, self.acct.clock.now_ms))
                 # the CLI reads moto directly: lines that have landed by now are written out, as
-                # the local server does before every read (drill/server.py)
+                # the local server does before every read (drill/account/server.py)
                 self.acct.sagemaker.flush_logs()
                 return
             self.world.step(t, sweeping=lambda: True)

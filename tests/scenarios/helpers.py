@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import parse
+import pytest
+
+import drill.__main__ as drill_cli
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import parse
 
 
 def run_drill(template: dict[str, Any], data: dict[str, Any], **kwargs: Any) -> DrillResult:
@@ -34,3 +38,15 @@ def run_spec(name: str, **kw: Any) -> dict[str, Any]:
     }
     spec.update(kw)
     return spec
+
+
+Summary = dict[str, Any]
+
+
+def run_by_name(name: str, capsys: pytest.CaptureFixture[str]) -> Summary:
+    code = drill_cli.main([name, "--json"])
+    out = capsys.readouterr().out
+    summary: Summary = json.loads(out)
+    assert summary["invariant_violations"] == [], summary["invariant_violations"]
+    assert code == 0
+    return summary

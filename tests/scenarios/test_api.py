@@ -9,8 +9,8 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from sagewarden.domain.vocabulary.models import RunStatus
 from tests.fuzz.harness import raw_call
 
@@ -542,7 +542,7 @@ def test_api_a_resume_that_loses_the_race_is_a_409(acct, monkeypatch):
 # -- issue 16: submit-time checks ------------------------------------------------------------------
 def _advance(acct, minutes):
     """Let the account's world (SageMaker, deliveries, the every-minute sweep) run `minutes`."""
-    from drill.runner import AccountStepper
+    from drill.scenarios.runner import AccountStepper
 
     world = AccountStepper(acct)
     target = acct.clock.now_ms + int(minutes * 60_000)

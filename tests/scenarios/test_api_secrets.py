@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import Fault
 from drill.sim.texts import ALGORITHM_ERROR_REASON, DEFAULT_ALGORITHM_LOG_LINE, command_args
 from sagewarden.domain.vocabulary.redaction import MIN_SCRUB_CHARS, REDACTED
@@ -61,7 +61,7 @@ def _assert_nothing_of(secrets: tuple[str, ...], shown: dict[str, str]) -> None:
 
 
 def _advance(acct: LocalAccount, minutes: float) -> None:
-    from drill.runner import AccountStepper
+    from drill.scenarios.runner import AccountStepper
 
     world = AccountStepper(acct)
     target = acct.clock.now_ms + int(minutes * 60_000)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from drill.account import BUCKET, CALLER, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, CALLER, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from drill.sim.model import Fault, JobProfile
 from sagewarden import keys
 from sagewarden.domain.vocabulary.redaction import REDACTED
@@ -342,7 +342,7 @@ def test_a_secret_echoed_in_failure_text_and_logs_is_scrubbed_from_audit_alerts_
 
 
 def _advance(acct, minutes):
-    from drill.runner import AccountStepper
+    from drill.scenarios.runner import AccountStepper
 
     world = AccountStepper(acct)
     target = acct.clock.now_ms + int(minutes * 60_000)

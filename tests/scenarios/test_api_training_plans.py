@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE, LocalAccount
-from drill.scenario import default_training_job
+from drill.account.local import BUCKET, EXECUTION_ROLE, LocalAccount
+from drill.scenarios.spec import default_training_job
 from sagewarden.api.representation import iso
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden_cli.render import plan_text

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from drill.scenario import SCENARIO_DIR
+from drill.scenarios.spec import SCENARIO_DIR
 from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
 
 ITYPE = "ml.p4d.24xlarge"

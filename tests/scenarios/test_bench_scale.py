@@ -50,12 +50,12 @@ def test_a_measurement_drilled_in_a_worker_process_comes_back_whole(template: di
 
 
 def test_the_backend_shortcuts_change_nothing_but_speed(template: dict[str, Any]) -> None:
-    """The scale drill's shortcuts through moto (drill/backend_clients.py: alarm puts and reads,
+    """The scale drill's shortcuts through moto (drill/account/backend_clients.py: alarm puts and reads,
     checkpoint objects, alerts) give the same day as the drill through moto's API: the same runs,
     faults, detection times and alerts."""
     from benchmarks.scale import scenario
-    from drill.alarm_evaluator import AlarmEvaluator
-    from drill.runner import DrillRunner
+    from drill.alarms.evaluator import AlarmEvaluator
+    from drill.scenarios.runner import DrillRunner
 
     sc = scenario(6, hours=10, steps=480)
     days = []

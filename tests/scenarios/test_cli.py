@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from drill.account import LocalAccount
+from drill.account.local import LocalAccount
 from drill.sim.model import Fault, JobProfile
 from tests.doc_pages import documentation
 from tests.scenarios.cli_support import API, REPR, CliHarness, run_body, write_yaml
@@ -757,7 +757,7 @@ def test_get_and_ls_show_a_deferral_and_its_whole_reason(h, acct, monkeypatch):
 
 
 def test_get_shows_where_retention_archives_and_the_storage_warning(h, acct):
-    from drill.account import BUCKET
+    from drill.account.local import BUCKET
 
     acct.s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     body = run_body("llama-8b")

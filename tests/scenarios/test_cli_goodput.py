@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from drill.account import LocalAccount
+from drill.account.local import LocalAccount
 from drill.sim.model import Fault, JobProfile
 from sagewarden import keys
 from tests.scenarios.cli_support import REPR, CliHarness, run_body

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from drill.server import LocalServer
+from drill.account.server import LocalServer
 from drill.sim.model import JobProfile
 from sagewarden_cli.app import main
 from tests.scenarios.cli_support import readme_walkthrough
@@ -202,8 +202,8 @@ def test_the_readme_cli_walkthrough_runs_as_written_over_http(server, capsys, mo
 
 
 def test_serve_a_scenario_with_its_runs_and_read_logs_from_a_named_endpoint(template, capsys, monkeypatch):
-    from drill.account import BUCKET, EXECUTION_ROLE
-    from drill.scenario import parse
+    from drill.account.local import BUCKET, EXECUTION_ROLE
+    from drill.scenarios.spec import parse
 
     scenario = parse(
         {

@@ -12,8 +12,8 @@ import tomllib
 
 import pytest
 
-from drill.account import LocalAccount
-from drill.server import DEFAULT_SPEED
+from drill.account.local import LocalAccount
+from drill.account.server import DEFAULT_SPEED
 from sagewarden_cli.app import main
 from tests.scenarios.cli_support import API, REPO, CliHarness, Result, readme_walkthrough, session
 

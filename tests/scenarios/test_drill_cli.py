@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import drill.__main__ as drill_cli
-from drill.render import TIMES, collapse
-from drill.runner import TimelineRow
-from drill.scenario import shipped
+from drill.reports.render import TIMES, collapse
+from drill.scenarios.runner import TimelineRow
+from drill.scenarios.spec import shipped
 
 pytestmark = pytest.mark.xdist_group("drill_cli")
 

@@ -15,10 +15,10 @@ from matplotlib import image
 from matplotlib.figure import Figure
 
 import drill.__main__ as drill_cli
-from drill import plot
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import load
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.reports import plot
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import load
 
 pytestmark = pytest.mark.xdist_group("drill_plot")  # one worker runs the two drills once
 
@@ -141,7 +141,7 @@ def test_plot_path_is_checked_before_the_drill_runs_one_line_exit_2(
     def no_drill(*_: object, **__: object) -> None:
         raise AssertionError("the drill ran before the --plot path was checked")
 
-    monkeypatch.setattr("drill.runner.run_scenario", no_drill)
+    monkeypatch.setattr("drill.scenarios.runner.run_scenario", no_drill)
     target = tmp_path / where if where else tmp_path
     assert drill_cli.main(["hang-dead-host", "--plot", str(target)]) == 2
     out, err = capsys.readouterr()
@@ -150,7 +150,7 @@ def test_plot_path_is_checked_before_the_drill_runs_one_line_exit_2(
 
 
 def test_alerts_option_prints_every_alert_in_full(drills: dict[str, DrillResult]) -> None:
-    from drill.render import render
+    from drill.reports.render import render
 
     result = drills["hang-dead-host"]
     plain = render(result, verbose=False, show_alerts=False)

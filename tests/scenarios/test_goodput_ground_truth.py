@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from drill.scenario import shipped
-from tests.scenarios.test_shipped_scenarios import run_by_name
+from drill.scenarios.spec import shipped
+from tests.scenarios.helpers import run_by_name
 
 
 @pytest.mark.parametrize("name", shipped())

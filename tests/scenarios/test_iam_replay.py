@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 import drill.iam.__main__ as iam_cli
-from drill.account import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, TABLE, LocalAccount
+from drill.account.local import ACCOUNT, BUCKET, EXECUTION_ROLE, REGION, TABLE, LocalAccount
 from drill.iam import IamReplayError
 from drill.iam.replay import ReplayReport, account_iam, check
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import default_training_job, load
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import default_training_job, load
 from sagewarden import keys
 from tests.scenarios.helpers import run_spec
 
@@ -380,7 +380,7 @@ def test_iam_replay_findings_are_drill_violations(template: dict[str, Any]) -> N
             [s for s in stmts if s.get("Sid") != "ListAlarmsByPrefix"],
         )
 
-    from drill.scenario import parse
+    from drill.scenarios.spec import parse
 
     scenario = parse(
         {"seed": 3, "runs": [run_spec("llama", instance_count=1)]}, bucket=BUCKET, role_arn=EXECUTION_ROLE

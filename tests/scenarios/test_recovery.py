@@ -327,7 +327,7 @@ def test_scenario_forty_day_run_chains_through_max_runtime(template):
 
 
 def test_scenario_user_stop_outside_sagewarden_cancels(template):
-    from drill.account import LocalAccount  # noqa: F401  (documented path: a person stops the job)
+    from drill.account.local import LocalAccount  # noqa: F401  (documented path: a person stops the job)
 
     result = run_drill(
         template,
@@ -373,7 +373,7 @@ def test_scenario_a_run_whose_checkpoint_prefix_is_1000_characters_resumes(templ
     """CheckpointConfig.S3Uri may be 1,024 characters, an Environment value 512: the resumed
     attempt must not carry the checkpoint's full URI into SAGEWARDEN_RESUME_CHECKPOINT, or
     SageMaker refuses the launch and the run fails as a client error (issue 17 item 9)."""
-    from drill.account import BUCKET
+    from drill.account.local import BUCKET
 
     prefix = f"s3://{BUCKET}/" + "/".join(["p" * 120] * 8) + "/"
     assert 950 < len(prefix) <= 1024

@@ -19,10 +19,10 @@ from typing import Any
 import boto3
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import run_scenario
-from drill.scenario import load, parse
-from drill.server import LocalServer
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.account.server import LocalServer
+from drill.scenarios.runner import run_scenario
+from drill.scenarios.spec import load, parse
 from sagewarden.adapters.alarm_shapes import representative_shapes
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden_cli import selftest
@@ -90,7 +90,7 @@ def test_the_selftest_passes_end_to_end_on_the_simulated_account(template, capsy
         in out
     )
     assert "cost: about 23 ml.m5.large instance-minutes, $0.04" in err
-    # one line per alarm shape, as the stack's deploy-time check reported them (drill/deploy.py)
+    # one line per alarm shape, as the stack's deploy-time check reported them (drill/account/deploy.py)
     shapes = [s.name for s in representative_shapes(RunPolicy())]
     assert f"alarm shapes: CloudWatch accepted all {len(shapes)} when stack Sagewarden was deployed (" in err
     assert [line.split()[1] for line in err.splitlines() if line.startswith("  ok   ")] == shapes

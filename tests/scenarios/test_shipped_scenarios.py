@@ -5,7 +5,6 @@ things happened in), never minute values: detection timing is allowed to improve
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -13,23 +12,13 @@ from typing import Any
 
 import pytest
 
-import drill.__main__ as drill_cli
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.scenario import load, shipped
-from drill.server import DEFAULT_SPEED
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.account.server import DEFAULT_SPEED
+from drill.scenarios.spec import load, shipped
 from tests.doc_pages import documentation
+from tests.scenarios.helpers import Summary, run_by_name
 
 GPU_SIGNALS = {"gpu_idle", "gpu_lone_idle"}
-Summary = dict[str, Any]
-
-
-def run_by_name(name: str, capsys: pytest.CaptureFixture[str]) -> Summary:
-    code = drill_cli.main([name, "--json"])
-    out = capsys.readouterr().out
-    summary: Summary = json.loads(out)
-    assert summary["invariant_violations"] == [], summary["invariant_violations"]
-    assert code == 0
-    return summary
 
 
 def at(iso: str) -> datetime:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from drill.scenario import SCENARIO_DIR
+from drill.scenarios.spec import SCENARIO_DIR
 from tests.scenarios.helpers import classes, decisions, run_drill
 
 MIN = 60_000
@@ -45,7 +45,7 @@ def test_scenario_a_lasting_slow_host_is_flagged_within_twelve_minutes(result, r
     assert shown is not None and abs(int(shown[1]) - pct) <= 2, row["subject"]  # compute jitters ~1 %
     assert "Projected loss over the remaining run" in row["body"] and "A restart's cost" in row["body"]
     # the 6-minute stretch, a read every 2 minutes, and step lines that land in CloudWatch Logs
-    # up to 3 minutes late (drill/metric_delay.py, the logs source): at most 11, and 1 to spare
+    # up to 3 minutes late (drill/alarms/metric_delay.py, the logs source): at most 11, and 1 to spare
     assert 0 < alerted_at(result, run) - onset(result, run) <= 12 * MIN
     assert result.runs[run]["attempts"][0]["straggler_host"] == host  # the run's GET shows it
 

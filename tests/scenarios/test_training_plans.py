@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from drill.account import BUCKET, EXECUTION_ROLE
-from drill.runner import DrillResult, run_scenario
-from drill.scenario import load
+from drill.account.local import BUCKET, EXECUTION_ROLE
+from drill.scenarios.runner import DrillResult, run_scenario
+from drill.scenarios.spec import load
 from drill.sim.texts import KILL_AFTER_MS
 from drill.sim.training_plans import TERMINATION_LEAD_MS
 from sagewarden.domain.vocabulary import plan_windows

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from drill.memory_store import InMemoryRunStore
+from drill.account.memory_store import InMemoryRunStore
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
 from sagewarden.domain.decision.pending import PendingDecision
 from sagewarden.domain.hangs.alarms import alarm_keys, key_signal

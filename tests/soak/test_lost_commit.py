@@ -13,7 +13,7 @@ import boto3
 import pytest
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 
-from drill.deployment import create_table_from_template
+from drill.account.deployment import create_table_from_template
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.ports.aws import ConcurrentUpdate

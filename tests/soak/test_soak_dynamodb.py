@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from drill.deployment import create_table_from_template
+from drill.account.deployment import create_table_from_template
 from tests.soak.history import WEIGHTED_KINDS, History
 from tests.soak.stats import STATS
 from tests.soak.world import InspectableDynamoDbRunStore

@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from drill.memory_store import InMemoryRunStore
+from drill.account.memory_store import InMemoryRunStore
 from sagewarden import keys
 from sagewarden.adapters.cloudwatch_hang_alarms import CloudWatchHangAlarms, parse_alarm_name
 from sagewarden.adapters.dynamodb_run_store import DynamoDbRunStore

@@ -1,7 +1,7 @@
 """The deploy-time alarm-shape check: CloudWatch's own parser judges one alarm of every shape the
 supervisor creates, before a user depends on them.
 
-The drill evaluates the hang alarms' metric math with its own evaluator (drill/metric_math.py),
+The drill evaluates the hang alarms' metric math with its own evaluator (drill/alarms/metric_math.py),
 written from the CloudWatch documentation; nothing that runs without an AWS account can show that
 CloudWatch's ``PutMetricAlarm`` accepts the same requests. So a custom resource in the stack
 (``infra/constructs/alarm_shape_check.py``, handler ``handlers/check_alarm_shapes.py``) runs this

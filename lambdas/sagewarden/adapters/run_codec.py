@@ -1,6 +1,6 @@
 """The run's stored form: Run, Attempt, checkpoints and alerts as JSON-ready dicts, both ways.
 
-Shared by the DynamoDB store and the in-memory one (drill/memory_store.py), so a value that
+Shared by the DynamoDB store and the in-memory one (drill/account/memory_store.py), so a value that
 would not survive DynamoDB does not survive there either.
 """
 

@@ -46,7 +46,7 @@ SAFETY_FACTOR = 3.0
 FLOOR_MIN = METRIC_LAG_MIN + 1
 # the newest minutes may still lack datapoints: a GetMetricData read sees a minute only once its
 # datapoint has arrived, up to METRIC_LAG_MIN minutes after the minute ended (AWS publishes no
-# bound; drill/metric_delay.py models up to 3 minutes); so only minutes ended that long ago are read
+# bound; drill/alarms/metric_delay.py models up to 3 minutes); so only minutes ended that long ago are read
 SETTLE_MIN = METRIC_LAG_MIN
 
 

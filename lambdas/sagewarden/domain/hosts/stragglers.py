@@ -24,7 +24,7 @@ step_ms, and the median shift over the stretch's last window is at least the thr
 0.15; less TOLERANCE, 2.5 points, for the steps' own jitter). The half-threshold floor keeps a
 real straggler's jitter from breaking its stretch, while a return to normal ends it, so a host
 briefly slow (its own checkpoint shard write, a few minutes) is not flagged, not even beside a
-one-minute spike (tests/unit/test_stragglers_week.py: a noisy healthy week, no flag). A
+one-minute spike (tests/unit/domain/hosts/test_stragglers_week.py: a noisy healthy week, no flag). A
 host that printed no line in the read is *unknown*, never "healthy"; a whole job slowing down
 moves every host's compute and no host's ratio: not a straggler (the hang checks and goodput
 see that).
