@@ -131,12 +131,28 @@ class SupervisorPermissions(Construct):
         alerts: Alerts,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         control = (functions.api, functions.job_state, functions.alarm_state, functions.sweep)
         evidence = control
         self.control_roles = tuple(f.role for f in control)
         self.evidence_roles = tuple(f.role for f in evidence)
+        self._grant_state_and_alerts(control, state_table, alerts)
+        self.sagemaker_policy = self._grant_training_jobs(config, control)
+        self.pass_role_policy = self._grant_pass_role(config, control)
+        bucket_arns, object_arns = self._checkpoint_arns(config)
+        self.checkpoint_policy = self._grant_checkpoint_discovery(config, control, bucket_arns, object_arns)
+        self.retention_policy = self._grant_checkpoint_retention(
+            config, functions.sweep, bucket_arns, object_arns
+        )
+        self.versioning_policy = self._grant_versioning_read(config, functions.api, bucket_arns)
+        self.alarms_policy = self._grant_hang_alarms(config, control)
+        self.logs_policy = self._grant_training_logs(evidence)
+        self.quotas_policy = self._grant_quota_reads(functions.api)
+        self.metrics_policy = self._grant_metric_reads(evidence)
 
+    def _grant_state_and_alerts(
+        self, control: Sequence[SupervisorFunction], state_table: StateTable, alerts: Alerts
+    ) -> None:
+        """The state table (read/write) and the alert topic (publish), to every control function."""
         for fn in control:
             state_table.grant_read_write(fn.role)
             alerts.topic.grant_publish(fn.role)
@@ -148,14 +164,18 @@ class SupervisorPermissions(Construct):
                 findings=["Action::kms:GenerateDataKey*"],
             )
 
-        # --- SageMaker training jobs of this deployment (name prefix) -------------------------
+    def _grant_training_jobs(
+        self, config: SupervisorConfig, control: Sequence[SupervisorFunction]
+    ) -> iam.Policy:
+        """SageMaker training jobs of this deployment (name prefix), and its runs' training plans."""
+        stack = Stack.of(self)
         job_arn = stack.format_arn(
             service="sagemaker",
             resource="training-job",
             resource_name=f"{training_job_name_prefix(config.job_prefix)}*",
         )
         plan_arn = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*")
-        self.sagemaker_policy = self._policy(
+        policy = self._policy(
             "SageMakerTrainingJobs",
             control,
             [
@@ -173,41 +193,55 @@ class SupervisorPermissions(Construct):
             ],
         )
         acknowledge(
-            self.sagemaker_policy,
+            policy,
             "AwsSolutions-IAM5",
             f"Scoped to the training jobs this deployment names ('{config.job_prefix}-' prefix); "
             "job names are generated per attempt, so they cannot be listed in advance.",
             findings=[resource_finding(self, job_arn)],
         )
         acknowledge(
-            self.sagemaker_policy,
+            policy,
             "AwsSolutions-IAM5",
             "DescribeTrainingPlan on this account's training plans: a run names its plan in its "
             "request (ResourceConfig.TrainingPlanArn), so the plans cannot be listed in advance; "
             "read-only (AWS's own AmazonSageMakerTrainingPlanCreateAccess grants it on training-plan/*).",
             findings=[resource_finding(self, plan_arn)],
         )
+        return policy
 
-        # --- iam:PassRole, only to SageMaker, only for the allow-listed roles ------------------
-        self.pass_role_policy: iam.Policy | None = None
-        if config.allowed_role_arns:
-            self.pass_role_policy = self._policy(
-                "PassTrainingRoles",
-                control,
-                [
-                    iam.PolicyStatement(
-                        sid="PassAllowListedTrainingRolesToSageMaker",
-                        actions=["iam:PassRole"],
-                        resources=list(config.allowed_role_arns),
-                        conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER_SERVICE}},
-                    )
-                ],
-            )
+    def _grant_pass_role(
+        self, config: SupervisorConfig, control: Sequence[SupervisorFunction]
+    ) -> iam.Policy | None:
+        """iam:PassRole, only to SageMaker, only for the allow-listed roles (None: no role allowed)."""
+        if not config.allowed_role_arns:
+            return None
+        return self._policy(
+            "PassTrainingRoles",
+            control,
+            [
+                iam.PolicyStatement(
+                    sid="PassAllowListedTrainingRolesToSageMaker",
+                    actions=["iam:PassRole"],
+                    resources=list(config.allowed_role_arns),
+                    conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER_SERVICE}},
+                )
+            ],
+        )
 
-        # --- S3 checkpoint discovery -----------------------------------------------------------
+    def _checkpoint_arns(self, config: SupervisorConfig) -> tuple[list[str], list[str]]:
+        """(The checkpoint buckets' ARNs, their objects' ARNs); every bucket when none is named."""
         buckets = list(config.checkpoint_buckets) or ["*"]
         bucket_arns = [self._bucket_arn(b) for b in buckets]
-        object_arns = [f"{arn}/*" for arn in bucket_arns]
+        return bucket_arns, [f"{arn}/*" for arn in bucket_arns]
+
+    def _grant_checkpoint_discovery(
+        self,
+        config: SupervisorConfig,
+        control: Sequence[SupervisorFunction],
+        bucket_arns: list[str],
+        object_arns: list[str],
+    ) -> iam.Policy:
+        """S3 checkpoint discovery: list the prefixes, read the markers (and decrypt them)."""
         checkpoint_statements = [
             iam.PolicyStatement(
                 sid="ListCheckpointPrefixes",
@@ -230,10 +264,10 @@ class SupervisorPermissions(Construct):
                     conditions={"StringLike": {"kms:ViaService": S3_VIA_SERVICE}},
                 )
             )
-        self.checkpoint_policy = self._policy("CheckpointDiscovery", control, checkpoint_statements)
+        policy = self._policy("CheckpointDiscovery", control, checkpoint_statements)
         if config.checkpoint_buckets:
             acknowledge(
-                self.checkpoint_policy,
+                policy,
                 "AwsSolutions-IAM5",
                 "Read-only access to objects of the configured checkpoint buckets: checkpoint "
                 "directories (checkpoint-<step>/, iter_<n>/, .metadata) are discovered by prefix.",
@@ -241,65 +275,82 @@ class SupervisorPermissions(Construct):
             )
         else:
             acknowledge(
-                self.checkpoint_policy,
+                policy,
                 "AwsSolutions-IAM5",
                 "checkpointBuckets is empty, which the deployer chose to mean 'checkpoints may be "
                 "in any bucket': read-only List/Get on all buckets for checkpoint discovery. Set "
                 "-c checkpointBuckets=<names> to narrow it.",
                 findings=[resource_finding(self, arn) for arn in bucket_arns + object_arns],
             )
+        return policy
 
-        # --- Checkpoint retention (opt-in; the sweep alone) -------------------------------------
-        self.retention_policy: iam.Policy | None = None
-        self.versioning_policy: iam.Policy | None = None
-        if config.checkpoint_retention:
-            retention_statements = [
+    def _grant_checkpoint_retention(
+        self,
+        config: SupervisorConfig,
+        sweep: SupervisorFunction,
+        bucket_arns: list[str],
+        object_arns: list[str],
+    ) -> iam.Policy | None:
+        """Checkpoint retention (opt-in; the sweep alone): move retired checkpoints to the archive."""
+        if not config.checkpoint_retention:
+            return None
+        retention_statements = [
+            iam.PolicyStatement(
+                sid="MoveRetiredCheckpoints",
+                actions=list(RETENTION_OBJECT_ACTIONS),
+                resources=object_arns,
+            ),
+            iam.PolicyStatement(
+                sid="FindOpenArchiveCopies",
+                actions=list(RETENTION_BUCKET_ACTIONS),
+                resources=bucket_arns,
+            ),
+        ]
+        if config.checkpoint_kms_key_arns:
+            retention_statements.append(
                 iam.PolicyStatement(
-                    sid="MoveRetiredCheckpoints",
-                    actions=list(RETENTION_OBJECT_ACTIONS),
-                    resources=object_arns,
-                ),
-                iam.PolicyStatement(
-                    sid="FindOpenArchiveCopies",
-                    actions=list(RETENTION_BUCKET_ACTIONS),
-                    resources=bucket_arns,
-                ),
-            ]
-            if config.checkpoint_kms_key_arns:
-                retention_statements.append(
-                    iam.PolicyStatement(
-                        sid="EncryptArchivedCheckpointsThroughS3",
-                        actions=list(RETENTION_KEY_ACTIONS),
-                        resources=list(config.checkpoint_kms_key_arns),
-                        conditions={"StringLike": {"kms:ViaService": S3_VIA_SERVICE}},
-                    )
+                    sid="EncryptArchivedCheckpointsThroughS3",
+                    actions=list(RETENTION_KEY_ACTIONS),
+                    resources=list(config.checkpoint_kms_key_arns),
+                    conditions={"StringLike": {"kms:ViaService": S3_VIA_SERVICE}},
                 )
-            self.retention_policy = self._policy(
-                "CheckpointRetention", (functions.sweep,), retention_statements
             )
-            acknowledge(
-                self.retention_policy,
-                "AwsSolutions-IAM5",
-                "Checkpoint retention (opt-in, checkpointRetention=true): the sweep moves complete "
-                "checkpoint directories older than the ones a run keeps out of its synced prefix "
-                "(copy to the archive prefix, then delete), found by prefix"
-                + ("" if config.checkpoint_buckets else "; checkpointBuckets is empty, so in any bucket")
-                + ".",
-                findings=[resource_finding(self, arn) for arn in object_arns],
-            )
-            self.versioning_policy = self._policy(
-                "CheckpointBucketVersioning",
-                (functions.api,),
-                [
-                    iam.PolicyStatement(
-                        sid="ReadCheckpointBucketVersioning",
-                        actions=list(VERSIONING_READ_ACTIONS),
-                        resources=bucket_arns,
-                    )
-                ],
-            )
+        policy = self._policy("CheckpointRetention", (sweep,), retention_statements)
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5",
+            "Checkpoint retention (opt-in, checkpointRetention=true): the sweep moves complete "
+            "checkpoint directories older than the ones a run keeps out of its synced prefix "
+            "(copy to the archive prefix, then delete), found by prefix"
+            + ("" if config.checkpoint_buckets else "; checkpointBuckets is empty, so in any bucket")
+            + ".",
+            findings=[resource_finding(self, arn) for arn in object_arns],
+        )
+        return policy
 
-        # --- Hang alarms (name prefix) ---------------------------------------------------------
+    def _grant_versioning_read(
+        self, config: SupervisorConfig, api: SupervisorFunction, bucket_arns: list[str]
+    ) -> iam.Policy | None:
+        """With checkpoint retention: the API reads a checkpoint bucket's versioning at submit."""
+        if not config.checkpoint_retention:
+            return None
+        return self._policy(
+            "CheckpointBucketVersioning",
+            (api,),
+            [
+                iam.PolicyStatement(
+                    sid="ReadCheckpointBucketVersioning",
+                    actions=list(VERSIONING_READ_ACTIONS),
+                    resources=bucket_arns,
+                )
+            ],
+        )
+
+    def _grant_hang_alarms(
+        self, config: SupervisorConfig, control: Sequence[SupervisorFunction]
+    ) -> iam.Policy:
+        """Hang alarms: create, tag and delete by name prefix; list on alarm:* (read-only)."""
+        stack = Stack.of(self)
         alarm_arn = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
@@ -312,7 +363,7 @@ class SupervisorPermissions(Construct):
             resource_name="*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        self.alarms_policy = self._policy(
+        policy = self._policy(
             "HangAlarms",
             control,
             [
@@ -325,7 +376,7 @@ class SupervisorPermissions(Construct):
             ],
         )
         acknowledge(
-            self.alarms_policy,
+            policy,
             "AwsSolutions-IAM5",
             f"Create, tag and delete are scoped to alarms named '{keys.alarm_prefix(config.job_prefix)}*' "
             "(one set of hang alarms per running attempt, named after it). cloudwatch:DescribeAlarms "
@@ -334,10 +385,12 @@ class SupervisorPermissions(Construct):
             "and the function filters by the prefix itself.",
             findings=[resource_finding(self, alarm_arn), resource_finding(self, all_alarms_arn)],
         )
+        return policy
 
-        # --- Evidence: training logs and metrics -----------------------------------------------
+    def _grant_training_logs(self, evidence: Sequence[SupervisorFunction]) -> iam.Policy:
+        """Evidence: read the SageMaker training log group and its streams."""
         log_group_arn = training_log_group_arn(self)
-        self.logs_policy = self._policy(
+        policy = self._policy(
             "TrainingLogsRead",
             evidence,
             [
@@ -349,15 +402,19 @@ class SupervisorPermissions(Construct):
             ],
         )
         acknowledge(
-            self.logs_policy,
+            policy,
             "AwsSolutions-IAM5",
             "Read-only on the one SageMaker training log group and its streams; the trailing ':*' "
             "is the log-group ARN form that stream-level reads are authorised against.",
             findings=[resource_finding(self, log_group_arn)],
         )
-        self.quotas_policy = self._policy(
+        return policy
+
+    def _grant_quota_reads(self, api: SupervisorFunction) -> iam.Policy:
+        """The API's submit-time quota check: list the SageMaker quotas."""
+        policy = self._policy(
             "SageMakerQuotasRead",
-            (functions.api,),
+            (api,),
             [
                 iam.PolicyStatement(
                     sid="ListSageMakerQuotas", actions=list(QUOTA_READ_ACTIONS), resources=["*"]
@@ -365,23 +422,28 @@ class SupervisorPermissions(Construct):
             ],
         )
         acknowledge(
-            self.quotas_policy,
+            policy,
             "AwsSolutions-IAM5",
             "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
             "permissions; they are read-only, and only the API calls them (the submit-time quota check).",
             findings=["Resource::*"],
         )
-        self.metrics_policy = self._policy(
+        return policy
+
+    def _grant_metric_reads(self, evidence: Sequence[SupervisorFunction]) -> iam.Policy:
+        """Evidence: read metric data (host and activity metrics)."""
+        policy = self._policy(
             "MetricDataRead",
             evidence,
             [iam.PolicyStatement(sid="GetMetricData", actions=["cloudwatch:GetMetricData"], resources=["*"])],
         )
         acknowledge(
-            self.metrics_policy,
+            policy,
             "AwsSolutions-IAM5",
             "cloudwatch:GetMetricData supports no resource-level permissions; it is read-only.",
             findings=["Resource::*"],
         )
+        return policy
 
     def _policy(
         self,

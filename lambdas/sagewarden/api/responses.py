@@ -3,14 +3,27 @@
 The routes of `handlers/api.py` name their responses here, each body's shape by the name of its
 model in `api.schema`. The models themselves (pydantic) load only when the OpenAPI document is
 rendered (`api.route_docs.resolve`), never in the Lambda: the API does not validate with them.
+`json_response` writes every answer's body: strict JSON (`allow_nan=False`).
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse  # loaded by the resolver anyway
 
 RUN_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 MAX_CURSOR_CHARS = 1024
+
+
+def json_response(status: int, body: Any) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, default=str, allow_nan=False),
+    )
 
 
 def response(description: str, model: str) -> OpenAPIResponse:

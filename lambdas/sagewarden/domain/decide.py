@@ -14,6 +14,7 @@ on `evidence`), `due` when the sweep looks next.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sagewarden.domain.capacity.launching import (
@@ -538,13 +539,21 @@ def _on_job_missing(d: PendingDecision, e: JobMissing) -> str | None:
 
 
 def _on_tick(d: PendingDecision) -> str | None:
-    dropped = on_pool_tick(d)  # warm-pool watches past their bound
-    scanned = on_scan(d)  # the start-up log scan: fabric, known-bad hosts (domain/hosts/fabric.py)
-    scanned = on_steps(d) or scanned  # the step lines: stragglers (domain/hosts/stragglers.py)
-    scanned = on_plan_tick(d) or scanned  # a training plan's window ends (domain/capacity/training_plans.py)
+    # A tick's side steps, each run on every tick in this order and each saying whether it acted,
+    # around the run's own tick. Named here, not bound at import: a test may replace one.
+    before_tick: tuple[Callable[[PendingDecision], bool], ...] = (
+        on_pool_tick,  # warm-pool watches past their bound
+        on_scan,  # the start-up log scan: fabric, known-bad hosts (domain/hosts/fabric.py)
+        on_steps,  # the step lines: stragglers (domain/hosts/stragglers.py)
+        on_plan_tick,  # a training plan's window ends (domain/capacity/training_plans.py)
+    )
+    after_tick: tuple[Callable[[PendingDecision], bool], ...] = (
+        on_retention,  # after _tick: a stop it asks for blocks retention
+    )
+    acted = [step(d) for step in before_tick]  # every step runs: none short-circuits another
     reason = _tick(d)
-    scanned = on_retention(d) or scanned  # after _tick: a stop it asks for blocks retention
-    return None if dropped or scanned else reason
+    acted += [step(d) for step in after_tick]
+    return None if any(acted) else reason
 
 
 def _tick(d: PendingDecision) -> str | None:

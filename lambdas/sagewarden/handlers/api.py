@@ -3,8 +3,9 @@
 The routes are annotated for the OpenAPI document (`api.openapi` renders it from this resolver),
 but the resolver's own validation stays off: its JSON parsing is the plain `json.loads` this API
 must not trust with hostile input, and its errors are 422s in another shape. Each route reads
-its input through the hardened parsers below (`_query_*`, `_submission`), so every rejection
-is a 400/413 with field-level `errors`, and the annotated parameters only describe the API.
+its input through the hardened parsers (`api/request_parts.py`, `api/validation.py`), so every
+rejection is a 400/413 with field-level `errors`, and the annotated parameters only describe the
+API. The refused requests' answers are `api/refusals.py`'s.
 
 Every response body is strict JSON (`allow_nan=False`); an unforeseen exception still answers a
 JSON 500 with a request id instead of escaping to API Gateway as a 502.
@@ -12,25 +13,32 @@ JSON 500 with a request id instead of escaping to API Gateway as a 502.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from sagewarden import composition
+from sagewarden.api import refusals
 from sagewarden.api import responses as answers
 from sagewarden.api.json_body import body_text, parse_json
 from sagewarden.api.representation import audit_json, run_json
+from sagewarden.api.request_parts import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    caller,
+    query_cursor,
+    query_limit,
+    query_status,
+    store_cursor_error,
+    well_formed_run_id,
+)
+from sagewarden.api.responses import json_response
 from sagewarden.api.validation import idempotency_key_problem, validate_submit
-from sagewarden.domain.vocabulary.models import RunStatus
-from sagewarden.domain.vocabulary.ownership import shown_principal
 from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports.aws import IdempotentReplay
 from sagewarden.usecases.admission import RunConflict
 from sagewarden.usecases.errors import FieldError, InvalidRequest
-from sagewarden.usecases.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
+from sagewarden.usecases.supervisor import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` supplies them then
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
@@ -39,65 +47,6 @@ if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` sup
     from sagewarden.api.route_docs import CURSOR, RUN_ID
 
 app = APIGatewayRestResolver()
-MAX_PAGE = 100
-DEFAULT_PAGE = 25
-_LIMIT_RE = re.compile(r"[0-9]{1,3}")
-_RUN_ID_RE = re.compile(answers.RUN_ID_PATTERN)
-
-
-def _json(status: int, body: Any) -> Response:
-    return Response(
-        status_code=status,
-        content_type=content_types.APPLICATION_JSON,
-        body=json.dumps(body, default=str, allow_nan=False),
-    )
-
-
-def _caller() -> str:
-    """The IAM principal of the request (API Gateway's AWS_IAM authorisation): a run's owner
-    is the caller that submitted it; cancel and resume compare callers by
-    `domain.ownership.same_principal` (a role's sessions are the role)."""
-    ctx = app.current_event.request_context
-    identity = ctx.identity
-    return identity.user_arn or identity.caller or identity.account_id or "unknown"
-
-
-def _query(name: str) -> str | None:
-    return app.current_event.get_query_string_value(name, None)
-
-
-def _query_limit() -> int:
-    raw = _query("limit")
-    if raw is None:
-        return DEFAULT_PAGE
-    if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE:
-        raise InvalidRequest([FieldError("limit", f"must be an integer from 1 to {MAX_PAGE}")])
-    return int(raw)
-
-
-def _query_cursor() -> str | None:
-    raw = _query("cursor")
-    if raw is not None and not 1 <= len(raw) <= answers.MAX_CURSOR_CHARS:
-        raise InvalidRequest([FieldError("cursor", "invalid cursor: use next_cursor of the previous page")])
-    return raw
-
-
-def _query_status() -> str | None:
-    raw = _query("status")
-    if raw is not None and raw not in RunStatus.__members__:
-        raise InvalidRequest([FieldError("status", f"must be one of {', '.join(RunStatus.__members__)}")])
-    return raw
-
-
-def _run_id(raw: str) -> str:
-    """A well-formed run id; anything else names no run (404) and never reaches the store."""
-    if not _RUN_ID_RE.fullmatch(raw):
-        raise RunNotFound(raw)
-    return raw
-
-
-def _store_cursor_error(exc: ValueError) -> InvalidRequest:
-    return InvalidRequest([FieldError("cursor", str(exc) or "invalid cursor")])
 
 
 @app.post(
@@ -150,17 +99,19 @@ def submit_run(
     try:
         run, created = sup.requests.submit(
             name=req.name,
-            owner=_caller(),
+            owner=caller(app.current_event),
             training_job=req.training_job,
             policy=req.policy,
             idempotency_key=key,
             admins=composition.admin_role_arns(),
         )
     except IdempotentReplay:
-        return _json(409, {"message": "Idempotency-Key was already used with a different request body"})
+        return json_response(
+            409, {"message": "Idempotency-Key was already used with a different request body"}
+        )
     logger.append_keys(run_id=run.run_id)
     metrics.add_metric(name="RunsSubmitted" if created else "RunsReplayed", unit="Count", value=1)
-    return _json(201 if created else 200, run_json(run, now_ms=sup.clock()))
+    return json_response(201 if created else 200, run_json(run, now_ms=sup.clock()))
 
 
 @app.get(
@@ -183,15 +134,15 @@ def list_runs(
     sup = composition.supervisor()
     try:
         page = sup.requests.list_runs(
-            _query_status(),
-            _query_limit(),
-            _query_cursor(),
-            reader=_caller(),
+            query_status(app.current_event),
+            query_limit(app.current_event),
+            query_cursor(app.current_event),
+            reader=caller(app.current_event),
             admins=composition.admin_role_arns(),
         )
     except ValueError as exc:  # the store refused the cursor
-        raise _store_cursor_error(exc) from exc
-    return _json(
+        raise store_cursor_error(exc) from exc
+    return json_response(
         200,
         {
             "runs": [run_json(r, with_attempts=False, now_ms=sup.clock()) for r in page.items],
@@ -212,8 +163,10 @@ def list_runs(
 )
 def get_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.requests.get(_run_id(run_id), reader=_caller(), admins=composition.admin_role_arns())
-    return _json(200, run_json(run, now_ms=sup.clock()))
+    run = sup.requests.get(
+        well_formed_run_id(run_id), reader=caller(app.current_event), admins=composition.admin_role_arns()
+    )
+    return json_response(200, run_json(run, now_ms=sup.clock()))
 
 
 @app.get(
@@ -233,15 +186,15 @@ def get_events(
 ) -> Response[schema.EventPage]:
     try:
         page = composition.supervisor().requests.events(
-            _run_id(run_id),
-            _query_limit(),
-            _query_cursor(),
-            reader=_caller(),
+            well_formed_run_id(run_id),
+            query_limit(app.current_event),
+            query_cursor(app.current_event),
+            reader=caller(app.current_event),
             admins=composition.admin_role_arns(),
         )
     except ValueError as exc:  # the store refused the cursor (malformed, or another run's)
-        raise _store_cursor_error(exc) from exc
-    return _json(200, {"events": [audit_json(e) for e in page.items], "next_cursor": page.cursor})
+        raise store_cursor_error(exc) from exc
+    return json_response(200, {"events": [audit_json(e) for e in page.items], "next_cursor": page.cursor})
 
 
 @app.post(
@@ -262,8 +215,10 @@ def get_events(
 )
 def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.requests.cancel(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
-    return _json(202 if not run.status.terminal else 200, run_json(run, now_ms=sup.clock()))
+    run = sup.requests.cancel(
+        well_formed_run_id(run_id), by=caller(app.current_event), admins=composition.admin_role_arns()
+    )
+    return json_response(202 if not run.status.terminal else 200, run_json(run, now_ms=sup.clock()))
 
 
 @app.post(
@@ -287,79 +242,20 @@ def cancel_run(run_id: RUN_ID) -> Response[schema.Run]:
 )
 def resume_run(run_id: RUN_ID) -> Response[schema.Run]:
     sup = composition.supervisor()
-    run = sup.requests.resume(_run_id(run_id), by=_caller(), admins=composition.admin_role_arns())
-    return _json(202, run_json(run, now_ms=sup.clock()))
-
-
-@app.exception_handler(NotRunOwner)
-def _not_owner(exc: NotRunOwner) -> Response:
-    return _json(
-        403,
-        {
-            # the owner by identity, never by session (often an e-mail address): domain/vocabulary/ownership.py
-            "message": f"only the run's owner ({shown_principal(exc.run.owner)}) or an admin may "
-            f"{exc.action} run {exc.run.run_id}; you are {exc.caller}",
-        },
+    run = sup.requests.resume(
+        well_formed_run_id(run_id), by=caller(app.current_event), admins=composition.admin_role_arns()
     )
+    return json_response(202, run_json(run, now_ms=sup.clock()))
 
 
-@app.exception_handler(RunNotResumable)
-def _not_resumable(exc: RunNotResumable) -> Response:
-    return _json(
-        409,
-        {"message": f"run {exc.run.run_id} cannot be resumed: {exc.reason}", "status": exc.run.status.value},
-    )
-
-
-@app.exception_handler(RunConflict)
-def _conflict(exc: RunConflict) -> Response:
-    other = exc.holder
-    return _json(
-        409,
-        {
-            "message": exc.message,
-            "conflict": {
-                "run_id": exc.holder_run_id,
-                "name": other.name if other else None,
-                "status": other.status.value if other else None,
-                "on": exc.on,
-            },
-        },
-    )
-
-
-@app.exception_handler(InvalidRequest)
-def _invalid(exc: InvalidRequest) -> Response:
-    return _json(
-        exc.status,
-        {"message": exc.message, "errors": [{"field": e.field, "message": e.message} for e in exc.errors]},
-    )
-
-
-@app.exception_handler(RunNotFound)
-def _not_found(exc: RunNotFound) -> Response:
-    run_id = str(exc)
-    return _json(
-        404, {"message": f"run {run_id} not found" if _RUN_ID_RE.fullmatch(run_id) else "no such run"}
-    )
-
-
-@app.not_found
-def _no_route(exc: NotFoundError) -> Response:
-    # A path the resolver cannot match (e.g. a run id with characters no route pattern takes).
-    # Registered explicitly: otherwise the catch-all handler below would answer it with a 500.
-    return _json(404, {"message": "not found"})
-
-
-@app.exception_handler(RunFinished)
-def _finished(exc: RunFinished) -> Response:
-    return _json(
-        409,
-        {
-            "message": f"run {exc.run.run_id} already finished ({exc.run.status.value})",
-            "status": exc.run.status.value,
-        },
-    )
+# the refusals (api/refusals.py), each the answer to the exception that carries it
+app.exception_handler(NotRunOwner)(refusals.not_owner)
+app.exception_handler(RunNotResumable)(refusals.not_resumable)
+app.exception_handler(RunConflict)(refusals.conflict)
+app.exception_handler(InvalidRequest)(refusals.invalid)
+app.exception_handler(RunNotFound)(refusals.not_found)
+app.not_found(refusals.no_route)
+app.exception_handler(RunFinished)(refusals.finished)
 
 
 def _request_id() -> str:
@@ -369,17 +265,15 @@ def _request_id() -> str:
         return "unknown"
 
 
-def _internal_error_body(request_id: str) -> str:
-    return json.dumps({"message": "internal error", "request_id": request_id})
-
-
 @app.exception_handler(Exception)
 def _unexpected(exc: Exception) -> Response:
     request_id = _request_id()
     logger.error("unhandled error in the API", exc_info=exc, extra={"request_id": request_id})
     metrics.add_metric(name="ApiErrors", unit="Count", value=1)
     return Response(
-        status_code=500, content_type=content_types.APPLICATION_JSON, body=_internal_error_body(request_id)
+        status_code=500,
+        content_type=content_types.APPLICATION_JSON,
+        body=refusals.internal_error_body(request_id),
     )
 
 
@@ -395,6 +289,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return {
             "statusCode": 500,
             "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": _internal_error_body(request_id),
+            "body": refusals.internal_error_body(request_id),
             "isBase64Encoded": False,
         }

@@ -63,7 +63,7 @@ from sagewarden.usecases.observe_hosts import (
 if TYPE_CHECKING:
     from sagewarden.usecases.supervisor import Supervisor
 
-log = logging.getLogger("sagewarden.service")
+log = logging.getLogger("sagewarden.usecases.supervisor")
 
 OBSERVATION_FAILURES = keys.METRIC_OBSERVATION_FAILURES
 LOG_TAIL_LINES = 40
@@ -79,107 +79,206 @@ class Observer:
     def observe(self, run: Run, event: Event) -> Observations:
         """Look up what deciding on `event` needs (a failed lookup is passed on as unknown). Every
         text is scrubbed of the run's secrets before anything cuts it (the log reader clips its
-        lines, error texts are bounded)."""
+        lines, error texts are bounded). Each step adds what it looked up, in this order."""
         secrets = run_secrets(run)
         event = lookup_event(run, event, self.sup.clock())  # a deleted job's recorded ending
-        checkpoint, ckpt_error, ckpt_permanent = None, None, False
-        tail: tuple[str, ...] = ()
-        triage: tuple[str, ...] = ()
-        suspects: tuple[str, ...] = ()
-        log_error: str | None = None
-        log_newest: int | None = None
-        silent: bool | None = None
         facts = self.sup.deployment_facts
-        heard: LogCheck | None = None
-        heard_error: str | None = None
-        fingerprint_lines: tuple[str, ...] = ()
-        fingerprint_error: str | None = None
-        printers_error: str | None = None
-        address_lines: tuple[str, ...] = ()
-        address_error: str | None = None
-        memory: tuple[str, float] | None = None
-        memory_error: str | None = None
+        found = Observations(log_subscription=facts.log_subscription, heartbeat_broken=facts.heartbeat_broken)
+        found = self._with_scan_and_steps(run, event, found)
+        found = self._with_checkpoint(run, event, secrets, found)
+        found = self._with_retention(run, event, found)
+        found = self._with_log_evidence(run, event, facts, secrets, found)
+        found = self._with_fingerprints(run, event, found)
+        found = self._with_cadence(run, event, found)
+        found = self._with_log_silence(run, event, facts, found)
+        found = self._with_silence_evidence(run, found)
+        return self._with_plan(run, event, found)
+
+    def _with_scan_and_steps(self, run: Run, event: Event, found: Observations) -> Observations:
+        """The start-up scan (domain/hosts/fabric.py) and the step lines (domain/hosts/stragglers.py)."""
         scan_lines, scan_error = read_scan(self.sup, run, event, OBSERVATION_FAILURES)
         step_lines, step_error = read_steps(self.sup, run, event, self.sup.clock(), OBSERVATION_FAILURES)
-        if wants_checkpoint(run, event) and run.checkpoint_uri:
-            pol = run.policy
-            try:
-                layout = CheckpointLayout(
-                    LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
-                )
-                checkpoint = self.sup.checkpoints.latest(run.checkpoint_uri, layout)
-            except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
-                log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
-                self.sup.counters.add(OBSERVATION_FAILURES)
-                ckpt_error = error_text(exc, secrets)
-                # the adapter says whether it can heal by itself; decide gives up on one that cannot
-                ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
-            checkpoint = self._measure_write_time(run, checkpoint)
-        retention, retention_error = self._retention(run, event)
-        hosts: tuple[HostMetrics, ...] | None = None
-        hosts_error: str | None = None
-        save_ms, save_error = None, None
-        if wants_log_tail(run, event):
-            job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
-            hang = isinstance(event, (HangSignal, AlarmsObserved))
-            # a hang's host metrics first (one GetMetricData per 500 series): the evidence of what
-            # the job is doing, and the hosts the GPU metrics single out are the logs read first,
-            # so a time budget cut on a large job never loses them
-            gpu_lines: tuple[str, ...] = ()
-            if hang and self.sup.metrics is not None and run.current:
-                hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
-            elif hang:
-                hosts_error = "no metrics reader in this deployment"
-            elif isinstance(event, JobObserved):  # a failed attempt: the host a hardware line names first
-                suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
-            benign_wait = False
-            if isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event):
-                if run.checkpoint_uri:
-                    save_ms, save_error = self._save_activity(run)
-                partial = dataclasses.replace(
-                    facts,
-                    host_metrics=hosts,
-                    host_metrics_error=hosts_error,
-                    save_activity_ms=save_ms,
-                    save_activity_error=save_error,
-                )
-                # a heartbeat's silence is confirmed in the job's own logs before it may stop it
-                windows = silence_to_confirm(run, event, partial, self.sup.clock())
-                if windows is not None:
-                    heard, heard_error = self._confirm_silence(run, windows)
-                    partial = dataclasses.replace(
-                        partial, heartbeat_check=heard, heartbeat_check_error=heard_error
-                    )
-                benign_wait = quiet_signals_wait(run, event, partial, self.sup.clock())
-            if not benign_wait:  # the tail and per-host triage serve a hang's alert only
-                try:
-                    tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=suspects, secrets=secrets)
-                    if hang:
-                        triage = self.sup.logs.host_triage(
-                            job, self.sup.clock(), first=suspects, secrets=secrets
-                        )
-                        log_newest = self.sup.logs.newest_event_ms(job)
-                except Exception as exc:
-                    log.warning("could not read logs of %s: %s", job, exc)
-                    self.sup.counters.add(OBSERVATION_FAILURES)
-                    log_error = error_text(exc, secrets)
-            triage = gpu_lines + triage
-            if isinstance(event, JobObserved) and tail:  # peers by address, a kill's memory
-                address_lines, address_error = read_addresses(
-                    self.sup, run, event, tail, OBSERVATION_FAILURES
-                )
-                memory, memory_error = self._read_memory(run, event, tail)
-        elif wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
-            # before a job runs on the pool of an ending that named no host (domain/hosts/bad_hosts.py)
-            suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
-        if wants_fingerprints(run, event) and isinstance(event, (JobObserved, HangSignal, AlarmsObserved)):
-            fingerprint_lines, fingerprint_error = read_fingerprints(
-                self.sup, run, event.job_name, OBSERVATION_FAILURES
+        return dataclasses.replace(
+            found, scan_lines=scan_lines, scan_error=scan_error, step_lines=step_lines, step_error=step_error
+        )
+
+    def _with_checkpoint(
+        self, run: Run, event: Event, secrets: tuple[str, ...], found: Observations
+    ) -> Observations:
+        """The newest verified checkpoint, with its write time when it is new to the run."""
+        if not (wants_checkpoint(run, event) and run.checkpoint_uri):
+            return found
+        checkpoint, ckpt_error, ckpt_permanent = None, None, False
+        pol = run.policy
+        try:
+            layout = CheckpointLayout(
+                LayoutKind(pol.checkpoint_layout), pol.checkpoint_dir_regex, pol.checkpoint_marker
             )
+            checkpoint = self.sup.checkpoints.latest(run.checkpoint_uri, layout)
+        except Exception as exc:  # unknown, not "no checkpoint": decide defers what depends on it
+            log.warning("checkpoint lookup under %s failed: %s", run.checkpoint_uri, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            ckpt_error = error_text(exc, secrets)
+            # the adapter says whether it can heal by itself; decide gives up on one that cannot
+            ckpt_permanent = isinstance(exc, ReadFailed) and exc.permanent
+        return dataclasses.replace(
+            found,
+            checkpoint=self._measure_write_time(run, checkpoint),
+            checkpoint_error=ckpt_error,
+            checkpoint_error_permanent=ckpt_permanent,
+        )
+
+    def _with_retention(self, run: Run, event: Event, found: Observations) -> Observations:
+        retention, retention_error = self._retention(run, event)
+        return dataclasses.replace(found, retention=retention, retention_error=retention_error)
+
+    def _with_log_evidence(
+        self, run: Run, event: Event, facts: Observations, secrets: tuple[str, ...], found: Observations
+    ) -> Observations:
+        """The log tail and what is read with it: a hang's host metrics first (the hosts they single
+        out are the logs read first), its save activity and heartbeat confirmation, the per-host
+        triage; at a failure the hosts that printed a hardware line, peers by address and a kill's
+        memory. Without a tail wanted: only a late look for hardware lines."""
+        if not wants_log_tail(run, event):
+            if wants_late_hardware_lines(run, event) and isinstance(event, JobObserved):
+                # before a job runs on the pool of an ending that named no host (domain/hosts/bad_hosts.py)
+                suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
+                return dataclasses.replace(
+                    found, suspect_hosts=suspects, hardware_printers_error=printers_error
+                )
+            return found
+        found, gpu_lines = self._with_hosts_first(run, event, found)
+        found, benign_wait = self._with_quiet_signals(run, event, facts, found)
+        if not benign_wait:  # the tail and per-host triage serve a hang's alert only
+            found = self._with_tail(run, event, secrets, found)
+        found = dataclasses.replace(found, hosts_triage=gpu_lines + found.hosts_triage)
+        if isinstance(event, JobObserved) and found.log_tail:  # peers by address, a kill's memory
+            address_lines, address_error = read_addresses(
+                self.sup, run, event, found.log_tail, OBSERVATION_FAILURES
+            )
+            memory, memory_error = self._read_memory(run, event, found.log_tail)
+            found = dataclasses.replace(
+                found,
+                address_lines=address_lines,
+                address_error=address_error,
+                host_memory=memory,
+                host_memory_error=memory_error,
+            )
+        return found
+
+    def _with_hosts_first(
+        self, run: Run, event: Event, found: Observations
+    ) -> tuple[Observations, tuple[str, ...]]:
+        """(With the hosts to read first, the GPU triage lines): a hang's host metrics (one
+        GetMetricData per 500 series), the evidence of what the job is doing, and the hosts they
+        single out, so a time budget cut on a large job never loses them; at a failed attempt the
+        host a hardware line names."""
+        if isinstance(event, (HangSignal, AlarmsObserved)):
+            if self.sup.metrics is not None and run.current:
+                hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
+                found = dataclasses.replace(
+                    found, host_metrics=hosts, host_metrics_error=hosts_error, suspect_hosts=suspects
+                )
+                return found, gpu_lines
+            return dataclasses.replace(found, host_metrics_error="no metrics reader in this deployment"), ()
+        if isinstance(event, JobObserved):
+            suspects, printers_error = read_hardware_printers(self.sup, run, event, OBSERVATION_FAILURES)
+            return dataclasses.replace(
+                found, suspect_hosts=suspects, hardware_printers_error=printers_error
+            ), ()
+        return found, ()
+
+    def _with_quiet_signals(
+        self, run: Run, event: Event, facts: Observations, found: Observations
+    ) -> tuple[Observations, bool]:
+        """(With a hang's save activity and heartbeat confirmation, whether the quiet signals are a
+        benign wait): a heartbeat's silence is confirmed in the job's own logs before it may stop
+        it."""
+        if not (isinstance(event, (HangSignal, AlarmsObserved)) and wants_save_activity(event)):
+            return found, False
+        if run.checkpoint_uri:
+            save_ms, save_error = self._save_activity(run)
+            found = dataclasses.replace(found, save_activity_ms=save_ms, save_activity_error=save_error)
+        partial = dataclasses.replace(
+            facts,
+            host_metrics=found.host_metrics,
+            host_metrics_error=found.host_metrics_error,
+            save_activity_ms=found.save_activity_ms,
+            save_activity_error=found.save_activity_error,
+        )
+        windows = silence_to_confirm(run, event, partial, self.sup.clock())
+        if windows is not None:
+            heard, heard_error = self._confirm_silence(run, windows)
+            found = dataclasses.replace(found, heartbeat_check=heard, heartbeat_check_error=heard_error)
+            partial = dataclasses.replace(partial, heartbeat_check=heard, heartbeat_check_error=heard_error)
+        return found, quiet_signals_wait(run, event, partial, self.sup.clock())
+
+    def _with_tail(
+        self, run: Run, event: Event, secrets: tuple[str, ...], found: Observations
+    ) -> Observations:
+        """The log tail (the suspect hosts' logs first) and, at a hang, the per-host triage and
+        when the job last wrote a line. A failed read keeps what was read before it."""
+        job = event.job_name if isinstance(event, (JobObserved, HangSignal, AlarmsObserved)) else ""
+        tail: tuple[str, ...] = ()
+        triage: tuple[str, ...] = ()
+        log_newest: int | None = None
+        log_error: str | None = None
+        try:
+            tail = self.sup.logs.tail(job, LOG_TAIL_LINES, first=found.suspect_hosts, secrets=secrets)
+            if isinstance(event, (HangSignal, AlarmsObserved)):
+                triage = self.sup.logs.host_triage(
+                    job, self.sup.clock(), first=found.suspect_hosts, secrets=secrets
+                )
+                log_newest = self.sup.logs.newest_event_ms(job)
+        except Exception as exc:
+            log.warning("could not read logs of %s: %s", job, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+            log_error = error_text(exc, secrets)
+        return dataclasses.replace(
+            found, log_tail=tail, hosts_triage=triage, log_newest_ms=log_newest, log_error=log_error
+        )
+
+    def _with_fingerprints(self, run: Run, event: Event, found: Observations) -> Observations:
+        """The contract's fingerprint lines of the attempt, at an ending or a hang (domain/hosts/bad_hosts.py)."""
+        if not (
+            wants_fingerprints(run, event) and isinstance(event, (JobObserved, HangSignal, AlarmsObserved))
+        ):
+            return found
+        lines, error = read_fingerprints(self.sup, run, event.job_name, OBSERVATION_FAILURES)
+        return dataclasses.replace(found, fingerprint_lines=lines, fingerprint_error=error)
+
+    def _with_cadence(self, run: Run, event: Event, found: Observations) -> Observations:
+        """The training attempt's per-minute heartbeat and progress, to learn its hang windows from
+        (read from the logs themselves without a log subscription). A failed read: nothing learned."""
+        cur, metrics = run.current, self.sup.metrics
+        if cur is None or metrics is None or not self._wants_cadence(run, event):
+            return found
         heartbeat: Series | None = None
         progress: Series | None = None
+        now = self.sup.clock()
+        start = now - HORIZON_MIN * 60_000
+        try:
+            heartbeat, progress = metrics.activity(cur.job_name, run.policy.progress_metric, start, now)
+        except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
+            log.warning("could not read the activity of %s: %s", cur.job_name, exc)
+            self.sup.counters.add(OBSERVATION_FAILURES)
+        if self.sup.settings.log_silence_fallback:
+            # no heartbeat metric exists without the log subscription: the same per-minute
+            # activity is read from the logs themselves (bounded; incomplete = unknown)
+            try:
+                heartbeat = self.sup.logs.activity(
+                    cur.job_name, max(start, cur.training_started_ms or start), now
+                )
+            except Exception as exc:
+                log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
+                self.sup.counters.add(OBSERVATION_FAILURES)
+                heartbeat = None
+        return dataclasses.replace(found, heartbeat=heartbeat, progress=progress)
+
+    def _wants_cadence(self, run: Run, event: Event) -> bool:
+        """A tick of a training attempt whose hang windows are still being learned."""
         cur = run.current
-        if (
+        return (
             isinstance(event, Tick)
             and self.sup.metrics is not None
             and cur is not None
@@ -192,79 +291,45 @@ class Observer:
                 startup_allowance(run, run.policy, cur),
                 startup_known=run.startup_learned_on == startup_kind(cur),
             )
-        ):
-            now = self.sup.clock()
-            start = now - HORIZON_MIN * 60_000
-            try:
-                heartbeat, progress = self.sup.metrics.activity(
-                    cur.job_name, run.policy.progress_metric, start, now
-                )
-            except Exception as exc:  # unknown cadence: nothing is learned, nothing is judged
-                log.warning("could not read the activity of %s: %s", cur.job_name, exc)
-                self.sup.counters.add(OBSERVATION_FAILURES)
-            if self.sup.settings.log_silence_fallback:
-                # no heartbeat metric exists without the log subscription: the same per-minute
-                # activity is read from the logs themselves (bounded; incomplete = unknown)
-                try:
-                    heartbeat = self.sup.logs.activity(
-                        cur.job_name, max(start, cur.training_started_ms or start), now
-                    )
-                except Exception as exc:
-                    log.warning("could not read the log activity of %s: %s", cur.job_name, exc)
-                    self.sup.counters.add(OBSERVATION_FAILURES)
-                    heartbeat = None
-        silent_for: int | None = None
-        judged_from_logs = cur is not None and silence_from_logs(cur, facts)
-        if judged_from_logs and wants_log_silence_check(run, event):
-            silent, silent_for, silence_error = self._log_silence(run)
-            log_error = log_error or silence_error
-        if silent:  # the sweep's own log-silence check: judged on the same evidence as an alarm
-            if run.checkpoint_uri and save_ms is None and save_error is None:
-                save_ms, save_error = self._save_activity(run)
-            if hosts is None and hosts_error is None:
-                if self.sup.metrics is not None:
-                    hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
-                    triage = gpu_lines + triage
-                else:
-                    hosts_error = "no metrics reader in this deployment"
-        plan, plan_error = self._read_plan(run, event)
-        return Observations(
-            plan=plan,
-            plan_error=plan_error,
-            log_subscription=facts.log_subscription,
-            heartbeat_broken=facts.heartbeat_broken,
-            heartbeat_check=heard,
-            heartbeat_check_error=heard_error,
-            checkpoint=checkpoint,
-            checkpoint_error=ckpt_error,
-            checkpoint_error_permanent=ckpt_permanent,
-            log_tail=tail,
-            log_error=log_error,
-            log_newest_ms=log_newest,
-            hosts_triage=triage,
-            suspect_hosts=suspects,
-            logs_silent=silent,
-            logs_silent_min=silent_for,
-            heartbeat=heartbeat,
-            progress=progress,
-            save_activity_ms=save_ms,
-            save_activity_error=save_error,
-            fingerprint_lines=fingerprint_lines,
-            fingerprint_error=fingerprint_error,
-            hardware_printers_error=printers_error,
-            address_lines=address_lines,
-            address_error=address_error,
-            host_memory=memory,
-            host_memory_error=memory_error,
-            scan_lines=scan_lines,
-            scan_error=scan_error,
-            step_lines=step_lines,
-            step_error=step_error,
-            host_metrics=hosts,
-            host_metrics_error=hosts_error,
-            retention=retention,
-            retention_error=retention_error,
         )
+
+    def _with_log_silence(
+        self, run: Run, event: Event, facts: Observations, found: Observations
+    ) -> Observations:
+        """The sweep's own log-silence check, where log silence is judged from the logs."""
+        cur = run.current
+        if not (cur is not None and silence_from_logs(cur, facts) and wants_log_silence_check(run, event)):
+            return found
+        silent, silent_for, silence_error = self._log_silence(run)
+        return dataclasses.replace(
+            found, logs_silent=silent, logs_silent_min=silent_for, log_error=found.log_error or silence_error
+        )
+
+    def _with_silence_evidence(self, run: Run, found: Observations) -> Observations:
+        """Logs found silent: judged on the same evidence as an alarm (save activity, host metrics)
+        where the tail's step did not read it already."""
+        if not found.logs_silent:
+            return found
+        if run.checkpoint_uri and found.save_activity_ms is None and found.save_activity_error is None:
+            save_ms, save_error = self._save_activity(run)
+            found = dataclasses.replace(found, save_activity_ms=save_ms, save_activity_error=save_error)
+        if found.host_metrics is None and found.host_metrics_error is None:
+            if self.sup.metrics is not None:
+                hosts, hosts_error, gpu_lines, suspects = self._read_hosts(run)
+                found = dataclasses.replace(
+                    found,
+                    host_metrics=hosts,
+                    host_metrics_error=hosts_error,
+                    suspect_hosts=suspects,
+                    hosts_triage=gpu_lines + found.hosts_triage,
+                )
+            else:
+                found = dataclasses.replace(found, host_metrics_error="no metrics reader in this deployment")
+        return found
+
+    def _with_plan(self, run: Run, event: Event, found: Observations) -> Observations:
+        plan, plan_error = self._read_plan(run, event)
+        return dataclasses.replace(found, plan=plan, plan_error=plan_error)
 
     def _read_memory(
         self, run: Run, event: JobObserved, tail: tuple[str, ...]
