@@ -1115,10 +1115,10 @@ def test_classify_transient_faults_are_not_confirmable(line: str) -> None:
     ],
     ids=[
         "a connection reset by a web client",
-        "a file name holding oxidation",
+        "xid inside a word of a file name",
         "metric names holding error words",
-        "an exit code that is not a signal",
-        "a checkpoint path with a number",
+        "an exit code that only starts like a kill",
+        "a checkpoint save line",
         "nccl choosing efa",
     ],
 )
