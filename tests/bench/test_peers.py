@@ -186,7 +186,11 @@ def test_lone_idle_compares_the_same_minutes_so_late_datapoints_after_a_pause_ar
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("seed", "warm"), [(3, True), (1, False)])
+@pytest.mark.parametrize(
+    ("seed", "warm"),
+    [(3, True), (1, False)],
+    ids=["a seed whose pool is still warm", "a seed whose pool is gone"],
+)
 def test_script_resubmits_a_crash_at_its_next_poll_from_the_checkpoint_with_a_warm_pool(
     seed: int, warm: bool
 ) -> None:

@@ -47,7 +47,9 @@ def test_config_allowed_role_arns_accept_list_json_and_comma_separated(raw: obje
     assert json.loads(config.allowed_role_arns_json) == [ROLE_A, ROLE_B]
 
 
-@pytest.mark.parametrize("raw", ["", "[]", []])
+@pytest.mark.parametrize(
+    "raw", ["", "[]", []], ids=["an empty string", "an empty json list", "an empty list"]
+)
 def test_config_allowed_role_arns_empty_values_mean_none(raw: object) -> None:
     assert SupervisorConfig.from_mapping({"allowedRoleArns": raw}).allowed_role_arns == ()
 
@@ -83,12 +85,20 @@ def test_config_rejects_bad_job_prefix(bad: str) -> None:
         SupervisorConfig.from_mapping({"jobPrefix": bad})
 
 
-@pytest.mark.parametrize("good", ["a", "sw", "team01", "12345678"])
+@pytest.mark.parametrize(
+    "good",
+    ["a", "sw", "team01", "12345678"],
+    ids=["one letter", "two letters", "letters and digits", "eight digits"],
+)
 def test_config_accepts_job_prefix_of_one_to_eight_lowercase_alphanumerics(good: str) -> None:
     assert SupervisorConfig.from_mapping({"jobPrefix": good}).job_prefix == good
 
 
-@pytest.mark.parametrize("good", ["Sagewarden", "Sagewarden-team2", "S", "SagewardenTeamB-eu-west-1"])
+@pytest.mark.parametrize(
+    "good",
+    ["Sagewarden", "Sagewarden-team2", "S", "SagewardenTeamB-eu-west-1"],
+    ids=["the default", "with a dash and a digit", "one letter", "with a region in it"],
+)
 def test_config_stack_name_is_settable(good: str) -> None:
     assert SupervisorConfig.from_mapping({"stackName": good}).stack_name == good
     assert SupervisorConfig().stack_name == constants.STACK_ID
@@ -105,6 +115,14 @@ def test_config_rejects_a_stack_name_cloudformation_or_the_role_names_would_not_
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [(True, True), (False, False), ("false", False), ("False", False), ("0", False), ("true", True)],
+    ids=[
+        "a json true",
+        "a json false",
+        "the string false",
+        "the string False",
+        "the string 0",
+        "the string true",
+    ],
 )
 def test_config_log_subscription_parses_booleans_and_cli_strings(raw: object, expected: bool) -> None:
     assert SupervisorConfig.from_mapping({"logSubscription": raw}).log_subscription is expected
@@ -123,7 +141,7 @@ def test_config_policy_defaults_accept_object_or_json_string() -> None:
     assert json.loads(as_string.policy_defaults_json) == {"max_restarts": 4}
 
 
-@pytest.mark.parametrize("bad", ["[1, 2]", "not json", 3])
+@pytest.mark.parametrize("bad", ["[1, 2]", "not json", 3], ids=["a json list", "not json", "a number"])
 def test_config_rejects_policy_defaults_that_are_not_an_object(bad: object) -> None:
     with pytest.raises(ConfigError, match="policyDefaults"):
         SupervisorConfig.from_mapping({"policyDefaults": bad})
@@ -197,6 +215,7 @@ def test_config_account_wide_api_gateway_role_is_opt_in_and_api_logging_on_by_de
         "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
         "arn:aws:kms:eu-west-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab",
     ],
+    ids=["a key arn", "a multi-region key arn"],
 )
 def test_config_checkpoint_kms_key_arns_accept_key_arns(key: str) -> None:
     assert SupervisorConfig.from_mapping({"checkpointKmsKeyArns": key}).checkpoint_kms_key_arns == (key,)

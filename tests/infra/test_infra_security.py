@@ -125,6 +125,12 @@ def test_reserved_concurrency_is_opt_in_and_sized_per_function(
         ({"tableKmsKeyArn": "alias/sagewarden"}, "tableKmsKeyArn"),
         ({"reservedConcurrency": "sometimes"}, "reservedConcurrency"),
     ],
+    ids=[
+        "an admin that is a user",
+        "an admin that is not an arn",
+        "a table key that is an alias",
+        "a reserved concurrency in words",
+    ],
 )
 def test_bad_security_context_fails_the_synth_naming_the_key(context: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError, match=field):

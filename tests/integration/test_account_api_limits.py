@@ -97,7 +97,7 @@ def test_the_sweep_runs_out_of_time_when_its_reads_wait_and_serves_the_rest_next
         assert "sagemaker.DescribeTrainingJob" not in acct.rate_limits.throttled  # waits, none failed
 
 
-@pytest.mark.parametrize("window_s", [(30, 60)])
+@pytest.mark.parametrize("window_s", [(30, 60)], ids=["describe blind for 30 to 60 s"])
 def test_a_cancel_right_after_the_launch_stops_the_job_it_cannot_see_yet(template, window_s):
     with LocalAccount(template, store="memory", describe_after_create_s=window_s) as acct:
         run = _submit(acct, "llama")

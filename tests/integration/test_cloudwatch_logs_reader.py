@@ -437,6 +437,14 @@ def test_silence_check_out_of_time_is_unknown(aws):
         ("Traceback (most recent call last):", 2),
         ("torch.OutOfMemoryError: CUDA out of memory.", 2),
     ],
+    ids=[
+        "a step line scores nothing",
+        "an xid scores highest",
+        "an ecc error scores highest",
+        "a collective timeout scores low",
+        "a traceback scores in between",
+        "a cuda oom scores in between",
+    ],
 )
 def test_line_score(line, score):
     assert line_score(line) == score

@@ -395,6 +395,14 @@ def test_check_access_missing_bucket_is_a_permanent_error(s3: Any) -> None:
         ("InternalError", 500, False),
         ("ExpiredToken", 400, False),
     ],
+    ids=[
+        "access denied is permanent",
+        "all access disabled is permanent",
+        "a bucket in another region is permanent",
+        "a slow down heals",
+        "an internal error heals",
+        "an expired token heals",
+    ],
 )
 def test_check_access_says_which_errors_cannot_heal_by_themselves(
     s3: Any, code: str, status: int, permanent: bool
@@ -505,6 +513,12 @@ def ckpt(done_s: int, name: str = "checkpoint-7/") -> Checkpoint:
         ((60, 120, 180, 900), 180, 180.0),
         # only the marker: nothing to measure the save by
         ((180,), 180, 0.0),
+    ],
+    ids=[
+        "three objects a minute apart",
+        "megatron's tracker outside the directory",
+        "an object after the marker",
+        "only the marker",
     ],
 )
 def test_write_seconds_counts_the_time_before_the_first_object_landed(

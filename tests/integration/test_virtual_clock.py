@@ -28,7 +28,9 @@ def _described(account: LocalAccount) -> dict[str, dict]:
     return {a["AlarmName"]: a for page in pages for a in page["MetricAlarms"]}
 
 
-@pytest.mark.parametrize("backend_reads", [False, True])
+@pytest.mark.parametrize(
+    "backend_reads", [False, True], ids=["calls through moto's api", "calls answered from moto's backends"]
+)
 def test_alarm_state_timestamps_are_the_virtual_time_of_the_change(template, backend_reads):
     with LocalAccount(template, store="memory", backend_reads=backend_reads, iam_replay=False) as account:
         clock = account.clock

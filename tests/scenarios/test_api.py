@@ -58,6 +58,11 @@ def test_api_idempotency_key_returns_same_run(acct):
         ("[]", "body"),
         ("", "body"),
     ],
+    ids=[
+        "unclosed json",
+        "a json list",
+        "an empty body",
+    ],
 )
 def test_api_malformed_body_is_400(acct, raw, field):
     status, body = acct.api("POST", "/runs", raw_body=raw)
@@ -108,6 +113,27 @@ def test_api_malformed_body_is_400(acct, raw, field):
             lambda b: b.update(policy={"instance_fallbacks": [{"instance_type": "p5"}]}),
             "policy.instance_fallbacks[0]",
         ),
+    ],
+    ids=[
+        "no name",
+        "a name with a space",
+        "a name too long",
+        "a name with a leading dash",
+        "an unknown field",
+        "a role not allowed",
+        "a job name of its own",
+        "an unknown job field",
+        "no checkpoint config",
+        "a local checkpoint path",
+        "no resource config",
+        "zero instances",
+        "an instance count of 10 to the 30",
+        "a max runtime of 30 days",
+        "an environment key the supervisor sets",
+        "a negative max restarts",
+        "an unknown policy knob",
+        "a malformed hang confirmation",
+        "a malformed instance fallback",
     ],
 )
 def test_api_bad_submission_is_400_with_field_and_nothing_stored(acct, mutate, field):
@@ -235,6 +261,13 @@ def _splice_job(path: list[str], value: str) -> str:
 
 
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
+NON_FINITE_WORDS = {
+    "NaN": "NaN",
+    "Infinity": "Infinity",
+    "-Infinity": "minus Infinity",
+    "1e400": "an overflowing float",
+    "-1e400": "an overflowing negative float",
+}
 HOSTILE = [
     ("deep-list", '{"name": "x", "training_job": ' + "[" * 5000 + "]" * 5000 + "}", 400, "body"),
     ("deep-object", '{"a": ' * 5000 + "1" + "}" * 5000, 400, "body"),
@@ -246,7 +279,7 @@ HOSTILE = [
         400,
         "training_job.ResourceConfig.InstanceCount",
     ),
-    ("nan-body", "NaN", 400, "body"),
+    ("a bare NaN body", "NaN", 400, "body"),
     ("surrogate-name", json.dumps(_body()).replace('"llama-8b"', '"\\ud800"', 1), 400, "name"),
     (
         "surrogate-hyperparameter",
@@ -256,13 +289,13 @@ HOSTILE = [
     ),
     ("surrogate-key", _splice_job(["HyperParameters", "__KEY__"], '"1"').replace("__KEY__", "\\ud83d"), 400, "training_job.HyperParameters"),
     ("literal-surrogate", json.dumps(_body()).replace("llama-8b", "llama\ud800", 1), 400, "name"),
-    ("wall-clock-1e306", _splice_policy("max_wall_clock_hours", "1e306"), 400, "policy.max_wall_clock_hours"),
+    ("an absurd wall clock", _splice_policy("max_wall_clock_hours", "1e306"), 400, "policy.max_wall_clock_hours"),
 ] + [
-    (f"{v}-{f}", _splice_policy(f, v), 400, f"policy.{f}")
+    (f"{NON_FINITE_WORDS[v]} in {f}", _splice_policy(f, v), 400, f"policy.{f}")
     for f in ("max_cost_usd", "quota_wait_max_hours", "gpu_idle_percent", "max_wall_clock_hours")
     for v in NON_FINITE
 ] + [
-    (f"{v}-job", _splice_job(["ResourceConfig", "VolumeSizeInGB"], v), 400, "training_job.ResourceConfig.VolumeSizeInGB")
+    (f"{NON_FINITE_WORDS[v]} as the volume size", _splice_job(["ResourceConfig", "VolumeSizeInGB"], v), 400, "training_job.ResourceConfig.VolumeSizeInGB")
     for v in NON_FINITE
 ]  # fmt: skip
 
@@ -338,7 +371,7 @@ FORGED_CURSORS = [
     ("not-base64", "%%%not-base64%%%"),
     ("not-json", base64.urlsafe_b64encode(b"\xff\xfe garbage").decode()),
     ("deep", base64.urlsafe_b64encode(b"[" * 3000).decode()),
-    ("nan", base64.urlsafe_b64encode(b'{"pk": NaN}').decode()),
+    ("a NaN inside", base64.urlsafe_b64encode(b'{"pk": NaN}').decode()),
     ("surrogate", "\ud800abc"),
     ("huge", "A" * 100_000),
 ]  # fmt: skip
@@ -451,13 +484,25 @@ def test_api_error_outside_the_routes_is_still_a_json_500(acct, monkeypatch):
         ({"status": "running"}, "status"),
         ({"cursor": ""}, "cursor"),
     ],
+    ids=[
+        "a superscript digit as limit",
+        "an arabic digit as limit",
+        "a zero limit",
+        "a limit in exponent form",
+        "a status in lower case",
+        "an empty cursor",
+    ],
 )
 def test_api_bad_query_parameters_are_400_on_the_parameter(acct, query, field):
     resp = raw_call(acct, "GET", "/runs", query=query)
     assert resp.status == 400 and _fields(resp.json()) == {field}, resp.text
 
 
-@pytest.mark.parametrize("run_id", ["x", "01jnope", "A" * 5000, "\ud800" * 26, "01KE5Q86000DNQ47GXEV9VZMP%"])
+@pytest.mark.parametrize(
+    "run_id",
+    ["x", "01jnope", "A" * 5000, "\ud800" * 26, "01KE5Q86000DNQ47GXEV9VZMP%"],
+    ids=["one letter", "lower case", "5000 letters", "26 lone surrogates", "a percent sign at the end"],
+)
 def test_api_malformed_run_id_is_404_without_touching_the_store(acct, monkeypatch, run_id):
     def never(*args, **kwargs):
         raise AssertionError("the store was asked about a malformed id")

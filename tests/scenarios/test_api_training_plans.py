@@ -71,6 +71,11 @@ def test_api_training_plan_submit_waits_for_the_first_window_and_reads_the_plan(
             "not with a training plan",
         ),
     ],
+    ids=[
+        "more instances than reserved",
+        "another instance type",
+        "instance fallbacks with a plan",
+    ],
 )
 def test_api_training_plan_a_run_that_does_not_fit_its_plan_is_400(
     acct: Any, change: dict[str, Any], field: str, words: str

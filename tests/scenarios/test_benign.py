@@ -123,7 +123,10 @@ def test_the_draws_cover_the_stated_distributions():
 
 
 @pytest.mark.parametrize(
-    ("seed", "policy"), [(s, "default") for s in range(1, 7)] + [(s, "recommended") for s in range(7, 10)]
+    ("seed", "policy"),
+    [(s, "default") for s in range(1, 7)] + [(s, "recommended") for s in range(7, 10)],
+    ids=[f"the job drawn from seed {s}, default policy" for s in range(1, 7)]
+    + [f"the job drawn from seed {s}, recommended policy" for s in range(7, 10)],
 )
 def test_no_healthy_job_drawn_from_the_distributions_is_stopped(template, seed, policy):
     result = run_draw(draw(seed), POLICIES[policy], template)
@@ -132,7 +135,15 @@ def test_no_healthy_job_drawn_from_the_distributions_is_stopped(template, seed, 
     assert run["status"] == "SUCCEEDED" and len(run["attempts"]) == 1
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(2, "hang_spin"), (3, "stuck_dataloader"), (5, "dead_host")])
+@pytest.mark.parametrize(
+    ("seed", "kind"),
+    [(2, "hang_spin"), (3, "stuck_dataloader"), (5, "dead_host")],
+    ids=[
+        "a spin in the job from seed 2",
+        "a stuck data loader in the job from seed 3",
+        "a dead host in the job from seed 5",
+    ],
+)
 def test_a_hang_in_a_drawn_healthy_job_is_still_caught(template, seed, kind):
     d = draw(seed)
     assert d.log_every_s < 90  # a job logging at least every minute or so: its window is the floor

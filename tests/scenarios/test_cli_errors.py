@@ -150,6 +150,10 @@ def test_connection_refused_uses_the_real_http_transport(capsys):
         (TimeoutError("timed out"), "timed out"),
         (ConnectionResetError(104, "Connection reset by peer"), "Connection reset by peer"),
     ],
+    ids=[
+        "a timeout",
+        "a connection reset",
+    ],
 )
 def test_timeouts_and_resets_are_network_errors(capsys, error, text):
     def transport(*_):
@@ -287,6 +291,14 @@ def test_bad_run_files(capsys, tmp_path):
         ("training_job.InputDataConfig[0].ChannelName=a", "--set 'training_job.InputDataConfig[0].ChannelName=a': training_job.InputDataConfig has no list to index"),
         ("training_job.RoleArn.x=1", "--set 'training_job.RoleArn.x=1': training_job.RoleArn is not an object"),
         ("policy.instance_fallbacks=[a", "--set 'policy.instance_fallbacks=[a': cannot read the value"),
+    ],
+    ids=[
+        "no equals sign",
+        "a misspelt policy field",
+        "a misspelt body key",
+        "an index into no list",
+        "a key under a string",
+        "a value that does not parse",
     ],
 )  # fmt: skip
 def test_bad_set_assignments(capsys, tmp_path, assignment, message):

@@ -63,6 +63,11 @@ def _hang_drill(
         # no logs, ~2 % per GPU and no CPU: everything idle, stopped on the learned window
         ({"kind": "stuck_dataloader"}, "log_silence", 8),
     ],
+    ids=[
+        "gpus spin at 100 % and the logs go quiet",
+        "one host at 0 % while the rest spin",
+        "no logs and everything idle",
+    ],
 )
 def test_scenario_hang_is_detected_stopped_and_resumed(template, fault, signal, max_detect_min):
     result = _hang_drill(template, fault)
@@ -94,6 +99,10 @@ def test_scenario_dead_host_alert_names_the_host(template):
     [
         {"kind": "checkpoint_save_long", "duration_min": 12},  # 12 minutes with no logs and low GPU
         {"kind": "eval_phase", "duration_min": 15},  # low GPU, logs continue
+    ],
+    ids=[
+        "a 12-minute save with no logs and low gpu",
+        "an eval phase with low gpu and logs going on",
     ],
 )
 def test_scenario_benign_phase_does_not_trigger(template, fault):
@@ -280,7 +289,7 @@ def test_scenario_a_dead_host_at_start_up_is_caught_after_about_fifteen_minutes(
 @pytest.mark.parametrize(
     ("kind", "after_min", "hosts"),
     [("hang_spin", 80, 4), ("stuck_dataloader", 80, 4), ("hang_spin", 144, 16)],
-    ids=["spin-80min", "stuck-80min", "spin-2.4h-16-hosts"],
+    ids=["a spin 80 minutes in", "a stuck data loader 80 minutes in", "a spin 2.4 hours into 16 hosts"],
 )
 def test_scenario_a_hang_from_80_minutes_into_a_first_attempt_is_caught_within_8_minutes(
     template, kind, after_min, hosts
@@ -307,7 +316,11 @@ def test_scenario_a_hang_from_80_minutes_into_a_first_attempt_is_caught_within_8
     assert result.faults[0]["to_action_s"] / 60 <= 8
 
 
-@pytest.mark.parametrize(("after_min", "hosts"), [(50, 4), (100, 4), (100, 16)])
+@pytest.mark.parametrize(
+    ("after_min", "hosts"),
+    [(50, 4), (100, 4), (100, 16)],
+    ids=["50 minutes into 4 hosts", "100 minutes into 4 hosts", "100 minutes into 16 hosts"],
+)
 def test_scenario_a_dead_host_after_start_up_is_caught_within_five_minutes(template, after_min, hosts):
     result = _hang_drill(
         template, {"kind": "dead_host", "host": hosts - 1}, instance_count=hosts, after_min=after_min

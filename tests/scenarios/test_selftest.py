@@ -230,7 +230,11 @@ def _lose_answers(drop: str, posts_to_lose: int) -> Any:
     return transport
 
 
-@pytest.mark.parametrize(("drop", "exit_code"), [("timeout", NETWORK), ("504", API_ERROR)])
+@pytest.mark.parametrize(
+    ("drop", "exit_code"),
+    [("timeout", NETWORK), ("504", API_ERROR)],
+    ids=["the answer times out", "the gateway answers 504"],
+)
 def test_a_lost_submission_answer_is_recovered_by_its_key_and_cancelled_before_the_files_go(
     template, capsys, monkeypatch, drop, exit_code
 ):

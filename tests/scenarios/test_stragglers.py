@@ -38,7 +38,11 @@ def alerted_at(result: Any, run: str) -> int:
     return int(row["at_ms"])
 
 
-@pytest.mark.parametrize("run,host,pct", [("slow-15", "algo-3", 15), ("slow-30-restart", "algo-2", 30)])
+@pytest.mark.parametrize(
+    "run,host,pct",
+    [("slow-15", "algo-3", 15), ("slow-30-restart", "algo-2", 30)],
+    ids=["a host 15 % slower", "a host 30 % slower on a 10-hour run, restarted"],
+)
 def test_scenario_a_lasting_slow_host_is_flagged_within_twelve_minutes(result, run, host, pct):
     (row,) = alerts(result, run)
     shown = re.search(rf"{host} of attempt 1 is (\d+)% slower", row["subject"])
@@ -66,7 +70,16 @@ def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
     assert "singled out algo-2 (a straggler" in decisions(result, "slow-30-restart")  # not "a hang"
 
 
-@pytest.mark.parametrize("run", ["slow-10", "transient", "shard-write", "uneven-shards"])
+@pytest.mark.parametrize(
+    "run",
+    ["slow-10", "transient", "shard-write", "uneven-shards"],
+    ids=[
+        "a host 10 % slower",
+        "30 % slower for 3 minutes",
+        "a host slower at its own shard writes",
+        "a host 5 % slower from the first step",
+    ],
+)
 def test_scenario_look_alikes_and_small_slowdowns_are_never_flagged(result, run):
     assert alerts(result, run) == [] and classes(result, run) == ["SUCCEEDED"], decisions(result, run)
     assert "baselines from the first step lines" in decisions(result, run)  # it was watched

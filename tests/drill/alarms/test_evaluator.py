@@ -112,7 +112,9 @@ AWS_TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("data", "m", "expected"), AWS_TABLE)
+@pytest.mark.parametrize(
+    ("data", "m", "expected"), AWS_TABLE, ids=[f"{data}, {m} of 3 to alarm" for data, m, _ in AWS_TABLE]
+)
 def test_alarm_evaluator_matches_the_aws_missing_data_tables(data: str, m: int, expected: list[str]) -> None:
     got = []
     for treat in TREATMENTS:
@@ -222,7 +224,11 @@ def test_alarm_evaluator_promise_never_skips_a_possible_change(
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("extra", "delay"), [(0, 0), (2, 2)])
+@pytest.mark.parametrize(
+    ("extra", "delay"),
+    [(0, 0), (2, 2)],
+    ids=["a range of exactly n periods, on time", "a range two periods longer, two minutes late"],
+)
 def test_alarm_evaluator_log_silence_fires_after_exactly_n_silent_minutes(
     acct: FakeAccount, cw: Any, extra: int, delay: int
 ) -> None:
@@ -347,6 +353,12 @@ def test_alarm_evaluator_m_out_of_n(acct: FakeAccount, cw: Any) -> None:
         ("GreaterThanThreshold", {51.0}),
         ("LessThanThreshold", {49.0}),
         ("LessThanOrEqualToThreshold", {49.0, 50.0}),
+    ],
+    ids=[
+        "greater than or equal",
+        "greater than",
+        "less than",
+        "less than or equal",
     ],
 )
 def test_alarm_evaluator_comparison_operators(
@@ -565,7 +577,7 @@ def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
     assert len({e["id"] for e in first}) == len(first)
 
 
-@pytest.mark.parametrize("late", [False, True])
+@pytest.mark.parametrize("late", [False, True], ids=["datapoints on time", "datapoints arriving late"])
 def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any, late: bool) -> None:
     """Also with datapoints arriving late (drill/alarms/metric_delay.py's defaults): the stability bound
     counts the newest periods that may still lack datapoints as unknown."""

@@ -170,7 +170,15 @@ def _run(
 
 
 @pytest.mark.parametrize(
-    ("straggler", "delays"), [(0, None), (12, None), (0, LATE), (12, LATE), (0, VERY_LATE)]
+    ("straggler", "delays"),
+    [(0, None), (12, None), (0, LATE), (12, LATE), (0, VERY_LATE)],
+    ids=[
+        "no straggler, on time",
+        "host 12 straggling, on time",
+        "no straggler, late datapoints",
+        "host 12 straggling, late datapoints",
+        "no straggler, very late datapoints",
+    ],
 )
 def test_fast_path_decides_like_the_plain_path(
     aws: None, straggler: int, delays: MetricDelays | None
@@ -192,7 +200,7 @@ def test_fast_path_decides_like_the_plain_path(
         assert fast.fetches < plain.fetches / 3  # and it is the cheap one
 
 
-@pytest.mark.parametrize("hb", [HB])
+@pytest.mark.parametrize("hb", [HB], ids=["the heartbeat metric"])
 def test_heartbeat_is_not_bounded(aws: None, hb: tuple[str, str]) -> None:
     sim = SimSageMaker(VirtualClock(), s3_client=boto3.client("s3", region_name=REGION))
     assert sim.metric_bounds(hb[0], hb[1], {keys.HEARTBEAT_DIMENSION: "j"}, 0, MIN, 60, "Sum") is None

@@ -40,6 +40,7 @@ SILENCE = alarm_name(PREFIX, JOB, "log_silence")
 PROGRESS = alarm_name(PREFIX, JOB, "progress_stalled")
 BUSY, IDLE_GPU, SAVING = 760.0, 2.4, 40.0  # summed over 8 GPUs; idle below 8, busy above 400
 SEEDS = range(6)
+SEED_IDS = [f"delays drawn from seed {seed}" for seed in SEEDS]
 
 
 @pytest.fixture
@@ -63,8 +64,8 @@ def _alarmed(ev: AlarmEvaluator, name: str) -> list[int]:
     return [t for t, _, new in changes(ev, name) if new == ALARM]
 
 
-@pytest.mark.parametrize("extra", [0, 2])
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_dead_host_is_caught_within_five_minutes_when_datapoints_arrive_late(
     acct: FakeAccount, cw: Any, seed: int, extra: int
 ) -> None:
@@ -93,8 +94,8 @@ def _healthy(t: int, t0: int) -> float:
     return BUSY
 
 
-@pytest.mark.parametrize("extra", [0, 2])
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_healthy_job_never_looks_idle_when_datapoints_arrive_late(
     acct: FakeAccount, cw: Any, seed: int, extra: int
 ) -> None:
@@ -107,8 +108,8 @@ def test_a_healthy_job_never_looks_idle_when_datapoints_arrive_late(
     assert _alarmed(ev, LONE) == [] and _alarmed(ev, IDLE) == []
 
 
-@pytest.mark.parametrize("extra", [0, 2])
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_whole_job_idle_is_caught_when_datapoints_arrive_late(
     acct: FakeAccount, cw: Any, seed: int, extra: int
 ) -> None:
@@ -126,7 +127,7 @@ def test_a_whole_job_idle_is_caught_when_datapoints_arrive_late(
     assert idle_from + 20 * MIN <= fired[0] <= idle_from + 23 * MIN, (fired[0] - idle_from) / MIN
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_short_log_silence_window_does_not_fill_with_late_minutes(
     acct: FakeAccount, cw: Any, seed: int
 ) -> None:
@@ -140,7 +141,7 @@ def test_a_short_log_silence_window_does_not_fill_with_late_minutes(
     assert _alarmed(ev, SILENCE) == []
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_log_silence_is_judged_over_its_whole_window_when_heartbeats_arrive_late(
     acct: FakeAccount, cw: Any, seed: int
 ) -> None:
@@ -159,7 +160,7 @@ def _progress(acct: FakeAccount, values: Any) -> None:
     acct.sagemaker.set((keys.TRAINING_METRIC_NAMESPACE, "train:step"), {"TrainingJobName": JOB}, values)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_the_progress_alarm_does_not_read_late_reports_as_a_stall(
     acct: FakeAccount, cw: Any, seed: int
 ) -> None:
@@ -176,7 +177,7 @@ def test_the_progress_alarm_does_not_read_late_reports_as_a_stall(
     assert _alarmed(ev, PROGRESS) == []
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_progress_stall_is_caught_after_its_window_not_before(
     acct: FakeAccount, cw: Any, seed: int
 ) -> None:

@@ -178,6 +178,29 @@ def test_iam_evaluate_passrole_condition_on_passed_to_service() -> None:
         ),
         ({"StringEquals": {"a": ["1", "2"]}, "StringLike": {"b": "x*"}}, {"a": ("2",), "b": ("y",)}, False),
     ],
+    ids=[
+        "a prefix matching the pattern",
+        "a prefix outside the pattern",
+        "an absent key for a plain operator",
+        "an absent key for a negated operator",
+        "an absent key for an if-exists operator",
+        "a value equal but for case",
+        "an arn matching the pattern",
+        "an arn matching a negated pattern",
+        "a bool false against a true value",
+        "a json bool true against a true value",
+        "a number under the limit",
+        "a number over the limit",
+        "null true for an absent key",
+        "null false for an absent key",
+        "all values inside the allowed set",
+        "a value outside the allowed set",
+        "all values of an empty set",
+        "any value in the set",
+        "any value of an empty set",
+        "two operators both met",
+        "two operators, one not met",
+    ],
 )
 def test_iam_evaluate_condition_operators(
     condition: dict[str, Any], context: dict[str, tuple[str, ...]], expected: bool
@@ -193,6 +216,13 @@ def test_iam_evaluate_condition_operators(
         ({"StringEquals": {"dynamodb:LeadingKeys": "RUN#1"}}, "not modelled"),
         ({"StringEquals": {"aws:PrincipalTag/team": "${aws:username}"}}, "policy variables"),
         ({"StringEquals": {"multi": "a"}}, "multi-valued"),
+    ],
+    ids=[
+        "a date operator",
+        "an ip operator",
+        "a key that is not modelled",
+        "a policy variable",
+        "a multi-valued key without a set operator",
     ],
 )
 def test_iam_evaluate_unmodelled_condition_is_unknown_never_allow(

@@ -105,6 +105,15 @@ def test_scenario_missing_required_fields() -> None:
             'account.store: unknown value "dynamo" (did you mean "dynamodb"?)',
         ),
     ],
+    ids=[
+        "an instance count as a string",
+        "a fractional seed",
+        "runs as an object",
+        "steps per minute as a bool",
+        "log lines as a string",
+        "a quota in words",
+        "an unknown store name",
+    ],
 )
 def test_scenario_wrong_type(change: Any, problem: str) -> None:
     data = scenario()
@@ -134,6 +143,14 @@ def test_scenario_wrong_type(change: Any, problem: str) -> None:
         ),
         (lambda d: d["runs"][0].update(colour="red"), "runs[0].colour: unknown field"),
     ],
+    ids=[
+        "a misspelt top-level field",
+        "a misspelt profile field",
+        "a misspelt fault field",
+        "a misspelt policy field",
+        "a misspelt account field",
+        "a field with no near name",
+    ],
 )
 def test_scenario_unknown_field_with_did_you_mean(change: Any, problem: str) -> None:
     data = scenario()
@@ -161,6 +178,13 @@ def test_scenario_unknown_field_with_did_you_mean(change: Any, problem: str) -> 
             "actions[0].at_min: negative time -2: times count from the scenario start (or the event)",
         ),
         (lambda d: d.update(max_days=0), "max_days: must be greater than 0, got 0"),
+    ],
+    ids=[
+        "a negative submit time",
+        "a negative fault time",
+        "a negative delivery delay",
+        "a negative action time",
+        "zero days",
     ],
 )
 def test_scenario_negative_time(change: Any, problem: str) -> None:
@@ -226,6 +250,16 @@ def test_scenario_duplicate_run_name() -> None:
             {"llama-8b": {"hangs_detected_by": "gpu_idle"}},
             'expect.llama-8b.hangs_detected_by: expected a list of strings, got a string ("gpu_idle")',
         ),
+    ],
+    ids=[
+        "a misspelt expectation",
+        "a misspelt run name",
+        "a misspelt status",
+        "end classes not matching the attempts",
+        "a restart count as a string",
+        "an unknown hang signal",
+        "no hang signal",
+        "hang signals as a string",
     ],
 )
 def test_scenario_expectation_on_an_unknown_field_or_run(expect: dict[str, Any], problem: str) -> None:

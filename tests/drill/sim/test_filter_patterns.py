@@ -32,7 +32,9 @@ def test_question_marked_phrases_match_any_of_them() -> None:
 
 
 @pytest.mark.parametrize(
-    "pattern", ["ERROR Exception", '{ $.level = "error" }', '"a" "b"', '?"a" b', "%Xid%"]
+    "pattern",
+    ["ERROR Exception", '{ $.level = "error" }', '"a" "b"', '?"a" b', "%Xid%"],
+    ids=["two words", "a json pattern", "two quoted terms", "an or of terms", "a regex pattern"],
 )
 def test_other_pattern_forms_are_refused(pattern: str) -> None:
     with pytest.raises(NotImplementedError):

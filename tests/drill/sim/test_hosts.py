@@ -195,6 +195,12 @@ def test_a_job_refused_for_capacity_never_had_instances_so_a_lemon_waits_for_the
         ("socket", "WARN", None),
         ("socket", None, None),
     ],
+    ids=[
+        "socket with debug info",
+        "efa with debug info",
+        "socket with debug warn",
+        "socket without nccl debug",
+    ],
 )
 def test_nccl_prints_its_network_choice_only_with_nccl_debug_info(
     s3: Any, transport: str, debug: str | None, expected: str | None

@@ -224,7 +224,11 @@ def test_sim_describe_returns_boto3_shape(sim: SimSageMaker) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["a" * 64, "bad_name", "-leading", "trailing-", "has space", ""])
+@pytest.mark.parametrize(
+    "name",
+    ["a" * 64, "bad_name", "-leading", "trailing-", "has space", ""],
+    ids=["64 characters", "an underscore", "a leading dash", "a trailing dash", "a space", "an empty name"],
+)
 def test_sim_name_validation_rejects_bad_names(sim: SimSageMaker, name: str) -> None:
     with pytest.raises(ClientError) as err:
         sim.create_training_job(**request(name))
@@ -696,6 +700,10 @@ def test_sim_half_written_checkpoint_left_without_marker(sim: SimSageMaker, s3: 
             ["iter_0001480/mp_rank_00/model_optim_rng.pt", "iter_0001480/mp_rank_01/model_optim_rng.pt"],
         ),
         ("dcp", ["step_1000/.metadata", "step_1000/__0_0.distcp"], ["step_1480/__0_0.distcp"]),
+    ],
+    ids=[
+        "megatron",
+        "torch distributed checkpoint",
     ],
 )
 def test_sim_half_written_checkpoint_other_layouts(

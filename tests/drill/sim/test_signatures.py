@@ -116,6 +116,12 @@ def test_each_benign_signature_is_in_its_model_range_and_reads_as_work(
         # the limit: NCCL init is as idle as a stuck job; only the start-up allowance holds it
         (Fault("nccl_init", after_training_min=AT, duration_min=LONG), STUCK),
     ],
+    ids=[
+        "a spin",
+        "a stuck data loader",
+        "a dead host",
+        "nccl init as idle as a stuck job",
+    ],
 )
 def test_hangs_read_as_hangs(sim: SimSageMaker, fault: Fault, verdict: str) -> None:
     start, end = _phase(sim, fault)

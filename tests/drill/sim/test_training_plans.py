@@ -211,6 +211,11 @@ def test_pending_two_days_without_capacity_ends_with_insufficient_capacity(
             "does not exist",
         ),
     ],
+    ids=[
+        "another instance type",
+        "more instances than reserved",
+        "a plan that does not exist",
+    ],
 )
 def test_a_request_that_does_not_fit_its_plan_is_refused(
     sim: SimSageMaker, change: dict[str, Any], words: str

@@ -107,6 +107,14 @@ def test_the_time_to_available_is_drawn_per_pool_within_the_range(clock: Virtual
         ("internal_error", False),
         ("hardware", False),
     ],
+    ids=[
+        "completed keeps it",
+        "stopped keeps it",
+        "an algorithm error keeps it",
+        "a client error keeps it",
+        "an internal error loses it",
+        "a hardware fault loses it",
+    ],
 )
 def test_which_endings_keep_a_pool(clock: VirtualClock, s3: Any, ending: str, kept: bool) -> None:
     sim = make_sim(clock, s3)
@@ -175,6 +183,12 @@ def test_a_job_created_before_the_pool_is_available_starts_cold(pools: SimSageMa
         {"itype": "ml.p5.48xlarge"},
         {"volume": 200},
         {"role": "arn:aws:iam::123456789012:role/other"},
+    ],
+    ids=[
+        "another instance count",
+        "another instance type",
+        "another volume size",
+        "another role",
     ],
 )
 def test_only_a_job_matching_role_instances_and_volume_takes_the_pool(

@@ -33,7 +33,18 @@ def test_hang_alarm_specs_log_silence_treats_missing_data_as_breaching():
     assert {"Key": "sagewarden:run-id", "Value": "RUN"} in log["Tags"]
 
 
-@pytest.mark.parametrize(("hosts", "groups"), [(1, 0), (2, 1), (10, 1), (11, 2), (64, 7), (256, 26)])
+@pytest.mark.parametrize(
+    ("hosts", "groups"),
+    [(1, 0), (2, 1), (10, 1), (11, 2), (64, 7), (256, 26)],
+    ids=[
+        "one host: no group",
+        "two hosts",
+        "ten hosts in one group",
+        "eleven hosts in two groups",
+        "64 hosts",
+        "256 hosts",
+    ],
+)
 def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hosts, groups):
     lone = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if "--gpu-lone-idle" in a["AlarmName"]]
     assert len(lone) == groups
@@ -56,7 +67,7 @@ def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hos
         assert max(sizes) - min(sizes) <= 1
 
 
-@pytest.mark.parametrize(("hosts", "watched"), [(2, [1, 2]), (64, [1, 2])])
+@pytest.mark.parametrize(("hosts", "watched"), [(2, [1, 2]), (64, [1, 2])], ids=["two hosts", "64 hosts"])
 def test_hang_alarm_specs_whole_job_idle_watches_at_most_two_hosts(hosts, watched):
     (idle,) = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if a["AlarmName"].endswith("--gpu-idle")]
     stats = [m for m in idle["Metrics"] if "MetricStat" in m]
@@ -85,7 +96,17 @@ def test_hang_alarm_specs_one_host_job_watches_its_metric_itself():
     assert (idle["DatapointsToAlarm"], idle["EvaluationPeriods"]) == (20, 23)
 
 
-@pytest.mark.parametrize(("window", "expected"), [(1, 4), (3, 4), (4, 4), (30, 30), (1440, 1440)])
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [(1, 4), (3, 4), (4, 4), (30, 30), (1440, 1440)],
+    ids=[
+        "a 1-minute window raised",
+        "a 3-minute window raised",
+        "a 4-minute window kept",
+        "a 30-minute window kept",
+        "a day kept",
+    ],
+)
 def test_hang_alarm_specs_silence_windows_outlast_late_minutes(window, expected):
     """Log silence and progress treat missing data as breaching: a window no longer than the late
     minutes (3) would fill with them on a healthy job, so it is at least 4 minutes; and
@@ -142,7 +163,11 @@ def test_hang_alarm_names_parse_back_to_job_and_signal(signal):
     assert parse_alarm_name(PREFIX, f"{PREFIX}{JOB}--unknown") is None
 
 
-@pytest.mark.parametrize(("idle_percent", "busy_percent"), [(0.00001, 50.0), (1.0, 0.000002), (1e-9, 100.0)])
+@pytest.mark.parametrize(
+    ("idle_percent", "busy_percent"),
+    [(0.00001, 50.0), (1.0, 0.000002), (1e-9, 100.0)],
+    ids=["a tiny idle threshold", "a tiny busy threshold", "a billionth of a percent idle"],
+)
 def test_hang_alarm_specs_write_expression_numbers_as_plain_decimals(idle_percent, busy_percent):
     # f"{x:g}" writes 8e-05 for a threshold of 0.00001 % per GPU x 8 GPUs. CloudWatch's metric-math
     # syntax documents decimal numbers only; where AWS is silent the unkind reading holds: such an

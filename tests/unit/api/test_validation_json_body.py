@@ -40,6 +40,25 @@ def _fields(text: str) -> dict[str, str]:
         ("{not json", "body", "malformed JSON"),
         ('{"a": 1} trailing', "body", "malformed JSON"),
     ],
+    ids=[
+        "a NaN",
+        "an infinity",
+        "a minus infinity",
+        "a float that overflows to infinity",
+        "an overflowing float in a list",
+        "a bare NaN body",
+        "an int of 4301 digits",
+        "a negative int of 31 digits",
+        "a lone surrogate in a value",
+        "a lone surrogate in a key",
+        "a repeated top-level key",
+        "a repeated nested key",
+        "5000 nested lists",
+        "3000 nested objects",
+        "one level deeper than allowed",
+        "malformed json",
+        "trailing text after the json",
+    ],
 )
 def test_json_body_hostile_shape_is_a_field_problem(text, field, says):
     errors = _fields(text)

@@ -220,7 +220,9 @@ def test_a_newer_directory_on_disk_than_the_named_one_is_reported(tmp_path):
     assert ran.code == 0
 
 
-@pytest.mark.parametrize("attempt", [1, 2, 3])
+@pytest.mark.parametrize(
+    "attempt", [1, 2, 3], ids=["the first attempt", "the second attempt", "the third attempt"]
+)
 def test_unknown_hyperparameters_are_ignored(tmp_path, attempt):
     # SageMaker passes every hyperparameter; the script must not die of one it does not know
     if attempt > 1:

@@ -90,6 +90,13 @@ def test_a_managed_spot_run_asks_for_no_warm_pool_even_if_its_request_does():
         (0, 600, None),  # the user asked for none
         (None, 600, 600),  # the policy's, by default
     ],
+    ids=[
+        "the policy turns pools off",
+        "the policy caps it",
+        "a shorter one of the user's own is kept",
+        "the user asked for none",
+        "the policy's by default",
+    ],
 )
 def test_the_requests_own_keep_alive_is_governed_by_the_policy(own, policy_s, sent):
     request = copy.deepcopy(REQUEST)
@@ -204,6 +211,10 @@ def _hang_stopped(run, alarm: str, obs: Observations):
     [
         ("gpu_lone_idle", Observations()),  # one host idle while its peers spin
         ("gpu_idle", Observations(suspect_hosts=("algo-2",))),  # the GPU triage names a host
+    ],
+    ids=[
+        "one host idle while its peers spin",
+        "the gpu triage names a host",
     ],
 )
 def test_a_hang_that_singles_out_a_host_never_resumes_on_its_pool(alarm, obs):

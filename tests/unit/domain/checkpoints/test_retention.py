@@ -59,6 +59,12 @@ def test_retention_policy_is_off_by_default_and_archives_when_on() -> None:
         ({"checkpoint_retired": "shred", "checkpoint_keep": 2}, "checkpoint_retired"),
         ({"checkpoint_keep": 2, "checkpoint_archive_uri": "/tmp/x"}, "checkpoint_archive_uri"),
     ],
+    ids=[
+        "keeping zero",
+        "delete without keep",
+        "an unknown retired action",
+        "an archive that is not s3",
+    ],
 )
 def test_retention_policy_refuses_nonsense(fields: dict[str, object], field: str) -> None:
     with pytest.raises(PolicyError) as err:

@@ -75,6 +75,13 @@ def next_launch(d):
         (HARDWARE, (), "algo-2"),  # a hardware FailureReason naming its instance
         ("ClientError: Hardware failure: repair exhausted", (), None),  # ... or not
     ],
+    ids=[
+        "an nccl error naming a host",
+        "an ecc error in a host's log",
+        "an xid in a host's log",
+        "a hardware reason naming its instance",
+        "a hardware reason naming no instance",
+    ],
 )
 def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, tail, host):
     run = training_run(policy=RunPolicy(keep_alive_seconds=600))

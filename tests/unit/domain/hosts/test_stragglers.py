@@ -84,7 +84,7 @@ def verdict(lines, at_min: int, threshold: float = 0.15) -> dict[str, str]:
 # scoring (pure)
 
 
-@pytest.mark.parametrize("fraction", [0.15, 0.30])
+@pytest.mark.parametrize("fraction", [0.15, 0.30], ids=["15 % slower", "30 % slower"])
 def test_a_lasting_slowdown_of_15_or_30_percent_is_flagged_once_it_lasted_the_window(fraction):
     lines = job_lines(60, slow_from(2, 30, fraction))
     assert verdict(lines, 29)["algo-2"] == "ok"

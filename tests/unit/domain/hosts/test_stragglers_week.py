@@ -110,7 +110,11 @@ def supervise_a_week(lines: list[list[str]], **policy: object) -> list[tuple[int
     return flags
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed",
+    [1, 2, 3],
+    ids=["the week drawn from seed 1", "the week drawn from seed 2", "the week drawn from seed 3"],
+)
 def test_a_healthy_noisy_16_host_job_is_never_flagged_in_seven_days(seed):
     assert supervise_a_week(week_of_lines(seed)) == []
 

@@ -49,6 +49,14 @@ def test_claims_cover_the_name_the_prefix_and_every_folder_above_it():
         ("qwen", "s3://b/ckpt2/", ()),  # a sibling sharing the first letters is another folder
         ("llama", "s3://b/ckpt/", ("name", "checkpoint_prefix")),
     ],
+    ids=[
+        "the same name",
+        "the same prefix",
+        "a prefix inside it",
+        "a prefix above it",
+        "a sibling folder sharing its first letters",
+        "the same name and prefix",
+    ],
 )
 def test_claims_overlap_on_a_name_or_a_nested_prefix(other_name, other_uri, expected):
     assert overlaps("llama", "s3://b/ckpt/", other_name, other_uri) == expected

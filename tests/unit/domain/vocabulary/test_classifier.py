@@ -325,8 +325,13 @@ TABLES: tuple[tuple[str, dict[str, tuple[str, ...]]], ...] = (
 )
 
 
-def _cases(examples: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:
-    return [(label, text) for label, texts in examples.items() for text in texts]
+def _cases(examples: dict[str, tuple[str, ...]]) -> list[object]:
+    """(label, text) cases, each named by its label and, if the label has several, its number."""
+    return [
+        pytest.param(label, text, id=label if len(texts) == 1 else f"{label} #{n}")
+        for label, texts in examples.items()
+        for n, text in enumerate(texts, start=1)
+    ]
 
 
 # Odd spellings every signature must survive: case, whitespace runs, newlines, leading
@@ -395,7 +400,11 @@ def test_classify_throttle_codes(label: str, code: str, spell: Spelling) -> None
     assert result.quota is None
 
 
-@pytest.mark.parametrize("code", [None, "", "LimitExceededException", "ValidationException"])
+@pytest.mark.parametrize(
+    "code",
+    [None, "", "LimitExceededException", "ValidationException"],
+    ids=["no code", "an empty code", "a limit code", "a validation code"],
+)
 @pytest.mark.parametrize(("label", "message"), _cases(API_THROTTLE_MESSAGE_EXAMPLES))
 def test_classify_throttle_messages_whatever_the_code(label: str, message: str, code: str | None) -> None:
     result = classify(Ending(api_error_code=code, api_error_message=message))
@@ -424,7 +433,11 @@ def test_classify_quota_that_can_never_fit_says_so() -> None:
     assert "quota increase" in result.reason
 
 
-@pytest.mark.parametrize("message", ["", None, "Limit exceeded.", "service limit 'x' is many Instances"])
+@pytest.mark.parametrize(
+    "message",
+    ["", None, "Limit exceeded.", "service limit 'x' is many Instances"],
+    ids=["an empty message", "no message", "a message without numbers", "a count in words"],
+)
 def test_classify_quota_with_unparseable_message_is_still_quota(message: str | None) -> None:
     result = classify(Ending(api_error_code="ResourceLimitExceeded", api_error_message=message))
     assert result.kind is EndingClass.QUOTA
@@ -457,7 +470,11 @@ def test_classify_client_error_codes(label: str, code: str, spell: Spelling) -> 
     assert result.evidence == (f"{spell(code).strip()}: Bad request",)
 
 
-@pytest.mark.parametrize("code", ["ConflictException", "InvalidParameterValue", "400", "BadRequest"])
+@pytest.mark.parametrize(
+    "code",
+    ["ConflictException", "InvalidParameterValue", "400", "BadRequest"],
+    ids=["ConflictException", "InvalidParameterValue", "an http status as code", "BadRequest"],
+)
 def test_classify_any_other_code_is_client_error(code: str) -> None:
     result = classify(Ending(api_error_code=code, api_error_message="nope"))
     assert result.kind is EndingClass.CLIENT_ERROR
@@ -566,7 +583,9 @@ def test_classify_a_resource_the_region_does_not_offer_can_never_fit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("limit", "delta", "fits"), [(2, 1, True), (2, 2, True), (2, 3, False), (0, 1, False)]
+    ("limit", "delta", "fits"),
+    [(2, 1, True), (2, 2, True), (2, 3, False), (0, 1, False)],
+    ids=["delta under the limit", "delta equal to the limit", "delta over the limit", "a zero limit"],
 )
 def test_classify_quota_can_ever_fit_is_delta_within_limit(limit: int, delta: int, fits: bool) -> None:
     assert QuotaInfo("q", limit=limit, used=99, delta=delta).can_ever_fit is fits
@@ -583,9 +602,22 @@ def test_classify_completed_is_succeeded(status: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "secondary", ["MaxRuntimeExceeded", "Interrupted", "MaxWaitTimeExceeded", "Stopped", "Pending", None]
+    "secondary",
+    ["MaxRuntimeExceeded", "Interrupted", "MaxWaitTimeExceeded", "Stopped", "Pending", None],
+    ids=[
+        "MaxRuntimeExceeded",
+        "Interrupted",
+        "MaxWaitTimeExceeded",
+        "Stopped",
+        "Pending",
+        "no secondary status",
+    ],
 )
-@pytest.mark.parametrize("intent", ["hang", "budget", "cancel", "progress stalled\nfor 2 h", ""])
+@pytest.mark.parametrize(
+    "intent",
+    ["hang", "budget", "cancel", "progress stalled\nfor 2 h", ""],
+    ids=["hang", "budget", "cancel", "a free-text intent over two lines", "an empty intent"],
+)
 def test_classify_stop_intent_beats_everything_when_stopped(secondary: str | None, intent: str) -> None:
     ending = Ending(
         status="Stopped",
@@ -653,7 +685,11 @@ def test_classify_stopped_pending_capacity(
         assert "MaxPendingTimeInSeconds" in result.reason
 
 
-@pytest.mark.parametrize("secondary", ["Stopped", None, "Training", "something new"])
+@pytest.mark.parametrize(
+    "secondary",
+    ["Stopped", None, "Training", "something new"],
+    ids=["Stopped", "no secondary status", "Training", "an unknown secondary status"],
+)
 def test_classify_stopped_without_intent_is_user_stopped(secondary: str | None) -> None:
     result = classify(Ending(status="Stopped", secondary_status=secondary, reached_training=True))
     assert result.kind is EndingClass.USER_STOPPED
@@ -714,6 +750,12 @@ def test_classify_algorithm_error_without_signature_is_unknown(label: str, reaso
         'AlgorithmError: ErrorMessage "ClientError: bucket not found"',
         'AlgorithmError: ErrorMessage "CapacityError in my scheduler"',
     ],
+    ids=[
+        "hardware words in the user's message",
+        "InternalServerError in the user's message",
+        "ClientError in the user's message",
+        "CapacityError in the user's message",
+    ],
 )
 def test_classify_algorithm_error_body_is_not_read_as_sagemaker_verdict(reason: str) -> None:
     result = classify(_failed(reason=reason))
@@ -730,7 +772,11 @@ def test_classify_hardware_beats_client_error_in_reason() -> None:
     assert result.kind is EndingClass.INFRASTRUCTURE
 
 
-@pytest.mark.parametrize("reason", [None, "", "   ", "Something unexpected happened"])
+@pytest.mark.parametrize(
+    "reason",
+    [None, "", "   ", "Something unexpected happened"],
+    ids=["no reason", "an empty reason", "a blank reason", "an unknown reason"],
+)
 def test_classify_failed_without_known_reason_reads_log_tail(reason: str | None) -> None:
     infra = classify(
         _failed(("RuntimeError: CUDA error: uncorrectable ECC error encountered",), reason=reason)
@@ -771,7 +817,7 @@ def test_classify_infrastructure_signature_inside_algorithm_error_reason(label: 
     assert ALGO_REASON.startswith(result.evidence[0].removesuffix("...")[:50])
 
 
-@pytest.mark.parametrize("oom_is_user_error", [True, False])
+@pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(OOM_EXAMPLES))
 def test_classify_cuda_oom_follows_policy(
@@ -786,7 +832,9 @@ def test_classify_cuda_oom_follows_policy(
     assert _log_lines(result, ending) == (spell(line).strip(),)
 
 
-@pytest.mark.parametrize("training_seconds", [0.0, 60.0, TWO_DAYS])
+@pytest.mark.parametrize(
+    "training_seconds", [0.0, 60.0, TWO_DAYS], ids=["at once", "after a minute", "after two days"]
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(CODE_BUG_ALWAYS_EXAMPLES))
 def test_classify_code_bug_always_user_error(
@@ -829,6 +877,14 @@ def test_classify_code_bug_late_is_unknown(label: str, line: str) -> None:
         (1800.0, 3600.0, EndingClass.USER_ERROR),
         (60.0, 0.0, EndingClass.UNKNOWN),
     ],
+    ids=[
+        "at once",
+        "just inside the window",
+        "at the window's end",
+        "after two days",
+        "inside a longer window",
+        "no window",
+    ],
 )
 def test_classify_keyerror_early_vs_late(
     training_seconds: float, window: float, expected: EndingClass
@@ -859,9 +915,13 @@ TRANSIENT_LINES = [
     texts[0] for label, texts in INFRA_LOG_EXAMPLES.items() if label not in HARDWARE_EXAMPLE_LABELS
 ]
 HARDWARE_LINES = [texts[0] for label, texts in INFRA_LOG_EXAMPLES.items() if label in HARDWARE_EXAMPLE_LABELS]
+TRANSIENT_IDS = [
+    f"an echo of {label}" for label in INFRA_LOG_EXAMPLES if label not in HARDWARE_EXAMPLE_LABELS
+]
+HARDWARE_IDS = [label for label in INFRA_LOG_EXAMPLES if label in HARDWARE_EXAMPLE_LABELS]
 
 
-@pytest.mark.parametrize("infra_line", TRANSIENT_LINES)
+@pytest.mark.parametrize("infra_line", TRANSIENT_LINES, ids=TRANSIENT_IDS)
 def test_classify_infrastructure_beats_a_startup_code_bug_in_same_tail(infra_line: str) -> None:
     # a KeyError or an AttributeError after a collective failed is its consequence, not a bug
     tail = (
@@ -874,7 +934,7 @@ def test_classify_infrastructure_beats_a_startup_code_bug_in_same_tail(infra_lin
     assert infra_line in result.evidence
 
 
-@pytest.mark.parametrize("echo", TRANSIENT_LINES)
+@pytest.mark.parametrize("echo", TRANSIENT_LINES, ids=TRANSIENT_IDS)
 @pytest.mark.parametrize(
     ("label", "line"), _cases(DETERMINISTIC_LOG_EXAMPLES) + _cases(CODE_BUG_ALWAYS_EXAMPLES)[:2]
 )
@@ -888,7 +948,7 @@ def test_classify_a_deterministic_failure_beats_the_collective_echo_of_its_peers
     assert result.evidence[1] == line
 
 
-@pytest.mark.parametrize("hardware_line", HARDWARE_LINES)
+@pytest.mark.parametrize("hardware_line", HARDWARE_LINES, ids=HARDWARE_IDS)
 @pytest.mark.parametrize(
     "other",
     [
@@ -898,6 +958,13 @@ def test_classify_a_deterministic_failure_beats_the_collective_echo_of_its_peers
         "segmentation fault (core dumped)",
         "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)",
     ],
+    ids=[
+        "over a full disk",
+        "over a cuda oom",
+        "over a device-side assert",
+        "over a segfault",
+        "over a collective timeout",
+    ],
 )
 def test_classify_a_hardware_line_beats_everything_else_in_the_tail(hardware_line: str, other: str) -> None:
     result = classify(_failed((other, hardware_line)))
@@ -905,7 +972,7 @@ def test_classify_a_hardware_line_beats_everything_else_in_the_tail(hardware_lin
     assert "hardware" in result.reason and hardware_line in result.evidence
 
 
-@pytest.mark.parametrize("oom_is_user_error", [True, False])
+@pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 def test_classify_oom_beats_a_collective_echo(oom_is_user_error: bool) -> None:
     tail = ("CUDA out of memory. Tried to allocate 1 GiB", "NCCL communicator was aborted on rank 1")
     result = classify(_failed(tail), oom_is_user_error=oom_is_user_error)
@@ -913,7 +980,7 @@ def test_classify_oom_beats_a_collective_echo(oom_is_user_error: bool) -> None:
     assert result.reason.startswith("CUDA out of memory")
 
 
-@pytest.mark.parametrize("oom_is_user_error", [True, False])
+@pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 def test_classify_oom_beats_code_bug(oom_is_user_error: bool) -> None:
     tail = ("KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory.")
     result = classify(_failed(tail), oom_is_user_error=oom_is_user_error)
@@ -952,7 +1019,7 @@ def test_classify_a_full_disk_advises_the_volume_size() -> None:
     assert result.advice is not None and "VolumeSizeInGB" in result.advice
 
 
-@pytest.mark.parametrize("oom_is_user_error", [True, False])
+@pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 @pytest.mark.parametrize(("label", "line"), _cases(HOST_MEMORY_EXAMPLES))
 def test_classify_host_memory_is_a_memory_fault_never_infrastructure(
     label: str, line: str, oom_is_user_error: bool
@@ -981,6 +1048,7 @@ def test_classify_a_kill_while_loading_checkpoint_shards_is_host_memory() -> Non
         (("algo-2", 61.0), EndingClass.UNKNOWN),
         (None, EndingClass.UNKNOWN),
     ],
+    ids=["a host at 99 % memory", "a host at 95 % memory", "a host at 61 % memory", "no memory reading"],
 )
 def test_classify_a_kill_reads_the_hosts_memory(memory: tuple[str, float] | None, kind: EndingClass) -> None:
     ending = dataclasses.replace(_failed((KILL,)), host_memory=memory)
@@ -1005,7 +1073,7 @@ def test_classify_confirm_signatures_are_a_named_guess(label: str, line: str, sp
     assert _log_lines(result, ending) == (spell(line).strip(),)
 
 
-@pytest.mark.parametrize("echo", TRANSIENT_LINES[:3])
+@pytest.mark.parametrize("echo", TRANSIENT_LINES[:3], ids=TRANSIENT_IDS[:3])
 def test_classify_a_confirm_signature_beats_the_collective_echo(echo: str) -> None:
     result = classify(_failed((echo, "segmentation fault (core dumped)", echo)))
     assert result.kind is EndingClass.UNKNOWN and result.reason.startswith("segmentation fault")
@@ -1024,7 +1092,7 @@ def test_classify_every_unknown_is_a_guess_that_says_what_would_change_it() -> N
     assert result.guess and "same step" in result.guess
 
 
-@pytest.mark.parametrize("line", TRANSIENT_LINES)
+@pytest.mark.parametrize("line", TRANSIENT_LINES, ids=TRANSIENT_IDS)
 def test_classify_transient_faults_are_not_confirmable(line: str) -> None:
     result = classify(_failed((line,)))
     assert result.kind is EndingClass.INFRASTRUCTURE and not result.confirmable and result.guess is None
@@ -1039,6 +1107,14 @@ def test_classify_transient_faults_are_not_confirmable(line: str) -> None:
         "exitcode: -90 is not a thing",
         "Saving model checkpoint to /opt/ml/checkpoints/checkpoint-500",
         "NCCL INFO NET/OFI Selected Provider is efa",
+    ],
+    ids=[
+        "a connection reset by a web client",
+        "xid inside a word of a file name",
+        "metric names holding error words",
+        "an exit code that only starts like a kill",
+        "a checkpoint save line",
+        "nccl choosing efa",
     ],
 )
 def test_classify_near_misses_do_not_match(line: str) -> None:
@@ -1087,7 +1163,11 @@ def test_classify_unmatched_lines_are_not_evidence() -> None:
 # --- Other statuses -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [None, "InProgress", "Stopping", "", "weird"])
+@pytest.mark.parametrize(
+    "status",
+    [None, "InProgress", "Stopping", "", "weird"],
+    ids=["no status", "InProgress", "Stopping", "an empty status", "an unknown status"],
+)
 def test_classify_non_terminal_or_missing_status_is_unknown(status: str | None) -> None:
     ending = Ending(status=status, failure_reason="CapacityError: x", log_tail=("ncclInternalError",))
     result = classify(ending)

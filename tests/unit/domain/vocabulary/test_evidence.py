@@ -79,6 +79,14 @@ def test_a_stuck_host_among_spinning_ones_is_a_hang_naming_the_idle_host():
         ("busy save", 5.0, 2.0),
         ("silent eval", 72.0, 3.0),
     ],
+    ids=[
+        "parallel compile",
+        "serial compile: one core per rank, as a spin uses",
+        "data loader pause, workers busy",
+        "data loader pause, workers mostly waiting",
+        "busy save",
+        "silent eval",
+    ],
 )
 def test_benign_phases_show_work(phase, gpu_pct, cpu):
     got = _judge([_host(n, gpu_pct, cpu) for n in range(1, 5)])

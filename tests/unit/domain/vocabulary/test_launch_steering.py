@@ -14,6 +14,15 @@ from tests.builders import REQUEST, training_run
 @pytest.mark.parametrize(
     ("size", "steered"),
     [(100, 99), (2, 1), (1, 2), (None, None), (0, None), (True, None), ("100", None)],
+    ids=[
+        "a 100 gb volume",
+        "a 2 gb volume",
+        "a 1 gb volume steps up",
+        "no volume size",
+        "a zero size",
+        "a bool size",
+        "a size as a string",
+    ],
 )
 def test_the_steered_volume_is_one_less_or_one_more_at_one_and_none_without_a_size(size, steered):
     request = copy.deepcopy(REQUEST)

@@ -75,6 +75,13 @@ def choose(
         ("s3://my-bucket/", ("my-bucket", "")),
         ("s3://my.bucket-1/a", ("my.bucket-1", "a/")),
     ],
+    ids=[
+        "a prefix without a trailing slash",
+        "a prefix with a trailing slash",
+        "a bucket alone",
+        "a bucket with a slash",
+        "a bucket with a dot and a dash",
+    ],
 )
 def test_parse_s3_uri_splits_bucket_and_prefix(uri: str, expected: tuple[str, str]) -> None:
     assert parse_s3_uri(uri) == expected
@@ -94,6 +101,19 @@ def test_parse_s3_uri_splits_bucket_and_prefix(uri: str, expected: tuple[str, st
         "s3://my-bucket/x\n",
         "s3://-bad/x",
         "s3://a/x",
+    ],
+    ids=[
+        "an empty uri",
+        "a scheme alone",
+        "no bucket",
+        "an https url",
+        "an upper-case scheme",
+        "no scheme",
+        "a space in the bucket",
+        "a space in the prefix",
+        "a trailing newline",
+        "a bucket starting with a dash",
+        "a bucket too short",
     ],
 )
 def test_parse_s3_uri_rejects_bad_input(uri: str) -> None:
@@ -152,6 +172,14 @@ def test_checkpoint_coerces_string_layout() -> None:
         {"kind": LayoutKind.REGEX, "dir_regex": r"ckpt_(\d+)", "marker": "/DONE"},
         {"kind": "nope"},
     ],
+    ids=[
+        "a regex layout without a regex",
+        "a regex layout without a marker",
+        "a regex that does not compile",
+        "a regex without a step group",
+        "a marker with a slash",
+        "an unknown kind",
+    ],
 )
 def test_checkpoint_layout_rejects_inconsistent_config(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -166,6 +194,13 @@ def test_checkpoint_layout_rejects_inconsistent_config(kwargs: dict[str, object]
         {"uri": "s3://bkt/checkpoint-1/", "step": -1, "layout": LayoutKind.HF},
         {"uri": "s3://bkt/checkpoint-1/", "step": 1, "layout": LayoutKind.AUTO},
         {"uri": "s3://bkt/checkpoint-1/", "step": 1, "layout": "bogus"},
+    ],
+    ids=[
+        "a uri without a trailing slash",
+        "a uri without a scheme",
+        "a negative step",
+        "an auto layout",
+        "an unknown layout",
     ],
 )
 def test_checkpoint_rejects_invalid_fields(kwargs: dict[str, object]) -> None:
@@ -319,6 +354,22 @@ def test_candidates_is_sorted_desc_and_ignores_listing_order(steps: set[int], se
         ("1200\n1300", None),
         ("\uff11\uff12", None),
         ("\ufffd\ufffd", None),
+    ],
+    ids=[
+        "an iteration",
+        "an iteration with zeros and whitespace",
+        "iteration zero",
+        "release",
+        "release with whitespace",
+        "an empty file",
+        "a blank file",
+        "a negative number",
+        "a fraction",
+        "an underscore in the number",
+        "release in upper case",
+        "two lines",
+        "full-width digits",
+        "replacement characters",
     ],
 )
 def test_parse_megatron_tracker_reads_iteration_or_release(text: str, expected: object) -> None:

@@ -29,6 +29,23 @@ A = "123456789012"
         ("unknown", "unknown", False),
         ("", "", False),
     ],
+    ids=[
+        "two sessions of one role",
+        "a session and its role under a path",
+        "one role twice",
+        "a role and its session in another case",
+        "one session name in two roles",
+        "one role in two accounts",
+        "one role in two partitions",
+        "a user and the same user under a path",
+        "two users",
+        "a user and a role of one name",
+        "a user and a session of one name",
+        "one federated user twice",
+        "the root twice",
+        "two unknown principals",
+        "two empty principals",
+    ],
 )
 def test_principals_are_compared_by_identity_not_by_session(a, b, same):
     assert same_principal(a, b) is same
@@ -63,6 +80,18 @@ def test_an_admin_may_change_any_run_others_only_their_own():
         ("EPOCHS", False),
         ("NCCL_DEBUG", False),
         (3, False),
+    ],
+    ids=[
+        "a token",
+        "an api key",
+        "an aws secret key",
+        "a password",
+        "a credentials path",
+        "a lower-case api key",
+        "a word holding token",
+        "an epoch count",
+        "an nccl setting",
+        "a key that is not a string",
     ],
 )
 def test_secret_looking_keys(name, secret):
@@ -120,6 +149,13 @@ def test_a_secret_that_contains_another_is_replaced_whole():
         (f"arn:aws:iam::{A}:user/carol", f"arn:aws:iam::{A}:user/carol"),
         (f"arn:aws:sts::{A}:federated-user/eve@example.com", f"a principal of account {A}"),
         ("AROAEXAMPLE:alice@example.com", "another principal"),
+    ],
+    ids=[
+        "an sso session shown as its role",
+        "a role under a path",
+        "a user",
+        "a federated user shown by account only",
+        "a role id never shown",
     ],
 )
 def test_an_error_shows_another_principal_by_identity_never_by_session(arn, shown):

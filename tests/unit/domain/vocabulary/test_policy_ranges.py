@@ -62,13 +62,27 @@ def test_policy_range_ends_are_enforced(name):
 
 
 @pytest.mark.parametrize("name", sorted(n for n in RANGES if not _is_int(n)))
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 1e306, 10**400])
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, 1e306, 10**400],
+    ids=[
+        "not a number",
+        "infinity",
+        "minus infinity",
+        "a finite but absurd float",
+        "an int too big for a float",
+    ],
+)
 def test_policy_float_fields_reject_non_finite_and_absurd_values(name, value):
     _reject(name, value)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in RANGES if _is_int(n)))
-@pytest.mark.parametrize("value", [10**30, -(10**30), math.nan, 1.5, True, "5"])
+@pytest.mark.parametrize(
+    "value",
+    [10**30, -(10**30), math.nan, 1.5, True, "5"],
+    ids=["a huge int", "a huge negative int", "not a number", "a fraction", "a bool", "a numeric string"],
+)
 def test_policy_int_fields_reject_huge_fractional_and_non_integers(name, value):
     _reject(name, value)
 

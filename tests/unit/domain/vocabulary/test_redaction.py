@@ -52,6 +52,17 @@ def test_secret_key_covers_the_scanners_key_words_and_abbreviations(name):
 @pytest.mark.parametrize(
     "name",
     ["PATH", "output_path", "patience", "author", "bypass_cache", "num_passes", "EPOCHS", "learning_rate", 7],
+    ids=[
+        "PATH",
+        "output_path",
+        "patience",
+        "author",
+        "bypass_cache",
+        "num_passes",
+        "EPOCHS",
+        "learning_rate",
+        "a number",
+    ],
 )
 def test_secret_key_leaves_words_that_only_contain_a_short_key_word(name):
     assert not secret_key(name)
@@ -206,6 +217,14 @@ def test_redact_hides_tags_container_arguments_and_embedded_secrets():
         ("WARN", False),
         ("s3://bucket/prefix/", False),
         ("0.0003", False),
+    ],
+    ids=[
+        "a url with a password",
+        "a hugging face token",
+        "a token flag",
+        "a log level",
+        "an s3 uri",
+        "a small number",
     ],
 )
 def test_secret_text_tells_a_value_that_looks_secret_by_itself(value, secret):
