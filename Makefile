@@ -80,8 +80,8 @@ demo-serve: setup ## the API on a simulated account for `sagewarden --local ...`
 test: setup ## every test: unit, adapters, infrastructure, scenarios
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-test-fast: setup ## unit tests only
-	$(PY) -m pytest tests/unit
+test-fast: setup ## the product's unit tests, then the drill's and the bench's own (no AWS, seconds)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/unit tests/drill tests/bench
 
 soak: setup ## 10,000 random interleavings + a crash at every port call (prints counts, rate, counterexample)
 	SAGEWARDEN_SOAK_EXAMPLES=$(SOAK_EXAMPLES) SAGEWARDEN_SOAK_DYNAMODB_EXAMPLES=200 SAGEWARDEN_CRASH_CALLS=0 \

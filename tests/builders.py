@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from sagewarden.domain.decide import Decision, decide
@@ -149,3 +150,35 @@ def retention_view(*steps: int, extra: tuple[str, ...] = (), best: str | None = 
         newest_write_ms=max((ms for _, ms in written), default=None),
         best=best,
     )
+
+
+def training_job(run_name: str, bucket: str, role_arn: str) -> dict[str, Any]:
+    """A valid CreateTrainingJob request of a two-node p4d run, as a user sends it."""
+    return {
+        "AlgorithmSpecification": {
+            "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
+            "TrainingInputMode": "FastFile",
+        },
+        "RoleArn": role_arn,
+        "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/{run_name}/output/"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 5 * 24 * 3600},
+        "CheckpointConfig": {
+            "S3Uri": f"s3://{bucket}/{run_name}/checkpoints/",
+            "LocalPath": "/opt/ml/checkpoints",
+        },
+        "HyperParameters": {"epochs": "1"},
+        "Environment": {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+    }
+
+
+@dataclass
+class RecordedCounters:
+    """The supervisor's counters, kept in memory: name -> sum."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def add(
+        self, name: str, value: float = 1.0, *, dimension: tuple[str, str] | None = None, unit: str = "Count"
+    ) -> None:
+        self.values[name] = self.values.get(name, 0.0) + value

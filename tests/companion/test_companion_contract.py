@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sagewarden.adapters.cloudwatch_logs_reader import PHASE_PATTERN
-from sagewarden.domain.hangs.confirm import cadence
-from sagewarden.domain.hosts.bad_hosts import bad_hosts as hosts
-from sagewarden.domain.hosts.bad_hosts import stragglers
+from sagewarden.domain.hangs import cadence
+from sagewarden.domain.hosts import bad_hosts as hosts
+from sagewarden.domain.hosts import stragglers
 from sagewarden.domain.vocabulary.classifier.signatures import INFRA_LOG_SIGNATURES
 from tests.companion.processes import SERIALS, Child, interpreters, loop
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sagewarden.domain.hangs.confirm import cadence
-from sagewarden.domain.hosts.bad_hosts import stragglers
+from sagewarden.domain.hangs import cadence
+from sagewarden.domain.hosts import stragglers
 from tests.companion.processes import SCRIPTS, Child, index_of
 
 pytest.importorskip("transformers")

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sagewarden.domain.hosts.bad_hosts import stragglers
+from sagewarden.domain.hosts import stragglers
 from tests.companion.processes import COMPANION, Child
 
 PRELUDE = """

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from sagewarden.domain import decide as decide_module
-from sagewarden.domain import draft as draft_module
+from sagewarden.domain.capacity import launching as launching_module
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.usecases.sweep import Sweep
 from tests.soak.crash import Driver
@@ -39,7 +39,7 @@ def test_referee_clean_when_a_cancel_follows_a_lost_launch():
 def test_referee_reports_a_launch_decided_after_a_cancel(monkeypatch):
     never = lambda d: False  # noqa: E731 - sabotage: the cancel is forgotten when relaunching
     monkeypatch.setattr(decide_module, "cancel_pending", never)
-    monkeypatch.setattr(draft_module, "cancel_pending", never)
+    monkeypatch.setattr(launching_module, "cancel_pending", never)
     problems = _cancel_after_a_lost_launch(_driver())
     assert any("decided after the cancel" in p for p in problems), problems
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from sagewarden.usecases.admission import RunConflict
     from sagewarden.usecases.errors import InvalidRequest
-    from sagewarden.usecases.supervisor import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
+    from sagewarden.usecases.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 
 def not_owner(exc: NotRunOwner) -> Response:

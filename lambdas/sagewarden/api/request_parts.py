@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sagewarden.api import responses as answers
 from sagewarden.domain.vocabulary.models import RunStatus
 from sagewarden.usecases.errors import FieldError, InvalidRequest
-from sagewarden.usecases.supervisor import RunNotFound
+from sagewarden.usecases.run_requests import RunNotFound
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent

@@ -38,7 +38,7 @@ from sagewarden.observability import logger, metrics, tracer
 from sagewarden.ports.aws import IdempotentReplay
 from sagewarden.usecases.admission import RunConflict
 from sagewarden.usecases.errors import FieldError, InvalidRequest
-from sagewarden.usecases.supervisor import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
+from sagewarden.usecases.run_requests import NotRunOwner, RunFinished, RunNotFound, RunNotResumable
 
 if TYPE_CHECKING:  # for the OpenAPI document only: `api.route_docs.resolve` supplies them then
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query

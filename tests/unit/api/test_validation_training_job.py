@@ -8,19 +8,19 @@ import sys
 
 import pytest
 
-from drill.scenarios.spec import default_training_job
 from sagewarden.api import sagemaker_model, validation
 from sagewarden.domain.vocabulary.launch import build_request
 from sagewarden.domain.vocabulary.models import Attempt, Run, RunStatus
 from sagewarden.domain.vocabulary.policy import RunPolicy
 from sagewarden.usecases.errors import InvalidRequest, RequestTooLarge
+from tests.builders import training_job
 from tests.doc_pages import documentation
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 
 
 def _job(**changes):
-    job = default_training_job("llama", "bucket", ROLE)
+    job = training_job("llama", "bucket", ROLE)
     job.update(changes)
     return job
 

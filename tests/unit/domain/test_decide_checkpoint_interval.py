@@ -1,12 +1,11 @@
 """Policy apply_checkpoint_advice: every new attempt is told the Young/Daly checkpoint interval
 (SAGEWARDEN_CHECKPOINT_MINUTES) once a checkpoint's write time was measured; a script that follows
-the contract checkpoints at it (the simulated one does: drill/sim/model.py, with_told_interval)."""
+the contract checkpoints at it (the simulated one does: tests/drill/sim/test_told_interval.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from drill.sim.model import JobProfile, with_told_interval
 from sagewarden.api.validation import SUPERVISOR_ENV_VARS, policy_errors
 from sagewarden.domain.vocabulary.actions import LaunchAttempt
 from sagewarden.domain.vocabulary.advice import (
@@ -82,12 +81,3 @@ def test_the_variable_counts_against_sagemakers_environment_limit_only_with_the_
         if e.field == "training_job.Environment"
     ]
     assert "would have 101 variables" in err.message
-
-
-def test_the_simulated_script_checkpoints_at_the_interval_it_is_told():
-    profile = JobProfile(steps_per_minute=10.0, checkpoint_every_steps=300, checkpoint_minutes_from_env=True)
-    assert with_told_interval(profile, {CHECKPOINT_MINUTES_ENV: "84"}).checkpoint_every_steps == 840
-    assert with_told_interval(profile, {CHECKPOINT_MINUTES_ENV: ""}).checkpoint_every_steps == 300
-    assert with_told_interval(profile, {CHECKPOINT_MINUTES_ENV: "soon"}).checkpoint_every_steps == 300
-    plain = dataclasses.replace(profile, checkpoint_minutes_from_env=False)
-    assert with_told_interval(plain, {CHECKPOINT_MINUTES_ENV: "84"}).checkpoint_every_steps == 300

@@ -8,7 +8,6 @@ import dataclasses
 
 import pytest
 
-from drill.account.local import MemoryCounters
 from sagewarden.api.validation import validate_submit
 from sagewarden.domain.checkpoints.retention import (
     MAX_RETIRE_DIRS,
@@ -24,7 +23,7 @@ from sagewarden.domain.vocabulary.layouts import Checkpoint, RetentionView
 from sagewarden.domain.vocabulary.models import MAX_WRITING_SPANS, LaunchState, Run, RunStatus
 from sagewarden.domain.vocabulary.policy import PolicyError, RunPolicy
 from sagewarden.usecases.errors import InvalidRequest
-from tests.builders import HOUR, MIN, REQUEST, ROLE, ckpt, observed, step, training_run
+from tests.builders import HOUR, MIN, REQUEST, ROLE, RecordedCounters, ckpt, observed, step, training_run
 from tests.builders import retention_view as view
 
 KEEP2 = RunPolicy(checkpoint_keep=2)
@@ -403,16 +402,16 @@ def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
 
     from sagewarden.usecases.observations import Observer
 
-    counters = MemoryCounters()
+    counters = RecordedCounters()
     host = SimpleNamespace(retirer=_Retirer(RuntimeError("SlowDown")), counters=counters)
     seen, error = Observer(host)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
     assert seen is None and error is not None and "SlowDown" in error
     assert counters.values == {"ObservationFailures": 1.0}
-    ok = SimpleNamespace(retirer=_Retirer(), counters=MemoryCounters())
+    ok = SimpleNamespace(retirer=_Retirer(), counters=RecordedCounters())
     seen, error = Observer(ok)._retention(training_run(KEEP2), Tick())  # type: ignore[arg-type]
     assert error is None and seen == view(100, 800, 900)
     # not read at all when the run keeps everything or may be read by a starting job
-    off = SimpleNamespace(retirer=_Retirer(), counters=MemoryCounters())
+    off = SimpleNamespace(retirer=_Retirer(), counters=RecordedCounters())
     assert Observer(off)._retention(training_run(), Tick()) == (None, None)  # type: ignore[arg-type]
     assert off.retirer.limits == []
 
