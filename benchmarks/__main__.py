@@ -14,7 +14,9 @@ Then (:mod:`benchmarks.small_job`), for each fault kind on a small job, over sev
   recover  = fault onset -> a replacement attempt in Training
   GPU-h lost per fault = GPUs x (recover + work since the checkpoint the replacement resumed from)
 Plus false positives on benign slow phases, warm-pool vs cold restarts, and drill speed
-(virtual hours per wall second). Writes BENCHMARKS.md with --write.
+(virtual hours per wall second); the deterministic failures of the trace and what they cost each
+supervisor (:mod:`benchmarks.bugs_report`); the real endings of the corpus against the pure domain
+(:mod:`benchmarks.corpus_eval`). Writes BENCHMARKS.md with --write.
 """
 
 from __future__ import annotations
@@ -29,34 +31,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import interval, retention, seeds, sidebyside, stragglers
-from benchmarks.baselines import faultfree_minutes
+from benchmarks import bugs_report, corpus_eval, interval, retention, seeds, sidebyside, stragglers
 from benchmarks.method import method_lines
 from benchmarks.person import Person
+from benchmarks.sidebyside import setup
 from benchmarks.small_job import progress, small_job_sections
 from benchmarks.supervised import RECOMMENDED_POLICY
-from benchmarks.trace import generate
-from benchmarks.workload import Workload
 
-STRESS_MULTIPLIER = 16
-
-
-def setup(seed: int, days: float, multiplier: float = 1.0) -> sidebyside.SideBySide:
-    """One seed's run: its trace (faults over twice the work's healthy time, benign phases) and the
-    workload logging at the trace's cadence, with the fault-free wall clock simulated."""
-    base = Workload(days=days)
-    trace = generate(
-        seed=seed,
-        hosts=base.hosts,
-        gpus_per_host=base.gpus_per_host,
-        horizon_hours=2 * days * 24,
-        rate_multiplier=multiplier,
-        benign=True,
-        hosts_fail=True,
-    )
-    workload = trace.script(base)
-    title = f"seed {seed}" if multiplier == 1 else f"stress {multiplier:g}x, seed {seed}"
-    return sidebyside.SideBySide(title, workload, trace, faultfree_minutes(workload, trace))
+STRESS_MULTIPLIER = sidebyside.STRESS_MULTIPLIER
 
 
 def _interval_advice(
@@ -209,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     pool.shutdown()
     out += ["", *retention.table()]  # arithmetic on the simulator's restore model: no drill run
+    out += ["", *corpus_eval.bench_section(corpus_eval.load())]  # the pure domain: no drill run
     out.append("")
     total = time.perf_counter() - started
     cpu = sum(
@@ -253,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         *seeds.hosts_table(results),
         "",
         *seeds.ettr_table(results),
+        "",
+        *bugs_report.table([r.sbs.accounts for r in results]),
         "",
         *straggler_lines,
         "",

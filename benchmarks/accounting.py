@@ -19,6 +19,9 @@ job by itself (a crash is reported by SageMaker: event delivery only); for those
 start cold (new instances) when an instance is bad, warm (a warm pool) otherwise, plus any
 capacity wait on the way; and the work since the newest complete checkpoint at onset (half a
 checkpoint interval on average).
+
+Deterministic failures (a user's bug, benchmarks/user_bugs.py) are scored apart: endings and
+GPU-hours per bug (``Account.bugs``), outside the fault classes and their floors.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.trace import Trace, TraceFault, trace_index
+from benchmarks.user_bugs import BugLoss, bug_losses
 from benchmarks.workload import Workload
 from drill.reports.history import MINUTE_MS, RunHistory
 from drill.sim.model import FaultRecord, SimJob
@@ -125,6 +129,16 @@ class Account:
     completed: bool
     notes: list[str] = field(default_factory=list)
     slowness: Slowness = field(default_factory=lambda: Slowness(0, 0, 0.0))
+    # deterministic failures (benchmarks/user_bugs.py): scored apart from the faults' classes
+    bugs: list[BugLoss] = field(default_factory=list)
+
+    @property
+    def bug_gpu_hours(self) -> float:
+        return sum(b.gpu_hours(self.gpus) for b in self.bugs)
+
+    @property
+    def bug_endings(self) -> int:
+        return sum(b.endings for b in self.bugs)
 
     @property
     def again_gpu_hours(self) -> float:
@@ -171,11 +185,12 @@ class Account:
     @property
     def unattributed_gpu_hours(self) -> float:
         """Wall-clock GPU-hours beyond the fault-free run that no fault's buckets (nor the slow
-        hosts) explain."""
+        hosts, nor the deterministic failures) explain."""
         return (
             self.gpu_hours(self.wall_min - self.faultfree_wall_min)
             - self.total_gpu_hours()
             - self.slowness.gpu_hours
+            - self.bug_gpu_hours
         )
 
 
@@ -270,6 +285,15 @@ def account(
         faultfree_wall_min=faultfree_wall_min,
         completed=completed,
         slowness=slowness(trace, run_jobs, records, workload.gpus, end_ms),
+        bugs=bug_losses(
+            trace.bugs,
+            workload.name,
+            jobs,
+            records,
+            steps_per_minute=spm,
+            compile_min=trace.compile_min,
+            end_ms=end_ms,
+        ),
     )
 
 

@@ -13,6 +13,9 @@ are not stored, the simulator's own records say which checkpoints completed -- w
 training script's resume logic would find in CheckpointConfig). A resubmission is a new
 CreateTrainingJob with ``SAGEWARDEN_RESUME_STEP`` set to that checkpoint, the way the simulated
 script resumes. Event delivery to the person's pager takes 1-20 s, like the drill's EventBridge.
+A deterministic failure of the trace (benchmarks/user_bugs.py) is fixed by the person when they
+resubmit after a page, or when they notice the loop (their hang-notice delay after its first
+ending), whichever comes first.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.person import Person
-from benchmarks.trace import Trace, trace_index
+from benchmarks.trace import Trace, person_key, trace_index
 from benchmarks.workload import Workload
 from drill.clock import VirtualClock
 from drill.sim.model import SimJob
@@ -114,6 +117,7 @@ class BaselineDriver:
         self._done = False
         self._faults_seen = 0
         self._pages: dict[int, int] = {}  # fault index -> pages so far
+        self._bugs_watched: set[int] = set()  # deterministic failures the person will look at
         self._stopping_for_hang: str | None = None
         self.actions: list[tuple[int, str, str]] = []
 
@@ -157,6 +161,8 @@ class BaselineDriver:
         return request
 
     def _submit(self, who: str) -> None:
+        if who.startswith("person"):
+            self._fix()
         if self._current is not None and not self.sim.job(self._current).is_terminal:
             return  # someone resubmitted already (the script and the person may both react)
         self._attempt += 1
@@ -212,9 +218,15 @@ class BaselineDriver:
 
     # -- the person's eyes ----------------------------------------------------------------------
     def _fault_index(self) -> int:
-        """The trace index of the fault being recovered from (the newest one that fired)."""
+        """The key of the fault being recovered from (the newest one that fired): its trace index,
+        or a deterministic failure's key (benchmarks/user_bugs.py)."""
         records = self.sim.fault_records
-        return next((i for r in reversed(records) if (i := trace_index(r.label)) is not None), 0)
+        return next((i for r in reversed(records) if (i := person_key(r.label, self.trace)) is not None), 0)
+
+    def _fix(self) -> None:
+        """The person looks at the run's endings: a deterministic failure that showed is fixed."""
+        for label in self.sim.fix_recurring(self.workload.name):
+            self.actions.append((self.clock.now_ms, "fix: the bug, at the resubmission", label))
 
     def _watch_faults(self) -> None:
         records = self.sim.fault_records
@@ -222,10 +234,22 @@ class BaselineDriver:
             record = records[self._faults_seen]
             self._faults_seen += 1
             fault = trace_index(record.label)
+            key = person_key(record.label, self.trace)
+            if fault is None and key is not None and key not in self._bugs_watched:
+                # a deterministic failure: whatever resubmits meanwhile, the person sees the same
+                # ending again and again on a dashboard after their notice delay, and fixes it
+                self._bugs_watched.add(key)
+                notice = record.at_ms + self.person.hang_notice_delay_ms(key)
+                self._at(notice, "person looks at the loop", self._notice_loop)
+                continue
             if fault is None:
                 continue  # a slow host: nothing hangs, the person has nothing to notice
             notice = record.at_ms + self.person.hang_notice_delay_ms(fault)
             self._at(notice, "person looks", functools.partial(self._notice, record.job))
+
+    def _notice_loop(self) -> None:
+        for label in self.sim.fix_recurring(self.workload.name):
+            self.actions.append((self.clock.now_ms, "person: fix the looping bug", label))
 
     def _notice(self, job_name: str) -> None:
         """The person looks at the run: a job still hung is stopped (then resubmitted)."""
@@ -246,7 +270,7 @@ def run_baseline(
 def faultfree_minutes(workload: Workload, trace: Trace) -> float:
     """Wall clock of the run with the trace's benign phases and no fault, no slow host (simulated: its
     compile, saves, pauses and evals take what they take)."""
-    quiet = dataclasses.replace(trace, faults=(), slows=())
+    quiet = dataclasses.replace(trace, faults=(), slows=(), bugs=())
     result = BaselineDriver("retry", workload, quiet, Person()).run()
     if not result.completed:
         raise RuntimeError("the fault-free run did not complete")

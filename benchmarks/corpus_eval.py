@@ -471,13 +471,92 @@ def report(outcomes: Sequence[Outcome], *, list_wrong: bool = True) -> list[str]
     )
     if list_wrong:
         lines += ["", "## Wrong (unambiguous), grouped by expected -> did (class)", ""]
-        for (expected, did, cls), group in wrong_groups(clear).items():
+        groups = wrong_groups(clear)
+        if not groups:
+            lines += [
+                "None. The ambiguous cases the supervisor treats otherwise than their label (not "
+                "scored), each with why it was labelled so and the supervisor's reason:",
+                "",
+                *(
+                    f"- `{o.case.id}` [{o.case.category}] {o.case.label} -> {o.predicted} "
+                    f"({o.end_class or 'no class'}): labelled because {o.case.why}; the supervisor: {o.reason}"
+                    for o in unclear
+                    if not o.correct
+                ),
+                "",
+            ]
+        for (expected, did, cls), group in groups.items():
             lines.append(f"### {expected} -> {did} ({cls or 'no class'}): {len(group)}")
             lines.append("")
             for o in group:
                 lines.append(f"- `{o.case.id}` [{o.case.category}]: {o.reason}")
             lines.append("")
     return lines
+
+
+def attempts_per_case(repeats: Sequence[Repeated]) -> list[str]:
+    """Every case's attempts until the run stopped, grouped by label and attempts (case ids)."""
+    groups: dict[tuple[str, int, bool], list[str]] = defaultdict(list)
+    for r in repeats:
+        groups[(r.case.label, r.attempts, r.stopped)].append(
+            r.case.id + (" (ambiguous)" if r.case.ambiguous else "")
+        )
+    rows = [
+        (
+            label,
+            str(attempts) if stopped else f"{attempts - 1}+ (never stopped)",
+            len(ids),
+            ", ".join(sorted(ids)),
+        )
+        for (label, attempts, stopped), ids in sorted(
+            groups.items(), key=lambda kv: (LABELS.index(kv[0][0]), kv[0][1])
+        )
+    ]
+    return _table(("label", "attempts until stop", "cases", "ids"), rows)
+
+
+BENCH_HEADING = "## Real endings: the corpus"
+
+
+def _demote(lines: Iterable[str]) -> list[str]:
+    """The report's headings one level down, under the bench's section (its title line dropped)."""
+    out: list[str] = []
+    dropped = False
+    for line in lines:
+        if line.startswith("# "):
+            dropped = True
+            continue
+        if dropped and not line:
+            dropped = False
+            continue
+        dropped = False
+        out.append("#" + line if line.startswith("#") else line)
+    return out
+
+
+def bench_section(cases: Sequence[Case], policy: RunPolicy | None = None) -> list[str]:
+    """BENCHMARKS.md's section: the report and the repeated endings of ``cases``, with each case's
+    attempts until the run stopped."""
+    outcomes = evaluate(cases, policy)
+    repeats = repeat_all(cases, policy)
+    clear = sum(not c.ambiguous for c in cases)
+    by_cat = Counter(c.category for c in cases)
+    return [
+        BENCH_HEADING,
+        "",
+        f"{len(cases)} endings of real training jobs ({clear} unambiguous, {len(cases) - clear} ambiguous; "
+        f"{len(by_cat)} categories), quoted from public threads with their source "
+        "(benchmarks/corpus/endings.jsonl, benchmarks/corpus/README.md), each delivered to the pure "
+        "domain (`decide`) as the service would deliver it; `python -m benchmarks.corpus_eval` prints "
+        "the same.",
+        "",
+        *_demote(report(outcomes)),
+        *_demote(repeat_report(repeats)),
+        "",
+        "### Attempts until the run stopped, per case",
+        "",
+        *attempts_per_case(repeats),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,6 +26,8 @@ from benchmarks.trace import (
     SLOW_STRETCH,
     slow_rate_per_host_hour,
 )
+from benchmarks.user_bugs import BUG_KINDS
+from benchmarks.user_bugs import RATE_PER_HEALTHY_HOUR as BUG_RATE
 
 # (phase, range, how often, public reports at or beyond the range's ends)
 BENIGN_SOURCES: tuple[tuple[str, str, str, str], ...] = (
@@ -117,6 +119,15 @@ def method_lines(person: Person) -> list[str]:
         + " (replace: SageMaker swaps the host before Training; fail: the job fails in Starting naming "
         "it; miss: the check finds nothing and the job meets the host). A warm pool takes 0-10 minutes "
         "to be `Available` (drawn per pool), past a resume's 5-minute wait for it.",
+        "",
+        f"**Deterministic failures** (a user's bug; benchmarks/user_bugs.py), about one per "
+        f"{1 / BUG_RATE:g} hours of healthy operation, from their own random stream: "
+        + "; ".join(f"{k.what} ({', '.join(k.cases)})" for k in BUG_KINDS.values())
+        + " -- each quoting the log tail (and FailureReason, if any) of that corpus case. A bug ends "
+        "every later attempt the same way at the same point (the restore, minutes after the compile "
+        "before the next checkpoint, the start-up, the first save), resumed from the same checkpoint, "
+        "until the person fixes it: when they resubmit after a page, or when they see the loop after "
+        "their hang-notice delay (the only way for (b), whose script resubmits a failure at once).",
         "",
         "**Internal consistency.** Faults and phases arrive over the run's *healthy operating time* "
         "(training, saving, evaluating, compiling; not hung), so every supervisor meets the same faults "

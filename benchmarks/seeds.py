@@ -432,6 +432,12 @@ def person_table(results: Sequence[SeedResult]) -> list[str]:
     return out
 
 
+def _per_bug(results: Sequence[SeedResult], key: str) -> str:
+    """Attempts each deterministic failure ended, over the seeds: the mean."""
+    bugs = [b for r in results for b in r.sbs.accounts[key].bugs]
+    return f"{sum(b.endings for b in bugs) / len(bugs):.1f}" if bugs else "n/a"
+
+
 def readme_lines(results: Sequence[SeedResult], straggler_lines: Sequence[str] = ()) -> list[str]:
     """The README's table and sentences, from the same numbers as BENCHMARKS.md."""
     out = [
@@ -472,6 +478,15 @@ def readme_lines(results: Sequence[SeedResult], straggler_lines: Sequence[str] =
         f"{med([r.sbs.accounts['d'].again_gpu_hours for r in results], '{:,.0f}')} GPU-hours, (e) "
         f"{med([r.sbs.accounts['e'].again_gpu_hours for r in results], '{:,.0f}')} and (e2) "
         f"{med([r.sbs.accounts['e2'].again_gpu_hours for r in results], '{:,.0f}')}.",
+        "",
+        "Deterministic failures (user bugs quoting real endings of the corpus, ended the same way on "
+        "every attempt until the person fixes them; per seed, median): "
+        + ", ".join(
+            f"{SHORT[k]} {med([r.sbs.accounts[k].bug_gpu_hours for r in results], '{:,.0f}')} GPU-hours "
+            f"({_per_bug(results, k)} attempts per bug)"
+            for k in ("a", "e", "d")
+        )
+        + ".",
         "",
         ettr_sentence(results),
         *(

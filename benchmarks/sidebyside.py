@@ -33,6 +33,7 @@ from benchmarks.trace import (
     ROOT_CAUSES,
     Trace,
     class_order,
+    generate,
 )
 from benchmarks.workload import Workload
 from drill.reports.history import BUCKETS
@@ -61,6 +62,7 @@ TICKS = {
 SCRIPT_KINDS = {"e": "script", "e2": "gpuscript"}
 CHART = Path("docs/bench-lost-gpu-hours.png")
 RETRY_ATTEMPTS = 3
+STRESS_MULTIPLIER = 16
 
 
 @dataclass
@@ -103,6 +105,25 @@ class Supervised:
     advice: CheckpointAdvice | None = None
     noticed: int = 0  # hangs the person noticed and stopped (what the notice delay changes)
     told_minutes: tuple[int, ...] = ()  # the checkpoint intervals sagewarden told its attempts
+
+
+def setup(seed: int, days: float, multiplier: float = 1.0) -> SideBySide:
+    """One seed's run: its trace (faults over twice the work's healthy time, benign phases) and the
+    workload logging at the trace's cadence, with the fault-free wall clock simulated."""
+    base = Workload(days=days)
+    trace = generate(
+        seed=seed,
+        hosts=base.hosts,
+        gpus_per_host=base.gpus_per_host,
+        horizon_hours=2 * days * 24,
+        rate_multiplier=multiplier,
+        benign=True,
+        hosts_fail=True,
+        bugs=True,
+    )
+    workload = trace.script(base)
+    title = f"seed {seed}" if multiplier == 1 else f"stress {multiplier:g}x, seed {seed}"
+    return SideBySide(title, workload, trace, faultfree_minutes(workload, trace))
 
 
 def run_one(
@@ -175,7 +196,9 @@ def run_one(
         decided_ms=decided,
     )
     acted = sum(1 for _, who, _ in actions if who.startswith("person"))
-    noticed = sum(1 for _, who, _ in actions if who == "person: stop hung job")
+    noticed = sum(
+        1 for _, who, _ in actions if who in ("person: stop hung job", "person: fix the looping bug")
+    )
     return Supervised(key, acc, wall, acted, gave_up, advice, noticed, told)
 
 

@@ -2,7 +2,8 @@
 moto, the simulated SageMaker, the alarm evaluator), with the same person on call as the
 alternatives: when sagewarden gives up on a run (restart budget, crash loop, a user error by
 policy) it pages, and the person resubmits the run -- a new sagewarden run with the same
-request, which resumes from the newest checkpoint -- after their paged delay.
+request, which resumes from the newest checkpoint -- after their paged delay, having fixed the
+deterministic failure it stopped on, if any (benchmarks/user_bugs.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.person import Person
-from benchmarks.trace import Trace, trace_index
+from benchmarks.trace import Trace, person_key
 from benchmarks.workload import Workload
 from drill.account.local import BUCKET, EXECUTION_ROLE
 from drill.alarms.evaluator import AlarmEvaluator
@@ -53,6 +54,7 @@ class PersonOnCall:
 
     person: Person
     spec: RunSpec
+    trace: Trace | None = None  # person_key of its deterministic failures
     max_resubmissions: int = 100
     actions: list[tuple[int, str, str]] = field(default_factory=list)
     _pending: int | None = None
@@ -70,6 +72,8 @@ class PersonOnCall:
         if self._pending is not None:
             if now >= self._pending:
                 self._pending = None
+                for label in runner.acct.sagemaker.fix_recurring(self.spec.name):
+                    self.actions.append((now, "fix: the bug, at the resubmission", label))
                 runner.submit(self.spec)
                 self.actions.append((now, "person: resubmit run", runner.run_ids[self.spec.name]))
             return
@@ -83,7 +87,7 @@ class PersonOnCall:
         if len(self._handled) > self.max_resubmissions:
             return
         records = runner.acct.sagemaker.fault_records
-        fault = next((i for r in reversed(records) if (i := trace_index(r.label)) is not None), 0)
+        fault = next((i for r in reversed(records) if (i := person_key(r.label, self.trace)) is not None), 0)
         k = self._pages.get(fault, 0)
         self._pages[fault] = k + 1
         self.actions.append((now, "page: sagewarden gave up", run_id))
@@ -151,7 +155,7 @@ def run_sagewarden(
     max_days: float = 400.0,
 ) -> SupervisedResult:
     scenario = scenario_for(workload, trace, policy or {}, seed=seed, max_days=max_days)
-    hook = PersonOnCall(person, scenario.runs[0])
+    hook = PersonOnCall(person, scenario.runs[0], trace=trace)
     runner = DrillRunner(
         scenario,
         template,

@@ -14,6 +14,9 @@ manifestations in ``MANIFESTATIONS``): plain data with one comment per row sayin
 between manifestations is a judgement from how these failures surface in PyTorch + NCCL on
 SageMaker, not a measurement -- edit the table to try another view; tests check that the
 generator follows it.
+
+Deterministic failures (a user's bug that ends every attempt the same way until a person fixes
+it, quoting a real ending of the corpus) are drawn by :mod:`benchmarks.user_bugs`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.user_bugs import TraceBug, bug_of, draw_bugs
 from drill.sim.model import Fault
 
 GPU_FAULT_RATE_PER_GPU_HOUR = 1.97e-5  # Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 days)
@@ -189,9 +193,20 @@ def slow_rate_per_host_hour() -> float:
 
 
 def trace_index(label: str | None) -> int | None:
-    """The trace fault a simulator record's label names (None: a slow episode or no trace fault)."""
+    """The trace fault a simulator record's label names (None: a slow episode, a deterministic
+    failure or no trace fault)."""
     head = (label or "").split(" ", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def person_key(label: str | None, trace: Trace | None = None) -> int | None:
+    """What the person's delays for a record are drawn by: its trace fault's index, or its
+    deterministic failure's key (benchmarks/user_bugs.py); None for anything else."""
+    index = trace_index(label)
+    if index is not None:
+        return index
+    bug = bug_of(label, trace.bugs) if trace is not None else None
+    return bug.person_key if bug is not None else None
 
 
 @dataclass(frozen=True)
@@ -314,6 +329,8 @@ class Trace:
     compile_min: float = 0.0  # at the start of every attempt's Training
     log_interval_s: float = 10.0  # how often each host logs a line
     slows: tuple[TraceSlow, ...] = field(default_factory=tuple)  # fail-slow episodes (if drawn)
+    # deterministic failures (user bugs, benchmarks/user_bugs.py; if drawn)
+    bugs: tuple[TraceBug, ...] = field(default_factory=tuple)
 
     @property
     def mtbf_hours(self) -> float:
@@ -330,11 +347,13 @@ class Trace:
         return out
 
     def sim_faults(self, run: str = RUN_NAME) -> list[Fault]:
-        """Everything the simulator is armed with: the faults, the benign phases, the slow hosts."""
+        """Everything the simulator is armed with: the faults, the benign phases, the slow hosts,
+        the deterministic failures."""
         return (
             [f.sim_fault(run) for f in self.faults]
             + self.benign_faults(run)
             + [x.sim_fault(run) for x in self.slows]
+            + [b.sim_fault(run) for b in self.bugs]
         )
 
     def scenario_faults(self, run: str = RUN_NAME) -> list[dict[str, Any]]:
@@ -440,11 +459,14 @@ def generate(
     rate_multiplier: float = 1.0,
     benign: bool = False,
     hosts_fail: bool = False,
+    bugs: bool = False,
 ) -> Trace:
     """Faults over ``horizon_hours`` of healthy operation (deterministic for a seed), each
     bad-instance fault with what the infra check does with it (:func:`with_infra_checks`); with
     ``benign`` the run's benign phases (:func:`draw_benign`); with ``hosts_fail`` fail-slow
-    episodes (:func:`draw_slow`) and lemons among the bad-instance faults (:func:`with_lemons`)."""
+    episodes (:func:`draw_slow`) and lemons among the bad-instance faults (:func:`with_lemons`);
+    with ``bugs`` deterministic failures (:func:`benchmarks.user_bugs.draw_bugs`, at their own
+    rate: a user's bugs do not grow with the GPU count or the fault-rate multiplier)."""
     for cause in ROOT_CAUSES:
         total = sum(p for _, p in cause.shows_as)
         if abs(total - 1.0) > 1e-9 or any(m not in MANIFESTATIONS for m, _ in cause.shows_as):
@@ -485,6 +507,8 @@ def generate(
         trace = dataclasses.replace(
             trace, faults=with_lemons(seed, trace.faults), slows=draw_slow(seed, hosts, horizon_hours)
         )
+    if bugs:
+        trace = dataclasses.replace(trace, bugs=draw_bugs(seed, hosts, horizon_hours, trace.compile_min))
     return trace
 
 

@@ -5,6 +5,8 @@ injected while the job trains) at ``after_training_min``; it then fires as one o
 events. Crashes end the job Failed, spot interruptions Stopped/Interrupted, hangs change the open
 phase for good, benign phases pause progress (a fault's ``log_lines`` may carry the training-script
 contract's phase marker, which the heartbeat metric honours like the heartbeat function does). Start-time faults act on CreateTrainingJob.
+A recurring crash (``recur_after_training_min``: a user's deterministic bug) fires again in every
+later job of its run at the same point, until :func:`fix_recurring`.
 """
 
 from __future__ import annotations
@@ -134,7 +136,17 @@ def bind(sim: FaultsSim, job: SimJob, state: FaultState, now: int, *, sort: bool
     """Schedule a training fault on a job in Training (see :class:`Fault` for the two clocks);
     with ``sort=False`` the caller sorts ``job._bound`` once after binding several."""
     f = state.fault
-    if f.after_run_training_min is not None:
+    if f.recur_after_training_min is not None and (state.fired or f.recur_from_next_start):
+        # a deterministic failure: met again at the same point of every later job's Training
+        start = job._try_started_ms if job._try_started_ms is not None else job.training_started_ms
+        assert start is not None
+        # not met yet: only a job that enters Training once it is due meets it
+        due_min = f.after_run_training_min
+        early = due_min is not None and round(due_min * MINUTE_MS) > sim.run_healthy_ms(job.run_name, start)
+        if not state.fired and early:
+            return
+        at = max(now, start + round(f.recur_after_training_min * MINUTE_MS))
+    elif f.after_run_training_min is not None:
         # healthy time passes at the wall clock's rate while the job trains; a hang unbinds it
         left = round(f.after_run_training_min * MINUTE_MS) - sim.run_healthy_ms(job.run_name, now)
         at = now + max(left, 0)
@@ -169,7 +181,11 @@ def fire(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
     if state.ends and job.secondary == "Training" and job._phase is not None:
         stragglers.fire(sim, job, state, min(max(f.host, 1), job.instance_count), t)
         return
-    if (state.consumed and f.once) or job.secondary != "Training" or job._phase is None:
+    recurring = f.recur_after_training_min is not None
+    if (state.consumed and (f.once or recurring)) or job.secondary != "Training" or job._phase is None:
+        return
+    if f.during_save and f.kind in CRASH_KINDS and job._phase != "save":
+        job._await_save.append(state)  # a crash in a save (a full disk): bound half-way through the next
         return
     if f.kind in HANG_KINDS or f.kind in PAUSE_KINDS:
         if job._phase in HANG_PHASES:
@@ -184,8 +200,9 @@ def fire(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
             job._bound.append((job._timer_at, state.seq, state))  # defer to the end of the phase
             job._bound.sort(key=lambda b: (b[0], b[1]))
             return
-    if f.once:
+    if f.once and not recurring:
         state.consumed = True
+    state.fired = True
     job.faults_fired.append(f.kind)
     host = min(max(f.host, 1), job.instance_count)
     sim.fault_log.append((t, job.name, f.kind, host))
@@ -310,3 +327,18 @@ def crash(sim: FaultsSim, job: SimJob, state: FaultState, t: int) -> None:
         sim._retry(job, t, reason)
     else:
         sim._fail(job, t, reason)
+
+
+def fix_recurring(sim: FaultsSim, run: str | None) -> list[str]:
+    """The person fixed what the run's recurring crashes that have fired showed them: those stop
+    firing (also in a job already bound to them). Returns their labels."""
+    fixed = []
+    for state in sim._faults:
+        f = state.fault
+        if f.recur_after_training_min is None or not state.fired or state.consumed:
+            continue
+        if run is not None and f.run not in (None, run):
+            continue
+        state.consumed = True
+        fixed.append(f.label or f.kind)
+    return fixed

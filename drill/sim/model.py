@@ -171,14 +171,27 @@ class Fault:
     # slow_host only: how much longer the host's compute per step takes (0.15: 15 % slower), for
     # ``duration_min`` (None: for the rest of the job)
     slowdown: float = 0.15
+    # crashes only: a deterministic failure (a user's bug). Once it has fired, it fires again in
+    # every later job of its run this many minutes after the job entered Training (with
+    # ``during_save``: half-way through that job's first save), the same lines and FailureReason
+    # each time, until the person fixes it (SimSageMaker.fix_recurring); firing never consumes it
+    recur_after_training_min: float | None = None
+    # ... and its first firing waits for the first job to enter Training once it is due (a failure
+    # at start-up or at the restore), instead of hitting the job training when it comes due
+    recur_from_next_start: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
         if self.hang_before_crash_min is not None and self.kind not in CRASH_KINDS:
             raise ValueError("hang_before_crash_min applies to crash kinds only")
-        if self.during_save and self.kind not in HANG_KINDS:
-            raise ValueError("during_save applies to hang kinds only")
+        recurring_crash = self.kind in CRASH_KINDS and self.recur_after_training_min is not None
+        if self.during_save and self.kind not in HANG_KINDS and not recurring_crash:
+            raise ValueError("during_save applies to hang kinds only (and to a recurring crash)")
+        if self.recur_after_training_min is not None and self.kind not in CRASH_KINDS:
+            raise ValueError("recur_after_training_min applies to crash kinds only")
+        if self.recur_from_next_start and self.recur_after_training_min is None:
+            raise ValueError("recur_from_next_start needs recur_after_training_min")
         if self.quota_limit is not None and self.kind != "quota":
             raise ValueError("quota_limit applies to quota faults only")
         if self.silent and self.kind != "eval_phase":
@@ -222,7 +235,8 @@ class Save:
 class FaultState:
     fault: Fault
     seq: int
-    consumed: bool = False
+    consumed: bool = False  # a recurring fault: fixed
+    fired: bool = False  # it has fired at least once
     ends: bool = False  # the end of a transient slow_host fault (drill/sim/stragglers.py)
 
 

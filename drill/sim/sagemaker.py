@@ -374,6 +374,11 @@ class SimSageMaker(SimReads, SimCore):
                     faults.bind(self, job, state, now)
                     self._reschedule(job)
 
+    def fix_recurring(self, run: str | None = None) -> list[str]:
+        """The person fixed the run's deterministic failures that have shown (recurring crashes
+        that fired): they fire no more. Returns their labels (drill/sim/faults.py)."""
+        return faults.fix_recurring(self, run)
+
     def throttle_next(self, n: int) -> None:
         """The next ``n`` API calls (create, describe or stop) raise ThrottlingException."""
         self._throttle += n

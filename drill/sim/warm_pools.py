@@ -218,6 +218,8 @@ class WarmPools:
                 returns_cold=0,
                 during_save=False,
                 half_written_checkpoint=False,
+                recur_after_training_min=None,
+                recur_from_next_start=False,
             )
             for host, f in sorted(job._inherited.items())
         ]

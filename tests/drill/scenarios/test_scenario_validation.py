@@ -325,7 +325,7 @@ def test_scenario_fields_that_do_not_apply_to_the_kind() -> None:
         "for a hang in a save, use during_save"
     ]
     assert problems(with_fault(kind="hardware", after_training_min=5, during_save=True)) == [
-        "faults[0]: during_save applies to hang kinds only"
+        "faults[0]: during_save applies to hang kinds only (and to a recurring crash)"
     ]
     assert problems(with_fault(kind="hardware", after_training_min=5, quota_limit=2)) == [
         "faults[0]: quota_limit applies to quota faults only"

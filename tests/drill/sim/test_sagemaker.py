@@ -960,6 +960,8 @@ def test_sim_hang_during_save_stops_the_write_half_way(sim: SimSageMaker, s3: An
 def test_sim_hang_during_save_only_for_hang_kinds() -> None:
     with pytest.raises(ValueError, match="during_save applies to hang kinds only"):
         Fault(kind="hardware", during_save=True)
+    # a user's bug that fills the disk fails every attempt's first save (drill/sim/faults.py)
+    assert Fault(kind="algorithm_error", during_save=True, once=False, recur_after_training_min=0).during_save
 
 
 def test_sim_fault_matches_run_and_attempt(sim: SimSageMaker) -> None:
