@@ -17,8 +17,8 @@ from drill.account.memory_store import InMemoryRunStore
 from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
 from sagewarden.domain.decision.pending import PendingDecision
 from sagewarden.domain.hangs.alarms import alarm_keys, key_signal
-from sagewarden.domain.hangs.confirm import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
 from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.hangs.quiet import SAVE_ACTIVE_MS, STARTUP_LONE_IDLE_MS
 from sagewarden.domain.hangs.windows import hang_alarms
 from sagewarden.domain.vocabulary.events import Observations
 from sagewarden.domain.vocabulary.models import Attempt, LaunchState, Run, RunStatus

@@ -14,7 +14,7 @@ from sagewarden.domain.decision.pending import (
     jitter,
 )
 from sagewarden.domain.hangs.cadence import learnable_at
-from sagewarden.domain.hangs.confirm import quiet_due_ms
+from sagewarden.domain.hangs.quiet import quiet_due_ms
 from sagewarden.domain.hangs.windows import startup_allowance
 from sagewarden.domain.hosts.fabric import scan_due_ms
 from sagewarden.domain.hosts.stragglers import read_due_ms

@@ -20,14 +20,14 @@ from sagewarden.domain.endings.attempt_ended import job_end_ms
 from sagewarden.domain.endings.deletions import lookup_event
 from sagewarden.domain.hangs.alarms import silence_window_min
 from sagewarden.domain.hangs.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
-from sagewarden.domain.hangs.confirm import (
+from sagewarden.domain.hangs.heartbeat import ConfirmWindows
+from sagewarden.domain.hangs.quiet import (
     SAVE_ACTIVE_MS,
     quiet_signals_wait,
     silence_from_logs,
     silence_to_confirm,
     wants_save_activity,
 )
-from sagewarden.domain.hangs.heartbeat import ConfirmWindows
 from sagewarden.domain.hangs.windows import startup_allowance, window_in_force
 from sagewarden.domain.lookups import (
     wants_checkpoint,

@@ -24,8 +24,8 @@ from sagewarden import keys
 from sagewarden.domain.decide import Decision, decide
 from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.goodput import run_goodput
-from sagewarden.domain.hangs.confirm import silence_from_logs
 from sagewarden.domain.hangs.heartbeat import PipelineHealth
+from sagewarden.domain.hangs.quiet import silence_from_logs
 from sagewarden.domain.hangs.windows import window_in_force
 from sagewarden.domain.vocabulary.actions import (
     Action,

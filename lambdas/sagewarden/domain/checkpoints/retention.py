@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from sagewarden.domain.checkpoints.history import writing_span
 from sagewarden.domain.checkpoints.retirement import forget_stuck, stuck_names
 from sagewarden.domain.decision.pending import PendingDecision
-from sagewarden.domain.hangs.confirm import SAVE_ACTIVE_MS
+from sagewarden.domain.hangs.quiet import SAVE_ACTIVE_MS
 from sagewarden.domain.vocabulary.actions import RetireCheckpoints
 from sagewarden.domain.vocabulary.layouts import DCP_MARKER, HF_MARKER, RetentionView, parse_s3_uri
 from sagewarden.domain.vocabulary.models import Run, RunStatus

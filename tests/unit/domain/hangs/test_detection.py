@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from sagewarden.domain.due import next_due_ms
-from sagewarden.domain.hangs.confirm import quiet_due_ms
+from sagewarden.domain.hangs.quiet import quiet_due_ms
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms, StopJob
 from sagewarden.domain.vocabulary.advice import checkpoint_advice
 from sagewarden.domain.vocabulary.checkpoint_interval import observed_interval_min
@@ -340,7 +340,7 @@ def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
 
 
 def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
-    from sagewarden.domain.hangs.confirm import wants_save_activity
+    from sagewarden.domain.hangs.quiet import wants_save_activity
     from sagewarden.domain.vocabulary.events import HangSignal
 
     run = training_run()

@@ -12,7 +12,6 @@ import dataclasses
 
 import pytest
 
-from sagewarden.domain.hangs.confirm import quiet_signals_wait, silence_from_logs, silence_to_confirm
 from sagewarden.domain.hangs.heartbeat import (
     SETTLE_MS,
     PipelineHealth,
@@ -20,6 +19,7 @@ from sagewarden.domain.hangs.heartbeat import (
     confirm_windows,
     judge_pipeline,
 )
+from sagewarden.domain.hangs.quiet import quiet_signals_wait, silence_from_logs, silence_to_confirm
 from sagewarden.domain.vocabulary.actions import Notify, StopJob
 from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations, Tick
 from sagewarden.domain.vocabulary.evidence import HostMetrics

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagewarden.domain.due import next_due_ms
-from sagewarden.domain.hangs.confirm import quiet_signals_wait
+from sagewarden.domain.hangs.quiet import quiet_signals_wait
 from sagewarden.domain.vocabulary.actions import StopJob
 from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations, Tick
 from sagewarden.domain.vocabulary.evidence import HostMetrics
