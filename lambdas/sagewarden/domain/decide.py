@@ -1,15 +1,8 @@
 """The supervisor's decision: `decide(run, event, now_ms, policy, obs) -> Decision`.
 
-Pure. The stored run is the desired state; every action is an idempotent "make it so", and
-every action can be re-derived from the stored run alone, so nothing is lost when the function
-carrying it out dies: the sweep's next pass observes what AWS holds and re-issues what is
-missing (a launch still PENDING, a stop not yet confirmed, hang alarms CloudWatch does not
-have, a stray job still running). Alerts go through the store's outbox for the same reason.
-
-Module map: this file dispatches events and handles the small ones; `draft` holds the shared
-building blocks, `endings` what happens when an attempt ends, `hangs` the hang signals (judged
-on `evidence`), `due` when the sweep looks next.
-"""
+Dispatches each event to its concern package (capacity, checkpoints, hangs, hosts, endings) and
+handles the small ones; every action can be re-derived from the stored run. Pure. Why:
+docs/reliability.md (*Design choices*)."""
 
 from __future__ import annotations
 

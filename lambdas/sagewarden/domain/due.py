@@ -1,5 +1,6 @@
 """When the sweep must next look at a run (pure): timers, re-issues of lost actions, watched warm
-pools, the moment a hang window can be learned, else the routine reconcile look (jittered)."""
+pools, the moment a hang window can be learned, else the routine reconcile look (jittered).
+Why: docs/reliability.md (*Durable timers*)."""
 
 from __future__ import annotations
 

@@ -1,28 +1,7 @@
 """Goodput: a run's effective training time ratio (ETTR) and where the rest of its wall time went.
 
-Pure. A run's wall time, from its submission to its end (or to ``now`` while it is live), is split
-into buckets (:data:`BUCKETS`) that add up to the wall time exactly, in whole milliseconds:
-productive training and the badput — waiting for quota or capacity, provisioning, downloading,
-start-up, checkpoint saves, hang detection, stopping, uploading, work redone after a restart,
-straggler slowdown, idle warm pool, and a remainder ("other") only where the records cannot say.
-
-Each bucket says how it is known:
-
-* ``measured`` — between two timestamps SageMaker or the supervisor recorded (an attempt's
-  request, creation, Downloading, Training, Uploading/Stopping, end; a stop request);
-* ``estimate`` — derived: checkpoint saves (saves counted from checkpoint steps, times their
-  measured write time), hang detection (from the onset the hang alarm implies: its state change
-  minus its window), work redone (training time an earlier attempt spent past the checkpoint the
-  next one resumed from), and productive training (the Training time none of those took:
-  pauses the supervisor cannot see, such as an evaluation, count here);
-* ``not measured`` — nothing the run records shows it (start-up to the first step, straggler
-  slowdown, idle warm-pool time): 0, and said so.
-
-A run keeps its accounting as it goes (``Run.goodput_ms``): the store may hold only a run's
-latest attempt, so an attempt's span is folded into the ledger when the next attempt is requested
-and the run's last one when the run ends. :func:`after_decision` does that at the end of every
-decision; :func:`run_goodput` adds the live attempt's span to the ledger.
-"""
+The buckets, how each is known, and the ledger folded at the end of every decision
+(`after_decision`, `run_goodput`). Pure. Why: docs/goodput.md."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""How long a FAILED or CANCELLED run may be resumed, and what a resume may continue from.
-
-* A run stays resumable for ``RESUME_WINDOW_MS`` (30 days) after it ended (``Run.finished_ms``;
-  a run stored before that field existed counts from its last update). While it is, its checkpoint
-  prefix is held for it: a run of another principal may not write there (domain/vocabulary/claims.py). After
-  it, ``POST /runs/{id}/resume`` answers 409 and the prefix is free.
-* A resume never continues from a checkpoint another run or job wrote. The newest complete
-  checkpoint must be the one the run knew when it ended (``Run.last_checkpoint``) or have been
-  written before the run ended: the later of its creation, its last attempt's end (its final
-  status change, which follows its last upload) and that checkpoint's own write. A newer one, or
-  a different one written at an unknown time, is refused (409, saying which and when).
-
-See docs/recovery.md ("Resuming a run"). Pure: no boto3, no clock, no environment.
-"""
+"""How long a FAILED or CANCELLED run may be resumed, and what a resume may continue from. Pure.
+Why: docs/recovery.md (*Resuming a run*)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Starting an attempt: the next usable instance choice, the Training Plan gate, volume steering
-away from bad warm pools, and relaunching the same request."""
+"""Starting an attempt (domain/capacity/launching.py): the next usable instance choice, the
+Training Plan gate, volume steering away from bad warm pools, and relaunching the same request.
+Why: docs/hang-detection.md (*Warm restarts*)."""
 
 from __future__ import annotations
 

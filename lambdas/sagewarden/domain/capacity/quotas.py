@@ -1,12 +1,7 @@
-"""SageMaker's training quotas by the names Service Quotas lists and ResourceLimitExceeded quotes.
-Pure, a leaf of the domain: admission (submit), the CLI's dry run and preflight, and the drill's
-simulated account all name quotas through here.
+"""SageMaker's training quotas, by the names Service Quotas lists and ResourceLimitExceeded quotes.
 
-Managed spot training has quotas of its own beside the on-demand ones: "<type> for spot
-training job usage" and "Number of instances across all spot training jobs" (docs/fidelity.md).
-A run's request with `EnableManagedSpotTraining` is counted against those, every other one
-against "<type> for training job usage" and "Number of instances across all training jobs".
-"""
+A leaf of the domain: admission, the CLI's dry run and preflight, and the drill's account name
+quotas through here; spot requests count against the spot quotas. Why: docs/fidelity.md."""
 
 from __future__ import annotations
 

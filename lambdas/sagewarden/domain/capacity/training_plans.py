@@ -1,31 +1,8 @@
-"""Supervising a run across the windows of its SageMaker Training Plan (reserved capacity). Pure.
+"""Supervising a run across the windows of its SageMaker Training Plan (reserved capacity).
 
-A plan's windows can be discontinuous; a job runs in one window only (SageMaker terminates its
-instances from 30 minutes before the window's end, and the job does not move on). So:
-
-* **Stop in good time.** While an attempt trains in a window, the sweep looks again when the last
-  checkpoint before the window's termination should complete (the run's observed checkpoint
-  interval, anchored on its newest checkpoint) and stops the attempt (intent `window_end`) as
-  soon as that checkpoint is seen: a script that saves on SIGTERM loses nothing, one that does
-  not loses at most the sweep's grace. Never later than termination - 120 s (SIGTERM to SIGKILL)
-  - a margin, checkpoint or not.
-* **A window's end is not a failure.** Its ending (the supervisor's stop, or SageMaker's
-  termination when a stop came too late: a Failed job that reads like an instance failure, inside
-  a window's last 30 minutes) is classified WINDOW_END: no restart counted, no crash-loop streak,
-  an info alert (`run.waiting_for_window`). AWS does not say that the job's own RetryStrategy
-  skips that termination: when it retries it instead (the job back to Starting after it trained,
-  at or after the window's termination), the job would wait Pending in the same attempt for the
-  next window, outside the window handling -- so it is stopped (intent `window_end`) and the
-  next window gets a new attempt.
-* **Resume at the next window.** The launch is due LAUNCH_LEAD_MS before the window opens (the
-  job waits Pending and starts as the window opens); `draft.start_attempt` asks `launch_at`.
-* **Warn when the plan is short.** With the policy's `total_steps`, once per window: the steps
-  left at the measured pace against the windows' remaining training time (minus each window's
-  start-up). After the last window: on-demand if the policy allows, else the run ends FAILED.
-
-The plan is read with DescribeTrainingPlan at submit and refreshed by the sweep; an unreadable
-plan is unknown (the last windows read stay in force, nothing is decided on "no windows").
-"""
+Stopping in good time before a window's end, classing that ending WINDOW_END, resuming at the next
+window, warning when the plan is short. Pure. Why: docs/recovery.md (*Training Plans (reserved
+capacity)*)."""
 
 from __future__ import annotations
 

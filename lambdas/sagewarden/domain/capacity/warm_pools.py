@@ -1,31 +1,7 @@
-"""Warm pools, as SageMaker keeps them: watched level-triggered until gone. Pure.
+"""Warm pools: each ended attempt's pool watched level-triggered until it is gone.
 
-What AWS documents (docs/fidelity.md): an ended job keeps its instances in a warm pool after it
-completes, is stopped, or fails with an algorithm or client error, for KeepAlivePeriodInSeconds
-once the pool is `Available`; the next matching job runs on *those instances* (a bad host comes
-back); `UpdateTrainingJob` may set KeepAlivePeriodInSeconds (0 releases the pool) only once the
-job ended and the pool is `Available`; the warm-pool quota is 0 by default, and then no pool is
-kept -- without an error. How long after the end a pool becomes `Available` is not published.
-The state-change event does not carry `WarmPoolStatus`: only DescribeTrainingJob shows it.
-
-So every ended attempt that asked for a pool gets a `PoolWatch`, and the sweep describes its job
-every minute until the pool is gone (`Terminated` or `Reused`), bounded in time:
-- a pool nothing will reuse (the run ended, waits, changes instance type, or the attempt singled
-  out a bad host) is released as soon as it is `Available`, and again until it is gone;
-- a resume on the same instances waits up to POOL_WAIT_MS for its pool to become `Available`
-  and then runs on it (a job created before that starts cold and leaves the pool idle, billed);
-- after a bad host the replacement starts at once and cannot run on that pool: it asks for a
-  volume size 1 GB off the bad attempt's (the volume size is one of the values a matching job
-  shares), and the pool is released when it becomes `Available`. When the request names no
-  volume size, or another watched bad pool already has the other size, it waits until the pool is
-  gone; a launch refused for quota while a bad pool of its instance type is still held (idle pool
-  instances count towards the training-job quotas) waits until that pool is gone, not a backoff;
-- a pool that never appears after an ending that keeps one means no warm-pool quota: the user is
-  told once, and the run asks for no pool again;
-- a watched pool's job deleted outside sagewarden (`Deleting`, or gone: SageMaker deletes only a
-  job without an Available pool) ends the watch and says nothing about the quota; a launch
-  waiting for that pool starts cold.
-"""
+Releasing a pool nothing will reuse, waiting for a resume's pool, steering past a bad host's pool,
+and learning that no warm-pool quota exists. Pure. Why: docs/hang-detection.md (*Warm restarts*)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The checkpoints a run has seen: its bounded history (step, written at, write seconds, previous
-step) for the interval advice, per attempt the saves it measured for goodput, and when its ended
-attempts could write checkpoints (retention retires only what they wrote). Pure."""
+"""The checkpoints a run has seen: its bounded history for the interval advice, per attempt the
+saves measured for goodput, and when ended attempts could write (retention retires only that).
+Pure. Why: docs/checkpoints.md (*Where the rules live*)."""
 
 from __future__ import annotations
 

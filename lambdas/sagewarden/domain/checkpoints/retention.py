@@ -1,43 +1,7 @@
 """Checkpoint retention (opt-in ``checkpoint_keep``): which complete checkpoint directories leave
 the synced prefix, and when.
 
-SageMaker copies everything under ``CheckpointConfig.S3Uri`` to every instance when a job starts or
-resumes, so a month of hourly checkpoints makes every restart download all of them. With
-``checkpoint_keep: k`` the sweep moves older complete checkpoints out of the synced prefix (to the
-archive prefix, or deletes them when ``checkpoint_retired`` is "delete"). Safety rules, each tested:
-
-a. never the newest verified checkpoint, never any of the ``k`` newest complete ones;
-b. only while the run's current attempt is InProgress/Training with no stop asked: SageMaker
-   downloads the prefix at job start, so never while a job may be reading it (a launch in flight,
-   Pending, Starting, Downloading, between attempts);
-c. only directories the finder recognises as complete and older than the newest verified one
-   (never unrecognised names, never incomplete ones still being written);
-d. unknown is not empty: a failed look-up retires nothing this pass (the next pass retries);
-e. every move is an action, so its intent and its result are in the run's audit trail;
-f. a finished or cancelled run retires nothing more (its prefix is the user's again);
-g. the directories chosen are recorded in the run (``Run.retiring``) before the first S3 call,
-   and stay there until the synced prefix no longer holds them: a half-done move is finished by a
-   later pass, even though its marker is already gone (the adapter deletes markers first);
-h. the newest complete directory counts as one of the ``k`` only once it has settled: SageMaker
-   uploads the local checkpoint directory file by file, so a small marker can land while the
-   save's large files are still on their way. Until its last write (its marker or any object) is
-   ``SAVE_ACTIVE_MS`` old -- or while that is unknown (a listing cut) -- the ``k`` complete ones
-   below it stay as well, so a settled checkpoint always remains (retiring nothing instead would
-   stop retention for good on a run that checkpoints every 5 minutes or more often);
-i. only periodic checkpoints: never the directory the training framework marks as best (Hugging
-   Face's ``trainer_state.json`` ``best_model_checkpoint``; unknown keeps everything this pass),
-   never a name containing "best", never one the policy's ``checkpoint_keep_dirs`` names or
-   matches, and outside the ``regex`` layout only names of the periodic form ``<letters>[-_]<step>``
-   (``checkpoint-1200``, ``iter_0001200``, ``step_1200``, ``global_step1200``, ``1200``);
-j. only what the run's own attempts wrote: a directory is the run's own when it was written
-   (its marker's, or a Megatron file's, LastModified) while one of the run's attempts trained
-   (``Run.checkpoint_spans``, and the current attempt since its Training began) and its step is
-   above the step that attempt resumed from. What was there before the first attempt, what
-   another run or job wrote between attempts, and a directory written at an unknown time are
-   never retired.
-
-Pure: no boto3, no clock, no environment.
-"""
+Each safety rule has its own test. Pure. Why: docs/checkpoints.md (*The rules*)."""
 
 from __future__ import annotations
 

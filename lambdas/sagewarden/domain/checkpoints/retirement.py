@@ -1,27 +1,7 @@
-"""Checkpoint retirement's bookkeeping (docs/checkpoints.md): what the retirer's passes answered,
-the directories that cannot be retired, and whether retention can free storage in the bucket.
+"""Retirement's bookkeeping: what each retirer pass answered, the directories that cannot be
+retired, and whether retention can free storage on a versioned bucket.
 
-``domain/checkpoints/retention.py`` chooses the directories and asks for a pass (RetireCheckpoints); the
-adapter (``adapters/s3_checkpoint_retirer.py``) answers RetirementReported, one outcome per
-directory it reached, and here the decision records it:
-
-* each directory's progress (``Run.retire_progress``): the next pass is given it and continues
-  where this one stopped, so objects proven copied are not proven again and a multipart copy
-  resumes from its last part -- a directory larger than one pass finishes;
-* a directory that had a pass to work on and could not advance it STUCK_AFTER_PASSES times in a
-  row (a listing longer than a pass, an error that does not heal by itself) cannot be retired:
-  it leaves ``Run.retiring`` for ``Run.retire_stuck`` (shown in ``GET /runs/{id}`` and the audit
-  with the reason) and is no longer tried, so the directories behind it proceed. A transient
-  error (throttling, a 5xx) never counts: unknown is not "stuck". The entry goes when the synced
-  prefix no longer holds the directory.
-
-``versioning_warning``: on a versioned bucket a delete only adds a delete marker and the bytes
-stay as a noncurrent version, so retention frees nothing unless a lifecycle rule expires
-noncurrent versions under the checkpoint prefix. Submission and ``make doctor`` warn (never
-refuse).
-
-Pure: no boto3, no clock, no environment.
-"""
+Pure. Why: docs/checkpoints.md (*The rules*, *Where the rules live*)."""
 
 from __future__ import annotations
 

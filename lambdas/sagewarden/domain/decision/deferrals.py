@@ -1,4 +1,5 @@
-"""Deferrals: a decision that waits for evidence, bounded, then gives up or fails."""
+"""Deferrals: a decision that waits for evidence, bounded, then gives up or fails.
+Why: docs/reliability.md (*Unknown is not empty*)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The decision under way: `PendingDecision`, what one call of `decide` changes, and the
-small steps every handler shares (stop, cancel, choices, back-off). See docs/design.md."""
+small steps every handler shares (stop, cancel, choices, back-off). Why: docs/reliability.md
+(*Design choices*)."""
 
 from __future__ import annotations
 

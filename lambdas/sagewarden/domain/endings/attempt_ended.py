@@ -1,12 +1,6 @@
-"""What `decide` does when SageMaker reports that an attempt ended: classify the ending, then
-finish the run, resume it from the newest verified checkpoint, fall back to another instance
-type, or wait. Pure.
-
-A cancel wins over every classification: a job that ends Failed (or Stopped for another reason)
-while the cancel's stop is in flight ends the run CANCELLED; only `Completed` before the stop
-took effect ends it SUCCEEDED, and the outcome says so. A job deleted outside sagewarden before
-its ending was seen is an ending too (class DELETED: domain/endings/deletions.py).
-"""
+"""What `decide` does when an attempt ended: classify the ending, then finish the run, resume it,
+fall back to another instance type, or wait. A cancel wins over every classification. Pure.
+Why: docs/recovery.md (*How an attempt's ending is handled*)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""Training jobs deleted outside sagewarden. Pure.
-
-SageMaker's DeleteTrainingJob removes a job that ended (Stopped, Failed, Completed) and keeps no
-Available warm pool: the job shows TrainingJobStatus `Deleting` for a while, then DescribeTrainingJob
-answers as for a name never used, and the name may be used again -- by anyone (docs/fidelity.md).
-So an attempt whose ending sagewarden has not seen can find its job
-
-* `Deleting`;
-* missing, after SageMaker had accepted it (`LaunchState.SUBMITTED`): only once the launch is
-  older than DELETED_AFTER_MS, since a new job may be missing from reads for a while (AWS
-  publishes no read-after-create bound; the drill models up to 10 minutes);
-* replaced: the name holds a job created at another time than the one the attempt saw.
-
-Each is an ending the supervisor names, class DELETED ("deleted outside sagewarden"): how the job
-ended is unknown (its metadata is gone), so the run resumes from the newest verified checkpoint
-under a *new* attempt name, counted against `max_restarts` like an unexplained crash (a deletion
-only removes a job that had already ended: it is no request to stop the run, which is what a
-cancel is). The supervisor never waits on the job, never launches its name again, and never stops
-or reads a job that took the name. An attempt with a stop intent keeps it (the stop's ending, e.g.
-a cancel or a window's end, decides); an ending already seen and deferred is decided as seen.
-"""
+"""Training jobs deleted outside sagewarden: seen `Deleting`, missing once the launch is old
+enough, or the name holding another job. Each ends the attempt as DELETED. Pure. Why:
+docs/recovery.md (the DELETED row, *Where the rules live*)."""
 
 from __future__ import annotations
 

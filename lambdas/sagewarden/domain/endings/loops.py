@@ -1,33 +1,6 @@
-"""Telling a crash loop from independent faults. Pure.
-
-An ending *without progress* is one whose checkpoint step did not advance past the attempt's
-resume point. On its own that proves little: at 2,048 GPUs a fault arrives every few hours, and
-one that lands before the attempt's first checkpoint is bad luck, not a loop (at 16x the Llama 3
-fault rate, three in a row happened 11 times in a 42-day benchmark run and the old rule paged a
-person each time). A loop repeats itself: the same failure, again before progress. So an ending
-without progress extends the no-progress streak only when
-
-- it failed the same way as the previous ending without progress (its *signature*: the ending
-  class and its reason and evidence with numbers, ids, addresses and host indices taken out), or
-- the attempt trained well past a checkpoint that was due (twice the run's observed checkpoint
-  interval) and none landed: whatever ends such attempts, the run is burning GPU-hours without
-  keeping any of them.
-
-Any other ending without progress starts a new streak of 1. Budgets (`max_restarts`, the wall
-clock, `max_cost_usd`) still bound a run whatever its faults are.
-
-**A deterministic failure costs at most one confirming restart** (`repeats_previous`). An ending
-the classifier cannot explain, or explains only by a line a bug and a fault print alike (an
-illegal memory access, a segfault, a kill, a NaN loss: `Classification.confirmable`), is a loop as
-soon as it repeats the previous ending -- the same signature, neither pointing at hardware or a
-host, at the same step (the step numbers the lines print, when they print any), after a resume from
-the checkpoint that ending left and without progress past it. The run then fails at once with both
-attempts' lines. There is no waiting for the streak, and no extra attempt on new instances because
-the repeat ran on the same warm pool: the same step is the evidence that the code, not the
-instances, fails (an ending of the same kind at *another* step on the same pool makes the pool
-suspect instead: domain/hosts/bad_hosts.py). Transient faults (a collective timeout, a service error) recur by
-chance and keep the streak rule above.
-"""
+"""Telling a crash loop from independent faults: the no-progress streak counts only repeats, and a
+deterministic failure costs at most one confirming restart (`repeats_previous`). Pure. Why:
+docs/recovery.md (*Crash loop*, *Deterministic failure*)."""
 
 from __future__ import annotations
 

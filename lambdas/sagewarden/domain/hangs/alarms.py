@@ -1,21 +1,5 @@
-"""Which hang alarms an attempt should have: pure, so `decide` can compare it with what the sweep
-saw in CloudWatch (the level) instead of trusting a flag written before the alarms were created.
-
-An alarm is identified within its job by a *key*: the signal, plus `#<group>` for the lone-idle
-alarms (metric math allows at most 10 metrics per alarm, so hosts are split into balanced groups
-of at most 10). The CloudWatch adapter turns keys into alarm names and back.
-
-The alarms of one attempt:
-- `log_silence`: no log line (heartbeat metric) for the attempt's window (learned, see cadence);
-  only where the log subscription feeds the heartbeat (without it the sweep judges log silence);
-- `progress_stalled` (with a progress metric): the metric not reported, or reported unchanged;
-- `gpu_lone_idle#g` (jobs of 2+ hosts): a host of group g is idle while a peer of the group is
-  busy, for `gpu_lone_idle_minutes` (3): a dead host among spinning ones is unmistakable fast,
-  while benign phases (save, eval, data-loader pauses) idle or slow every host together;
-- `gpu_idle`: hosts 1 and 2 (the whole job, for a one-host job) idle for `gpu_idle_minutes`:
-  the job as a whole stopped computing. Two hosts suffice: if the whole job is idle they are,
-  and if only some hosts are, the lone-idle alarms fire first.
-"""
+"""Which hang alarms an attempt should have, by key (a signal, plus `#<group>` for lone-idle
+groups of at most 10 hosts). Pure. Why: docs/hang-detection.md (*Where the rules live*)."""
 
 from __future__ import annotations
 

@@ -1,28 +1,6 @@
-"""Hang windows learned from the attempt's own cadence (pure).
-
-A fixed log-silence window has to be longer than the slowest benign silence of *any* job, so a
-spinning NCCL collective burns that long on every job. Like NVIDIA's resiliency extension, which
-derives its heartbeat timeouts from observed intervals times a safety factor, the supervisor
-reads the attempt's per-minute activity (the heartbeat metric for log lines, the progress
-metric's reports) and sets the window to the safety factor times its *typical* quiet stretch: the
-longest of the shortest 90 % of the completed quiet stretches it has seen (a job that logs every
-minute has quiet stretches of 0 minutes, one that logs every 10 minutes of 9), never below a floor
-and never above the policy's window.
-
-The window only decides when the evidence of what the job is doing is read (`domain/vocabulary/evidence.py`);
-a benign phase longer than it (a checkpoint save, a compile, an eval) is told apart by that
-evidence, so the window need not cover every benign phase, and it is learned as soon as the
-cadence is established: after LEARN_MIN_OBSERVED minutes of training past the start-up allowance,
-and at least MIN_INTERVALS of the attempt's typical intervals (20 minutes for a job that logs
-every minute, 100 for one that logs every 10 minutes). Until then the policy's window is in force.
-
-Declared long phases (a training script prints `[sagewarden] phase=<name> max_minutes=<n>`)
-never count as quiet: the heartbeat function marks their minutes as active (see
-`handlers/on_training_logs.py`).
-
-The quiet stretch still under way is not learned from: a job that is hanging right now must not
-teach the supervisor to wait longer.
-"""
+"""Hang windows learned from the attempt's own cadence: a safety factor times its typical quiet
+stretch, between a floor and the policy's window, once the cadence is established. Pure. Why:
+docs/hang-detection.md (*Learned windows*)."""
 
 from __future__ import annotations
 

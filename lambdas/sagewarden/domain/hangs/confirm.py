@@ -1,16 +1,6 @@
-"""Hang signals: confirm a hang and stop the job, level-triggered. Pure.
-
-CloudWatch sends ONE event when an alarm enters ALARM and none while it stays there, and
-EventBridge may drop or delay it. So an ALARM edge is only a hint to look sooner; the sweep
-reads the alarms' current states (`AlarmsObserved`) and feeds them here every pass. An ALARM
-ignored for a good reason (inside the grace period, before Training was recorded) is acted on
-as soon as that reason has passed and the alarm is still in ALARM; a signal whose alarm went
-back to OK is forgotten even if its OK event was lost. The same observation repairs missing
-alarms from what CloudWatch actually holds.
-
-The heartbeat's log silence is derived; the job's logs are the truth (domain/hangs/heartbeat.py): a
-stop on it alone is confirmed in the job's training streams first, and an attempt whose logs
-contradicted its heartbeat has its log silence judged from its logs (`silence_from_logs`)."""
+"""Hang signals: confirm a hang from the alarms' levels and stop the job; repair missing alarms
+from what CloudWatch holds; adapt the learned windows. Whether a quiet job is hung: quiet.py.
+Pure. Why: docs/hang-detection.md (the alarm levels, *Evidence, not silence*)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""The heartbeat and its pipeline: whether a heartbeat's silence is the job's, and whether the
-pipeline that feeds the heartbeat delivers at all. Pure. The why: docs/hang-detection.md
-(*A broken heartbeat*).
-
-The heartbeat metric is derived (log subscription -> heartbeat function -> EMF -> metric); the job's
-log group is the source of truth. A log-silence alarm on the heartbeat counts a minute without data
-as silent, so a pipeline that delivers nothing (the function failing or throttled, the filter
-removed, a Logs delivery problem) reads as every job gone silent. Two guards, both from levels:
-
-- **Per attempt**, before a stop whose only quiet signal is the heartbeat's log silence: one
-  bounded read of the job's own training streams over the silence window (`confirm_windows`). No
-  line: the silence is real. A line: not silent, no stop; and a line old enough that a delivering
-  heartbeat would have ended the alarm's ALARM (`SETTLE_MS`) shows the pipeline failed this job:
-  the attempt's heartbeat is *doubted* and its log silence is judged from its logs, as without a
-  log subscription, until its log-silence alarm is seen OK again (datapoints arrived).
-- **Per deployment** (`judge_pipeline`, the sweep's every pass): no log-silence alarm of the
-  deployment is OK while some training attempt's heartbeat is doubted -- the heartbeat stopped for
-  every job at once. The pipeline is *broken*: one alert (the outbox, under a dedupe id fixed by
-  the state's version), and every training attempt's log silence is judged from its logs. The
-  first log-silence alarm seen OK (a heartbeat datapoint arrived) heals it: one alert again.
-"""
+"""The heartbeat and its pipeline: whether a heartbeat's silence is the job's (`confirm_windows`),
+and whether the pipeline delivers at all (`judge_pipeline`). Pure. Why: docs/hang-detection.md
+(*A broken heartbeat*, *The pipeline itself*)."""
 
 from __future__ import annotations
 

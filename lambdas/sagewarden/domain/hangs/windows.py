@@ -1,5 +1,5 @@
 """How long a job may stay silent: the hang window in force and the start-up allowance, each
-with one home (docs/hangs.md)."""
+with one home. Why: docs/hang-detection.md (*Learned windows*, *Start-up allowance*)."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
-"""Bad hosts: which host an ending or a hang singled out, its fingerprint, and the infra check. Pure.
-
-A few hosts cause most repeated failures (aws-facts: Meta's "lemon nodes"; a 504-GPU study found
-3 of 63 nodes behind more than half of all exclusions). So:
-
-- **Which faults single out a host** (`singled_out`): a hardware fault (FailureReason, or
-  ECC/Xid/"fell off the bus" in the log tail -- the host whose log printed it), an NCCL/collective
-  error line that names another host (`algo-<n>` in its text: every healthy peer prints NCCL
-  errors about its own side, so only a *named* peer is singled out), a hang with one host idle
-  among busy ones or without metrics (domain/hangs/confirm.py's `suspect_hosts`), and the supervisor's own
-  stop of an attempt that printed a known-bad fingerprint or ran a straggler (domain/hosts/stragglers.py).
-  And, naming no host, **the same fault again on a reused warm pool** (`repeated_on_pool`): an
-  attempt that ran on an earlier attempt's pool and ended as it did (a crash of the same class, or
-  a hang): a bad GPU behind a NaN loss or a NIC behind a spin names no host, but the same
-  instances failing twice in the same way make the pool suspect. Such an attempt's warm pool is never
-  reused (domain/capacity/warm_pools.py), and the next attempts ask SageMaker to check their instances
-  first: `InfraCheckConfig: {EnableInfraCheck: true}` (policy `infra_check_after_bad_host`;
-  domain/vocabulary/launch.py keeps a request's own InfraCheckConfig) until one reaches Training with it.
-- **Fingerprints.** A training script that follows the contract prints, once at start, per host
-  `[sagewarden] host=<n> fingerprint=<GPU serials, comma separated>`. The serials of a singled-out
-  host are remembered on the run (at most MAX_BAD_FINGERPRINTS, oldest dropped first). A later
-  attempt whose log shows a host sharing a GPU serial with a remembered one is stopped at once
-  (intent `bad_host`), with an `attempt.bad_host` alert naming the host and its serials, and is
-  resumed cold with the infra check.
-- **Unknown is not "no fingerprint".** Where the log could not be read, the bad host is still
-  singled out (the warm pool and the infra check do not depend on it); only its fingerprint is
-  not remembered, and the audit trail says so.
-"""
+"""Bad hosts: which host an ending or a hang singled out, the same fault again on a reused warm pool,
+GPU fingerprints, and the infra check. Pure. Why: docs/recovery.md (*Bad hosts and slow fabric*)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""Slow fabric: a multi-node job on EFA instances whose NCCL runs over TCP sockets. Pure.
-
-Such a job trains, without a single error, with collectives several times slower (the seed's
-first best practice is to verify that NCCL really uses EFA). NCCL says which network it chose
-when `NCCL_DEBUG=INFO`: `NCCL INFO Using network Socket` (with `NET/Socket : Using [0]eth0:...`)
-versus `NCCL INFO Using network AWS Libfabric` (with `NET/OFI Selected Provider is efa`); the
-aws-ofi-nccl plugin on libfabric's `tcp`/`sockets` provider is no faster.
-
-The start-up scan: while an attempt is in its first SCAN_WINDOW_MS of Training, the sweep looks
-at it every minute (`scan_due_ms`) and reads its log with one bounded FilterLogEvents per pattern
-(`scan_patterns`: NCCL's "Using network" lines when the fabric check applies; the contract's
-fingerprint lines when the run remembers a bad host, domain/hosts/bad_hosts.py), from Training's start,
-until it has an answer (then never again for that attempt). A socket verdict is a warning alert
-`attempt.slow_fabric` with the lines that show it, and the run's GET shows it on the attempt: no
-stop (a slow job still trains; the user decides). An unreadable log is unknown: nothing is
-decided, and the next minute reads again.
-
-Which instances: the GPU families with EFA (p4d, p4de, p5, p5e, p5en, p6-*; the same list the
-submit review warns about, sagewarden_cli/preflight.py). Trainium (trn1, trn1n, trn2) also has EFA, but its
-collectives are the Neuron runtime's, not NCCL's: NCCL's lines say nothing there.
-"""
+"""Slow fabric: a multi-node job on EFA instances whose NCCL runs over TCP sockets, found by a
+start-up scan of its log. Pure. Why: docs/recovery.md (*Slow fabric*, *Where the rules live*)."""
 
 from __future__ import annotations
 

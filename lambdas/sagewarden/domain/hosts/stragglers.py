@@ -1,49 +1,5 @@
-"""Stragglers: a host alive but slow (fail-slow). Pure.
-
-In synchronous data-parallel training every step waits for the slowest host, so one slow host
-slows the whole job (aws-facts: FALCON measured fail-slow hosts lengthening jobs 1.34x on average,
-and confirms a slowdown only when a step-time shift persists). Nothing fails: no alarm, no error.
-
-**What the script prints** (the training-script contract, docs/recovery.md): every N steps, per
-host, `[sagewarden] host=<n> step=<s> step_ms=<ms> compute_ms=<ms>` -- step_ms the step's wall
-time (the same on every host: they wait for each other), compute_ms the host's own work in it
-(forward, backward, optimizer: without the time spent waiting in collectives). An optional
-`total=<steps>` says how many steps the run trains, for the break-even below (without it the
-remaining run, and so the loss, is unknown: the alert says so, and no restart is decided). The scoring needs
-compute_ms: wall step times alone are equal on all hosts and single out none.
-
-**Scoring** (`score`). The lines are grouped by step; at each step with at least MIN_PEERS + 1
-hosts, a host's *ratio* is its compute_ms over the median of its peers' (the other hosts). Each
-host's *baseline* is its median ratio over the attempt's first BASELINE_SAMPLES steps
-(`baseline`): uneven data shards (a host constantly ~5 % slower from the start) are in the
-baseline, so a constant offset is not a change. A host's *shift* at a step is its ratio over its
-baseline, minus 1. A host is a straggler when its shift stays above half the policy's
-`straggler_threshold` (STRETCH_FLOOR) through a trailing stretch lasting at least
-`straggler_window_minutes` (default 6), measured in wall time from the lines' own steps and
-step_ms, and the median shift over the stretch's last window is at least the threshold (default
-0.15; less TOLERANCE, 2.5 points, for the steps' own jitter). The half-threshold floor keeps a
-real straggler's jitter from breaking its stretch, while a return to normal ends it, so a host
-briefly slow (its own checkpoint shard write, a few minutes) is not flagged, not even beside a
-one-minute spike (tests/unit/domain/hosts/test_stragglers_week.py: a noisy healthy week, no flag). A
-host that printed no line in the read is *unknown*, never "healthy"; a whole job slowing down
-moves every host's compute and no host's ratio: not a straggler (the hang checks and goodput
-see that).
-
-**Gathering.** While an attempt trains and the policy says its script prints step lines
-(`step_lines`), the sweep reads them every READ_EVERY_MS with one bounded FilterLogEvents
-(`STEP_PATTERN`): from Training's start the first lines, until every host has its baseline,
-then the newest lines of the last `window + READ_MARGIN_MS` (`read_lines`,
-lambdas/sagewarden/usecases/observe_hosts.py).
-An unreadable log is unknown: nothing is decided, the next read tries again.
-
-**Escalation.** A straggler is an `attempt.straggler` warning alert (once per attempt) naming the
-host, its slowdown and the break-even (`break_even`): the projected loss over the remaining run,
-slowdown x remaining GPU-hours, against a restart's cost, (detection + stop + cold start + work
-since the last checkpoint) x GPUs. With `straggler_action` "restart" and a loss above the cost,
-the attempt is stopped (intent `straggler`) with the host singled out: the replacement starts
-cold, off the warm pool, with SageMaker's infra check (domain/hosts/bad_hosts.py). With "alert" (the
-default) the job keeps training and the user decides.
-"""
+"""Stragglers, a host alive but slow: scoring the step lines against each host's baseline, and the
+break-even of a restart. Pure. Why: docs/recovery.md (*Stragglers*)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Checkpoint-interval advice (Young/Daly), pure.
-
-Checkpointing more often costs write time; less often, more work redone after each fault. For
-write time C and mean time between failures M (C << M) the interval that loses least is about
-sqrt(2 C M) (Young 1974, Daly 2006). The run's own history gives both: C from how long its
-checkpoints took to write (estimated from their objects in S3: domain/vocabulary/layouts.py, save_seconds), M from its faults per training
-hour -- blended with the fleet rate of large GPU jobs (Llama 3: 419 unexpected interruptions in
-54 days on 16,384 H100, about 1.97e-5 per GPU-hour) as a prior worth one fault, so a run with
-few hours or no fault yet still gets a sane figure.
-
-The fraction of GPU time lost at interval T is about C/T (writing; blocking saves) + T/(2M)
-(work redone after a fault); the advice reports what moving to the optimum saves per day.
-"""
+"""Checkpoint-interval advice (Young/Daly) from the run's own write times and faults, with a fleet
+prior. Pure. Why: docs/recovery.md (*Where the rules live*)."""
 
 from __future__ import annotations
 

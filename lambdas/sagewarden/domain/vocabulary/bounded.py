@@ -1,31 +1,6 @@
-"""Texts and JSON bounded by UTF-8 bytes, saying what was cut.
-
-Everything sagewarden stores or publishes has a byte limit: a DynamoDB item 400 KB, an SNS
-message 256 KiB (body, subject and attributes together). Limits are in **UTF-8 bytes**, never
-characters, and every function here:
-
-* returns its input unchanged when it already fits;
-* never splits a character (a cut lands on a code-point boundary);
-* says what it cut, inside the limit (``… [cut 12,345 bytes]``, ``[… 7 lines cut, 1,024 bytes]``).
-
-API (pure, standard library only):
-
-``utf8_len(text)``
-    Bytes of ``text`` in UTF-8.
-``clip_text(text, max_bytes, *, keep="head")``
-    One text, at most ``max_bytes``. ``keep="tail"`` keeps the end (tracebacks, log tails).
-``clip_lines(lines, max_bytes, *, keep="tail", line_max_bytes=1024)``
-    Whole lines; each line clipped to ``line_max_bytes``; ``"\\n".join(result)`` is at most
-    ``max_bytes``. One marker line (first for ``keep="tail"``, last for ``keep="head"``) says how
-    many lines were dropped.
-``bounded_json(value, max_bytes)``
-    JSON text (compact, sorted keys, UTF-8) that is always valid JSON and at most ``max_bytes``
-    (``max_bytes >= MIN_JSON_BYTES``). See its docstring for how it shrinks.
-
-Lone surrogates (possible in Python strings, never valid UTF-8) become U+FFFD in what clip_text
-and bounded_json return (clip_lines returns lines that fit unchanged); strings holding
-them cannot be stored as they are anyway.
-"""
+"""Texts and JSON bounded by UTF-8 bytes, saying what was cut: `utf8_len`, `clip_text`,
+`clip_lines`, `bounded_json`. Pure. Why: docs/reliability.md (*Bounded everything*, *Bounded by
+bytes*)."""
 
 from __future__ import annotations
 

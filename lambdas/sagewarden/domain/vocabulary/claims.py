@@ -1,33 +1,6 @@
-"""What a live run holds so that no other run can take it: its name, its checkpoint prefix and its
-retention archive prefix; and what a resumable run still holds: its checkpoint prefix.
-
-Two live runs with one name make every `get`/`cancel` by name ambiguous; two live runs writing
-one checkpoint prefix overwrite each other's checkpoints (SageMaker syncs the job's LocalPath to
-`CheckpointConfig.S3Uri` and, when a job starts, downloads *everything* under it). Prefixes
-collide when one contains the other, too: a run at `s3://b/ckpt/` downloads the checkpoints of
-a run at `s3://b/ckpt/sub/`. A retention archive collides with another live run's synced prefix
-the same way, in both directions (retention would copy into what the other run's jobs download,
-or the archive would be downloaded by them); two runs may share one archive prefix (the archive
-key names the run). A FAILED or CANCELLED run that may still be resumed (domain/resuming.py)
-keeps its synced prefix *held*: no run of another principal may write at it or inside it (its
-owner, any session of the owner's role, and an admin's runs may).
-
-A run's claims are a tuple of keys, computed once at submit and stored with the run:
-
-* ``name#<name>``, ``ckpt#<prefix>``: held by this run alone;
-* ``under#<ancestor>`` for every proper ancestor of its prefix: a set it joins ("a live run
-  writes below <ancestor>");
-* with a retention archive, ``arch#<archive>`` (the live runs archiving there) and
-  ``archunder#<ancestor>`` for every proper ancestor of the archive.
-
-The store keeps them as items, one per name, one *at* each prefix (``ckpt#<p>``: the live run
-synced there, the runs archiving there, a resumable run's hold) and one *below* each prefix
-(``under#<p>``: the runs synced below it, the runs archiving below it). `take_plan` says, per
-item, what the run writes there and what must be absent, in the transaction that writes the run;
-`release_plan` what it gives back in the transaction that makes it terminal (a resumable run's
-synced prefix turns into a hold); `blocking` reads the same rules against items as they are (to
-say which run refused a claim, and for the in-memory store). Pure; the store owns the item shapes.
-"""
+"""What a live run holds so that no other run can take it (its name, checkpoint prefix and archive
+prefix), and what a resumable run still holds (its prefix): the claim keys and the plans to take,
+release and check them. Pure. Why: docs/reliability.md (*Claims as keys*)."""
 
 from __future__ import annotations
 

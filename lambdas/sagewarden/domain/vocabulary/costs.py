@@ -1,9 +1,5 @@
 """What a run has cost so far: one estimate, used by the cost budget, the API, the CLI and alerts.
-
-An attempt costs its instances x the instance-hour price (the policy's, else the estimates table)
-x the hours since it entered Training; an ended attempt's figure is fixed when it ends, a live
-attempt's grows until then. Pure.
-"""
+Pure. Why: docs/recovery.md (*Where the rules live*)."""
 
 from __future__ import annotations
 

@@ -1,36 +1,5 @@
-"""What the hosts do while a job is quiet: the evidence that tells a hang from a long benign phase.
-Pure.
-
-Silence alone cannot tell a spinning collective from a checkpoint save, a first-step compile, a
-data-loader pause or a silent eval: each writes no log line for minutes. What the hosts are doing
-can. SageMaker publishes per host, at one-minute resolution (namespace `/aws/sagemaker/
-TrainingJobs`, dimension `Host`): GPUUtilization (0-100 per GPU, summed), CPUUtilization (the sum
-of every core's utilisation: 100 per busy core) and DiskUtilization (the percentage of *disk space*
-the algorithm container uses). The supervisor reads them only when a quiet signal is in ALARM (one
-GetMetricData call covers 500 series) and judges from each host's newest datapoints since the quiet
-stretch began:
-
-- **spin**: every host's GPUs busy (at least `gpu_busy_percent` per GPU) with at most
-  `SPIN_CPU_CORES_PER_GPU` busy cores per GPU (a rank busy-waiting on its stream; a loader feeding
-  a forward pass keeps more busy), and no host's disk space growing: a collective spinning on the
-  GPUs while nothing else happens;
-- **stuck**: every host's GPUs idle (below `gpu_busy_percent`) with at most `IDLE_CPU_CORES_PER_GPU`
-  busy cores per GPU and no disk space growing: nothing runs at all (a dead data loader, a deadlock);
-  hosts of both kinds together (a stuck host among spinning ones) are a hang too;
-- **work**: some host shows work other than a spinning kernel: more CPU than those levels (a
-  compile, data loading, an eval's input pipeline, serializing a checkpoint) or its disk space
-  growing by at least `DISK_GROWTH_PP_PER_MIN` (a checkpoint being written). One working host is enough:
-  a rank-0 save writes on one host while the others wait idle;
-- **unknown**: a host with fewer than MIN_POINTS datapoints since the stretch began (late metrics,
-  a host that stopped reporting), a CPU instance (no GPU metrics), or nothing read. Unknown is not idle: the decision
-  then falls back to the silence alone, on the policy's window.
-
-The levels are per GPU so they hold for any instance size (96 or 192 vCPUs for 8 GPUs alike). They
-are a model of what training scripts do (AWS documents what the metrics measure, not that), tested
-against the drill's adversarial phase signatures (`drill/sim/series.py`), where a serial compile and
-an eval's quiet hosts use as little CPU as a spinning collective and a light save keeps every host
-but one as idle as a stuck job.
-"""
+"""What the hosts do while a job is quiet: spin, stuck, work or unknown, judged from per-host GPU,
+CPU and disk metrics. Pure. Why: docs/hang-detection.md (*Evidence, not silence*)."""
 
 from __future__ import annotations
 

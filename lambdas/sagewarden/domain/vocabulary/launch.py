@@ -1,21 +1,6 @@
-"""Build the CreateTrainingJob request of an attempt from the run's stored request.
-
-Pure and deterministic: a retried launch of the same attempt rebuilds exactly the same
-request, so CreateTrainingJob either creates the job or answers ResourceInUse.
-
-Training-script contract (also in the README): every attempt gets the same
-CheckpointConfig (SageMaker restores S3Uri into LocalPath before the script starts) and
-these environment variables:
-  SAGEWARDEN_RUN_ID, SAGEWARDEN_ATTEMPT        which run / attempt this job is
-  SAGEWARDEN_RESUME_STEP                       step of the newest verified checkpoint ("" if none)
-  SAGEWARDEN_RESUME_CHECKPOINT                 its S3 URI
-  SAGEWARDEN_RESUME_DIR                        its local path under CheckpointConfig.LocalPath
-A value SageMaker would refuse (an Environment value is at most ENV_VALUE_MAX characters, while
-CheckpointConfig.S3Uri may be 1,024) is left out rather than fail the launch: a checkpoint URI
-that long is not set (it is S3Uri + "/" + the last part of SAGEWARDEN_RESUME_DIR), and the
-local path fits whenever LocalPath does (the API keeps it to LOCAL_PATH_MAX characters and a
-checkpoint directory's name is one file name).
-"""
+"""Build the CreateTrainingJob request of an attempt from the run's stored request, deterministically:
+CheckpointConfig and the SAGEWARDEN_* variables. Pure. Why: docs/recovery.md
+(*Training-script contract*, *Where the rules live*)."""
 
 from __future__ import annotations
 

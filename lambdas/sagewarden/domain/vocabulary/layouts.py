@@ -1,30 +1,6 @@
-"""Which checkpoint directory under a run's ``CheckpointConfig.S3Uri`` is the newest complete one.
-
-Pure logic only (standard library): the S3 adapter lists the child "directories" of the
-location, asks this module which of them to look at and what to look for, performs the
-look-ups, and lets this module pick the winner.
-
-Layouts recognised (names are child directory names, without the trailing slash):
-
-* ``hf`` -- Hugging Face Trainer, ``checkpoint-<step>``; complete when ``trainer_state.json``
-  is present.
-* ``megatron`` -- Megatron-LM / NeMo, ``iter_<digits>`` (usually 7); the top-level file
-  ``latest_checkpointed_iteration.txt`` names the last finished iteration (or ``release``).
-  Every ``iter_`` directory at or below that iteration which holds a file is complete; newer
-  ones are still being written. Without a readable tracker an ``iter_`` directory only counts
-  when it holds a torch-DCP ``.metadata`` file. ``release`` maps to the ``release/`` directory,
-  reported as step 0 (Megatron restarts its iteration count at 0 when it loads a release
-  checkpoint).
-* ``dcp`` -- torch distributed checkpoint: any directory whose name ends in a number
-  (``step_1200``, ``step-1200``, ``global_step1200``, ``1200``); complete when ``.metadata``
-  is present.
-* ``regex`` -- the policy's own ``dir_regex`` (matched against the whole directory name with
-  ``re.fullmatch``; the named group ``step``, else group 1, is the step) and ``marker`` file.
-* ``auto`` -- tries Hugging Face, then Megatron, then DCP-style names, per directory.
-
-Ordering is by numeric step, highest first; equal steps are ordered by layout (hf, megatron,
-dcp, regex) and then by name, so the result never depends on listing order.
-"""
+"""Which checkpoint directory under a run's ``CheckpointConfig.S3Uri`` is the newest complete one:
+the ``hf``, ``megatron``, ``dcp``, ``regex`` and ``auto`` layouts. Pure. Why: docs/recovery.md
+(*Training-script contract*, *Where the rules live*)."""
 
 from __future__ import annotations
 

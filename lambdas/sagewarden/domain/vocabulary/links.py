@@ -1,19 +1,5 @@
-"""Where to look closer at an attempt: AWS console deep links and the CLI commands.
-
-Pure string building (no boto3, no clock, no environment), so an alert body can carry them
-without an API call. The links open:
-
-* the training job's page in the SageMaker console;
-* its log streams (``<job>/algo-<n>-<epoch>``) in the CloudWatch Logs console, filtered by the
-  ``<job>/`` stream prefix;
-* its metrics in the CloudWatch console (a metrics search for the job name, which finds the
-  per-host instance metrics ``Host=<job>/algo-<n>``, the ``MetricDefinitions`` metrics and the
-  heartbeat).
-
-The CloudWatch console keeps its state in the URL fragment, escaped twice and with ``%``
-written as ``$``: a ``/`` inside a log group or stream name becomes ``$252F``, while the
-fragment's own ``?`` and ``=`` become ``$3F`` and ``$3D``.
-"""
+"""Where to look closer at an attempt: AWS console deep links and the CLI commands. Pure. Why:
+docs/alerts-and-runbook.md."""
 
 from __future__ import annotations
 

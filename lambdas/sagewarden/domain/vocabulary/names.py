@@ -1,15 +1,5 @@
-"""Deterministic SageMaker job names: `<prefix>-<run name>-<run id>-a<NNN>` (<= 63 chars), and the
-names of a training job's log streams.
-
-The run id is in the name, so any event, alarm or log stream that carries a job name leads to
-its run without a scan; the attempt number makes a retried launch collide with itself
-(ResourceInUse = already submitted) instead of creating a second job.
-
-A job's training streams in `/aws/sagemaker/TrainingJobs` are `<job>/algo-<n>-<epoch>`, one per
-host and container start. Other streams share the `<job>/` prefix: with remote debugging
-(`RemoteDebugConfig.EnableRemoteDebug`) the SSM agent writes `<job>/algo-<n>-<ts>/ssm`. Those are
-neither hosts nor the training script's activity (docs/fidelity.md).
-"""
+"""Deterministic SageMaker job names, `<prefix>-<run name>-<run id>-a<NNN>` (<= 63 chars), and the
+names of a training job's log streams. Why: docs/reliability.md (*Names that lead to their run*)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""Who may change a run: its owner, or a configured admin.
-
-A run's ``owner`` is the IAM principal that submitted it, as API Gateway's IAM authorisation
-names it (``requestContext.identity.userArn``). The rule (README, "Who may do what"):
-
-* principals are compared by *identity*, not by the exact ARN string: an IAM user by account
-  and user name; a role by account and role name, whether it appears as the role
-  (``arn:aws:iam::<acct>:role/<path>/<name>``) or as a session of it
-  (``arn:aws:sts::<acct>:assumed-role/<name>/<session>``). The session name changes with every
-  login (SSO puts the user's e-mail there, a CI job its build id), so whoever can assume the
-  role that submitted a run may cancel and resume it: a role is the team identity. An IAM name
-  is unique in its account whatever its path and case (IAM does not tell names apart by case),
-  and an assumed-role ARN carries no path, so the path is left out and names compare in lower
-  case. Anything else (a federated user, the account root) must match exactly;
-* an admin is any principal whose identity is one of the deployment's ``adminRoleArns``;
-* an unknown caller (no identity in the request) owns nothing;
-* an error shown to someone who is not the owner names the owner by identity
-  (`shown_principal`: the role, never the session, which is often the user's e-mail address).
-
-Pure: no I/O.
-"""
+"""Who may change a run: its owner, compared by identity, or a configured admin. Pure. Why:
+docs/api.md (*Who may do what*)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""A run's SageMaker Training Plan as the supervisor knows it: the plan read (`PlanView`), its
-windows (reserved capacities) and the arithmetic of when to launch into them. Pure, a leaf of
-the domain (the decisions are in domain/capacity/training_plans.py).
-
-Facts it rests on (docs/fidelity.md): a job on a plan waits Pending until the plan is active
-and has room; "you have full access to all reserved instances until 30 minutes before the
-Reserved Capacity end time", then SageMaker begins terminating them; StopTrainingJob sends
-SIGTERM and kills 120 s later; jobs do not move to the next window.
-"""
+"""A run's Training Plan as the supervisor knows it: the plan read (`PlanView`), its windows and
+when to launch into them. Pure, a leaf (the decisions: domain/capacity/training_plans.py). Why:
+docs/recovery.md (*Training Plans (reserved capacity)*)."""
 
 from __future__ import annotations
 

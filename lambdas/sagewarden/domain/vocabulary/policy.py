@@ -1,8 +1,5 @@
-"""Run policy: the budgets and knobs a user sets per run (defaults from deploy context).
-
-Pure: parsing and validation here use only the standard library so the API layer, the
-domain and the tests agree on one definition of every field and its default.
-"""
+"""Run policy: the budgets and knobs a user sets per run (defaults from deploy context), parsed and
+validated with the standard library only. Why: docs/recovery.md (*Policy fields*)."""
 
 from __future__ import annotations
 

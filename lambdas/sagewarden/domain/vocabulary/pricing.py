@@ -1,9 +1,5 @@
-"""Estimated on-demand prices per instance-hour for common SageMaker training types.
-
-ESTIMATES for cost budgets and "cost lost" figures in alerts: us-east-1 list prices as
-published for SageMaker training (checked 2025). Set `instance_hour_price_usd` in the run
-policy for your negotiated or regional price; unknown types without a price count as 0.
-"""
+"""Estimated on-demand prices per instance-hour for common SageMaker training types: us-east-1 list
+prices, estimates only. Why: docs/recovery.md (*Cost*)."""
 
 from __future__ import annotations
 

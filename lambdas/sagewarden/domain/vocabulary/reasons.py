@@ -1,11 +1,5 @@
-"""The supervisor's closed sets of reasons as `str` enums: why it stops a job (`StopIntent`), why a
-run waits to launch (`WaitReason`), where an observation came from (`EventSource`), and what a log
-read says of a heartbeat's silence (`LogCheck`).
-
-Each member *is* its string: the codec writes the value, so stored items are unchanged. A stored
-value no member knows (written by a newer version) is read as the plain string: it equals no
-member, so no rule that names a member applies to it (see each enum).
-"""
+"""The supervisor's closed sets of reasons as `str` enums: `StopIntent`, `WaitReason`,
+`EventSource`, `LogCheck`. Why: docs/reliability.md (*Closed sets are `str` enums*)."""
 
 from __future__ import annotations
 

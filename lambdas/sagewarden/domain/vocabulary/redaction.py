@@ -1,31 +1,5 @@
-"""Secret redaction: what the API, the audit trail and the alerts show of a run's secrets.
-
-The rules (docs/api.md, "Secrets are redacted"; modelled on public secret scanners' keyword and
-token rules: gitleaks, detect-secrets):
-
-* a key *looks secret* (`secret_key`) when its name contains TOKEN, SECRET, PASSW (PASSWORD,
-  PASSWD), PASSPHRASE, CREDENTIAL, KEY, PRIVATE or SIGNATURE anywhere, in any case, or when one
-  of its words (split at ``_ - . /``, spaces, digits and camelCase) is PASS, PWD, PW, PAT, AUTH,
-  AUTHN, AUTHZ, OAUTH, AUTHORIZATION, BEARER, CRED, CREDS, COOKIE, SIG or DSN (DB_PASS,
-  GITHUB_PAT, HF_AUTH, passwd, hfAuth; also ``max_tokens``: over-redaction is the safe side);
-* in the places a run's secrets live -- the training job's ``Environment`` and ``HyperParameters``,
-  its ``Tags`` (list or map form), the policy's ``environment_defaults``, and
-  ``AlgorithmSpecification.ContainerArguments`` / ``ContainerEntrypoint`` (``--hf-token x``,
-  ``--hf-token=x``, ``HF_TOKEN=x``) -- the value of such a key reads ``REDACTED`` (the key
-  stays, so a reader still sees that it is set);
-* every text (`scrub_text`) is scrubbed of: the run's secret values (`secret_values`, at least
-  ``MIN_SCRUB_CHARS`` long), also a secret's head (>= ``MIN_SCRUB_CHARS``) left directly before a
-  cut or its tail directly after one; ``key=value``, ``key: value``, ``"key": "value"``,
-  ``--key value``, ``--key=value`` and ``'--key', 'value'`` with a secret-looking key; a URL's
-  password (``scheme://user:<redacted>@host``); ``Bearer`` tokens, private-key blocks, JWTs and
-  the well-known token prefixes (``hf_``, ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``,
-  ``github_pat_``, ``glpat-``, ``AKIA``/``ASIA`` + 16, ``xoxb-``/``xoxp-``..., ``sk-``, ``npm_``,
-  ``pypi-``, ``AIza``), each with enough characters after it not to garble normal text.
-
-Scrubbing is idempotent and comes before any cut (`sagewarden.usecases.audit_text`). Only what is *shown*
-is redacted: the stored request keeps the real values, because every attempt is launched from it.
-Pure and deterministic (no I/O).
-"""
+"""Secret redaction: what the API, the audit trail and the alerts show of a run's secrets
+(`secret_key`, `scrub_text`). Pure. Why: docs/api.md (*Secrets are redacted*)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
-"""Pure classification of how a SageMaker training attempt ended.
-
-`classify` turns everything known about one attempt (terminal status, SecondaryStatus,
-FailureReason, a synchronous CreateTrainingJob error, the tail of the job's logs and the
-supervisor's own recorded stop intent) into one `EndingClass`, a readable reason line for an
-alert and the evidence it rests on.
-
-Matching rules: every text is case-folded and its whitespace runs collapsed to one space
-before matching, and every signature is a regular expression searched anywhere in that
-normalised text (a prefix or substring match, never a whole-string comparison). AWS documents
-the wording of these messages as subject to change, so the tables match short, stable
-fragments only. The signature tables are plain module-level data in
-`sagewarden.domain.vocabulary.classifier.signatures` (re-exported here): add a ``(pattern, label)`` row
-to extend one; patterns are written in lower case with single spaces, and gaps between
-fragments are bounded (``.{0,200}``, never ``.*``) so a huge log line stays cheap to scan.
-
-The classifier is split by concern: the data it takes and gives (`classifier_models`), the
-signature tables (`classifier_signatures`), the text machinery and quota-message parser
-(`classifier_matching`) and, here, the classification itself. Every public name of those
-modules is importable from this one.
-
-This module is pure: standard library only, no clock, no environment, no I/O.
-"""
+"""Pure classification of how a SageMaker training attempt ended: `classify` turns what is known
+of one attempt into an `EndingClass`, a reason line and its evidence. Why: docs/recovery.md (*How
+an attempt's ending is handled*, *Where the rules live*)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The classifier's text machinery: normalising, matching signature tables, evidence, quota messages.
-
-Matching rules: every text is case-folded and its whitespace runs collapsed to one space before
-matching, and every signature is a regular expression searched anywhere in that normalised text
-(a prefix or substring match, never a whole-string comparison). Helpers of
-`sagewarden.domain.vocabulary.classifier.classify`, which is their only user.
-
-This module is pure: standard library only, no clock, no environment, no I/O.
-"""
+"""The classifier's text machinery: normalising, matching signature tables, evidence, quota
+messages. Pure. Why: docs/recovery.md (*Where the rules live*)."""
 
 from __future__ import annotations
 

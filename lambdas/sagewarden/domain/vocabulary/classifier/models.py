@@ -1,7 +1,5 @@
-"""What the classifier takes and gives: the ending of one attempt, its class and the verdict.
-
-Pure data: standard library only, no clock, no environment, no I/O.
-"""
+"""What the classifier takes and gives: the ending of one attempt, its class and the verdict. Pure
+data."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The classifier's signature tables: which texts mean which ending.
-
-Every signature is a ``(pattern, label)`` row: a regular expression searched anywhere in the
-case-folded, whitespace-collapsed text (a prefix or substring match, never a whole-string
-comparison) and a human label for alerts. AWS documents the wording of these messages as subject
-to change, so the tables match short, stable fragments only. The tables are plain module-level
-data: add a row to extend one; patterns are written in lower case with single spaces, and gaps
-between fragments are bounded (``.{0,200}``, never ``.*``) so a huge log line stays cheap to
-scan. `sagewarden.domain.vocabulary.classifier.classify` uses them, in the order its docstring describes.
-
-This module is pure data: standard library only.
-"""
+"""The classifier's signature tables: which texts mean which ending, as ``(pattern, label)`` rows.
+Pure data. Why: docs/recovery.md (*Where the rules live*)."""
 
 from __future__ import annotations
 
