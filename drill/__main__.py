@@ -1,16 +1,8 @@
-"""`python -m drill [SCENARIO] [--alerts] [--plot FILE] [--json] [--seed N] [--verbose]`: run a drill
-on a simulated account.
+"""`python -m drill [SCENARIO] [--alerts] [--plot FILE] [--json] [--seed N] [--verbose]`: run a drill.
 
-`python -m drill serve [--port P] [--speed X]` serves the API on a simulated account instead, for
-the CLI's local mode (drill/account/server.py).
-
-SCENARIO is a path to a scenario JSON file or the name of one in drill/scenarios/ (default:
-"default"). The scenario is checked first: each mistake is one line naming its place in the file,
-and the exit code is 2; so is the --plot path (its directory must exist, its suffix be .png, .svg or
-.html), in one line, before the drill runs. Then the drill prints a timeline (virtual time, run, kind, what happened)
-and a summary per run and per fault; with --json only the JSON summary. Exits 1 if an invariant
-or an `expect` failed.
-"""
+`python -m drill serve ...` serves the API on a simulated account instead (drill/account/server.py).
+Exit codes: 2 for a bad scenario or plot path, 1 for a failed invariant or `expect`.
+See docs/drill.md."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Large drills' shortcuts through moto: the same state, without moto's wire round trip.
+"""Large drills' shortcuts through moto: clients that answer heavy operations from moto's in-memory
+backends, keeping botocore's validation and the IAM recorder; the rest goes to moto.
 
-A 1,000-run virtual day makes hundreds of thousands of AWS calls. Through botocore and moto each
-costs milliseconds of serializing, parsing and, for some operations, scanning every object of
-the account -- the drill, not the supervisor, would be the bottleneck. The clients here answer
-the heavy operations from moto's in-memory backends (so every other part of the drill sees the
-same alarms, objects and topics), keep the request validation botocore would do, and hand each
-supervisor call to the IAM recorder as a call through the API would be. Every operation they do
-not answer goes to moto as usual.
-
-Used by ``LocalAccount(backend_reads=True)`` (the scale benchmark); the ordinary drills and the
-tests go through moto's API.
-"""
+Used by `LocalAccount(backend_reads=True)`. Why: docs/drill.md (*The account*: shortcuts for scale)."""
 
 from __future__ import annotations
 

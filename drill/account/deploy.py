@@ -1,16 +1,7 @@
-"""What a deploy does in the simulated account besides creating the template's resources.
+"""What a deploy does in the simulated account besides creating resources: runs the template's
+custom resources (the alarm-shape check against moto) and gives the stack outputs (`stack_outputs`).
 
-CloudFormation invokes the custom resources the template backs with the supervisor's own code;
-the simulated account does the same when it is created (``LocalAccount.__enter__``). Today that
-is the alarm-shape check (``Custom::SagewardenAlarmShapeCheck``, ``sagewarden.adapters.alarm_shapes``): it
-puts and deletes one alarm of every shape in moto's CloudWatch. moto accepts any expression, so
-this proves nothing about CloudWatch's parser (only a deploy to AWS does); what it does prove is
-that the function's calls are allowed by its role in the template: they are recorded for the IAM
-replay like any handler's, attributed to the function that makes them.
-
-``stack_outputs`` gives the stack outputs a deployed stack would carry (``python -m drill serve``
-publishes them in the simulated CloudFormation, where ``sagewarden selftest`` reads them).
-"""
+Why: docs/drill.md (*The account*: deploy-time custom resources)."""
 
 from __future__ import annotations
 

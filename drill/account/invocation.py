@@ -1,16 +1,7 @@
-"""The time one handler invocation spends beyond the virtual instant it started at.
+"""The time one handler invocation spends beyond its virtual start: throttling waits charged to it.
 
-The drill runs a handler at one virtual instant: its AWS calls take no virtual time. What a call
-does cost is the wait its client makes when the account throttles it (drill/sim/rate_limits.py: the
-retries botocore would make, slot by slot). That wait is charged to the invocation that made the
-call, so the invocation's calls are sequential in time (the tenth call of a sweep comes after the
-first nine and their waits), its remaining time shrinks (the router's LambdaContext answers
-``get_remaining_time_in_millis`` from it, which is what the sweep's time budget reads), and the
-log reader's budgets see it (the account's reader clock adds it).
-
-The router opens an invocation around every handler call (:func:`invocation`); outside one
-(tests calling the service directly, the drill's own reads) nothing is charged.
-"""
+The router opens one around every handler call (`invocation`); outside one nothing is charged.
+Why: docs/drill.md (*The account*: time spent in an invocation)."""
 
 from __future__ import annotations
 

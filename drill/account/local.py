@@ -1,10 +1,7 @@
-"""A simulated AWS account: moto (in-process) for DynamoDB, S3, SNS, SQS, CloudWatch and Logs,
-the project's simulated SageMaker, a virtual clock, and delivery through the synthesized
-template's own rules and routes.
+"""`LocalAccount`: moto for DynamoDB, S3, SNS, SQS, CloudWatch and Logs, the simulated SageMaker, a
+virtual clock, and delivery through the synthesized template's rules and routes.
 
-The supervisor running here is the real one: real handlers, real service, real adapters on
-moto clients; only SageMaker is simulated (moto's is not usable for this).
-"""
+Why: docs/drill.md (*The account*)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""An in-memory RunStore with the DynamoDB store's semantics (same contract tests).
+"""An in-memory RunStore with the DynamoDB store's semantics (same contract tests), for long drills.
 
-moto's DynamoDB scans and sorts the whole table on every query, which makes months of virtual
-time slow; long scenarios and benchmarks can run on this store instead. Runs and attempts are
-kept in the same serialised form the DynamoDB store writes (the shared codec), so a value
-that would not survive DynamoDB does not survive here either; and every write is planned by the
-DynamoDB store's own planner first (``plan_create``/``plan_save``), so a write DynamoDB would
-refuse (over 100 actions, 4 MB, 400 KB an item) is refused here too, before anything changes.
-"""
+Stores the shared codec's form and plans writes with the DynamoDB store's planner.
+Why: docs/drill.md (*The account*: shortcuts for scale)."""
 
 from __future__ import annotations
 

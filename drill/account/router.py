@@ -1,9 +1,6 @@
-"""Delivers events and API calls to handlers the way the synthesized template wires them.
+"""Delivers events and API calls to handlers as the synthesized template wires them (`TemplateRouter`).
 
-An EventBridge event reaches exactly the functions whose rule patterns match it (matched by
-moto's EventPattern implementation), and an API request reaches the function behind the
-matching AWS::ApiGateway::Method. A wrong rule or route in infra/ therefore fails the drill.
-"""
+Why: docs/drill.md (*The account*: a wrong rule or route fails the drill)."""
 
 from __future__ import annotations
 

@@ -3,31 +3,7 @@
     python -m drill serve [--port 8765] [--speed 600] [--scenario NAME|FILE [--submit]]
     sagewarden --local submit examples/run.yaml      # or SAGEWARDEN_API_URL=http://127.0.0.1:8765
 
-What runs here is the drill's :class:`~drill.account.local.LocalAccount` (moto for DynamoDB, S3, SNS,
-SQS, CloudWatch and Logs, the simulated SageMaker, an in-memory run store) and the real handlers:
-
-- **API** (stdlib ``http.server``, threaded): each request is routed through
-  :meth:`TemplateRouter.call_api <drill.account.router.TemplateRouter.call_api>`, so the synthesized
-  template's routes choose the handler as API Gateway would. A request must carry a SigV4
-  ``Authorization`` header (its signature is not verified: there is one local identity); without
-  one it gets API Gateway's 403 ``Missing Authentication Token``, as does an unknown route.
-  Responses carry the *virtual* time in ``Date``, so a client's "age" columns follow the
-  simulated clock. ``GET /_local`` (no signature needed) describes the server.
-- **Virtual time**: a background thread advances the account's clock ``--speed`` times faster
-  than the wall clock with :class:`~drill.scenarios.runner.AccountStepper` (the drill's own step: the
-  simulated SageMaker, EventBridge deliveries, alarm evaluation, the every-minute sweep), so runs
-  submitted through the API start, train, fail, resume and finish.
-- **AWS endpoint** (moto's server app on werkzeug, same process): moto's server mode shares its
-  backends with the in-process ``mock_aws`` the account runs on, so the training logs the
-  simulated SageMaker writes to ``/aws/sagemaker/TrainingJobs`` are readable with an ordinary
-  boto3 ``logs`` client pointed at this endpoint. ``sagewarden logs`` does exactly that in local
-  mode, the same code path it uses against AWS. Reads flush the simulator's buffered log lines.
-  The stack ``Sagewarden`` is there too (moto's CloudFormation), with the outputs a deploy leaves:
-  ``ApiUrl``, ``JobPrefix`` and ``AlarmShapes``, the report of the alarm-shape check the account
-  ran when it was created (drill/account/deploy.py); ``sagewarden selftest`` reads it.
-
-Every request and every step holds one lock: the simulated account is not thread-safe.
-"""
+Holds the HTTP API, the virtual-time thread and moto's AWS endpoint. Why: docs/drill.md (*The account*)."""
 
 from __future__ import annotations
 

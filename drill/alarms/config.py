@@ -1,11 +1,7 @@
-"""The supervisor's alarms as the drill's evaluator reads them: ``describe_alarms`` entries parsed
-into :class:`AlarmConfig`, and each alarm's value per period as a function of its series.
+"""The supervisor's alarms as the evaluator reads them: `describe_alarms` entries as `AlarmConfig`,
+and each alarm's value per period.
 
-Supported (the PutMetricAlarm reference): single-metric alarms and metric-math alarms whose
-returned expression is in the subset ``drill/alarms/metric_math.py`` evaluates, periods that are
-multiples of 60 s, the four threshold operators. Not supported (ValueError): percentiles
-(ExtendedStatistic), anomaly-detection bands (ThresholdMetricId), composite alarms (not read).
-"""
+Percentiles, anomaly bands and composite alarms raise ValueError. Why: docs/fidelity.md."""
 
 from __future__ import annotations
 

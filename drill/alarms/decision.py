@@ -1,22 +1,7 @@
-"""CloudWatch's alarm decision, pure: one evaluation range of period classes -> the alarm state.
+"""CloudWatch's alarm decision, pure: one evaluation range of period classes to the alarm state.
 
-From the AWS CloudWatch User Guide, "Configuring how CloudWatch alarms treat missing data" (both
-tables of that page are unit tests) and "Evaluating an alarm" (M out of N). Used by the drill's
-alarm evaluator (``drill/alarms/evaluator.py``); nothing here knows about metrics or time.
-
-- With r real (non-missing) periods in the range and M = ``DatapointsToAlarm`` (default N):
-  * r >= N: the N most recent real periods are evaluated (older ones in the range stand in for
-    missing recent ones); TreatMissingData is not used. ALARM if at least M breach, else OK.
-  * 0 < r < N: every real period of the range is evaluated and N - r missing periods are filled
-    as TreatMissingData says: ``breaching`` counts them as breaching, ``notBreaching`` as not
-    breaching, ``missing``/``ignore`` leave them out. ALARM if at least M breach, else OK, with the
-    documented "premature alarm" rule for ``missing``/``ignore``: when the range holds no
-    non-breaching datapoint and its oldest breaching one is at least M periods old, ``missing``
-    goes to ALARM and ``ignore`` keeps the current state (the page's sentences are ambiguous about
-    which periods this rule looks at; this reading is the one that matches its tables).
-  * r == 0: ``breaching`` -> ALARM, ``notBreaching`` -> OK, ``ignore`` -> keep the current state,
-    ``missing`` -> INSUFFICIENT_DATA.
-"""
+Both tables of the missing-data page are unit tests. Why: docs/drill.md (*The alarm evaluator*),
+docs/fidelity.md (TreatMissingData, M out of N)."""
 
 from __future__ import annotations
 

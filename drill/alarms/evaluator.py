@@ -1,63 +1,8 @@
-"""CloudWatch metric-alarm evaluation for the drill (moto stores alarms but never evaluates them).
+"""`AlarmEvaluator`: CloudWatch metric-alarm evaluation for the drill (moto never evaluates alarms).
 
-:class:`AlarmEvaluator` reads the alarms the supervisor created in moto (``describe_alarms``),
-evaluates them every minute against the simulated SageMaker's metrics
-(``SimSageMaker.metric_datapoints``), mirrors each state into moto (state, reason and the state
-timestamps, on the virtual clock) and, on every state change, puts a real-shaped "CloudWatch Alarm
-State Change" event on the drill's EventBridge bus (``acct.publish_event``).
-
-The module is split by concern: the decision for one evaluation range (``drill/alarms/decision.py``,
-pure), the alarms' configuration and values (``drill/alarms/config.py``), series fetching,
-classification and what an evaluation sees of late datapoints (``drill/alarms/series.py``, with
-``drill/alarms/metric_delay.py``), reading alarms from moto and writing states back
-(``drill/alarms/sync.py``), reasons and events (``drill/alarms/events.py``), when each alarm is looked
-at next (``drill/alarms/schedule.py``). This module runs them:
+Runs the parts in `drill/alarms/` (decision, config, series, metric_delay, sync, events, schedule):
 which alarms exist, when each is evaluated, and the evaluation.
-
-Semantics implemented (AWS CloudWatch User Guide, "Configuring how CloudWatch alarms treat
-missing data", "Evaluating an alarm", and the PutMetricAlarm reference):
-
-- A new alarm starts in INSUFFICIENT_DATA ("Unchecked: Initial alarm creation"; no event) and is
-  first evaluated at the first minute boundary after it was found. Updating an alarm (a second
-  PutMetricAlarm with the same name) keeps its state and its state timestamps. A deleted alarm is
-  forgotten (no event).
-- Every minute boundary ``T``, the alarm looks at the complete periods of ``Period`` seconds that
-  end at or before ``T`` (periods are aligned to multiples of ``Period``). CloudWatch retrieves an
-  *evaluation range* wider than ``EvaluationPeriods`` (N); AWS does not publish its width (the
-  documentation's only example uses 5 for N = 3), so the range here is ``N + evaluation_range_extra``
-  periods (default 2; 0 evaluates exactly N periods).
-- Each period's value: a single-metric alarm asks for its metric with ``Statistic``; a
-  metric-math alarm asks for every ``MetricStat`` and evaluates the returned ``Expression`` (the
-  subset of metric math in ``drill/alarms/metric_math.py``). A value is *breaching* when
-  ``value <op> Threshold`` holds. The decision over the range is ``drill/alarms/decision.py``.
-- **Late datapoints** (``drill/alarms/metric_delay.py``): a datapoint of the period ending at ``E``
-  exists for an evaluation at ``T`` only once ``T >= E + delay``, the delay drawn per datapoint.
-  So an evaluation sees the newest periods with some or all of their datapoints missing, and a
-  metric-math value is computed from the datapoints that have arrived (``FILL`` fills the others,
-  as AWS's metric-math guide warns). Those periods get their final value at later evaluations.
-- Not modelled: the evaluation happens exactly on the minute; reasons and reasonData follow
-  CloudWatch's layout but not its exact wording; ``EvaluateLowSampleCountPercentile`` is ignored.
-
-Speed: a datapoint of a past period never changes, so each series is fetched once per new period
-and classified once per alarm (its final class; the late newest periods are recomputed at each
-evaluation from the datapoints visible then). From the data already seen, the evaluator computes
-for each alarm the first minute at which any data could change its state (a healthy N-minute
-silence alarm cannot fire for N minutes; an ALARM can end any minute; a period that may still be
-incomplete counts as unknown); ``next_time`` wakes the drill then, not every minute. An alarm is
-evaluated when that minute has come: every boundary from that minute on, exactly, with one
-``metric_datapoints`` call per series for all of them. Its state in between is the one it had
-(``late_transitions`` counts transitions found after their minute: 0 unless that bound were wrong;
-the unit tests check it against exhaustive futures). New, changed and deleted alarms are noticed
-cheaply through moto's in-memory backend, and only those are read again with ``describe_alarms``;
-without a moto backend the evaluator re-reads once per virtual minute and wakes every minute.
-
-With the simulated SageMaker it goes further (hundreds of hosts over weeks): per-minute GPU series
-are bounded (``drill/alarms/series.py``), and the simulator says which range a series keeps until
-its job's next phase change (``metric_bound_now``, ``add_phase_listener``), so an alarm whose state
-cannot change while the phases last is not looked at again until one changes the class of its
-data. A unit test checks that this decides exactly what the plain path decides minute by minute,
-with and without late datapoints.
-"""
+Why: docs/drill.md (*The alarm evaluator*), docs/fidelity.md."""
 
 from __future__ import annotations
 

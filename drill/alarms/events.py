@@ -1,10 +1,5 @@
-"""What the drill's CloudWatch says about an alarm state change: the StateReason and StateReasonData
-of a transition and the "CloudWatch Alarm State Change" event EventBridge receives.
-
-Layouts follow CloudWatch's (reason texts, ``reasonData`` JSON with ``recentDatapoints`` and
-``evaluatedDatapoints``, state timestamps ``2026-01-05T10:00:00.000+0000``), not its exact wording.
-Every timestamp is the drill's virtual time of the evaluation that made the change.
-"""
+"""The StateReason, StateReasonData and "CloudWatch Alarm State Change" event of a transition,
+in CloudWatch's layout (not its exact wording), stamped with virtual time."""
 
 from __future__ import annotations
 

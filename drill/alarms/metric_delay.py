@@ -1,35 +1,7 @@
-"""Metric ingestion delay: when a datapoint becomes visible to CloudWatch's readers.
+"""Metric ingestion delay: when a datapoint, or a log line, becomes visible to CloudWatch's readers.
 
-A datapoint is not there the moment its period ends. SageMaker publishes instance metrics
-(``/aws/sagemaker/TrainingJobs`` GPUUtilization, CPUUtilization, DiskUtilization, ..., per ``Host``;
-the scenario's ``gpu`` source covers all of them) and the job's MetricDefinitions
-metric (per ``TrainingJobName``) some time later; the heartbeat metric goes through a log
-subscription, a Lambda function and CloudWatch's embedded-metric-format extraction. AWS's
-metric-math guide (the FILL function) warns that with "a slight delay" the most recent minute has
-no data, and its embedded-metric-format alarm guide says a Lambda function cannot control when it
-flushes; neither publishes a number. So the simulated account takes an adversarial range, per
-source, settable from a scenario (``account.metric_delay``):
-
-- the datapoint of the period ending at ``E`` is visible from ``E + delay`` on, for the alarm
-  evaluator (``drill/alarms/evaluator.py``) and for the supervisor's own GetMetricData reads
-  (``drill/sim/cloudwatch.py``) alike: a read at time ``T`` sees only datapoints visible at ``T``;
-- ``delay = base_s + jitter_s x u``, drawn per datapoint (per series and minute: the hosts of one
-  job arrive at different times) from a hash of the scenario seed, so a drill replays exactly;
-- with probability ``late_rate`` the datapoint is instead ``late_s`` late: the newest datapoint
-  missing "for a while".
-
-Defaults (every source): 30 to 90 s, and 5 % of datapoints 180 s late, so a datapoint is at most
-3 minutes late. ON by default in every drill (``make demo``, the scenario tests, ``make bench``);
-``MetricDelays.none()`` is the kind model (a period is visible the instant it ends).
-
-**Log lines** (the ``logs`` source, :meth:`MetricDelays.readable`): a training job's line reaches
-CloudWatch Logs some time after the script writes it. The API shows the gap (each event has a
-``timestamp`` and an ``ingestionTime``); AWS publishes no figure. The drill draws each line's delay
-per log stream and minute -- by default 1 to 15 s, and 5 % of a stream's minutes 180 s late --
-and a line is readable once it *and every earlier line of its stream* have arrived (the agent on
-the instance ships a stream in order). So the last line a crashing script writes (an Xid, an
-NCCL error) may land after the job's Failed event, and a read at the event misses it.
-"""
+`MetricDelays` draws each delay from the seed per source (`account.metric_delay`);
+`MetricDelays.none()` is the kind model. Why: docs/fidelity.md (late datapoints, log lines)."""
 
 from __future__ import annotations
 

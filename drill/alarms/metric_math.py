@@ -1,39 +1,7 @@
-"""The part of CloudWatch metric math the supervisor's alarms use, for the drill's evaluator.
+"""The part of CloudWatch metric math the supervisor's alarms use: parser, exact values per period
+(`value_function`) and conservative bounds over a stretch (`bound_function`).
 
-Grammar (whitespace free; function names case-insensitive):
-
-    expr   := or
-    or     := and (("OR" | "||") and)*
-    and    := not (("AND" | "&&") not)*
-    not    := ("NOT" | "!") not | cmp
-    cmp    := sum (("<" | "<=" | ">" | ">=" | "==" | "!=") sum)?
-    sum    := prod (("+" | "-") prod)*
-    prod   := unary (("*" | "/") unary)*
-    unary  := "-" unary | atom
-    atom   := number | id | "(" expr ")" | "[" expr ("," expr)* "]" | NAME "(" args ")"
-
-Functions: MIN/MAX/SUM/AVG of an array (one value per period: across the series), FILL(x, c)
-and FILL(x, REPEAT) of a series or of an array (``FILL([m1, m2], 0)`` is an array, the documented
-form of filling several series), DIFF(x) (this value minus the series' previous datapoint), ABS(x),
-and IF(condition, then[, else]).
-
-Forms refused (MathError), as the metric-math reference has them: MIN/MAX/SUM/AVG of a single
-series (a scalar: "it can't be the final expression result", and an alarm's expression must
-return one time series), of a one-series array (``MAX([m1])``: not a documented form; an alarm on
-one series watches the series itself), and an array where a single series is needed (``[m1, m2]``
-or ``FILL([m1, m2], 0)`` as a value).
-
-Semantics per period, following the CloudWatch metric-math reference: a comparison gives 1 or 0;
-AND/OR/NOT work on zero / non-zero; a function of an array uses the series that have a value
-(no value at all: missing); arithmetic, comparisons and ABS with a missing operand are missing;
-IF with a missing condition is missing, and without an else branch a false condition is missing;
-FILL replaces a missing value; DIFF of the first datapoint is missing.
-
-Two evaluations of the same tree: exact values per period (`value_function`), and bounds over a
-stretch in which every series stays within (lo, hi) (`bound_function`, the evaluator's fast path).
-Bounds are conservative: when a node cannot be bounded (DIFF, FILL(REPEAT), a branch that may be
-missing) its bound is the whole line, which makes the evaluator compute the stretch exactly.
-"""
+Why: docs/drill.md (*The alarm evaluator*: the metric-math subset), docs/fidelity.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""When each drill alarm is looked at next (a mixin of ``drill.alarms.evaluator.AlarmEvaluator``,
-whose attributes these are): the queue of next checks, the first check after a job's phase
-change, and the promise -- from the data already seen and the simulator's bounded series, the
-number of periods before an alarm's state could change (the evaluator's "Speed" section)."""
+"""When each alarm is looked at next (a mixin of `AlarmEvaluator`): the queue of checks, the check
+after a phase change, and the periods before a state could change.
+
+Why: docs/drill.md (*The alarm evaluator*: speed)."""
 
 from __future__ import annotations
 

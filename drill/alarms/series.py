@@ -1,14 +1,7 @@
-"""The alarm evaluator's data: each series' datapoints fetched from the simulated SageMaker, and
-each alarm's periods classified (good, breaching, missing) from them, once per period.
+"""The evaluator's data: each series fetched from the simulated SageMaker once per period, and each
+alarm's periods classified (good, breaching, missing) by their final class.
 
-Speed (see also ``drill/alarms/evaluator.py``): a datapoint of a past period never changes, so each
-series is fetched once per new period and classified once per alarm. With the simulated SageMaker,
-per-minute GPU series are *bounded* (``metric_bounds``: stretches of minutes whose values lie in a
-known range, one per Training phase), so a stretch far from the threshold is classified at once and
-values are computed only where a stretch straddles the threshold or a transition reports them.
-The classes are each period's *final* class (every datapoint arrived); what an evaluation sees
-before late datapoints arrive is the evaluator's business (``drill/alarms/metric_delay.py``).
-"""
+Why: docs/drill.md (*The alarm evaluator*: speed)."""
 
 from __future__ import annotations
 

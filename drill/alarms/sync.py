@@ -1,13 +1,7 @@
-"""The alarm evaluator and moto's CloudWatch: noticing the alarms put, re-put and deleted, reading
-them, and mirroring each state back with its virtual-time timestamps.
+"""The evaluator and moto's CloudWatch: noticing alarms put, re-put and deleted, reading them, and
+writing each state back with virtual-time timestamps.
 
-moto stores alarms but never evaluates them; the evaluator is CloudWatch's evaluation engine in
-the drill. New, changed and deleted alarms are noticed cheaply through moto's in-memory backend (a
-hook on the client's PutMetricAlarm and DeleteAlarms), and only those are read again with
-``describe_alarms``; once a read through the API has shown that the backend's alarms convert to the
-same entries, they are read from the backend directly. States are written the same way, stamped
-with the virtual time of the change (moto would stamp the machine's clock).
-"""
+Why: docs/drill.md (*The alarm evaluator*)."""
 
 from __future__ import annotations
 

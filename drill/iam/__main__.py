@@ -1,12 +1,6 @@
-"""`python -m drill.iam [--table] [SCENARIO ...]` (``make iam-report``): the IAM replay report.
+"""`python -m drill.iam [--table] [SCENARIO ...]` (`make iam-report`): the IAM replay report.
 
-Runs the scenarios (default: every file in drill/scenarios/) on the drill's account, pools the
-AWS calls the supervisor's functions made, and prints what the synthesized template's IAM
-decides for each distinct authorization request, then per role the grants the calls needed,
-the grants the Lambda service uses, and the candidates for removal (grants no call needed:
-review them, they are not errors). ``--table`` also prints the call-to-request mapping table.
-Exits 1 if any call is denied, unknown or unmapped.
-"""
+Exits 1 if any call is denied, unknown or unmapped. Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

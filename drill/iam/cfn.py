@@ -1,14 +1,7 @@
 """The synthesized template's IAM, resolved against the drill's account.
 
-* :func:`resolve` evaluates CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub,
-  Fn::Select, Fn::Split and the pseudo parameters) with :class:`PhysicalNames`, the names the
-  drill's account gives the template's resources. Anything it cannot evaluate is
-  :data:`UNKNOWN` (never a guess), and an ``UNKNOWN`` inside a value makes the value unknown.
-* :class:`TemplateIam` collects, per Lambda function, its execution role's identity policies
-  (``AWS::IAM::Policy``/``ManagedPolicy`` attached through ``Roles``, the role's inline
-  ``Policies`` and its ``ManagedPolicyArns``), and the resource-based policies of topics,
-  queues, keys and buckets, as :class:`Statement` objects with resolved values.
-"""
+`resolve` evaluates intrinsics (unknown, never a guess) and `TemplateIam` collects each function's
+identity and resource-based policies. Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

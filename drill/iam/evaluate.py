@@ -1,25 +1,7 @@
-"""IAM policy evaluation for one authorization request, with three outcomes: allow, deny, unknown.
+"""IAM policy evaluation for one authorization request: allow, deny or unknown.
 
-The rules (IAM User Guide, "Policy evaluation logic" and "IAM JSON policy elements"):
-
-* An explicit ``Deny`` that applies wins. A ``Deny`` that *might* apply (unknown) makes the
-  result unknown: it can never be proven allowed.
-* Otherwise an ``Allow`` is needed: from the role's identity policies, or (same account) from a
-  resource-based policy that names the role. A KMS key additionally needs its key policy to
-  allow the role or the account (the account root enables IAM policies for the key).
-* ``Action``/``NotAction``: ``*`` and ``?`` wildcards, case-insensitive. ``Resource``/``NotResource``:
-  ``*`` and ``?`` within each of the six ARN segments (the resource segment may span ``/`` and
-  ``:``), case-sensitive. A policy variable (``${...}``) is not modelled: unknown.
-* ``Condition``: all operators AND, all keys of an operator AND, the values of one key OR (NOR for
-  negated operators). Modelled operators: String*, Arn*, Numeric*, Bool, Null, with
-  ``...IfExists`` and the ``ForAllValues:``/``ForAnyValue:`` set qualifiers. A key absent from the
-  request makes a positive operator false and a negated one true (IfExists: true; ForAllValues:
-  true; ForAnyValue: false). An operator or a key the request does not model is **unknown**.
-
-Global keys the evaluator adds to every request: ``aws:SecureTransport`` (the SDK uses TLS),
-``aws:RequestedRegion`` and ``aws:PrincipalAccount``. Everything else comes from the request
-(:mod:`drill.iam.requests`).
-"""
+Follows the IAM User Guide's evaluation logic; a Deny or condition it cannot decide is unknown,
+never allow. Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""Records the AWS calls a supervisor function makes in the drill.
+"""Records the AWS calls a supervisor function makes in the drill, each exactly once.
 
-Which function is running is a context variable (:data:`CURRENT_FUNCTION`), set by the drill's
-router around every handler invocation (:func:`invoked_as`). Calls made while it is unset (the
-drill itself, tests, the simulator's bookkeeping) are not the function's and are not recorded.
-
-Two ways in, so that every call is seen exactly once:
-
-* a real botocore client (moto-backed): :meth:`CallRecorder.attach` registers a
-  ``provide-client-params`` hook on that client's own event emitter. It fires for every API
-  call the client makes, paginated pages included, with the parameters as passed.
-* a simulated client that answers by itself (the drill's SageMaker, the metric data CloudWatch
-  serves from the simulator): :meth:`CallRecorder.wrap` returns a proxy that records the calls
-  of methods the object defines itself, named like boto3 (snake_case -> Operation). Calls it
-  forwards to a real client (``__getattr__`` delegation) are left to that client's hook.
-
-The recorder keeps only what the IAM check needs: each distinct authorization request per
-function (with the first call that asked for it), the calls that have no row in the mapping
-table, and counters. Mapping a call is a dictionary lookup and a few string joins.
-"""
+`CallRecorder.attach` hooks a botocore client, `CallRecorder.wrap` proxies a simulated one;
+`CURRENT_FUNCTION` says which function runs. Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The IAM replay: every recorded call, evaluated against the synthesized template's policies.
-
-:func:`account_iam` resolves the template for the drill's account (its table, its topic);
-:func:`check` evaluates every distinct authorization request each function asked for and
-returns a :class:`ReplayReport`: the denied, unknown and unmapped calls (each one a failure),
-and, per role, the grants no recorded call needed ("candidates for removal").
-
-Besides the function's own calls, each function's role must let the Lambda service do its
-part with the role's credentials: write the function's log group, send traces (active
-tracing), and send failed asynchronous events to the on-failure destination. Those requests
-are derived from the template and evaluated the same way (reported as ``lambda-service``).
-"""
+"""The IAM replay: every recorded call, and the Lambda service's own requests, evaluated against the
+template's policies (`check`, `ReplayReport`). Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

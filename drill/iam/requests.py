@@ -1,40 +1,7 @@
 """What AWS authorises for each API call the supervisor makes: the IAM replay's mapping table.
 
-One row per (service, operation): the IAM authorization requests AWS evaluates for the call,
-each an action on one resource ARN with the request context (condition keys) it carries. The
-rows follow the AWS Service Authorization Reference (SAR), one page per service:
-
-====================  =========================================================================
-service               SAR page (https://docs.aws.amazon.com/service-authorization/latest/reference/)
-====================  =========================================================================
-dynamodb              list_amazondynamodb.html
-s3                    list_amazons3.html
-sns                   list_amazonsns.html  (+ list_awskeymanagementservice.html for SSE-KMS)
-cloudwatch            list_amazoncloudwatch.html
-logs                  list_amazoncloudwatchlogs.html
-sagemaker             list_amazonsagemaker.html  (+ list_awsidentityandaccessmanagementiam.html)
-service-quotas        list_servicequotas.html
-====================  =========================================================================
-
-Rules of the table:
-
-* An operation with no row is an error (:class:`UnmappedCall`): the replay fails with
-  "unmapped call" rather than passing a call nobody has mapped.
-* Implied requests are rows too: CreateTrainingJob with Tags is also ``sagemaker:AddTags``, its
-  RoleArn is ``iam:PassRole`` with ``iam:PassedToService``; PutMetricAlarm with Tags is also
-  ``cloudwatch:TagResource``; Publish to an SSE-KMS topic is ``kms:GenerateDataKey`` and
-  ``kms:Decrypt`` on the topic's key; every item of TransactWriteItems is its own item action.
-* Where the reference leaves the resource form open, every plausible form is emitted and each
-  must be allowed (a grant that covers only one form would be a gamble): the CloudWatch Logs
-  log-group ARN with and without ``:*``; SageMaker job ARNs as named and lower-cased.
-* Context keys a row models are listed explicitly; a key modelled but absent from the call
-  maps to ``()``. A policy condition on a key a row does not model is "unknown", never "allow"
-  (see :mod:`drill.iam.evaluate`).
-
-This module is pure (no boto3, no template): the drill records calls, this table says what they
-ask for. It lives in ``drill/`` because it describes the AWS account the drill simulates, not
-the deployment (``infra/`` is CDK only) nor the Lambda runtime (``lambdas/``).
-"""
+One row per (service, operation), following the Service Authorization Reference; an unmapped call
+is an error. Pure. Why: docs/deploy.md (*IAM proven by replay*)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""A picture of a drill for an incident review: each run's attempts on one time axis.
-
-``python -m drill SCENARIO --plot FILE.png`` (or ``.svg``, or ``.html``: the SVG and the summary
-tables in one self-contained page). One lane per run: each attempt is a bar coloured by phase
-(starting, pending for capacity, training, hung, stopping or uploading), with the gaps in which
-the run had no job drawn as waits. Faults are marked where they struck, the supervisor's action
-where it came (labelled with how it classed the fault), and each resume is labelled with the
-checkpoint step it resumed from.
-
-Drawn with matplotlib's object API (``Figure``, the Agg canvas for PNG): no pyplot, no global
-backend state. Every drawn element carries a gid (``attempt/<run>/<n>/<phase>``, ``wait/<run>/<i>``,
-``fault/<run>/<i>``, ``action/<run>/<i>``, ``resume/<run>/<n>``) so tests can count what was drawn.
-"""
+"""A picture of a drill: each run's attempts on one time axis (PNG, SVG or HTML), with matplotlib's
+object API; every element carries a gid for the tests. See docs/drill.md (*What the drill prints*)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The drill's human output: a timeline of what happened, the alerts as published (``--alerts``),
-and an at-a-glance summary per run and per fault.
+"""The drill's human output: the timeline, the alerts (`--alerts`) and the summary per run and fault.
 
-No row is cut: long texts wrap under their column. Rows that repeat (the same run, kind and text,
-or the same block of rows, such as a quota wait's try-and-refuse cycle) are shown once with
-a count (the multiplication sign, then N) and the time of the last one. Event texts the audit trail holds as field lists
-(``Tick()``, ``LaunchRejected(...)``) are said in words; epoch times never appear.
-"""
+See docs/drill.md (*What the drill prints*)."""
 
 from __future__ import annotations
 

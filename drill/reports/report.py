@@ -1,23 +1,7 @@
-"""What a drill comes to, per run and per fault: the numbers behind the at-a-glance summary
-(``python -m drill`` prints them, ``--json`` emits them, ``--plot`` draws them).
+"""The numbers behind a drill's summary, per run and per fault: time per phase and GPU-hours lost.
 
-Everything here reads what the simulated SageMaker recorded (its jobs, their status transitions
-and Training phases, the faults that fired) and what the API reports (attempts, classes,
-restarts), so it treats every scenario alike. Times come in as epoch milliseconds of the virtual
-clock and leave as ISO times and durations in seconds.
-
-- **Time per run**, from submission to the run's end: *training* (SecondaryStatus Training and
-  making progress), *hung* (Training but stuck in a hang), *starting* (Starting and Downloading),
-  *waiting* (no job, e.g. a quota wait or backoff, plus Pending for capacity) and *ending*
-  (Uploading or Stopping: instances still held after training). They add up to the span.
-- **GPU-hours lost per fault**: the benchmark's own split (``benchmarks.accounting.RunHistory``):
-  detection (onset to the supervisor's decision), stop (to the replacement requested), instance
-  start (to a job of the run in Training again) and the work redone since the resumed
-  checkpoint, times the faulted job's GPUs. A fault the run never recovered from (it failed, was
-  cancelled, or the hang was never noticed) costs the GPU time from onset to the faulted job's
-  end (or the end of the drill). Start-time faults (capacity, throttle) hold no instances and
-  benign phases cost nothing: they have no GPU-hours.
-"""
+Read from the simulator's records and the API. Why: docs/drill.md (*What the drill prints*,
+*The runner and the reports*)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Runs a scenario on the local account: a discrete-event loop over virtual time.
+"""Runs a scenario on the local account: a discrete-event loop over virtual time, with hooks.
 
-Each step jumps to the earliest of: the next simulated SageMaker change, the next event
-delivery, the next minute at which the every-minute sweep would find a run due, the next
-alarm evaluation, and the next scripted action. Nothing happens in between, so weeks of
-virtual time take seconds.
-
-Hooks (optional) act alongside the supervisor, e.g. a person on call who resubmits a run that
-sagewarden gave up on: each has ``next_time() -> int | None`` (when it wants to act),
-``step(runner)`` (called after every step; may call ``runner.submit(spec)``) and ``done() ->
-bool`` (the drill does not end while a hook has something pending).
-"""
+Why: docs/drill.md (*The runner and the reports*)."""
 
 from __future__ import annotations
 

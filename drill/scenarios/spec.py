@@ -66,11 +66,8 @@ Fault kinds (``Fault`` in drill/sim/model.py has every field):
                   whole job's step rate is 1/(1 + slowdown); for duration_min, or lasting
   ``once: false`` repeats a fault on every matching attempt.
 
-Everything is checked before anything runs (:func:`parse` raises :class:`ScenarioError` with one
-line per problem, each naming its path in the file, e.g. ``faults[2].run: no run named
-"lama-8b" (did you mean "llama-8b"?)``): JSON syntax, unknown fields (with a did-you-mean),
-missing required fields, types, negative times, references to runs, the runs' requests and
-policies as the API would check them, expectations, and faults that can never fire.
+Everything is checked before anything runs (:func:`parse` raises :class:`ScenarioError`, one line
+per problem naming its path in the file). See docs/drill.md.
 """
 
 from __future__ import annotations

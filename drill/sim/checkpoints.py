@@ -1,19 +1,7 @@
-"""Checkpoints of the simulated jobs: the layouts (Hugging Face, Megatron, torch DCP) and their
-progressive writes to the job's CheckpointConfig.S3Uri, completion marker last.
+"""Checkpoints of the simulated jobs: layouts (Hugging Face, Megatron, torch DCP), progressive writes
+with the marker last, modelled sizes and restore time.
 
-A save takes ``checkpoint_write_seconds``: its objects appear at evenly spaced times and the
-marker is the last one, so a crash or SIGKILL in the middle leaves a half-written directory.
-
-Restores: SageMaker copies everything under CheckpointConfig.S3Uri to every instance when a job
-starts. With ``profile.checkpoint_bytes`` set, each object the simulator writes carries a modelled
-size (kept here, keyed by bucket and key; the object itself stays tiny), and a job's Downloading
-lasts as long again as the synced prefix's modelled bytes take at RESTORE_BYTES_PER_S per instance
-(the instances download in parallel, each all of it). An object the simulator did not write (an
-archive copy, a user's file) counts its real size. The prefix is read when Downloading begins, so
-whatever retention moved out of it before then is not downloaded. A file whose modelled size is
-over MULTIPART_THRESHOLD is written by a multipart upload, as a real sync writes it; the bytes every
-job wrote are kept (``written``), so a drill can check retention's archive copies byte for byte.
-"""
+Why: docs/fidelity.md."""
 
 from __future__ import annotations
 

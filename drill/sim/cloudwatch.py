@@ -1,16 +1,7 @@
-"""CloudWatch as the simulated account sees it: moto for alarms, the simulator for metric data.
+"""CloudWatch in the simulated account: moto for alarms, the simulator for metric data; training logs
+through moto (`FlushOnReadLogs`) or from memory (`SimulatedLogs`).
 
-SageMaker's per-host metrics and the heartbeat metric are answered analytically by the
-simulated SageMaker (weeks of one-minute datapoints would be too slow to push into moto), so
-GetMetricData for those namespaces is served from it; every other call goes to moto. A read at
-time T sees only the datapoints that have arrived by T (``drill/alarms/metric_delay.py``): the period
-still under way never, the newest complete ones only once their delay has passed.
-
-Training-job logs reach the supervisor one of two ways: written to moto's CloudWatch Logs and
-read back from it (:class:`FlushOnReadLogs`, the default), or read straight from the simulator's
-in-memory lines (:class:`SimulatedLogs`) -- hundreds of hosts over weeks would otherwise cost
-one moto call per host stream at every flush.
-"""
+Why: docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""S3 directory buckets (S3 Express One Zone) as the simulated account models them, over moto's
-general purpose buckets (moto has no directory buckets, and botocore routes a ``--x-s3`` name to a
-zonal endpoint moto does not answer).
-
-What the S3 API Reference says of ``ListObjectsV2`` on a directory bucket, and how it is modelled
-(docs/fidelity.md has the row):
-
-* a directory bucket's name is ``<base>--<zone-id>--x-s3`` (an Availability Zone ``usw2-az1`` or
-  a Local Zone ``use1-lax1-az1``); such a bucket is kept in a moto bucket of another name;
-* ``StartAfter`` is not supported, only prefixes that end in ``/`` are, and ``/`` is the only
-  delimiter: each is refused with a ClientError (its code and wording are the model's own: AWS
-  documents the rule, not the error);
-* objects are not returned in lexicographical order: keys and common prefixes come shuffled
-  (deterministically per bucket, prefix and delimiter, the same for every page of one listing),
-  paged by ``MaxKeys`` with an opaque ``ContinuationToken``.
-
-Every other call, and every call on a general purpose bucket, is handed to moto's client (with a
-directory bucket's name, and a ``CopySource`` bucket, renamed).
-"""
+"""S3 directory buckets over moto's general purpose buckets: their names, listing rules and unordered
+pages. Why: docs/fidelity.md (S3 directory buckets)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""What DynamoDB refuses that moto accepts: a TransactWriteItems of more than 4 MB in all.
+"""What DynamoDB refuses that moto accepts: a TransactWriteItems over 4 MB (`enforce_transaction_limits`).
 
-TransactWriteItems (API reference): "The aggregate size of the items in the transaction cannot
-exceed 4 MB"; DynamoDB answers a ValidationException and writes nothing. moto checks the 100-action
-limit and each item's 400 KB, not the aggregate. :func:`enforce_transaction_limits` adds the check
-to a moto-backed client (the drill's supervisor client and the store tests): the sizes are moto's
-own item sizes, not the supervisor's planner (``sagewarden.adapters.dynamodb_limits``), so a wrong
-size there is not hidden by the same mistake here.
-"""
+Why: docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Faults of the simulated SageMaker: which jobs a fault matches, when it fires, what it does.
-
-A training fault is bound to a matching job when the job enters Training (or when the fault is
-injected while the job trains) at ``after_training_min``; it then fires as one of the job's
-events. Crashes end the job Failed, spot interruptions Stopped/Interrupted, hangs change the open
-phase for good, benign phases pause progress (a fault's ``log_lines`` may carry the training-script
-contract's phase marker, which the heartbeat metric honours like the heartbeat function does). Start-time faults act on CreateTrainingJob.
-A recurring crash (``recur_after_training_min``: a user's deterministic bug) fires again in every
-later job of its run at the same point, until :func:`fix_recurring`.
-"""
+"""Faults of the simulated SageMaker: which jobs a fault matches, when it fires, what it does, and
+recurring crashes (`fix_recurring`). See docs/drill.md (fault kinds)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,5 @@
-"""Hosts of the simulated SageMaker: their GPU serials, bad hosts that come back, the infra check,
-and the NCCL lines a job prints at its first collective (docs/fidelity.md has one row each).
-
-- **Serials.** Every host of a job has GPU serials, drawn per job and host; a job that runs on a
-  warm pool has the pool's hosts and so their serials. A training script whose profile sets
-  ``fingerprints`` prints the contract's `[sagewarden] host=<n> fingerprint=<serials>` line once
-  on each host when Training starts.
-- **Lemons.** A fault with ``returns_cold`` N makes its host a "lemon": the run's next N jobs of
-  the same instance type that start on new instances (no warm pool) get that host back, with the
-  same serials, as host ``host`` -- and it fails there again ``bad_host_refire_min`` into
-  Training, like a bad host met on a warm pool. (The fleet hands back repaired-but-not-fixed
-  instances; AWS publishes nothing about how often: the unkind case.)
-- **Infra check** (CreateTrainingJob ``InfraCheckConfig.EnableInfraCheck``; AWS documents only
-  that SageMaker checks the hardware and the cluster network before the job runs). How long the
-  check takes is not published: each job draws it from ``StartupTimes.infra_check_min_s`` ..
-  ``infra_check_max_s`` (default 5-30 min) and spends it in Starting. Nor what it finds, nor what
-  it does then: the unkind case. A bad host the job would have met (from a warm pool, or a lemon)
-  is missed at ``StartupTimes.infra_check_miss_rate`` (default 0.5, drawn per job and host) unless
-  its fault pins ``infra_check_finds`` (false: an intermittent fault a short check misses); a
-  found host fails the job in Starting with a reason naming it (``infra_check_on_bad_host``
-  "fail", the default; the model's own wording: AWS does not publish one), or, set to "replace"
-  (per account, or per fault), is replaced by a good one (new serials) before Training.
-- **NCCL's network lines.** A job whose Environment has ``NCCL_DEBUG`` INFO (or TRACE) prints, on
-  each host when Training starts (its first collective), which network NCCL chose: the profile's
-  ``nccl_transport`` "efa" (`NET/OFI Selected Provider is efa`, `Using network AWS Libfabric`)
-  or "socket" (`NET/Socket : Using [0]eth0:...`, `Using network Socket`), after the bootstrap line
-  with the host's own address (`NCCL INFO Bootstrap : Using eth0:10.x.y.z<0>`, drawn per job and
-  host: `host_address`). Single-node jobs print them too (NCCL initialises its network plugin either
-  way): a check must not read them alone. A fault's log lines may name the fault's host by address
-  (`{host_ip}`), as NCCL's error lines name a peer.
-"""
+"""Hosts of the simulated SageMaker: GPU serials, bad hosts that come back, the infra check, and the
+NCCL network lines. Why: docs/fidelity.md (one row each)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The job lifecycle of the simulated SageMaker: the event loop over virtual time, timers,
-Training phases, endings, state transitions and EventBridge events (warm pools: drill.sim.warm_pools).
+"""The simulated job lifecycle (`SimCore`): the event loop over virtual time, timers, Training phases,
+endings, state transitions and events; `advance` owns the clock.
 
-:class:`SimCore` owns the state; :class:`drill.sim.sagemaker.SimSageMaker` adds the boto3-shaped
-API on top. ``advance(to_ms)`` owns the clock: it moves the :class:`VirtualClock` forwards to each
-change as it processes it (so an ``emit`` callback sees the event's own time as "now", and may
-call back into the API re-entrantly), then to ``to_ms``; it is not re-entrant itself.
-
-Timing model (all configurable through :class:`StartupTimes` and :class:`JobProfile`):
-Starting (provision_s) -> Downloading (download_s; describe's TrainingStartTime is set here,
-instances are up) -> Training (MaxRuntimeInSeconds counts from here) -> Uploading (upload_s) ->
-Completed. Stops: Stopping for stop_s, longer while a SIGTERM checkpoint is written (SIGKILL at
-120 s leaves it half-written); a hung script ignores SIGTERM and is killed at 120 s.
-"""
+Why: docs/fidelity.md, docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

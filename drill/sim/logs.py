@@ -1,17 +1,5 @@
-"""The simulated jobs' log lines: in-memory tails, and buffered writes to CloudWatch Logs.
-
-Every line is kept in memory (``tail``); with a ``logs_client`` lines are also buffered and
-written to ``/aws/sagemaker/TrainingJobs`` with one put_log_events per stream per flush (streams
-``<job>/algo-<n>-<epoch>``). Periodic progress lines ("step N loss L") are written lazily, one
-per ``progress_ms`` per host, whenever something needs the stream up to a time.
-
-A job with remote debugging (``RemoteDebugConfig.EnableRemoteDebug``) also runs the SSM agent in
-every container, which writes its own stream ``<job>/algo-<n>-<epoch>/ssm`` into the same group
-(the SageMaker Developer Guide, "Access a training container through AWS Systems Manager for
-remote debugging"): one line a minute per host from Training until the job ends, whatever the
-training script does -- a hung script's agent keeps writing (AWS publishes no cadence; often is
-the unkind case for a reader that would take it for the script's activity).
-"""
+"""The simulated jobs' log lines: in-memory tails, buffered writes to CloudWatch Logs, lazy progress
+lines, and the SSM agent's stream. Why: docs/drill.md (*The simulated services*), docs/fidelity.md."""
 
 from __future__ import annotations
 

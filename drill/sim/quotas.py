@@ -1,15 +1,5 @@
-"""Service Quotas for the simulated SageMaker: the quotas it enforces, under the names AWS uses.
-
-moto's Service Quotas knows only VPC quotas. This answers the two listings the supervisor reads
-(ListServiceQuotas, ListAWSDefaultServiceQuotas, ServiceCode ``sagemaker``) on a real botocore
-client, from its ``before-call`` event: the request is still validated by botocore, paginated by
-its paginator and recorded by the IAM replay like any other call, and the answer is read from the
-simulator at the moment of the call (a quota a test changes is seen at once).
-
-A type the simulator puts no quota on is unlimited there, so it is not listed (unknown to the
-supervisor, as an unlisted quota would be). ``denied`` answers AccessDeniedException, as AWS does
-for a role without servicequotas:List* -- the supervisor must treat the quotas as unknown then.
-"""
+"""Service Quotas for the simulated SageMaker: the two listings the supervisor reads, answered from
+botocore's `before-call` event. Why: docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,5 @@
-"""The account's API rate limits: the supervisor's calls are throttled as AWS throttles them.
-
-AWS throttles each operation per account and Region at a rate (transactions per second); a
-throttled call answers the service's throttling error, and the SDK retries it with backoff before
-giving up. Rates used here (``DEFAULT_RATES``), per account and Region:
-
-- CloudWatch (AWS General Reference, "Amazon CloudWatch endpoints and quotas"): PutMetricAlarm 3,
-  DeleteAlarms 3, DescribeAlarms 9 per second. GetMetricData: 500 there, 50 in the older
-  CloudWatch User Guide quota table; the lower is taken. Throttled: ``Throttling``, "Rate
-  exceeded" (CloudWatch's query API error, as the AWS knowledge center shows it).
-- CloudWatch Logs (CloudWatch Logs User Guide, "CloudWatch Logs quotas"): DescribeLogStreams 5,
-  FilterLogEvents 5, GetLogEvents 10 per second (older figures, which AWS may have raised; the
-  lower is taken). Throttled: ``ThrottlingException``, "Rate exceeded".
-- SageMaker publishes no rate for CreateTrainingJob, DescribeTrainingJob, StopTrainingJob or
-  UpdateTrainingJob ("API throttling limits for CreateJob, DescribeJob, and other management APIs
-  are not adjustable", SageMaker Developer Guide); the only training-API rate we found quoted from
-  Service Quotas is ListTrainingJobs at 2 per second (a third party's report). Unkind model:
-  DescribeTrainingJob 2, the writes 1 per second. Throttled: ``ThrottlingException``, "Rate
-  exceeded" (as the SDK reports it for CreateTrainingJob).
-
-Each operation is a token bucket on the virtual clock (GCRA): a call at time t takes the next free
-slot, one every 1/rate seconds, with ``burst`` calls at once (AWS does not publish its bucket
-sizes: 1, the unkind case). A call whose slot is at most ``retry_wait_s`` away goes through after
-waiting for it (what botocore's retries amount to: the supervisor's clients make up to 8 attempts,
-backing off rand(0,1) x 1, 2, 4, 8, 16, 20, 20 s, 35.5 s expected); one further away fails with the
-throttling error, after the whole ``retry_wait_s`` was spent. Either wait is charged to the calling
-invocation (drill/account/invocation.py), whose calls therefore follow one another in time.
-
-Only the supervisor's own calls are counted (the gate sits in the IAM recorder, which sees exactly
-those); other tools sharing the account are not modelled beyond the rates themselves.
-"""
+"""The account's API rate limits (`DEFAULT_RATES`): a token bucket per operation on the virtual clock,
+waits charged to the calling invocation. Why: docs/drill.md (`api_rates`), docs/fidelity.md."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""The supervisor's view of the simulated SageMaker: a new job is not visible at once.
+"""The supervisor's view of the simulated SageMaker: a new job is missing from reads for a drawn delay.
 
-AWS's control planes are eventually consistent: a resource just created may be missing from the
-next read for a short while (EC2 documents it for its API; SageMaker documents neither the effect
-nor its length). The unkind case is modelled: after CreateTrainingJob succeeds, DescribeTrainingJob,
-StopTrainingJob and UpdateTrainingJob of that job answer as for a job that does not exist
-(``ValidationException`` "Requested resource not found.", what SageMaker answers for an unknown
-name) until a delay drawn per job from ``window_s`` (default 0-10 s) has passed; CreateTrainingJob
-of the same name already answers ResourceInUse (names are checked where the job was written).
-
-The drill hands this view to the supervisor's launcher only: the drill's own reads of the
-simulator (tests, reports) see every job at once.
-"""
+Why: docs/drill.md (`describe_after_create_s`), docs/fidelity.md."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The length limits SageMaker enforces on a request and botocore does not check.
-
-botocore validates a request's types and minimum lengths before sending it, never the maximums
-(a client must not refuse what a newer service accepts): CreateTrainingJob with an Environment
-value of 600 characters reaches SageMaker, which refuses it with a ValidationException
-(TrainingEnvironmentValue: at most 512 characters; CheckpointConfig.S3Uri may be 1,024). The
-simulated SageMaker checks every string, list and map of a request against the maximum in the
-service model and answers as SageMaker's request validation does ("1 validation error detected:
-... Member must have length less than or equal to N"); which member and which limit are the
-model's, the exact wording is AWS's usual validation text.
-"""
+"""The length limits SageMaker enforces on a request and botocore does not check, from the service
+model. Why: docs/fidelity.md."""
 
 from __future__ import annotations
 

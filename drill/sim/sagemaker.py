@@ -1,29 +1,7 @@
-"""A simulated SageMaker training service on a virtual clock (the drill's public entry point).
+"""`SimSageMaker`: a simulated SageMaker training service on a virtual clock, called like a boto3 client.
 
-moto's SageMaker completes every job at once and has no StopTrainingJob, quotas or name checks, so
-the drill owns this simulation. The supervisor calls it exactly like a boto3 ``sagemaker`` client
-(``create_training_job``, ``describe_training_job``, ``stop_training_job``); the drill drives time
-with :meth:`SimSageMaker.advance` and reads simulated GPU metrics, heartbeat counts and log tails.
-
-This module holds the boto3-shaped API (validation, quotas, names, describe) and the simulation's
-controls; the rest lives in :mod:`drill.sim` by concern: the job lifecycle and event loop
-(:mod:`drill.sim.lifecycle`: clock ownership, timing model), faults (:mod:`drill.sim.faults`),
-checkpoint writes (:mod:`drill.sim.checkpoints`), logs (:mod:`drill.sim.logs`), metric series
-(:mod:`drill.sim.series`), data classes (:mod:`drill.sim.model`) and texts (:mod:`drill.sim.texts`).
-
-Everything random comes from ``random.Random(seed)`` (event ids, per-job noise salts) or from a
-hash of that salt, so two simulations with the same seed and the same calls emit identical events.
-Metrics are answered analytically from per-job phase intervals, and ``advance`` jumps from one
-change to the next, so weeks of virtual time take milliseconds.
-
-Logs: every line is kept in memory (``log_tail``); with a ``logs_client`` lines are also buffered
-and written to ``/aws/sagemaker/TrainingJobs`` with one put_log_events per stream per flush. A
-flush happens before every emitted event (a handler may read the tail), and at the end of
-``advance`` -- every call when ``log_flush_interval_s`` is 0 (default), else at most once per that
-many virtual seconds (each moto call costs about 2 ms: raise it for long demos). moto accepts
-events only within 14 days before / 2 hours after the wall clock; wrap the run in
-``drill.clock.moto_logs_follow(clock)`` (rejections are counted in ``log_events_rejected``).
-"""
+Holds the API and the controls; by concern: `drill.sim.lifecycle`, `faults`, `checkpoints`, `logs`,
+`series`, `model`, `texts`. Why: docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

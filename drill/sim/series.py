@@ -1,34 +1,7 @@
 """The simulated metric series of a job, answered analytically from its Training segments.
 
-SageMaker's instance metrics per host (GPUUtilization, GPUMemoryUtilization, CPUUtilization,
-MemoryUtilization, DiskUtilization), the job's progress metric (a MetricDefinitions metric) and the
-heartbeat metric (log lines per minute) exist only for minutes while the job was in Training, and
-only up to "now". Every value is a pure function of the job's segments, its noise salt and the
-minute, so any window can be asked for at any time and gets the same answer.
-
-What each phase looks like on a host is a model: AWS documents what the metrics measure (SageMaker
-Developer Guide, "Amazon SageMaker AI metrics in Amazon CloudWatch": CPUUtilization is the sum of
-every core's utilisation, 100 per busy core; GPUUtilization and GPUMemoryUtilization 0-100 per GPU,
-summed; MemoryUtilization and DiskUtilization 0-100 % of the container's memory and *disk space*),
-not what a training script's phases do to them. So the levels below are plausible and, where
-phases could be confused, adversarial: the unkind overlaps are in (``PHASE_SIGNATURES``).
-CPU is modelled in busy cores per GPU (a rank and its data-loader workers):
-
-| phase | GPU (% per GPU) | CPU (cores per GPU) | disk space | logs |
-|---|---|---|---|---|
-| train | the profile's (95) | 2.5-4.5 (loader workers) | flat | yes |
-| save, busy / light | 5 | 1.5-3 / 0.2-0.6 | grows on every host / on algo-1 only (rank 0 writes) | no |
-| eval (silent or not), even / uneven | 60-85 | 2-4 / 0.8-1.3 on some hosts (never all) | flat | per fault |
-| compile, parallel / serial | 0.3 | 2-6 / 0.8-1.3 (one core per rank) | flat | no |
-| data_pause, workers / light | 0.3 | 1.5-5 / 0.6-1 | flat | no |
-| nccl_init | 0.3 | 0.05-0.4 (as idle as a stuck job: only the start-up allowance holds it) | flat | no |
-| hang_spin, spin_logging | 99.5-100 | 0.9-1.25 (a rank busy-waits on its stream) | flat | no / yes |
-| stuck (data loader) | 2 | 0.02-0.3 | flat | no |
-| dead_host | 0 on the dead host, peers spin | 0-0.05 on the dead host | flat | no |
-
-Disk space grows during a save by a per-job rate (0.02-0.3 percentage points a minute) and drops
-back when it ends (the oldest checkpoint is pruned); a save cut by a hang keeps what it wrote.
-"""
+`PHASE_SIGNATURES` holds what each phase looks like on a host.
+Why: docs/fidelity.md (what a script's phases do to the metrics)."""
 
 from __future__ import annotations
 

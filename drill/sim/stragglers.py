@@ -1,24 +1,6 @@
-"""Stragglers in the simulated SageMaker: a host alive but slow, uneven data shards, and the
-training-script contract's step lines (docs/fidelity.md has one row each).
+"""Stragglers in the simulated SageMaker: a slow host, uneven data shards, and the contract's step lines.
 
-- **A slow host** (fault ``slow_host``: ``host``, ``slowdown`` e.g. 0.10 / 0.15 / 0.30,
-  ``duration_min`` or lasting when None). In synchronous data-parallel training every step
-  waits for the slowest host, so the whole job's step time grows by the slowdown: its step rate
-  becomes 1/(1 + slowdown) of the profile's (a 15 % slower host: 13 % fewer steps per hour). The
-  rate changes at the fault's onset and, for a transient one, back at its end (the open train
-  segment is split there; a save or a hang in between keeps its own course).
-- **Uneven data shards** (profile ``uneven_host``, ``uneven_fraction``, default 5 %): that host
-  does more work per step from the first step on; the profile's step rate is the job's rate with
-  it (nothing changes later).
-- **Step lines.** A profile with ``step_lines`` makes every host print, every
-  ``step_lines_every_s`` while training (default 60), `[sagewarden] host=<n> step=<s>
-  step_ms=<ms> compute_ms=<ms> total=<steps>`. The model: the wall step time ``step_ms`` is the same on every
-  host (they wait for each other) = 60,000 / the job's rate now; a host's ``compute_ms`` (its own
-  work, without waiting in collectives) is COMPUTE_SHARE of the healthy step time, times
-  (1 + its slowdown), times (1 + its uneven fraction), with +/- 1 % jitter per host and minute.
-  Peers of a slow host therefore print the same compute as before and a longer step_ms.
-  The throughput metric (progress_metric) does not follow the slowdown (a limit of the model).
-"""
+Why: docs/fidelity.md (one row each), docs/drill.md (*The simulated services*)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,6 @@
 """SageMaker Training Plans in the simulated account: reserved capacity in discontinuous windows.
 
-A plan holds ``count`` instances of one type in one or more reserved capacities (windows). What
-the simulation does, and where it comes from (docs/fidelity.md has a row per behaviour):
-
-* DescribeTrainingPlan takes the plan's *name* in ``TrainingPlanName``, as the API Reference
-  constrains it (1-64 characters, ``PLAN_NAME_PATTERN``); an ARN there is refused with a
-  ValidationException in AWS's validation wording. botocore's shape (``TrainingPlanNameOrArn``)
-  would also accept the ARN: where the sources disagree the model takes the stricter one.
-* DescribeTrainingPlan answers the plan's Status (Scheduled before and between its windows,
-  Active inside one, Expired after the last: Developer Guide "View training plan details"),
-  StartTime/EndTime, Total/Available/InUseInstanceCount and one ReservedCapacitySummaries entry
-  per window. Pending (before payment) and Failed are not modelled.
-* CreateTrainingJob with ``ResourceConfig.TrainingPlanArn`` on an unknown, Expired or Failed plan,
-  with another instance type or more instances than the plan holds, is refused
-  (ValidationException, the simulator's wording).
-* The job stays InProgress/Pending until a window is active and has room for its instances,
-  then provisions (Starting, Downloading, Training as any job); after 2 days Pending it fails
-  with an InsufficientCapacityError ("Training plans utilization for SageMaker training jobs").
-* The job's environment carries the window's end in
-  ``SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP`` (epoch ms, read with
-  :meth:`TrainingPlans.environment`).
-* From 30 minutes before the window's end SageMaker terminates the instances. AWS does not say
-  how the job then ends: the simulation takes the unkind case, the job ends Failed with a
-  FailureReason that reads like an instance failure (``PLAN_TERMINATED_REASON``), so a supervisor
-  that does not know the windows counts it as a crash. Jobs never move to the next window --
-  except through the job's own ``RetryStrategy``, which AWS does not say a window's end skips:
-  the unkind reading is that the InternalServerError is retried like any other, within the same
-  job (no Failed event), which then waits Pending on the plan until a window has room (the next
-  one; InsufficientCapacityError after 2 days Pending).
-"""
+Why: docs/fidelity.md (a row per behaviour)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,5 @@
-"""Warm pools of the simulated SageMaker, as AWS documents them (docs/fidelity.md has one row each).
-
-Sources: SageMaker Developer Guide, "SageMaker AI Managed Warm Pools" (lifecycle, creation,
-matching, resource limits, considerations) and the API reference of WarmPoolStatus,
-UpdateTrainingJob and ResourceConfigForUpdate.
-
-- **Which endings keep a pool.** A job that asked for one (``KeepAlivePeriodInSeconds`` > 0) and
-  had its instances keeps them after it completes, after it is stopped, and after it fails with an
-  algorithm or client error (``FailureReason`` ``AlgorithmError: ...`` / ``ClientError: ...``); any
-  other failure (an internal error, a failed health check) keeps none.
-- **The same instances.** The next matching job (same RoleArn, instance type and count, volume
-  size and KMS key, VPC subnets and security groups, inter-container encryption and network
-  isolation) runs on the pool's instances: a host that was bad hardware is bad again there and
-  fails that job too (``WarmPoolSettings.bad_host_refire_min`` into its Training).
-- **Time to Available.** AWS publishes no number for how long after the job's end the pool
-  becomes ``Available``: the model draws it per pool in ``available_after_s`` (default 0-600 s:
-  past the supervisor's own 5-minute wait for a pool, the unkind range), and until then
-  DescribeTrainingJob shows no ``WarmPoolStatus`` at all (AWS does not say what it shows in
-  between: the unkind reading, as if there were no pool).
-- **Quota.** The warm-pool quota is per instance type and 0 by default: a pool that would not
-  fit is not kept, and the job reports ``Terminated`` -- no error, no warning (the guide: "a warm
-  pool is not retained"). Idle pool instances count towards the training-job quotas too.
-- **Release.** ``UpdateTrainingJob`` may change ``KeepAlivePeriodInSeconds`` only when the job has
-  ended and its pool is ``Available``; 0 terminates it. Any other call is refused with a
-  ValidationException (the API reference gives no text: the model's wording is its own).
-- **Expiry.** An ``Available`` pool no job takes is ``Terminated`` ``KeepAlivePeriodInSeconds``
-  after it became ``Available``.
-- **Billing.** ``ResourceRetainedBillableTimeInSeconds`` is the wall-clock time the pool was kept
-  (AWS bills it times InstanceCount).
-- **Spot.** Warm pools cannot be used with managed spot training: a spot job never takes a pool,
-  and CreateTrainingJob with both is refused (see ``SimSageMaker._validate``).
-
-Pools settle lazily, in time order, whenever the API is called (:meth:`WarmPools.settle`).
-"""
+"""Warm pools of the simulated SageMaker: endings that keep a pool, matching, quota, release, expiry,
+billing; settled lazily (`WarmPools.settle`). Why: docs/fidelity.md (one row each)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Powertools singletons. The service name comes from POWERTOOLS_SERVICE_NAME, which the stack sets
-per deployment (`sagewarden-<jobPrefix>`): it is the `service` dimension of every metric, so two
-deployments in one account and region never share (or alarm on) each other's counters.
+"""Powertools singletons: logger, metrics (service dimension per deployment) and a lazy tracer.
 
-The tracer is lazy: Powertools' Tracer imports the X-Ray SDK, about 0.35 s of every cold start,
-more than `import boto3` itself. X-Ray tracing is opt-in (`-c tracing=true`); without it the
-stack sets POWERTOOLS_TRACE_DISABLED and the handlers never import the SDK. With it, the Tracer is
-created at the first invocation and wraps the handler from then on.
-"""
+Why: docs/deploy.md (*Context*: `tracing`; *Two deployments side by side*)."""
 
 from __future__ import annotations
 

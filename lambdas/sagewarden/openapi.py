@@ -1,13 +1,9 @@
-"""The API's OpenAPI document, generated from the Powertools resolver of `handlers/api.py`.
+"""Renders the API's OpenAPI document from `handlers/api.py`'s resolver, with `training_job` as
+SageMaker's CreateTrainingJob input (`api.sagemaker_model`).
 
-`make openapi` writes it to docs/openapi.json; a test fails when the committed file differs from
-what this renders. The resolver describes the routes, parameters and responses from the route
-annotations (`api.schema`, resolved by `api.route_docs`); `training_job` is then pointed at CreateTrainingJob's input shape
-rendered from SageMaker's service model (`api.sagemaker_model`), the same model the API checks
-submissions against, so the document describes exactly what is accepted.
+`make openapi` writes docs/openapi.json; a test compares the committed copy. Why: docs/api.md.
 
-    PYTHONPATH=lambdas python -m sagewarden.openapi [--write docs/openapi.json]
-"""
+    PYTHONPATH=lambdas python -m sagewarden.openapi [--write docs/openapi.json]"""
 
 from __future__ import annotations
 

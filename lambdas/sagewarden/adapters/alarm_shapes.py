@@ -1,31 +1,9 @@
-"""The deploy-time alarm-shape check: CloudWatch's own parser judges one alarm of every shape the
-supervisor creates, before a user depends on them.
+"""The deploy-time alarm-shape check: CloudWatch's own PutMetricAlarm judges one alarm of every shape.
 
-The drill evaluates the hang alarms' metric math with its own evaluator (drill/alarms/metric_math.py),
-written from the CloudWatch documentation; nothing that runs without an AWS account can show that
-CloudWatch's ``PutMetricAlarm`` accepts the same requests. So a custom resource in the stack
-(``infra/constructs/alarm_shape_check.py``, handler ``handlers/check_alarm_shapes.py``) runs this
-at every deploy that changes the shapes:
-
-1. the alarms of a fixed set of representative attempts (:func:`representative_shapes`: one host,
-   two, ten, eleven (two lone-idle groups), a progress metric (``DIFF``), no log subscription, the
-   longest windows the policy allows) are built with the supervisor's own ``alarm_specs``, so
-   whatever shape a later change gives an alarm is what gets judged;
-2. each *distinct* request (requests equal but for their name are put once) is put under a
-   throwaway name, ``<alarm prefix>shape-check-<shape>-<alarm>-<request id>`` (no actions, as
-   every hang alarm), and every alarm put is deleted again, whatever happened;
-3. any refusal fails the custom resource with a reason naming the shape, the alarm, its
-   expression(s) and CloudWatch's message: ``cdk deploy`` fails and rolls back.
-
-The throwaway names never contain ``--``, the separator of the supervisor's own alarm names
-(``parse_alarm_key``): the alarm-state handler and the sweep's cleanup ignore them.
-
-The custom resource's properties carry a fingerprint of the requests (:func:`fingerprint`), so a
-deploy that changes a shape changes the properties and CloudFormation runs the check again. An
-event whose fingerprint is not the one this code computes comes from another version of the code
-(CloudFormation rolling a failed update back, while this function still runs the new code): it is
-answered without a check, or the rollback itself would fail on the shape that failed the update.
-"""
+Builds the alarms of `representative_shapes` with the supervisor's `alarm_specs`, puts each
+distinct request under a throwaway name, deletes them all, and reports any refusal; `fingerprint`
+keys the custom resource. Called by `handlers/check_alarm_shapes.py`.
+Why: docs/deploy.md (*CloudWatch judges the alarm shapes*)."""
 
 from __future__ import annotations
 

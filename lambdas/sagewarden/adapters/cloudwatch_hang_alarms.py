@@ -1,52 +1,9 @@
-"""Per-attempt hang alarms in CloudWatch.
+"""Per-attempt hang alarms in CloudWatch: their names, metric-math shapes, puts, deletes and `inventory`.
 
-Names: `<alarm prefix><job name>--<signal>[-gNN]`. The prefix (derived from the deployment's job
-prefix, `keys.alarm_prefix`) is what the EventBridge rule filters on; the job name carries the
-run id and attempt, so the alarm handler finds the run without a scan. Alarms have no actions:
-their state changes reach the supervisor through EventBridge ("CloudWatch Alarm State Change"),
-and the sweep reads their *states* every pass (`inventory`) because those events are edges.
-
-Datapoints arrive late. SageMaker's instance metrics, the job's MetricDefinitions metric and the
-heartbeat (embedded metric format from a Lambda function) reach CloudWatch some time after their
-minute ends, so at each evaluation the newest minutes have some or none of their datapoints. AWS
-says so twice: the metric-math guide warns that FILL then fills the newest minute and can leave an
-alarm stuck in OK or ALARM, and the embedded-metric-format guide tells Lambda publishers, who cannot
-control their flush, to use "M out of N" alarms. Every shape below keeps its meaning with datapoints
-up to `METRIC_LAG_MIN` (3) minutes late (later ones delay a catch, they do not invent one):
-
-- log-silence: the heartbeat metric (log events per minute, published by the log-subscription
-  function; declared long phases count as active) summed per minute; missing data is BREACHING,
-  N of N over the window. Its datapoints are never breaching (a minute without lines has none), so
-  CloudWatch alarms only once no datapoint is left in its evaluation range: a late newest minute is
-  missing like a silent one, but the older ones still in the range keep it OK. "M out of N" would
-  be wrong here: with fewer than N datapoints CloudWatch counts the missing ones as breaching, so a
-  job that logs every 10 minutes would alarm. A window shorter than `METRIC_LAG_MIN + 1` minutes
-  is raised to that (the late minutes alone would otherwise fill it). The window is the attempt's
-  learned one (`domain/hangs/cadence.py`) or the policy's.
-- progress-stall (optional, policy `progress_metric`): the job's own MetricDefinitions metric
-  (extracted by SageMaker from its log lines) reported with an unchanged value,
-  `IF(ABS(DIFF(v)) <= 0, 1, 0)`, or not reported at all: missing is BREACHING, N of N, like log
-  silence. Catches a loop stuck while another thread keeps logging (or keeps printing a stale step
-  counter). It used to fill unreported minutes, `IF(FILL(n, 0) <= 0, 1, ...)`: every late newest
-  minute then read as stalled, so the alarm fired up to 3 minutes early, and on a healthy job
-  whose reports pause for 2 minutes under a 5-minute window.
-- gpu-lone-idle (2+ hosts): per balanced group of at most 10 hosts (metric math allows 10 metrics
-  per alarm; `-g01`, `-g02`, ...), `IF(MIN(FILL([h1,h2,...], 0)) < idle AND MAX(FILL([h1,h2,...],
-  0)) > busy, 1, 0)`, a host without data counting as idle, "M out of N": `gpu_lone_idle_minutes`
-  (M) breaching minutes among the last M + `METRIC_LAG_MIN` (N). FILL (the documented form, an
-  array filled at once) decides the newest minutes: with nothing arrived a minute reads not idle
-  (no peer is busy), and a minute with one host's datapoint still late reads that host as idle.
-  N of N was stuck in OK (the newest minute never breaches); with M of N those minutes neither
-  block a dead host's catch nor fire on a healthy job: at an evaluation on the minute, at most
-  `METRIC_LAG_MIN - 1` minutes are partly arrived, fewer than M (a window below `METRIC_LAG_MIN`
-  minutes is raised to it). GPUUtilization is summed over a host's GPUs, so the thresholds are
-  per-GPU percents x GPUs per host.
-- gpu-idle: the busiest of hosts 1-2 below the idle threshold (`MAX([h1,h2])`; a one-host job's
-  alarm watches `algo-1`'s metric itself: MAX of one series is a scalar, and an alarm's expression
-  must return a series) for `gpu_idle_minutes` of the last `gpu_idle_minutes + METRIC_LAG_MIN`
-  (the job as a whole stopped computing). Missing data is not breaching (no data before
-  Training), so N of N stayed in OK while the newest minutes were late.
-"""
+Names are `<alarm prefix><job name>--<signal>[-gNN]`; the shapes (log-silence, progress-stall,
+gpu-lone-idle, gpu-idle) tolerate datapoints up to `METRIC_LAG_MIN` minutes late. Windows come
+from `domain/hangs/`.
+Why: docs/hang-detection.md (*Metrics arrive late*, *Why each alarm shape*)."""
 
 from __future__ import annotations
 

@@ -1,35 +1,8 @@
-"""Reads a training job's logs (every host) for classification, hang triage and log silence.
+"""Reads a training job's logs, every host, for classification, hang triage and log silence.
 
-Streams are `<job>/algo-<n>-<epoch>` (a host that restarted has several; its newest, by the
-epoch in the name, is the one read). They are listed by prefix with DescribeLogStreams,
-following `nextToken` to the end, grouped per host and ordered numerically (algo-2 before
-algo-10); each host is read from the end (GetLogEvents startFromHead=False). Stream timestamps
-from DescribeLogStreams are eventually consistent, so they are never used to judge silence.
-Only training streams count (`domain.names.training_stream`): the SSM agent's
-`<job>/algo-<n>-<ts>/ssm`, written with remote debugging on, shares the prefix but is neither a
-host nor activity, so it is listed as no host and its events are dropped from every
-FilterLogEvents read (log silence, activity, phase markers, matching lines).
-
-Work is bounded by time, not by host count: `tail` and `host_triage` stop reading when their
-time budget runs out and then say, in an explicit line starting with `[sagewarden]`, how many
-hosts were not read and why. Hosts are never dropped silently.
-
-Which lines matter (`tail`): a line is scored by a simple keyword heuristic (`line_score`):
-3 = GPU/hardware words (Xid, ECC, NVRM, fell off the bus, GPU is lost, unspecified launch
-failure), 1 = collective symptoms that every healthy peer of a failed host also prints (NCCL,
-watchdog, timeout, connection reset/closed, rendezvous, c10d, gloo, TCPStore), 2 = other
-error-looking text (error, exception, traceback, fatal, killed, out of memory, segfault, exit
-code). Hosts are ranked by their best score, then by who printed it first (the first host to
-fail is usually the cause). The tail always includes the top host's lines around its first
-best-scoring line and one best-scoring line of every other error-looking host (in rank
-order, up to half the room left), then the newest lines overall; it is returned in time order,
-followed (jobs with several hosts) by one `[sagewarden] first error-looking line: ...` line
-so a reader that keeps only the last few lines still sees it.
-
-Secrets never reach a clip: each event's message is scrubbed (domain/vocabulary/redaction.py: the run's secret
-values the caller passes, and what the patterns find) before it is cut to LINE_MAX_BYTES, so a
-secret that straddles the cut leaves no head behind.
-"""
+Lists and groups training streams per host, scores lines (`line_score`) for `tail`, triages hosts
+within a time budget, and scrubs secrets (`domain/vocabulary/redaction.py`) before clipping.
+Why: docs/hang-detection.md (*How the log tail is chosen*)."""
 
 from __future__ import annotations
 

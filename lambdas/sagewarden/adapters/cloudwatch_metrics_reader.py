@@ -1,10 +1,8 @@
-"""The job's metrics the supervisor reads with GetMetricData: each host's GPU, CPU and disk
-metrics when a hang alarm is in ALARM (the evidence of what the job is doing and the triage of
-which host went idle), and the per-minute activity its hang windows are learned from.
+"""GetMetricData reads: each host's GPU, CPU and disk metrics for a hang's evidence and triage,
+and the per-minute activity the hang windows are learned from.
 
-The gpu-idle alarms evaluate MIN/MAX over hosts, which says *that* a host is idle but not
-*which*, nor what the others are doing; one GetMetricData call (up to 500 series) answers both.
-"""
+One call (up to 500 series) says which host went idle and what the others do.
+Why: docs/hang-detection.md."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""Claim items of the DynamoDB run store: a live run's name, checkpoint prefix and archive prefix,
-and a resumable run's hold on its prefix (domain.claims).
+"""Claim items of the DynamoDB run store: a live run's name, checkpoint and archive prefixes, and a
+resumable run's hold (`domain/vocabulary/claims.py`).
 
-Item shapes (keys from `sagewarden.keys`; attribute names from domain.claims):
-  name   pk=CLAIM#name#<name>   sk=CLAIM   run_id, claim
-  at     pk=CLAIM#ckpt#<...>    sk=CLAIM   claim, and any of: run_id (the live run synced there),
-                                           archivers (SS: live runs archiving there), hold_run,
-                                           hold_owner, hold_until (a resumable run's hold)
-  below  pk=CLAIM#under#<...>   sk=CLAIM   claim, and any of: holders (SS: live runs synced below
-                                           it), archives_below (SS: live runs archiving below it)
-A claim longer than a name (every prefix) is keyed by its SHA-256, so a 1,024-character S3 URI
-of multi-byte text stays far inside DynamoDB's 2,048-byte partition key.
-
-They ride in the transaction that writes the run, one action per item: taken with the run's
-creation (and on a resume, the save that reopens it), released with the save that makes it
-terminal (a resumable run's prefix turns into a hold in the same action). An attribute therefore
-names a run exactly while that run is live, and two transactions that would both take one claim
-cannot both commit. Items written before archives and holds existed (run_id, holders) read the
-same. The items carry no index attributes (no GSI holds them).
-"""
+Item shapes and the transaction actions that take and release them; long claims are keyed by SHA-256.
+Why: docs/reliability.md (*One live run per name and checkpoint prefix*, *Claim keys*)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Pagination cursors of the run store: opaque (base64 JSON) and bound to the listing they came from.
+"""Pagination cursors of the run store: opaque base64 JSON, accepted only as a key of the listing paged.
 
-A cursor is refused unless it is exactly a key of the listing being paged (a run of the same
-index partition, an audit item of the same run): a forged or foreign cursor is a 400, never a
-query over another partition. Shared by the DynamoDB store and the in-memory one.
-"""
+Shared by the DynamoDB store and the in-memory one. Why: docs/reliability.md (*Cursors*)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""DynamoDB's limits on one write, checked before the write is sent.
+"""DynamoDB's limits on one write (100 actions, 4 MB, 400 KB an item), checked before it is sent.
 
-TransactWriteItems (API reference): "groups up to 100 action requests ... no two actions can
-target the same item ... The aggregate size of the items in the transaction cannot exceed 4 MB",
-all or nothing. An item is at most 400 KB, its size "the sum of the lengths of its attribute names
-and values" (Developer Guide, "DynamoDB item sizes and formats"; 1 KB = 1,024 bytes). A write past
-one of them is refused by DynamoDB as a whole; a client that trims it to fit (the store used to send
-the first 100 actions) drops the rest silently.
-
-`split_transaction` plans one write: the actions that must commit together, plus those that may
-follow the commit (append-only audit items under deterministic keys, so writing them again is
-harmless). It never trims: what must commit together and does not fit is refused with
-`WriteTooLarge` before anything is sent.
-"""
+`split_transaction` plans the actions that must commit together and those that may follow;
+what cannot fit is refused with `WriteTooLarge`, never trimmed.
+Why: docs/reliability.md (*Writes within DynamoDB's limits*)."""
 
 from __future__ import annotations
 

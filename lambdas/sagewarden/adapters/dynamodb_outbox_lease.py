@@ -1,15 +1,7 @@
-"""The DynamoDB run store's owed alerts (the transactional outbox), the sweep's lease and the
-deployment's heartbeat-pipeline state.
+"""The DynamoDB run store's owed alerts (the outbox), the sweep's lease and the heartbeat-pipeline state.
 
-Item shapes (keys from `sagewarden.keys`; the rest of the table in dynamodb_run_store.py):
-  outbox   pk=RUN#<id>  sk=OUTBOX#<dedupe id>  data (JSON: the alert), tries, due_shard/due_at while owed
-  lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
-  pipeline pk=DEPLOYMENT#heartbeat sk=STATE    data (JSON: domain/hangs/heartbeat.py PipelineHealth), version
-An outbox item is put in the transaction of the decision that owes the alert (`_outbox_put`),
-deleted once SNS took it, and moved later with its try count while SNS refuses it. The
-deployment's own alerts (the heartbeat pipeline's) are owed under the id `deployment`, which no
-run has (run ids are ULIDs), in the transaction that changes the pipeline state.
-"""
+Item shapes of those three and their reads and writes; the deployment's own alerts are owed under
+the run id `deployment`. Why: docs/reliability.md (*Effects through an outbox*, *Owed alerts of the deployment*)."""
 
 from __future__ import annotations
 

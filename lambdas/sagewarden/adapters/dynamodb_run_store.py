@@ -1,34 +1,20 @@
-"""DynamoDB run store: runs, attempts, the audit trail, owed alerts and the sweep lease in one table.
+"""DynamoDB run store: runs, attempts, audit trail, idempotency, owed alerts, lease and claims in one table.
 
-Item shapes (the only place they exist; key names come from `sagewarden.keys`):
+The item shapes table below is the only place they are spelled out; every write is conditional
+and planned by `adapters/dynamodb_limits.py`. Why: docs/reliability.md (*Storage*, *Every write
+survives its own retry*).
+
+Item shapes (key names come from `sagewarden.keys`):
   run      pk=RUN#<id>  sk=RUN                 data (JSON, with the current attempt embedded), version,
                                                status, run_id, entity=RUN, write_token, priority,
                                                due_shard/due_at while the run needs the sweep
   attempt  pk=RUN#<id>  sk=ATTEMPT#<000001>    data (JSON)  every attempt, for GET /runs/{id}
   outbox   pk=RUN#<id>  sk=OUTBOX#<dedupe id>  data (JSON: the alert), tries, due_shard/due_at while owed
-                                               (with the lease: adapters/dynamodb_outbox_lease.py)
   audit    pk=AUDIT#<id> sk=AUDIT#<ms>#<ver>#<..> at_ms, kind, summary, detail (JSON)  append-only
-           (its own partition: reading a run never touches its thousands of audit items)
   idempotency pk=IDEMP#<sha256(owner, key)> sk=IDEMP  run_id, body_hash
   lease    pk=LEASE#<name> sk=LEASE            owner, expires_ms (and expires_at for TTL)
-  claim    pk=CLAIM#<...>  sk=CLAIM            a live run's name, checkpoint and archive prefixes
-                                               and a resumable run's hold, taken and released in
-                                               the run's own transactions
-                                               (adapters/dynamodb_claims.py)
-Every write is conditional: a run item on its version, attempts/audit/outbox on not existing yet
-(attempts are rewritten only under the same transaction as the run's version check).
-
-Reading a run is one GetItem (the current attempt rides in the run item), so a duplicate or
-stale event costs one read. A run write carries a ClientRequestToken derived from its content
-and records it as `write_token`: a retried write that already committed (its response lost)
-is recognised as ours instead of being read as a concurrent update.
-
-A write is planned within DynamoDB's limits before it is sent (adapters/dynamodb_limits.py: 100
-actions, 4 MB, 400 KB an item): the run item, its claims, changed attempts and owed alerts commit
-together or the write is refused whole (WriteTooLarge, nothing sent); the write's audit entries
-fill the room left and the rest are put right after the commit, under keys fixed by the version
-and their position (a retried put stores them once). Nothing is ever trimmed to fit.
-"""
+  pipeline pk=DEPLOYMENT#heartbeat sk=STATE    data (JSON: PipelineHealth), version
+  claim    pk=CLAIM#<...>  sk=CLAIM            see adapters/dynamodb_claims.py"""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Whether checkpoint retention can free storage in a bucket: its versioning status and lifecycle
-rules, read at a retention run's submit (admission.py) and by ``make doctor``.
+"""Whether checkpoint retention can free storage in a bucket: its versioning status and lifecycle rules.
 
-Two calls: ``GetBucketVersioning``, then -- only for a bucket whose versioning is Enabled or
-Suspended -- ``GetBucketLifecycleConfiguration`` (``NoSuchLifecycleConfiguration`` is an answer:
-no rules). The rule ``domain/checkpoints/retirement.py`` applies (``versioning_warning``) is pure; here the
-answers become its ``BucketVersioning``. Any other error raises CheckpointLookupError (unknown,
-never "not versioned").
-"""
+Read at a retention run's submit and by `make doctor`; the rule is `domain/checkpoints/retirement.py`'s
+`versioning_warning`. An error raises CheckpointLookupError (unknown). Why: docs/checkpoints.md."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""Find the newest complete checkpoint under a ``CheckpointConfig.S3Uri``.
+"""Find the newest complete checkpoint under a `CheckpointConfig.S3Uri`: the S3 calls only.
 
-The only S3-aware part of checkpoint discovery; the decisions live in
-``sagewarden.domain.vocabulary.layouts``. Calls made for one look-up:
-
-* ``list_objects_v2`` with ``Delimiter="/"`` through the paginator: one call per page of child
-  directories (1,000 per page by default). The tree is never listed recursively.
-* ``get_object`` of ``latest_checkpointed_iteration.txt`` -- only when the listing shows it and
-  the layout can be Megatron.
-* one call per probed directory, newest first: ``head_object`` on the marker, or for a
-  directory vouched for by the Megatron tracker ``list_objects_v2(MaxKeys=2)`` to prove it
-  still holds a file. At most ``max_probes`` incomplete directories are probed.
-
-Every listing works on S3 directory buckets as well: no ``StartAfter``, every prefix ends in
-"/" (or is the bucket root), "/" the only delimiter, and nothing depends on the order of keys.
-
-Retention's view (``complete``) adds, for the newest complete directory, a listing of all its
-objects (every page, within a time budget) and, when it is a Hugging Face one, a ranged
-``get_object`` of the first 64 KiB of its ``trainer_state.json`` (``best_model_checkpoint``).
-"""
+Delimited listings, the Megatron tracker, marker probes, and retention's full view (`complete`);
+the decisions live in `domain/vocabulary/layouts.py`. Works on directory buckets.
+Why: docs/recovery.md (*Training-script contract*)."""
 
 from __future__ import annotations
 

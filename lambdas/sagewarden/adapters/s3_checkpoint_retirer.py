@@ -1,35 +1,8 @@
-"""Checkpoint retention's S3 side: read the synced prefix, and move (or delete) the checkpoint
-directories ``domain/checkpoints/retention.py`` chose, continuing where earlier passes stopped.
+"""Checkpoint retention's S3 side: move (copy, prove, delete) or delete the directories
+`domain/checkpoints/retention.py` chose, resuming where earlier passes stopped.
 
-A move, per directory, survives its own retry and never shows a half-moved checkpoint as complete
-(docs/checkpoints.md has the rules; ``domain/checkpoints/retirement.py`` records each pass's answer):
-
-1. list the directory under the synced prefix and under the run's own archive prefix
-   (``<archive uri><run_id>/``, so no other run's copies are ever read or overwritten), every page;
-2. make every object's archive copy (the completion markers last) and prove it:
-
-   * an object an earlier pass proved (the action's ``progress``) is trusted while both listings
-     still read the same for it (keys, sizes, ETags: the progress's digest) -- no call, no charge;
-   * an archive object this run did not record counts as a copy only when S3's additional
-     checksums say so (HeadObject with ChecksumMode=ENABLED on both: one algorithm, one checksum
-     type, one value). Size, or an ETag (a multipart "-N" one, an SSE-KMS one), never proves a
-     copy; an unproven object is copied again (its key names the run: overwriting is safe);
-   * a copy is a CopyObject of the listed version (CopySourceIfMatch) up to ``copy_object_max``,
-     else a multipart copy (UploadPartCopy per part, the same CopySourceIfMatch, a full-object
-     checksum). A pass cut by its bound leaves the upload open and reports it; the next pass
-     resumes it from its last part (ListParts) and aborts any other upload of that key (one a dead
-     invocation left: the key is the run's). A copy is proven when HeadObject shows the object the
-     copy wrote (its ETag, the source's size) and, where source and copy carry a full-object
-     checksum of one algorithm, the same value;
-3. delete the source's completion markers (``trainer_state.json``, ``.metadata``, the regex
-   layout's marker) first -- from then on no finder counts the directory as complete -- then the
-   rest, in DeleteObjects batches of up to 1,000 keys (each key's error is an error).
-
-Mode "delete" skips 2. One pass is bounded by ``max_objects`` (copies and proofs, and delete
-batches) and ``budget_s`` seconds; the answer (RetirementReported) says, per directory reached,
-where the next pass continues. Any S3 error ends the pass: the answer carries it, with the
-progress made before it; nothing is ever taken as "not there".
-"""
+One pass is bounded by `max_objects` and `budget_s`; its answer is a RetirementReported.
+Why: docs/checkpoints.md (*The rules*)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The account's SageMaker quotas from Service Quotas, for the submit-time quota check.
 
-Service Quotas lists the *applied* values (ListServiceQuotas: only quotas whose applied value is
-available) and AWS's *defaults* (ListAWSDefaultServiceQuotas); a quota never raised has only its
-default, so both are read, the applied value winning. SageMaker has well over a thousand quotas
-(one per instance type and use), so a listing is many pages: it is read within a page and time
-budget, once per container every CACHE_S, and anything short of a complete listing raises
-(unknown, never "no quota"). Both operations are account-level reads authorised on "*".
-"""
+Reads applied values and AWS defaults (applied wins) within a page and time budget, cached for
+CACHE_S; an incomplete listing raises (unknown). Why: docs/api.md (*The API*: the refusals)."""
 
 from __future__ import annotations
 

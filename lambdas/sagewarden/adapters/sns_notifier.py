@@ -1,13 +1,7 @@
-"""SNS notifier: one message per decision worth telling a person about.
+"""SNS notifier: one message per decision worth telling a person about, fitted to SNS's 256 KiB.
 
-SNS takes at most 256 KiB per message, body, subject and message attributes together. A
-message is published within SNS_MESSAGE_BUDGET (8 KiB of margin): attribute values are short
-ids (a value past ATTRIBUTE_MAX_BYTES is clipped), the subject is ASCII-printable and under 100
-characters (e-mail subjects), and the body gets the rest: a body that does not fit keeps its
-first lines (each at most BODY_LINE_MAX_BYTES) and ends with a line saying how many lines and
-bytes were cut. Every attribute of `Notify.attributes` passes through as a String attribute
-(e.g. `dedupe_id`, which lets subscribers drop a repeated delivery).
-"""
+Clips attributes, subject and body within SNS_MESSAGE_BUDGET and passes `Notify.attributes`
+through (e.g. `dedupe_id`). Why: docs/reliability.md (*Bounded everything*, *SNS messages*)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Parse a request body as strict JSON that can be stored, hashed and echoed without surprises.
+"""Parse a request body as strict JSON: no non-finite numbers, over-long integers, deep nesting,
+lone surrogates or repeated keys, each reported as a field-level problem with its path.
 
-`json.loads` alone accepts what later breaks: `NaN`/`Infinity` (and `1e400`, which becomes
-inf) turn into responses that are not JSON; an integer of more than 4,300 digits raises
-ValueError; a few thousand nested `[` raise RecursionError; a lone surrogate (`"\\ud800"`)
-parses but cannot be encoded as UTF-8 when it is stored. Here each of these is a field-level
-problem found at parse time, with the path of the value when there is one:
-
-- non-finite numbers and over-long integer literals become markers during parsing and are
-  reported with their path afterwards;
-- nesting is bounded (`MAX_DEPTH`) and checked without recursion;
-- every string and object key must be encodable as UTF-8 (no lone surrogates);
-- an object with a repeated key is ambiguous and rejected.
-"""
+Why: docs/api.md (*Why the body parser is strict*)."""
 
 from __future__ import annotations
 

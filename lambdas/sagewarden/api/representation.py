@@ -1,8 +1,6 @@
-"""JSON shapes the API returns (and the CLI prints).
+"""JSON shapes the API returns (and the CLI prints), every one redacted (`domain/vocabulary/redaction.py`).
 
-Every shape here is redacted (`domain.redaction`): the values of secret-looking Environment
-and HyperParameters keys, and those values wherever they show up in text, never leave the API.
-"""
+Why: docs/api.md."""
 
 from __future__ import annotations
 

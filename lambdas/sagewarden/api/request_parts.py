@@ -1,7 +1,6 @@
-"""The parts of a Run API request the routes of `handlers/api.py` read: the caller, a page's
-query parameters and a run id. Each is checked here, so a bad one is a 400 with field-level
-`errors` (docs/api.md), and a malformed run id names no run (404) and never reaches the store.
-"""
+"""The caller, a page's query parameters and a run id, as the routes of `handlers/api.py` read them.
+
+Each is checked here: a bad one is a field-level 400, a malformed run id a 404. Why: docs/api.md."""
 
 from __future__ import annotations
 

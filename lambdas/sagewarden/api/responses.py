@@ -1,10 +1,7 @@
-"""The API's documented answers, kept light enough to load with every cold start.
+"""The API's documented answers, light enough for every cold start; `json_response` writes the bodies.
 
-The routes of `handlers/api.py` name their responses here, each body's shape by the name of its
-model in `api.schema`. The models themselves (pydantic) load only when the OpenAPI document is
-rendered (`api.route_docs.resolve`), never in the Lambda: the API does not validate with them.
-`json_response` writes every answer's body: strict JSON (`allow_nan=False`).
-"""
+Routes name body models by name (`api.schema`), resolved only when the document is rendered.
+Why: docs/api.md (*What a cold start loads*)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """What the API's routes mean for the OpenAPI document, loaded only when it is rendered.
 
-`handlers/api.py` annotates its routes for the document, but lazily (its annotations are
-strings, `from __future__ import annotations`) and names response models by name
-(`api.responses`), so a cold start loads neither pydantic nor Powertools' OpenAPI parameters:
-the API parses and validates with `api.json_body` and `api.validation`, never with these.
-`resolve` evaluates the routes' annotations with the names they use and gives their responses
-the models, just before `api.openapi` renders the document (whose committed copy a test compares).
-"""
+`resolve` evaluates `handlers/api.py`'s string annotations and attaches the response models just
+before `api.openapi` renders. Why: docs/api.md (*What a cold start loads*)."""
 
 from __future__ import annotations
 

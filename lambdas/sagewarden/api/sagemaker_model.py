@@ -1,17 +1,8 @@
-"""CreateTrainingJob's request shape from SageMaker's own service model (the one botocore ships).
+"""CreateTrainingJob's request shape from the botocore service model, checked to full depth.
 
-A run's `training_job` is the native CreateTrainingJob request without TrainingJobName. It is
-checked here to its full depth against the model of the botocore in the Lambda runtime: unknown
-keys (with a suggestion when one is close), types, required members, string lengths, numeric
-ranges, enum values, list and map sizes, and string patterns that Python's `re` can compile
-(matched against the whole string, with ASCII classes as in Java; `.` also matches a newline). Each
-problem is reported with its full path, e.g. `training_job.ResourceConfig.InstanceCount` or
-`training_job.InputDataConfig[0].ChannelName`.
-
-The model is loaded lazily, once per container (about 0.25 s), and only the shapes reachable from
-the CreateTrainingJob input are kept. The domain never imports botocore; this module may.
-The same shapes render as JSON Schema for the OpenAPI document (`json_schemas`).
-"""
+Reports each problem with its path (e.g. `training_job.ResourceConfig.InstanceCount`), loads the
+model lazily once per container, and renders it as JSON Schema (`json_schemas`).
+Why: docs/api.md (*What a cold start loads*)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Shapes of the API for its OpenAPI document (pydantic models the resolver renders as JSON Schema).
+"""The API's shapes for its OpenAPI document: pydantic models rendered as JSON Schema, never used to validate.
 
-These describe; they do not validate at run time (see `handlers/api.py`: the API parses and
-validates with `api.json_body` and `api.validation`, whose answers are field-level 400s). They are
-derived from the same sources validation uses where one exists: the policy model from RunPolicy's
-fields and `domain.policy.RANGES`, `training_job` from SageMaker's service model (filled in by
-`api.openapi`). Tests check every API response against these shapes, so they cannot drift.
-"""
+Derived from RunPolicy, `domain.policy.RANGES` and SageMaker's model; tests check every response
+against them. Why: docs/api.md (*What a cold start loads*)."""
 
 from __future__ import annotations
 

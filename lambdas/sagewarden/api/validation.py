@@ -1,11 +1,7 @@
 """Validation of API input: field-level problems, nothing stored when any exist.
 
-`training_job` is checked to its full depth against SageMaker's own model of CreateTrainingJob
-(`sagemaker_model`), then against what sagewarden itself needs (an allowed role, a checkpoint
-location, room for the tags and environment variables it adds ...). `policy` is checked by the
-domain's RunPolicy (types and the ranges in `domain.policy.RANGES`) and here against the job
-(a progress metric must be one of its MetricDefinitions, fallback instance types must exist).
-"""
+`training_job` against SageMaker's model (`api/sagemaker_model.py`) and sagewarden's needs;
+`policy` by RunPolicy and against the job. Why: docs/api.md."""
 
 from __future__ import annotations
 

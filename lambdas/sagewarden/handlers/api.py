@@ -1,15 +1,8 @@
-"""Run API (API Gateway REST, every route AWS_IAM-authorised): thin routes over the service.
+"""Run API (API Gateway REST, every route AWS_IAM-authorised): thin routes over the use cases.
 
-The routes are annotated for the OpenAPI document (`api.openapi` renders it from this resolver),
-but the resolver's own validation stays off: its JSON parsing is the plain `json.loads` this API
-must not trust with hostile input, and its errors are 422s in another shape. Each route reads
-its input through the hardened parsers (`api/request_parts.py`, `api/validation.py`), so every
-rejection is a 400/413 with field-level `errors`, and the annotated parameters only describe the
-API. The refused requests' answers are `api/refusals.py`'s.
-
-Every response body is strict JSON (`allow_nan=False`); an unforeseen exception still answers a
-JSON 500 with a request id instead of escaping to API Gateway as a 502.
-"""
+Input is read by `api/request_parts.py` and `api/validation.py` (the resolver's own validation is
+off), refusals answered by `api/refusals.py`, and an unforeseen exception by a JSON 500.
+Why: docs/api.md (*Why the body parser is strict*)."""
 
 from __future__ import annotations
 

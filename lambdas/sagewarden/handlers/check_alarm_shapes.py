@@ -1,12 +1,7 @@
-"""CloudFormation custom resource (``Custom::SagewardenAlarmShapeCheck``): CloudWatch judges one
-alarm of every shape the supervisor creates, at deploy time (``sagewarden.adapters.alarm_shapes``).
+"""CloudFormation custom resource `Custom::SagewardenAlarmShapeCheck`: runs `adapters/alarm_shapes.py`.
 
-CloudFormation invokes this function asynchronously and waits for the answer at the request's
-``ResponseURL``: it always answers, also when the check itself breaks, or the deploy would hang
-until the resource's ServiceTimeout. A Delete always answers SUCCESS, whatever breaks: the check
-keeps nothing to delete, and a FAILED delete leaves the stack unable to delete or finish an update
-(CloudFormation: "the custom resource provider must respond successfully to a delete request").
-"""
+Always answers at the `ResponseURL`; a Delete always answers SUCCESS.
+Why: docs/deploy.md (*CloudWatch judges the alarm shapes*)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,8 @@
-"""CloudWatch Logs subscription on /aws/sagemaker/TrainingJobs -> per-job heartbeat metric (EMF).
+"""CloudWatch Logs subscription on /aws/sagemaker/TrainingJobs: the per-job heartbeat metric (EMF).
 
-Sees log events as they arrive (unlike LogStream lastEventTimestamp, which is eventually
-consistent). For each of the supervisor's jobs it writes one Embedded Metric Format record
-per minute of event time: `Sagewarden/Heartbeat LogEvents{TrainingJobName}` = number of log
-events. No API calls: CloudWatch extracts the metric from this function's own log output.
-
-Declared long phases (the training-script contract): a line
-`[sagewarden] phase=<name> max_minutes=<n>` says "a silent phase of up to n minutes starts now"
-(a checkpoint save, an evaluation, a data-loader restart). Its minutes are published as active
-right away -- EMF accepts timestamps up to two hours ahead, so n is capped at 120 -- which keeps
-the log-silence alarm quiet for that phase only, and keeps it out of the cadence the supervisor
-learns its windows from. A hang inside the phase is caught once the phase's time is up.
-
-Events of jobs that are not this deployment's are dropped before anything else is done, and so
-are events of streams that are not a training stream `<job>/algo-<n>-<epoch>` (the SSM agent's
-`<job>/algo-<n>-<ts>/ssm`, written with remote debugging on, keeps writing while the training
-script hangs: it is not training activity).
-"""
+Writes one `Sagewarden/Heartbeat LogEvents` record per job-minute, marks declared phases active
+ahead, and drops other deployments' jobs and non-training streams.
+Why: docs/hang-detection.md (*Declared long phases*, *Log silence*)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
 """What a submit checks against the account before anything is stored (POST /runs).
 
-`training_job` and `policy` are checked for what they say (api.validation); here they are
-checked against what the account holds, through the supervisor's own ports:
-
-* the checkpoint prefix can be listed by the supervisor (one 1-key ListObjectsV2). A definite
-  "no such bucket" or "access denied" is a 400 on `training_job.CheckpointConfig.S3Uri`: the run
-  could never resume from it. Anything else (throttling, a 5xx, a timeout) is *unknown*, not
-  "missing": the run is accepted and its first launch defers until S3 answers.
-* the instance count fits the account's SageMaker quota when the quota is known (Service
-  Quotas): a count above it can never launch. A managed spot run is checked against the spot
-  training quotas, any other against the on-demand ones (domain/capacity/quotas.py). A quota that cannot
-  be read is unknown (accept).
-  With `policy.instance_fallbacks` the run is refused only when no choice can fit: one that fits
-  (or whose quota is unknown) is where the run falls back to at launch.
-* no other live run holds the run's name, or a prefix overlapping its checkpoint prefix or its
-  retention archive, and no resumable run of another principal holds its checkpoint prefix
-  (domain.claims): the store refuses in the transaction that would create the run, and
-  `conflict` says which run holds it (never that run's owner).
-* a run asking for checkpoint retention: whether its checkpoint bucket is versioned without a
-  lifecycle rule expiring noncurrent versions under the prefix (retention would free no storage
-  there). A warning, never a refusal: it shows in the submit answer (``retention.storage_warning``)
-  and the run.submitted alert.
-"""
+The checkpoint prefix can be listed, the instance count fits the quota, no live run holds the
+name or prefixes, and a retention bucket's versioning warning; an unreadable answer is unknown.
+Why: docs/api.md (*The API*: the refusals)."""
 
 from __future__ import annotations
 

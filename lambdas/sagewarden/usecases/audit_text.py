@@ -1,12 +1,7 @@
-"""How the service writes events, observations and actions into the audit trail (text and detail),
-and what of a run's secrets its entries and alerts may show (none: `domain.redaction`).
+"""Texts and details of the audit trail's entries for events, observations and actions, and the
+scrubbing of a run's secrets from them (`domain/vocabulary/redaction.py`).
 
-Secrets are scrubbed before any text is cut: an error's text here, every text an event or a look-up
-brings in before `decide` sees it (`redacted_event`, `redacted_observations`: the classifier's
-300-character evidence, the alert's and the audit's bounds all cut scrubbed text), the log reader's
-lines before it clips them (it is given the run's secrets), and once more on the way out (entries,
-alerts, the API's answers), which also catches a secret's head left before a cut marker by text
-stored before this order held."""
+Why: docs/reliability.md (*Secrets are scrubbed before text is cut*)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Use cases triggered by AWS events: a training job's state change (EventBridge) and a hang
-alarm's state change. Reached as `Supervisor.aws`."""
+"""Use cases triggered by AWS events: a training job's state change and a hang alarm's state change.
+
+Reached as `Supervisor.aws`."""
 
 from __future__ import annotations
 

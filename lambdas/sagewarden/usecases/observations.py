@@ -1,11 +1,8 @@
-"""What a decision needs looked up before it is taken (the service's "observe" step): the newest
-verified checkpoint and its write time, the log tail and per-host triage of a hang (GPU metrics
-first: the hosts they single out are read first), the attempt's cadence, log silence where it is
-judged from the logs (no log subscription, or a heartbeat not to be trusted), the confirmation of
-a heartbeat's silence in the job's own logs (domain/hangs/heartbeat.py), and whether a checkpoint save
-is under way. Every lookup that fails is passed on as *unknown* (an error text), never as
-"nothing there"; `decide` defers what depends on it.
-"""
+"""The service's "observe" step: the look-ups a decision needs before `decide` takes it.
+
+Newest verified checkpoint, log tail and host triage of a hang, cadence, log silence, heartbeat
+confirmation and checkpoint saves; a failed look-up is passed on as unknown.
+Why: docs/reliability.md (*Unknown is not empty*)."""
 
 from __future__ import annotations
 

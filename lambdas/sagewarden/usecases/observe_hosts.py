@@ -1,13 +1,7 @@
-"""The look-ups domain/hosts/bad_hosts.py, domain/hosts/fabric.py and domain/hosts/stragglers.py need (the Observer
-calls these): the hosts that printed a GPU hardware line before an attempt failed, which host
-declared each peer address a failure's NCCL lines name, the contract's
-fingerprint lines at an ending or a hang, a training attempt's start-up scan, and its recent step
-lines (one read every few minutes, when the script prints them).
+"""The log look-ups of `domain/hosts/` (bad hosts, fabric, stragglers): GPU hardware lines, peer
+addresses, fingerprints, start-up scans and step lines, read by the Observer.
 
-All are bounded reads of the job's log (FilterLogEvents with a filter pattern of quoted phrases:
-pages, time and lines are capped in the reader), and an error is passed on as *unknown*, never as
-"nothing printed".
-"""
+Bounded FilterLogEvents reads; an error is unknown. Why: docs/recovery.md (*Bad hosts and slow fabric*, *Stragglers*)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Use cases: apply `decide` to runs and carry out its actions through the ports.
+"""The Supervisor: the loop for one event, load, decide, save with the outbox, carry out, follow up.
 
-The loop for one event: load the run (one GetItem: the run item carries its current attempt)
--> a first, observation-free decision tells a duplicate or stale delivery apart at no further
-cost -> look up what the decision needs (`sagewarden.usecases.observations`: newest verified checkpoint,
-log tail; a failed lookup is passed on as *unknown*, never as "nothing there") -> decide -> save the new run, its audit
-entries and the alerts it owes (the outbox) in one conditional transaction -> carry out the
-actions -> feed their results back in as events (a launch accepted or rejected; a stop that
-SageMaker refused, or a warm pool just released, is a reason to look at the job again).
-
-Everything an action does can be re-derived from the stored run, so a crash between the save
-and an action loses nothing: the sweep (`sagewarden.usecases.sweep`) observes what AWS holds and
-re-issues what is missing.
-"""
+Look-ups are `usecases/observations.py`'s; what a crash loses is re-issued by `usecases/sweep.py`.
+Why: docs/reliability.md (*The loop for one event*)."""
 
 from __future__ import annotations
 

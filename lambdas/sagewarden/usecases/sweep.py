@@ -1,19 +1,7 @@
-"""The sweep: reconciler, durable timers and outbox publisher, every minute.
+"""The sweep, every minute: lease, alarm levels and heartbeat-pipeline health, due runs and owed
+alerts round-robin over shards within a time budget, and stale-alarm cleanup.
 
-One pass:
-1. takes the sweep lease (two sweeps never run at once; a lease instead of reserved
-   concurrency, which new accounts cannot spare: they have 10 unreserved executions);
-2. reads every hang alarm of this deployment once (DescribeAlarms by prefix, all pages) and
-   feeds the *state* of any alarm in ALARM to its run -- the level, not the lost edge -- then
-   judges the heartbeat pipeline from the same levels (domain/hangs/heartbeat.py: no log-silence alarm
-   OK while some training attempt's logs contradict its silent heartbeat is broken; one OK heals
-   it), saved with the alert a change owes;
-3. serves what is due -- runs (timers, re-observation of live jobs with DescribeTrainingJob,
-   warm pools of ended attempts, hang-alarm presence, stray stops) and owed alerts -- round-robin over the due index's
-   shards, oldest first within a shard, until the invocation's time budget runs out (what is
-   left stays due, oldest first, for the next pass: no shard starves);
-4. every few minutes, deletes alarms whose attempt is no longer live.
-"""
+Why: docs/reliability.md (*Levels, not edges*, *Durable timers*, *The sweep's lease*)."""
 
 from __future__ import annotations
 
