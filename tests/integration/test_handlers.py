@@ -64,6 +64,9 @@ def test_handler_state_change_with_string_timestamps_resumes(acct, submitted):
     assert again["version"] == run["version"] and len(again["attempts"]) == 2
 
 
+@pytest.mark.claim(
+    "Every event reaches a handler only through the synthesized template's own EventBridge rules, matched by moto's pattern matcher"
+)
 def test_handler_foreign_jobs_do_not_match_the_rule(acct):
     event = load_event("sagemaker_foreign_job_state_change.json")
     assert acct.router.handlers_for_event(event) == []
@@ -82,6 +85,9 @@ def test_handler_tags_identify_the_run_when_the_name_is_not_parseable(acct, subm
     assert run is not None and run.run_id == submitted["run_id"]
 
 
+@pytest.mark.claim(
+    "Every event reaches a handler only through the synthesized template's own EventBridge rules, matched by moto's pattern matcher"
+)
 def test_handler_alarm_event_routes_and_parses(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     event = load_event("cloudwatch_alarm_state_change.json", job)
@@ -95,6 +101,7 @@ def test_handler_alarm_event_routes_and_parses(acct, submitted):
     assert acct.router.handlers_for_event(foreign) == []
 
 
+@pytest.mark.claim("Signals of attempts that already ended or are not training are recorded and ignored")
 def test_handler_alarm_for_attempt_not_training_is_counted_not_acted_on(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     _, before = acct.api("GET", f"/runs/{submitted['run_id']}/events", query={"limit": "100"})
@@ -111,6 +118,8 @@ def _awslogs(payload: dict) -> dict:
     return {"awslogs": {"data": base64.b64encode(gzip.compress(json.dumps(payload).encode())).decode()}}
 
 
+@pytest.mark.claim("the heartbeat function writes one Embedded Metric Format record per job-minute")
+@pytest.mark.claim("(`Sagewarden/Heartbeat LogEvents{TrainingJobName}`), with no API calls")
 def test_handler_heartbeat_counts_log_events_per_job_minute():
     payload = {
         "messageType": "DATA_MESSAGE",
@@ -135,6 +144,7 @@ def test_handler_heartbeat_counts_log_events_per_job_minute():
     assert heartbeat_records(_awslogs({"messageType": "CONTROL_MESSAGE", "logEvents": []}), "sw") == []
 
 
+@pytest.mark.claim("Only a job's training streams (`<job>/algo-<n>-<epoch>`) count")
 def test_handler_heartbeat_counts_only_training_streams_not_the_ssm_agents():
     """Item 13 of issue 32: with remote debugging on, SageMaker writes the SSM agent's stream
     `<job>/algo-<n>-<ts>/ssm` into the training log group, and the agent keeps writing while the
@@ -147,6 +157,7 @@ def test_handler_heartbeat_counts_only_training_streams_not_the_ssm_agents():
     assert [r["TrainingJobName"] for r in heartbeat_records(_awslogs(training), "sw")] == [job, job]
 
 
+@pytest.mark.claim("llama-8b: attempt 1 infrastructure, resuming as attempt 2")
 def test_handler_alerts_reach_subscribers_with_filterable_attributes(acct, submitted):
     msgs = acct.alerts_received()
     assert msgs, "no alert published"
@@ -174,6 +185,9 @@ def test_handler_heartbeat_declared_phase_keeps_its_minutes_active():
     assert all(r["LogEvents"] >= 1 for r in records)
 
 
+@pytest.mark.claim(
+    'to page only on critical, add an SNS subscription filter policy `{"severity": ["critical"]}`'
+)
 def test_handler_a_subscription_filtered_on_critical_gets_only_critical_alerts(acct, submitted):
     """README: to page only on critical, add an SNS subscription filter policy
     {"severity": ["critical"]}. A code bug fails the run (critical run.failed) after its info

@@ -23,6 +23,7 @@ def actions(rec: CallRecorder) -> list[tuple[str, str, str]]:
     return sorted((fn, r.action, r.resource) for fn, r in rec.requests)
 
 
+@pytest.mark.claim("The simulator's own writes (checkpoints, training logs) are not recorded")
 def test_iam_recorder_records_only_inside_a_function(aws: None, recorder: CallRecorder) -> None:
     s3 = recorder.attach(boto3.client("s3", region_name="us-east-1"))
     s3.create_bucket(Bucket="ckpt")  # the drill's own setup: not a function call
@@ -97,6 +98,7 @@ def test_iam_recorder_proxy_records_what_the_simulation_answers_each_call_once(
     ]
 
 
+@pytest.mark.claim("An operation the table does not know fails as an *unmapped call*.")
 def test_iam_recorder_unmapped_calls_are_kept(aws: None, recorder: CallRecorder) -> None:
     s3 = recorder.attach(boto3.client("s3", region_name="us-east-1"))
     with invoked_as(FN):
