@@ -192,9 +192,6 @@ def test_a_hang_lasts_until_the_person_notices_it(kind: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim(
-    "the faults with how the supervisor classed each one and how long it took to act and to train again, and the **GPU-hours lost** per fault (detection, stop, instance start, work redone; computed by `benchmarks/accounting.py`, as `make bench` does)"
-)
 def test_accounting_of_one_crash_under_the_polling_script() -> None:
     # Training starts 8 min after submission; healthy minute 75 = 30 train + 2 save + 30 train + 2 save
     # + 11 train: step 71, checkpoint 60, 83 min after submission. Next poll at 85 min: 2 min of
@@ -210,9 +207,6 @@ def test_accounting_of_one_crash_under_the_polling_script() -> None:
     assert a.unattributed_gpu_hours == pytest.approx(0.0, abs=0.01)  # the wall clock agrees
 
 
-@pytest.mark.claim(
-    "the faults with how the supervisor classed each one and how long it took to act and to train again, and the **GPU-hours lost** per fault (detection, stop, instance start, work redone; computed by `benchmarks/accounting.py`, as `make bench` does)"
-)
 def test_accounting_of_one_hang_under_the_person() -> None:
     # a dead host at step 71: noticed after the person's delay, 2 min to kill the hung job (+ the
     # Stopped event's delivery), a cold start (the host is bad), 11 steps redone

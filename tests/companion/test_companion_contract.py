@@ -60,9 +60,6 @@ def stalled_run(
     return child.wait_for(lambda line: line.startswith("[sagewarden] evidence end"))
 
 
-@pytest.mark.claim(
-    "`pip install ./companion` (nothing else is installed) and two lines in the training script print the contract's fingerprint, step lines and phase markers"
-)
 def test_the_companions_fingerprint_is_the_supervisors_fingerprint_of_the_host(
     stalled_run: list[str],
 ) -> None:
@@ -73,9 +70,6 @@ def test_the_companions_fingerprint_is_the_supervisors_fingerprint_of_the_host(
     assert sum("fingerprint=" in line for line in stalled_run) == 1  # once per host
 
 
-@pytest.mark.claim(
-    "`pip install ./companion` (nothing else is installed) and two lines in the training script print the contract's fingerprint, step lines and phase markers"
-)
 def test_the_companions_step_lines_are_the_supervisors_samples(stalled_run: list[str]) -> None:
     samples = stragglers.parse(as_read(stalled_run))
 
@@ -87,9 +81,6 @@ def test_the_companions_step_lines_are_the_supervisors_samples(stalled_run: list
     assert all(s.step_ms >= 15 for s in samples)
 
 
-@pytest.mark.claim(
-    "`pip install ./companion` (nothing else is installed) and two lines in the training script print the contract's fingerprint, step lines and phase markers"
-)
 def test_the_companions_phase_marker_keeps_its_minutes_active_for_the_supervisor(
     stalled_run: list[str],
 ) -> None:

@@ -47,7 +47,6 @@ def _lines_starting(output: str, prefix: str) -> list[str]:
 @pytest.mark.claim(
     "Other settings go in `CONTEXT`, exactly as `cdk` takes them; the preflight reads the same ones"
 )
-@pytest.mark.claim("Each `FAIL` line names the fix. `make doctor` reruns it alone.")
 @needs_make
 def test_make_deploy_runs_the_preflight_first_with_the_same_context_and_profile() -> None:
     result = _make(
@@ -325,9 +324,6 @@ def _fake_checkout(tmp_path: Path, *, with_venv: bool) -> Path:
     return repo
 
 
-@pytest.mark.claim(
-    "runs the app with the project's `.venv/bin/python` (created by `make setup`) through `scripts/cdk_app.py`, so the system `python3` needs none of the project's packages"
-)
 def test_cdk_app_wrapper_hands_over_to_the_project_venv(tmp_path: Path) -> None:
     repo = _fake_checkout(tmp_path, with_venv=True)
 
@@ -345,9 +341,6 @@ def test_cdk_app_wrapper_hands_over_to_the_project_venv(tmp_path: Path) -> None:
     assert f"cwd: {repo}" in result.stdout
 
 
-@pytest.mark.claim(
-    "runs the app with the project's `.venv/bin/python` (created by `make setup`) through `scripts/cdk_app.py`, so the system `python3` needs none of the project's packages"
-)
 def test_cdk_app_wrapper_without_venv_or_cdk_says_to_run_make_setup(tmp_path: Path) -> None:
     repo = _fake_checkout(tmp_path, with_venv=False)
 

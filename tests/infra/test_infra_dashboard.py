@@ -94,9 +94,6 @@ def test_dashboard_plain_metrics_exist_and_are_scoped_to_this_deployment(synth_a
     } <= seen
 
 
-@pytest.mark.claim(
-    "runs entering each status, restarts by class, hang detections by signal, quota, capacity and throttle waits by reason (one series per value)"
-)
 def test_dashboard_breakdowns_search_each_metric_by_its_dimension_for_this_service_only(
     synth_any: SynthResult,
 ) -> None:

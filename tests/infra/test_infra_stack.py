@@ -323,7 +323,6 @@ def test_control_functions_get_table_topic_and_sagemaker_access(synth_full: Synt
         assert any(s["Action"] == "sns:Publish" and s["Resource"] == {"Ref": topic_id} for s in statements)
 
 
-@pytest.mark.claim("(`Sagewarden/Heartbeat LogEvents{TrainingJobName}`), with no API calls")
 def test_heartbeat_function_gets_only_logs_tracing_and_its_failure_queue(synth_any: SynthResult) -> None:
     _, function = synth_any.function_by_handler(keys.HANDLER_HEARTBEAT)
     statements = synth_any.statements_of_role(synth_any.role_of(function))
@@ -341,7 +340,6 @@ def test_heartbeat_function_gets_only_logs_tracing_and_its_failure_queue(synth_a
     assert "logs:PutLogEvents" in actions
 
 
-@pytest.mark.claim("X-Ray active tracing of the API stage and the functions (not the heartbeat).")
 @pytest.mark.claim("The heartbeat function is not X-Ray traced")
 def test_heartbeat_function_is_not_traced(synth_any: SynthResult) -> None:
     # It runs for every training job of the region and calls no AWS API: X-Ray's sampled traces
@@ -757,7 +755,6 @@ def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: Syn
         assert len(props["AlarmActions"]) == 1  # the alert topic
 
 
-@pytest.mark.claim("X-Ray active tracing of the API stage and the functions (not the heartbeat).")
 @pytest.mark.claim("The heartbeat function is not X-Ray traced")
 def test_tracing_true_traces_the_api_stage_and_every_function_but_the_heartbeat(
     synth_opt_in: SynthResult,

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = [
     "sagewarden.handlers.api",
@@ -64,8 +62,6 @@ def test_lambda_asset_has_no_test_or_tooling_files():
     assert not [p for p in files if p.suffix not in (".py", ".pyc", ".typed")], files
 
 
-@pytest.mark.claim("the only boto3 users")
-@pytest.mark.claim("the one place that builds clients")
 def test_lambda_asset_only_adapters_and_composition_import_boto3() -> None:
     """README's layout: adapters/ are the only boto3 users, composition.py the one place that
     builds clients, the domain pure (no boto3 or botocore at all)."""

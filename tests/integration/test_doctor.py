@@ -131,7 +131,6 @@ def test_doctor_invalid_context_is_a_usage_error(
     assert doctor.run(["-c", "noequalsign"], session=ready, out=io.StringIO()) == 2
 
 
-@pytest.mark.claim("Each `FAIL` line names the fix. `make doctor` reruns it alone.")
 def test_doctor_json_output_lists_every_finding(ready: boto3.Session) -> None:
     out = io.StringIO()
 
@@ -181,7 +180,6 @@ def no_aws_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
 
 
-@pytest.mark.claim("none found, expired, unknown profile, no region")
 def test_doctor_without_credentials_says_to_configure_them_and_stops(aws: None, no_aws_config: None) -> None:
     out = io.StringIO()
 
@@ -227,7 +225,6 @@ def test_doctor_credentials_only_without_credentials_is_the_same_one_line(
     assert summary == "preflight: 1 problem to fix before bootstrapping, 0 warnings"
 
 
-@pytest.mark.claim("none found, expired, unknown profile, no region")
 def test_doctor_unknown_profile_is_one_line(aws: None, no_aws_config: None) -> None:
     out = io.StringIO()
 
@@ -238,7 +235,6 @@ def test_doctor_unknown_profile_is_one_line(aws: None, no_aws_config: None) -> N
     assert problem.startswith(FAIL) and "nope" in problem and "aws configure" in problem
 
 
-@pytest.mark.claim("none found, expired, unknown profile, no region")
 def test_doctor_without_a_region_says_how_to_set_one(
     aws: None, monkeypatch: pytest.MonkeyPatch, no_aws_config: None
 ) -> None:
@@ -252,7 +248,6 @@ def test_doctor_without_a_region_says_how_to_set_one(
     assert "no AWS region" in out.getvalue() and "--region" in out.getvalue()
 
 
-@pytest.mark.claim("none found, expired, unknown profile, no region")
 def test_doctor_expired_session_says_to_log_in_again(session: boto3.Session) -> None:
     sts = session.client("sts", region_name=REGION)
     stubber = Stubber(sts)
@@ -587,9 +582,6 @@ def test_doctor_full_slots_do_not_matter_without_the_subscription(session: boto3
 # --- checkpoint buckets -----------------------------------------------------------------------------
 
 
-@pytest.mark.claim(
-    "a bucket does not exist; an SSE-KMS bucket's customer managed key is not in `checkpointKmsKeyArns`"
-)
 def test_doctor_missing_bucket(session: boto3.Session) -> None:
     finding = only(preflight(session, {"checkpointBuckets": ["no-such-bucket-here"]}).check_buckets())
 
@@ -614,9 +606,6 @@ def _kms_bucket(session: boto3.Session, key_id: str) -> None:
     )
 
 
-@pytest.mark.claim(
-    "a bucket does not exist; an SSE-KMS bucket's customer managed key is not in `checkpointKmsKeyArns`"
-)
 def test_doctor_sse_kms_bucket_needs_its_key_named(session: boto3.Session) -> None:
     key = session.client("kms").create_key()["KeyMetadata"]
     _kms_bucket(session, key["KeyId"])
@@ -627,9 +616,6 @@ def test_doctor_sse_kms_bucket_needs_its_key_named(session: boto3.Session) -> No
     assert f"-c checkpointKmsKeyArns={key['Arn']}" in finding.message
 
 
-@pytest.mark.claim(
-    "a bucket does not exist; an SSE-KMS bucket's customer managed key is not in `checkpointKmsKeyArns`"
-)
 def test_doctor_sse_kms_bucket_with_its_key_granted(session: boto3.Session) -> None:
     key = session.client("kms").create_key()["KeyMetadata"]
     _kms_bucket(session, key["Arn"])
@@ -839,7 +825,6 @@ def test_doctor_an_unforeseen_error_is_a_warning_not_a_traceback(ready: boto3.Se
     assert quota_line.startswith(WARN) and "could not check (NotImplementedError" in quota_line
 
 
-@pytest.mark.claim("Each `FAIL` line names the fix. `make doctor` reruns it alone.")
 def test_doctor_summary_says_how_make_deploy_takes_context_flags(session: boto3.Session) -> None:
     out = io.StringIO()
 

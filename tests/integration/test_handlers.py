@@ -118,8 +118,6 @@ def _awslogs(payload: dict) -> dict:
     return {"awslogs": {"data": base64.b64encode(gzip.compress(json.dumps(payload).encode())).decode()}}
 
 
-@pytest.mark.claim("the heartbeat function writes one Embedded Metric Format record per job-minute")
-@pytest.mark.claim("(`Sagewarden/Heartbeat LogEvents{TrainingJobName}`), with no API calls")
 def test_handler_heartbeat_counts_log_events_per_job_minute():
     payload = {
         "messageType": "DATA_MESSAGE",
@@ -185,9 +183,6 @@ def test_handler_heartbeat_declared_phase_keeps_its_minutes_active():
     assert all(r["LogEvents"] >= 1 for r in records)
 
 
-@pytest.mark.claim(
-    'to page only on critical, add an SNS subscription filter policy `{"severity": ["critical"]}`'
-)
 def test_handler_a_subscription_filtered_on_critical_gets_only_critical_alerts(acct, submitted):
     """README: to page only on critical, add an SNS subscription filter policy
     {"severity": ["critical"]}. A code bug fails the run (critical run.failed) after its info

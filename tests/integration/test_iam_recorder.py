@@ -23,7 +23,6 @@ def actions(rec: CallRecorder) -> list[tuple[str, str, str]]:
     return sorted((fn, r.action, r.resource) for fn, r in rec.requests)
 
 
-@pytest.mark.claim("The simulator's own writes (checkpoints, training logs) are not recorded")
 def test_iam_recorder_records_only_inside_a_function(aws: None, recorder: CallRecorder) -> None:
     s3 = recorder.attach(boto3.client("s3", region_name="us-east-1"))
     s3.create_bucket(Bucket="ckpt")  # the drill's own setup: not a function call

@@ -525,7 +525,6 @@ def ckpt(done_s: int, name: str = "checkpoint-7/") -> Checkpoint:
     return Checkpoint(uri=f"{URI}{name}", step=7, layout=LayoutKind.HF, written_at_ms=at)
 
 
-@pytest.mark.claim("the time before its first object landed in S3, one mean gap between its writes")
 @pytest.mark.parametrize(
     ("offsets", "done", "expected"),
     [

@@ -1077,9 +1077,6 @@ def test_api_instance_count_is_accepted_when_the_quota_cannot_be_read(template):
         assert acct.api("POST", "/runs", body=_body())[0] == 201  # unknown is not "too many"
 
 
-@pytest.mark.claim(
-    "`GET /runs/{id}` says in `warm_pool` what each attempt asks SageMaker to keep warm and why (none for managed spot training), and which ended attempts' pools are still watched"
-)
 def test_api_submit_of_a_spot_run_says_no_warm_pool_and_launches_without_one(acct):
     """Item 4: SageMaker refuses a spot job that asks for a warm pool; every launch asked."""
     body = _body()

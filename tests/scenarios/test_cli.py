@@ -79,9 +79,6 @@ def test_submit_reads_json_from_stdin_and_prints_the_run(h):
     "It lists the live runs holding the run's name or an overlapping checkpoint prefix (what the API would refuse with 409), read with `GET /runs`; when the API cannot be reached it says they were not checked."
 )
 @pytest.mark.claim(
-    "no checkpoint layout hint (`checkpoint_layout` is `auto`), and where checkpoints must be written"
-)
-@pytest.mark.claim(
     "MaxRuntime against the run's wall clock: how many chained jobs, and the 120 s SIGTERM grace"
 )
 @pytest.mark.claim(
@@ -383,9 +380,6 @@ def test_ls_piped_never_cuts_names_or_ids_a_terminal_cuts_only_names(h, monkeypa
 @pytest.mark.claim(
     "No two live runs share a name (the API refuses the second), so a name means its one live run even when finished runs share it; when only finished runs share it, the command lists them with their ids and statuses and asks for the id."
 )
-@pytest.mark.claim(
-    "the run: attempts, instances, SageMaker state, how each ended and why, checkpoint resumed from, cost; a `deferred` line with the whole reason (and when the run fails unless it is fixed)"
-)
 def test_get_and_show_address_a_run_by_name_or_id(h):
     run_id = h.submit(run_body("llama-8b"))
     h.until(lambda: h.run(run_id)["status"] == "TRAINING")
@@ -399,9 +393,6 @@ def test_get_and_show_address_a_run_by_name_or_id(h):
     assert by_id.out == by_name.out
 
 
-@pytest.mark.claim(
-    "`--follow` (`-f`, `--watch`, `-w`): a line per change until the run finishes: its status, attempt and SageMaker state, a wait or deferral, each newer checkpoint the supervisor sees (the training's progress) and the hang windows when they change; `--interval S`"
-)
 def test_get_follow_prints_each_change_until_the_run_finishes(h, acct):
     acct.sagemaker.set_profile("llama-8b", SHORT)
     h.submit(run_body("llama-8b"))
@@ -418,9 +409,6 @@ def test_get_follow_prints_each_change_until_the_run_finishes(h, acct):
     assert r.code == 0 and [json.loads(x)["status"] for x in r.out.splitlines()] == ["SUCCEEDED"]
 
 
-@pytest.mark.claim(
-    "`--follow` (`-f`, `--watch`, `-w`): a line per change until the run finishes: its status, attempt and SageMaker state, a wait or deferral, each newer checkpoint the supervisor sees (the training's progress) and the hang windows when they change; `--interval S`"
-)
 def test_get_follow_shows_training_progress_checkpoints_and_learned_windows(h, acct):
     # 5 hours of training with nothing but progress: a checkpoint every 50 min, windows learned at 2 h
     acct.sagemaker.set_profile(
@@ -476,7 +464,6 @@ def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
 
 
 @pytest.mark.claim("the last 5 lines of every host, (algo-N) prefixed")
-@pytest.mark.claim("`--follow` (continues into the next attempt until the run ends,")
 def test_logs_prints_every_host_prefixed_in_numeric_order(h, acct):
     body = run_body("wide")
     body["training_job"]["ResourceConfig"]["InstanceCount"] = 11
@@ -504,7 +491,6 @@ def test_logs_prints_every_host_prefixed_in_numeric_order(h, acct):
     assert json.loads(js.out)["host"] == "algo-1"
 
 
-@pytest.mark.claim("`--follow` (continues into the next attempt until the run ends,")
 def test_logs_follow_continues_into_the_next_attempt_until_the_run_ends(h, acct):
     acct.sagemaker.set_profile("llama-8b", SHORT)
     watchdog = (
@@ -562,7 +548,6 @@ def test_logs_follow_prints_the_last_lines_of_an_attempt_that_land_after_the_nex
         assert f"(algo-2) {watchdog}" in r.out
 
 
-@pytest.mark.claim("`--follow` (continues into the next attempt until the run ends,")
 @pytest.mark.claim("`4` not found (no such run, attempt or logs yet); `130` interrupted")
 def test_logs_before_a_job_logs_and_of_an_unknown_attempt(h):
     run_id = h.submit(run_body("llama-8b"))  # the job is Starting: no stream yet
@@ -750,7 +735,6 @@ def test_get_shows_the_hang_windows_in_force_and_where_they_come_from(h, acct):
     h.cli("cancel", run_id, "--yes")
 
 
-@pytest.mark.claim("cost estimate (ended attempts plus the live one so far)")
 def test_one_cost_figure_in_ls_get_and_the_attempt_line_while_training(h, acct):
     """Issue 16 item 3: `ls` showed $0.00 for a run that had trained for hours while `get` showed
     a figure for the live attempt and its attempt line `est. $0.00`."""
@@ -773,7 +757,6 @@ def test_one_cost_figure_in_ls_get_and_the_attempt_line_while_training(h, acct):
     assert f"est. {money}" in view  # the attempt line
 
 
-@pytest.mark.claim("the CLI already needs it to find the API URL when you do not pass `--api-url`")
 @pytest.mark.claim(
     "the CloudFormation stack (at most 25 characters: letters, digits, hyphens). The CLI finds its API by it (`--stack`)."
 )
@@ -820,9 +803,6 @@ def test_the_cli_finds_the_api_of_a_second_deployment_by_its_stack_name(h, monke
     ]
 
 
-@pytest.mark.claim(
-    "the run: attempts, instances, SageMaker state, how each ended and why, checkpoint resumed from, cost; a `deferred` line with the whole reason (and when the run fails unless it is fixed)"
-)
 def test_get_and_ls_show_a_deferral_and_its_whole_reason(h, acct, monkeypatch):
     """Issue 16 item 2: a run waiting on an observation that failed said nothing about it (the
     reason was stored, never shown): `get` prints it whole, `ls` marks the status."""

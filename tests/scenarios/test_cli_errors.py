@@ -257,7 +257,6 @@ def test_region_from_aws_region_then_aws_default_region(capsys, monkeypatch):
     assert scopes == ["ap-south-1", "eu-west-1", "us-west-2", "us-east-1"]
 
 
-@pytest.mark.claim("the CLI already needs it to find the API URL when you do not pass `--api-url`")
 @pytest.mark.claim(
     "It finds the API from `--api-url`, `$SAGEWARDEN_API_URL`, or the `ApiUrl` output of the stack (`--stack`, `$SAGEWARDEN_STACK`, default `Sagewarden`)"
 )

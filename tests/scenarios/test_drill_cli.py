@@ -77,9 +77,6 @@ def test_drill_exits_1_when_an_expectation_fails(tmp_path: Path, capsys: pytest.
     assert drill([right], capsys)[0] == 0
 
 
-@pytest.mark.claim(
-    "the faults with how the supervisor classed each one and how long it took to act and to train again, and the **GPU-hours lost** per fault (detection, stop, instance start, work redone; computed by `benchmarks/accounting.py`, as `make bench` does)"
-)
 def test_drill_prints_a_timeline_and_a_summary_per_run_and_fault(
     two_runs: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

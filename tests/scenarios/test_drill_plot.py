@@ -112,7 +112,6 @@ def test_plot_cli_writes_a_png_showing_the_hang(tmp_path: Path, capsys: pytest.C
     assert share(plot.PHASES["training"][0]) > 5 * share(plot.PHASES["hung"][0]) > 0
 
 
-@pytest.mark.claim("`.svg` or `.html` (the picture and the summary in one page) work too.")
 def test_plot_html_is_one_page_with_the_picture_and_the_summary(
     drills: dict[str, DrillResult], tmp_path: Path
 ) -> None:

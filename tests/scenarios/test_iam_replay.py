@@ -92,7 +92,6 @@ def test_iam_replay_shipped_scenario_makes_only_allowed_calls(
     assert report.calls > 0 and report.allowed == report.distinct_requests > 0
 
 
-@pytest.mark.claim("The simulator's own writes (checkpoints, training logs) are not recorded")
 def test_iam_replay_default_scenario_covers_the_calls_that_matter(default_report: ReplayReport) -> None:
     # The check is only as good as what was recorded: these requests must have been seen.
     seen = {(r.action, r.resource) for rec in default_report.recorders for _, r in rec.requests}
@@ -366,9 +365,6 @@ THROWAWAY = f"{ALARMS}{keys.DEFAULT_ALARM_PREFIX}{keys.SHAPE_CHECK_NAME_PART}"
 @pytest.mark.claim(
     "the sweep's role alone (the only function that decides retention) also gets `s3:PutObject`"
 )
-@pytest.mark.claim(
-    "In the drill the same check runs against moto, which accepts any expression. That proves only that its calls are allowed by its role (the IAM replay), not the shapes."
-)
 def test_iam_replay_checks_the_alarm_shape_checks_calls_against_its_role(template: dict[str, Any]) -> None:
     with LocalAccount(template, store="memory") as acct:
         report = acct.take_iam_report()
@@ -433,9 +429,6 @@ def test_iam_replay_findings_are_drill_violations(template: dict[str, Any]) -> N
 # -- least privilege: the report ------------------------------------------------------------------
 
 
-@pytest.mark.claim(
-    "Candidates for removal are grants no recorded call needed, for example `dynamodb:BatchGetItem` added by `grant_read_write`"
-)
 def test_iam_replay_report_lists_grants_no_call_needed(default_report: ReplayReport) -> None:
     candidates = {(g.role, g.action, g.resource) for g in default_report.candidates_for_removal}
     needed = {(g.role, g.action) for g in default_report.grants if g.used_by == "code"}

@@ -94,7 +94,6 @@ def test_scenario_nccl_watchdog_in_log_tail_is_infrastructure(template):
     )
 
 
-@pytest.mark.claim("`t5-bug` has a `ModuleNotFoundError` and fails fast with the log tail in the alert")
 def test_scenario_code_bug_fails_fast_without_retry(template):
     result = run_drill(
         template,
@@ -164,9 +163,6 @@ def test_scenario_different_faults_before_each_first_checkpoint_are_not_a_crash_
     assert classes(result, "unlucky")[:4] == ["INFRASTRUCTURE", "INFRASTRUCTURE", "INFRASTRUCTURE", "UNKNOWN"]
 
 
-@pytest.mark.claim(
-    "It waits, retrying on its backoff timer and at once when another supervised job releases p5 instances, and starts as soon as `qwen-sft`'s job has ended and freed them"
-)
 def test_scenario_quota_wait_is_woken_by_another_run_finishing(template):
     result = run_drill(
         template,
@@ -265,7 +261,6 @@ def test_scenario_quota_fault_below_the_request_fails_the_run_naming_the_quota(t
     assert run["status"] == "FAILED" and "raise it to at least 4" in run["outcome"]
 
 
-@pytest.mark.claim("`gemma-2b` gets no p4de capacity and falls back to p4d")
 @pytest.mark.claim(
     "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
 )

@@ -75,12 +75,6 @@ def uploads(server: LocalServer) -> list[str]:
 
 
 @pytest.mark.claim(
-    "through the deployed API, that sagewarden resumes a crashed job from its checkpoint and stops and resumes a hung one"
-)
-@pytest.mark.claim(
-    "prints what CloudWatch made of the hang-alarm shapes when the stack was deployed, one line per shape"
-)
-@pytest.mark.claim(
     "submits one run (`POST /runs`) on 1 × ml.m5.large with the region's public SageMaker PyTorch training image, `pytorch-training:2.5.1-cpu-py311`"
 )
 @pytest.mark.claim(
@@ -184,9 +178,6 @@ def _scenario(change: Any) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.claim(
-    "uploads `examples/selftest/` (a training script with the standard library only) as `sourcedir.tar.gz` under `s3://BUCKET/sagewarden-selftest/<time>-<random>/` (`--prefix`), with your credentials"
-)
 @pytest.mark.claim(
     "cancels the run if it is still live, deletes everything under its S3 prefix once the run has ended (`--keep` keeps it), and prints a pass/fail table"
 )

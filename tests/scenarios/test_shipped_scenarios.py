@@ -339,27 +339,15 @@ CHECKS: dict[str, Callable[[Summary], None]] = {
 SLOW = {"month-long"}  # ~30 virtual days: several seconds of wall time (deselect with -m "not slow")
 
 
-@pytest.mark.claim(
-    "`tests/scenarios/test_shipped_scenarios.py` runs each one and checks what its description promises"
-)
 def test_shipped_every_scenario_has_its_outcome_checks() -> None:
     assert set(shipped()) == set(CHECKS)
 
 
 @pytest.mark.claim("a local drill on a simulated AWS account: no AWS account, no credentials")
 @pytest.mark.claim("It submits five runs through the real API handler to a simulated account")
-@pytest.mark.claim("so it resumes from the newest *complete* one, then chains through MaxRuntime")
 @pytest.mark.claim(
     "SageMaker would keep no pool, so no attempt asks for one, the resume starts cold at once, and each run is told once, in its `run.submitted` alert"
 )
-@pytest.mark.claim(
-    "It waits, retrying on its backoff timer and at once when another supervised job releases p5 instances, and starts as soon as `qwen-sft`'s job has ended and freed them"
-)
-@pytest.mark.claim(
-    "(`gpu_lone_idle`: one host idle while a peer is busy) fires, and the alert names the dead host"
-)
-@pytest.mark.claim("`gemma-2b` gets no p4de capacity and falls back to p4d")
-@pytest.mark.claim("`t5-bug` has a `ModuleNotFoundError` and fails fast with the log tail in the alert")
 @pytest.mark.claim("GPU 0 %, no error, the other hosts waiting")
 @pytest.mark.claim("about 3 seconds at the server's default speed")
 @pytest.mark.claim("A save that hangs stops writing and is stopped within minutes")
@@ -376,23 +364,15 @@ def test_shipped_every_scenario_has_its_outcome_checks() -> None:
 @pytest.mark.claim("each resumed attempt trains within 10 minutes of its window opening")
 @pytest.mark.claim("Duplicate and stale events are counted (`EventsIgnored`) and logged, not acted on")
 @pytest.mark.claim(
-    "`tests/scenarios/test_shipped_scenarios.py` runs each one and checks what its description promises"
-)
-@pytest.mark.claim(
     "the demo: five teams, a crash, an NCCL timeout, a quota wait, a dead host, a capacity fallback, a code bug"
 )
 @pytest.mark.claim("GPUs at 100 %, no step, no log line: log silence catches it")
-@pytest.mark.claim("GPUs idle above the threshold, no log line: log silence catches it")
-@pytest.mark.claim("logs keep flowing; only the progress metric (`policy.progress_metric`) stops")
 @pytest.mark.claim("a hang half-way through a save: the resume skips the half-written checkpoint")
 @pytest.mark.claim("three runs share a quota; the waiting runs are woken highest priority first")
 @pytest.mark.claim(
     "events late, out of order, 30 % duplicated and 30 % lost; the reconciler and alarm read-back catch up"
 )
 @pytest.mark.claim("29 virtual days on 128 GPUs, six faults and a MaxRuntime chain")
-@pytest.mark.claim(
-    "the archive copies whose bytes are not what the run wrote (`archive_mismatches`) and the checkpoint files it wrote that are now nowhere (`checkpoint_files_lost`)"
-)
 @pytest.mark.claim("the same restart takes 26 minutes with `checkpoint_keep: 2` and 5.0 hours without")
 @pytest.mark.claim("Every run archives under its own run id")
 @pytest.mark.claim(

@@ -182,9 +182,6 @@ def test_scenario_a_pool_later_than_the_wait_is_not_waited_for_and_is_released_w
 @pytest.mark.claim(
     "A terminal run never changes again, except for the bookkeeping of jobs still to stop and warm pools still to release (their billed time is added to its cost)"
 )
-@pytest.mark.claim(
-    "`GET /runs/{id}` says in `warm_pool` what each attempt asks SageMaker to keep warm and why (none for managed spot training), and which ended attempts' pools are still watched"
-)
 @pytest.mark.claim("a pool nothing will reuse (the run ended, waits, falls back to another type) is released")
 def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for_its_keep_alive(template):
     """Item 3: the release is refused until the pool is Available (here 3-5 min after the end); a

@@ -115,9 +115,6 @@ AWS_TABLE = [
 @pytest.mark.claim(
     "CloudWatch then alarms only once no datapoint is left in its evaluation range, which late minutes cannot cause while older datapoints remain"
 )
-@pytest.mark.claim(
-    "How CloudWatch then *evaluates* the alarms (late datapoints, `FILL`) is modelled, not proven; the self-test's hang is the first real evaluation."
-)
 @pytest.mark.parametrize(
     ("data", "m", "expected"), AWS_TABLE, ids=[f"{data}, {m} of 3 to alarm" for data, m, _ in AWS_TABLE]
 )
@@ -592,9 +589,6 @@ def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
 
 
 @pytest.mark.claim("The alarms and the supervisor's own metric reads see only datapoints that have arrived.")
-@pytest.mark.claim(
-    "when in the minute an alarm is evaluated (the drill: on the minute, when the newest minute has no datapoint yet"
-)
 @pytest.mark.parametrize("late", [False, True], ids=["datapoints on time", "datapoints arriving late"])
 def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any, late: bool) -> None:
     """Also with datapoints arriving late (drill/alarms/metric_delay.py's defaults): the stability bound

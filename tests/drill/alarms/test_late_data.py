@@ -110,9 +110,6 @@ def _healthy(t: int, t0: int) -> float:
     "how late metric datapoints arrive (the drill: up to 3 minutes; the alarms keep their meaning up to that, later datapoints delay a catch)"
 )
 @pytest.mark.claim(
-    "when in the minute an alarm is evaluated (the drill: on the minute, when the newest minute has no datapoint yet"
-)
-@pytest.mark.claim(
     "were CloudWatch to evaluate later in the minute while one host's datapoints lag another's by 2 minutes or more, a healthy job could show 3 partly arrived minutes and a lone-idle window of 3 could fire"
 )
 @pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])

@@ -20,7 +20,6 @@ MIN = 60_000
 GPU = (keys.TRAINING_METRIC_NAMESPACE, "GPUUtilization")
 
 
-@pytest.mark.claim("so each evaluation sees its newest minutes with some or none of their datapoints")
 @pytest.mark.claim("the drill models up to 3 minutes")
 @pytest.mark.claim(
     "a datapoint arrives 30 to 90 seconds after its minute ends (drawn per datapoint from the seed), and 5 % of them 3 minutes late"
@@ -56,7 +55,6 @@ def test_delays_are_drawn_per_datapoint_within_the_source_range_and_replay_exact
     assert heartbeat_only.visible_at(GPU[0], GPU[1], {"Host": "j/algo-1"}, 0, MIN) == MIN
 
 
-@pytest.mark.claim("so each evaluation sees its newest minutes with some or none of their datapoints")
 @pytest.mark.claim("The alarms and the supervisor's own metric reads see only datapoints that have arrived.")
 def test_get_metric_data_answers_only_the_datapoints_that_have_arrived(aws: None) -> None:
     """A read at time T sees a minute's datapoint only once it has arrived: never the minute under

@@ -18,9 +18,6 @@ def pairs(service: str, operation: str, **params: object) -> list[tuple[str, str
     return [(r.action, r.resource) for r in authorization_requests(service, operation, params, FACTS)]
 
 
-@pytest.mark.claim(
-    "The mapping table is `drill/iam/requests.py`, one row per operation, each citing its page of the AWS Service Authorization Reference."
-)
 def test_iam_requests_every_row_is_a_real_api_operation() -> None:
     # A typo in the table ("ListObjectV2") would leave the real call unmapped.
     session = botocore.session.get_session()
@@ -34,9 +31,6 @@ def test_iam_requests_unknown_operation_is_unmapped_not_allowed() -> None:
         authorization_requests("dynamodb", "Scanner", {}, FACTS)
 
 
-@pytest.mark.claim(
-    "one item action per `TransactWriteItems` item, index ARNs for queries on an index, and `alarm:*` for `DescribeAlarms`"
-)
 def test_iam_requests_transact_write_items_is_authorised_per_item() -> None:
     items = [
         {"Put": {"TableName": "state", "Item": {}}},
@@ -52,9 +46,6 @@ def test_iam_requests_transact_write_items_is_authorised_per_item() -> None:
     ]
 
 
-@pytest.mark.claim(
-    "one item action per `TransactWriteItems` item, index ARNs for queries on an index, and `alarm:*` for `DescribeAlarms`"
-)
 def test_iam_requests_query_on_an_index_is_authorised_on_the_index_arn() -> None:
     assert pairs("dynamodb", "Query", TableName="state", IndexName="due") == [
         ("dynamodb:Query", f"{TABLE_ARN}/index/due")
@@ -66,9 +57,6 @@ def test_iam_requests_query_on_an_index_is_authorised_on_the_index_arn() -> None
     ]
 
 
-@pytest.mark.claim(
-    "Where the reference leaves the resource form open, such as a log group with or without `:*`, or a SageMaker job name as written or lower-cased, every form is emitted and each one must be allowed."
-)
 def test_iam_requests_create_training_job_implies_add_tags_and_pass_role() -> None:
     params = {
         "TrainingJobName": "sw-llama-01KE8ZQ-a001",
@@ -111,9 +99,6 @@ def test_iam_requests_put_metric_alarm_with_tags_implies_tag_resource() -> None:
     assert untagged == [("cloudwatch:PutMetricAlarm", alarm)]
 
 
-@pytest.mark.claim(
-    "one item action per `TransactWriteItems` item, index ARNs for queries on an index, and `alarm:*` for `DescribeAlarms`"
-)
 def test_iam_requests_describe_alarms_is_authorised_on_every_alarm() -> None:
     star = ("cloudwatch:DescribeAlarms", f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm:*")
     assert pairs("cloudwatch", "DescribeAlarms", AlarmNamePrefix="sagewarden-hang-") == [star]
@@ -154,9 +139,6 @@ def test_iam_requests_s3_list_is_on_the_bucket_reads_on_the_object() -> None:
     assert pairs("s3", "GetObject", Bucket="ckpt", Key=key) == [("s3:GetObject", obj)]
 
 
-@pytest.mark.claim(
-    "Where the reference leaves the resource form open, such as a log group with or without `:*`, or a SageMaker job name as written or lower-cased, every form is emitted and each one must be allowed."
-)
 def test_iam_requests_logs_reads_on_group_and_stream_arns() -> None:
     group = f"arn:aws:logs:us-east-1:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
     assert pairs("logs", "DescribeLogStreams", logGroupName="/aws/sagemaker/TrainingJobs") == [
@@ -172,9 +154,6 @@ def test_iam_requests_logs_reads_on_group_and_stream_arns() -> None:
     ) == [("logs:GetLogEvents", f"{group}:log-stream:sw-a/algo-1-17")]
 
 
-@pytest.mark.claim(
-    "The mapping table is `drill/iam/requests.py`, one row per operation, each citing its page of the AWS Service Authorization Reference."
-)
 def test_iam_requests_planned_operations_have_rows() -> None:
     job = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:training-job/sw-a"
     assert pairs("sagemaker", "UpdateTrainingJob", TrainingJobName="sw-a") == [

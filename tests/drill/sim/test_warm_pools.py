@@ -63,7 +63,6 @@ def at(sim: SimSageMaker, ms: int) -> None:
 # --- when a pool is Available ---------------------------------------------------------------------
 
 
-@pytest.mark.claim("`DescribeTrainingJob`'s `WarmPoolStatus` only (no event carries it)")
 @pytest.mark.claim(
     "the drill draws 0-10 minutes and shows nothing, and a resume waits at most 5 minutes for its pool (a later pool is not waited for: the resume starts cold)"
 )
@@ -176,7 +175,6 @@ def test_a_matching_job_reuses_the_pool_and_starts_in_seconds(pools: SimSageMake
     assert cold - pools.job("job-a03").created_ms == 480_000
 
 
-@pytest.mark.claim("a job created before that starts cold and leaves the pool idle, billed")
 @pytest.mark.claim(
     "We assume a job can take only a pool that is `Available` when it is created; after a bad host the replacement does not rely on it (it asks for another volume size, which the matching rule never gives that pool; the matching rule itself is only proven on a real account)."
 )
@@ -431,7 +429,6 @@ def test_a_spot_job_never_takes_a_pool(pools: SimSageMaker) -> None:
     assert status(pools, "job-a02") is None
 
 
-@pytest.mark.claim("`DescribeTrainingJob`'s `WarmPoolStatus` only (no event carries it)")
 def test_the_state_change_event_carries_no_warm_pool_status(clock: VirtualClock, s3: Any) -> None:
     """The EventBridge schema of "SageMaker Training Job State Change" has no WarmPoolStatus:
     only DescribeTrainingJob shows it (the supervisor's sweep reads it there)."""

@@ -104,7 +104,6 @@ def test_hang_alarm_specs_whole_job_idle_watches_at_most_two_hosts(hosts, watche
     assert idle["ComparisonOperator"] == "LessThanThreshold" and idle["TreatMissingData"] == "notBreaching"
 
 
-@pytest.mark.claim("a one-host job: `algo-1`'s metric itself")
 def test_hang_alarm_specs_one_host_job_watches_its_metric_itself():
     """MAX of a single series is a scalar (metric-math reference) and an alarm's expression must
     return a series: a one-host job's idle alarm is an alarm on algo-1's metric, no expression."""

@@ -75,9 +75,6 @@ def test_the_run_passes_the_apis_own_validation():
     assert job["StoppingCondition"]["MaxRuntimeInSeconds"] > (hang.deadline_min + 1) * 60
 
 
-@pytest.mark.claim(
-    "uploads `examples/selftest/` (a training script with the standard library only) as `sourcedir.tar.gz` under `s3://BUCKET/sagewarden-selftest/<time>-<random>/` (`--prefix`), with your credentials"
-)
 def test_the_source_tarball_is_what_script_mode_unpacks():
     blob = selftest.source_tarball(REPO / "examples" / "selftest")
 

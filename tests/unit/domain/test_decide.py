@@ -96,9 +96,6 @@ def test_decide_completed_succeeds_and_deletes_alarms():
 
 
 @pytest.mark.claim(
-    "If the attempt fails, hangs, reaches MaxRuntime or cannot start for quota or capacity reasons, sagewarden decides what to do"
-)
-@pytest.mark.claim(
     "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
 )
 @pytest.mark.claim("its local path, e.g. `/opt/ml/checkpoints/checkpoint-1200`")
@@ -185,7 +182,6 @@ def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_eve
     "`max_no_progress_restarts` consecutive endings without a newer checkpoint *that are repeats* make the run FAILED"
 )
 @pytest.mark.claim("`max_no_progress_restarts` | 3 | 1 ≤ x ≤ 100 | crash-loop stop")
-@pytest.mark.claim("The last *k* attempts failed the same way with no checkpoint progress.")
 def test_decide_crash_loop_stops_after_max_no_progress_restarts():
     run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
     t = 2 * HOUR
@@ -223,9 +219,6 @@ def test_decide_restart_budget_is_enforced():
     assert d.run.status == RunStatus.FAILED and "restart budget" in (d.run.outcome or "")
 
 
-@pytest.mark.claim(
-    "If the attempt fails, hangs, reaches MaxRuntime or cannot start for quota or capacity reasons, sagewarden decides what to do"
-)
 @pytest.mark.claim(
     "chain the next segment from the newest checkpoint. Runs longer than SageMaker's 28-day cap work; each segment's MaxRuntime is capped by the run's remaining wall clock."
 )
@@ -290,9 +283,6 @@ def test_decide_quota_that_can_never_fit_fails_with_the_number_to_ask_for():
     )
 
 
-@pytest.mark.claim(
-    "If the attempt fails, hangs, reaches MaxRuntime or cannot start for quota or capacity reasons, sagewarden decides what to do"
-)
 @pytest.mark.claim(
     "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
 )
@@ -435,9 +425,6 @@ def test_decide_validation_rejection_fails_with_message():
 
 
 @pytest.mark.claim(
-    "If the attempt fails, hangs, reaches MaxRuntime or cannot start for quota or capacity reasons, sagewarden decides what to do"
-)
-@pytest.mark.claim(
     "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
 )
 @pytest.mark.claim(
@@ -512,9 +499,6 @@ def test_decide_spot_interruption_resumes_uncounted():
     assert d.run.restarts_by_class == {"SPOT_INTERRUPTED": 1}
 
 
-@pytest.mark.claim(
-    "If the attempt fails, hangs, reaches MaxRuntime or cannot start for quota or capacity reasons, sagewarden decides what to do"
-)
 @pytest.mark.claim(
     "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
 )
@@ -775,8 +759,6 @@ def test_decide_next_due_is_none_only_for_terminal(status):
     assert next_due_ms(training_run(), 0) is not None
 
 
-@pytest.mark.claim("optional signal: no new verified checkpoint for this long")
-@pytest.mark.claim("(sweep tick, no alarm)")
 def test_decide_stale_checkpoint_is_a_hang_signal_on_tick():
     run = training_run(RunPolicy(checkpoint_stale_minutes=60))
     t0 = run.current.training_started_ms
@@ -790,7 +772,6 @@ def test_decide_stale_checkpoint_is_a_hang_signal_on_tick():
     assert any("no new complete checkpoint for 130 min" in line for line in stale.run.current.evidence)
 
 
-@pytest.mark.claim("optional signal: no new verified checkpoint for this long")
 def test_decide_stale_checkpoint_needs_second_signal_under_two_of_three():
     run = training_run(RunPolicy(checkpoint_stale_minutes=60, hang_confirmation="2-of-3"))
     t0 = run.current.training_started_ms

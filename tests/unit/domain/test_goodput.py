@@ -333,7 +333,6 @@ def test_goodput_straggler_bucket_is_the_work_a_slow_host_held_back() -> None:
     assert {b.key: b.how for b in g.buckets}[STRAGGLER] == ESTIMATE
 
 
-@pytest.mark.claim("carried on when a replacement was stopped before it redid it all")
 def test_goodput_work_a_short_replacement_did_not_redo_is_carried_to_the_next_attempt() -> None:
     # attempt 1 trained 30 min past the checkpoint attempt 2 resumed from; attempt 2 was stopped 4 min
     # into Training (a bad host) after a checkpoint on its stop: attempt 3 still redoes 26 min

@@ -32,9 +32,6 @@ def _every(k: int, minutes: int, *, start: int = T0, skip: range = range(0)) -> 
 
 
 @pytest.mark.claim(
-    "the window until the attempt's cadence is learned, the ceiling of a learned window, and how long log silence must last to act on without usable evidence of what the hosts do"
-)
-@pytest.mark.claim(
     "learned (≥ 4 min, 20 min past start-up for a job logging every minute; carried to the next attempts on the same instances), else 30 min; never below 4"
 )
 @pytest.mark.claim(
@@ -113,9 +110,6 @@ def test_cadence_counts_completed_quiet_stretches_but_not_the_one_under_way():
     assert got.window_min == FLOOR_MIN
 
 
-@pytest.mark.claim(
-    "the window until the attempt's cadence is learned, the ceiling of a learned window, and how long log silence must last to act on without usable evidence of what the hosts do"
-)
 @pytest.mark.claim(
     "the longest of the shortest 90 % of the completed quiet stretches it has shown in the last 6 hours (never below 4 minutes, never above the policy's window)"
 )

@@ -153,9 +153,6 @@ def test_a_checkpoint_save_landing_objects_waits_up_to_the_ceiling():
 
 
 @pytest.mark.claim(
-    "the window until the attempt's cadence is learned, the ceiling of a learned window, and how long log silence must last to act on without usable evidence of what the hosts do"
-)
-@pytest.mark.claim(
     "so the silence alone decides, on the policy's window (`log_silence_minutes`, 30), as before a window is learned"
 )
 @pytest.mark.claim(

@@ -99,9 +99,6 @@ def test_a_fault_singling_out_a_host_restarts_cold_with_the_infra_check(reason, 
     assert d.run.current.infra_check
 
 
-@pytest.mark.claim(
-    'or a GPU or link fault: CUDA ECC/Xid/"fell off the bus", an uncorrectable NVLink error, a GPU NVML cannot reach, an unspecified launch failure, a cuDNN internal error, an InfiniBand retry-exceeded completion (hardware: a cold restart on other instances with the infra check, even when no host is named)'
-)
 @pytest.mark.parametrize(
     "line",
     [

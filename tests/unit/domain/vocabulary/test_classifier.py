@@ -994,9 +994,6 @@ def test_classify_a_deterministic_failure_beats_the_collective_echo_of_its_peers
     assert result.evidence[1] == line
 
 
-@pytest.mark.claim(
-    'or a GPU or link fault: CUDA ECC/Xid/"fell off the bus", an uncorrectable NVLink error, a GPU NVML cannot reach, an unspecified launch failure, a cuDNN internal error, an InfiniBand retry-exceeded completion (hardware: a cold restart on other instances with the infra check, even when no host is named)'
-)
 @pytest.mark.parametrize("hardware_line", HARDWARE_LINES, ids=HARDWARE_IDS)
 @pytest.mark.parametrize(
     "other",

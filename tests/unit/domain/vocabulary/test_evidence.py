@@ -98,7 +98,6 @@ def test_benign_phases_show_work(phase, gpu_pct, cpu):
     assert got.kind == WORK, phase
 
 
-@pytest.mark.claim("a rank-0 save writes on one host only")
 @pytest.mark.claim(
     "a light save leaves every host but one as idle as a stuck job and lands an object only every 8 minutes"
 )

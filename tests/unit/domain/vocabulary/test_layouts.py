@@ -627,7 +627,6 @@ def test_probe_plan_agrees_with_is_complete(
             assert (bool(files) if probe.marker is None else probe.marker in files) == expected
 
 
-@pytest.mark.claim("the time before its first object landed in S3, one mean gap between its writes")
 @given(
     start=st.integers(0, 10**9),
     gap=st.integers(1, 600_000),
