@@ -35,7 +35,7 @@ AWS_ARGS = $(if $(PROFILE),--profile $(PROFILE))
 CDK = npx --no-install cdk
 
 .PHONY: help prereqs prereqs-cdk cdk-cli setup lock demo drill test test-fast soak lint checkov format synth bench bootstrap doctor \
-	deploy destroy clean openapi soak-api
+	deploy destroy clean openapi soak-api claims
 
 help:
 	@grep -E '^[a-z-]+:.*?## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -121,6 +121,9 @@ synth: setup ## synthesize the CloudFormation template offline into cdk.out/
 
 openapi: setup ## regenerate docs/openapi.json from the API's resolver (a test fails when it is stale)
 	PYTHONPATH=lambdas $(PY) -m sagewarden.openapi --write docs/openapi.json
+
+claims: setup ## regenerate docs/claims.md from docs/claims.toml and the tests' @pytest.mark.claim markers
+	$(PY) -m tests.claims
 
 FUZZ_REQUESTS ?= 20000
 soak-api: setup ## fuzz the API from docs/openapi.json with FUZZ_REQUESTS requests (default 20,000)

@@ -165,6 +165,7 @@ DETERMINISTIC = [
 ]
 
 
+@pytest.mark.claim("A deterministic failure costs at most one confirming restart")
 @pytest.mark.parametrize("case", DETERMINISTIC, ids=_id)
 def test_each_deterministic_failure_stops_within_one_confirming_restart(case: corpus_eval.Case) -> None:
     """The case's ending on every attempt, each resumed from the checkpoint the first one left: a

@@ -165,6 +165,9 @@ def test_gpu_reads_from_bounds_are_the_datapoints_getmetricdata_answers() -> Non
         _readings_agree(rules, job, t)
 
 
+@pytest.mark.claim(
+    "a partly arrived minute may read lone-idle, but at most 2 of them at an evaluation, fewer than the 3 needed"
+)
 def test_lone_idle_compares_the_same_minutes_so_late_datapoints_after_a_pause_are_no_alarm() -> None:
     # every host idle for 7 minutes, then busy again: the newest busy datapoints of some hosts arrive
     # later than others'; minute by minute no host was ever idle while a peer was busy
@@ -186,6 +189,10 @@ def test_lone_idle_compares_the_same_minutes_so_late_datapoints_after_a_pause_ar
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("Six supervisors each really call the simulated SageMaker")
+@pytest.mark.claim(
+    "a competent polling script (e: 15 minutes of log silence, resubmission from the newest checkpoint, a warm pool)"
+)
 @pytest.mark.parametrize(
     ("seed", "warm"),
     [(3, True), (1, False)],
@@ -211,6 +218,9 @@ def test_script_resubmits_a_crash_at_its_next_poll_from_the_checkpoint_with_a_wa
     assert not any(who.startswith("person") for _, who, _ in result.actions)
 
 
+@pytest.mark.claim(
+    "a competent polling script (e: 15 minutes of log silence, resubmission from the newest checkpoint, a warm pool)"
+)
 def test_script_stops_a_silent_hang_after_its_log_silence_window_at_a_poll() -> None:
     trace = _trace((75.0, "loader_hang", False))
     result, driver = run_script("script", SMALL, trace, PERSON)
@@ -273,6 +283,8 @@ def test_script_loop_on_a_long_compile_pages_the_person_who_doubles_the_allowanc
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("One function scores them all; a stop where no fault was costs its GPU-hours in full")
+@pytest.mark.claim("False stops on the benign phases count in full (their floor is 0)")
 def test_a_false_stop_in_a_long_save_is_scored_from_the_stop_with_a_zero_floor() -> None:
     trace = _trace(phases=(TracePhase(1, "save", 75.0, 20.0),))
     result, driver = run_script("script", SMALL, trace, PERSON)
@@ -427,6 +439,9 @@ def test_benign_draws_are_reproducible_per_seed_and_differ_between_seeds() -> No
     assert (draw(4).phases, draw(4).compile_min) != (draw(5).phases, draw(5).compile_min)
 
 
+@pytest.mark.claim(
+    "Above the physical floor, sagewarden's recommended policy (d) loses, per seed and then the median (lowest-highest)"
+)
 def test_the_ratio_to_the_best_peer_is_taken_per_seed_then_summarised() -> None:
     from benchmarks.accounting import Account, FaultLoss
     from benchmarks.seeds import SeedResult, _ratios, best_peer, med

@@ -8,6 +8,7 @@ from benchmarks import retention
 from drill.sim import checkpoints as sim
 
 
+@pytest.mark.claim("that is 23.5 TB after a day and 706 TB after a month")
 def test_bench_retention_sizes_a_70b_checkpoint_at_14_bytes_per_parameter() -> None:
     assert retention.checkpoint_bytes() == pytest.approx(980e9)
 
@@ -18,6 +19,7 @@ def test_bench_retention_uses_the_simulators_restore_throughput(monkeypatch: pyt
     assert retention.download_min(sim.RESTORE_BYTES_PER_S * 60) == pytest.approx(0.5)
 
 
+@pytest.mark.claim("that is 23.5 TB after a day and 706 TB after a month")
 def test_bench_retention_rows_hold_every_hourly_checkpoint_without_retention_and_two_with() -> None:
     day, week, month = retention.rows()
     assert [r.held for r in (day, week, month)] == [24, 168, 720]

@@ -23,6 +23,9 @@ HOUR = 3_600_000
 JOB = job_name("sw", "llama", "01JABCDEFGHJKMNPQRSTVWXYZ0", 1)
 
 
+@pytest.mark.claim(
+    "The busiest CloudWatch operation at 1,000 runs is PutMetricAlarm at 61 calls in its peak minute (of 180)"
+)
 def test_per_minute_rates_peak_mean_and_burst() -> None:
     counts = Counter({(0, "cw.Put"): 3, (1, "cw.Put"): 1, (4, "sm.Describe"): 10})
     rates = per_minute_rates(counts, 5, {"cw.Put": 2})
@@ -61,6 +64,7 @@ def test_counter_counts_by_minute_and_tracks_live_alarms() -> None:
     assert c.rates(2 * HOUR)["cloudwatch.PutMetricAlarm"].mean_per_min == pytest.approx(3 / 120)
 
 
+@pytest.mark.claim("an alarm is billed per metric ($0.10 a month, ≈ $0.0033 a day")
 def test_alarm_metrics_and_billed_hours() -> None:
     assert alarm_metrics({"MetricName": "LogEvents"}) == 1
     assert alarm_metrics({"Metrics": [{"MetricStat": {}}, {"MetricStat": {}}, {"Expression": "MAX(x)"}]}) == 2
@@ -69,6 +73,23 @@ def test_alarm_metrics_and_billed_hours() -> None:
     assert billed_hours([(0, HOUR)]) == 1
 
 
+@pytest.mark.claim(
+    "$0.30 per custom metric-month, $0.10 per standard alarm metric-month, and $0.50/GB of log ingestion for EMF"
+)
+@pytest.mark.claim(
+    "One job costs its heartbeat metric ($0.30), the log-silence alarm (1 metric), the whole-job idle alarm (hosts 1 and 2: 2 metrics) and, for 2+ hosts, the lone-idle alarms (one metric per host); a `progress_metric` adds 1"
+)
+@pytest.mark.claim("A 16-host job is $0.30 + $0.10 × 19 = $2.20 a month, **≈ $0.073 per job-day**")
+@pytest.mark.claim("the per-host lone-idle alarms are $0.053 of it")
+@pytest.mark.claim("That misses the $0.05 per run-day we aimed for")
+@pytest.mark.claim("an alarm is billed per metric ($0.10 a month, ≈ $0.0033 a day")
+@pytest.mark.claim("`gpu_lone_idle_minutes: 0` turns them off: $0.60 a month")
+@pytest.mark.claim(
+    "At 1,000 concurrent 16-host jobs that is about $73 per day, plus about 1.4 M EMF lines per day"
+)
+@pytest.mark.claim(
+    "**Supervision cost** is ≈ $0.073 per run-day for a 16-host job, above the $0.05 we aimed for"
+)
 def test_design_cost_of_a_16_host_job() -> None:
     alarms, metrics, widest = design_alarm_metrics(16)
     assert (alarms, metrics, widest) == (4, 19, 8)  # log 1, whole-job idle 2, two lone-idle groups of 8

@@ -68,6 +68,7 @@ def test_trace_is_deterministic_for_a_seed() -> None:
     assert all(x.healthy_min < y.healthy_min for x, y in zip(a.faults, a.faults[1:], strict=False))
 
 
+@pytest.mark.claim("the Llama 3 interruption table's root causes at its rate, 1.97e-5 per GPU-hour")
 def test_trace_follows_the_table_and_the_rate_on_a_large_sample() -> None:
     hours = 300_000.0
     trace = generate(seed=5, hosts=256, horizon_hours=hours)
@@ -90,6 +91,7 @@ def test_trace_follows_the_table_and_the_rate_on_a_large_sample() -> None:
     assert {f.host for f in trace.faults} == set(range(1, 257))
 
 
+@pytest.mark.claim("the Llama 3 interruption table's root causes at its rate, 1.97e-5 per GPU-hour")
 def test_draws_follow_the_weights() -> None:
     rng = random.Random(1)
     draws = Counter(draw_cause(rng).name for _ in range(100_000))
@@ -131,6 +133,9 @@ def test_trace_faults_are_valid_simulator_and_scenario_faults() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "SageMaker's RetryStrategy + a person on call (a), a 5-minute polling script + the person (b)"
+)
 def test_polling_script_resubmits_a_crash_at_its_next_poll_without_the_person() -> None:
     trace = _one("xid_crash")
     result = run_baseline("poll", SMALL, trace, PERSON)
@@ -144,6 +149,9 @@ def test_polling_script_resubmits_a_crash_at_its_next_poll_without_the_person() 
     assert [who for _, who, _ in result.actions] == ["start: resubmit", "script: resubmit"]
 
 
+@pytest.mark.claim(
+    "SageMaker's RetryStrategy + a person on call (a), a 5-minute polling script + the person (b)"
+)
 def test_retry_strategy_pages_the_person_for_a_crash() -> None:
     trace = _one("xid_crash")
     result = run_baseline("retry", SMALL, trace, PERSON)
@@ -155,6 +163,9 @@ def test_retry_strategy_pages_the_person_for_a_crash() -> None:
     assert "person: resubmit" in [who for _, who, _ in result.actions]
 
 
+@pytest.mark.claim(
+    "SageMaker's RetryStrategy + a person on call (a), a 5-minute polling script + the person (b)"
+)
 def test_retry_strategy_retries_an_internal_error_itself() -> None:
     trace = _one("internal_error")
     result = run_baseline("retry", SMALL, trace, PERSON)
@@ -225,6 +236,7 @@ def test_accounting_floor_is_warm_after_a_good_instance() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("![lost GPU-hours by cause](docs/bench-lost-gpu-hours.png)")
 def test_chart_is_written(tmp_path: Path) -> None:
     crash, hang = _one("xid_crash"), _one("nccl_spin")
     accounts = {
@@ -238,6 +250,7 @@ def test_chart_is_written(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
+@pytest.mark.claim("Medians (lowest-highest) over 10 trace seeds, 7.5-day runs, GPU-hours")
 def test_readme_block_is_rewritten_between_its_markers() -> None:
     crash, hang = _one("xid_crash"), _one("nccl_spin")
     runs = []

@@ -32,6 +32,9 @@ def test_bugs_are_deterministic_per_seed_and_leave_the_other_faults_alone() -> N
     assert {x.label for x in a.bugs}.isdisjoint({f.label for f in a.faults})
 
 
+@pytest.mark.claim(
+    "a user's bug about every 60 healthy hours, quoting a real ending of the endings corpus, that ends every attempt the same way until the person fixes it"
+)
 def test_bugs_arrive_about_once_per_60_healthy_hours() -> None:
     hours = 10_000
     counts = [len(draw_bugs(seed, 256, hours)) for seed in range(1, 21)]
@@ -39,6 +42,9 @@ def test_bugs_arrive_about_once_per_60_healthy_hours() -> None:
     assert rate == pytest.approx(1 / 60, rel=0.05)
 
 
+@pytest.mark.claim(
+    "a user's bug about every 60 healthy hours, quoting a real ending of the endings corpus, that ends every attempt the same way until the person fixes it"
+)
 def test_every_bug_quotes_an_unambiguous_deterministic_case_of_the_corpus() -> None:
     bugs = [b for seed in range(1, 11) for b in draw_bugs(seed, 256, 1_000, compile_min=20.0)]
     assert {b.kind for b in bugs} == set(BUG_KINDS)
@@ -73,6 +79,9 @@ def _one_bug(kind: str, case: str, healthy_min: float, offset: float) -> tuple[W
     return SMALL, dataclasses.replace(trace, faults=(), bugs=(bug,))
 
 
+@pytest.mark.claim(
+    "a user's bug about every 60 healthy hours, quoting a real ending of the endings corpus, that ends every attempt the same way until the person fixes it"
+)
 @pytest.mark.parametrize(
     ("kind", "looping"),
     [

@@ -310,6 +310,15 @@ def _learn(w: World, req: dict[str, Any], resp: RawResponse) -> None:
         w.keys = [*w.keys[-20:], key]
 
 
+@pytest.mark.claim(
+    "Bad input gets **400** (**413** when too large) with field-level messages, and **nothing is stored or launched**"
+)
+@pytest.mark.claim(
+    "It checks that no response is ≥ 500, every body is strict JSON matching the documented schema, every 4xx has a message (and field errors for 400/413), and a refused request stored nothing."
+)
+@pytest.mark.claim(
+    "20,000 requests in 427 s on the last run (240 s on an earlier one), 0 responses ≥ 500, 0 refusals that stored anything"
+)
 def test_api_fuzz_no_5xx_strict_json_field_errors_and_nothing_stored_when_refused(world: World) -> None:
     count = max(1, round(TOTAL * SHARE[world.store]))
 

@@ -53,6 +53,9 @@ def test_the_wheel_installs_no_generic_top_level_name(installed: Path) -> None:
         assert not (installed / generic).exists(), generic
 
 
+@pytest.mark.claim(
+    "the Lambda asset is the installed `sagewarden` package, so no checkout of this repository is needed"
+)
 def test_the_example_app_synthesizes_with_the_installed_construct(installed: Path, tmp_path: Path) -> None:
     out = tmp_path / "cdk.out"
     env = {

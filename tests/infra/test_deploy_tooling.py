@@ -41,6 +41,12 @@ def _lines_starting(output: str, prefix: str) -> list[str]:
 # --- make deploy / bootstrap / destroy ------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "`make deploy` runs the whole **preflight** ([docs/deploy.md](docs/deploy.md#the-preflight-make-doctor)) and stops before `cdk deploy` if anything would make the deploy fail"
+)
+@pytest.mark.claim(
+    "Other settings go in `CONTEXT`, exactly as `cdk` takes them; the preflight reads the same ones"
+)
 @needs_make
 def test_make_deploy_runs_the_preflight_first_with_the_same_context_and_profile() -> None:
     result = _make(
@@ -64,6 +70,8 @@ def test_make_deploy_runs_the_preflight_first_with_the_same_context_and_profile(
         assert "--profile ml" in line
 
 
+@pytest.mark.claim("in CI, where there is no terminal, add `REQUIRE_APPROVAL=never`")
+@pytest.mark.claim("`make deploy PREFLIGHT=0` skips it")
 @needs_make
 def test_make_deploy_preflight_can_be_skipped_and_approval_passed_for_ci() -> None:
     result = _make("-n", "deploy", "PREFLIGHT=0", "REQUIRE_APPROVAL=never")
@@ -74,6 +82,11 @@ def test_make_deploy_preflight_can_be_skipped_and_approval_passed_for_ci() -> No
     assert deploy.rstrip().endswith("--require-approval never")
 
 
+@pytest.mark.claim("once per account and region: cdk bootstrap")
+@pytest.mark.claim(
+    "CLI pinned in `package.json` and `package-lock.json` (`aws-cdk@^2.1148`, installed into `node_modules` by `npm ci`; 3.x does not work with aws-cdk-lib 2.275)"
+)
+@pytest.mark.claim("`--no-install` makes `npx` fail rather than offer to download another CDK version")
 @needs_make
 def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
     result = _make("-n", "bootstrap", "PROFILE=ml")
@@ -83,6 +96,12 @@ def test_make_bootstrap_uses_the_pinned_cli_without_an_install_prompt() -> None:
     assert "npm ci" in result.stdout or (REPO_ROOT / "node_modules" / ".installed").exists()
 
 
+@pytest.mark.claim(
+    "`make bootstrap` first checks that your credentials and region resolve (the preflight's first check, `--credentials-only`)"
+)
+@pytest.mark.claim(
+    "`--credentials-only` runs only the first row (`make bootstrap` runs that, and `make bootstrap PREFLIGHT=0` skips it)"
+)
 @needs_make
 def test_make_bootstrap_runs_the_credentials_preflight_first() -> None:
     lines = _make("-n", "bootstrap", "PROFILE=ml").stdout.splitlines()
@@ -100,6 +119,9 @@ def test_make_bootstrap_runs_the_credentials_preflight_first() -> None:
     )
 
 
+@pytest.mark.claim(
+    'so a missing login is one line saying what to run rather than CDK\'s "Unable to resolve AWS account"'
+)
 @needs_make
 @pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
 def test_make_bootstrap_without_credentials_stops_at_one_line_before_cdk(tmp_path: Path) -> None:
@@ -131,6 +153,7 @@ def test_make_bootstrap_without_credentials_stops_at_one_line_before_cdk(tmp_pat
     assert "cdk bootstrap" not in result.stdout and "Unable to resolve AWS account" not in result.stderr
 
 
+@pytest.mark.claim("asks first; FORCE=1 destroys without a prompt (CI)")
 @needs_make
 def test_make_destroy_with_force_passes_force_to_cdk() -> None:
     result = _make("-n", "destroy", "FORCE=1")
@@ -141,6 +164,7 @@ def test_make_destroy_with_force_passes_force_to_cdk() -> None:
     assert "[ ! -t 0 ]" not in result.stdout  # no terminal check when forced
 
 
+@pytest.mark.claim("asks first; FORCE=1 destroys without a prompt (CI)")
 @needs_make
 def test_make_destroy_without_a_terminal_says_to_use_force_and_runs_nothing() -> None:
     # -o: treat the installed environments as up to date, so only the guard and prereqs run
@@ -170,6 +194,9 @@ def _serve_args(*variables: str, env: dict[str, str] | None = None) -> list[str]
     return line.split("-m drill serve", 1)[1].split()
 
 
+@pytest.mark.claim(
+    "(`make demo-serve SCENARIO=NAME` loads a scenario's account, job profiles and faults, `SUBMIT=1` also submits its runs; its banner prints a command that works as printed)"
+)
 @needs_make
 def test_make_demo_serve_takes_a_scenario_only_when_one_is_asked_for() -> None:
     plain = ["--port", "8765", "--speed", "600"]
@@ -214,6 +241,7 @@ def _check(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.claim("Every `make` target checks first and says in one line what to install")
 def test_prereqs_all_present_is_silent(tmp_path: Path) -> None:
     bin_dir = _fake_bin(tmp_path, {"python3": "3.12", "node": "v22.11.0", "npm": "10.9.0"})
 
@@ -222,6 +250,11 @@ def test_prereqs_all_present_is_silent(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
+@pytest.mark.claim(
+    "Each command first checks its prerequisites, Python 3.11+ (3.12 in Lambda) and Node.js 18+ for CDK synthesis, and says in one line what to install if one is missing"
+)
+@pytest.mark.claim("Python 3.11 or newer, Node.js 18 or newer (22 LTS recommended) and npm on `PATH`")
+@pytest.mark.claim("Every `make` target checks first and says in one line what to install")
 @pytest.mark.parametrize(
     ("tools", "args", "expected"),
     [
@@ -244,6 +277,7 @@ def test_prereqs_each_missing_tool_is_one_line_saying_what_to_install(
     assert expected in lines[0] and "install" in lines[0]
 
 
+@pytest.mark.claim("Python 3.11 or newer, Node.js 18 or newer (22 LTS recommended) and npm on `PATH`")
 def test_prereqs_npm_is_only_required_for_the_cdk_cli(tmp_path: Path) -> None:
     bin_dir = _fake_bin(tmp_path, {"python3": "3.11", "node": "v18.20.0"})
 
@@ -251,6 +285,9 @@ def test_prereqs_npm_is_only_required_for_the_cdk_cli(tmp_path: Path) -> None:
     assert _check(bin_dir, "python3", "--npm").returncode == 1
 
 
+@pytest.mark.claim(
+    "Each command first checks its prerequisites, Python 3.11+ (3.12 in Lambda) and Node.js 18+ for CDK synthesis, and says in one line what to install if one is missing"
+)
 def test_prereqs_reports_every_problem_at_once(tmp_path: Path) -> None:
     result = _check(_fake_bin(tmp_path, {"python3": "3.8"}), "python3", "--npm")
 
@@ -261,6 +298,9 @@ def test_prereqs_reports_every_problem_at_once(tmp_path: Path) -> None:
 # --- cdk.json's app: the project's interpreter ----------------------------------------------------
 
 
+@pytest.mark.claim(
+    "CLI pinned in `package.json` and `package-lock.json` (`aws-cdk@^2.1148`, installed into `node_modules` by `npm ci`; 3.x does not work with aws-cdk-lib 2.275)"
+)
 def test_cdk_json_runs_the_wrapper_and_package_json_pins_cdk_2() -> None:
     cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text())
     package = json.loads((REPO_ROOT / "package.json").read_text())
@@ -341,6 +381,18 @@ def test_cdk_app_wrapper_uses_the_current_interpreter_when_it_has_the_cdk(tmp_pa
 # --- what README says each target runs (docs/claims.md) --------------------------------------------
 
 
+@pytest.mark.claim("a local drill on a simulated AWS account: no AWS account, no credentials")
+@pytest.mark.claim("`make demo` runs `drill/scenarios/default.json`")
+@pytest.mark.claim(
+    "`make test` runs 300 requests; `make soak-api` runs 20,000 (`FUZZ_REQUESTS=` to change) and prints one summary line"
+)
+@pytest.mark.claim(
+    "10,000 histories, 0 violations (23 histories/s on the last run, which shared the machine); 200 more on the DynamoDB store (moto), 0 violations"
+)
+@pytest.mark.claim(
+    "20,000 requests in 427 s on the last run (240 s on an earlier one), 0 responses ≥ 500, 0 refusals that stored anything"
+)
+@pytest.mark.claim("`make test` runs everything CI runs (pytest with 2 workers).")
 @needs_make
 @pytest.mark.parametrize(
     ("args", "runs"),
@@ -405,6 +457,9 @@ def test_make_targets_run_what_the_readme_says(args: list[str], runs: list[str])
         )
 
 
+@pytest.mark.claim(
+    "`make test` runs 300 requests; `make soak-api` runs 20,000 (`FUZZ_REQUESTS=` to change) and prints one summary line"
+)
 @needs_make
 def test_make_help_lists_the_targets_and_ci_runs_make_test() -> None:
     result = _make("help")
@@ -430,6 +485,7 @@ def test_make_help_lists_the_targets_and_ci_runs_make_test() -> None:
     assert 'int(os.environ.get("SAGEWARDEN_FUZZ_REQUESTS", "300"))' in fuzz
 
 
+@pytest.mark.claim("`PYTHON=/path/to/python3.12` picks another interpreter")
 @needs_make
 def test_setup_installs_the_locked_packages_and_the_sagewarden_command(tmp_path: Path) -> None:
     import tomllib

@@ -12,6 +12,11 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import heartbeat_cost
 
 
+@pytest.mark.claim("10 events (~1 KB) per batch")
+@pytest.mark.claim("so it is always billed Lambda's 1 ms minimum")
+@pytest.mark.claim(
+    "other teams' jobs writing 100 lines per second in total are about 260 M events a month: between $10 and $100 a month, depending on batching"
+)
 def test_heartbeat_cost_prices_a_million_foreign_events(capsys: pytest.CaptureFixture[str]) -> None:
     assert heartbeat_cost.main(["--events-per-batch", "10", "--runs", "50"]) == 0
 
@@ -25,6 +30,12 @@ def test_heartbeat_cost_prices_a_million_foreign_events(capsys: pytest.CaptureFi
     assert "own log lines (START/END/REPORT) $0.0189" in out
 
 
+@pytest.mark.claim("1 event per batch (worst case)")
+@pytest.mark.claim("so it is always billed Lambda's 1 ms minimum")
+@pytest.mark.claim("at the default 5 % sampling traces would add about $0.25 per million invocations")
+@pytest.mark.claim(
+    "other teams' jobs writing 100 lines per second in total are about 260 M events a month: between $10 and $100 a month, depending on batching"
+)
 def test_heartbeat_cost_of_one_event_per_batch_is_the_worst_case_row(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -40,6 +51,9 @@ def test_heartbeat_cost_of_one_event_per_batch_is_the_worst_case_row(
     assert "X-Ray traces        $0.2500 if it were traced" in out
 
 
+@pytest.mark.claim(
+    "the heartbeat function, which drops events of jobs without the deployment's prefix at its first check and publishes nothing for them"
+)
 def test_heartbeat_cost_event_is_a_foreign_subscription_delivery_the_handler_drops() -> None:
     from sagewarden.handlers.on_training_logs import heartbeat_records
 

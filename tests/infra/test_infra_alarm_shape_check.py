@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from infra_synth import SynthResult, as_list
 
 from infra import constants
@@ -24,6 +25,9 @@ def _joined(value: Any) -> str:
     return "".join(p if isinstance(p, str) else "${" + p["Ref"] + "}" for p in parts)
 
 
+@pytest.mark.claim(
+    "It runs again on any deploy that changes a shape, the job prefix or `policyDefaults`, because the resource's properties carry a fingerprint of every request"
+)
 def test_alarm_shape_check_resource_runs_the_checks_function_with_the_deployments_shapes(
     synth_any: SynthResult,
 ) -> None:
@@ -45,6 +49,7 @@ def test_alarm_shape_check_resource_runs_the_checks_function_with_the_deployment
     assert function["Properties"]["Timeout"] < constants.SHAPE_CHECK_SERVICE_TIMEOUT_SECONDS
 
 
+@pytest.mark.claim("Its role may put, tag and delete only those throwaway names.")
 def test_alarm_shape_check_role_may_only_put_tag_and_delete_its_throwaway_alarms(
     synth_any: SynthResult,
 ) -> None:
@@ -90,6 +95,9 @@ def test_alarm_shape_check_role_may_only_put_tag_and_delete_its_throwaway_alarms
     assert set(policy_ids) <= set(as_list(resource.get("DependsOn", [])))
 
 
+@pytest.mark.claim(
+    "It puts each distinct request once with `PutMetricAlarm`, under a throwaway name `sagewarden-<prefix>-hang-shape-check-<shape>-<alarm>-<request id>`, without actions"
+)
 def test_alarm_shape_check_is_invoked_once_per_request(synth_any: SynthResult) -> None:
     # CloudFormation invokes the function asynchronously; Lambda's retry of a failed run would
     # answer a request twice

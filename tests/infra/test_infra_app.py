@@ -15,6 +15,8 @@ from infra.template import run_app
 from sagewarden import keys
 
 
+@pytest.mark.claim("No Docker.")
+@pytest.mark.claim("synthesize offline into cdk.out/ (no credentials)")
 def test_app_synthesizes_offline_without_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # run_app passes the subprocess PATH/HOME-like variables only (no AWS_* credentials,
     # profiles, CDK_DEFAULT_ACCOUNT/REGION); an empty HOME means no ~/.aws either.

@@ -15,6 +15,10 @@ ROLE_A = "arn:aws:iam::123456789012:role/TrainA"
 ROLE_B = "arn:aws:iam::123456789012:role/ml/TrainB"
 
 
+@pytest.mark.claim(
+    "Off by default: Powertools' Tracer imports the X-Ray SDK, about 0.35 s of every cold start; without it the handlers never import the SDK."
+)
+@pytest.mark.claim("Lambda architecture (`arm64` or `x86_64`)")
 def test_config_defaults_match_cdk_json_context() -> None:
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
 
@@ -30,6 +34,9 @@ def test_config_defaults_match_cdk_json_context() -> None:
     assert from_cdk_json.architecture == "arm64"
 
 
+@pytest.mark.claim(
+    "SageMaker execution roles runs may use. The only roles `iam:PassRole` is granted on. **Empty means every run is rejected.** JSON list or comma-separated."
+)
 @pytest.mark.parametrize(
     "raw",
     [
@@ -79,12 +86,14 @@ def test_config_accepts_other_partitions_role_arn() -> None:
     assert SupervisorConfig.from_mapping({"allowedRoleArns": arn}).allowed_role_arns == (arn,)
 
 
+@pytest.mark.claim("prefix of every job name (1-8 of `a-z0-9`)")
 @pytest.mark.parametrize("bad", ["UPPER", "toolong99", "a-b", "a_b", "x y"])
 def test_config_rejects_bad_job_prefix(bad: str) -> None:
     with pytest.raises(ConfigError, match="jobPrefix"):
         SupervisorConfig.from_mapping({"jobPrefix": bad})
 
 
+@pytest.mark.claim("prefix of every job name (1-8 of `a-z0-9`)")
 @pytest.mark.parametrize(
     "good",
     ["a", "sw", "team01", "12345678"],
@@ -94,6 +103,9 @@ def test_config_accepts_job_prefix_of_one_to_eight_lowercase_alphanumerics(good:
     assert SupervisorConfig.from_mapping({"jobPrefix": good}).job_prefix == good
 
 
+@pytest.mark.claim(
+    "the CloudFormation stack (at most 25 characters: letters, digits, hyphens). The CLI finds its API by it (`--stack`)."
+)
 @pytest.mark.parametrize(
     "good",
     ["Sagewarden", "Sagewarden-team2", "S", "SagewardenTeamB-eu-west-1"],
@@ -104,6 +116,9 @@ def test_config_stack_name_is_settable(good: str) -> None:
     assert SupervisorConfig().stack_name == constants.STACK_ID
 
 
+@pytest.mark.claim(
+    "the CloudFormation stack (at most 25 characters: letters, digits, hyphens). The CLI finds its API by it (`--stack`)."
+)
 @pytest.mark.parametrize(
     "bad", ["2sagewarden", "-sw", "Sage_warden", "Sage warden", "SagewardenTeamB-eu-west-1x"]
 )
@@ -133,6 +148,7 @@ def test_config_rejects_unparseable_log_subscription() -> None:
         SupervisorConfig.from_mapping({"logSubscription": "maybe"})
 
 
+@pytest.mark.claim("deployment-wide run policy defaults (fields below)")
 def test_config_policy_defaults_accept_object_or_json_string() -> None:
     as_string = SupervisorConfig.from_mapping({"policyDefaults": '{"max_restarts": 4}'})
     as_object = SupervisorConfig.from_mapping({"policyDefaults": {"max_restarts": 4}})
@@ -160,6 +176,7 @@ def test_config_rejects_bad_alert_email() -> None:
         SupervisorConfig.from_mapping({"alertEmail": "not-an-address"})
 
 
+@pytest.mark.claim("Lambda architecture (`arm64` or `x86_64`)")
 def test_config_rejects_unknown_architecture_and_unpinned_powertools() -> None:
     with pytest.raises(ConfigError, match="architecture"):
         SupervisorConfig.from_mapping({"architecture": "arm"})
@@ -183,6 +200,7 @@ def test_config_is_immutable() -> None:
         config.policy_defaults["max_restarts"] = 2  # type: ignore[index]
 
 
+@pytest.mark.claim("deployment-wide run policy defaults (fields below)")
 def test_config_policy_defaults_are_validated_with_the_run_policy_schema():
     from infra.config import ConfigError, SupervisorConfig
 
@@ -200,6 +218,7 @@ def test_config_policy_defaults_are_validated_with_the_run_policy_schema():
             raise AssertionError(f"{bad} accepted")
 
 
+@pytest.mark.claim("sagewarden therefore **does not touch it by default**")
 def test_config_account_wide_api_gateway_role_is_opt_in_and_api_logging_on_by_default() -> None:
     assert SupervisorConfig().api_gateway_account_role is False
     assert SupervisorConfig().api_logging is True
@@ -209,6 +228,9 @@ def test_config_account_wide_api_gateway_role_is_opt_in_and_api_logging_on_by_de
         SupervisorConfig.from_mapping({"apiGatewayAccountRole": "maybe"})
 
 
+@pytest.mark.claim(
+    "Pass the key's ARN: `-c checkpointKmsKeyArns=arn:aws:kms:...:key/...` (an alias does not work in IAM)"
+)
 @pytest.mark.parametrize(
     "key",
     [
@@ -221,6 +243,9 @@ def test_config_checkpoint_kms_key_arns_accept_key_arns(key: str) -> None:
     assert SupervisorConfig.from_mapping({"checkpointKmsKeyArns": key}).checkpoint_kms_key_arns == (key,)
 
 
+@pytest.mark.claim(
+    "Pass the key's ARN: `-c checkpointKmsKeyArns=arn:aws:kms:...:key/...` (an alias does not work in IAM)"
+)
 @pytest.mark.parametrize(
     "bad",
     [
@@ -234,6 +259,9 @@ def test_config_checkpoint_kms_key_arns_reject_aliases_ids_and_wildcards(bad: st
         SupervisorConfig.from_mapping({"checkpointKmsKeyArns": [bad]})
 
 
+@pytest.mark.claim(
+    "A run asking for retention in a deployment without it is refused at submit (400 on `policy.checkpoint_keep`)"
+)
 def test_config_checkpoint_retention_is_off_by_default_and_needs_named_buckets() -> None:
     assert SupervisorConfig.from_mapping({}).checkpoint_retention is False
     on = SupervisorConfig.from_mapping({"checkpointRetention": "true", "checkpointBuckets": "team-ckpt"})
@@ -242,6 +270,9 @@ def test_config_checkpoint_retention_is_off_by_default_and_needs_named_buckets()
         SupervisorConfig.from_mapping({"checkpointRetention": True})
 
 
+@pytest.mark.claim(
+    "A deployment's `policyDefaults.environment_defaults` with a secret-looking key or value is refused at synth"
+)
 @pytest.mark.parametrize(
     ("environment", "why"),
     [
@@ -281,6 +312,9 @@ def test_config_accepts_plain_environment_defaults_and_secret_references() -> No
     assert config.policy_defaults["environment_defaults"]["HF_TOKEN_SECRET_ARN"] == reference
 
 
+@pytest.mark.claim(
+    "A deployment's `policyDefaults.environment_defaults` with a secret-looking key or value is refused at synth"
+)
 def test_the_construct_refuses_a_secret_in_policy_defaults_at_synth() -> None:
     from aws_cdk import App, Stack
 

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from infra_synth import FULL_CONTEXT, SynthResult
 
 from infra import constants
@@ -50,6 +51,9 @@ def _metric_widgets(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [w["properties"] for w in body["widgets"] if w["type"] == "metric"]
 
 
+@pytest.mark.claim(
+    "The EventBridge rules, the IAM policies, the hang alarms (`sagewarden-<prefix>-hang-*`) and the dashboard are scoped to it; no two deployments of a region may share one."
+)
 def test_dashboard_is_named_per_deployment_and_region(
     synth_full: SynthResult, synth_default: SynthResult
 ) -> None:
@@ -61,6 +65,9 @@ def test_dashboard_is_named_per_deployment_and_region(
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", full_name)
 
 
+@pytest.mark.claim(
+    "time to recovery, from an attempt's ending to its replacement training (median, p90, max)"
+)
 def test_dashboard_plain_metrics_exist_and_are_scoped_to_this_deployment(synth_any: SynthResult) -> None:
     _, body = _dashboard(synth_any)
     service = constants.powertools_service_name(_prefix(synth_any))
@@ -187,6 +194,10 @@ def test_dashboard_cost_estimate_uses_the_gauges_and_drops_heartbeats_without_a_
     )
 
 
+@pytest.mark.claim("A dashboard costs $3 per month beyond the account's three free ones.")
+@pytest.mark.claim(
+    "$0.30 per custom metric-month, $0.10 per standard alarm metric-month, and $0.50/GB of log ingestion for EMF"
+)
 def test_dashboard_cost_price_is_the_readmes(synth_default: SynthResult) -> None:
     """README: "A dashboard costs $3 per month beyond the account's three free ones." The
     dashboard states the same price in its own text widget (infra/constants.py, dated)."""

@@ -32,6 +32,16 @@ def test_deploy_options_synthesize_clean_under_cdk_nag_and_cfn_lint(synth_option
     assert matches == [], "\n".join(str(m) for m in matches)
 
 
+@pytest.mark.claim(
+    "`-c apiGatewayAccountRole=true` lets the stack create a role for API Gateway (with AWS's `AmazonAPIGatewayPushToCloudWatchLogs` policy) and set it"
+)
+@pytest.mark.claim(
+    "It replaces any role already set, and both the role and the setting **stay after `make destroy`**"
+)
+@pytest.mark.claim("a stack that sets it does not undo it on delete")
+@pytest.mark.claim(
+    "The region has no API Gateway logging role. Redeploy with `CONTEXT='-c apiGatewayAccountRole=true'` (an account-wide setting, kept after destroy) or `CONTEXT='-c apiLogging=false'`."
+)
 def test_deploy_options_account_role_is_set_only_when_opted_in_and_outlives_the_stack(
     synth_opt_in: SynthResult,
 ) -> None:
@@ -47,6 +57,10 @@ def test_deploy_options_account_role_is_set_only_when_opted_in_and_outlives_the_
     assert "AccessLogSetting" in stage["Properties"]
 
 
+@pytest.mark.claim("`-c apiLogging=false` deploys without API Gateway access and execution logs")
+@pytest.mark.claim(
+    "The API function still logs every request it serves; requests that IAM rejects are then not logged."
+)
 def test_deploy_options_api_logging_off_drops_access_and_execution_logs(
     synth_no_api_logs: SynthResult,
 ) -> None:
@@ -64,6 +78,9 @@ def _kms_statements(synth: SynthResult) -> list[dict[str, Any]]:
     return [s for s in synth.all_statements() if "kms:Decrypt" in as_list(s["Action"])]
 
 
+@pytest.mark.claim(
+    "The functions get `kms:Decrypt` on exactly those keys, only through S3 (`kms:ViaService`)"
+)
 def test_deploy_options_checkpoint_kms_keys_grant_decrypt_through_s3_to_the_control_functions(
     synth_opt_in: SynthResult,
 ) -> None:
@@ -84,6 +101,9 @@ def test_deploy_options_checkpoint_kms_keys_grant_decrypt_through_s3_to_the_cont
     assert statement not in synth_opt_in.statements_of_role(synth_opt_in.role_of(heartbeat))
 
 
+@pytest.mark.claim(
+    "The functions get `kms:Decrypt` on exactly those keys, only through S3 (`kms:ViaService`)"
+)
 def test_deploy_options_no_checkpoint_key_no_decrypt_grant(
     synth_full: SynthResult, synth_default: SynthResult
 ) -> None:

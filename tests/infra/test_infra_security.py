@@ -37,6 +37,7 @@ def _key_id(synth: SynthResult) -> str:
     return next(iter(keys_))
 
 
+@pytest.mark.claim("Every log group of the stack is encrypted with the stack's KMS key")
 def test_every_log_group_of_the_stack_is_encrypted_with_the_stack_key(synth_each: SynthResult) -> None:
     key_id = _key_id(synth_each)
     groups = synth_each.resources("AWS::Logs::LogGroup")
@@ -45,6 +46,7 @@ def test_every_log_group_of_the_stack_is_encrypted_with_the_stack_key(synth_each
         assert group["Properties"].get("KmsKeyId") == {"Fn::GetAtt": [key_id, "Arn"]}, name
 
 
+@pytest.mark.claim("Every log group of the stack is encrypted with the stack's KMS key")
 def test_the_key_lets_cloudwatch_logs_use_it_for_this_accounts_log_groups_only(
     synth_default: SynthResult,
 ) -> None:
@@ -61,6 +63,9 @@ def test_the_key_lets_cloudwatch_logs_use_it_for_this_accounts_log_groups_only(
     assert ":logs:" in condition and "AWS::AccountId" in condition and "log-group:*" in condition
 
 
+@pytest.mark.claim(
+    "a customer-managed KMS key (same region) for the state table, which stores every run's request; the functions may use it only through DynamoDB. Default: DynamoDB's AWS-managed key."
+)
 def test_the_table_uses_the_aws_managed_key_unless_a_customer_key_is_given(
     synth_default: SynthResult, synth_opt_in: SynthResult
 ) -> None:
@@ -90,6 +95,7 @@ def test_the_table_uses_the_aws_managed_key_unless_a_customer_key_is_given(
         assert "dynamodb." in json.dumps(grants[0]["Condition"]["StringEquals"]["kms:ViaService"])
 
 
+@pytest.mark.claim("IAM roles whose sessions may cancel and resume any run (everyone else: only their own")
 def test_admins_reach_the_api_function_alone(synth_default: SynthResult, synth_opt_in: SynthResult) -> None:
     for synth, expected in ((synth_default, []), (synth_opt_in, [ADMIN_ROLE])):
         for handler in HANDLERS:
@@ -100,6 +106,9 @@ def test_admins_reach_the_api_function_alone(synth_default: SynthResult, synth_o
                 assert keys.ENV_ADMIN_ROLE_ARNS not in env, handler
 
 
+@pytest.mark.claim(
+    "reserve concurrency for each function: 10 API, 5 job-state, 5 alarm-state, 2 sweep, 10 heartbeat, 1 alarm-shape check (33 in all)"
+)
 def test_reserved_concurrency_is_opt_in_and_sized_per_function(
     synth_default: SynthResult, synth_opt_in: SynthResult
 ) -> None:
@@ -117,6 +126,7 @@ def test_reserved_concurrency_is_opt_in_and_sized_per_function(
     assert sum(limits.values()) == 33  # README: the account needs at least 133 concurrent executions
 
 
+@pytest.mark.claim("IAM roles whose sessions may cancel and resume any run (everyone else: only their own")
 @pytest.mark.parametrize(
     ("context", "field"),
     [
@@ -137,6 +147,7 @@ def test_bad_security_context_fails_the_synth_naming_the_key(context: dict[str, 
         SupervisorConfig.from_mapping(context)
 
 
+@pytest.mark.claim("IAM roles whose sessions may cancel and resume any run (everyone else: only their own")
 def test_security_context_parses_from_the_command_line_forms() -> None:
     config = SupervisorConfig.from_mapping(
         {"adminRoleArns": f"{ADMIN_ROLE}, arn:aws:iam::123456789012:role/Other", "tableKmsKeyArn": TABLE_KEY}
@@ -170,6 +181,7 @@ def test_make_lint_runs_checkov_on_a_fresh_synth_with_the_checked_in_config() ->
     assert re.search(r"^checkov==\d", (REPO_ROOT / "requirements-checkov.lock").read_text(), re.M)
 
 
+@pytest.mark.claim("it fails on any finding that `.checkov.yaml` does not accept with a one-line reason")
 def test_every_accepted_checkov_finding_has_a_one_line_reason_and_the_fixed_ones_are_not_skipped() -> None:
     skips = _checkov_skips()
     assert skips, ".checkov.yaml skips nothing?"
@@ -225,6 +237,9 @@ def test_read_scope_reaches_the_api_function_alone(
                 assert keys.ENV_READ_SCOPE not in env, function_id
 
 
+@pytest.mark.claim(
+    "the sweep's role alone (the only function that decides retention) also gets `s3:PutObject`"
+)
 def test_checkpoint_retention_writes_are_opt_in_and_the_sweeps_alone(
     synth_default: SynthResult, synth_opt_in: SynthResult
 ) -> None:

@@ -108,6 +108,13 @@ def test_two_deployments_have_their_own_stack_names_and_say_their_prefix(
     assert b.raw["Outputs"][constants.OUTPUT_JOB_PREFIX]["Value"] == "tb"
 
 
+@pytest.mark.claim(
+    "The EventBridge rules, the IAM policies, the hang alarms (`sagewarden-<prefix>-hang-*`) and the dashboard are scoped to it; no two deployments of a region may share one."
+)
+@pytest.mark.claim("a test synthesizes two stacks and checks that neither matches the other's jobs or alarms")
+@pytest.mark.claim(
+    "so two deployments in one account, whose prefixes differ (the preflight sees to it), never touch each other's alarms"
+)
 def test_two_deployments_route_only_their_own_job_and_alarm_events(
     pair: tuple[SynthResult, SynthResult],
 ) -> None:
@@ -119,6 +126,10 @@ def test_two_deployments_route_only_their_own_job_and_alarm_events(
         assert _alarm(own_prefix).startswith(alarm_rule) and not _alarm(other_prefix).startswith(alarm_rule)
 
 
+@pytest.mark.claim(
+    "The EventBridge rules, the IAM policies, the hang alarms (`sagewarden-<prefix>-hang-*`) and the dashboard are scoped to it; no two deployments of a region may share one."
+)
+@pytest.mark.claim("a test synthesizes two stacks and checks that neither matches the other's jobs or alarms")
 def test_two_deployments_iam_scopes_never_cover_the_others_jobs_or_alarms(
     pair: tuple[SynthResult, SynthResult],
 ) -> None:

@@ -74,6 +74,13 @@ def test_event_rules_route_to_the_right_functions(synth_full: SynthResult) -> No
         assert [t["Arn"] for t in targets] == [{"Fn::GetAtt": [function_id, "Arn"]}]
 
 
+@pytest.mark.claim("every minute ─────────────────────────────▶ EventBridge schedule")
+@pytest.mark.claim(
+    "Its cost is up to one minute of latency on a wake-up, which is small next to the 6–8 minute instance start."
+)
+@pytest.mark.claim(
+    "This mechanism covers timers, lost events and lost actions, needs no extra IAM role or per-run schedule to clean up, and is idempotent."
+)
 def test_event_rules_sweep_runs_every_minute(synth_any: SynthResult) -> None:
     sweep_id, _ = synth_any.function_by_handler(keys.HANDLER_SWEEP)
     schedules = [
@@ -87,6 +94,9 @@ def test_event_rules_sweep_runs_every_minute(synth_any: SynthResult) -> None:
     assert schedules[0]["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweep_id, "Arn"]}
 
 
+@pytest.mark.claim(
+    "Failed event deliveries retry 8 times over up to 6 h and then go to an SQS DLQ, which has an alarm."
+)
 def test_event_rules_every_target_has_retry_policy_and_dead_letter_queue(synth_any: SynthResult) -> None:
     queue_id, _ = synth_any.one("AWS::SQS::Queue")
     targets = [
@@ -100,6 +110,12 @@ def test_event_rules_every_target_has_retry_policy_and_dead_letter_queue(synth_a
         assert 60 <= target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 6 * 3600
 
 
+@pytest.mark.claim(
+    "Failed event deliveries retry 8 times over up to 6 h and then go to an SQS DLQ, which has an alarm."
+)
+@pytest.mark.claim(
+    "Events that failed 8 deliveries. The sweep reconciles every live attempt about every 10 minutes anyway"
+)
 def test_event_rules_state_change_targets_retry_for_hours(synth_any: SynthResult) -> None:
     for source in ("aws.sagemaker", "aws.cloudwatch"):
         (target,) = _rule_with_source(synth_any, source)["Properties"]["Targets"]
@@ -125,6 +141,9 @@ def test_dead_letter_queue_is_encrypted_ssl_only_and_keeps_fourteen_days(synth_a
     assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
 
 
+@pytest.mark.claim(
+    "Failed event deliveries retry 8 times over up to 6 h and then go to an SQS DLQ, which has an alarm."
+)
 def test_dead_letter_alarm_notifies_the_alert_topic(synth_any: SynthResult) -> None:
     queue_id, _ = synth_any.one("AWS::SQS::Queue")
     topic_id, _ = synth_any.one("AWS::SNS::Topic")
@@ -164,6 +183,7 @@ def test_async_failures_of_event_driven_functions_go_to_the_dead_letter_queue(sy
 # --- API -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("Every route uses AWS_IAM auth")
 def test_api_every_method_uses_iam_authorization(synth_any: SynthResult) -> None:
     methods = synth_any.resources("AWS::ApiGateway::Method").values()
 
@@ -173,6 +193,7 @@ def test_api_every_method_uses_iam_authorization(synth_any: SynthResult) -> None
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
 
 
+@pytest.mark.claim("Every route uses AWS_IAM auth")
 def test_api_exposes_exactly_the_six_routes(synth_any: SynthResult) -> None:
     assert synth_any.routes() == set(ROUTES)
     assert set(ROUTES) == {
@@ -214,6 +235,7 @@ def test_api_stage_logs_traces_and_throttles(synth_any: SynthResult) -> None:
     assert settings["ThrottlingBurstLimit"] == constants.API_THROTTLE_BURST_LIMIT
 
 
+@pytest.mark.claim("sagewarden therefore **does not touch it by default**")
 def test_api_is_regional_and_leaves_the_account_setting_alone_by_default(synth_any: SynthResult) -> None:
     _, api = synth_any.one("AWS::ApiGateway::RestApi")
 
@@ -231,6 +253,9 @@ def _statements_with_action(synth: SynthResult, action: str) -> list[dict[str, A
     return [s for s in synth.all_statements() if action in as_list(s["Action"])]
 
 
+@pytest.mark.claim(
+    "SageMaker execution roles runs may use. The only roles `iam:PassRole` is granted on. **Empty means every run is rejected.** JSON list or comma-separated."
+)
 def test_passrole_names_exactly_the_allowed_roles_for_sagemaker(synth_full: SynthResult) -> None:
     statements = _statements_with_action(synth_full, "iam:PassRole")
 
@@ -242,6 +267,9 @@ def test_passrole_names_exactly_the_allowed_roles_for_sagemaker(synth_full: Synt
     assert "*" not in json.dumps(statement["Resource"])
 
 
+@pytest.mark.claim(
+    "SageMaker execution roles runs may use. The only roles `iam:PassRole` is granted on. **Empty means every run is rejected.** JSON list or comma-separated."
+)
 def test_passrole_is_granted_on_nothing_when_no_role_is_allowed(synth_default: SynthResult) -> None:
     assert _statements_with_action(synth_default, "iam:PassRole") == []
     for statement in synth_default.all_statements():
@@ -312,6 +340,7 @@ def test_heartbeat_function_gets_only_logs_tracing_and_its_failure_queue(synth_a
     assert "logs:PutLogEvents" in actions
 
 
+@pytest.mark.claim("The heartbeat function is not X-Ray traced")
 def test_heartbeat_function_is_not_traced(synth_any: SynthResult) -> None:
     # It runs for every training job of the region and calls no AWS API: X-Ray's sampled traces
     # would cost more than its invocations (scripts/heartbeat_cost.py) and show nothing.
@@ -338,6 +367,9 @@ def test_functions_write_only_to_their_own_log_group(synth_any: SynthResult) -> 
         assert "ManagedPolicyArns" not in role["Properties"]
 
 
+@pytest.mark.claim(
+    "When set, a run whose `CheckpointConfig.S3Uri` is in another bucket is refused at submit (400)"
+)
 def test_checkpoint_reads_are_scoped_to_configured_buckets(synth_full: SynthResult) -> None:
     (bucket,) = FULL_CONTEXT["checkpointBuckets"]
     list_statements = _statements_with_action(synth_full, "s3:ListBucket")
@@ -364,6 +396,9 @@ def test_checkpoint_reads_cover_all_buckets_when_none_configured(synth_default: 
         )
 
 
+@pytest.mark.claim(
+    "so two deployments in one account, whose prefixes differ (the preflight sees to it), never touch each other's alarms"
+)
 def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthResult) -> None:
     # Two grants: the supervisor's on its hang alarms, and the deploy-time alarm-shape check's on
     # its throwaway alarms only (a narrower prefix; its own role; test_infra_alarm_shape_check.py).
@@ -386,6 +421,9 @@ def test_alarm_management_is_scoped_to_the_hang_alarm_prefix(synth_any: SynthRes
     assert metric_read["Action"] == "cloudwatch:GetMetricData"  # the only action granted on "*"
 
 
+@pytest.mark.claim(
+    "`DescribeAlarms` with `AlarmNamePrefix` is authorized against `alarm:*`, not against the alarm-name prefix"
+)
 def test_alarm_listing_is_granted_on_all_alarms_of_the_account_and_region(synth_any: SynthResult) -> None:
     # DescribeAlarms(AlarmNamePrefix=...) is authorised against alarm:*; a prefix grant is denied.
     (statement,) = _statements_with_action(synth_any, "cloudwatch:DescribeAlarms")
@@ -436,6 +474,7 @@ def test_only_unscopable_actions_are_granted_on_star(synth_any: SynthResult) -> 
 # --- State table ---------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("`make destroy` keeps the state table (runs and audit trail)")
 def test_state_table_is_on_demand_with_pitr_sse_and_retained(synth_any: SynthResult) -> None:
     _, table = synth_any.one("AWS::DynamoDB::Table")
     props = table["Properties"]
@@ -452,6 +491,7 @@ def test_state_table_is_on_demand_with_pitr_sse_and_retained(synth_any: SynthRes
     assert table["UpdateReplacePolicy"] == "Retain"
 
 
+@pytest.mark.claim("Every non-terminal run carries `due_at`, kept in a sparse GSI sharded 4 ways.")
 def test_state_table_has_the_three_shared_indexes(synth_any: SynthResult) -> None:
     _, table = synth_any.one("AWS::DynamoDB::Table")
     props = table["Properties"]
@@ -481,6 +521,7 @@ def test_state_table_has_the_three_shared_indexes(synth_any: SynthResult) -> Non
 # --- Alerts --------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("SNS topic (KMS-encrypted, SSL-only).")
 def test_alert_topic_uses_rotating_kms_key_and_enforces_ssl(synth_any: SynthResult) -> None:
     topic_id, topic = synth_any.one("AWS::SNS::Topic")
     key_id, key = synth_any.one("AWS::KMS::Key")
@@ -523,6 +564,9 @@ def test_alert_email_subscription_exists_only_when_configured(
 # --- Functions -----------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "Each command first checks its prerequisites, Python 3.11+ (3.12 in Lambda) and Node.js 18+ for CDK synthesis, and says in one line what to install if one is missing"
+)
 def test_functions_run_python312_with_the_powertools_layer_and_tracing(synth_any: SynthResult) -> None:
     parameters = synth_any.raw["Parameters"]
     layer_parameters = {
@@ -576,6 +620,9 @@ def test_functions_get_the_shared_environment(synth_full: SynthResult) -> None:
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
 
 
+@pytest.mark.claim(
+    "The API function still logs every request it serves; requests that IAM rejects are then not logged."
+)
 def test_functions_have_their_own_log_group_with_retention(synth_any: SynthResult) -> None:
     log_groups = synth_any.resources("AWS::Logs::LogGroup")
     for handler in ALL_HANDLERS:
@@ -585,6 +632,7 @@ def test_functions_have_their_own_log_group_with_retention(synth_any: SynthResul
         assert log_group["Properties"]["RetentionInDays"] == 90
 
 
+@pytest.mark.claim("No Docker.")
 def test_functions_code_asset_excludes_bytecode(synth_default: SynthResult) -> None:
     _, function = synth_default.function_by_handler(keys.HANDLER_API)
     asset_hash = function["Properties"]["Code"]["S3Key"].removesuffix(".zip")
@@ -598,6 +646,16 @@ def test_functions_code_asset_excludes_bytecode(synth_default: SynthResult) -> N
 # --- Hang signals --------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "subscribe the heartbeat function to `/aws/sagemaker/TrainingJobs`. Set `false` if the group's two subscription-filter slots are taken; the sweep then checks log silence itself."
+)
+@pytest.mark.claim(
+    "Each deployment's heartbeat takes one of the two subscription-filter slots of `/aws/sagemaker/TrainingJobs`; a third one needs `-c logSubscription=false`"
+)
+@pytest.mark.claim("In that mode no heartbeat metric exists, so no attempt gets a log-silence alarm")
+@pytest.mark.claim(
+    "If that is too much, deploy with `CONTEXT='-c logSubscription=false'` (the sweep then checks log silence itself)"
+)
 def test_heartbeat_subscription_exists_only_when_enabled(
     synth_full: SynthResult, synth_default: SynthResult
 ) -> None:
@@ -615,6 +673,7 @@ def test_heartbeat_subscription_exists_only_when_enabled(
     assert subscription["Properties"]["DestinationArn"] == {"Fn::GetAtt": [heartbeat_id, "Arn"]}
 
 
+@pytest.mark.claim("a custom resource creates it if missing and never deletes it")
 def test_heartbeat_subscription_waits_for_log_group_and_invoke_permission(synth_default: SynthResult) -> None:
     _, subscription = synth_default.one("AWS::Logs::SubscriptionFilter")
     custom = {
@@ -642,6 +701,7 @@ def test_heartbeat_subscription_waits_for_log_group_and_invoke_permission(synth_
     assert "Delete" not in custom_resource["Properties"]  # never deletes the shared group
 
 
+@pytest.mark.claim("a custom resource creates it if missing and never deletes it")
 def test_training_log_group_is_never_owned_by_the_stack(synth_any: SynthResult) -> None:
     for log_group in synth_any.resources("AWS::Logs::LogGroup").values():
         assert log_group["Properties"].get("LogGroupName") != keys.TRAINING_LOG_GROUP
@@ -695,6 +755,7 @@ def test_health_alarms_watch_this_deployments_counters_and_notify(synth_any: Syn
         assert len(props["AlarmActions"]) == 1  # the alert topic
 
 
+@pytest.mark.claim("The heartbeat function is not X-Ray traced")
 def test_tracing_true_traces_the_api_stage_and_every_function_but_the_heartbeat(
     synth_opt_in: SynthResult,
 ) -> None:

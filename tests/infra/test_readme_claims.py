@@ -1,80 +1,36 @@
-"""docs/claims.md lists every claim README makes and what proves it. This keeps the list honest:
-each row's quote is really in README (or a docs/ page), under the heading the row names; every
-test it cites exists; every `make bench:` reference names a table BENCHMARKS.md has; no row twice.
+"""docs/claims.md lists the numbers, limits, defaults and guarantees README and its docs/ pages
+promise, and what proves each; it is generated (tests/claims.py, `make claims`) from docs/claims.toml
+and the tests' `@pytest.mark.claim` markers. This keeps it honest: the page is what would be
+generated, every claim has a proof, every marker names a listed claim, each quote is in README or a
+docs/ page under its heading, every `make bench:` reference names a BENCHMARKS.md table.
 Static: nothing cited is run here."""
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import cache
 
-import pytest
-
 from infra import REPO_ROOT
+from tests.claims import (
+    PAGE,
+    Claim,
+    Marker,
+    expected_page,
+    flat,
+    load_claims,
+    markers_in,
+    proofs_of,
+    render,
+    scan_markers,
+)
 from tests.doc_pages import pages
 
-CLAIMS = REPO_ROOT / "docs" / "claims.md"
-README = REPO_ROOT / "README.md"
 BENCHMARKS = REPO_ROOT / "BENCHMARKS.md"
-HEADER = ["claim", "section", "proved by"]
 README_BENCH_SECTION = "Benchmark results"
-NODE_ID = re.compile(r"^(tests/[\w/]+\.py)::(\w+(?:::\w+)?)(?:\[.*\])?$")
 
-
-@dataclass(frozen=True)
-class Row:
-    line: int
-    claim: str
-    section: str
-    proofs: tuple[str, ...]  # each `...` span of the "proved by" cell
-
-    def __str__(self) -> str:
-        return f"docs/claims.md:{self.line} (claim {self.claim[:70]!r})"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def cells(line: str) -> list[str]:
-    inner = line.strip()
-    inner = inner[1:] if inner.startswith("|") else inner
-    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
-
-
-def parse(text: str) -> tuple[list[Row], list[str]]:
-    """The rows of every table, and what is wrong with the page's shape."""
-    rows: list[Row] = []
-    problems: list[str] = []
-    lines = text.splitlines()
-    in_table = False
-    for number, line in enumerate(lines, start=1):
-        if not line.startswith("|"):
-            in_table = False
-            continue
-        parts = cells(line)
-        if not in_table:
-            in_table = True
-            if parts != HEADER:
-                problems.append(f"docs/claims.md:{number}: a table whose header is not {HEADER}: {parts}")
-            continue
-        if set(line.replace("|", "").strip()) <= set("-: "):
-            continue  # the header's separator row
-        if len(parts) != 3:
-            problems.append(
-                f"docs/claims.md:{number}: {len(parts)} cells, not 3 (escape a | in a quote as \\|)"
-            )
-            continue
-        claim, section, proved_by = parts
-        rows.append(Row(number, claim, section, tuple(re.findall(r"`([^`]+)`", proved_by))))
-    return rows, problems
-
-
-ROWS, SHAPE_PROBLEMS = parse(CLAIMS.read_text(encoding="utf-8"))
+CLAIMS = load_claims()
+MARKERS = scan_markers()
 
 
 def headings(text: str) -> dict[str, str]:
@@ -95,25 +51,8 @@ def headings(text: str) -> dict[str, str]:
 
 @cache
 def sources() -> dict[str, str]:
-    """README and every docs/ page but this list itself: where a quote may come from."""
+    """README and every docs/ page but the claims list itself: where a quote may come from."""
     return pages()
-
-
-@cache
-def defined_tests(path: str) -> frozenset[str]:
-    """`name` and `Class::name` of every test function a test file defines."""
-    tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            names.add(node.name)
-        elif isinstance(node, ast.ClassDef):
-            names.update(
-                f"{node.name}::{item.name}"
-                for item in node.body
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-            )
-    return frozenset(names)
 
 
 def table_captions(text: str) -> set[str]:
@@ -135,6 +74,7 @@ def bench_captions() -> frozenset[str]:
 
 
 def proof_problems(proof: str) -> list[str]:
+    """A proof claims.toml names itself: a benchmark table or a deploy."""
     if proof.startswith("make bench:"):
         caption = flat(proof.removeprefix("make bench:")).rstrip(":").strip()
         if caption not in bench_captions():
@@ -142,96 +82,112 @@ def proof_problems(proof: str) -> list[str]:
         return []
     if proof.startswith("deploy:"):
         return [] if proof.removeprefix("deploy:").strip() else [f"`{proof}`: say what the deploy shows"]
-    match = NODE_ID.match(proof)
-    if match is None:
-        return [
-            f"`{proof}`: not a test node id (tests/...py::test_name), `make bench: <caption>` "
-            "or `deploy: <what it shows>`"
-        ]
-    path, name = match.groups()
-    if not (REPO_ROOT / path).is_file():
-        return [f"`{proof}`: no file {path}"]
-    if name not in defined_tests(path):
-        return [f"`{proof}`: {path} defines no test {name}"]
-    return []
+    return [f"`{proof}`: not `make bench: <caption>` or `deploy: <what it shows>` (mark a test instead)"]
 
 
-def quote_problems(row: Row) -> list[str]:
-    quote = flat(row.claim)
+def quote_problems(claim: Claim) -> list[str]:
+    quote = flat(claim.quote)
     if not quote:
         return ["the claim is empty"]
-    pages = [name for name, text in sources().items() if quote in flat(text)]
-    if not pages:
-        return [f"the quote is in neither README.md nor a docs/ page: {row.claim!r}"]
-    for name in pages:
+    found = [name for name, text in sources().items() if quote in flat(text)]
+    if not found:
+        return [f"the quote is in neither README.md nor a docs/ page: {claim.quote!r}"]
+    for name in found:
         sections = headings(sources()[name])
-        if row.section in sections and quote in flat(sections[row.section]):
+        if claim.section in sections and quote in flat(sections[claim.section]):
             return []
-    return [f"the quote is in {', '.join(pages)} but not under a heading {row.section!r}"]
+    return [f"the quote is in {', '.join(found)} but not under a heading {claim.section!r}"]
 
 
-def row_problems(row: Row) -> list[str]:
-    problems = quote_problems(row)
-    if not row.proofs:
-        problems.append(
-            "nothing in `proved by` (cite tests, `make bench: ...` or `deploy: ...`, each in backticks)"
-        )
-    for proof in row.proofs:
+def claim_problems(claim: Claim, proofs: list[str]) -> list[str]:
+    problems = quote_problems(claim)
+    if not proofs:
+        problems.append('no proof: mark a test @pytest.mark.claim("<quote>") or add `proofs` in claims.toml')
+    for proof in claim.proofs:
         problems += proof_problems(proof)
-    return problems
+    return [f"claim {claim.quote[:70]!r} ({claim.section}): {p}" for p in problems]
 
 
-def test_the_claims_page_is_tables_of_claim_section_and_proof() -> None:
-    assert SHAPE_PROBLEMS == []
-    assert len(ROWS) >= 300, f"only {len(ROWS)} rows parsed from docs/claims.md"
+def unknown_markers(claims: list[Claim], markers: list[Marker]) -> list[str]:
+    listed = {flat(c.quote) for c in claims}
+    return [
+        f"{m.node_id} (line {m.line}): @pytest.mark.claim names no claim of docs/claims.toml: {m.quote[:70]!r}"
+        for m in markers
+        if flat(m.quote) not in listed
+    ]
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[f"line{r.line}" for r in ROWS])
-def test_every_claim_row_is_found_and_proven(row: Row) -> None:
-    problems = row_problems(row)
-    assert not problems, f"{row}:\n  " + "\n  ".join(problems)
+def test_the_claims_page_is_what_make_claims_generates() -> None:
+    assert PAGE.read_text(encoding="utf-8") == expected_page(), "docs/claims.md is stale: run make claims"
 
 
-def test_no_claim_row_is_listed_twice() -> None:
-    seen = Counter(flat(row.claim) for row in ROWS)
-    twice = [f"{row}: also on another row" for row in ROWS if seen[flat(row.claim)] > 1]
-    assert not twice, "\n".join(twice)
+def test_every_claim_is_quoted_under_its_heading_and_proven() -> None:
+    assert len(CLAIMS) >= 300, f"only {len(CLAIMS)} claims in docs/claims.toml"
+    proofs = proofs_of(CLAIMS, MARKERS)
+    problems = [p for c in CLAIMS for p in claim_problems(c, proofs[flat(c.quote)])]
+    assert not problems, "\n".join(problems)
 
 
-def test_the_sections_left_out_are_named_and_exist() -> None:
-    """The page's opening names (in bold) the README sections it leaves out for now: they exist and
-    no row is filed under them (drop the name from the opening when their rows are added)."""
-    page = CLAIMS.read_text(encoding="utf-8")
-    left_out = re.findall(r"\*\*([^*]+)\*\*", page.split("\n## ", 1)[0])
-    sections = {title for text in sources().values() for title in headings(text)}
-    assert all(name in sections for name in left_out), left_out
-    assert not [row for row in ROWS if row.section in left_out]
+def test_every_claim_marker_names_a_listed_claim() -> None:
+    assert MARKERS, "no @pytest.mark.claim found under tests/"
+    problems = unknown_markers(CLAIMS, MARKERS)
+    assert not problems, "\n".join(problems)
+
+
+def test_claim_markers_sit_on_tests() -> None:
+    """A marker on a helper would prove nothing: pytest only collects test_* functions."""
+    helpers = [m.node_id for m in MARKERS if not m.node_id.rsplit("::", 1)[1].startswith("test")]
+    assert not helpers, helpers
+
+
+def test_no_claim_is_listed_twice() -> None:
+    seen = Counter(flat(c.quote) for c in CLAIMS)
+    assert not [quote for quote, count in seen.items() if count > 1]
+
+
+def test_no_test_carries_the_same_claim_twice() -> None:
+    seen = Counter((m.node_id, flat(m.quote)) for m in MARKERS)
+    assert not [key for key, count in seen.items() if count > 1]
 
 
 # -- the checker's own behaviour: it must be able to fail -------------------------------------------
 
 
-def test_the_checker_reports_a_misquote_a_missing_test_and_an_unknown_bench_table() -> None:
-    page = "\n".join(
+def test_the_checker_reports_a_misquote_a_missing_proof_an_unknown_marker_and_bench_table() -> None:
+    claims = [
+        Claim("sagewarden", "never launches two jobs for one run"),
+        Claim("sagewarden", "a quote README never makes"),
+        Claim("Two commands", "Every decision goes into an audit trail", ("make bench: No such table",)),
+        Claim("sagewarden", "It waits | it escapes", ("deploy: a real account",)),
+    ]
+    source = "\n".join(
         [
-            "| claim | section | proved by |",
-            "|---|---|---|",
-            "| every minute ─────────────────────────────▶ EventBridge schedule | sagewarden | "
-            "`tests/infra/test_readme_claims.py::test_no_claim_row_is_listed_twice` |",
-            "| a quote README never makes | sagewarden | `tests/infra/test_readme_claims.py::test_missing` |",
-            "| Every decision goes into an audit trail | Two commands | `make bench: No such table` |",
-            "| It waits \\| it escapes | sagewarden | |",
+            "import pytest",
+            "class TestX:",
+            "    @pytest.mark.claim('never launches two jobs for one run')",
+            "    @pytest.mark.claim('a claim nobody listed')",
+            "    def test_a(self): ...",
+            "@pytest.mark.claim('It waits | it escapes')",
+            "def test_b(): ...",
         ]
     )
-    rows, shape = parse(page)
+    markers = markers_in("tests/test_x.py", source)
+    assert [m.node_id for m in markers] == ["tests/test_x.py::TestX::test_a"] * 2 + [
+        "tests/test_x.py::test_b"
+    ]
+    proofs = proofs_of(claims, markers)
 
-    assert shape == [] and [len(r.proofs) for r in rows] == [1, 1, 1, 0]
-    assert rows[3].claim == "It waits | it escapes"
-    assert row_problems(rows[0]) == []
-    first, second = row_problems(rows[1])
-    assert "neither README.md nor a docs/ page" in first and "defines no test test_missing" in second
-    wrong_section, bench = row_problems(rows[2])
+    assert claim_problems(claims[0], proofs[flat(claims[0].quote)]) == []
+    misquote, unproven = claim_problems(claims[1], proofs[flat(claims[1].quote)])
+    assert "neither README.md nor a docs/ page" in misquote and "no proof" in unproven
+    wrong_section, bench = claim_problems(claims[2], proofs[flat(claims[2].quote)])
     assert "not under a heading 'Two commands'" in wrong_section
     assert "no heading or table caption 'No such table'" in bench
-    assert any("nothing in `proved by`" in p for p in row_problems(rows[3]))
-    assert parse("| claim | proof |\n|---|---|\n| x | y |")[1]  # a table of another shape is reported
+    assert proofs[flat(claims[3].quote)] == ["tests/test_x.py::test_b", "deploy: a real account"]
+    assert unknown_markers(claims, markers) == [
+        "tests/test_x.py::TestX::test_a (line 4): @pytest.mark.claim names no claim of docs/claims.toml: "
+        "'a claim nobody listed'"
+    ]
+    page = render("# Title\n\nProse.\n", claims, markers)
+    assert "| It waits \\| it escapes | `tests/test_x.py::test_b`, `deploy: a real account` |" in page
+    assert page.startswith("# Title\n\nProse.\n\n## sagewarden\n") and "\n## Two commands\n" in page

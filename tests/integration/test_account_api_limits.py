@@ -44,6 +44,9 @@ def _jobs_of(acct: LocalAccount, run_id: str) -> list[Any]:
     return [j for j in acct.sagemaker.jobs() if j.run_id == run_id]
 
 
+@pytest.mark.claim(
+    "all under the faithful simulated account: metric datapoints 30 s to 3 min late, log lines 1 s to 3 min late, warm pools that keep their hosts, AWS's rates"
+)
 def test_a_launch_the_account_throttles_waits_and_then_launches(template):
     with LocalAccount(template, store="memory", api_rates={"sagemaker.CreateTrainingJob": 1 / 60}) as acct:
         first = _submit(acct, "first")

@@ -165,6 +165,9 @@ def _stamp(line: str, base: int) -> int:
     return base + 700_000 + host
 
 
+@pytest.mark.claim(
+    "the sweep works through due runs in round-robin shards under a time budget, and every AWS list call follows its token"
+)
 def test_streams_are_read_across_pages_and_grouped_per_host(logs):
     _job_of_hosts(logs, 120)  # DescribeLogStreams returns at most 50 per page
 
@@ -188,6 +191,12 @@ def test_hosts_are_read_in_numeric_order_until_the_budget_runs_out(logs):
     assert read == list(range(1, 11))  # algo-1..algo-10, not algo-1, algo-10, algo-100...
 
 
+@pytest.mark.claim(
+    "The hosts the GPU metrics single out (no metrics, or idle while others are not) are read first, then the rest in numeric order"
+)
+@pytest.mark.claim(
+    "The hosts the GPU metrics single out are read first, and the alert names the hosts not read; a whole-job hang (every host idle, no suspect) then reads about 150 of 250 hosts."
+)
 def test_suspect_hosts_are_read_first_so_a_budget_cut_never_loses_them(logs):
     """A 64-host job whose budget reads 10 hosts: the hosts the GPU metrics singled out (algo-57,
     algo-33) are among them, in the triage and in the tail, and the notice names the others."""
@@ -207,6 +216,10 @@ def test_suspect_hosts_are_read_first_so_a_budget_cut_never_loses_them(logs):
     assert any(line.startswith("[algo-57]") for line in tail)
 
 
+@pytest.mark.claim("the triage names the hosts it did not read")
+@pytest.mark.claim(
+    "The hosts the GPU metrics single out are read first, and the alert names the hosts not read; a whole-job hang (every host idle, no suspect) then reads about 150 of 250 hosts."
+)
 def test_tail_says_how_many_hosts_it_did_not_read(logs):
     _job_of_hosts(logs, 64)
     clock = FakeClock(tick=1.0)
@@ -311,6 +324,7 @@ def _job_with_remote_debugging(logs: Any, base: int) -> None:
     _write(logs, f"{JOB}/algo-1-1767607200/ssm", [(base + m * 60_000, SSM) for m in range(1, 11)])
 
 
+@pytest.mark.claim("Only a job's training streams (`<job>/algo-<n>-<epoch>`) count")
 def test_the_ssm_agents_stream_is_no_host_in_the_tail_or_the_triage(logs):
     """Item 13 of issue 32: remote debugging's `<job>/algo-<n>-<ts>/ssm` is not a host."""
     base = _base_ms()
@@ -327,6 +341,7 @@ def test_the_ssm_agents_stream_is_no_host_in_the_tail_or_the_triage(logs):
     assert reader.newest_event_ms(JOB) == base + 60_000
 
 
+@pytest.mark.claim("Only a job's training streams (`<job>/algo-<n>-<epoch>`) count")
 def test_the_ssm_agents_lines_are_not_activity_nor_an_end_to_silence(logs):
     base = _base_ms() // 60_000 * 60_000
     _job_with_remote_debugging(logs, base)
@@ -463,6 +478,9 @@ def _counting_reader(logs: Any) -> tuple[CloudWatchLogsReader, list[str], FakeCl
     return CloudWatchLogsReader(Counting(logs, clock), clock=clock), calls, clock
 
 
+@pytest.mark.claim(
+    "a 250-host job's hang triage reads each host's log tail once (250 GetLogEvents, ≈ 25 s at the documented 10 TPS), beyond its 15-second budget"
+)
 def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
     """On a hang the service reads the tail, then the triage: one GetLogEvents per host, not two."""
     base = _job_of_hosts(logs, 12, lines=3)
@@ -479,6 +497,9 @@ def test_a_hangs_triage_reuses_the_reads_of_its_tail(logs):
 # --- without a log subscription: activity and declared phases read from the logs (issue 16) ------
 
 
+@pytest.mark.claim(
+    "honouring declared phases (it looks for phase markers of the last two hours once a job is silent)"
+)
 def test_activity_counts_events_per_minute_and_declared_phase_minutes_like_the_heartbeat(logs):
     base = _base_ms() // 60_000 * 60_000
     _write(
@@ -506,6 +527,9 @@ def test_activity_counts_events_per_minute_and_declared_phase_minutes_like_the_h
     assert reader.declared_phase_until(JOB, base + 180_000) is None  # the marker is older
 
 
+@pytest.mark.claim(
+    "a read cut by its 10-second budget or 50 pages is unknown, and nothing is learned from it"
+)
 def test_activity_follows_every_page_and_an_unfinished_read_is_unknown(aws):
     client, stub = _stubbed(aws)
     params = {"logGroupName": GROUP, "logStreamNamePrefix": f"{JOB}/", "startTime": 0, "endTime": 600_000}
@@ -530,6 +554,9 @@ def test_activity_follows_every_page_and_an_unfinished_read_is_unknown(aws):
         CloudWatchLogsReader(SlowPages(), clock=clock).activity(JOB, 0, 600_000)
 
 
+@pytest.mark.claim(
+    "The hosts the GPU metrics single out are read first, and the alert names the hosts not read; a whole-job hang (every host idle, no suspect) then reads about 150 of 250 hosts."
+)
 def test_a_whole_job_hang_of_250_hosts_reads_about_150_in_the_triage_budget(logs):
     """README: a whole-job hang (every host idle, no suspect) of a 250-host job reads about 150
     of 250 hosts: GetLogEvents at the documented 10 TPS (0.1 s a call) in the triage's 15-second
@@ -585,6 +612,7 @@ def test_matching_lines_past_its_page_bound_is_unknown_not_fewer_lines(aws):
         CloudWatchLogsReader(client).matching_lines(JOB, 1000, '"Using network"')
 
 
+@pytest.mark.claim("the later ones the newest lines of their window, at most 4,000 a read")
 def test_matching_lines_keeps_the_first_or_the_newest_as_asked_within_its_cap(logs):
     base = _base_ms()
     for host in range(1, 33):  # 32 hosts x 10 lines: more than the default 200 first lines

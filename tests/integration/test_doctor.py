@@ -86,6 +86,9 @@ def only(findings: list[Finding]) -> Finding:
 # --- the whole run ----------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "It prints one line per check (`ok`, `warn`, `FAIL`) and exits 0 when nothing blocks the deploy, 1 when something does, and 2 on a bad option or context value"
+)
 def test_doctor_ready_account_passes_with_exit_0(ready: boto3.Session) -> None:
     out = io.StringIO()
 
@@ -101,6 +104,9 @@ def test_doctor_ready_account_passes_with_exit_0(ready: boto3.Session) -> None:
         assert any(line.split()[1:2] == [check.split()[0]] for line in text.splitlines()), check
 
 
+@pytest.mark.claim(
+    "It prints one line per check (`ok`, `warn`, `FAIL`) and exits 0 when nothing blocks the deploy, 1 when something does, and 2 on a bad option or context value"
+)
 def test_doctor_cdk_json_defaults_block_the_deploy_for_want_of_roles(ready: boto3.Session) -> None:
     out = io.StringIO()
 
@@ -112,6 +118,9 @@ def test_doctor_cdk_json_defaults_block_the_deploy_for_want_of_roles(ready: boto
     assert "every run would be rejected" in failures[0] and "ALLOWED_ROLE_ARNS=" in failures[0]
 
 
+@pytest.mark.claim(
+    "It prints one line per check (`ok`, `warn`, `FAIL`) and exits 0 when nothing blocks the deploy, 1 when something does, and 2 on a bad option or context value"
+)
 def test_doctor_invalid_context_is_a_usage_error(
     ready: boto3.Session, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -182,6 +191,12 @@ def test_doctor_without_credentials_says_to_configure_them_and_stops(aws: None, 
     assert lines[0].startswith(FAIL) and "aws configure" in lines[0] and "aws sso login" in lines[0]
 
 
+@pytest.mark.claim(
+    "`make bootstrap` first checks that your credentials and region resolve (the preflight's first check, `--credentials-only`)"
+)
+@pytest.mark.claim(
+    "`--credentials-only` runs only the first row (`make bootstrap` runs that, and `make bootstrap PREFLIGHT=0` skips it)"
+)
 def test_doctor_credentials_only_checks_nothing_but_credentials(ready: boto3.Session) -> None:
     out = io.StringIO()
 
@@ -194,6 +209,9 @@ def test_doctor_credentials_only_checks_nothing_but_credentials(ready: boto3.Ses
     assert summary == "preflight: ready to bootstrap (0 warnings)"
 
 
+@pytest.mark.claim(
+    'so a missing login is one line saying what to run rather than CDK\'s "Unable to resolve AWS account"'
+)
 def test_doctor_credentials_only_without_credentials_is_the_same_one_line(
     aws: None, no_aws_config: None
 ) -> None:
@@ -245,6 +263,7 @@ def test_doctor_expired_session_says_to_log_in_again(session: boto3.Session) -> 
 # --- bootstrap --------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("`/cdk-bootstrap/hnb659fds/version` (or the CDKToolkit stack) is missing or older than 6")
 def test_doctor_not_bootstrapped_says_make_bootstrap(session: boto3.Session) -> None:
     finding = only(preflight(session).check_bootstrap())
 
@@ -252,6 +271,7 @@ def test_doctor_not_bootstrapped_says_make_bootstrap(session: boto3.Session) -> 
     assert "not CDK-bootstrapped" in finding.message and "make bootstrap" in finding.message
 
 
+@pytest.mark.claim("`/cdk-bootstrap/hnb659fds/version` (or the CDKToolkit stack) is missing or older than 6")
 def test_doctor_old_bootstrap_version_says_make_bootstrap(session: boto3.Session) -> None:
     session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="5", Type="String")
 
@@ -260,6 +280,7 @@ def test_doctor_old_bootstrap_version_says_make_bootstrap(session: boto3.Session
     assert finding.level == FAIL and "version 5" in finding.message and "make bootstrap" in finding.message
 
 
+@pytest.mark.claim("`/cdk-bootstrap/hnb659fds/version` (or the CDKToolkit stack) is missing or older than 6")
 def test_doctor_custom_qualifier_is_read_from_context(ready: boto3.Session) -> None:
     ready.client("ssm").put_parameter(Name="/cdk-bootstrap/custom123/version", Value="27", Type="String")
     out = io.StringIO()
@@ -283,6 +304,7 @@ def _denied_ssm(session: boto3.Session) -> tuple[Any, Stubber]:
     return ssm, stubber
 
 
+@pytest.mark.claim("`/cdk-bootstrap/hnb659fds/version` (or the CDKToolkit stack) is missing or older than 6")
 def test_doctor_bootstrap_falls_back_to_the_cdktoolkit_stack(session: boto3.Session) -> None:
     template = {
         "Resources": {
@@ -314,6 +336,9 @@ def test_doctor_bootstrap_ssm_denied_and_no_stack_is_not_bootstrapped(session: b
 # --- execution roles --------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    'empty ("every run would be rejected"), a role missing, in another account, named with the wrong path, or not trusting `sagemaker.amazonaws.com`'
+)
 def test_doctor_no_allowed_roles_means_every_run_rejected(ready: boto3.Session) -> None:
     finding = only(preflight(ready, {}).check_roles())
 
@@ -322,6 +347,9 @@ def test_doctor_no_allowed_roles_means_every_run_rejected(ready: boto3.Session) 
     assert f"ALLOWED_ROLE_ARNS='[\"arn:aws:iam::{ACCOUNT}:role/" in finding.message
 
 
+@pytest.mark.claim(
+    'empty ("every run would be rejected"), a role missing, in another account, named with the wrong path, or not trusting `sagemaker.amazonaws.com`'
+)
 def test_doctor_missing_role(ready: boto3.Session) -> None:
     missing = f"arn:aws:iam::{ACCOUNT}:role/Nope"
 
@@ -330,6 +358,9 @@ def test_doctor_missing_role(ready: boto3.Session) -> None:
     assert finding.level == FAIL and f"{missing} does not exist" in finding.message
 
 
+@pytest.mark.claim(
+    'empty ("every run would be rejected"), a role missing, in another account, named with the wrong path, or not trusting `sagemaker.amazonaws.com`'
+)
 def test_doctor_role_that_does_not_trust_sagemaker(ready: boto3.Session) -> None:
     ready.client("iam").create_role(RoleName="LambdaOnly", AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))
     arn = f"arn:aws:iam::{ACCOUNT}:role/LambdaOnly"
@@ -342,6 +373,9 @@ def test_doctor_role_that_does_not_trust_sagemaker(ready: boto3.Session) -> None
     )
 
 
+@pytest.mark.claim(
+    'empty ("every run would be rejected"), a role missing, in another account, named with the wrong path, or not trusting `sagemaker.amazonaws.com`'
+)
 def test_doctor_role_of_another_account(ready: boto3.Session) -> None:
     other = "arn:aws:iam::210987654321:role/SageMakerTrainingRole"
 
@@ -350,6 +384,9 @@ def test_doctor_role_of_another_account(ready: boto3.Session) -> None:
     assert finding.level == FAIL and "account 210987654321" in finding.message
 
 
+@pytest.mark.claim(
+    'empty ("every run would be rejected"), a role missing, in another account, named with the wrong path, or not trusting `sagemaker.amazonaws.com`'
+)
 def test_doctor_role_with_another_path_must_be_named_exactly(ready: boto3.Session) -> None:
     ready.client("iam").create_role(
         RoleName="PathRole", Path="/ml/", AssumeRolePolicyDocument=json.dumps(SAGEMAKER_TRUST)
@@ -408,6 +445,13 @@ def test_doctor_trust_policy_reading(document: Any, trusted: bool) -> None:
 # --- API Gateway account setting --------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "the region has no API Gateway CloudWatch Logs role and the deployment neither sets one nor turns API logging off"
+)
+@pytest.mark.claim("Without one of these in a region that has no role, CloudFormation fails on the API stage")
+@pytest.mark.claim(
+    "The region has no API Gateway logging role. Redeploy with `CONTEXT='-c apiGatewayAccountRole=true'` (an account-wide setting, kept after destroy) or `CONTEXT='-c apiLogging=false'`."
+)
 def test_doctor_region_without_api_gateway_logs_role_offers_both_ways_out(session: boto3.Session) -> None:
     finding = only(preflight(session).check_api_logging())
 
@@ -415,6 +459,9 @@ def test_doctor_region_without_api_gateway_logs_role_offers_both_ways_out(sessio
     assert "-c apiGatewayAccountRole=true" in finding.message and "-c apiLogging=false" in finding.message
 
 
+@pytest.mark.claim(
+    "the region has no API Gateway CloudWatch Logs role and the deployment neither sets one nor turns API logging off"
+)
 def test_doctor_api_logging_off_or_account_role_opted_in_needs_no_existing_role(
     session: boto3.Session,
 ) -> None:
@@ -425,12 +472,18 @@ def test_doctor_api_logging_off_or_account_role_opted_in_needs_no_existing_role(
     assert "stays after" in opted_in.message
 
 
+@pytest.mark.claim(
+    "It replaces any role already set, and both the role and the setting **stay after `make destroy`**"
+)
 def test_doctor_opting_in_over_an_existing_account_role_warns(ready: boto3.Session) -> None:
     finding = only(preflight(ready, {**GOOD_CONTEXT, "apiGatewayAccountRole": "true"}).check_api_logging())
 
     assert finding.level == WARN and "replaces" in finding.message and "ApiGatewayLogs" in finding.message
 
 
+@pytest.mark.claim(
+    "If the region already has the role (any API with logging in the account set it), nothing to do; the preflight says which role is used."
+)
 def test_doctor_existing_account_role_is_used(ready: boto3.Session) -> None:
     finding = only(preflight(ready).check_api_logging())
 
@@ -477,6 +530,12 @@ def test_doctor_log_group_absent_is_fine(session: boto3.Session) -> None:
     assert finding.level == OK and "does not exist yet" in finding.message
 
 
+@pytest.mark.claim(
+    "Each deployment's heartbeat takes one of the two subscription-filter slots of `/aws/sagemaker/TrainingJobs`; a third one needs `-c logSubscription=false`"
+)
+@pytest.mark.claim(
+    "Both slots were taken after the preflight ran. Delete the failed stack (ROLLBACK_COMPLETE, `make destroy`) and redeploy with `CONTEXT='-c logSubscription=false'`."
+)
 def test_doctor_both_subscription_slots_taken_suggests_log_subscription_false(session: boto3.Session) -> None:
     _subscribe(session, "team-datadog", "team-splunk")
 
@@ -566,6 +625,7 @@ def test_doctor_sse_kms_bucket_with_its_key_granted(session: boto3.Session) -> N
     assert finding.level == OK and "kms:Decrypt granted" in finding.message
 
 
+@pytest.mark.claim("SSE-S3 and the AWS managed key `aws/s3` need nothing")
 def test_doctor_sse_kms_with_the_aws_managed_key_needs_nothing(session: boto3.Session) -> None:
     _kms_bucket(session, "alias/aws/s3")
 
@@ -601,6 +661,7 @@ def test_doctor_bucket_of_another_account_prints_the_bucket_policy_to_grant(sess
     }
 
 
+@pytest.mark.claim("A check your identity may not make (access denied) is a warning.")
 def test_doctor_unreadable_bucket_warns_with_the_policy(session: boto3.Session) -> None:
     s3, stubber = _stubbed_s3(session, "403", "403")
 
@@ -637,6 +698,9 @@ FALLBACKS = {
 }
 
 
+@pytest.mark.claim(
+    "never: a training-job quota of 0 for an instance type in `policyDefaults.instance_fallbacks` (or `--instance-type`), or a warm-pool quota of 0 when `keep_alive_seconds` is set"
+)
 def test_doctor_quotas_warn_on_zero_and_prefer_applied_values(session: boto3.Session) -> None:
     client, stubber = _quotas(
         session,
@@ -685,6 +749,9 @@ def test_doctor_quotas_with_spot_check_the_spot_training_quotas(session: boto3.S
     assert "'ml.p4d.24xlarge for spot training job usage' is 0" in findings[0].message
 
 
+@pytest.mark.claim(
+    "never: a training-job quota of 0 for an instance type in `policyDefaults.instance_fallbacks` (or `--instance-type`), or a warm-pool quota of 0 when `keep_alive_seconds` is set"
+)
 def test_doctor_quotas_check_warm_pools_when_keep_alive_is_set(session: boto3.Session) -> None:
     context = {
         **GOOD_CONTEXT,
@@ -699,6 +766,9 @@ def test_doctor_quotas_check_warm_pools_when_keep_alive_is_set(session: boto3.Se
     assert "ml.p4d.24xlarge for training warm pool usage" in findings[1].message
 
 
+@pytest.mark.claim(
+    "never: a training-job quota of 0 for an instance type in `policyDefaults.instance_fallbacks` (or `--instance-type`), or a warm-pool quota of 0 when `keep_alive_seconds` is set"
+)
 def test_doctor_quotas_are_warnings_only(ready: boto3.Session) -> None:
     client, stubber = _quotas(ready, defaults={"ml.p4d.24xlarge for training job usage": 0}, applied={})
     out = io.StringIO()
@@ -719,6 +789,7 @@ def test_doctor_quotas_are_warnings_only(ready: boto3.Session) -> None:
     assert any(line.startswith(WARN) and "is 0" in line for line in out.getvalue().splitlines())
 
 
+@pytest.mark.claim("A check your identity may not make (access denied) is a warning.")
 def test_doctor_quotas_denied_is_a_warning(session: boto3.Session) -> None:
     client = session.client("service-quotas", region_name=REGION)
     stubber = Stubber(client)

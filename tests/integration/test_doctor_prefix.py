@@ -65,6 +65,18 @@ def failures(findings: list[Finding]) -> list[str]:
     return [f.message for f in findings if f.level == FAIL]
 
 
+@pytest.mark.claim(
+    "another stack of the region already uses `jobPrefix` (its `JobPrefix` output, or for a stack deployed before that output, its template)"
+)
+@pytest.mark.claim(
+    "The EventBridge rules, the IAM policies, the hang alarms (`sagewarden-<prefix>-hang-*`) and the dashboard are scoped to it; no two deployments of a region may share one."
+)
+@pytest.mark.claim(
+    "so the preflight refuses a prefix another stack uses, a stack name that is not a sagewarden stack, and a new prefix for a deployed stack; re-deploying the same stack passes"
+)
+@pytest.mark.claim(
+    "so two deployments in one account, whose prefixes differ (the preflight sees to it), never touch each other's alarms"
+)
 def test_prefix_of_another_stack_is_refused_with_a_free_one_suggested(session: boto3.Session) -> None:
     deploy(session, constants.STACK_ID, "sw")
 
@@ -74,6 +86,9 @@ def test_prefix_of_another_stack_is_refused_with_a_free_one_suggested(session: b
     assert "delete each other's hang alarms" in problem and "JOB_PREFIX=sw2" in problem
 
 
+@pytest.mark.claim(
+    "so the preflight refuses a prefix another stack uses, a stack name that is not a sagewarden stack, and a new prefix for a deployed stack; re-deploying the same stack passes"
+)
 def test_redeploying_the_same_stack_with_its_prefix_passes(session: boto3.Session) -> None:
     deploy(session, constants.STACK_ID, "sw")
     hang_alarm(session, "sw")  # its own alarms: no warning
@@ -95,6 +110,12 @@ def test_a_second_deployment_with_its_own_stack_and_prefix_passes(session: boto3
     assert findings[0].message.endswith(f"other deployments: {constants.STACK_ID} (sw)")
 
 
+@pytest.mark.claim(
+    "the stack name belongs to a stack that is not sagewarden; the stack is deployed with another prefix"
+)
+@pytest.mark.claim(
+    "so the preflight refuses a prefix another stack uses, a stack name that is not a sagewarden stack, and a new prefix for a deployed stack; re-deploying the same stack passes"
+)
 def test_changing_the_prefix_of_a_deployed_stack_is_refused(session: boto3.Session) -> None:
     deploy(session, SIDE, "tb")
 
@@ -105,6 +126,12 @@ def test_changing_the_prefix_of_a_deployed_stack_is_refused(session: boto3.Sessi
     assert "JOB_PREFIX=tb" in problem and "STACK=<name>" in problem
 
 
+@pytest.mark.claim(
+    "the stack name belongs to a stack that is not sagewarden; the stack is deployed with another prefix"
+)
+@pytest.mark.claim(
+    "so the preflight refuses a prefix another stack uses, a stack name that is not a sagewarden stack, and a new prefix for a deployed stack; re-deploying the same stack passes"
+)
 def test_a_stack_name_taken_by_something_else_is_refused(session: boto3.Session) -> None:
     deploy(session, "Training", None, sagewarden=False)
 
@@ -113,6 +140,7 @@ def test_a_stack_name_taken_by_something_else_is_refused(session: boto3.Session)
     assert "stack Training" in problem and "is not a sagewarden deployment" in problem
 
 
+@pytest.mark.claim("Hang alarms under the prefix that no stack claims are a warning")
 def test_hang_alarms_no_stack_claims_are_a_warning(session: boto3.Session) -> None:
     hang_alarm(session, "sw")  # left by a destroyed deployment, or one this identity cannot see
 
@@ -142,6 +170,9 @@ def _older_template(prefix: str) -> str:
     )
 
 
+@pytest.mark.claim(
+    "another stack of the region already uses `jobPrefix` (its `JobPrefix` output, or for a stack deployed before that output, its template)"
+)
 def test_an_older_stack_without_the_output_is_read_from_its_template(session: boto3.Session) -> None:
     cfn = session.client("cloudformation", region_name=REGION)
     stubber = Stubber(cfn)
@@ -204,6 +235,7 @@ def test_listing_stops_after_its_page_bound_and_says_so(session: boto3.Session) 
     assert not listing.complete and [s.name for s in listing.stacks] == ["A", "B"]
 
 
+@pytest.mark.claim("A check your identity may not make (access denied) is a warning.")
 def test_stacks_that_cannot_be_listed_are_a_warning_not_a_pass(session: boto3.Session) -> None:
     cfn = session.client("cloudformation", region_name=REGION)
     stubber = Stubber(cfn)
@@ -218,6 +250,9 @@ def test_stacks_that_cannot_be_listed_are_a_warning_not_a_pass(session: boto3.Se
     assert "cannot list the CloudFormation stacks" in findings[0].message
 
 
+@pytest.mark.claim(
+    "`make deploy` runs the whole **preflight** ([docs/deploy.md](docs/deploy.md#the-preflight-make-doctor)) and stops before `cdk deploy` if anything would make the deploy fail"
+)
 def test_make_doctor_with_a_second_stack_on_the_first_ones_prefix_blocks_the_deploy(
     session: boto3.Session,
 ) -> None:

@@ -44,6 +44,9 @@ def ddb(aws):
     return client
 
 
+@pytest.mark.claim(
+    "Texts stored on items or published are capped by bytes with valid JSON and a note of what was cut (400 KB items, 256 KB messages)"
+)
 def test_a_huge_audit_entry_is_stored_within_bounds_as_valid_json(ddb):
     store = DynamoDbRunStore(ddb, TABLE)
     detail = {

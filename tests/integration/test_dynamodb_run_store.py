@@ -39,6 +39,9 @@ def _entry(text: str, at: int = 0) -> AuditEntry:
     return AuditEntry(at, "event", text, {"n": 1})
 
 
+@pytest.mark.claim(
+    "One table holds runs, attempts (one item each) and the audit trail (one item per entry, in its own partition, never one growing item)."
+)
 def test_store_round_trips_a_run_with_attempts(store):
     run = make_run(last_checkpoint=ckpt(5, 1000))
     store.create(run, [_entry("created")])
@@ -50,6 +53,10 @@ def test_store_round_trips_a_run_with_attempts(store):
     assert loaded.policy == run.policy and loaded.request == run.request
 
 
+@pytest.mark.claim("DynamoDB (runs, attempts, audit; conditional on version)")
+@pytest.mark.claim(
+    "saves the new run conditionally on its version (and retries on conflict), then carries out the actions"
+)
 def test_store_save_is_conditional_on_version(store):
     run = make_run()
     store.create(run, [])
@@ -59,6 +66,9 @@ def test_store_save_is_conditional_on_version(store):
         store.save(first, run, [], due_ms=1)  # based on version 0, which is gone
 
 
+@pytest.mark.claim(
+    "One table holds runs, attempts (one item each) and the audit trail (one item per entry, in its own partition, never one growing item)."
+)
 def test_store_get_loads_only_latest_attempt_by_default(store):
     run = make_run()
     store.create(run, [])
@@ -75,6 +85,8 @@ def _due(store, now_ms):
     ]
 
 
+@pytest.mark.claim("Every non-terminal run carries `due_at`, kept in a sparse GSI sharded 4 ways.")
+@pytest.mark.claim("A timer cannot be lost: it is part of the run item that the decision wrote.")
 def test_store_due_index_holds_only_runs_with_work(store):
     run = make_run()
     store.create(run, [])
@@ -108,6 +120,11 @@ def test_store_lists_runs_by_status_with_pagination(store):
         store.list_runs(None, 2, "not-a-cursor!")
 
 
+@pytest.mark.claim("Every decision goes into an audit trail")
+@pytest.mark.claim("the audit trail: every event, decision and action, in order")
+@pytest.mark.claim(
+    "One table holds runs, attempts (one item each) and the audit trail (one item per entry, in its own partition, never one growing item)."
+)
 def test_store_audit_is_append_only_and_paginated(store):
     run = make_run()
     store.create(run, [_entry("a", 1)])
@@ -119,6 +136,12 @@ def test_store_audit_is_append_only_and_paginated(store):
     assert summaries == ["a", "b", "b", "c"]
 
 
+@pytest.mark.claim(
+    "Header `Idempotency-Key` makes a repeat return the same run (200); the same key with a different body gets 409"
+)
+@pytest.mark.claim(
+    "`Idempotency-Key` is scoped to the caller's identity and written in the same transaction as the run."
+)
 def test_store_idempotency_key_returns_the_first_run(store):
     run = make_run(idempotency_key="k-1")
     store.create(run, [], body_hash="h1")
@@ -154,6 +177,9 @@ def _notify(event: str = "run.failed") -> Notify:
     return Notify("critical", event, f"[sagewarden] x: {event}", "body ü", {"run_id": "r", "event": event})
 
 
+@pytest.mark.claim(
+    "Alerts are written in the same DynamoDB transaction as the decision that owes them and published (with a dedupe id) until confirmed"
+)
 def test_store_outbox_is_written_with_the_run_and_due_until_done(store):
     run = make_run()
     store.create(run, [])
@@ -171,6 +197,9 @@ def test_store_outbox_is_written_with_the_run_and_due_until_done(store):
     assert _due(store, 10**13) == [] and store.get_outbox(run.run_id, msg.dedupe_id) is None
 
 
+@pytest.mark.claim(
+    "stops stray jobs of any earlier attempt of a finished run (judged against every known attempt, once)"
+)
 def test_store_terminal_run_with_stray_jobs_stays_due(store):
     run = make_run()
     store.create(run, [])
@@ -193,6 +222,9 @@ def test_store_lease_is_held_by_one_owner_until_it_expires(store):
     assert store.acquire_lease("sweep", "c", 70_000, 60_000)
 
 
+@pytest.mark.claim(
+    "The state table keeps it (one item, written conditionally on its version, with its alert in the same transaction)"
+)
 def test_store_keeps_the_heartbeat_pipeline_state_with_its_alert_conditional_on_its_version(store):
     """The deployment's heartbeat pipeline (domain/hangs/heartbeat.py): delivering at version 0 before
     any write; a change is written with the alert it owes, conditional on the version it was
@@ -298,6 +330,12 @@ def _ended(store, run, status=RunStatus.CANCELLED):
     return store.save(dataclasses.replace(loaded, status=status), loaded, [], None)
 
 
+@pytest.mark.claim(
+    "The run holds them as claim items written in the same DynamoDB transaction that creates it (so two concurrent submits cannot both win), released in the one that makes it terminal, and taken again by a resume"
+)
+@pytest.mark.claim(
+    "An exact name or prefix is one item; a nested prefix is caught by the run's claim on every folder above its prefix (a string set of the live runs below each), so it is race-free too. Runs stored before claims existed hold none."
+)
 @pytest.mark.parametrize(
     ("name", "uri", "claim"),
     [
@@ -317,6 +355,10 @@ def test_store_refuses_a_second_live_run_on_a_held_name_or_prefix(store, name, u
     store.create(_claiming(THIRD_ID, "mistral", "s3://b/ckpt2/"), [])  # a sibling prefix is free
 
 
+@pytest.mark.claim("Once that run has ended both are free again")
+@pytest.mark.claim(
+    "The run holds them as claim items written in the same DynamoDB transaction that creates it (so two concurrent submits cannot both win), released in the one that makes it terminal, and taken again by a resume"
+)
 def test_store_releases_claims_when_the_run_ends_and_takes_them_again_on_resume(store):
     first = _claiming(RUN_ID, "llama", "s3://b/ckpt/")
     store.create(first, [])
@@ -355,6 +397,9 @@ def _owned(run_id: str, owner: str, uri: str, name: str | None = None, archive: 
     )
 
 
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run that may still be resumed (30 days, [Resuming a run](recovery.md#resuming-a-run)) holds its checkpoint prefix against runs of other principals, at the prefix and inside it (409 naming it, not its owner); runs of the same principal and an admin's may take it"
+)
 @pytest.mark.parametrize(
     ("uri", "claim"),
     [("s3://b/ckpt/", "hold#s3://b/ckpt/"), ("s3://b/ckpt/sub/", "hold#s3://b/ckpt/")],
@@ -375,6 +420,9 @@ def test_store_a_resumable_run_holds_its_prefix_against_another_principal(store,
     _ended(store, store.get(OTHER_ID), RunStatus.SUCCEEDED)
 
 
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run that may still be resumed (30 days, [Resuming a run](recovery.md#resuming-a-run)) holds its checkpoint prefix against runs of other principals, at the prefix and inside it (409 naming it, not its owner); runs of the same principal and an admin's may take it"
+)
 def test_store_a_hold_ends_with_the_resume_window_and_an_admins_run_may_take_it(store):
     from sagewarden.domain.resuming import RESUME_WINDOW_MS
 
@@ -403,6 +451,9 @@ def _reopened(store, run_id):
     return store.save(dataclasses.replace(ended, status=RunStatus.SUBMITTED), ended, [], 0)
 
 
+@pytest.mark.claim(
+    'gets the same 409 (`"on": "archive_prefix"`) when its archive is another live run\'s checkpoint prefix, inside it or around it, and a run whose checkpoint prefix is another live run\'s archive, inside it or around it, gets it on `checkpoint_prefix`'
+)
 @pytest.mark.parametrize(
     ("archive", "claim"),
     [
@@ -422,6 +473,9 @@ def test_store_an_archive_may_not_overlap_another_live_runs_checkpoint_prefix(st
     assert store.get(OTHER_ID) is None
 
 
+@pytest.mark.claim(
+    'gets the same 409 (`"on": "archive_prefix"`) when its archive is another live run\'s checkpoint prefix, inside it or around it, and a run whose checkpoint prefix is another live run\'s archive, inside it or around it, gets it on `checkpoint_prefix`'
+)
 @pytest.mark.parametrize(
     ("synced", "claim"),
     [
@@ -438,6 +492,7 @@ def test_store_a_checkpoint_prefix_may_not_overlap_another_live_runs_archive(sto
     assert (taken.value.holder_run_id, taken.value.claim) == (RUN_ID, claim)
 
 
+@pytest.mark.claim("Two live runs may share one archive prefix.")
 def test_store_two_live_runs_may_share_one_archive_and_ending_frees_it(store):
     store.create(_owned(RUN_ID, ALICE, "s3://c/one/", archive="s3://b/team-archive/"), [])
     store.create(_owned(OTHER_ID, BOB, "s3://c/two/", archive="s3://b/team-archive/"), [])
@@ -451,6 +506,9 @@ def test_store_two_live_runs_may_share_one_archive_and_ending_frees_it(store):
     store.create(_owned(THIRD_ID, BOB, "s3://b/team-archive/"), [])
 
 
+@pytest.mark.claim(
+    "a `policy.checkpoint_archive_uri` more than 20 folders deep, and a `CheckpointConfig.S3Uri` or archive prefix in an S3 directory bucket (a name ending `--x-s3`)"
+)
 def test_store_the_deepest_prefixes_fit_one_transaction(store):
     """A checkpoint prefix and an archive 20 folders deep each (the limits validation enforces):
     every claim item rides in the one transaction that creates the run."""
@@ -460,6 +518,7 @@ def test_store_the_deepest_prefixes_fit_one_transaction(store):
     assert store.get(RUN_ID) is not None
 
 
+@pytest.mark.claim("A replay with the same `Idempotency-Key` and body still answers 200 with its run.")
 def test_store_idempotent_replay_wins_over_the_claims_its_own_run_holds(store):
     first = _claiming(RUN_ID, "llama", "s3://b/ckpt/", idempotency_key="k-1")
     store.create(first, [], body_hash="h1")
@@ -469,6 +528,9 @@ def test_store_idempotent_replay_wins_over_the_claims_its_own_run_holds(store):
     assert replay.value.run_id == RUN_ID and replay.value.same_body
 
 
+@pytest.mark.claim(
+    "An exact name or prefix is one item; a nested prefix is caught by the run's claim on every folder above its prefix (a string set of the live runs below each), so it is race-free too. Runs stored before claims existed hold none."
+)
 def test_store_a_run_without_claims_ends_without_touching_anothers(store):
     """Runs stored before claims existed hold none: ending one never releases a newer run's."""
     legacy = make_run(run_id=RUN_ID, name="llama")

@@ -64,6 +64,9 @@ def test_handler_state_change_with_string_timestamps_resumes(acct, submitted):
     assert again["version"] == run["version"] and len(again["attempts"]) == 2
 
 
+@pytest.mark.claim(
+    "Every event reaches a handler only through the synthesized template's own EventBridge rules, matched by moto's pattern matcher"
+)
 def test_handler_foreign_jobs_do_not_match_the_rule(acct):
     event = load_event("sagemaker_foreign_job_state_change.json")
     assert acct.router.handlers_for_event(event) == []
@@ -82,6 +85,9 @@ def test_handler_tags_identify_the_run_when_the_name_is_not_parseable(acct, subm
     assert run is not None and run.run_id == submitted["run_id"]
 
 
+@pytest.mark.claim(
+    "Every event reaches a handler only through the synthesized template's own EventBridge rules, matched by moto's pattern matcher"
+)
 def test_handler_alarm_event_routes_and_parses(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     event = load_event("cloudwatch_alarm_state_change.json", job)
@@ -95,6 +101,7 @@ def test_handler_alarm_event_routes_and_parses(acct, submitted):
     assert acct.router.handlers_for_event(foreign) == []
 
 
+@pytest.mark.claim("Signals of attempts that already ended or are not training are recorded and ignored")
 def test_handler_alarm_for_attempt_not_training_is_counted_not_acted_on(acct, submitted):
     job = submitted["attempts"][0]["job_name"]
     _, before = acct.api("GET", f"/runs/{submitted['run_id']}/events", query={"limit": "100"})
@@ -135,6 +142,7 @@ def test_handler_heartbeat_counts_log_events_per_job_minute():
     assert heartbeat_records(_awslogs({"messageType": "CONTROL_MESSAGE", "logEvents": []}), "sw") == []
 
 
+@pytest.mark.claim("Only a job's training streams (`<job>/algo-<n>-<epoch>`) count")
 def test_handler_heartbeat_counts_only_training_streams_not_the_ssm_agents():
     """Item 13 of issue 32: with remote debugging on, SageMaker writes the SSM agent's stream
     `<job>/algo-<n>-<ts>/ssm` into the training log group, and the agent keeps writing while the
@@ -147,6 +155,7 @@ def test_handler_heartbeat_counts_only_training_streams_not_the_ssm_agents():
     assert [r["TrainingJobName"] for r in heartbeat_records(_awslogs(training), "sw")] == [job, job]
 
 
+@pytest.mark.claim("llama-8b: attempt 1 infrastructure, resuming as attempt 2")
 def test_handler_alerts_reach_subscribers_with_filterable_attributes(acct, submitted):
     msgs = acct.alerts_received()
     assert msgs, "no alert published"

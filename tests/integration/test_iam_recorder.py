@@ -97,6 +97,7 @@ def test_iam_recorder_proxy_records_what_the_simulation_answers_each_call_once(
     ]
 
 
+@pytest.mark.claim("An operation the table does not know fails as an *unmapped call*.")
 def test_iam_recorder_unmapped_calls_are_kept(aws: None, recorder: CallRecorder) -> None:
     s3 = recorder.attach(boto3.client("s3", region_name="us-east-1"))
     with invoked_as(FN):

@@ -8,6 +8,8 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from drill.account.local import MemoryCounters
 from sagewarden.domain.hosts.bad_hosts import (
     ADDRESS_LINES,
@@ -60,6 +62,12 @@ def test_the_hardware_lines_of_the_last_half_hour_name_their_printer_first() -> 
     assert since == end - 30 * 60_000 and kw == {"keep": HARDWARE_LINES, "newest": True, "secrets": ()}
 
 
+@pytest.mark.claim(
+    "When that look-up fails (throttled: many runs ending at once share the account's FilterLogEvents rate) and nothing names a host, the ending waits for one that succeeds, on the sweep's looks for up to 3 minutes after the job's end, then is decided with what the tail shows"
+)
+@pytest.mark.claim(
+    'each one unknown, never "none printed", and read again for up to 3 minutes before the ending is decided without it'
+)
 def test_a_failed_hardware_read_is_counted_names_nobody_and_says_why() -> None:
     run = training_run(instance_count=256)
     end = run.current.training_started_ms + HOUR

@@ -65,6 +65,7 @@ def marker_ms(s3: Any, key: str) -> int:
 # --- Hugging Face ------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("resume**: start a new attempt from the newest *verified* checkpoint")
 def test_latest_hf_skips_half_written_newest(s3: Any, calls: CallLog) -> None:
     for step in (100, 200):
         put(s3, f"checkpoint-{step}/model.safetensors", f"checkpoint-{step}/trainer_state.json")
@@ -312,6 +313,12 @@ def test_latest_rejects_malformed_uri(s3: Any) -> None:
 # --- paging and cost ---------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    'Checkpoint discovery lists only the child "directories" (`Delimiter="/"`, paginated) and probes newest-first for the completion marker.'
+)
+@pytest.mark.claim(
+    "the sweep works through due runs in round-robin shards under a time budget, and every AWS list call follows its token"
+)
 def test_latest_pages_through_small_pages(s3: Any, calls: CallLog) -> None:
     put(s3, *(f"checkpoint-{step}/trainer_state.json" for step in range(1, 7)))
     put(s3, "checkpoint-7/model.safetensors", TRACKER)
@@ -324,6 +331,7 @@ def test_latest_pages_through_small_pages(s3: Any, calls: CallLog) -> None:
     assert calls.counts == Counter({"ListObjectsV2": 4, "HeadObject": 2})
 
 
+@pytest.mark.claim("For 2,000 checkpoint directories with a half-written newest one it makes 4 S3 calls.")
 def test_latest_two_thousand_hf_dirs_costs_list_pages_plus_two_heads(s3: Any, calls: CallLog) -> None:
     # 2,000 checkpoint directories, the newest one half-written (weights, no trainer_state.json).
     newest = 2000
@@ -372,6 +380,9 @@ def test_latest_forbidden_marker_raises_lookup_error(s3: Any) -> None:
 # --- the submit-time check (issue 16 item 2) ---------------------------------------------------
 
 
+@pytest.mark.claim(
+    "a `CheckpointConfig.S3Uri` it cannot list (one `ListObjectsV2` of one key: the bucket does not exist, is in another region, or is denied to the supervisor's role by `checkpointBuckets` or its bucket policy)"
+)
 def test_check_access_is_one_listing_of_one_key_and_passes_on_an_empty_prefix(
     s3: Any, calls: CallLog
 ) -> None:
@@ -385,6 +396,9 @@ def test_check_access_missing_bucket_is_a_permanent_error(s3: Any) -> None:
     assert info.value.permanent
 
 
+@pytest.mark.claim(
+    "a `CheckpointConfig.S3Uri` it cannot list (one `ListObjectsV2` of one key: the bucket does not exist, is in another region, or is denied to the supervisor's role by `checkpointBuckets` or its bucket policy)"
+)
 @pytest.mark.parametrize(
     ("code", "status", "permanent"),
     [
@@ -444,6 +458,9 @@ def _shards(s3: Any, n: int) -> None:
     put(s3, *(f"checkpoint-300/shard-{i:05d}" for i in range(n)))
 
 
+@pytest.mark.claim(
+    "the listing stops at the first page showing a write in the last 5 minutes, and is read within 10 seconds"
+)
 def test_save_activity_stops_at_the_first_page_showing_a_recent_write(s3: Any, calls: CallLog) -> None:
     """A write at or after ``active_since_ms`` already means "saving": the other pages of a
     directory of thousands of shards are not read."""
@@ -457,6 +474,9 @@ def test_save_activity_stops_at_the_first_page_showing_a_recent_write(s3: Any, c
     assert newest is not None and newest >= at and calls.counts == Counter({"ListObjectsV2": 4})
 
 
+@pytest.mark.claim(
+    'a directory too large for that (100,000 shards is 100 pages) is "unknown", and deferred the same way'
+)
 def test_save_activity_cut_by_its_time_budget_is_unknown_not_an_answer(s3: Any, calls: CallLog) -> None:
     """Pages read past the budget without a recent write: the newest write is not known, so no
     time is returned -- an error the caller turns into a deferral."""
@@ -471,6 +491,9 @@ def test_save_activity_cut_by_its_time_budget_is_unknown_not_an_answer(s3: Any, 
     assert finder.save_activity(URI, CheckpointLayout(LayoutKind.HF), active_since_ms=far_future) is not None
 
 
+@pytest.mark.claim(
+    "the listing stops at the first page showing a write in the last 5 minutes, and is read within 10 seconds"
+)
 def test_save_activity_is_read_within_ten_seconds_by_default(s3: Any) -> None:
     """docs/hang-detection.md: the listing "is read within 10 seconds". 9.9 s into it another page
     is read; at 10 s the listing is cut (unknown), whatever pages are left."""
@@ -548,6 +571,7 @@ def _at(clock: VirtualClock, minute: int) -> int:
 DEFAULT_MS = 1_767_571_200_000  # 2026-01-05, the drill's start
 
 
+@pytest.mark.claim("A newest checkpoint still uploading does not count.")
 def test_retention_view_dates_each_directory_and_the_newest_ones_last_write(s3: Any) -> None:
     """Issue 32 items 3 and 5: when each complete directory was written (its marker, or the file a
     Megatron probe listed), and the newest one's last write over every page -- a large file that
@@ -575,6 +599,7 @@ def test_retention_view_dates_each_directory_and_the_newest_ones_last_write(s3: 
     assert view.written("iter_0000100") == t_iter and view.best == ""  # no Hugging Face directory
 
 
+@pytest.mark.claim("A newest checkpoint still uploading does not count.")
 def test_retention_view_last_write_cut_by_its_budget_is_unknown(s3: Any) -> None:
     put(s3, "checkpoint-100/trainer_state.json", *(f"checkpoint-100/shard-{i:02d}" for i in range(25)))
     ticks = iter(range(1000))
@@ -593,6 +618,7 @@ def _trainer_state(best: str | None, history: int) -> bytes:
     return json.dumps(state, indent=2, sort_keys=True).encode()  # as transformers writes it
 
 
+@pytest.mark.claim("Only periodic checkpoints.")
 def test_retention_view_reads_the_best_checkpoint_from_the_first_bytes_of_trainer_state(
     s3: Any, calls: CallLog
 ) -> None:

@@ -143,6 +143,7 @@ def continued(previous: RetireCheckpoints, report: RetirementReported) -> Retire
     return dataclasses.replace(previous, names=names, progress=progress)
 
 
+@pytest.mark.claim("Only what the finder recognises as complete.")
 def test_retirer_view_lists_only_complete_checkpoints_newest_first(s3: Any) -> None:
     for step in (100, 200, 300):
         checkpoint(s3, step)
@@ -153,6 +154,7 @@ def test_retirer_view_lists_only_complete_checkpoints_newest_first(s3: Any) -> N
     assert view.present == {"checkpoint-100", "checkpoint-200", "checkpoint-300", "checkpoint-400", "logs"}
 
 
+@pytest.mark.claim("A half-moved checkpoint never looks complete.")
 def test_retirer_moves_a_directory_copying_markers_last_and_deleting_them_first(s3: Any) -> None:
     checkpoint(s3, 100)
     checkpoint(s3, 200)
@@ -171,6 +173,8 @@ def test_retirer_moves_a_directory_copying_markers_last_and_deleting_them_first(
     ]  # a check a copy
 
 
+@pytest.mark.claim("Every write survives its own retry.")
+@pytest.mark.claim("One pass moves at most 4 directories and touches at most 2,000 objects within 15 seconds")
 def test_retirer_a_half_done_move_is_finished_by_the_next_pass_without_losing_data(s3: Any) -> None:
     checkpoint(s3, 100)
     # the first pass is cut after 4 copies and the markers' delete: the marker is gone
@@ -194,6 +198,7 @@ def test_retirer_a_half_done_move_is_finished_by_the_next_pass_without_losing_da
         s3.delete_object(Bucket=BUCKET, Key=f"{ROOT}checkpoint-100/trainer_state.json")
 
 
+@pytest.mark.claim("A half-moved checkpoint never looks complete.")
 def test_retirer_never_deletes_before_the_archive_copy_is_verified(s3: Any) -> None:
     checkpoint(s3, 100)
     # a stale, different object already sits at the archive key: it is overwritten and checked
@@ -210,6 +215,7 @@ def test_retirer_never_deletes_before_the_archive_copy_is_verified(s3: Any) -> N
     assert keys(s3, f"{ROOT}checkpoint-100/") == set(FILES)  # nothing deleted
 
 
+@pytest.mark.claim("Unknown is not empty.")
 def test_retirer_an_s3_error_ends_the_pass_and_is_reported_not_taken_as_done(s3: Any) -> None:
     checkpoint(s3, 100)
     checkpoint(s3, 200)
@@ -246,6 +252,7 @@ def test_retirer_delete_mode_deletes_markers_first_and_copies_nothing(s3: Any) -
     assert "already gone" in again.text and again.outcomes[0].done
 
 
+@pytest.mark.claim("`CopyObject` up to 1 GB, 1 GB parts above")
 def test_retirer_copies_objects_over_the_copy_limit_in_parts(s3: Any) -> None:
     big = bytes(range(256)) * (12 * 1024 * 4)  # 12 MiB
     s3.put_object(Bucket=BUCKET, Key=f"{ROOT}checkpoint-100/optimizer.pt", Body=big)
@@ -261,6 +268,7 @@ def test_retirer_copies_objects_over_the_copy_limit_in_parts(s3: Any) -> None:
     assert head["ChecksumType"] == "FULL_OBJECT" and head["ChecksumCRC32"]
 
 
+@pytest.mark.claim("A directory that cannot finish is shown, not retried for ever.")
 def test_a_directory_too_large_to_list_within_the_pass_is_left_for_the_next_pass(s3: Any) -> None:
     # 1,001 objects: two pages of list_objects_v2; the pass's time runs out after the first page
     checkpoint(s3, 100)
@@ -285,6 +293,7 @@ def test_a_directory_too_large_to_list_within_the_pass_is_left_for_the_next_pass
 # --- two runs, one team archive; what proves a copy (issue 32 item 1) -----------------------------
 
 
+@pytest.mark.claim("Every run archives under its own run id")
 def test_retirer_two_runs_sharing_one_archive_keep_each_others_copies(s3: Any) -> None:
     # two runs of one model write checkpoint-1000 with real multipart uploads: equal sizes,
     # different bytes, multipart ETags; both retire it to one team-level archive
@@ -313,6 +322,7 @@ def test_retirer_two_runs_sharing_one_archive_keep_each_others_copies(s3: Any) -
     assert {k.split("/")[0] for k in keys(s3, "team-archive/")} == set(runs)
 
 
+@pytest.mark.claim("A copy is proven, never assumed.")
 def test_retirer_an_archive_object_of_equal_size_is_a_copy_only_when_checksums_prove_it(s3: Any) -> None:
     # the source and an object already at its archive key: equal sizes, different bytes, both
     # multipart uploads (ETag "-N", no additional checksum): nothing proves it a copy
@@ -332,6 +342,7 @@ def test_retirer_an_archive_object_of_equal_size_is_a_copy_only_when_checksums_p
     assert calls.of("CopyObject") == [f"{ARCHIVED}checkpoint-100/model-00001.safetensors"]
 
 
+@pytest.mark.claim("A copy is proven, never assumed.")
 @pytest.mark.parametrize(
     ("a", "b", "verdict"),
     [
@@ -357,6 +368,7 @@ def test_retirer_same_content_is_decided_by_checksums_alone(a: Any, b: Any, verd
     assert same_content(a, b) is verdict
 
 
+@pytest.mark.claim("A copy is proven, never assumed.")
 def test_retirer_moves_sse_kms_sources_to_an_sse_s3_archive_in_one_pass(s3: Any) -> None:
     # SSE-KMS source (its ETags are not MD5s), SSE-S3 archive (they are): the ETags never agree;
     # the checksums S3 copies with the object do
@@ -375,6 +387,7 @@ def test_retirer_moves_sse_kms_sources_to_an_sse_s3_archive_in_one_pass(s3: Any)
 # --- progress across passes (issue 32 item 2) -----------------------------------------------------
 
 
+@pytest.mark.claim("objects an earlier pass proved are not charged again, and the next pass continues")
 def test_retirer_a_directory_larger_than_one_pass_finishes_without_proving_objects_twice(s3: Any) -> None:
     # 25 shards and a marker, 10 objects a pass: before, every pass re-checked the shards it had
     # proven and stopped at the same one
@@ -398,6 +411,7 @@ def test_retirer_a_directory_larger_than_one_pass_finishes_without_proving_objec
     assert keys(s3, f"{ROOT}checkpoint-100/") == set()
 
 
+@pytest.mark.claim("A copy is proven, never assumed.")
 def test_retirer_a_changed_source_is_proven_again_not_trusted(s3: Any) -> None:
     checkpoint(s3, 100, files=("a.pt", "b.pt", "trainer_state.json"))
     first = S3CheckpointRetirer(s3, max_objects=2).retire(action("checkpoint-100"))
@@ -408,6 +422,8 @@ def test_retirer_a_changed_source_is_proven_again_not_trusted(s3: Any) -> None:
     assert body(s3, f"{ARCHIVED}checkpoint-100/a.pt") == b"rewritten"
 
 
+@pytest.mark.claim("a multipart copy resumes from its last part (`ListParts`)")
+@pytest.mark.claim("`CopyObject` up to 1 GB, 1 GB parts above")
 def test_retirer_resumes_a_multipart_copy_from_its_last_part(s3: Any) -> None:
     big = bytes(range(256)) * (12 * 1024 * 4)  # 12 MiB: 3 parts of 5 MiB
     s3.put_object(Bucket=BUCKET, Key=f"{ROOT}checkpoint-100/optimizer.pt", Body=big)
@@ -437,6 +453,7 @@ def test_retirer_resumes_a_multipart_copy_from_its_last_part(s3: Any) -> None:
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
 
 
+@pytest.mark.claim("a multipart copy resumes from its last part (`ListParts`)")
 def test_retirer_aborts_an_open_copy_of_its_key_that_no_pass_reported(s3: Any) -> None:
     # an invocation died mid-copy: its upload is open under the run's archive key, unreported
     big = bytes(range(256)) * (12 * 1024 * 4)

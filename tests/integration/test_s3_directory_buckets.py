@@ -106,6 +106,9 @@ def test_retention_moves_and_deletes_checkpoints_in_a_directory_bucket(s3: Direc
     assert {k for k in left if k.startswith("runs/llama-archive/")}  # the archive holds the copies
 
 
+@pytest.mark.claim(
+    "a `policy.checkpoint_archive_uri` more than 20 folders deep, and a `CheckpointConfig.S3Uri` or archive prefix in an S3 directory bucket (a name ending `--x-s3`)"
+)
 @pytest.mark.parametrize("where", ["synced", "archive"])
 def test_submit_refuses_a_directory_bucket_saying_why(where: str) -> None:
     """The deployment grants s3:ListBucket/GetObject on general purpose buckets; a directory

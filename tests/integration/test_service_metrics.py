@@ -20,6 +20,9 @@ def acct(template):
         yield account
 
 
+@pytest.mark.claim(
+    "time to recovery, from an attempt's ending to its replacement training (median, p90, max)"
+)
 def test_a_fault_and_its_recovery_are_measured_and_alerts_link_to_the_job(acct):
     status, run = acct.api(
         "POST",
@@ -45,6 +48,9 @@ def test_a_fault_and_its_recovery_are_measured_and_alerts_link_to_the_job(acct):
     assert f"sagewarden get {run['run_id']}" in resumed.body
 
 
+@pytest.mark.claim(
+    "One job costs its heartbeat metric ($0.30), the log-silence alarm (1 metric), the whole-job idle alarm (hosts 1 and 2: 2 metrics) and, for 2+ hosts, the lone-idle alarms (one metric per host); a `progress_metric` adds 1"
+)
 def test_each_sweep_reports_the_billed_alarm_metrics_and_watched_jobs(acct):
     """The dashboard's cost estimate: every metric of a metric-math alarm is billed."""
     live = EnsureHangAlarms("sw-a-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 12, 8, 30, 1.0, 20)

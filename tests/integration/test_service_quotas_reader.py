@@ -32,6 +32,9 @@ class Clock:
         return self.now
 
 
+@pytest.mark.claim(
+    "the sweep works through due runs in round-robin shards under a time budget, and every AWS list call follows its token"
+)
 def test_reader_pages_both_listings_and_applied_values_win():
     client, stub = _client()
     want = {"ServiceCode": "sagemaker", "MaxResults": 100}
@@ -59,6 +62,9 @@ def test_reader_caches_a_listing_and_reads_again_later():
         assert reader.sagemaker_quotas()[P5] == 8
 
 
+@pytest.mark.claim(
+    "A throttled or failing S3 or Service Quotas is *unknown*, not a refusal: the run is accepted (its launch then waits for S3, see `deferred`)"
+)
 def test_reader_raises_unknown_on_an_error_and_does_not_ask_again_at_once():
     client, stub = _client()
     clock = Clock()

@@ -131,6 +131,9 @@ class _FlakyNotifier:
         self.sent.append(message)
 
 
+@pytest.mark.claim(
+    "Alerts are written in the same DynamoDB transaction as the decision that owes them and published (with a dedupe id) until confirmed"
+)
 def test_alert_whose_publish_failed_is_published_by_the_sweep_exactly_once(acct):
     flaky = _FlakyNotifier(acct.supervisor.notifier, failures=1)
     acct.supervisor.notifier = flaky
@@ -176,6 +179,9 @@ def test_a_finished_runs_failure_alert_is_re_sent_although_the_run_is_not_swept_
 # --- issue 11: a stop refused because the job already failed is evidence ------------------------
 
 
+@pytest.mark.claim(
+    'a job that ends `Failed` while being stopped for a cancel is not resumed, and a stop answered "job is in status Failed" counts as evidence'
+)
 def test_cancel_of_a_job_that_already_failed_unnoticed_ends_cancelled_not_resumed(acct):
     acct.delivery = dataclasses.replace(acct.delivery, drop_rate=1.0)  # EventBridge loses everything
     run = _submit(acct)
@@ -214,6 +220,7 @@ class _CountingClient:
         return call
 
 
+@pytest.mark.claim("Duplicate and stale events are counted (`EventsIgnored`) and logged, not acted on")
 def test_a_duplicate_state_change_costs_one_dynamodb_call(template):
     with LocalAccount(template, store="dynamodb") as acct:
         run = _submit(acct)
@@ -235,6 +242,9 @@ def test_a_duplicate_state_change_costs_one_dynamodb_call(template):
 # --- 9. the sweep is fair and never overlaps itself -------------------------------------------------
 
 
+@pytest.mark.claim(
+    "the sweep works through due runs in round-robin shards under a time budget, and every AWS list call follows its token"
+)
 def test_sweep_serves_every_shard_when_time_runs_short(acct):
     from sagewarden import keys
     from sagewarden.adapters.dynamodb_outbox_lease import due_shard as _shard
@@ -259,6 +269,9 @@ def test_sweep_serves_every_shard_when_time_runs_short(acct):
     assert {_shard(r) for r in served} == shards  # round-robin: no shard waits for another
 
 
+@pytest.mark.claim(
+    "This mechanism covers timers, lost events and lost actions, needs no extra IAM role or per-run schedule to clean up, and is idempotent."
+)
 def test_two_sweeps_never_run_at_once(acct):
     store = acct.supervisor.store
     assert store.acquire_lease("sweep", "other-invocation", acct.clock.now_ms, 70_000)
@@ -271,6 +284,10 @@ def test_two_sweeps_never_run_at_once(acct):
 # --- 10. deployments do not touch each other ------------------------------------------------------------
 
 
+@pytest.mark.claim("the sweep deletes those of no run it knows")
+@pytest.mark.claim(
+    "so two deployments in one account, whose prefixes differ (the preflight sees to it), never touch each other's alarms"
+)
 def test_two_deployments_never_see_or_delete_each_others_alarms(acct):
     from sagewarden import keys
 
@@ -304,6 +321,9 @@ class _LostResponse:
         return getattr(self.inner, name)
 
 
+@pytest.mark.claim(
+    'Transactions carry a `ClientRequestToken` derived from the decision, and "my own write already committed" is told apart from "someone else\'s"'
+)
 def test_a_committed_decision_whose_response_was_lost_still_carries_out_its_actions(template):
     with LocalAccount(template, store="dynamodb") as acct:
         store = acct.supervisor.store

@@ -46,6 +46,10 @@ class _DyingLauncher:
         return getattr(self.inner, name)
 
 
+@pytest.mark.claim(
+    'a launch still PENDING after 2 minutes (its deterministic name makes a duplicate answer `ResourceInUse`, which counts as "already submitted"), or a stop not confirmed after 5 minutes'
+)
+@pytest.mark.claim("If a function dies between saving and acting, the sweep re-issues what is missing")
 def test_sweep_reissues_a_launch_that_never_happened(acct):
     real = acct.supervisor.launcher
     acct.supervisor.launcher = _DyingLauncher(real)
@@ -63,6 +67,14 @@ def test_sweep_reissues_a_launch_that_never_happened(acct):
     assert stored.current.launch == LaunchState.SUBMITTED and stored.current.number == 1
 
 
+@pytest.mark.claim("never launches two jobs for one run")
+@pytest.mark.claim("CreateTrainingJob (deterministic name)")
+@pytest.mark.claim(
+    'a launch still PENDING after 2 minutes (its deterministic name makes a duplicate answer `ResourceInUse`, which counts as "already submitted"), or a stop not confirmed after 5 minutes'
+)
+@pytest.mark.claim(
+    "This mechanism covers timers, lost events and lost actions, needs no extra IAM role or per-run schedule to clean up, and is idempotent."
+)
 def test_sweep_relaunch_of_an_existing_job_is_idempotent(acct):
     run = _submit(acct)
     stored = acct.supervisor.store.get(run["run_id"])
@@ -81,6 +93,12 @@ def test_sweep_relaunch_of_an_existing_job_is_idempotent(acct):
     assert sum("LaunchAttempt" in e["summary"] for e in events["events"]) == 1
 
 
+@pytest.mark.claim(
+    "This mechanism covers timers, lost events and lost actions, needs no extra IAM role or per-run schedule to clean up, and is idempotent."
+)
+@pytest.mark.claim(
+    "Events that failed 8 deliveries. The sweep reconciles every live attempt about every 10 minutes anyway"
+)
 def test_sweep_reobserves_lost_events_and_resumes(acct):
     acct.delivery = dataclasses.replace(acct.delivery, drop_rate=1.0)  # EventBridge loses everything
     run = _submit(acct)
@@ -90,6 +108,9 @@ def test_sweep_reobserves_lost_events_and_resumes(acct):
     assert stored.status == RunStatus.TRAINING  # learnt from DescribeTrainingJob, not from events
 
 
+@pytest.mark.claim(
+    "the sweep works through due runs in round-robin shards under a time budget, and every AWS list call follows its token"
+)
 def test_sweep_stops_taking_work_before_its_timeout(acct):
     for i in range(3):
         _submit(acct, f"run-{i}")
@@ -100,6 +121,7 @@ def test_sweep_stops_taking_work_before_its_timeout(acct):
     assert report.due == 3 and not report.out_of_time and report.observed == 3
 
 
+@pytest.mark.claim("the sweep deletes those of no run it knows")
 def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
     live = _submit(acct, "live")
     spec = EnsureHangAlarms("sw-gone-01KE5Q86000DNQ47GXEV9VZMPH-a001", 1, 2, 8, 30, 1.0, 20)
@@ -111,6 +133,12 @@ def test_sweep_cleanup_deletes_alarms_of_ended_attempts_only(acct):
     assert sorted(acct.supervisor.alarms.inventory()) == [job]
 
 
+@pytest.mark.claim(
+    "subscribe the heartbeat function to `/aws/sagemaker/TrainingJobs`. Set `false` if the group's two subscription-filter slots are taken; the sweep then checks log silence itself."
+)
+@pytest.mark.claim(
+    "If that is too much, deploy with `CONTEXT='-c logSubscription=false'` (the sweep then checks log silence itself)"
+)
 def test_sweep_log_silence_fallback_without_subscription(template):
     # every progress line reaches CloudWatch Logs (the default writes one per 10 minutes for speed)
     with LocalAccount(template, store="memory", progress_log_interval_s=60) as acct:
@@ -131,6 +159,9 @@ def test_sweep_log_silence_fallback_without_subscription(template):
         assert any("sweep check" in line for line in stored.current.evidence)
 
 
+@pytest.mark.claim(
+    "like the alarm, never fewer than 4 minutes, since log lines land late too and the newest 3 minutes alone must not read as silence"
+)
 def test_sweep_log_silence_fallback_judges_no_fewer_minutes_than_lines_may_be_late(template):
     """Log lines land late (here every line 150 s after it is written). A 2-minute window read as
     "no line since 2 minutes ago" would find a job that logs every minute silent at every sweep;
@@ -160,6 +191,7 @@ def test_sweep_log_silence_fallback_judges_no_fewer_minutes_than_lines_may_be_la
             assert stored.status == RunStatus.TRAINING, (minute, stored.current.evidence)
 
 
+@pytest.mark.claim('The sweep\'s routine "still fine" look-ups are not audited')
 def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
     """Issue 18 (cheaper per call): the sweep's pass over a training run read it three to four
     times (the job observed, the alarms compared, the tick); each step now hands on the run it
@@ -186,6 +218,7 @@ def test_sweep_reads_a_due_run_once_per_pass(acct, monkeypatch):
     assert reads.count(run_id) == 1, reads
 
 
+@pytest.mark.claim('The sweep\'s routine "still fine" look-ups are not audited')
 def test_a_routine_sweep_look_up_writes_no_audit_entry(acct):
     """README: the sweep's routine "still fine" look-ups are not audited, so a months-long run's
     trail holds what happened."""
@@ -217,6 +250,12 @@ def test_a_routine_sweep_look_up_writes_no_audit_entry(acct):
     assert after == before, after[len(before) :]  # nothing changed, so nothing was written
 
 
+@pytest.mark.claim(
+    "A training attempt is looked at every third of its window (at least every 2 minutes, at most every reconcile interval)"
+)
+@pytest.mark.claim(
+    "so silence is acted on at most a third of the window later than an alarm would (with the policy's 30 minutes, up to 10 minutes)"
+)
 def test_without_a_subscription_a_training_attempt_is_looked_at_every_third_of_its_window(acct):
     """docs/hang-detection.md: without a log subscription the sweep's own silence check looks at a
     training attempt every third of its window, at least every 2 minutes, at most every reconcile

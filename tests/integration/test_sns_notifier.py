@@ -46,6 +46,9 @@ def _notify(body: str, subject: str = "llama-8b: hang on attempt 3", **attribute
     return Notify("critical", "hang.detected", subject, body, {"run_id": "01KE5Q86", **attributes})
 
 
+@pytest.mark.claim(
+    "Texts stored on items or published are capped by bytes with valid JSON and a note of what was cut (400 KB items, 256 KB messages)"
+)
 def test_a_huge_alert_body_is_clipped_to_fit_sns_and_says_what_was_cut(sns):
     recording, arn = sns
     triage = [
@@ -80,6 +83,9 @@ def test_the_subject_is_a_valid_email_subject(sns):
     assert subject[0] != " " and subject.startswith("? run llama-8b failed: ???")
 
 
+@pytest.mark.claim(
+    "Alerts are written in the same DynamoDB transaction as the decision that owes them and published (with a dedupe id) until confirmed"
+)
 def test_a_dedupe_id_passes_through_as_a_string_attribute(sns):
     recording, arn = sns
     SnsNotifier(recording, arn).publish(_notify("body", dedupe_id="01KE5Q86#a003#hang.detected", empty=""))

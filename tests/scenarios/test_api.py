@@ -31,6 +31,9 @@ def _fields(body):
     return {e["field"] for e in body["errors"]}
 
 
+@pytest.mark.claim(
+    "Returns 201 with the run: its first attempt was asked of SageMaker, or, when a look-up it needs failed (S3 throttled), its launch waits and the run's `deferred` says why"
+)
 def test_api_submit_creates_run_launches_attempt_and_records_owner(acct):
     status, run = acct.api("POST", "/runs", body=_body(), caller_arn="arn:aws:iam::123456789012:role/alice")
     assert status == 201
@@ -41,6 +44,12 @@ def test_api_submit_creates_run_launches_attempt_and_records_owner(acct):
     assert job["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/llama-8b/checkpoints/"
 
 
+@pytest.mark.claim(
+    "Header `Idempotency-Key` makes a repeat return the same run (200); the same key with a different body gets 409"
+)
+@pytest.mark.claim(
+    "`Idempotency-Key` is scoped to the caller's identity and written in the same transaction as the run."
+)
 def test_api_idempotency_key_returns_same_run(acct):
     headers = {"Idempotency-Key": "submit-42"}
     s1, r1 = acct.api("POST", "/runs", body=_body(), headers=headers)
@@ -51,6 +60,9 @@ def test_api_idempotency_key_returns_same_run(acct):
     assert s3 == 409 and "different request body" in err["message"]
 
 
+@pytest.mark.claim(
+    'the body as JSON: malformed JSON, not an object, over 256 KiB (413), `NaN`/`Infinity`/`1e400` anywhere, integers of more than 30 digits, lone surrogates (`"\\ud800"`), repeated keys, and nesting deeper than 16 levels'
+)
 @pytest.mark.parametrize(
     ("raw", "field"),
     [
@@ -70,6 +82,16 @@ def test_api_malformed_body_is_400(acct, raw, field):
     assert acct.api("GET", "/runs")[1]["runs"] == []
 
 
+@pytest.mark.claim(
+    "SageMaker execution roles runs may use. The only roles `iam:PassRole` is granted on. **Empty means every run is rejected.** JSON list or comma-separated."
+)
+@pytest.mark.claim(
+    "Bad input gets **400** (**413** when too large) with field-level messages, and **nothing is stored or launched**"
+)
+@pytest.mark.claim(
+    "Then sagewarden's own rules: a `RoleArn` in `allowedRoleArns`, a `CheckpointConfig.S3Uri` (no checkpoints means nothing to resume from), no `TrainingJobName` (sagewarden names attempts itself), no `SAGEWARDEN_*` environment variables, no `InstanceGroups`, MaxRuntime at most 28 days (longer runs are chained)"
+)
+@pytest.mark.claim("a `name` that cannot form a valid job name, and a malformed `Idempotency-Key`")
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
@@ -146,6 +168,9 @@ def test_api_bad_submission_is_400_with_field_and_nothing_stored(acct, mutate, f
     assert acct.sagemaker.jobs() == []
 
 
+@pytest.mark.claim(
+    "Every problem is reported at once (up to 50), each with the full path of the offending value"
+)
 def test_api_reports_every_problem_at_once(acct):
     body = _body(name="bad name")
     body["training_job"]["RoleArn"] = "arn:aws:iam::1:role/x"
@@ -155,11 +180,13 @@ def test_api_reports_every_problem_at_once(acct):
     assert {"name", "training_job.RoleArn", "training_job.CheckpointConfig.S3Uri"} <= _fields(resp)
 
 
+@pytest.mark.claim("a `name` that cannot form a valid job name, and a malformed `Idempotency-Key`")
 def test_api_bad_idempotency_key_is_400(acct):
     status, resp = acct.api("POST", "/runs", body=_body(), headers={"Idempotency-Key": "has spaces in it"})
     assert status == 400 and "Idempotency-Key" in _fields(resp)
 
 
+@pytest.mark.claim("An unknown or malformed run id gets 404.")
 def test_api_unknown_run_is_404_and_unknown_route_403(acct):
     assert acct.api("GET", "/runs/01JNOPE0000000000000000000")[0] == 404
     assert acct.api("GET", "/runs/01JNOPE0000000000000000000/events")[0] == 404
@@ -181,6 +208,9 @@ def _until_settled(acct, run_id: str) -> dict:
     return run
 
 
+@pytest.mark.claim(
+    "records the intent, stops the live job (202), and the run becomes CANCELLED when SageMaker confirms. 409 if the run already finished."
+)
 def test_api_cancel_then_cancel_again_is_409(acct):
     _, run = acct.api("POST", "/runs", body=_body())
     status, cancelled = acct.api("POST", f"/runs/{run['run_id']}/cancel")
@@ -191,6 +221,9 @@ def test_api_cancel_then_cancel_again_is_409(acct):
     assert status == 409 and resp["status"] == "CANCELLED"
 
 
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run continues (202): a new attempt from the newest verified checkpoint, with fresh restart and wall-clock budgets"
+)
 def test_api_resume_reopens_a_cancelled_run_and_is_audited(acct):
     _, run = acct.api("POST", "/runs", body=_body())
     rid = run["run_id"]
@@ -219,6 +252,8 @@ def test_api_lists_filters_and_paginates(acct):
     assert acct.api("GET", "/runs", query={"limit": "1000"})[0] == 400
 
 
+@pytest.mark.claim("Every decision goes into an audit trail")
+@pytest.mark.claim("the audit trail: every event, decision and action, in order")
 def test_api_events_return_the_audit_trail(acct):
     _, run = acct.api("POST", "/runs", body=_body())
     status, body = acct.api("GET", f"/runs/{run['run_id']}/events")
@@ -300,6 +335,12 @@ HOSTILE = [
 ]  # fmt: skip
 
 
+@pytest.mark.claim(
+    'the body as JSON: malformed JSON, not an object, over 256 KiB (413), `NaN`/`Infinity`/`1e400` anywhere, integers of more than 30 digits, lone surrogates (`"\\ud800"`), repeated keys, and nesting deeper than 16 levels'
+)
+@pytest.mark.claim(
+    "A value outside it, or a non-finite number, is a 400 on `policy.<field>` and nothing is stored."
+)
 @pytest.mark.parametrize(("text", "status", "field"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_api_hostile_body_is_rejected_with_field_and_nothing_stored(acct, text, status, field):
     resp = raw_call(acct, "POST", "/runs", body=text)
@@ -309,6 +350,9 @@ def test_api_hostile_body_is_rejected_with_field_and_nothing_stored(acct, text, 
     assert _stored(acct) == ([], [])
 
 
+@pytest.mark.claim(
+    "`policy`: unknown fields, types, the ranges in the table below, a `progress_metric` that is not the `Name` of one of `AlgorithmSpecification.MetricDefinitions`, fallback instance types SageMaker does not know, and environment defaults that SageMaker would refuse"
+)
 def test_api_progress_metric_must_name_a_metric_definition(acct):
     body = _body()
     body["training_job"]["AlgorithmSpecification"]["MetricDefinitions"] = [
@@ -324,6 +368,9 @@ def test_api_progress_metric_must_name_a_metric_definition(acct):
     assert acct.api("POST", "/runs", body=body)[0] == 201
 
 
+@pytest.mark.claim(
+    "Bad input gets **400** (**413** when too large) with field-level messages, and **nothing is stored or launched**"
+)
 def test_api_oversized_body_is_413_with_field_and_nothing_stored(acct):
     body = _body()
     body["training_job"]["HyperParameters"] = {f"k{i}": "v" * 2500 for i in range(100)}
@@ -339,6 +386,7 @@ def ddb_acct(template):
         yield account
 
 
+@pytest.mark.claim("Text is stored as UTF-8, so 250 KB of non-ASCII hyperparameters stay 250 KB")
 def test_api_250kb_of_non_ascii_text_is_stored_without_inflation(ddb_acct):
     body = _body()
     # 100 values of 1,250 two-byte characters: 250 KB of UTF-8, under the 256 KiB body limit; stored
@@ -383,6 +431,12 @@ def any_acct(request, template):
         yield account
 
 
+@pytest.mark.claim(
+    "`limit` outside 1–100, an unknown `status`, and any `cursor` that is not the `next_cursor` of the same listing (a cursor of another run's events, or of another status filter, is refused)"
+)
+@pytest.mark.claim(
+    "The API's JSON parser rejects deep nesting, huge integers, non-finite numbers, lone surrogates and forged cursors with a 400 naming the field (413 for size); the stored item is checked against DynamoDB's size as stored before anything is written."
+)
 @pytest.mark.parametrize("cursor", [c[1] for c in FORGED_CURSORS], ids=[c[0] for c in FORGED_CURSORS])
 def test_api_forged_cursor_is_400_on_cursor(any_acct, cursor):
     run_id = any_acct.api("POST", "/runs", body=_body())[1]["run_id"]
@@ -392,6 +446,9 @@ def test_api_forged_cursor_is_400_on_cursor(any_acct, cursor):
         assert _fields(resp.json()) == {"cursor"}
 
 
+@pytest.mark.claim(
+    "`limit` outside 1–100, an unknown `status`, and any `cursor` that is not the `next_cursor` of the same listing (a cursor of another run's events, or of another status filter, is refused)"
+)
 def test_api_cursor_of_another_runs_events_is_rejected(any_acct):
     a = any_acct.api("POST", "/runs", body=_body(name="run-a"))[1]["run_id"]
     b = any_acct.api("POST", "/runs", body=_body(name="run-b"))[1]["run_id"]
@@ -401,6 +458,9 @@ def test_api_cursor_of_another_runs_events_is_rejected(any_acct):
     assert resp.status == 400 and _fields(resp.json()) == {"cursor"}, resp.text
 
 
+@pytest.mark.claim(
+    "`limit` outside 1–100, an unknown `status`, and any `cursor` that is not the `next_cursor` of the same listing (a cursor of another run's events, or of another status filter, is refused)"
+)
 def test_api_cursor_of_another_listing_is_rejected(any_acct):
     ids = [any_acct.api("POST", "/runs", body=_body(name=f"r-{i}"))[1]["run_id"] for i in range(3)]
     _, page = any_acct.api("GET", "/runs", query={"limit": "1"})
@@ -442,6 +502,9 @@ def test_api_real_cursors_still_page_through_everything(any_acct):
 # --- last resort: an unforeseen error is a JSON 500 with a request id, never an exception (502) ------
 
 
+@pytest.mark.claim(
+    "Every response body is strict JSON (never `NaN`), and an unforeseen error is a JSON 500 with a `request_id` rather than API Gateway's 502."
+)
 def test_api_unforeseen_error_in_a_route_is_a_json_500_with_request_id(acct, monkeypatch):
     run_id = acct.api("POST", "/runs", body=_body())[1]["run_id"]
 
@@ -454,6 +517,9 @@ def test_api_unforeseen_error_in_a_route_is_a_json_500_with_request_id(acct, mon
     assert resp.status == 500 and body["request_id"] and "bug" not in resp.text
 
 
+@pytest.mark.claim(
+    "Every response body is strict JSON (never `NaN`), and an unforeseen error is a JSON 500 with a `request_id` rather than API Gateway's 502."
+)
 def test_api_non_finite_number_in_a_response_is_a_json_500_not_invalid_json(acct, monkeypatch):
     import sagewarden.handlers.api as api_handler
 
@@ -463,6 +529,9 @@ def test_api_non_finite_number_in_a_response_is_a_json_500_not_invalid_json(acct
     assert resp.status == 500 and "NaN" not in resp.text and resp.json()["request_id"]
 
 
+@pytest.mark.claim(
+    "Every response body is strict JSON (never `NaN`), and an unforeseen error is a JSON 500 with a `request_id` rather than API Gateway's 502."
+)
 def test_api_error_outside_the_routes_is_still_a_json_500(acct, monkeypatch):
     import sagewarden.handlers.api as api_handler
 
@@ -474,6 +543,9 @@ def test_api_error_outside_the_routes_is_still_a_json_500(acct, monkeypatch):
     assert resp.status == 500 and resp.json()["request_id"]
 
 
+@pytest.mark.claim(
+    "`limit` outside 1–100, an unknown `status`, and any `cursor` that is not the `next_cursor` of the same listing (a cursor of another run's events, or of another status filter, is refused)"
+)
 @pytest.mark.parametrize(
     ("query", "field"),
     [
@@ -498,6 +570,7 @@ def test_api_bad_query_parameters_are_400_on_the_parameter(acct, query, field):
     assert resp.status == 400 and _fields(resp.json()) == {field}, resp.text
 
 
+@pytest.mark.claim("An unknown or malformed run id gets 404.")
 @pytest.mark.parametrize(
     "run_id",
     ["x", "01jnope", "A" * 5000, "\ud800" * 26, "01KE5Q86000DNQ47GXEV9VZMP%"],
@@ -548,6 +621,9 @@ def _failed_run(acct, monkeypatch) -> str:
     return str(run["run_id"])
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
 def test_api_a_resume_whose_checkpoints_cannot_be_read_is_a_409_with_the_reason(acct, monkeypatch):
     """Issue 16 item 1: the refused decision used to answer 202 with the unchanged FAILED run."""
     rid = _failed_run(acct, monkeypatch)
@@ -565,6 +641,9 @@ def test_api_a_resume_whose_checkpoints_cannot_be_read_is_a_409_with_the_reason(
     assert after["status"] == "FAILED" and after["version"] == before["version"]  # nothing stored
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
 def test_api_a_resume_that_loses_the_race_is_a_409(acct, monkeypatch):
     """Two resumes at once: both read the FAILED run; the second's decision finds the run
     reopened by the first and is refused (it used to answer 202 with the run as it was)."""
@@ -621,6 +700,9 @@ def _s3_error(code):
     )
 
 
+@pytest.mark.claim(
+    "a `CheckpointConfig.S3Uri` it cannot list (one `ListObjectsV2` of one key: the bucket does not exist, is in another region, or is denied to the supervisor's role by `checkpointBuckets` or its bucket policy)"
+)
 def test_api_submit_to_a_bucket_that_does_not_exist_is_400_on_the_checkpoint_uri(acct):
     """Item 2: a typo in the bucket was accepted (201) and left the run SUBMITTED for ever."""
     body = _body()
@@ -637,6 +719,9 @@ def test_api_submit_to_a_bucket_that_does_not_exist_is_400_on_the_checkpoint_uri
     assert denied == {("deny", "s3:ListBucket", "arn:aws:s3:::sagewarden-drlil")}, report.failures()
 
 
+@pytest.mark.claim(
+    "refuses a bucket that does not exist or that the supervisor may not list (400 on `policy.checkpoint_archive_uri`)"
+)
 def test_api_submit_with_checkpoint_retention_checks_the_archive_prefix_too(acct):
     """Checkpoint retention archives into a prefix the supervisor must be able to list (and write):
     one outside checkpointBuckets, or in a missing bucket, is refused at submit, not at the first move."""
@@ -689,6 +774,7 @@ def test_api_submit_warns_when_retention_would_free_no_storage_on_a_versioned_bu
     assert status == 201 and ruled["retention"]["storage_warning"] is None, ruled
 
 
+@pytest.mark.claim("A directory that cannot finish is shown, not retried for ever.")
 def test_api_get_shows_the_checkpoint_directories_retention_cannot_retire_and_why(acct, monkeypatch):
     """A directory no pass can advance (here: the archive refuses every copy, AccessDenied) was
     retried first at every pass for ever, and the directories behind it waited. After 3 passes
@@ -714,6 +800,12 @@ def test_api_get_shows_the_checkpoint_directories_retention_cannot_retire_and_wh
     assert any(line.startswith("checkpoint-1000 cannot be retired: cannot copy") for line in said), said
 
 
+@pytest.mark.claim(
+    "When set, a run whose `CheckpointConfig.S3Uri` is in another bucket is refused at submit (400)"
+)
+@pytest.mark.claim(
+    "a `CheckpointConfig.S3Uri` it cannot list (one `ListObjectsV2` of one key: the bucket does not exist, is in another region, or is denied to the supervisor's role by `checkpointBuckets` or its bucket policy)"
+)
 def test_api_submit_where_the_supervisor_is_denied_is_400(acct, monkeypatch):
     monkeypatch.setattr(
         acct.supervisor, "checkpoints", _S3Fault(acct.supervisor.checkpoints, _s3_error("AccessDenied"))
@@ -723,6 +815,12 @@ def test_api_submit_where_the_supervisor_is_denied_is_400(acct, monkeypatch):
     assert acct.api("GET", "/runs")[1]["runs"] == []
 
 
+@pytest.mark.claim(
+    "Returns 201 with the run: its first attempt was asked of SageMaker, or, when a look-up it needs failed (S3 throttled), its launch waits and the run's `deferred` says why"
+)
+@pytest.mark.claim(
+    "A throttled or failing S3 or Service Quotas is *unknown*, not a refusal: the run is accepted (its launch then waits for S3, see `deferred`)"
+)
 def test_api_a_transient_s3_error_at_submit_accepts_and_shows_the_deferral(acct, monkeypatch):
     """Unknown is not empty: S3 throttling at submit is no reason to refuse. The run waits for
     S3, and says so in GET /runs/{id} and in the list rows (the reason was stored, never shown)."""
@@ -743,6 +841,15 @@ def test_api_a_transient_s3_error_at_submit_accepts_and_shows_the_deferral(acct,
     assert later["status"] in ("STARTING", "TRAINING") and later["deferred"] is None
 
 
+@pytest.mark.claim(
+    "An error that does not heal by itself (no such bucket, access denied, a bucket in another region) fails the run when it has lasted **30 minutes**"
+)
+@pytest.mark.claim(
+    "with a critical `run.failed` saying what to fix; fix it and `sagewarden resume` the run. Throttling, 5xx and timeouts keep waiting."
+)
+@pytest.mark.claim(
+    "Fix it within the time the alert gives; after 30 minutes the run fails, and `sagewarden resume` continues it once fixed."
+)
 def test_api_checkpoints_gone_after_submit_fail_the_run_after_30_minutes(acct, monkeypatch):
     """Item 2: an error that cannot heal by itself (the bucket was deleted after the submit)
     fails the run after a bounded, documented time instead of waiting for ever."""
@@ -767,6 +874,12 @@ def _on_prefix(name, uri):
     return body
 
 
+@pytest.mark.claim(
+    "**409** too when another live run holds the name or an overlapping checkpoint prefix, when a retention archive overlaps another live run's checkpoint prefix (or the checkpoint prefix another live run's archive), or when a resumable run of another principal holds the checkpoint prefix (`conflict` names the run, never its owner)"
+)
+@pytest.mark.claim(
+    "A second live run with the same `name`, or with a `CheckpointConfig.S3Uri` that is the same prefix, inside it or around it"
+)
 @pytest.mark.parametrize(
     "uri",
     [
@@ -797,6 +910,15 @@ def _archiving(name, uri, archive):
     return body
 
 
+@pytest.mark.claim(
+    "**409** too when another live run holds the name or an overlapping checkpoint prefix, when a retention archive overlaps another live run's checkpoint prefix (or the checkpoint prefix another live run's archive), or when a resumable run of another principal holds the checkpoint prefix (`conflict` names the run, never its owner)"
+)
+@pytest.mark.claim(
+    'gets the same 409 (`"on": "archive_prefix"`) when its archive is another live run\'s checkpoint prefix, inside it or around it, and a run whose checkpoint prefix is another live run\'s archive, inside it or around it, gets it on `checkpoint_prefix`'
+)
+@pytest.mark.claim(
+    "Like checkpoint prefixes, an archive may not be, hold, or lie inside another live run's checkpoint prefix, nor a checkpoint prefix another live run's archive"
+)
 @pytest.mark.parametrize(
     "archive",
     [
@@ -822,6 +944,13 @@ def test_api_an_archive_prefix_overlapping_a_live_runs_checkpoint_prefix_is_409_
     assert "archive prefix" in resp["message"] and len(acct.sagemaker.jobs()) == 1
 
 
+@pytest.mark.claim(
+    'gets the same 409 (`"on": "archive_prefix"`) when its archive is another live run\'s checkpoint prefix, inside it or around it, and a run whose checkpoint prefix is another live run\'s archive, inside it or around it, gets it on `checkpoint_prefix`'
+)
+@pytest.mark.claim("Two live runs may share one archive prefix.")
+@pytest.mark.claim(
+    "Like checkpoint prefixes, an archive may not be, hold, or lie inside another live run's checkpoint prefix, nor a checkpoint prefix another live run's archive"
+)
 @pytest.mark.parametrize(
     "uri",
     [f"s3://{BUCKET}/team-archive/", f"s3://{BUCKET}/team-archive/qwen/", f"s3://{BUCKET}/"],
@@ -840,6 +969,7 @@ def test_api_a_checkpoint_prefix_overlapping_a_live_runs_archive_is_409_naming_i
     assert acct.api("POST", "/runs", body=shared)[0] == 201
 
 
+@pytest.mark.claim("Once that run has ended both are free again")
 def test_api_a_prefix_is_free_again_once_its_run_ended(acct):
     _, first = acct.api("POST", "/runs", body=_body())
     acct.api("POST", f"/runs/{first['run_id']}/cancel")
@@ -851,6 +981,10 @@ def test_api_a_prefix_is_free_again_once_its_run_ended(acct):
     assert status == 201, second
 
 
+@pytest.mark.claim(
+    "**409** too when another live run holds the name or an overlapping checkpoint prefix, when a retention archive overlaps another live run's checkpoint prefix (or the checkpoint prefix another live run's archive), or when a resumable run of another principal holds the checkpoint prefix (`conflict` names the run, never its owner)"
+)
+@pytest.mark.claim("A replay with the same `Idempotency-Key` and body still answers 200 with its run.")
 def test_api_second_live_run_with_the_same_name_is_409_and_a_replay_is_still_200(acct):
     """Item 9: a repeated name was accepted, and from then on every get/cancel by name demanded
     the id. A replay of the first submit (same Idempotency-Key, same body) is not a conflict."""
@@ -867,6 +1001,12 @@ def test_api_second_live_run_with_the_same_name_is_409_and_a_replay_is_still_200
     assert s2 == 200 and replay["run_id"] == first["run_id"]
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
+@pytest.mark.claim(
+    "The run holds them as claim items written in the same DynamoDB transaction that creates it (so two concurrent submits cannot both win), released in the one that makes it terminal, and taken again by a resume"
+)
 def test_api_resume_is_409_when_another_live_run_took_the_name(acct):
     _, first = acct.api("POST", "/runs", body=_body())
     acct.api("POST", f"/runs/{first['run_id']}/cancel")
@@ -880,6 +1020,9 @@ def test_api_resume_is_409_when_another_live_run_took_the_name(acct):
     assert acct.api("GET", f"/runs/{first['run_id']}")[1]["status"] == "CANCELLED"  # nothing changed
 
 
+@pytest.mark.claim(
+    "an `InstanceCount` above the account's quota for the instance type when Service Quotas can be read (with `instance_fallbacks`, only when no choice fits)"
+)
 def test_api_instance_count_above_the_known_quota_is_400(template):
     """Item 11: a count above the account's quota can never launch; refused when the quota is known."""
     with LocalAccount(template, store="memory", quotas={"ml.p4d.24xlarge": 1}) as acct:
@@ -921,6 +1064,12 @@ def test_api_a_spot_run_is_checked_against_the_spot_training_quotas(template):
         assert status == 201 and run["attempts"][0]["launch"] == "SUBMITTED", run
 
 
+@pytest.mark.claim(
+    "an `InstanceCount` above the account's quota for the instance type when Service Quotas can be read (with `instance_fallbacks`, only when no choice fits)"
+)
+@pytest.mark.claim(
+    "A throttled or failing S3 or Service Quotas is *unknown*, not a refusal: the run is accepted (its launch then waits for S3, see `deferred`)"
+)
 def test_api_instance_count_is_accepted_when_the_quota_cannot_be_read(template):
     with LocalAccount(
         template, store="memory", quotas={"ml.p4d.24xlarge": 1}, service_quotas="denied"
@@ -944,6 +1093,9 @@ def test_api_submit_of_a_spot_run_says_no_warm_pool_and_launches_without_one(acc
     assert plain["warm_pool"]["keep_alive_seconds"] == 600 and plain["warm_pool"]["pools"] == []
 
 
+@pytest.mark.claim(
+    "the run asks for no pool from its first attempt and is told once (in its `run.submitted` alert, with the quota to raise)"
+)
 def test_api_a_warm_pool_quota_known_to_be_0_at_submit_asks_for_no_pool_and_says_so_once(acct):
     """AWS's default warm-pool quota is 0, and then SageMaker keeps no pool without an error: a run
     that asked for one waited up to 5 minutes at its first restart for a pool that never came.

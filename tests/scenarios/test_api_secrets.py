@@ -117,6 +117,7 @@ def _sagemaker_cut() -> dict[str, Any]:
 _PAD_BEFORE_TOKEN = {_sagemaker_cut: 1010}
 
 
+@pytest.mark.claim("Text is scrubbed before any bound cuts it")
 @pytest.mark.parametrize(
     ("fault", "secret"),
     [
@@ -174,6 +175,7 @@ class _EchoingLogs:
         )
 
 
+@pytest.mark.claim("Text is scrubbed before any bound cuts it")
 def test_an_error_text_cut_at_500_characters_shows_nothing_of_a_secret_it_quotes(acct):
     prefix = "An error occurred (InvalidParameterException) when calling the GetLogEvents operation: "
     head = "Value 'python3 train.py --epochs 1 --data "
@@ -215,6 +217,8 @@ ITEM_8 = (
 )  # fmt: skip
 
 
+@pytest.mark.claim("`DB_PASS`, `GITHUB_PAT`, `HF_AUTH`, `passwd`, `hfAuthToken`, and also `max_tokens`")
+@pytest.mark.claim("Text is also searched for what the run never declared")
 def test_every_secret_form_is_redacted_in_the_run_the_alert_and_the_audit(acct):
     body = _body(
         Environment={

@@ -85,6 +85,9 @@ def _events(acct, rid, caller=ALICE_ROLE):
 # --- ownership: cancel and resume -------------------------------------------------------------
 
 
+@pytest.mark.claim("only the owner or an admin may cancel or resume the run")
+@pytest.mark.claim("403 unless the caller owns the run or is an admin.")
+@pytest.mark.claim("Only the run's owner or an admin may cancel or resume it; anyone else gets **403**")
 def test_cancel_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_changes_nothing(acct):
     rid = _submit(acct, ALICE_ROLE)["run_id"]
     status, body = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=BOB_ROLE)
@@ -97,6 +100,9 @@ def test_cancel_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_change
     assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=ALICE_ROLE)[0] == 202
 
 
+@pytest.mark.claim("only the owner or an admin may cancel or resume the run")
+@pytest.mark.claim("403 unless the caller owns the run or is an admin.")
+@pytest.mark.claim("Only the run's owner or an admin may cancel or resume it; anyone else gets **403**")
 def test_resume_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_changes_nothing(acct):
     rid = _cancelled(acct, ALICE_ROLE)
     jobs = len(acct.sagemaker.jobs())
@@ -108,6 +114,7 @@ def test_resume_by_a_principal_that_is_neither_owner_nor_admin_is_403_and_change
     assert acct.api("POST", f"/runs/{rid}/resume", caller_arn=ALICE_ROLE)[0] == 202
 
 
+@pytest.mark.claim("whoever can assume the role that submitted a run may cancel and resume it")
 def test_any_session_of_the_role_that_submitted_may_cancel_and_resume(acct):
     rid = _submit(acct, TEAM_SESSION_1)["run_id"]
     assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=OTHER_TEAM_SESSION)[0] == 403
@@ -129,12 +136,14 @@ def test_iam_users_own_their_runs_by_user_name(acct):
     assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=carol)[0] == 202
 
 
+@pytest.mark.claim("The same role name in another account is someone else.")
 def test_the_same_role_name_in_another_account_owns_nothing(acct):
     rid = _submit(acct, TEAM_SESSION_1)["run_id"]
     stranger = "arn:aws:sts::210987654321:assumed-role/ml-team/alice@example.com"
     assert acct.api("POST", f"/runs/{rid}/cancel", caller_arn=stranger)[0] == 403
 
 
+@pytest.mark.claim("IAM roles whose sessions may cancel and resume any run (everyone else: only their own")
 def test_an_admin_role_may_cancel_and_resume_any_run(acct):
     rid = _submit(acct, ALICE_ROLE)["run_id"]
     status, run = acct.api("POST", f"/runs/{rid}/cancel", caller_arn=ADMIN_SESSION)
@@ -144,6 +153,7 @@ def test_an_admin_role_may_cancel_and_resume_any_run(acct):
     assert any(f"cancel requested by {ADMIN_SESSION}" in e["summary"] for e in _events(acct, rid))
 
 
+@pytest.mark.claim("Every caller the API's IAM policy admits may list runs and read any run and its events")
 def test_reading_stays_open_to_every_caller_the_api_admits(acct):
     rid = _submit(acct, ALICE_ROLE)["run_id"]
     assert acct.api("GET", f"/runs/{rid}", caller_arn=BOB_ROLE)[0] == 200
@@ -151,6 +161,7 @@ def test_reading_stays_open_to_every_caller_the_api_admits(acct):
     assert [r["run_id"] for r in acct.api("GET", "/runs", caller_arn=BOB_ROLE)[1]["runs"]] == [rid]
 
 
+@pytest.mark.claim("The CLI prints that message as one line.")
 def test_the_cli_prints_one_clear_line_for_a_403(acct, capsys):
     rid = _submit(acct, ALICE_ROLE)["run_id"]  # the CLI harness signs as the drill's ml-engineer role
     cli = CliHarness(acct, capsys)
@@ -208,6 +219,12 @@ def _cancelled_with_checkpoints(acct, caller):
     return rid, written
 
 
+@pytest.mark.claim(
+    "**409** too when another live run holds the name or an overlapping checkpoint prefix, when a retention archive overlaps another live run's checkpoint prefix (or the checkpoint prefix another live run's archive), or when a resumable run of another principal holds the checkpoint prefix (`conflict` names the run, never its owner)"
+)
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run that may still be resumed (30 days, [Resuming a run](recovery.md#resuming-a-run)) holds its checkpoint prefix against runs of other principals, at the prefix and inside it (409 naming it, not its owner); runs of the same principal and an admin's may take it"
+)
 def test_another_principal_may_not_take_a_resumable_runs_checkpoint_prefix(acct):
     """Measured before: B's run on A's cancelled run's prefix (checkpoint_keep 1, delete) was
     accepted and its retention deleted 6 of 6 of A's checkpoint directories. Now it is a 409
@@ -231,6 +248,9 @@ def test_another_principal_may_not_take_a_resumable_runs_checkpoint_prefix(acct)
     assert resumed["attempts"][-1]["resumed_from"]["uri"] == PREFIX + newest + "/"
 
 
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run that may still be resumed (30 days, [Resuming a run](recovery.md#resuming-a-run)) holds its checkpoint prefix against runs of other principals, at the prefix and inside it (409 naming it, not its owner); runs of the same principal and an admin's may take it"
+)
 def test_the_same_principal_or_an_admin_may_take_a_resumable_runs_prefix(acct):
     _cancelled_with_checkpoints(acct, TEAM_SESSION_1)
     status, body = acct.api("POST", "/runs", body=_retaining("next-try"), caller_arn=TEAM_SESSION_2)
@@ -241,6 +261,7 @@ def test_the_same_principal_or_an_admin_may_take_a_resumable_runs_prefix(acct):
     assert status == 201, body
 
 
+@pytest.mark.claim("Only what the run's own attempts wrote.")
 def test_retention_never_deletes_what_was_there_before_the_runs_first_attempt(acct):
     """Measured before: on a prefix no run had used, 4 of 5 directories were deleted though the
     run's job never wrote one. Only what its own attempts wrote goes."""
@@ -262,6 +283,12 @@ def test_retention_never_deletes_what_was_there_before_the_runs_first_attempt(ac
     assert any("retiring checkpoint-550" in e["summary"] for e in _events(acct, rid, BOB_ROLE))
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
+@pytest.mark.claim(
+    "A checkpoint written since, by another run or by a job that is not one of the run's, makes the resume a 409 that names it and when it was written"
+)
 def test_a_resume_never_continues_from_a_checkpoint_written_after_the_run_ended(acct):
     """Measured before: A's resume answered 202 and silently continued from B's checkpoint."""
     rid, _ = _cancelled_with_checkpoints(acct, ALICE_ROLE)
@@ -283,6 +310,8 @@ def _assert_no_secret(payload):
     assert not leaked, f"secret values in {text[:400]}"
 
 
+@pytest.mark.claim("reads `<redacted>` in every API answer")
+@pytest.mark.claim("The stored request keeps the real values, because every attempt is launched with them")
 def test_secret_values_never_leave_the_api_and_the_launched_job_keeps_them(acct):
     status, submitted = acct.api("POST", "/runs", body=_secret_body(), caller_arn=ALICE_ROLE)
     assert status == 201
@@ -313,6 +342,8 @@ def test_secret_values_never_leave_the_api_and_the_launched_job_keeps_them(acct)
         assert described["HyperParameters"]["api_key"] == HP_KEY
 
 
+@pytest.mark.claim("Such a value of 8 characters or more is also replaced wherever it appears in text")
+@pytest.mark.claim("the audit trail (redacted before it is stored) and the subject and body of every alert")
 def test_a_secret_echoed_in_failure_text_and_logs_is_scrubbed_from_audit_alerts_and_api(acct):
     leak = f"RuntimeError: login to the hub failed with token {HF_TOKEN} (401)"
     acct.sagemaker.inject(
@@ -375,6 +406,10 @@ def scoped(template, monkeypatch):
         yield account
 
 
+@pytest.mark.claim("A caller lists only the runs it owns (any session of its role) and reads only those")
+@pytest.mark.claim(
+    "Any other run answers **404** to `GET /runs/{id}`, its events, cancel and resume, the same answer as for a run that does not exist"
+)
 def test_under_read_scope_owner_another_principal_meets_every_run_route_as_404(scoped):
     rid = _submit(scoped, TEAM_SESSION_1)["run_id"]
     missing = "01KE5Q86000000000000000000"
@@ -400,6 +435,7 @@ def test_under_read_scope_owner_another_principal_meets_every_run_route_as_404(s
     assert scoped.api("POST", f"/runs/{rid}/resume", caller_arn=ADMIN_SESSION)[0] == 202
 
 
+@pytest.mark.claim("A caller lists only the runs it owns (any session of its role) and reads only those")
 def test_under_read_scope_owner_a_listing_shows_only_the_callers_runs_across_pages(scoped):
     mine, theirs = [], []
     for i in range(5):
@@ -420,6 +456,7 @@ def test_under_read_scope_owner_a_listing_shows_only_the_callers_runs_across_pag
     assert sorted(r["run_id"] for r in everything) == sorted(mine + theirs)
 
 
+@pytest.mark.claim("A caller lists only the runs it owns (any session of its role) and reads only those")
 def test_the_cli_lists_and_reads_only_its_own_runs_under_read_scope_owner(scoped, capsys):
     other = _submit(scoped, TEAM_SESSION_1, _body("not-mine"))["run_id"]
     own = _submit(scoped, CALLER, _body("mine"))["run_id"]  # the CLI's own identity
@@ -430,6 +467,8 @@ def test_the_cli_lists_and_reads_only_its_own_runs_under_read_scope_owner(scoped
     assert got.code != 0 and f"no run with id {other}" in got.err  # as for a run that does not exist
 
 
+@pytest.mark.claim("A 403 names the owner by identity")
+@pytest.mark.claim("A 409 names the other run by id, name and status only.")
 def test_no_error_names_another_principals_session(acct):
     # the owner signed as a session named after her e-mail address; the caller is someone else
     rid = _submit(acct, TEAM_SESSION_1)["run_id"]
@@ -448,6 +487,7 @@ def test_no_error_names_another_principals_session(acct):
     assert status == 409 and "alice@example.com" not in json.dumps(body) and "ml-team" not in json.dumps(body)
 
 
+@pytest.mark.claim("A listing reads at most 10 pages of the table per request")
 def test_under_read_scope_owner_a_listing_reads_a_bounded_number_of_pages_per_request(scoped):
     from sagewarden.usecases.run_requests import LIST_SCAN_PAGES
 

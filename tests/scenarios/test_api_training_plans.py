@@ -60,6 +60,9 @@ def test_api_training_plan_submit_waits_for_the_first_window_and_reads_the_plan(
     assert "sagemaker:DescribeTrainingPlan" in used
 
 
+@pytest.mark.claim(
+    "its instance type and count against the plan itself, and an Expired or Failed plan is refused"
+)
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [
@@ -86,6 +89,9 @@ def test_api_training_plan_a_run_that_does_not_fit_its_plan_is_400(
     assert acct.sagemaker.jobs() == []
 
 
+@pytest.mark.claim(
+    "its instance type and count against the plan itself, and an Expired or Failed plan is refused"
+)
 def test_api_training_plan_arn_is_checked_against_sagemakers_pattern(acct: Any) -> None:
     status, resp = acct.api(
         "POST", "/runs", body=body("arn:aws:sagemaker:us-east-1:123456789012:trainingplan/x-y-z-w")
@@ -94,6 +100,9 @@ def test_api_training_plan_arn_is_checked_against_sagemakers_pattern(acct: Any) 
     assert "training_job.ResourceConfig.TrainingPlanArn" in errors(resp)
 
 
+@pytest.mark.claim(
+    "its instance type and count against the plan itself, and an Expired or Failed plan is refused"
+)
 def test_api_training_plan_expired_plan_is_400(acct: Any) -> None:
     acct.sagemaker.advance(acct.clock.now_ms + 13 * HOUR)
     status, resp = acct.api("POST", "/runs", body=body(arn(acct)))

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from drill.scenarios.spec import SCENARIO_DIR
 from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
 
@@ -180,6 +182,9 @@ def big_job(fault: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.claim(
+    "On a job of hundreds of hosts the failed host is found by one FilterLogEvents for GPU hardware lines over every host, where the log tail's per-host reads run out of time before reaching it"
+)
 def test_scenario_a_hardware_line_past_the_log_tails_reach_still_singles_out_its_host(template):
     """256 hosts: the log tail's per-host reads run out of time in host order long before algo-250
     (GetLogEvents under the account's rate limit). One FilterLogEvents for hardware lines names
@@ -205,6 +210,9 @@ def test_scenario_a_hardware_line_past_the_log_tails_reach_still_singles_out_its
     assert "InfraCheckConfig" not in second.request  # its fingerprint line is the guard
 
 
+@pytest.mark.claim(
+    "On a job of hundreds of hosts the failed host is found by one FilterLogEvents for GPU hardware lines over every host, where the log tail's per-host reads run out of time before reaching it"
+)
 def test_scenario_every_hosts_fingerprint_is_read_on_a_job_of_more_hosts_than_the_default(template):
     """256 hosts print 256 fingerprint lines at once; algo-76's comes after the first 200 in the
     order FilterLogEvents returns them (stream names sort as text). A read keeping 200 lost it: the
@@ -290,6 +298,9 @@ def _late_xid_drill(template, name: str, *, log_delay_s: int, available_s: int, 
     return run_drill(template, data)
 
 
+@pytest.mark.claim(
+    "when the pool is `Available`, before a job runs on it, the hosts that printed a GPU hardware line are looked up once more (one bounded FilterLogEvents, with the fingerprint lines); a host named now is recorded as at the ending, the pool is released and the resume starts on new instances"
+)
 def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_pool_it_waits_for(template):
     """The Xid line lands 150 s late, past the minute the ending waits for it: the crash is decided
     naming no host, and the run waits to resume on its warm pool (Available 4 minutes after the
@@ -307,6 +318,10 @@ def test_scenario_an_xid_line_later_than_the_settle_keeps_the_resume_off_the_poo
     assert kinds.count((2, "algorithm_error")) == 0  # the bad GPU was not met again
 
 
+@pytest.mark.claim("whose job leaves a warm pool to reuse is not decided until a minute after the job's end")
+@pytest.mark.claim(
+    "a crash that names no host yet is decided a minute after the job's end, so a late Xid line can still name the bad host"
+)
 def test_scenario_an_xid_line_that_lands_after_the_failed_event_still_singles_out_its_host(template):
     """CloudWatch Logs ingests a line some time after the script writes it (AWS publishes no
     figure): here every line lands 40 s late and the Failed event arrives within 5 s, so a read

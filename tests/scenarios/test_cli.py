@@ -28,6 +28,9 @@ def h(acct, capsys):
     return CliHarness(acct, capsys)
 
 
+@pytest.mark.claim(
+    "`--set KEY=VALUE` (repeatable): `instance_type`, `instance_count`, `max_runtime_seconds`, `name`, any policy field (`max_restarts=20`), or a path"
+)
 def test_submit_yaml_with_overrides_and_idempotency_then_get_list_events_cancel(h, tmp_path):
     path = write_yaml(tmp_path / "run.yaml", run_body("llama-8b"))
     r = h.cli(
@@ -68,6 +71,22 @@ def test_submit_reads_json_from_stdin_and_prints_the_run(h):
     assert not REPR.search(r.out), r.out
 
 
+@pytest.mark.claim("validate and review; nothing is submitted")
+@pytest.mark.claim(
+    "validates with the API's own code (the same strict JSON rules, the full CreateTrainingJob check against botocore's SageMaker model, the policy ranges) and submits nothing"
+)
+@pytest.mark.claim(
+    "It lists the live runs holding the run's name or an overlapping checkpoint prefix (what the API would refuse with 409), read with `GET /runs`; when the API cannot be reached it says they were not checked."
+)
+@pytest.mark.claim(
+    "MaxRuntime against the run's wall clock: how many chained jobs, and the 120 s SIGTERM grace"
+)
+@pytest.mark.claim(
+    "multi-node p4d/p5 without the EFA/NCCL environment (`FI_PROVIDER=efa`, `FI_EFA_USE_DEVICE_RDMA=1`, `RDMAV_FORK_SAFE=1`, `NCCL_DEBUG`)"
+)
+@pytest.mark.claim(
+    "no collective timeout (`TORCH_NCCL_ASYNC_ERROR_HANDLING=1` and a `timeout=` on `init_process_group`), so a dead rank would hang the job instead of failing it"
+)
 def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
     body = run_body("llama-70b")
     body["training_job"]["Environment"] = {}
@@ -117,6 +136,9 @@ def test_dry_run_validates_locally_and_reviews_without_sending(h, tmp_path):
     assert h.requests == []
 
 
+@pytest.mark.claim(
+    "It lists the live runs holding the run's name or an overlapping checkpoint prefix (what the API would refuse with 409), read with `GET /runs`; when the API cannot be reached it says they were not checked."
+)
 def test_dry_run_reports_the_live_runs_holding_the_name_or_the_prefix(h, tmp_path):
     """Issue 16 items 8 and 9: the API refuses a second live run on a name or a checkpoint prefix
     (409); the dry run reads the live runs (GET /runs) and says so before anything is submitted."""
@@ -145,6 +167,9 @@ def test_dry_run_reports_the_live_runs_holding_the_name_or_the_prefix(h, tmp_pat
     assert r.code == 0 and "the API would accept this run" in r.out  # the prefix is free again
 
 
+@pytest.mark.claim(
+    "none for managed spot training (SageMaker refuses a spot job that asks), none with `keep_alive_seconds` 0, else the request's own KeepAlive capped by the policy"
+)
 def test_dry_run_says_a_spot_run_gets_no_warm_pool(h, tmp_path):
     body = run_body("spotty")
     body["training_job"]["EnableManagedSpotTraining"] = True
@@ -162,6 +187,7 @@ def test_dry_run_says_a_spot_run_gets_no_warm_pool(h, tmp_path):
     assert all(method == "GET" for method, _ in h.requests)  # read (conflicts), never submitted
 
 
+@pytest.mark.claim("It cannot know the deployment's `allowedRoleArns` and `policyDefaults`, and says so.")
 def test_dry_run_says_what_it_cannot_know_about_the_deployment(h, tmp_path):
     """README: it cannot know the deployment's allowedRoleArns and policyDefaults, and says so."""
     r = h.cli("submit", write_yaml(tmp_path / "run.yaml", run_body("llama-70b")), "--dry-run")
@@ -177,6 +203,12 @@ def test_dry_run_says_what_it_cannot_know_about_the_deployment(h, tmp_path):
     assert {req[0] for req in h.requests} == {"GET"}  # the live-run listing only: nothing submitted
 
 
+@pytest.mark.claim(
+    "validates with the API's own code (the same strict JSON rules, the full CreateTrainingJob check against botocore's SageMaker model, the policy ranges) and submits nothing"
+)
+@pytest.mark.claim(
+    "`1` the API refused or failed the request (4xx except 404, 5xx, throttling), or a dry run found errors"
+)
 def test_dry_run_refusal_lists_every_field_error(h, tmp_path):
     body = run_body("llama")
     body["training_job"]["ResourceConfig"]["InstanceCont"] = 2
@@ -232,6 +264,9 @@ class _Session:
         return self.quotas
 
 
+@pytest.mark.claim(
+    "instance counts (and fallbacks, and warm pools) against the account's Service Quotas, when your credentials allow. A quota that cannot be read is a note, never an error."
+)
 def test_dry_run_checks_instance_counts_against_service_quotas(h, tmp_path):
     from botocore.exceptions import ClientError
 
@@ -287,6 +322,7 @@ def test_dry_run_checks_a_spot_run_against_the_spot_training_quotas(h, tmp_path)
     assert "'ml.p4d.24xlarge for training job usage'" not in text
 
 
+@pytest.mark.claim("`--limit N` (50), `--all`")
 def test_list_and_ls_print_a_table_that_fits(h, acct):
     from sagewarden_cli import render
 
@@ -323,6 +359,9 @@ def test_list_and_ls_print_a_table_that_fits(h, acct):
     assert len(r.out.splitlines()) == 2 and "--all lists every run" in r.err
 
 
+@pytest.mark.claim(
+    "Only on a terminal are long names cut to its width; piped or redirected, nothing is; an id never is"
+)
 def test_ls_piped_never_cuts_names_or_ids_a_terminal_cuts_only_names(h, monkeypatch):
     from sagewarden_cli import render
 
@@ -338,6 +377,9 @@ def test_ls_piped_never_cuts_names_or_ids_a_terminal_cuts_only_names(h, monkeypa
     assert on_terminal[1].split()[0].endswith("…") and on_terminal[1].split()[1] == run_id
 
 
+@pytest.mark.claim(
+    "No two live runs share a name (the API refuses the second), so a name means its one live run even when finished runs share it; when only finished runs share it, the command lists them with their ids and statuses and asks for the id."
+)
 def test_get_and_show_address_a_run_by_name_or_id(h):
     run_id = h.submit(run_body("llama-8b"))
     h.until(lambda: h.run(run_id)["status"] == "TRAINING")
@@ -421,6 +463,7 @@ def test_events_follow_prints_every_event_once_until_the_run_finishes(h, acct):
     assert tail.out.splitlines() == r.out.splitlines()[-2:]
 
 
+@pytest.mark.claim("the last 5 lines of every host, (algo-N) prefixed")
 def test_logs_prints_every_host_prefixed_in_numeric_order(h, acct):
     body = run_body("wide")
     body["training_job"]["ResourceConfig"]["InstanceCount"] = 11
@@ -470,6 +513,9 @@ def test_logs_follow_continues_into_the_next_attempt_until_the_run_ends(h, acct)
     assert min(resumed) >= 200 and max(resumed) >= 500  # attempt 2 resumed from a checkpoint and finished
 
 
+@pytest.mark.claim(
+    "and reads the attempt that ended for 3 more minutes: its last lines, the crash, may land in CloudWatch Logs late"
+)
 def test_logs_follow_prints_the_last_lines_of_an_attempt_that_land_after_the_next_one_started(
     template, capsys
 ):
@@ -502,6 +548,7 @@ def test_logs_follow_prints_the_last_lines_of_an_attempt_that_land_after_the_nex
         assert f"(algo-2) {watchdog}" in r.out
 
 
+@pytest.mark.claim("`4` not found (no such run, attempt or logs yet); `130` interrupted")
 def test_logs_before_a_job_logs_and_of_an_unknown_attempt(h):
     run_id = h.submit(run_body("llama-8b"))  # the job is Starting: no stream yet
     r = h.cli("logs", run_id)
@@ -510,6 +557,9 @@ def test_logs_before_a_job_logs_and_of_an_unknown_attempt(h):
     assert r.code == 4 and "has no attempt 3 (it has 1)" in r.err
 
 
+@pytest.mark.claim(
+    "stop one or more runs; asks first. A run that already finished is not asked about: it is named with its status (`run X already finished (SUCCEEDED)`), exit 1"
+)
 def test_cancel_asks_first_and_takes_several_runs(h, acct):
     a, b, c = (h.submit(run_body(n)) for n in ("a1", "b2", "c3"))
     r = h.cli("cancel", "a1", b, stdin="n\n")
@@ -527,6 +577,9 @@ def test_cancel_asks_first_and_takes_several_runs(h, acct):
     assert h.run(c)["status"] == "STOPPING"
 
 
+@pytest.mark.claim(
+    "stop one or more runs; asks first. A run that already finished is not asked about: it is named with its status (`run X already finished (SUCCEEDED)`), exit 1"
+)
 def test_cancel_of_a_finished_run_says_so_without_asking(h, acct):
     acct.sagemaker.set_profile("done", SHORT)
     run_id = h.submit(run_body("done"))
@@ -539,6 +592,9 @@ def test_cancel_of_a_finished_run_says_so_without_asking(h, acct):
     assert r.code == 1 and r.json() == []
 
 
+@pytest.mark.claim(
+    "stop one or more runs; asks first. A run that already finished is not asked about: it is named with its status (`run X already finished (SUCCEEDED)`), exit 1"
+)
 def test_cancel_of_a_run_that_finishes_after_it_was_read_says_so(h, acct):
     acct.sagemaker.set_profile("racer", SHORT)
     run_id = h.submit(run_body("racer"))
@@ -553,6 +609,9 @@ def test_cancel_of_a_run_that_finishes_after_it_was_read_says_so(h, acct):
     assert r.err == f"sagewarden: run racer ({run_id}) already finished (SUCCEEDED): nothing to cancel\n"
 
 
+@pytest.mark.claim(
+    "`POST /runs/{id}/resume`: a FAILED or CANCELLED run continues from its newest checkpoint with a fresh restart budget"
+)
 def test_resume_a_failed_or_cancelled_run(h, acct):
     run_id = h.submit(run_body("llama-8b"))
     r = h.cli("resume", "llama-8b")
@@ -568,6 +627,9 @@ def test_resume_a_failed_or_cancelled_run(h, acct):
     assert r.code == 4 and "no run with id 01KE5Q86000000000000000000" in r.err
 
 
+@pytest.mark.claim(
+    "No two live runs share a name (the API refuses the second), so a name means its one live run even when finished runs share it; when only finished runs share it, the command lists them with their ids and statuses and asks for the id."
+)
 def test_a_name_resolves_to_its_one_live_run_when_finished_runs_share_it(h):
     """Issue 16 item 9: a repeated name made every `get`/`cancel` by name demand the id, even
     with only one of the runs live."""
@@ -581,6 +643,12 @@ def test_a_name_resolves_to_its_one_live_run_when_finished_runs_share_it(h):
     assert r.code == 0 and h.run(second)["status"] == "STOPPING"
 
 
+@pytest.mark.claim(
+    "No two live runs share a name (the API refuses the second), so a name means its one live run even when finished runs share it; when only finished runs share it, the command lists them with their ids and statuses and asks for the id."
+)
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 def test_a_run_name_that_is_unknown_or_ambiguous(h):
     first = h.submit(run_body("llama-8b"))
     h.cli("cancel", first, "--yes")
@@ -602,6 +670,7 @@ def test_a_run_name_that_is_unknown_or_ambiguous(h):
     assert r.code == 4 and "HTTP 404" in r.err
 
 
+@pytest.mark.claim("Global options work before or after the command")
 def test_global_options_work_after_the_command(h):
     run_id = h.submit(run_body("llama-8b"))
     r = h.cli("get", run_id, "--json", "--api-url", API, api=False)
@@ -610,6 +679,9 @@ def test_global_options_work_after_the_command(h):
     assert r.code == 0 and [x["run_id"] for x in r.json()] == [run_id]
 
 
+@pytest.mark.claim(
+    "give the Young/Daly interval √(2 × write time × MTBF) and the GPU-hours per day it would save over the current interval"
+)
 def test_get_shows_the_checkpoint_interval_advice(h, acct):
     acct.sagemaker.set_profile("llama-8b", SHORT)
     acct.sagemaker.inject(Fault(kind="hardware", run="llama-8b", attempt=1, after_training_min=45, host=2))
@@ -685,6 +757,12 @@ def test_one_cost_figure_in_ls_get_and_the_attempt_line_while_training(h, acct):
     assert f"est. {money}" in view  # the attempt line
 
 
+@pytest.mark.claim(
+    "the CloudFormation stack (at most 25 characters: letters, digits, hyphens). The CLI finds its API by it (`--stack`)."
+)
+@pytest.mark.claim(
+    "It finds the API from `--api-url`, `$SAGEWARDEN_API_URL`, or the `ApiUrl` output of the stack (`--stack`, `$SAGEWARDEN_STACK`, default `Sagewarden`)"
+)
 def test_the_cli_finds_the_api_of_a_second_deployment_by_its_stack_name(h, monkeypatch):
     """Two deployments side by side: --stack or $SAGEWARDEN_STACK picks the one whose ApiUrl to use."""
     import boto3

@@ -47,6 +47,9 @@ def one_line(err):
 
 
 # -- the API and what stands in front of it ----------------------------------------------------------
+@pytest.mark.claim(
+    "Every failure is one line on stderr (a refused request adds one line per field error), never a traceback: API Gateway's own `{\"Message\": ...}` 403 and 429 answers and a proxy's HTML error page included."
+)
 def test_api_gateway_403_message_is_one_line_with_a_hint(capsys):
     body = {"Message": "User: arn:aws:sts::123456789012:assumed-role/dev/alice is not authorized to perform: "
                        "execute-api:Invoke on resource: arn:aws:execute-api:us-east-1:123456789012:abc123/prod/GET/runs"}  # fmt: skip
@@ -68,6 +71,12 @@ def test_api_gateway_403_message_is_one_line_with_a_hint(capsys):
     assert "check your credentials, and that the API is in us-east-1" in one_line(err)
 
 
+@pytest.mark.claim(
+    "`1` the API refused or failed the request (4xx except 404, 5xx, throttling), or a dry run found errors"
+)
+@pytest.mark.claim(
+    "Every failure is one line on stderr (a refused request adds one line per field error), never a traceback: API Gateway's own `{\"Message\": ...}` 403 and 429 answers and a proxy's HTML error page included."
+)
 def test_throttling_html_502_and_5xx(capsys):
     code, _, err = cli(
         capsys, "--api-url", API, "list", transport=answer(429, {"message": "Too Many Requests"})
@@ -104,6 +113,12 @@ def test_throttling_html_502_and_5xx(capsys):
     assert code == API_ERROR and "is not JSON ('hello')" in one_line(err)
 
 
+@pytest.mark.claim(
+    "`1` the API refused or failed the request (4xx except 404, 5xx, throttling), or a dry run found errors"
+)
+@pytest.mark.claim(
+    "Every failure is one line on stderr (a refused request adds one line per field error), never a traceback: API Gateway's own `{\"Message\": ...}` 403 and 429 answers and a proxy's HTML error page included."
+)
 def test_a_refused_submission_lists_its_field_errors(capsys, tmp_path):
     path = write_yaml(tmp_path / "run.yaml", run_body("x"))
     body = {"message": "invalid request", "errors": [{"field": "name", "message": "too short"}, {"field": "policy.x", "message": "unknown field"}]}  # fmt: skip
@@ -116,6 +131,7 @@ def test_a_refused_submission_lists_its_field_errors(capsys, tmp_path):
     ]
 
 
+@pytest.mark.claim("`4` not found (no such run, attempt or logs yet); `130` interrupted")
 def test_not_found_is_exit_code_4(capsys):
     code, _, err = cli(
         capsys,
@@ -135,6 +151,7 @@ def _closed_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.claim("`3` network (connection refused, timeout, DNS, TLS)")
 def test_connection_refused_uses_the_real_http_transport(capsys):
     port = _closed_port()
     code, _, err = cli(capsys, "--api-url", f"http://127.0.0.1:{port}", "list", sess=None)
@@ -144,6 +161,7 @@ def test_connection_refused_uses_the_real_http_transport(capsys):
     assert code == NETWORK and "connection refused" in one_line(err)
 
 
+@pytest.mark.claim("`3` network (connection refused, timeout, DNS, TLS)")
 @pytest.mark.parametrize(
     ("error", "text"),
     [
@@ -167,6 +185,9 @@ def test_timeouts_and_resets_are_network_errors(capsys, error, text):
 
 
 # -- configuration -----------------------------------------------------------------------------------
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 def test_unknown_profile(capsys, monkeypatch, tmp_path):
     config = tmp_path / "config"
     config.write_text("[profile dev]\nregion = eu-west-1\n")
@@ -180,6 +201,9 @@ def test_unknown_profile(capsys, monkeypatch, tmp_path):
     )
 
 
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 def test_no_credentials_and_no_region(capsys, monkeypatch, tmp_path):
     import boto3
 
@@ -204,6 +228,7 @@ def test_no_credentials_and_no_region(capsys, monkeypatch, tmp_path):
     assert code == USAGE and "no AWS region: pass --region or set AWS_REGION" in one_line(err)
 
 
+@pytest.mark.claim("`--region` (else `$AWS_REGION`, then `$AWS_DEFAULT_REGION`, then the profile's)")
 def test_region_from_aws_region_then_aws_default_region(capsys, monkeypatch):
     import boto3
 
@@ -232,6 +257,9 @@ def test_region_from_aws_region_then_aws_default_region(capsys, monkeypatch):
     assert scopes == ["ap-south-1", "eu-west-1", "us-west-2", "us-east-1"]
 
 
+@pytest.mark.claim(
+    "It finds the API from `--api-url`, `$SAGEWARDEN_API_URL`, or the `ApiUrl` output of the stack (`--stack`, `$SAGEWARDEN_STACK`, default `Sagewarden`)"
+)
 def test_the_stack_lookup_failure_says_what_to_do(capsys):
     class NoStack:
         region_name = "us-east-1"
@@ -253,6 +281,9 @@ def test_the_stack_lookup_failure_says_what_to_do(capsys):
 
 
 # -- files and --set ---------------------------------------------------------------------------------
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 def test_bad_run_files(capsys, tmp_path):
     def submit(name, text):
         path = tmp_path / name
@@ -282,6 +313,12 @@ def test_bad_run_files(capsys, tmp_path):
     assert code == USAGE and "is a directory" in one_line(err)
 
 
+@pytest.mark.claim(
+    "`--set KEY=VALUE` (repeatable): `instance_type`, `instance_count`, `max_runtime_seconds`, `name`, any policy field (`max_restarts=20`), or a path"
+)
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 @pytest.mark.parametrize(
     ("assignment", "message"),
     [
@@ -312,6 +349,10 @@ def _unreachable(method, url, headers, body):
     raise ConnectionRefusedError  # the dry run's look at the live runs: noted as not checked
 
 
+@pytest.mark.claim(
+    "`--set KEY=VALUE` (repeatable): `instance_type`, `instance_count`, `max_runtime_seconds`, `name`, any policy field (`max_restarts=20`), or a path"
+)
+@pytest.mark.claim("Values are YAML (`20`, `true`, `[a, b]`); `KEY=null` removes the key.")
 def test_set_paths_indexes_and_removal(capsys, tmp_path, aws):  # aws: the quota look-up stays in moto
     body = run_body("x")
     body["training_job"]["InputDataConfig"] = [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://sagewarden-drill/d/"}}}]  # fmt: skip
@@ -331,6 +372,7 @@ def test_set_paths_indexes_and_removal(capsys, tmp_path, aws):  # aws: the quota
 
 
 # -- Ctrl-C, usage, help -----------------------------------------------------------------------------
+@pytest.mark.claim("`4` not found (no such run, attempt or logs yet); `130` interrupted")
 def test_ctrl_c_exits_130_without_a_traceback(capsys):
     def interrupted(*_):
         raise KeyboardInterrupt
@@ -345,6 +387,9 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys):
     assert code == INTERRUPTED and err.strip().endswith("sagewarden: interrupted")
 
 
+@pytest.mark.claim(
+    "`2` usage or configuration (arguments, an unreadable file, a bad `--set`, an unknown profile, no credentials, region or API URL, an ambiguous run name)"
+)
 def test_usage_errors_are_one_line(capsys):
     code, _, err = cli(capsys, "list", "--status", "RUNNING")
     assert code == USAGE
@@ -401,6 +446,9 @@ def test_local_mode_against_something_that_is_not_the_drill_server(capsys):
     )
 
 
+@pytest.mark.claim(
+    "Every failure is one line on stderr (a refused request adds one line per field error), never a traceback: API Gateway's own `{\"Message\": ...}` 403 and 429 answers and a proxy's HTML error page included."
+)
 def test_an_unforeseen_error_is_one_line_too(capsys, monkeypatch):
     def transport(*_):
         raise ValueError("something nobody expected")

@@ -41,6 +41,9 @@ def cli(capsys, *argv):
     return code, out.out, out.err
 
 
+@pytest.mark.claim(
+    "(or `python -m drill serve [--port 8765] [--speed 600]`) serves the API on the drill's simulated account"
+)
 def test_every_command_through_the_local_http_server(server, capsys, monkeypatch):
     with server.lock:  # llama-8b finishes in about a wall second; "second" runs until cancelled
         server.account.sagemaker.set_profile(
@@ -83,6 +86,9 @@ def test_every_command_through_the_local_http_server(server, capsys, monkeypatch
     assert code == 4 and "no run with id" in err
 
 
+@pytest.mark.claim(
+    "A request without a SigV4 signature gets API Gateway's 403; the signature itself is not checked."
+)
 def test_the_server_speaks_like_api_gateway(server):
     info = json.loads(urllib.request.urlopen(f"{server.url}/_local", timeout=5).read())
     assert info["logs_endpoint_url"] == server.aws_url and info["region"] == "us-east-1"
@@ -119,6 +125,7 @@ def test_the_server_dates_its_answers_in_virtual_time(server):
     assert dated > time.time() * 1000 + 30 * 60_000  # not the wall clock's
 
 
+@pytest.mark.claim("Local mode signs with fixed local credentials, never yours.")
 def test_local_mode_signs_with_fixed_local_credentials_never_yours(server, capsys, monkeypatch):
     """README: local mode signs with fixed local credentials, never yours."""
     from sagewarden_cli import client
@@ -140,6 +147,9 @@ def test_local_mode_signs_with_fixed_local_credentials_never_yours(server, capsy
     assert not any("AKIAYOURSNOTLOCAL" in h for h in seen)
 
 
+@pytest.mark.claim(
+    "(or `python -m drill serve [--port 8765] [--speed 600]`) serves the API on the drill's simulated account"
+)
 def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
     # a fresh shell after `make setup`: .venv/bin (where the `sagewarden` command is) not on PATH
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
@@ -183,6 +193,12 @@ def test_python_m_drill_serve_prints_its_url_and_stops_on_ctrl_c(capsys):
     assert "stopped" in out and "Traceback" not in err
 
 
+@pytest.mark.claim(
+    "It finds the API from `--api-url`, `$SAGEWARDEN_API_URL`, or the `ApiUrl` output of the stack (`--stack`, `$SAGEWARDEN_STACK`, default `Sagewarden`)"
+)
+@pytest.mark.claim(
+    "This walk-through runs as written, typed as slowly or as quickly as you like (a test replays it with no pause and with a minute between commands)"
+)
 def test_the_readme_cli_walkthrough_runs_as_written_over_http(server, capsys, monkeypatch):
     # every command exactly as the README writes it (tests/scenarios/test_cli_walkthrough.py
     # replays it in process at typing speeds); here over real sockets, the server's own clock
@@ -201,6 +217,9 @@ def test_the_readme_cli_walkthrough_runs_as_written_over_http(server, capsys, mo
     assert run["attempt_count"] == 2 and run["status"] in ("SUBMITTED", "STARTING", "TRAINING")
 
 
+@pytest.mark.claim(
+    "(`make demo-serve SCENARIO=NAME` loads a scenario's account, job profiles and faults, `SUBMIT=1` also submits its runs; its banner prints a command that works as printed)"
+)
 def test_serve_a_scenario_with_its_runs_and_read_logs_from_a_named_endpoint(template, capsys, monkeypatch):
     from drill.account.local import BUCKET, EXECUTION_ROLE
     from drill.scenarios.spec import parse

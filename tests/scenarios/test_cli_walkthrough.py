@@ -24,6 +24,12 @@ def _virtual_min(wall_s: float) -> float:
     return wall_s * DEFAULT_SPEED / 60
 
 
+@pytest.mark.claim(
+    "This walk-through runs as written, typed as slowly or as quickly as you like (a test replays it with no pause and with a minute between commands)"
+)
+@pytest.mark.claim(
+    "`llama-8b-b` trains for about a week (some 17 minutes of your time), so it is still training when you cancel it"
+)
 @pytest.mark.parametrize("gap_s", GAPS_S, ids=[f"{g}s-between-commands" for g in GAPS_S])
 def test_the_readme_walkthrough_works_as_written_at_any_typing_speed(template, capsys, monkeypatch, gap_s):
     lines = readme_walkthrough()

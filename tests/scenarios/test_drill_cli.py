@@ -64,6 +64,8 @@ def drill(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     return code, capsys.readouterr().out
 
 
+@pytest.mark.claim("The demo exits non-zero if an invariant or an expectation fails.")
+@pytest.mark.claim("A failed invariant or `expect` exits 1.")
 def test_drill_exits_1_when_an_expectation_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wrong = scenario(tmp_path, [BUG], [BUG_FAULT], {"bug": {"status": "SUCCEEDED"}})
     code, out = drill([wrong], capsys)
@@ -133,6 +135,13 @@ def test_drill_verbose_adds_the_raw_events_and_full_job_names(
     assert "job a001" in "\n".join(timeline(plain))
 
 
+@pytest.mark.claim(
+    "The JSON summary (`--json`) has, per run: final status, outcome, attempts (instances, resumed-from step, class, hang signals, SageMaker state, ISO times), restarts by class, segments, last checkpoint step, time per phase (`*_s`), GPU-hours lost, estimated cost and decisions"
+)
+@pytest.mark.claim(
+    "Per fault it has its classification, GPU-hours lost, `to_action_s` (fault to the supervisor's action) and `to_healthy_replacement_s` (fault to a replacement attempt in Training)."
+)
+@pytest.mark.claim("Times are ISO 8601, durations seconds.")
 def test_drill_json_summary_has_the_documented_fields(
     two_runs: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -123,6 +123,9 @@ def test_plot_html_is_one_page_with_the_picture_and_the_summary(
     assert "GPU-hours" in page and "llama-13b" in page and "<pre>" in page
 
 
+@pytest.mark.claim(
+    "A `--plot` path whose directory does not exist or whose suffix is not `.png`, `.svg` or `.html` is refused the same way (one line, exit 2) before the drill runs."
+)
 @pytest.mark.parametrize(
     ("where", "says"),
     [

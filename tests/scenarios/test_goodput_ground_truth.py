@@ -18,6 +18,7 @@ from drill.scenarios.spec import shipped
 from tests.scenarios.helpers import run_by_name
 
 
+@pytest.mark.claim("within 1 point on every run of every shipped scenario")
 @pytest.mark.parametrize("name", shipped())
 def test_goodput_ettr_within_1_point_of_ground_truth(name, capsys):
     s = run_by_name(name, capsys)

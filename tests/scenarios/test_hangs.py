@@ -52,6 +52,9 @@ def _hang_drill(
     )
 
 
+@pytest.mark.claim(
+    "Then the `hang` intent is recorded and the job is stopped. When `Stopped` arrives, the run resumes, counted against `max_restarts`."
+)
 @pytest.mark.parametrize(
     ("fault", "signal", "max_detect_min"),
     [
@@ -112,6 +115,9 @@ def test_scenario_benign_phase_does_not_trigger(template, fault):
     assert not any("hang confirmed" in d for d in run["decisions"])
 
 
+@pytest.mark.claim(
+    "For `startup_silence_minutes` (45) after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on"
+)
 def test_scenario_slow_start_does_not_trigger(template):
     result = run_drill(
         template,
@@ -128,6 +134,8 @@ def test_scenario_slow_start_does_not_trigger(template):
     assert not any("hang confirmed" in d for d in run["decisions"])
 
 
+@pytest.mark.claim("`hang_confirmation` | `any` | | or `2-of-3`")
+@pytest.mark.claim("`hang_confirmation=any` is the default; `2-of-3` means any two signals")
 def test_scenario_two_of_three_waits_for_a_second_signal(template):
     # a spinning hang only silences the logs; with 2-of-3 the stale checkpoint is the second signal
     result = _hang_drill(
@@ -143,6 +151,9 @@ def test_scenario_two_of_three_waits_for_a_second_signal(template):
     assert 8 < detect_min <= 90
 
 
+@pytest.mark.claim(
+    "optional signal: the named metric (the `Name` of one of the job's `MetricDefinitions`) not reported, or reported with the same value, for this long (learned like log silence)"
+)
 def test_scenario_hang_with_logging_thread_is_caught_only_by_the_progress_metric(template):
     # GPUs spin and a watchdog thread keeps logging: log silence and idle GPU never fire
     policy = {"progress_metric": "train:throughput", "progress_stall_minutes": 20}
@@ -181,6 +192,9 @@ def test_scenario_without_progress_metric_a_logging_hang_goes_unnoticed(template
     assert result.end_ms - result.start_ms >= 11 * 3_600_000  # still "training" half a day later
 
 
+@pytest.mark.claim(
+    "An alarm that fired inside the grace period, before `Training` was recorded, or whose event was lost is acted on at the next pass once its reason for waiting has passed"
+)
 def test_scenario_hang_is_caught_when_every_alarm_event_is_lost(template):
     # EventBridge drops every event (alarm edges and job state changes alike): the sweep reads the
     # alarms' states every pass and DescribeTrainingJob every reconcile interval, so the hang is
@@ -205,6 +219,9 @@ def test_scenario_hang_is_caught_when_every_alarm_event_is_lost(template):
     assert result.faults[0]["to_action_s"] / 60 <= 8  # the lone-idle window (3 min) + the next sweeps
 
 
+@pytest.mark.claim(
+    "A spinning NCCL hang keeps GPUs at 100 %, so log silence (with the evidence of a spin) is its only fast signal"
+)
 def test_scenario_spin_hang_is_caught_in_minutes_once_the_cadence_is_learned(template):
     # 3.5 h into training the supervisor has learned that this job logs every minute: the
     # log-silence window shrinks from the policy's 30 minutes to the 5-minute floor
@@ -216,6 +233,9 @@ def test_scenario_spin_hang_is_caught_in_minutes_once_the_cadence_is_learned(tem
     assert result.faults[0]["to_action_s"] / 60 <= 8
 
 
+@pytest.mark.claim(
+    "a hang early in its next resumed attempt acted on after the 15-minute grace period instead of after 45 minutes"
+)
 def test_scenario_a_hang_early_in_a_resumed_attempt_is_not_held_for_the_whole_start_up_allowance(template):
     # attempt 2 (resumed) trains from its first minute for 4 h, which teaches a 10-minute start-up
     # allowance for resumed attempts on these instances; it crashes; attempt 3 (resumed too) hangs
@@ -274,6 +294,15 @@ def test_scenario_a_resume_that_loads_its_checkpoint_silently_is_not_held_to_a_f
     assert [f["classified_as"] for f in result.faults][1] == "benign"
 
 
+@pytest.mark.claim(
+    "after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on (first-step compile, NCCL init); a lone idle host must hold 10 minutes; learned shorter from comparable attempts"
+)
+@pytest.mark.claim(
+    "a dead host at start-up is caught after about 15 minutes, the grace period; after start-up in 4 to 5"
+)
+@pytest.mark.claim(
+    "The decision guards against it (a lone idle host during start-up must hold 10 minutes; unit-tested), but no drill shows a skew longer than that."
+)
 def test_scenario_a_dead_host_at_start_up_is_caught_after_about_fifteen_minutes(template):
     """README: during start-up a lone idle host must hold 10 minutes before it acts, so a dead host
     2 minutes into Training is caught after about 15 minutes (the grace period). The hold is
@@ -316,6 +345,15 @@ def test_scenario_a_hang_from_80_minutes_into_a_first_attempt_is_caught_within_8
     assert result.faults[0]["to_action_s"] / 60 <= 8
 
 
+@pytest.mark.claim(
+    "one idle host next to a busy peer for 3 minutes is a strong signal (acted on about 4 to 5 minutes after it started"
+)
+@pytest.mark.claim(
+    "a dead host at start-up is caught after about 15 minutes, the grace period; after start-up in 4 to 5"
+)
+@pytest.mark.claim(
+    "what catches a dead host in 4 to 5 minutes instead of about 6 on a learned log-silence window"
+)
 @pytest.mark.parametrize(
     ("after_min", "hosts"),
     [(50, 4), (100, 4), (100, 16)],
@@ -331,6 +369,9 @@ def test_scenario_a_dead_host_after_start_up_is_caught_within_five_minutes(templ
     assert result.faults[0]["to_action_s"] / 60 <= 5
 
 
+@pytest.mark.claim(
+    "so the silence alone decides, on the policy's window (`log_silence_minutes`, 30), as before a window is learned"
+)
 def test_scenario_without_evidence_a_spin_waits_for_the_policys_window(template):
     """Unknown is not idle: when the hosts' metrics have not arrived (here every instance datapoint
     is 50 minutes late), the short learned window only reads the evidence, and the silence alone
@@ -343,6 +384,9 @@ def test_scenario_without_evidence_a_spin_waits_for_the_policys_window(template)
     assert 30 <= result.faults[0]["to_action_s"] / 60 <= 35
 
 
+@pytest.mark.claim(
+    "what catches a dead host in 4 to 5 minutes instead of about 6 on a learned log-silence window"
+)
 def test_scenario_without_lone_idle_alarms_a_dead_host_waits_for_learned_log_silence(template):
     """docs/hang-detection.md (cost): `gpu_lone_idle_minutes: 0` saves the per-host alarms, and a
     dead host after start-up is then caught on the learned log-silence window (the other hosts stop
@@ -361,6 +405,7 @@ def test_scenario_without_lone_idle_alarms_a_dead_host_waits_for_learned_log_sil
 REMOTE_DEBUG = {"RemoteDebugConfig": {"EnableRemoteDebug": True}}
 
 
+@pytest.mark.claim("Only a job's training streams (`<job>/algo-<n>-<epoch>`) count")
 @pytest.mark.parametrize("log_subscription", [True, False], ids=["heartbeat", "no log subscription"])
 def test_scenario_with_remote_debugging_a_spin_is_still_caught_and_the_ssm_streams_are_no_hosts(
     template, log_subscription

@@ -124,6 +124,7 @@ def test_iam_replay_default_scenario_covers_the_calls_that_matter(default_report
     assert "s3:PutObject" not in actions and "logs:PutLogEvents" not in actions
 
 
+@pytest.mark.claim("Its role may put, tag and delete only those throwaway names.")
 def test_iam_replay_checkpoint_retention_moves_are_seen_and_allowed(shipped: dict[str, DrillResult]) -> None:
     """The retention scenario's copies and deletes reach the replay (the sweep's calls), and it
     allows them: the opt-in grant is what retention needs, not more."""
@@ -152,6 +153,15 @@ def test_iam_replay_team_archive_reads_versioning_at_submit_and_deletes_in_batch
 # -- mutations the check must catch ---------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "A denied, unknown or unmapped call fails the test (or the drill) and names the call, the request and the statement that came closest."
+)
+@pytest.mark.claim(
+    "`DescribeAlarms` with `AlarmNamePrefix` is authorized against `alarm:*`, not against the alarm-name prefix"
+)
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_catches_the_describe_alarms_prefix_grant(
     template: dict[str, Any], default_report: ReplayReport
 ) -> None:
@@ -171,6 +181,9 @@ def test_iam_replay_catches_the_describe_alarms_prefix_grant(
     assert "closest:" in text and "SupervisorAlarmsOnly" in text
 
 
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_removing_a_grant_is_a_deny(
     template: dict[str, Any], default_report: ReplayReport
 ) -> None:
@@ -228,6 +241,9 @@ def test_iam_replay_checks_what_the_lambda_service_does_with_each_role(
     assert not recheck(default_report, template).denied  # the template as synthesized allows them
 
 
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_an_explicit_deny_wins(template: dict[str, Any], default_report: ReplayReport) -> None:
     def deny_stop(resources: dict[str, Any]) -> None:
         stmts = statements(resources, "SupervisorPermissionsSageMakerTrainingJobs")
@@ -243,6 +259,9 @@ def test_iam_replay_an_explicit_deny_wins(template: dict[str, Any], default_repo
     assert "NoStops" in report.denied[0].render()
 
 
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_a_wildcard_grant_allows(template: dict[str, Any], default_report: ReplayReport) -> None:
     def wildcard(resources: dict[str, Any]) -> None:
         set_statements(
@@ -259,6 +278,9 @@ def test_iam_replay_a_wildcard_grant_allows(template: dict[str, Any], default_re
     assert report.findings == []
 
 
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_not_action_and_not_resource(
     template: dict[str, Any], default_report: ReplayReport
 ) -> None:
@@ -293,6 +315,10 @@ def test_iam_replay_not_action_and_not_resource(
     }
 
 
+@pytest.mark.claim("A condition or value the checker does not model is *unknown*, never allowed.")
+@pytest.mark.claim(
+    "proves the checker with template mutations: revert that fix, remove a grant, add an explicit deny, widen a grant, use `NotAction`/`NotResource`, add an unmodelled condition"
+)
 def test_iam_replay_an_unmodelled_condition_is_unknown(
     template: dict[str, Any], default_report: ReplayReport
 ) -> None:
@@ -311,6 +337,9 @@ def test_iam_replay_an_unmodelled_condition_is_unknown(
     assert "DateLessThan is not modelled" in report.unknown[0].render()
 
 
+@pytest.mark.claim(
+    "A denied, unknown or unmapped call fails the test (or the drill) and names the call, the request and the statement that came closest."
+)
 def test_iam_replay_fails_a_local_account_on_close(template: dict[str, Any]) -> None:
     def drop_pass_role(resources: dict[str, Any]) -> None:
         (key,) = [k for k in resources if k.startswith("SupervisorPermissionsPassTrainingRoles")]
@@ -333,6 +362,9 @@ SHAPE_CHECK = keys.HANDLER_ALARM_SHAPE_CHECK
 THROWAWAY = f"{ALARMS}{keys.DEFAULT_ALARM_PREFIX}{keys.SHAPE_CHECK_NAME_PART}"
 
 
+@pytest.mark.claim(
+    "the sweep's role alone (the only function that decides retention) also gets `s3:PutObject`"
+)
 def test_iam_replay_checks_the_alarm_shape_checks_calls_against_its_role(template: dict[str, Any]) -> None:
     with LocalAccount(template, store="memory") as acct:
         report = acct.take_iam_report()
@@ -371,6 +403,9 @@ def test_iam_replay_denies_the_alarm_shape_check_without_its_grant(template: dic
         pass
 
 
+@pytest.mark.claim(
+    "A denied, unknown or unmapped call fails the test (or the drill) and names the call, the request and the statement that came closest."
+)
 def test_iam_replay_findings_are_drill_violations(template: dict[str, Any]) -> None:
     def drop_alarm_listing(resources: dict[str, Any]) -> None:
         stmts = statements(resources, "SupervisorPermissionsHangAlarms")

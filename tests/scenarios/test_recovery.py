@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
 
 INTERNAL = {"kind": "internal_error", "after_training_min": 45}
 
 
+@pytest.mark.claim(
+    "every attempt of a run resumes from the newest checkpoint under its `CheckpointConfig.S3Uri`"
+)
+@pytest.mark.claim("Every attempt of a run gets the **same `CheckpointConfig`**")
 def test_scenario_hardware_fault_resumes_from_same_checkpoint_location(template):
     result = run_drill(
         template,
@@ -27,6 +33,10 @@ def test_scenario_hardware_fault_resumes_from_same_checkpoint_location(template)
     assert 60 <= run["attempts"][1]["resumed_checkpoint_age_s"] <= 6 * 60
 
 
+@pytest.mark.claim("resume**: start a new attempt from the newest *verified* checkpoint")
+@pytest.mark.claim(
+    'It may differ from "the newest directory on disk", because a half-written newest directory is skipped.'
+)
 def test_scenario_half_written_checkpoint_is_skipped(template):
     result = run_drill(
         template,
@@ -104,6 +114,9 @@ def test_scenario_code_bug_fails_fast_without_retry(template):
     assert result.runs["bug"]["status"] == "FAILED" and classes(result, "bug") == ["USER_ERROR"]
 
 
+@pytest.mark.claim(
+    "`max_no_progress_restarts` consecutive endings without a newer checkpoint *that are repeats* make the run FAILED"
+)
 def test_scenario_three_no_progress_crashes_stop_the_run(template):
     result = run_drill(
         template,
@@ -119,6 +132,7 @@ def test_scenario_three_no_progress_crashes_stop_the_run(template):
     assert len(run["attempts"]) == 3
 
 
+@pytest.mark.claim("Any other ending without progress starts the streak again at 1")
 def test_scenario_different_faults_before_each_first_checkpoint_are_not_a_crash_loop(template):
     # attempt 1 checkpoints at step 300 (30 min), then faults; attempts 2-4 each fail 10 minutes
     # in, before their first checkpoint, each in another way: bad luck, not a loop
@@ -201,6 +215,12 @@ def test_scenario_quota_delta_above_limit_fails_fast(template):
     assert "raise it to at least 4" in run["outcome"]
 
 
+@pytest.mark.claim(
+    "A quota- or throttle-rejected launch keeps its number. No job was created, so the name is free. Numbers stay contiguous, and no number is ever used for two jobs."
+)
+@pytest.mark.claim(
+    "where N is `quota_limit` (default: the request's own M, so the run waits and retries; below M it can never fit and the run fails, naming the increase)"
+)
 def test_scenario_quota_fault_on_a_resume_waits_then_trains_with_the_same_attempt_number(template):
     result = run_drill(
         template,
@@ -225,6 +245,9 @@ def test_scenario_quota_fault_on_a_resume_waits_then_trains_with_the_same_attemp
     assert quota["then"] == "waited, then trained"
 
 
+@pytest.mark.claim(
+    "where N is `quota_limit` (default: the request's own M, so the run waits and retries; below M it can never fit and the run fails, naming the increase)"
+)
 def test_scenario_quota_fault_below_the_request_fails_the_run_naming_the_quota(template):
     result = run_drill(
         template,
@@ -238,6 +261,9 @@ def test_scenario_quota_fault_below_the_request_fails_the_run_naming_the_quota(t
     assert run["status"] == "FAILED" and "raise it to at least 4" in run["outcome"]
 
 
+@pytest.mark.claim(
+    "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
+)
 def test_scenario_capacity_falls_back_to_second_instance_type(template):
     result = run_drill(
         template,
@@ -270,6 +296,7 @@ def test_scenario_capacity_falls_back_to_second_instance_type(template):
     assert run["restarts"] == 0
 
 
+@pytest.mark.claim("`Stopped/Interrupted`, `MaxWaitTimeExceeded` | resume | no-progress streak only")
 def test_scenario_spot_interruption_resumes_uncounted(template):
     result = run_drill(
         template,
@@ -283,6 +310,9 @@ def test_scenario_spot_interruption_resumes_uncounted(template):
     assert classes(result, "spot") == ["SPOT_INTERRUPTED", "SUCCEEDED"] and run["restarts"] == 0
 
 
+@pytest.mark.claim(
+    '`ThrottlingException` / "Rate exceeded" / a 5xx from CreateTrainingJob | short jittered retry'
+)
 def test_scenario_throttled_create_retries_shortly(template):
     result = run_drill(
         template,
@@ -297,6 +327,9 @@ def test_scenario_throttled_create_retries_shortly(template):
     assert "throttle" in decisions(result, "busy")
 
 
+@pytest.mark.claim(
+    "chain the next segment from the newest checkpoint. Runs longer than SageMaker's 28-day cap work; each segment's MaxRuntime is capped by the run's remaining wall clock."
+)
 def test_scenario_forty_day_run_chains_through_max_runtime(template):
     result = run_drill(
         template,
@@ -326,6 +359,8 @@ def test_scenario_forty_day_run_chains_through_max_runtime(template):
     assert result.end_ms - result.start_ms > 40 * 86_400_000
 
 
+@pytest.mark.claim("`Stopped` with no recorded intent (a person stopped it) | CANCELLED")
+@pytest.mark.claim("Intended: a stop without a sagewarden intent is treated as yours.")
 def test_scenario_user_stop_outside_sagewarden_cancels(template):
     from drill.account.local import LocalAccount  # noqa: F401  (documented path: a person stops the job)
 
@@ -341,6 +376,7 @@ def test_scenario_user_stop_outside_sagewarden_cancels(template):
     assert run["status"] == "CANCELLED" and len(run["attempts"]) == 1
 
 
+@pytest.mark.claim("Events arrive late, duplicated and out of order.")
 def test_scenario_duplicate_late_and_lost_events_are_survived(template):
     result = run_drill(
         template,
@@ -456,6 +492,12 @@ def test_scenario_a_job_deleted_outside_sagewarden_resumes_under_a_new_name_and_
     assert "Class: DELETED" in resumed.body and "deleted outside sagewarden" in resumed.body
 
 
+@pytest.mark.claim(
+    "a memory fault: CUDA out-of-memory, or host RAM (the OOM killer's words, a DataLoader worker killed, a kill while loading checkpoint shards or after a host's `MemoryUtilization` reached 95 %), unless `oom_is_user_error=false`"
+)
+@pytest.mark.claim(
+    "FAILED at once, with the matched lines in the alert and advice for a full disk (`VolumeSizeInGB`, checkpoint size) or host RAM (loader workers, shard loading, a larger instance)"
+)
 def test_scenario_a_host_that_ran_out_of_ram_is_a_memory_fault_not_infrastructure(template):
     """The kernel's OOM killer ends a rank: the log says only 'Killed'. The supervisor reads the
     hosts' MemoryUtilization before the end (near 100 % on algo-2) and fails the run with the memory

@@ -74,6 +74,18 @@ def uploads(server: LocalServer) -> list[str]:
     return [o["Key"] for o in resp.get("Contents", [])]
 
 
+@pytest.mark.claim(
+    "submits one run (`POST /runs`) on 1 × ml.m5.large with the region's public SageMaker PyTorch training image, `pytorch-training:2.5.1-cpu-py311`"
+)
+@pytest.mark.claim(
+    "`log_silence_minutes` 5, `hang_grace_minutes` 1, no warm pool, at most 3 restarts and 2 hours"
+)
+@pytest.mark.claim(
+    "cancels the run if it is still live, deletes everything under its S3 prefix once the run has ended (`--keep` keeps it), and prints a pass/fail table"
+)
+@pytest.mark.claim(
+    "it is judged only once Training has lasted its window, or the allowance plus the 3 late minutes, whichever comes first (with a 1-minute allowance and a 5-minute window: from minute 4; with the default 45 and 30: from minute 45, as before). Judged earlier, the self-test's 1-minute allowance stopped its job, which logs every 6 seconds, 2.3 minutes into Training."
+)
 def test_the_selftest_passes_end_to_end_on_the_simulated_account(template, capsys):
     with serve(template) as server:
         code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", "--yes")
@@ -114,6 +126,16 @@ def test_the_selftest_passes_end_to_end_on_the_simulated_account(template, capsy
     assert left == []  # the script, checkpoints and output were deleted
 
 
+@pytest.mark.claim(
+    "cancels the run if it is still live, deletes everything under its S3 prefix once the run has ended (`--keep` keeps it), and prints a pass/fail table"
+)
+@pytest.mark.claim(
+    "It exits 0 only when every step happened within its deadline, and 1 otherwise, naming the step that failed and what it saw instead"
+)
+@pytest.mark.claim(
+    "It cannot exceed 114 instance-minutes ($0.22): one job runs at a time, and the self-test cancels the run at the first missed deadline"
+)
+@pytest.mark.claim("`hang_detection` | true")
 def test_a_hang_that_is_not_detected_fails_the_selftest(template, capsys):
     with serve(template) as server:
         code, out, err = run_cli(
@@ -156,6 +178,12 @@ def _scenario(change: Any) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.claim(
+    "cancels the run if it is still live, deletes everything under its S3 prefix once the run has ended (`--keep` keeps it), and prints a pass/fail table"
+)
+@pytest.mark.claim(
+    "It exits 0 only when every step happened within its deadline, and 1 otherwise, naming the step that failed and what it saw instead"
+)
 def test_a_job_that_never_hangs_fails_the_selftest_and_keep_keeps_its_files(template, capsys):
     def no_hang(doc: dict[str, Any]) -> None:
         doc["faults"] = [f for f in doc["faults"] if f["kind"] != "stuck_dataloader"]
@@ -171,6 +199,9 @@ def test_a_job_that_never_hangs_fails_the_selftest_and_keep_keeps_its_files(temp
     assert any("/checkpoints/checkpoint-40/" in k for k in left)
 
 
+@pytest.mark.claim(
+    "It exits 0 only when every step happened within its deadline, and 1 otherwise, naming the step that failed and what it saw instead"
+)
 def test_a_crash_classed_as_a_code_bug_fails_the_selftest(template, capsys):
     def import_error(doc: dict[str, Any]) -> None:
         doc["faults"][0]["log_lines"] = ["ModuleNotFoundError: No module named 'flash_attn'"]
@@ -230,6 +261,9 @@ def _lose_answers(drop: str, posts_to_lose: int) -> Any:
     return transport
 
 
+@pytest.mark.claim(
+    "the cleanup sends the request again with the same `Idempotency-Key`, which returns the run the first one created, and cancels it"
+)
 @pytest.mark.parametrize(
     ("drop", "exit_code"),
     [("timeout", NETWORK), ("504", API_ERROR)],
@@ -270,6 +304,9 @@ def test_a_lost_submission_answer_is_recovered_by_its_key_and_cancelled_before_t
     assert statuses_at_delete == ["CANCELLED"] and left == []  # deleted, and only once the run had ended
 
 
+@pytest.mark.claim(
+    "A run it cannot confirm ended keeps its files (its job reads them), and the self-test says how to find the run"
+)
 def test_a_run_that_cannot_be_confirmed_ended_keeps_its_files(template, capsys):
     with serve(template) as server:
         capsys.readouterr()
@@ -297,6 +334,7 @@ def selftest_cleanup_attempts() -> int:
     return RECOVERY_ATTEMPTS
 
 
+@pytest.mark.claim("the self-test runs nothing and says so, with the command that starts the right one")
 @pytest.mark.parametrize("scenario", [None, "other"], ids=["no-scenario", "another-scenario"])
 def test_a_local_server_without_the_selftest_scenario_is_named_as_the_problem(template, capsys, scenario):
     doc = None if scenario is None else {"name": scenario, "runs": [], "faults": []}
@@ -316,6 +354,9 @@ def test_a_local_server_without_the_selftest_scenario_is_named_as_the_problem(te
     assert runs == [] and left == []  # nothing submitted, nothing uploaded
 
 
+@pytest.mark.claim(
+    "It is opt-in and costs a few cents; it prints the cost and asks first (`--yes` does not ask)"
+)
 def test_the_selftest_asks_before_spending(template, capsys):
     with serve(template) as server:
         code, out, err = run_cli(capsys, "--local", "--api-url", server.url, "selftest", stdin="n\n")
@@ -328,6 +369,9 @@ def test_the_selftest_asks_before_spending(template, capsys):
     assert code_eof == 2 and "pass --yes to run without asking" in err_eof
 
 
+@pytest.mark.claim(
+    'A stack deployed before the shape check, or one your identity may not read, shows "not checked" and the reason; that never fails the self-test'
+)
 @pytest.mark.parametrize("stack", ["without the output", "missing"])
 def test_a_stack_without_the_alarm_shape_report_is_not_checked_and_says_why(template, capsys, stack):
     # A stack deployed before the alarm-shape check has no AlarmShapes output; a wrong --stack (or an

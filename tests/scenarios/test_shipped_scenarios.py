@@ -343,6 +343,41 @@ def test_shipped_every_scenario_has_its_outcome_checks() -> None:
     assert set(shipped()) == set(CHECKS)
 
 
+@pytest.mark.claim("a local drill on a simulated AWS account: no AWS account, no credentials")
+@pytest.mark.claim("It submits five runs through the real API handler to a simulated account")
+@pytest.mark.claim(
+    "SageMaker would keep no pool, so no attempt asks for one, the resume starts cold at once, and each run is told once, in its `run.submitted` alert"
+)
+@pytest.mark.claim("GPU 0 %, no error, the other hosts waiting")
+@pytest.mark.claim("about 3 seconds at the server's default speed")
+@pytest.mark.claim("A save that hangs stops writing and is stopped within minutes")
+@pytest.mark.claim("a save that hangs 80 minutes into training is stopped 6 minutes later")
+@pytest.mark.claim(
+    "honouring declared phases (it looks for phase markers of the last two hours once a job is silent)"
+)
+@pytest.mark.claim(
+    "a healthy 4.4-hour job with a declared 35-minute save runs on one attempt, and a spinning collective is stopped 5 minutes after it starts (window learned: 4 minutes)"
+)
+@pytest.mark.claim(
+    "the three healthy jobs train on their first attempt, one heartbeat.broken alert comes 8 minutes after it breaks, the spinning job is stopped 9 minutes after it starts and resumed, and heartbeat.restored comes 2 minutes after it heals"
+)
+@pytest.mark.claim("each resumed attempt trains within 10 minutes of its window opening")
+@pytest.mark.claim("Duplicate and stale events are counted (`EventsIgnored`) and logged, not acted on")
+@pytest.mark.claim(
+    "the demo: five teams, a crash, an NCCL timeout, a quota wait, a dead host, a capacity fallback, a code bug"
+)
+@pytest.mark.claim("GPUs at 100 %, no step, no log line: log silence catches it")
+@pytest.mark.claim("a hang half-way through a save: the resume skips the half-written checkpoint")
+@pytest.mark.claim("three runs share a quota; the waiting runs are woken highest priority first")
+@pytest.mark.claim(
+    "events late, out of order, 30 % duplicated and 30 % lost; the reconciler and alarm read-back catch up"
+)
+@pytest.mark.claim("29 virtual days on 128 GPUs, six faults and a MaxRuntime chain")
+@pytest.mark.claim("the same restart takes 26 minutes with `checkpoint_keep: 2` and 5.0 hours without")
+@pytest.mark.claim("Every run archives under its own run id")
+@pytest.mark.claim(
+    "Every pass that retires something adds a decision line and an action line to the run's audit trail"
+)
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in sorted(CHECKS)]
 )
@@ -371,6 +406,11 @@ def counted_runs(text: str) -> list[int]:
     return [NUMBERS[word.lower()] for word in found]
 
 
+@pytest.mark.claim("It submits five runs through the real API handler to a simulated account")
+@pytest.mark.claim(
+    "the demo: five teams, a crash, an NCCL timeout, a quota wait, a dead host, a capacity fallback, a code bug"
+)
+@pytest.mark.claim("three runs share a quota; the waiting runs are woken highest priority first")
 def test_shipped_descriptions_and_readme_rows_count_the_runs_they_have() -> None:
     readme = documentation()
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (.*) \|$", readme, flags=re.MULTILINE))
@@ -392,6 +432,10 @@ def test_shipped_hang_scenarios_expect_the_signal_that_catches_them() -> None:
         assert all(e.get("hangs_detected_by") for e in expect.values()), name
 
 
+@pytest.mark.claim(
+    "events late, out of order, 30 % duplicated and 30 % lost; the reconciler and alarm read-back catch up"
+)
+@pytest.mark.claim("29 virtual days on 128 GPUs, six faults and a MaxRuntime chain")
 def test_shipped_readme_rows_state_what_their_scenarios_hold() -> None:
     """The numbers README's shipped-scenario rows state, read from the scenario files."""
     lossy = load("lossy-delivery", bucket=BUCKET, role_arn=EXECUTION_ROLE)

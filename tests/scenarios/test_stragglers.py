@@ -38,6 +38,9 @@ def alerted_at(result: Any, run: str) -> int:
     return int(row["at_ms"])
 
 
+@pytest.mark.claim(
+    "In the drill, a host 15 % or 30 % slower is flagged 9 to 11 minutes after it slows down (its step lines land late);"
+)
 @pytest.mark.parametrize(
     "run,host,pct",
     [("slow-15", "algo-3", 15), ("slow-30-restart", "algo-2", 30)],
@@ -54,10 +57,16 @@ def test_scenario_a_lasting_slow_host_is_flagged_within_twelve_minutes(result, r
     assert result.runs[run]["attempts"][0]["straggler_host"] == host  # the run's GET shows it
 
 
+@pytest.mark.claim(
+    "With `alert`, the default, the job keeps training and the alert says whether a restart would pay."
+)
 def test_scenario_alert_only_keeps_training(result):
     assert classes(result, "slow-15") == ["SUCCEEDED"]
 
 
+@pytest.mark.claim(
+    "or `restart`: stop and resume cold (with the infra check) once the slowdown has cost as much as a restart and the rest of the run would lose more"
+)
 def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
     assert classes(result, "slow-30-restart") == ["SUPERVISOR_STOP", "SUCCEEDED"], decisions(
         result, "slow-30-restart"
@@ -70,6 +79,11 @@ def test_scenario_a_paying_restart_resumes_cold_with_the_infra_check(result):
     assert "singled out algo-2 (a straggler" in decisions(result, "slow-30-restart")  # not "a hang"
 
 
+@pytest.mark.claim("so a host constantly slower from the start (uneven data shards) is not a change")
+@pytest.mark.claim(
+    "A host briefly slow (its own checkpoint shard write) is not flagged, and neither is the whole job slowing down (no host's ratio moves)."
+)
+@pytest.mark.claim("10 %, a 3-minute slowdown, checkpoint shard writes and uneven shards are never flagged")
 @pytest.mark.parametrize(
     "run",
     ["slow-10", "transient", "shard-write", "uneven-shards"],
@@ -85,6 +99,7 @@ def test_scenario_look_alikes_and_small_slowdowns_are_never_flagged(result, run)
     assert "baselines from the first step lines" in decisions(result, run)  # it was watched
 
 
+@pytest.mark.claim("a 64-host job's straggler is flagged in the drill as a 4-host job's is")
 def test_scenario_a_slow_host_of_a_64_host_job_is_flagged_from_the_newest_step_lines(template):
     """64 hosts print 64 step lines a minute: a read window holds more than a reader keeps, and
     the newest lines are the ones that show the straggler (the first ones lag by minutes)."""

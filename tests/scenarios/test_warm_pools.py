@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.scenarios.helpers import classes, decisions, run_drill, run_spec
 
 ITYPE = "ml.p4d.24xlarge"
@@ -33,6 +35,12 @@ def alert_events(result: Any, run: str) -> list[str]:
     return [row["event"] for row in result.alert_rows() if row["run"] == run]
 
 
+@pytest.mark.claim(
+    "Pools nothing will reuse are released once SageMaker reports them `Available`; after a bad host the replacement starts cold at once, asking for a volume size 1 GB off the pool's so SageMaker cannot match it (it waits for the pool to be gone when the request names no `VolumeSizeInGB`)."
+)
+@pytest.mark.claim(
+    "the replacement must never run on that pool (it would meet the same dead host), and it does not wait for it either"
+)
 def test_scenario_a_dead_host_hang_resumes_cold_not_on_its_warm_pool(template):
     """Item 2. The pool is Available the moment the job is stopped (AWS publishes no delay: 0 is
     in range): a resume launched at once ran on it, met the dead host again, and the run failed
@@ -106,6 +114,15 @@ def result_fault_log(result: Any) -> list[tuple[int, str, str, int]]:
     return [(f["at_ms"], f["job"], f["kind"], f["host"]) for f in result.faults]
 
 
+@pytest.mark.claim(
+    "SageMaker warm pool (`ResourceConfig.KeepAlivePeriodInSeconds`), on by default: a resume on the same instances waits for the pool and starts in seconds"
+)
+@pytest.mark.claim(
+    "a resume on the same instances waits up to 5 minutes for the pool to be `Available` and then starts on it in seconds"
+)
+@pytest.mark.claim(
+    "with warm-pool quota, after a non-hardware ending the replacement trains 13.0 min after the fault (median; 2.6-13.0: the pool becomes `Available` 0-10 min after the end, drawn, and the resume waits for it at most 5 min, then starts cold) against 8.3 cold: on this unkind model the 5-minute wait costs more than it saves"
+)
 def test_scenario_a_resume_waits_for_its_pool_then_starts_in_seconds(template):
     """Item 3's other half: a pool becomes Available only a while after the end (here 2-4 min),
     so a resume launched at once starts cold and leaves the pool idle, billed. It waits for it."""
@@ -162,6 +179,10 @@ def test_scenario_a_pool_later_than_the_wait_is_not_waited_for_and_is_released_w
     assert keep_alive(jobs_of(result)[-1]) == 1800  # later attempts still ask for a pool
 
 
+@pytest.mark.claim(
+    "A terminal run never changes again, except for the bookkeeping of jobs still to stop and warm pools still to release (their billed time is added to its cost)"
+)
+@pytest.mark.claim("a pool nothing will reuse (the run ended, waits, falls back to another type) is released")
 def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for_its_keep_alive(template):
     """Item 3: the release is refused until the pool is Available (here 3-5 min after the end); a
     release sent right after the end and read as "no pool" left it idle for its whole keep-alive."""
@@ -182,6 +203,7 @@ def test_scenario_a_finished_runs_pool_is_released_once_available_not_billed_for
     assert result.counters.get("FailedActions", 0) == 0
 
 
+@pytest.mark.claim("Managed spot training gets no pool (SageMaker refuses a spot job that asks for one)")
 def test_scenario_a_spot_run_asks_for_no_warm_pool_and_resumes_after_interruptions(template):
     """Item 4: SageMaker refuses a spot job that asks for a warm pool; every launch carried one."""
     spot = {"EnableManagedSpotTraining": True, "StoppingCondition": {"MaxWaitTimeInSeconds": 6 * 86_400}}
@@ -203,6 +225,9 @@ def test_scenario_a_spot_run_asks_for_no_warm_pool_and_resumes_after_interruptio
     assert all(keep_alive(j) is None and not j.warm_pool_used for j in jobs_of(result))
 
 
+@pytest.mark.claim(
+    "It also governs the request's own KeepAlive: 0 strips it, another value caps it. Never asked for managed spot training."
+)
 def test_scenario_keep_alive_zero_strips_the_requests_own_pool(template):
     """Item 6: a KeepAlivePeriodInSeconds in the request itself passed through with the policy's
     pools off, and that pool was never released: idle instances billed after every attempt."""
@@ -232,6 +257,10 @@ COLD_RUN = {
 }
 
 
+@pytest.mark.claim(
+    "the run asks for no pool from its first attempt and is told once (in its `run.submitted` alert, with the quota to raise)"
+)
+@pytest.mark.claim("With AWS's default warm-pool quota, 0, read at submit, every restart starts cold")
 def test_scenario_a_warm_pool_quota_of_0_read_at_submit_asks_for_no_pool_and_waits_for_none(template):
     """With AWS's default warm-pool quota (0) SageMaker keeps no pool, with no error. Read from
     Service Quotas at submit, no attempt asks for one (no restart waits for a pool that never
@@ -245,6 +274,15 @@ def test_scenario_a_warm_pool_quota_of_0_read_at_submit_asks_for_no_pool_and_wai
     assert len(jobs) == 3 and all(keep_alive(j) is None and not j.warm_pool_used for j in jobs)
 
 
+@pytest.mark.claim(
+    "SageMaker would keep no pool, so no attempt asks for one, the resume starts cold at once, and each run is told once, in its `run.submitted` alert"
+)
+@pytest.mark.claim(
+    "Needs warm-pool quota (0 by default: read at submit, or learned at the first ending; the run is told once and asks for none)."
+)
+@pytest.mark.claim(
+    "Where the quota cannot be read, the run asks; after an ending that keeps a pool, the first resume then waits until SageMaker reports it not kept, the run is told once and asks for none again"
+)
 def test_scenario_no_warm_pool_quota_is_told_once_and_restarts_start_cold(template):
     """Item 5: with AWS's default warm-pool quota (0) the job runs and keeps no pool, with no
     error: the old rejection path never fired, and nobody was told why restarts were cold. Where
@@ -260,6 +298,7 @@ def test_scenario_no_warm_pool_quota_is_told_once_and_restarts_start_cold(templa
     assert not any(j.warm_pool_used for j in later)
 
 
+@pytest.mark.claim("makes the pool suspect as a whole, though no host is named")
 def test_scenario_a_spin_that_comes_back_on_its_warm_pool_makes_the_pool_suspect(template):
     """A bad NIC behind a spinning collective names no host: the first spin resumes on the warm
     pool (the instances may be fine), and the spin comes back there. The second spin on the same

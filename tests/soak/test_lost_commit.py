@@ -80,6 +80,10 @@ def _published(world: World) -> list[str]:
     return [p.event for p in world.sns.published]
 
 
+@pytest.mark.claim(
+    'Transactions carry a `ClientRequestToken` derived from the decision, and "my own write already committed" is told apart from "someone else\'s"'
+)
+@pytest.mark.claim("a committed transaction whose response is lost, retried by the SDK | no lost action")
 @pytest.mark.parametrize("error", [ReadTimeoutError, ConnectionClosedError])
 @pytest.mark.parametrize("mode", ["raise", "retry"])
 def test_lost_commit_response_loses_no_action(ddb, template, mode, error):
@@ -109,6 +113,7 @@ def test_lost_commit_response_loses_no_action(ddb, template, mode, error):
         assert not any("changed concurrently" in s for s in audit)
 
 
+@pytest.mark.claim("a committed transaction whose response is lost, retried by the SDK | no lost action")
 def test_without_recognising_its_own_commit_the_decision_is_lost(ddb, monkeypatch):
     """Control: the test above can fail. A store that reads its own committed write as someone
     else's (the behaviour before write tokens) re-decides, finds nothing new, and the launch
@@ -121,6 +126,12 @@ def test_without_recognising_its_own_commit_the_decision_is_lost(ddb, monkeypatc
     assert world.sagemaker.jobs == {} and _published(world) == []
 
 
+@pytest.mark.claim(
+    'Transactions carry a `ClientRequestToken` derived from the decision, and "my own write already committed" is told apart from "someone else\'s"'
+)
+@pytest.mark.claim(
+    "saves the new run conditionally on its version (and retries on conflict), then carries out the actions"
+)
 def test_identical_content_from_another_writer_is_a_conflict(ddb):
     store = DynamoDbRunStore(ddb, TABLE)
     world = World(store=store)

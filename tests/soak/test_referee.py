@@ -36,6 +36,9 @@ def test_referee_clean_when_a_cancel_follows_a_lost_launch():
     assert d.world.raw_store.get(d.names["lost"]).status == RunStatus.CANCELLED
 
 
+@pytest.mark.claim(
+    "never two live jobs of a run, no job that is not a recorded attempt, nothing launched after a cancel, terminal runs never change, every owed alert published exactly once, nothing non-terminal without a due time, every hang acted on once quiesced"
+)
 def test_referee_reports_a_launch_decided_after_a_cancel(monkeypatch):
     never = lambda d: False  # noqa: E731 - sabotage: the cancel is forgotten when relaunching
     monkeypatch.setattr(decide_module, "cancel_pending", never)
@@ -54,6 +57,9 @@ def test_referee_clean_when_the_sweep_republishes_a_failed_alert():
     assert _alert_whose_publish_fails(_driver()) == []
 
 
+@pytest.mark.claim(
+    "never two live jobs of a run, no job that is not a recorded attempt, nothing launched after a cancel, terminal runs never change, every owed alert published exactly once, nothing non-terminal without a due time, every hang acted on once quiesced"
+)
 def test_referee_reports_an_owed_alert_never_published(monkeypatch):
     monkeypatch.setattr(Sweep, "_publish", lambda self, item: None)  # sabotage: no outbox publisher
     problems = _alert_whose_publish_fails(_driver())
@@ -80,6 +86,10 @@ def test_referee_reports_hang_alarms_missing_after_a_sweep(monkeypatch):
     assert any("misses hang alarms" in p for p in problems), problems
 
 
+@pytest.mark.claim("never launches two jobs for one run")
+@pytest.mark.claim(
+    "never two live jobs of a run, no job that is not a recorded attempt, nothing launched after a cancel, terminal runs never change, every owed alert published exactly once, nothing non-terminal without a due time, every hang acted on once quiesced"
+)
 def test_referee_reports_two_live_jobs_and_a_duplicate_alert():
     d = _driver()
     d.submit("twice")
@@ -92,6 +102,12 @@ def test_referee_reports_two_live_jobs_and_a_duplicate_alert():
     assert any(f"alert {first.dedupe_id} published 2 times" in p for p in problems), problems
 
 
+@pytest.mark.claim(
+    "A terminal run never changes again, except for the bookkeeping of jobs still to stop and warm pools still to release (their billed time is added to its cost)"
+)
+@pytest.mark.claim(
+    "never two live jobs of a run, no job that is not a recorded attempt, nothing launched after a cancel, terminal runs never change, every owed alert published exactly once, nothing non-terminal without a due time, every hang acted on once quiesced"
+)
 def test_referee_reports_a_terminal_run_that_changes():
     d = _driver()
     d.submit("done")
@@ -130,6 +146,9 @@ def test_referee_clean_when_the_sweep_acts_on_an_alarm_state():
     assert run.attempts[0].end_class == "SUPERVISOR_STOP" and run.attempt_count == 2
 
 
+@pytest.mark.claim(
+    "never two live jobs of a run, no job that is not a recorded attempt, nothing launched after a cancel, terminal runs never change, every owed alert published exactly once, nothing non-terminal without a due time, every hang acted on once quiesced"
+)
 def test_referee_reports_an_alarm_state_nobody_acts_on(monkeypatch):
     monkeypatch.setattr(decide_module, "on_alarms_observed", lambda d, e: "sabotaged: levels ignored")
     problems = _alarm_whose_edge_is_lost(_driver())

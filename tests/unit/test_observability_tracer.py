@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 HANDLERS = ("api", "on_alarm_state_change", "on_training_job_state_change", "on_training_logs", "sweep")
 
@@ -22,12 +24,18 @@ def _python(code: str, trace_disabled: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.claim(
+    "Off by default: Powertools' Tracer imports the X-Ray SDK, about 0.35 s of every cold start; without it the handlers never import the SDK."
+)
 def test_no_handler_imports_the_xray_sdk_when_tracing_is_off():
     code = "import sys\n" + "".join(f"import sagewarden.handlers.{h}\n" for h in HANDLERS)
     code += "print('aws_xray_sdk' in sys.modules)"
     assert _python(code, "true") == "False"
 
 
+@pytest.mark.claim(
+    "Off by default: Powertools' Tracer imports the X-Ray SDK, about 0.35 s of every cold start; without it the handlers never import the SDK."
+)
 def test_tracing_on_creates_the_tracer_at_the_first_call_not_at_import():
     code = """
 import sys

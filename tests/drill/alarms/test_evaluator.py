@@ -112,6 +112,9 @@ AWS_TABLE = [
 ]
 
 
+@pytest.mark.claim(
+    "CloudWatch then alarms only once no datapoint is left in its evaluation range, which late minutes cannot cause while older datapoints remain"
+)
 @pytest.mark.parametrize(
     ("data", "m", "expected"), AWS_TABLE, ids=[f"{data}, {m} of 3 to alarm" for data, m, _ in AWS_TABLE]
 )
@@ -224,6 +227,8 @@ def test_alarm_evaluator_promise_never_skips_a_possible_change(
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("heartbeat `LogEvents` Sum ≤ 0, missing = breaching, N of N")
+@pytest.mark.claim("how wide an alarm's evaluation range is (the shapes are tested with N and N + 2 periods)")
 @pytest.mark.parametrize(
     ("extra", "delay"),
     [(0, 0), (2, 2)],
@@ -253,6 +258,9 @@ def test_alarm_evaluator_log_silence_fires_after_exactly_n_silent_minutes(
     assert ev.late_transitions == 0
 
 
+@pytest.mark.claim(
+    "one host idle while a peer is above `gpu_busy_percent`, this long: a dead host among busy ones. 0 turns the per-host alarms off"
+)
 def test_alarm_evaluator_gpu_idle_fires_when_one_host_is_idle(acct: FakeAccount, cw: Any) -> None:
     t0 = acct.clock.now_ms
     idle_from = t0 + 30 * MIN
@@ -291,6 +299,9 @@ def test_alarm_evaluator_whole_job_idle_fires_when_every_host_is_idle(acct: Fake
     assert changes(ev, LONE_ALARM) == [(t0 + MIN, INSUFFICIENT_DATA, OK)]  # nobody is busy: not lone
 
 
+@pytest.mark.claim(
+    "How MIN and MAX of several series treat a series without a datapoint at that minute is not documented either (AVG: as 0); the drill uses the series present, and the lone-idle alarm fills first (`FILL([...], 0)`), so it does not depend on it."
+)
 def test_alarm_evaluator_gpu_idle_ignores_hosts_without_data(acct: FakeAccount, cw: Any) -> None:
     """A period where some hosts have no datapoint uses the others (MIN over the present ones)."""
     t0 = acct.clock.now_ms
@@ -577,6 +588,7 @@ def test_alarm_evaluator_is_deterministic(cw: Any) -> None:
     assert len({e["id"] for e in first}) == len(first)
 
 
+@pytest.mark.claim("The alarms and the supervisor's own metric reads see only datapoints that have arrived.")
 @pytest.mark.parametrize("late", [False, True], ids=["datapoints on time", "datapoints arriving late"])
 def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any, late: bool) -> None:
     """Also with datapoints arriving late (drill/alarms/metric_delay.py's defaults): the stability bound
@@ -632,6 +644,9 @@ def test_alarm_evaluator_waking_only_when_asked_equals_every_minute(cw: Any, lat
     assert calls_jumping == calls_every_minute < naive_calls // 2  # alarms are fetched when due
 
 
+@pytest.mark.claim(
+    "How MIN and MAX of several series treat a series without a datapoint at that minute is not documented either (AVG: as 0); the drill uses the series present, and the lone-idle alarm fills first (`FILL([...], 0)`), so it does not depend on it."
+)
 def test_alarm_evaluator_math_functions_and_missing_series(acct: FakeAccount, cw: Any) -> None:
     t0 = acct.clock.now_ms
     gpu(acct, 1, lambda t: 10.0)
@@ -693,6 +708,9 @@ def test_alarm_evaluator_rejects_what_it_cannot_evaluate(acct: FakeAccount, cw: 
         evaluate_periods([None], evaluation_periods=2)
 
 
+@pytest.mark.claim(
+    "Hosts are split into balanced groups (11 hosts → 6 + 5, never 10 + 1) because metric math allows at most 10 metrics per alarm"
+)
 def test_alarm_evaluator_refuses_more_than_ten_metrics_or_a_day_of_periods() -> None:
     """CloudWatch: "a math expression used for an alarm can include as many as 10 metrics" (a
     hard limit); the supervisor's per-host alarms split hosts into groups of at most 10."""

@@ -64,6 +64,14 @@ def _alarmed(ev: AlarmEvaluator, name: str) -> list[int]:
     return [t for t, _, new in changes(ev, name) if new == ALARM]
 
 
+@pytest.mark.claim("missing = not breaching, 3 breaching minutes of the last 6")
+@pytest.mark.claim("so late minutes neither block a catch nor make one")
+@pytest.mark.claim(
+    "one idle host next to a busy peer for 3 minutes is a strong signal (acted on about 4 to 5 minutes after it started"
+)
+@pytest.mark.claim(
+    "how late metric datapoints arrive (the drill: up to 3 minutes; the alarms keep their meaning up to that, later datapoints delay a catch)"
+)
 @pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_dead_host_is_caught_within_five_minutes_when_datapoints_arrive_late(
@@ -94,6 +102,16 @@ def _healthy(t: int, t0: int) -> float:
     return BUSY
 
 
+@pytest.mark.claim("so late minutes neither block a catch nor make one")
+@pytest.mark.claim(
+    "a partly arrived minute may read lone-idle, but at most 2 of them at an evaluation, fewer than the 3 needed"
+)
+@pytest.mark.claim(
+    "how late metric datapoints arrive (the drill: up to 3 minutes; the alarms keep their meaning up to that, later datapoints delay a catch)"
+)
+@pytest.mark.claim(
+    "were CloudWatch to evaluate later in the minute while one host's datapoints lag another's by 2 minutes or more, a healthy job could show 3 partly arrived minutes and a lone-idle window of 3 could fire"
+)
 @pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_healthy_job_never_looks_idle_when_datapoints_arrive_late(
@@ -108,6 +126,7 @@ def test_a_healthy_job_never_looks_idle_when_datapoints_arrive_late(
     assert _alarmed(ev, LONE) == [] and _alarmed(ev, IDLE) == []
 
 
+@pytest.mark.claim("missing = not breaching, 20 of the last 23 minutes")
 @pytest.mark.parametrize("extra", [0, 2], ids=["a range of exactly n periods", "a range two periods longer"])
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_whole_job_idle_is_caught_when_datapoints_arrive_late(
@@ -127,6 +146,8 @@ def test_a_whole_job_idle_is_caught_when_datapoints_arrive_late(
     assert idle_from + 20 * MIN <= fired[0] <= idle_from + 23 * MIN, (fired[0] - idle_from) / MIN
 
 
+@pytest.mark.claim("Their windows are at least 4 minutes (3 late minutes plus one)")
+@pytest.mark.claim("how wide an alarm's evaluation range is (the shapes are tested with N and N + 2 periods)")
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_short_log_silence_window_does_not_fill_with_late_minutes(
     acct: FakeAccount, cw: Any, seed: int
@@ -141,6 +162,10 @@ def test_a_short_log_silence_window_does_not_fill_with_late_minutes(
     assert _alarmed(ev, SILENCE) == []
 
 
+@pytest.mark.claim("The silence alarms (missing data breaching) stay N of N")
+@pytest.mark.claim(
+    "CloudWatch then alarms only once no datapoint is left in its evaluation range, which late minutes cannot cause while older datapoints remain"
+)
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_log_silence_is_judged_over_its_whole_window_when_heartbeats_arrive_late(
     acct: FakeAccount, cw: Any, seed: int
@@ -160,6 +185,7 @@ def _progress(acct: FakeAccount, values: Any) -> None:
     acct.sagemaker.set((keys.TRAINING_METRIC_NAMESPACE, "train:step"), {"TrainingJobName": JOB}, values)
 
 
+@pytest.mark.claim("or not reported (missing = breaching), N of N")
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_the_progress_alarm_does_not_read_late_reports_as_a_stall(
     acct: FakeAccount, cw: Any, seed: int
@@ -177,6 +203,10 @@ def test_the_progress_alarm_does_not_read_late_reports_as_a_stall(
     assert _alarmed(ev, PROGRESS) == []
 
 
+@pytest.mark.claim(
+    "optional signal: the named metric (the `Name` of one of the job's `MetricDefinitions`) not reported, or reported with the same value, for this long (learned like log silence)"
+)
+@pytest.mark.claim("the `progress_metric` reported unchanged")
 @pytest.mark.parametrize("seed", SEEDS, ids=SEED_IDS)
 def test_a_progress_stall_is_caught_after_its_window_not_before(
     acct: FakeAccount, cw: Any, seed: int

@@ -8,6 +8,8 @@ from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from drill.alarms.metric_delay import DEFAULT_LOG_DELAY, MetricDelays, SourceDelay
 from drill.clock import VirtualClock
 from drill.sim.cloudwatch import SimulatedLogs
@@ -19,6 +21,9 @@ MIN = 60_000
 STREAM = "job-1/algo-3-1700000000"
 
 
+@pytest.mark.claim(
+    "all under the faithful simulated account: metric datapoints 30 s to 3 min late, log lines 1 s to 3 min late, warm pools that keep their hosts, AWS's rates"
+)
 def test_each_line_lands_within_the_range_drawn_per_stream_and_minute_and_replays_exactly() -> None:
     delays = MetricDelays(11)
     seen = []
@@ -55,6 +60,9 @@ def test_a_late_line_holds_back_the_later_lines_of_its_stream_and_old_lines_are_
     assert MetricDelays(3).readable(STREAM, list(range(0, 3_600_000, 1_000)), 3_600_000 + 180_000) == 3_600
 
 
+@pytest.mark.claim(
+    "a crash that names no host yet is decided a minute after the job's end, so a late Xid line can still name the bad host"
+)
 def test_the_supervisors_reads_see_only_the_lines_that_have_landed() -> None:
     xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus."
     lines = [(0, "step 100 loss 2.1"), (60_000, xid)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import boto3
+import pytest
 
 from drill.alarms.metric_delay import MetricDelays, SourceDelay
 from drill.clock import VirtualClock
@@ -19,6 +20,13 @@ MIN = 60_000
 GPU = (keys.TRAINING_METRIC_NAMESPACE, "GPUUtilization")
 
 
+@pytest.mark.claim("the drill models up to 3 minutes")
+@pytest.mark.claim(
+    "a datapoint arrives 30 to 90 seconds after its minute ends (drawn per datapoint from the seed), and 5 % of them 3 minutes late"
+)
+@pytest.mark.claim(
+    "all under the faithful simulated account: metric datapoints 30 s to 3 min late, log lines 1 s to 3 min late, warm pools that keep their hosts, AWS's rates"
+)
 def test_delays_are_drawn_per_datapoint_within_the_source_range_and_replay_exactly() -> None:
     delays = MetricDelays(7)
     late = []
@@ -47,6 +55,7 @@ def test_delays_are_drawn_per_datapoint_within_the_source_range_and_replay_exact
     assert heartbeat_only.visible_at(GPU[0], GPU[1], {"Host": "j/algo-1"}, 0, MIN) == MIN
 
 
+@pytest.mark.claim("The alarms and the supervisor's own metric reads see only datapoints that have arrived.")
 def test_get_metric_data_answers_only_the_datapoints_that_have_arrived(aws: None) -> None:
     """A read at time T sees a minute's datapoint only once it has arrived: never the minute under
     way, the newest complete ones only after their delay. Timestamps are the virtual minutes."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from drill.iam.cfn import UNKNOWN, PhysicalNames, TemplateIam, resolve
 
 ACCOUNT = "123456789012"
@@ -63,6 +65,9 @@ def test_iam_cfn_what_cannot_be_resolved_is_unknown() -> None:
     assert r([{"Ref": "AWS::NoValue"}, "kept"]) == ["kept"]
 
 
+@pytest.mark.claim(
+    "The checker answers *unknown* for a role with a permissions boundary or an AWS managed policy, and for a condition on a key the table does not model"
+)
 def test_iam_cfn_roles_collect_attached_inline_and_managed_policies() -> None:
     template: dict[str, Any] = {
         "Resources": {
@@ -111,6 +116,9 @@ def test_iam_cfn_roles_collect_attached_inline_and_managed_policies() -> None:
     assert len(role.opaque) == 1 and "AWSLambdaBasicExecutionRole" in role.opaque[0]
 
 
+@pytest.mark.claim(
+    "The checker answers *unknown* for a role with a permissions boundary or an AWS managed policy, and for a condition on a key the table does not model"
+)
 def test_iam_cfn_a_permissions_boundary_makes_the_role_unknown() -> None:
     """README: the checker answers *unknown* for a role with a permissions boundary (it does not
     evaluate it), even where the role's own policy allows the request."""

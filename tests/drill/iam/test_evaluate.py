@@ -39,6 +39,9 @@ def test_iam_evaluate_no_statement_is_an_implicit_deny() -> None:
     assert "implicit" in verdict.reason
 
 
+@pytest.mark.claim(
+    "`DescribeAlarms` with `AlarmNamePrefix` is authorized against `alarm:*`, not against the alarm-name prefix"
+)
 def test_iam_evaluate_prefix_grant_does_not_cover_alarm_star() -> None:
     # The bug the replay found: DescribeAlarms is authorised on alarm:*, the grant was a prefix.
     prefix = role(
@@ -56,6 +59,9 @@ def test_iam_evaluate_prefix_grant_does_not_cover_alarm_star() -> None:
     )
 
 
+@pytest.mark.claim(
+    "The rules are IAM's: an explicit deny wins, `*`/`?` wildcards, `NotAction`/`NotResource`, and the condition operators."
+)
 def test_iam_evaluate_actions_match_case_insensitively_with_wildcards() -> None:
     request = req("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:dlq")
     assert decide(request, role(allow("SQS:sendmessage*", "*"))) == "allow"
@@ -95,6 +101,9 @@ def test_iam_evaluate_resource_star_request_needs_a_star_grant() -> None:
     assert decide(request, role(allow("cloudwatch:GetMetricData", "*"))) == "allow"
 
 
+@pytest.mark.claim(
+    "The rules are IAM's: an explicit deny wins, `*`/`?` wildcards, `NotAction`/`NotResource`, and the condition operators."
+)
 def test_iam_evaluate_explicit_deny_wins_over_allow() -> None:
     request = req("cloudwatch:DeleteAlarms", ALARM)
     policies = role(
@@ -106,6 +115,9 @@ def test_iam_evaluate_explicit_deny_wins_over_allow() -> None:
     assert verdict.reason == "explicit Deny"
 
 
+@pytest.mark.claim(
+    "The rules are IAM's: an explicit deny wins, `*`/`?` wildcards, `NotAction`/`NotResource`, and the condition operators."
+)
 def test_iam_evaluate_not_action_and_not_resource() -> None:
     request = req("cloudwatch:DeleteAlarms", ALARM)
     assert decide(request, role({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"})) == "allow"
@@ -148,6 +160,9 @@ def test_iam_evaluate_passrole_condition_on_passed_to_service() -> None:
     assert decide(other_role, role(grant)) == "deny"
 
 
+@pytest.mark.claim(
+    "The rules are IAM's: an explicit deny wins, `*`/`?` wildcards, `NotAction`/`NotResource`, and the condition operators."
+)
 @pytest.mark.parametrize(
     ("condition", "context", "expected"),
     [
@@ -208,6 +223,10 @@ def test_iam_evaluate_condition_operators(
     assert condition_applies(condition, context)[0] is expected
 
 
+@pytest.mark.claim("A condition or value the checker does not model is *unknown*, never allowed.")
+@pytest.mark.claim(
+    "The checker answers *unknown* for a role with a permissions boundary or an AWS managed policy, and for a condition on a key the table does not model"
+)
 @pytest.mark.parametrize(
     ("condition", "why"),
     [
@@ -249,6 +268,7 @@ def test_iam_evaluate_a_deny_that_might_apply_makes_an_allow_unknown() -> None:
     assert decide(request, policies) == "unknown"
 
 
+@pytest.mark.claim("A condition or value the checker does not model is *unknown*, never allowed.")
 def test_iam_evaluate_unresolved_resource_is_unknown() -> None:
     request = req("sns:Publish", "arn:aws:sns:us-east-1:1:t")
     parameter_ref = {"Ref": "TopicArnParameter"}  # a template parameter: chosen at deploy time
@@ -257,6 +277,9 @@ def test_iam_evaluate_unresolved_resource_is_unknown() -> None:
     assert decide(request, role(allow("sns:Publish", parameter_ref), allow("sns:*", "*"))) == "allow"
 
 
+@pytest.mark.claim(
+    "The checker answers *unknown* for a role with a permissions boundary or an AWS managed policy, and for a condition on a key the table does not model"
+)
 def test_iam_evaluate_unreadable_role_policy_is_unknown() -> None:
     request = req("sns:Publish", "arn:aws:sns:us-east-1:1:t")
     assert (

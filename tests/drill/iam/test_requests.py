@@ -25,6 +25,7 @@ def test_iam_requests_every_row_is_a_real_api_operation() -> None:
         assert operation in session.get_service_model(service).operation_names, (service, operation)
 
 
+@pytest.mark.claim("An operation the table does not know fails as an *unmapped call*.")
 def test_iam_requests_unknown_operation_is_unmapped_not_allowed() -> None:
     with pytest.raises(UnmappedCall, match=r"dynamodb\.Scanner"):
         authorization_requests("dynamodb", "Scanner", {}, FACTS)

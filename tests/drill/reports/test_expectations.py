@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from drill.reports.report import check_expectations
 
 
@@ -43,6 +45,9 @@ def test_expect_hang_caught_by_one_of_the_accepted_signals_is_met() -> None:
     assert check_expectations(expect, HUNG_ON_GPU, {}) == []
 
 
+@pytest.mark.claim(
+    "`expect` per run: `status`, `attempts`, `restarts`, `restarts_by_class`, `end_classes`, `resumed_from_steps`, `max_gpu_hours_lost`, `alerts_include`, and `hangs_detected_by`"
+)
 def test_expect_hang_caught_by_another_signal_is_reported() -> None:
     expect = {"r": {"hangs_detected_by": ["log_silence"]}}
     assert check_expectations(expect, HUNG_ON_GPU, {}) == [
@@ -50,6 +55,9 @@ def test_expect_hang_caught_by_another_signal_is_reported() -> None:
     ]
 
 
+@pytest.mark.claim(
+    "`expect` per run: `status`, `attempts`, `restarts`, `restarts_by_class`, `end_classes`, `resumed_from_steps`, `max_gpu_hours_lost`, `alerts_include`, and `hangs_detected_by`"
+)
 def test_expect_hang_that_was_never_detected_is_reported() -> None:
     crashed = runs(
         attempt(1, "INFRASTRUCTURE"), attempt(2, "SUCCEEDED"), restarts_by_class={"INFRASTRUCTURE": 1}
@@ -59,6 +67,9 @@ def test_expect_hang_that_was_never_detected_is_reported() -> None:
     ) == ["expect: r had no attempt stopped as hung (expected one caught by log_silence or progress_stalled)"]
 
 
+@pytest.mark.claim(
+    "`expect` per run: `status`, `attempts`, `restarts`, `restarts_by_class`, `end_classes`, `resumed_from_steps`, `max_gpu_hours_lost`, `alerts_include`, and `hangs_detected_by`"
+)
 def test_expect_other_fields_report_actual_and_expected() -> None:
     expect = {
         "r": {

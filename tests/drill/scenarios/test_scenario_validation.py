@@ -36,6 +36,9 @@ def test_scenario_every_shipped_scenario_is_valid(name: str) -> None:
 # --- JSON ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 def test_scenario_bad_json_names_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{\n  "name": "x",\n  "runs": [\n    {"name": "a"}\n    {"name": "b"}\n  ]\n}\n')
@@ -69,6 +72,9 @@ def test_scenario_not_an_object() -> None:
 # --- fields ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 def test_scenario_missing_required_fields() -> None:
     data = scenario(faults=[{"run": "llama-8b"}], actions=[{"cancel": "llama-8b"}])
     data["runs"][1].pop("name")
@@ -79,6 +85,9 @@ def test_scenario_missing_required_fields() -> None:
     ]
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -121,6 +130,9 @@ def test_scenario_wrong_type(change: Any, problem: str) -> None:
     assert problems(data) == [problem]
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -158,6 +170,9 @@ def test_scenario_unknown_field_with_did_you_mean(change: Any, problem: str) -> 
     assert problems(data) == [problem]
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -202,6 +217,9 @@ def test_scenario_invalid_fault_kind_has_did_you_mean() -> None:
 # --- references -----------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 def test_scenario_fault_naming_an_unknown_run() -> None:
     data = scenario(faults=[{"kind": "hardware", "run": "lama-8b", "attempt": 1, "after_training_min": 5}])
     assert problems(data) == ['faults[0].run: no run named "lama-8b" (did you mean "llama-8b"?)']
@@ -296,6 +314,9 @@ def test_scenario_training_fault_after_the_run_has_finished() -> None:
     ]
 
 
+@pytest.mark.claim(
+    "bad JSON, a missing or unknown field (with a did-you-mean), a wrong type, a negative time, a fault or action naming a missing run, an expectation on an unknown field, a fault that can never fire"
+)
 def test_scenario_training_fault_after_max_runtime() -> None:
     data = with_fault(kind="hardware", after_training_min=90)
     data["runs"][0]["max_runtime_hours"] = 1
@@ -402,6 +423,7 @@ def test_scenario_unknown_name_suggests_a_shipped_scenario() -> None:
     assert "default" in line
 
 
+@pytest.mark.claim("Each mistake is one line naming its path in the file, and the exit code is 2.")
 def test_scenario_mistakes_exit_2_with_one_line_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,6 +441,7 @@ def test_scenario_mistakes_exit_2_with_one_line_each(
     assert "Traceback" not in captured.err
 
 
+@pytest.mark.claim("Each mistake is one line naming its path in the file, and the exit code is 2.")
 def test_scenario_bad_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"name": "x",}')
@@ -443,6 +466,9 @@ def test_every_fault_kind_is_documented_in_the_readme_and_the_scenario_docstring
     assert set(FAULT_KINDS) <= in_docstring, set(FAULT_KINDS) - in_docstring
 
 
+@pytest.mark.claim(
+    "Every field is optional (0 to 3600 seconds; `late_rate` 0 to 1); all zeros is the kind model."
+)
 def test_scenario_metric_delay_is_set_per_source_and_checked() -> None:
     """account.metric_delay: when each source's datapoints arrive (drill/alarms/metric_delay.py), fields
     over the defaults; mistakes are reported like any other field's."""
@@ -481,6 +507,7 @@ def test_scenario_metric_delay_is_set_per_source_and_checked() -> None:
     ]
 
 
+@pytest.mark.claim('"name": "example", "seed": 7, "max_days": 60,')
 def test_the_readme_scenario_example_parses() -> None:
     """README's scenario-format example (account.metric_delay included) is a valid scenario."""
     readme = documentation()
@@ -490,6 +517,16 @@ def test_the_readme_scenario_example_parses() -> None:
     assert sc.metric_delay == {"gpu": {"base_s": 30, "jitter_s": 60, "late_rate": 0.05, "late_s": 180}}
 
 
+@pytest.mark.claim(
+    "The warm-pool quota is 0 per instance type by default, and then SageMaker simply keeps no pool"
+)
+@pytest.mark.claim(
+    "The warm-pool quota per instance type is AWS's default, 0, unless named: no pool is kept."
+)
+@pytest.mark.claim("With AWS's default warm-pool quota, 0, read at submit, every restart starts cold")
+@pytest.mark.claim(
+    "the drill draws 0-10 minutes and shows nothing, and a resume waits at most 5 minutes for its pool (a later pool is not waited for: the resume starts cold)"
+)
 def test_scenario_warm_pool_account_fields_default_to_aws_and_are_checked() -> None:
     sc = parse(scenario(), bucket=BUCKET, role_arn=EXECUTION_ROLE)
     assert sc.warm_pools.quotas == {} and sc.warm_pools.available_after_s == (0, 600)  # AWS: quota 0

@@ -78,6 +78,9 @@ def bad_pool(sim: SimSageMaker) -> int:
     return ended(sim, "job-a01")
 
 
+@pytest.mark.claim(
+    "After a fault that singles out a host the replacement starts cold at once (it asks for a volume size 1 GB off the one the bad host's warm pool has, so SageMaker cannot match that pool) and asks SageMaker's infra check first (modelled as 5-30 extra minutes, since AWS publishes no duration), unless the host printed the contract's fingerprint line"
+)
 def test_the_infra_check_adds_its_time_to_starting_and_is_shown_by_describe(s3: Any) -> None:
     sim = make_sim(s3)
     plain = training_job(sim, "job-p01", run="r2") - sim.job("job-p01").created_ms

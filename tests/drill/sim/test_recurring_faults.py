@@ -79,6 +79,9 @@ def _minutes_into_training(sim: SimSageMaker, name: str) -> float:
     return (job.ended_ms - job.training_started_ms) / MIN
 
 
+@pytest.mark.claim(
+    "a user's bug about every 60 healthy hours, quoting a real ending of the endings corpus, that ends every attempt the same way until the person fixes it"
+)
 def test_a_recurring_crash_ends_every_attempt_the_same_way_until_fixed(sim: SimSageMaker) -> None:
     sim.inject(
         Fault(

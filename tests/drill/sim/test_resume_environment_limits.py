@@ -114,6 +114,9 @@ def _submit_errors(job: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
+@pytest.mark.claim(
+    "`training_job.ResourceConfig.InstanceCount` above 10,000 (every integer of the model is also bounded by its type: SageMaker's `integer` is 32-bit), a `CheckpointConfig.S3Uri` more than 20 folders deep, and a `CheckpointConfig.LocalPath` over 256 characters"
+)
 def test_the_api_refuses_what_could_not_reach_the_training_script():
     role = "arn:aws:iam::123456789012:role/r"
     job = default_training_job("llama", BUCKET, role)

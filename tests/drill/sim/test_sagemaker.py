@@ -452,6 +452,9 @@ def test_sim_quota_fault_refuses_a_matching_create_in_aws_words_once(sim: SimSag
     assert sim.job("r2-a01").status == "InProgress"
 
 
+@pytest.mark.claim(
+    "where N is `quota_limit` (default: the request's own M, so the run waits and retries; below M it can never fit and the run fails, naming the increase)"
+)
 def test_sim_quota_fault_below_the_request_can_never_fit(sim: SimSageMaker) -> None:
     from sagewarden.domain.vocabulary.classifier.matching import parse_quota_message
 
@@ -465,6 +468,12 @@ def test_sim_quota_fault_below_the_request_can_never_fit(sim: SimSageMaker) -> N
         Fault(kind="hardware", quota_limit=1)
 
 
+@pytest.mark.claim(
+    "The local server's simulated training script trains `HyperParameters.max_steps` steps, 10 a minute, with a checkpoint every 1,000"
+)
+@pytest.mark.claim(
+    "A job's simulated training script trains `HyperParameters.max_steps` steps (10,000 without it), 10 a minute, logging every minute and saving a checkpoint every 1,000 steps."
+)
 def test_sim_job_without_a_profile_trains_the_max_steps_its_hyperparameters_name(sim: SimSageMaker) -> None:
     for name, value, steps in (("a-a01", "600", 600), ("b-a01", "ten", 10_000), ("c-a01", None, 10_000)):
         req = request(name, run=name[0])
@@ -481,6 +490,18 @@ def test_sim_job_without_a_profile_trains_the_max_steps_its_hyperparameters_name
     assert sim.job("a-a01").step == 600
 
 
+@pytest.mark.claim(
+    "The local server's simulated training script trains `HyperParameters.max_steps` steps, 10 a minute, with a checkpoint every 1,000"
+)
+@pytest.mark.claim(
+    "`llama-8b` (6,000 steps) trains for 10 virtual hours, about a minute at the default `--speed 600`"
+)
+@pytest.mark.claim(
+    "`llama-8b-b` trains for about a week (some 17 minutes of your time), so it is still training when you cancel it"
+)
+@pytest.mark.claim(
+    "A job's simulated training script trains `HyperParameters.max_steps` steps (10,000 without it), 10 a minute, logging every minute and saving a checkpoint every 1,000 steps."
+)
 def test_sim_default_profile_is_what_the_readme_walkthrough_assumes(sim: SimSageMaker) -> None:
     """README (CLI, local mode): the local server's simulated script trains max_steps steps, 10 a
     minute, logging every minute and saving a checkpoint every 1,000; so llama-8b's 6,000 steps
@@ -519,6 +540,7 @@ def test_sim_unknown_fault_kind_rejected() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("StopTrainingJob and MaxRuntime give 120 s.")
 def test_sim_stop_goes_stopping_then_stopped_with_final_checkpoint(
     sim: SimSageMaker, rec: Recorder, s3: Any
 ) -> None:
@@ -579,6 +601,7 @@ def test_sim_no_sigterm_checkpoint_when_profile_disables_it(sim: SimSageMaker) -
     assert sim.job("job-a01").checkpoints == [1000]
 
 
+@pytest.mark.claim("StopTrainingJob and MaxRuntime give 120 s.")
 def test_sim_slow_sigterm_save_is_killed_half_written(sim: SimSageMaker, s3: Any) -> None:
     sim.set_profile("r1", JobProfile(checkpoint_write_seconds=300, checkpoint_every_steps=100_000))
     started = training_job(sim, "job-a01")
@@ -676,6 +699,9 @@ def test_sim_script_error_quotes_the_command_with_the_hyperparameters_in_at_most
     assert len(cut) == 1024 and cut.endswith(" --hf_token " + "v" * 14)  # the value's head, no marker
 
 
+@pytest.mark.claim(
+    "Any crash can set `half_written_checkpoint`, a hang can set `during_save` (it begins half-way through a checkpoint write, which never completes), and `once: false` repeats a fault on every matching attempt."
+)
 def test_sim_half_written_checkpoint_left_without_marker(sim: SimSageMaker, s3: Any) -> None:
     sim.inject(Fault(kind="hardware", after_training_min=150, half_written_checkpoint=True))
     training_job(sim, "job-a01")
@@ -853,6 +879,7 @@ def test_sim_metrics_only_up_to_now(sim: SimSageMaker) -> None:
     assert len(gpu(sim, "job-a01", 1, started, started + 60 * MIN)) == 11
 
 
+@pytest.mark.claim("GPUs at 100 %, no step, no log line: log silence catches it")
 def test_sim_hang_spin_keeps_gpu_high_and_logs_silent(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="hang_spin", after_training_min=30))
     started = training_job(sim, "job-a01")
@@ -872,6 +899,7 @@ def test_sim_hang_spin_keeps_gpu_high_and_logs_silent(sim: SimSageMaker) -> None
     assert job.checkpoints == [] and job.ended_ms == stop_at + 120_000  # hung: no save, killed at 120 s
 
 
+@pytest.mark.claim("GPU 0 %, no error, the other hosts waiting")
 def test_sim_dead_host_zero_on_one_host_only(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="dead_host", host=2, after_training_min=10))
     started = training_job(sim, "job-a01", count=4)
@@ -895,6 +923,9 @@ def test_sim_stuck_dataloader_low_gpu_no_logs(sim: SimSageMaker) -> None:
     assert sim.job("job-a01").step == 100
 
 
+@pytest.mark.claim(
+    "benign phases that must *not* trigger: `checkpoint_save_long`, `eval_phase`, and silent phases with every GPU idle: `compile` (a first-step compile, 30 min by default), `nccl_init` (NCCL initialisation on many hosts, 8 min) and `dataloader_pause` (a data-loader pause at an epoch boundary, 4 min); `duration_min` sets any phase's length;"
+)
 def test_sim_eval_phase_gpu_busy_logs_continue_then_resumes(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="eval_phase", after_training_min=20, duration_min=15))
     started = training_job(sim, "job-a01")
@@ -907,6 +938,9 @@ def test_sim_eval_phase_gpu_busy_logs_continue_then_resumes(sim: SimSageMaker) -
     assert sim.job("job-a01").status == "InProgress"
 
 
+@pytest.mark.claim(
+    "benign phases that must *not* trigger: `checkpoint_save_long`, `eval_phase`, and silent phases with every GPU idle: `compile` (a first-step compile, 30 min by default), `nccl_init` (NCCL initialisation on many hosts, 8 min) and `dataloader_pause` (a data-loader pause at an epoch boundary, 4 min); `duration_min` sets any phase's length;"
+)
 def test_sim_checkpoint_save_long_silent_low_then_writes(sim: SimSageMaker, s3: Any) -> None:
     sim.inject(Fault(kind="checkpoint_save_long", after_training_min=25, duration_min=12))
     started = training_job(sim, "job-a01")
@@ -938,6 +972,9 @@ def test_sim_fault_during_save_is_deferred_to_its_end(sim: SimSageMaker) -> None
     assert min(gpu(sim, "job-a01", 1, started + 103 * MIN, started + 130 * MIN)) > 790
 
 
+@pytest.mark.claim(
+    "Any crash can set `half_written_checkpoint`, a hang can set `during_save` (it begins half-way through a checkpoint write, which never completes), and `once: false` repeats a fault on every matching attempt."
+)
 @pytest.mark.parametrize("kind", ["hang_spin", "dead_host", "stuck_dataloader", "hang_spin_logging"])
 def test_sim_hang_during_save_stops_the_write_half_way(sim: SimSageMaker, s3: Any, kind: str) -> None:
     # due at 30 min, it waits for the next save (step 1000 at 100 min: 120 s, 3 objects) and hangs
@@ -957,6 +994,9 @@ def test_sim_hang_during_save_stops_the_write_half_way(sim: SimSageMaker, s3: An
     assert keys(s3) == ["runs/r1/checkpoint-1000/model.safetensors"]
 
 
+@pytest.mark.claim(
+    "Any crash can set `half_written_checkpoint`, a hang can set `during_save` (it begins half-way through a checkpoint write, which never completes), and `once: false` repeats a fault on every matching attempt."
+)
 def test_sim_hang_during_save_only_for_hang_kinds() -> None:
     with pytest.raises(ValueError, match="during_save applies to hang kinds only"):
         Fault(kind="hardware", during_save=True)
@@ -983,6 +1023,9 @@ def test_sim_fault_injected_while_training_binds_now(sim: SimSageMaker) -> None:
     assert sim.job("job-a01").ended_ms == started + 40 * MIN
 
 
+@pytest.mark.claim(
+    "Any crash can set `half_written_checkpoint`, a hang can set `during_save` (it begins half-way through a checkpoint write, which never completes), and `once: false` repeats a fault on every matching attempt."
+)
 def test_sim_recurring_fault_with_once_false(sim: SimSageMaker) -> None:
     sim.inject(Fault(kind="internal_error", after_training_min=5, once=False))
     for attempt in (1, 2):
@@ -996,6 +1039,12 @@ def test_sim_recurring_fault_with_once_false(sim: SimSageMaker) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "every attempt of a run resumes from the newest checkpoint under its `CheckpointConfig.S3Uri`"
+)
+@pytest.mark.claim(
+    "SageMaker restores `S3Uri` into `LocalPath` (default `/opt/ml/checkpoints`) before your script starts."
+)
 def test_sim_resume_step_from_environment(sim: SimSageMaker) -> None:
     sim.set_profile("r1", JobProfile(total_steps=2500))
     started = training_job(sim, "job-a02", resume=2000)
@@ -1281,6 +1330,9 @@ def test_sim_a_cpu_instance_reports_no_gpu_utilization(sim: SimSageMaker) -> Non
 # --- the extended benign set (benchmarks/benign.py) ---------------------------------------------
 
 
+@pytest.mark.claim(
+    "benign phases that must *not* trigger: `checkpoint_save_long`, `eval_phase`, and silent phases with every GPU idle: `compile` (a first-step compile, 30 min by default), `nccl_init` (NCCL initialisation on many hosts, 8 min) and `dataloader_pause` (a data-loader pause at an epoch boundary, 4 min); `duration_min` sets any phase's length;"
+)
 @pytest.mark.parametrize("kind", ["compile", "nccl_init", "dataloader_pause"])
 def test_sim_idle_phase_is_silent_with_every_gpu_idle_then_trains(sim: SimSageMaker, kind: str) -> None:
     sim.inject(Fault(kind=kind, after_training_min=10, duration_min=20))
@@ -1317,6 +1369,9 @@ def test_sim_a_job_logging_every_ten_minutes(sim: SimSageMaker) -> None:
     assert len(gpu(sim, "job-a01", 1, started + MIN, started + 60 * MIN)) == 59  # GPUs as usual
 
 
+@pytest.mark.claim(
+    "The decision guards against it (a lone idle host during start-up must hold 10 minutes; unit-tested), but no drill shows a skew longer than that."
+)
 def test_sim_straggler_host_is_slower_but_alive(sim: SimSageMaker) -> None:
     sim.set_profile("r1", JobProfile(straggler_host=2, straggler_gpu_util=240.0))
     started = training_job(sim, "job-a01", count=3)

@@ -159,6 +159,9 @@ def test_an_uneven_eval_has_cpu_light_hosts_but_never_all_of_them(sim: SimSageMa
     assert quiet_counts and max(quiet_counts) < HOSTS and max(quiet_counts) >= 1
 
 
+@pytest.mark.claim(
+    "a light save leaves every host but one as idle as a stuck job and lands an object only every 8 minutes"
+)
 def test_a_light_save_grows_disk_space_on_algo_1_only_and_a_hung_save_keeps_what_it_wrote(
     sim: SimSageMaker,
 ) -> None:
@@ -173,6 +176,7 @@ def test_a_light_save_grows_disk_space_on_algo_1_only_and_a_hung_save_keeps_what
     assert all(v < one[-1] for _, v in after)  # the save ended: the oldest checkpoint was pruned
 
 
+@pytest.mark.claim("A save that hangs stops writing and is stopped within minutes")
 def test_a_save_cut_by_a_hang_stops_growing_but_keeps_what_it_wrote(sim: SimSageMaker) -> None:
     sim.inject(Fault("stuck_dataloader", after_training_min=20, during_save=True))
     started = training_job(sim, "job-a01", count=HOSTS)
@@ -185,6 +189,7 @@ def test_a_save_cut_by_a_hang_stops_growing_but_keeps_what_it_wrote(sim: SimSage
     assert len(set(stuck)) == 1 and stuck[0] > during[0]
 
 
+@pytest.mark.claim("the drill models up to 3 minutes")
 def test_cpu_and_disk_datapoints_arrive_late_like_the_gpu_ones(sim: SimSageMaker, clock: Any) -> None:
     started = training_job(sim, "job-a01", count=2)
     drain(sim, until_ms=started + 30 * MIN)

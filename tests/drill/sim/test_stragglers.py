@@ -41,6 +41,10 @@ def at(sim: SimSageMaker, t: int) -> None:
     drain(sim, until_ms=t)
 
 
+@pytest.mark.claim("`step_ms` alone is equal on every host (they wait for each other) and singles out none.")
+@pytest.mark.claim(
+    "a host alive but slow: `slow_host` (its compute per step `slowdown` longer, e.g. 0.15; the whole job's step rate becomes 1/(1 + `slowdown`); for `duration_min`, or lasting)."
+)
 def test_a_lasting_slow_host_slows_the_job_and_shows_in_its_compute(sim: SimSageMaker) -> None:
     sim.set_profile("r1", JobProfile(total_steps=100_000, steps_per_minute=10.0, step_lines=True))
     sim.inject(Fault("slow_host", run="r1", host=2, slowdown=0.25, after_training_min=20, once=True))
@@ -59,6 +63,9 @@ def test_a_lasting_slow_host_slows_the_job_and_shows_in_its_compute(sim: SimSage
     assert late[1][2] == pytest.approx(early[1][2], rel=0.03)  # peers: the same work, more waiting
 
 
+@pytest.mark.claim(
+    "a host alive but slow: `slow_host` (its compute per step `slowdown` longer, e.g. 0.15; the whole job's step rate becomes 1/(1 + `slowdown`); for `duration_min`, or lasting)."
+)
 def test_a_transient_slow_host_ends_and_the_rate_comes_back(sim: SimSageMaker) -> None:
     sim.set_profile("r1", JobProfile(total_steps=100_000, steps_per_minute=10.0, step_lines=True))
     sim.inject(Fault("slow_host", run="r1", host=1, slowdown=0.5, after_training_min=10, duration_min=4))

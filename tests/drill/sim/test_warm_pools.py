@@ -63,6 +63,9 @@ def at(sim: SimSageMaker, ms: int) -> None:
 # --- when a pool is Available ---------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "the drill draws 0-10 minutes and shows nothing, and a resume waits at most 5 minutes for its pool (a later pool is not waited for: the resume starts cold)"
+)
 def test_pool_is_available_only_some_time_after_the_end_and_shows_no_status_before(
     pools: SimSageMaker,
 ) -> None:
@@ -78,6 +81,7 @@ def test_pool_is_available_only_some_time_after_the_end_and_shows_no_status_befo
     assert status(pools, "job-a01") == {"Status": "Available", "ResourceRetainedBillableTimeInSeconds": 90}
 
 
+@pytest.mark.claim("the drill draws 0-10 min")
 def test_the_time_to_available_is_drawn_per_pool_within_the_range(clock: VirtualClock, s3: Any) -> None:
     """AWS publishes no number: by default the delay is drawn in 0-10 minutes, a range past the
     5 minutes a resume waits for its pool (domain/capacity/warm_pools.py POOL_WAIT_MS)."""
@@ -97,6 +101,9 @@ def test_the_time_to_available_is_drawn_per_pool_within_the_range(clock: Virtual
     assert any(d > POOL_WAIT_MS for d in delays) and any(d < POOL_WAIT_MS for d in delays)
 
 
+@pytest.mark.claim(
+    "SageMaker keeps one after `Completed`, `Stopped`, and an `AlgorithmError` or `ClientError`"
+)
 @pytest.mark.parametrize(
     ("ending", "kept"),
     [
@@ -168,6 +175,9 @@ def test_a_matching_job_reuses_the_pool_and_starts_in_seconds(pools: SimSageMake
     assert cold - pools.job("job-a03").created_ms == 480_000
 
 
+@pytest.mark.claim(
+    "We assume a job can take only a pool that is `Available` when it is created; after a bad host the replacement does not rely on it (it asks for another volume size, which the matching rule never gives that pool; the matching rule itself is only proven on a real account)."
+)
 def test_a_job_created_before_the_pool_is_available_starts_cold(pools: SimSageMaker) -> None:
     pools.create_training_job(**request("job-a01", keep_alive=600))
     ended(pools, "job-a01")
@@ -209,6 +219,15 @@ def test_only_a_job_matching_role_instances_and_volume_takes_the_pool(
     assert (status(pools, "job-a01") or {}).get("Status") == "Available"
 
 
+@pytest.mark.claim(
+    "the replacement must never run on that pool (it would meet the same dead host), and it does not wait for it either"
+)
+@pytest.mark.claim(
+    "a bad host (`dead_host`, `hardware`, or a fault with `bad_host: true`) fails the next job on it again `bad_host_refire_min` into its Training"
+)
+@pytest.mark.claim(
+    "all under the faithful simulated account: metric datapoints 30 s to 3 min late, log lines 1 s to 3 min late, warm pools that keep their hosts, AWS's rates"
+)
 def test_a_dead_host_kept_in_the_pool_hangs_the_next_job_on_it_again(pools: SimSageMaker) -> None:
     pools.set_profile("r1", JobProfile(total_steps=10_000))
     started = training_job(pools, "job-a01", keep_alive=600, count=4)
@@ -228,6 +247,9 @@ def test_a_dead_host_kept_in_the_pool_hangs_the_next_job_on_it_again(pools: SimS
     assert pools.job("job-a02")._phase == "dead_host"
 
 
+@pytest.mark.claim(
+    "a bad host (`dead_host`, `hardware`, or a fault with `bad_host: true`) fails the next job on it again `bad_host_refire_min` into its Training"
+)
 def test_a_crash_of_a_bad_gpu_comes_back_on_the_pool_and_a_cold_job_is_spared(pools: SimSageMaker) -> None:
     pools.set_profile("r1", JobProfile(total_steps=10_000))
     pools.inject(
@@ -255,6 +277,9 @@ def test_a_crash_of_a_bad_gpu_comes_back_on_the_pool_and_a_cold_job_is_spared(po
 # --- release and expiry ---------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "which AWS accepts only while the pool is `Available`) and released again each minute until it is gone"
+)
 def test_release_is_refused_until_the_pool_is_available_then_terminates_it(pools: SimSageMaker) -> None:
     pools.create_training_job(**request("job-a01", keep_alive=600))
     running = {"KeepAlivePeriodInSeconds": 0}
@@ -287,6 +312,12 @@ def test_an_unclaimed_pool_expires_keep_alive_after_it_became_available(pools: S
 # --- quota -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "The warm-pool quota is 0 per instance type by default, and then SageMaker simply keeps no pool"
+)
+@pytest.mark.claim(
+    "The warm-pool quota per instance type is AWS's default, 0, unless named: no pool is kept."
+)
 def test_without_warm_pool_quota_the_job_runs_and_keeps_no_pool_without_an_error(
     clock: VirtualClock, s3: Any
 ) -> None:
@@ -337,6 +368,9 @@ def test_idle_pools_count_towards_the_training_job_quota(clock: VirtualClock, s3
     assert sim.job("job-a03").warm_pool_used
 
 
+@pytest.mark.claim(
+    "a launch refused for quota (`ResourceLimitExceeded`) while such a pool of its instance type is kept -- idle pool instances count towards the training-job quotas -- waits until that pool is gone, not a backoff"
+)
 def test_an_ended_jobs_instances_count_towards_the_quota_before_its_pool_is_available(
     clock: VirtualClock, s3: Any
 ) -> None:
@@ -369,6 +403,10 @@ def test_an_ended_jobs_instances_count_towards_the_quota_before_its_pool_is_avai
 # --- spot ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("Managed spot training gets no pool (SageMaker refuses a spot job that asks for one)")
+@pytest.mark.claim(
+    "A spot job that asks for a pool is refused in the drill; AWS documents the rule, not the error."
+)
 def test_managed_spot_with_a_keep_alive_is_refused(pools: SimSageMaker) -> None:
     spot = request("job-a01", keep_alive=600)
     spot["EnableManagedSpotTraining"] = True

@@ -51,6 +51,12 @@ def _client() -> Any:
 # -- the shapes -------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "builds the alarms of seven representative attempts with the supervisor's own code: one host, two, ten (the most metrics one alarm may watch), eleven (two lone-idle groups), a progress metric (`IF`/`FILL`/`DIFF`), no log subscription, and every window at the policy's maximum (1,440 one-minute periods)"
+)
+@pytest.mark.claim(
+    "The first deploy proves them: the stack's alarm-shape check ([docs/deploy.md](docs/deploy.md)) puts one alarm of every shape with `PutMetricAlarm` and fails the deploy if CloudWatch refuses one."
+)
 def test_alarm_shapes_cover_every_form_the_supervisor_creates() -> None:
     shapes = {s.name: s for s in alarm_shapes.representative_shapes(RunPolicy())}
     _, requests = alarm_shapes.shape_requests(PREFIX, RunPolicy(), "t")
@@ -90,6 +96,9 @@ def test_alarm_shapes_cover_every_form_the_supervisor_creates() -> None:
         assert own == set(alarms(shape.name))
 
 
+@pytest.mark.claim(
+    "It puts each distinct request once with `PutMetricAlarm`, under a throwaway name `sagewarden-<prefix>-hang-shape-check-<shape>-<alarm>-<request id>`, without actions"
+)
 def test_alarm_shapes_put_each_distinct_request_once_under_a_name_the_supervisor_ignores() -> None:
     shapes, requests = alarm_shapes.shape_requests(
         PREFIX, RunPolicy(), "8d1a3f52-6c0e-4d3b-9a51-2f4e7c9b0a11"
@@ -109,6 +118,10 @@ def test_alarm_shapes_put_each_distinct_request_once_under_a_name_the_supervisor
         assert len(r.name) <= 255 and r.request["ActionsEnabled"] is False
 
 
+@pytest.mark.claim(
+    "It runs again on any deploy that changes a shape, the job prefix or `policyDefaults`, because the resource's properties carry a fingerprint of every request"
+)
+@pytest.mark.claim("A deploy that changes none of them does not run it.")
 def test_alarm_shapes_fingerprint_follows_the_requests() -> None:
     base = alarm_shapes.fingerprint(PREFIX, RunPolicy())
 
@@ -122,6 +135,7 @@ def test_alarm_shapes_fingerprint_follows_the_requests() -> None:
 # -- the check against CloudWatch (moto) --------------------------------------------------------------
 
 
+@pytest.mark.claim("and then deletes every alarm it put, whatever happened")
 def test_alarm_shape_check_puts_every_shape_then_deletes_it(aws: None) -> None:
     cw = _client()
     calls: list[tuple[str, dict[str, Any]]] = []
@@ -176,6 +190,15 @@ def _stub_puts(stub: Stubber, requests: Any, refuse: set[str], message: str = ""
     return accepted
 
 
+@pytest.mark.claim(
+    "If CloudWatch refuses a shape, the custom resource answers FAILED and `cdk deploy` fails and rolls back before any run depends on that alarm"
+)
+@pytest.mark.claim(
+    "The resource's failure reason names every refused shape, the alarm, its expression and CloudWatch's message"
+)
+@pytest.mark.claim(
+    "The first deploy proves them: the stack's alarm-shape check ([docs/deploy.md](docs/deploy.md)) puts one alarm of every shape with `PutMetricAlarm` and fails the deploy if CloudWatch refuses one."
+)
 def test_alarm_shape_check_refusal_fails_the_deploy_naming_shape_expression_and_message() -> None:
     event = _event()
     requests = _requests(event)
@@ -231,6 +254,7 @@ def test_alarm_shape_check_calls_a_throttled_put_unjudged_not_refused() -> None:
     assert "refused" not in reason
 
 
+@pytest.mark.claim("and then deletes every alarm it put, whatever happened")
 def test_alarm_shape_check_deletes_what_it_put_when_the_time_runs_out() -> None:
     event = _event()
     requests = _requests(event)
@@ -250,6 +274,9 @@ def test_alarm_shape_check_deletes_what_it_put_when_the_time_runs_out() -> None:
     )
 
 
+@pytest.mark.claim(
+    "If something could not be deleted, the reason says so and gives the `aws cloudwatch delete-alarms` command"
+)
 def test_alarm_shape_check_names_what_it_could_not_delete() -> None:
     event = _event()
     requests = _requests(event)
@@ -267,6 +294,7 @@ def test_alarm_shape_check_names_what_it_could_not_delete() -> None:
     assert f"aws cloudwatch delete-alarms --alarm-names {' '.join(r.name for r in requests)}" in reason
 
 
+@pytest.mark.claim("and then deletes every alarm it put, whatever happened")
 def test_alarm_shape_check_deletes_an_alarm_whose_put_was_lost_in_transit_on_its_own(aws: None) -> None:
     # A put that timed out may have created its alarm. AWS has documented DeleteAlarms with a name
     # that does not exist both ways ("no alarms are deleted" / "the correct names are still
@@ -296,6 +324,9 @@ def test_alarm_shape_check_deletes_an_alarm_whose_put_was_lost_in_transit_on_its
     assert moto.describe_alarms()["MetricAlarms"] == []
 
 
+@pytest.mark.claim(
+    "builds the alarms of seven representative attempts with the supervisor's own code: one host, two, ten (the most metrics one alarm may watch), eleven (two lone-idle groups), a progress metric (`IF`/`FILL`/`DIFF`), no log subscription, and every window at the policy's maximum (1,440 one-minute periods)"
+)
 def test_alarm_shapes_stay_within_cloudwatchs_evaluation_range() -> None:
     # PutMetricAlarm: for periods under an hour, Period x EvaluationPeriods may not exceed one day
     # (86,400 s). The longest-windows shape takes every window to the policy's maximum.
@@ -308,6 +339,7 @@ def test_alarm_shapes_stay_within_cloudwatchs_evaluation_range() -> None:
     assert max(r.request["EvaluationPeriods"] for r in requests) == 1440
 
 
+@pytest.mark.claim("The reason is kept within CloudFormation's 4,096-byte response limit")
 def test_alarm_shape_check_answer_fits_cloudformations_4096_bytes() -> None:
     event = _event()
     requests = _requests(event)
@@ -348,6 +380,9 @@ def test_alarm_shape_check_skips_a_rollback_to_another_versions_shapes() -> None
     assert set(report["shapes"]) == {s.name for s in alarm_shapes.representative_shapes(RunPolicy())}
 
 
+@pytest.mark.claim(
+    "It runs again on any deploy that changes a shape, the job prefix or `policyDefaults`, because the resource's properties carry a fingerprint of every request"
+)
 def test_alarm_shape_check_judges_the_deployments_policy_defaults() -> None:
     defaults = '{"gpu_idle_minutes":25,"log_silence_minutes":45}'
     policy = alarm_shapes.policy_from_json(defaults)
@@ -404,6 +439,9 @@ def response_url() -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
         server.server_close()
 
 
+@pytest.mark.claim(
+    "If CloudWatch refuses a shape, the custom resource answers FAILED and `cdk deploy` fails and rolls back before any run depends on that alarm"
+)
 def test_alarm_shape_check_handler_answers_at_the_response_url(aws: None, response_url: Any) -> None:
     url, received = response_url
     event = _event()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from sagewarden.adapters.cloudwatch_metrics_reader import MAX_SERIES, CloudWatchMetricsReader
 from sagewarden.domain.vocabulary.evidence import gpu_summary
 
@@ -40,6 +42,10 @@ class _Paged:
         return {"MetricDataResults": results, **({} if request.get("NextToken") else {"NextToken": "p2"})}
 
 
+@pytest.mark.claim("one GetMetricData call per 500 series")
+@pytest.mark.claim(
+    "3 metrics per host (GPU, CPU, disk), at $0.01 per 1,000 metrics requested with GetMetricData"
+)
 def test_every_hosts_gpu_cpu_and_disk_in_calls_of_at_most_500_queries_every_page_followed():
     client = _Paged(silent_hosts={7})
     hosts = CloudWatchMetricsReader(client).host_metrics("job-a001", 200, T0, T0 + 5 * MIN)

@@ -18,6 +18,8 @@ def _spec(hosts: int = 4, **kw) -> EnsureHangAlarms:
     return EnsureHangAlarms(JOB, 1, hosts, 8, 30, 1.0, 20, **kw)
 
 
+@pytest.mark.claim("heartbeat `LogEvents` Sum ≤ 0, missing = breaching, N of N")
+@pytest.mark.claim("The silence alarms (missing data breaching) stay N of N")
 def test_hang_alarm_specs_log_silence_treats_missing_data_as_breaching():
     log = alarm_specs(_spec(), PREFIX, "RUN")[0]
     assert log["AlarmName"] == f"{PREFIX}{JOB}--log-silence"
@@ -33,6 +35,21 @@ def test_hang_alarm_specs_log_silence_treats_missing_data_as_breaching():
     assert {"Key": "sagewarden:run-id", "Value": "RUN"} in log["Tags"]
 
 
+@pytest.mark.claim(
+    "one host idle while a peer is above `gpu_busy_percent`, this long: a dead host among busy ones. 0 turns the per-host alarms off"
+)
+@pytest.mark.claim("per balanced group of ≤ 10 hosts")
+@pytest.mark.claim("missing = not breaching, 3 breaching minutes of the last 6")
+@pytest.mark.claim(
+    "The GPU alarms (missing data not breaching) are M out of N: the window's breaching minutes among the last window + 3"
+)
+@pytest.mark.claim(
+    "Hosts are split into balanced groups (11 hosts → 6 + 5, never 10 + 1) because metric math allows at most 10 metrics per alarm"
+)
+@pytest.mark.claim("a 64-host job has 7 lone-idle alarms plus 1 whole-job alarm")
+@pytest.mark.claim(
+    "How MIN and MAX of several series treat a series without a datapoint at that minute is not documented either (AVG: as 0); the drill uses the series present, and the lone-idle alarm fills first (`FILL([...], 0)`), so it does not depend on it."
+)
 @pytest.mark.parametrize(
     ("hosts", "groups"),
     [(1, 0), (2, 1), (10, 1), (11, 2), (64, 7), (256, 26)],
@@ -67,6 +84,12 @@ def test_hang_alarm_specs_lone_idle_groups_are_balanced_and_cover_every_host(hos
         assert max(sizes) - min(sizes) <= 1
 
 
+@pytest.mark.claim("hosts 1 and 2 both idle")
+@pytest.mark.claim("missing = not breaching, 20 of the last 23 minutes")
+@pytest.mark.claim(
+    "The GPU alarms (missing data not breaching) are M out of N: the window's breaching minutes among the last window + 3"
+)
+@pytest.mark.claim("a 64-host job has 7 lone-idle alarms plus 1 whole-job alarm")
 @pytest.mark.parametrize(("hosts", "watched"), [(2, [1, 2]), (64, [1, 2])], ids=["two hosts", "64 hosts"])
 def test_hang_alarm_specs_whole_job_idle_watches_at_most_two_hosts(hosts, watched):
     (idle,) = [a for a in alarm_specs(_spec(hosts), PREFIX, "RUN") if a["AlarmName"].endswith("--gpu-idle")]
@@ -96,6 +119,15 @@ def test_hang_alarm_specs_one_host_job_watches_its_metric_itself():
     assert (idle["DatapointsToAlarm"], idle["EvaluationPeriods"]) == (20, 23)
 
 
+@pytest.mark.claim("3 min (at least 3)")
+@pytest.mark.claim(
+    "learned (≥ 4 min, 20 min past start-up for a job logging every minute; carried to the next attempts on the same instances), else 30 min; never below 4"
+)
+@pytest.mark.claim("learned, else 30 min; never below 4; judged on the evidence")
+@pytest.mark.claim("Their windows are at least 4 minutes (3 late minutes plus one)")
+@pytest.mark.claim(
+    "how late metric datapoints arrive (the drill: up to 3 minutes; the alarms keep their meaning up to that, later datapoints delay a catch)"
+)
 @pytest.mark.parametrize(
     ("window", "expected"),
     [(1, 4), (3, 4), (4, 4), (30, 30), (1440, 1440)],
@@ -125,6 +157,10 @@ def test_hang_alarm_specs_silence_windows_outlast_late_minutes(window, expected)
     assert lone[0]["DatapointsToAlarm"] == max(window, 3) and lone[0]["EvaluationPeriods"] <= 1440
 
 
+@pytest.mark.claim(
+    "one host idle while a peer is above `gpu_busy_percent`, this long: a dead host among busy ones. 0 turns the per-host alarms off"
+)
+@pytest.mark.claim("`gpu_lone_idle_minutes: 0` turns them off: $0.60 a month")
 def test_hang_alarm_specs_names_and_keys_agree_and_only_keys_filters():
     from sagewarden.adapters.cloudwatch_hang_alarms import parse_alarm_key
     from sagewarden.domain.hangs.alarms import alarm_keys
@@ -139,6 +175,11 @@ def test_hang_alarm_specs_names_and_keys_agree_and_only_keys_filters():
     ]
 
 
+@pytest.mark.claim(
+    "optional signal: the named metric (the `Name` of one of the job's `MetricDefinitions`) not reported, or reported with the same value, for this long (learned like log silence)"
+)
+@pytest.mark.claim("the `progress_metric` reported unchanged")
+@pytest.mark.claim("or not reported (missing = breaching), N of N")
 def test_hang_alarm_specs_progress_alarm_only_when_policy_names_a_metric():
     assert not [a for a in alarm_specs(_spec(), PREFIX, "RUN") if "progress" in a["AlarmName"]]
     spec = _spec(progress_metric="train:throughput", progress_stall_minutes=25)

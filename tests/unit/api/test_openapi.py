@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from openapi_spec_validator import validate
 
 from sagewarden import openapi
@@ -16,18 +17,27 @@ from sagewarden.domain.vocabulary.policy import RANGES
 DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi.json"
 
 
+@pytest.mark.claim(
+    "described by an OpenAPI 3.1 document, [`docs/openapi.json`](openapi.json), generated from the Lambda's own resolver (`make openapi`; a test fails when the committed file is stale)"
+)
 def test_openapi_committed_document_is_what_the_resolver_generates():
     assert DOC.read_text(encoding="utf-8") == openapi.render(), (
         "docs/openapi.json is stale: run `make openapi` and commit the result"
     )
 
 
+@pytest.mark.claim(
+    "described by an OpenAPI 3.1 document, [`docs/openapi.json`](openapi.json), generated from the Lambda's own resolver (`make openapi`; a test fails when the committed file is stale)"
+)
 def test_openapi_document_is_valid_openapi_3_1():
     doc = json.loads(DOC.read_text(encoding="utf-8"))
     assert doc["openapi"].startswith("3.1")
     validate(doc)
 
 
+@pytest.mark.claim(
+    "described by an OpenAPI 3.1 document, [`docs/openapi.json`](openapi.json), generated from the Lambda's own resolver (`make openapi`; a test fails when the committed file is stale)"
+)
 def test_openapi_document_describes_routes_parameters_bodies_and_responses():
     doc = openapi.document()
     paths = doc["paths"]
@@ -70,6 +80,7 @@ def test_openapi_policy_schema_quotes_the_policy_ranges():
         assert numeric[low_key] == allowed.low and numeric[high_key] == allowed.high, name
 
 
+@pytest.mark.claim("403 unless the caller owns the run or is an admin.")
 def test_openapi_cancel_and_resume_document_the_403_for_non_owners():
     paths = json.loads(DOC.read_text(encoding="utf-8"))["paths"]
     for route in ("/runs/{run_id}/cancel", "/runs/{run_id}/resume"):

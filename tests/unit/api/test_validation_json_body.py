@@ -19,6 +19,12 @@ def _fields(text: str) -> dict[str, str]:
     return {e.field: e.message for e in caught.value.errors}
 
 
+@pytest.mark.claim(
+    'the body as JSON: malformed JSON, not an object, over 256 KiB (413), `NaN`/`Infinity`/`1e400` anywhere, integers of more than 30 digits, lone surrogates (`"\\ud800"`), repeated keys, and nesting deeper than 16 levels'
+)
+@pytest.mark.claim(
+    "The API's JSON parser rejects deep nesting, huge integers, non-finite numbers, lone surrogates and forged cursors with a 400 naming the field (413 for size); the stored item is checked against DynamoDB's size as stored before anything is written."
+)
 @pytest.mark.parametrize(
     ("text", "field", "says"),
     [
@@ -137,6 +143,9 @@ def test_json_body_empty_key_has_a_visible_path():
     assert set(_fields('{"": {"x": NaN}}')) == {'"".x'}
 
 
+@pytest.mark.claim(
+    'the body as JSON: malformed JSON, not an object, over 256 KiB (413), `NaN`/`Infinity`/`1e400` anywhere, integers of more than 30 digits, lone surrogates (`"\\ud800"`), repeated keys, and nesting deeper than 16 levels'
+)
 def test_json_body_limits_are_the_readmes():
     """README: over 256 KiB is 413, integers of more than 30 digits and nesting deeper than 16
     levels are refused; the limits themselves pass."""

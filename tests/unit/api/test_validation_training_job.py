@@ -45,6 +45,22 @@ def test_validation_default_job_is_accepted():
     assert req.training_job["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
 
 
+@pytest.mark.claim(
+    "Every problem is reported at once (up to 50), each with the full path of the offending value"
+)
+@pytest.mark.claim(
+    "checked **to its full depth against SageMaker's own service model** (the one botocore ships in the Lambda runtime): unknown keys (with a did-you-mean), wrong types, missing required members, string lengths, numeric ranges, enum values (instance types, input modes …), list and map sizes, and string patterns"
+)
+@pytest.mark.claim(
+    "Then sagewarden's own rules: a `RoleArn` in `allowedRoleArns`, a `CheckpointConfig.S3Uri` (no checkpoints means nothing to resume from), no `TrainingJobName` (sagewarden names attempts itself), no `SAGEWARDEN_*` environment variables, no `InstanceGroups`, MaxRuntime at most 28 days (longer runs are chained)"
+)
+@pytest.mark.claim("room for the 3 tags and 5 environment variables sagewarden adds to every attempt")
+@pytest.mark.claim(
+    "`training_job.ResourceConfig.InstanceCount` above 10,000 (every integer of the model is also bounded by its type: SageMaker's `integer` is 32-bit), a `CheckpointConfig.S3Uri` more than 20 folders deep, and a `CheckpointConfig.LocalPath` over 256 characters"
+)
+@pytest.mark.claim(
+    "an instance type newer than that model is refused until the runtime (or a bundled botocore) knows it"
+)
 @pytest.mark.parametrize(
     ("mutate", "field", "says"),
     [
@@ -129,6 +145,9 @@ def test_validation_training_job_problem_is_reported_with_its_full_path(mutate, 
     assert says in errors[field], errors[field]
 
 
+@pytest.mark.claim(
+    "`training_job.ResourceConfig.InstanceCount` above 10,000 (every integer of the model is also bounded by its type: SageMaker's `integer` is 32-bit), a `CheckpointConfig.S3Uri` more than 20 folders deep, and a `CheckpointConfig.LocalPath` over 256 characters"
+)
 def test_validation_checkpoint_prefix_at_most_20_folders_deep():
     """Each folder above a run's checkpoint prefix is claimed in the run's transaction (no live run
     may write inside another's prefix): the depth is bounded so the claims fit one transaction."""
@@ -140,6 +159,9 @@ def test_validation_checkpoint_prefix_at_most_20_folders_deep():
     assert "at most 20 folders deep" in _errors(job)["training_job.CheckpointConfig.S3Uri"]
 
 
+@pytest.mark.claim(
+    "`training_job.ResourceConfig.InstanceCount` above 10,000 (every integer of the model is also bounded by its type: SageMaker's `integer` is 32-bit), a `CheckpointConfig.S3Uri` more than 20 folders deep, and a `CheckpointConfig.LocalPath` over 256 characters"
+)
 def test_validation_instance_count_at_the_bound_is_accepted():
     job = _job()
     job["ResourceConfig"]["InstanceCount"] = 10_000
@@ -159,6 +181,9 @@ def test_validation_reports_every_problem_of_a_job_at_once():
     } <= set(errors)
 
 
+@pytest.mark.claim(
+    "Every problem is reported at once (up to 50), each with the full path of the offending value"
+)
 def test_validation_problems_are_capped_and_the_rest_counted():
     job = _job(**{f"Bogus{i}": 1 for i in range(500)})
     with pytest.raises(InvalidRequest) as caught:
@@ -167,6 +192,9 @@ def test_validation_problems_are_capped_and_the_rest_counted():
     assert "more problems not listed" in caught.value.errors[-1].message
 
 
+@pytest.mark.claim(
+    "checked **to its full depth against SageMaker's own service model** (the one botocore ships in the Lambda runtime): unknown keys (with a did-you-mean), wrong types, missing required members, string lengths, numeric ranges, enum values (instance types, input modes …), list and map sizes, and string patterns"
+)
 def test_validation_walk_depth_is_bounded(monkeypatch):
     monkeypatch.setattr(sagemaker_model, "MAX_WALK_DEPTH", 2)
     job = _job(InputDataConfig=[{"ChannelName": "t", "DataSource": {"S3DataSource": {}}}])
@@ -174,6 +202,12 @@ def test_validation_walk_depth_is_bounded(monkeypatch):
     assert any("nested deeper than 2 levels" in p.message for p in problems), problems
 
 
+@pytest.mark.claim(
+    "`policy`: unknown fields, types, the ranges in the table below, a `progress_metric` that is not the `Name` of one of `AlgorithmSpecification.MetricDefinitions`, fallback instance types SageMaker does not know, and environment defaults that SageMaker would refuse"
+)
+@pytest.mark.claim(
+    "`[{instance_type, instance_count}]`, tried in order on capacity errors; each type must be one SageMaker knows"
+)
 @pytest.mark.parametrize(
     ("policy", "field", "says"),
     [
@@ -198,6 +232,9 @@ def test_validation_policy_is_checked_against_the_job_and_the_model(policy, fiel
     assert says in errors[field], errors[field]
 
 
+@pytest.mark.claim(
+    "`policy`: unknown fields, types, the ranges in the table below, a `progress_metric` that is not the `Name` of one of `AlgorithmSpecification.MetricDefinitions`, fallback instance types SageMaker does not know, and environment defaults that SageMaker would refuse"
+)
 def test_validation_progress_metric_must_be_one_of_the_metric_definitions():
     job = _job()
     job["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "train:loss", "Regex": "loss=(\\S+)"}]
@@ -209,6 +246,7 @@ def test_validation_progress_metric_must_be_one_of_the_metric_definitions():
     assert _submit(job, {"progress_metric": "train:loss"}).policy.progress_metric == "train:loss"
 
 
+@pytest.mark.claim("room for the 3 tags and 5 environment variables sagewarden adds to every attempt")
 def test_validation_supervisor_additions_match_what_launch_adds():
     run = Run(
         run_id="01KE5Q86000DNQ47GXEV9VZMPH",
@@ -227,6 +265,10 @@ def test_validation_supervisor_additions_match_what_launch_adds():
     assert sagemaker_model.training_job_problems({**req, "TrainingJobName": "x"}) == []
 
 
+@pytest.mark.claim("a run whose stored form would exceed 350,000 bytes (413)")
+@pytest.mark.claim(
+    "The API's JSON parser rejects deep nesting, huge integers, non-finite numbers, lone surrogates and forged cursors with a 400 naming the field (413 for size); the stored item is checked against DynamoDB's size as stored before anything is written."
+)
 def test_validation_stored_size_over_the_limit_is_413(monkeypatch):
     size = validation.stored_request_bytes("llama", _job(), RunPolicy())
     monkeypatch.setattr(validation, "MAX_STORED_REQUEST_BYTES", size - 1)
@@ -237,6 +279,7 @@ def test_validation_stored_size_over_the_limit_is_413(monkeypatch):
     assert _submit().name == "llama"
 
 
+@pytest.mark.claim("Text is stored as UTF-8, so 250 KB of non-ASCII hyperparameters stay 250 KB")
 def test_validation_stored_size_counts_utf8_bytes_not_escapes():
     job = _job(HyperParameters={"text": "é" * 2000})
     size = validation.stored_request_bytes("llama", job, RunPolicy())
@@ -273,6 +316,9 @@ def test_validation_readme_example_body_is_accepted():
     assert req.name == body["name"]
 
 
+@pytest.mark.claim(
+    "checked **to its full depth against SageMaker's own service model** (the one botocore ships in the Lambda runtime): unknown keys (with a did-you-mean), wrong types, missing required members, string lengths, numeric ranges, enum values (instance types, input modes …), list and map sizes, and string patterns"
+)
 def test_validation_empty_and_misspelled_keys_are_named():
     body = {"name": "llama", "training_job": _job(), "": 1, "polcy": {}}
     with pytest.raises(InvalidRequest) as caught:

@@ -36,6 +36,9 @@ def target(region: str = "us-east-1") -> selftest.Target:
     )
 
 
+@pytest.mark.claim(
+    "submits one run (`POST /runs`) on 1 × ml.m5.large with the region's public SageMaker PyTorch training image, `pytorch-training:2.5.1-cpu-py311`"
+)
 def test_the_image_is_the_regions_public_pytorch_training_image():
     assert selftest.image_uri("us-east-1") == (
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311"
@@ -92,6 +95,13 @@ def test_the_scenario_file_is_the_plan():
     assert profile["gpus_per_host"] == 0  # a CPU instance has no GPU metric: only log silence sees the hang
 
 
+@pytest.mark.claim(
+    "It is opt-in and costs a few cents; it prints the cost and asks first (`--yes` does not ask)"
+)
+@pytest.mark.claim(
+    "About 23 ml.m5.large instance-minutes, **$0.04**, at $0.115 per instance-hour (the us-east-1 on-demand SageMaker training list price, read in 2025"
+)
+@pytest.mark.claim("a SageMaker training quota of at least 1 ml.m5.large (`--instance-type` picks another)")
 def test_the_cost_is_computed_from_the_plan():
     typical = selftest.typical_instance_minutes()
     most = selftest.most_instance_minutes()
@@ -211,6 +221,9 @@ def test_a_refused_submission_leaves_nothing_for_the_cleanup_to_find():
     )  # nothing repeated, nothing to cancel
 
 
+@pytest.mark.claim(
+    "the cleanup sends the request again with the same `Idempotency-Key`, which returns the run the first one created, and cancels it"
+)
 def test_a_lost_answer_is_repeated_with_the_same_key_and_body_and_a_refusal_means_no_run():
     answers: list[Any] = [TimeoutError(), (400, b'{"message": "invalid request", "errors": []}', {})]
     sent: list[tuple[str, str, str | None, bytes | None]] = []
@@ -238,6 +251,19 @@ def _readme_selftest() -> str:
     return text.split("### Self-test\n", 1)[1].split("\n### ", 1)[0]
 
 
+@pytest.mark.claim("attempt 1 training | 20")
+@pytest.mark.claim("crash classified INFRASTRUCTURE | 12.5")
+@pytest.mark.claim("resumed as attempt 2 from step 20 | 20")
+@pytest.mark.claim("hang detected (log silence) | 22.2")
+@pytest.mark.claim("stopped | 6")
+@pytest.mark.claim("resumed as attempt 3 from step 30 | 20")
+@pytest.mark.claim("succeeded | 11")
+@pytest.mark.claim(
+    "About 23 ml.m5.large instance-minutes, **$0.04**, at $0.115 per instance-hour (the us-east-1 on-demand SageMaker training list price, read in 2025"
+)
+@pytest.mark.claim(
+    "It cannot exceed 114 instance-minutes ($0.22): one job runs at a time, and the self-test cancels the run at the first missed deadline"
+)
 def test_the_readme_states_the_deadlines_and_the_cost_the_code_uses():
     section = _readme_selftest()
     table = dict(re.findall(r"^  \| ([a-z][^|]+?) \| ([\d.]+) \|$", section, re.M))
@@ -257,6 +283,9 @@ def test_the_readme_states_the_deadlines_and_the_cost_the_code_uses():
             assert f"`{key}` {value}" in flat
 
 
+@pytest.mark.claim(
+    "`log_silence_minutes` 5, `hang_grace_minutes` 1, no warm pool, at most 3 restarts and 2 hours"
+)
 def test_the_readme_states_the_selftests_policy():
     """README: `log_silence_minutes` 5, `hang_grace_minutes` 1, no warm pool, at most 3 restarts
     and 2 hours."""
@@ -316,6 +345,9 @@ def test_cloudwatch_and_s3_add_less_than_a_cent():
     assert "CloudWatch alarms and S3 add less than a cent" in " ".join(selftest.cost_lines("ml.m5.large"))
 
 
+@pytest.mark.claim(
+    'optionally `logs:DescribeLogStreams` and `logs:GetLogEvents` (the log check; without them it says "not checked")'
+)
 def test_logs_the_identity_may_not_read_leave_the_log_check_not_checked(monkeypatch):
     """README: logs:DescribeLogStreams and logs:GetLogEvents are optional (the log check; without
     them it says "not checked"): an AccessDenied is no failure of the self-test."""

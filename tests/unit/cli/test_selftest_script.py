@@ -79,6 +79,9 @@ def failure_reason(stderr: list[str]) -> str:
     )
 
 
+@pytest.mark.claim(
+    "attempt 1 writes checkpoints 10 and 20, then dies at step 25 with a NCCL watchdog timeout"
+)
 def test_attempt_1_writes_checkpoints_then_dies_of_a_nccl_watchdog_timeout(tmp_path):
     ran = run_script(tmp_path, 1)
 
@@ -95,6 +98,9 @@ def test_attempt_1_writes_checkpoints_then_dies_of_a_nccl_watchdog_timeout(tmp_p
     assert ran.err[-1].startswith("RuntimeError: [Rank 0] Watchdog caught collective operation timeout")
 
 
+@pytest.mark.claim(
+    "attempt 1 writes checkpoints 10 and 20, then dies at step 25 with a NCCL watchdog timeout"
+)
 def test_the_crash_is_infrastructure_to_the_real_classifier(tmp_path):
     ran = run_script(tmp_path, 1)
     tail = tuple(ran.out + ran.err)
@@ -139,6 +145,9 @@ def test_an_exit_without_the_watchdog_line_is_not_infrastructure(tmp_path):
     assert ran.code == 3 and verdict.kind is EndingClass.UNKNOWN
 
 
+@pytest.mark.claim(
+    "attempt 2 checks that it was given checkpoint 20, writes checkpoint 30, and after step 32 stops logging and ignores SIGTERM"
+)
 def test_attempt_2_resumes_from_the_named_checkpoint_then_falls_silent(tmp_path):
     run_script(tmp_path, 1)
     ran = run_script(tmp_path, 2, PLAN.resume_2, "--hang-seconds=0.2")
@@ -161,6 +170,9 @@ def test_attempt_2_resumes_from_the_named_checkpoint_then_falls_silent(tmp_path)
     assert resumed == [line for line in fresh.out if line.startswith("step ")][20:32]
 
 
+@pytest.mark.claim(
+    "attempt 2 checks that it was given checkpoint 20, writes checkpoint 30, and after step 32 stops logging and ignores SIGTERM"
+)
 def test_attempt_2_refuses_a_checkpoint_that_is_not_the_named_step(tmp_path):
     run_script(tmp_path, 1)
     ran = run_script(tmp_path, 2, 20, "--hang-seconds=0.05", resume_dir=tmp_path / "ckpt" / "checkpoint-10")
@@ -170,6 +182,9 @@ def test_attempt_2_refuses_a_checkpoint_that_is_not_the_named_step(tmp_path):
     assert not any(line.startswith("step ") for line in ran.out)
 
 
+@pytest.mark.claim(
+    "attempt 2 checks that it was given checkpoint 20, writes checkpoint 30, and after step 32 stops logging and ignores SIGTERM"
+)
 def test_the_hang_ignores_sigterm(tmp_path):
     run_script(tmp_path, 1)
     env = {**os.environ, "SAGEWARDEN_ATTEMPT": "2", "SAGEWARDEN_RESUME_STEP": "20"}
@@ -198,6 +213,7 @@ def test_the_hang_ignores_sigterm(tmp_path):
     assert proc.returncode == 3 and out == ""
 
 
+@pytest.mark.claim("attempt 3 resumes from 30 and completes at step 40")
 def test_attempt_3_resumes_and_completes(tmp_path):
     run_script(tmp_path, 1)
     run_script(tmp_path, 2, 20, "--hang-seconds=0.05")
@@ -210,6 +226,9 @@ def test_attempt_3_resumes_and_completes(tmp_path):
     assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.claim(
+    'It may differ from "the newest directory on disk", because a half-written newest directory is skipped.'
+)
 def test_a_newer_directory_on_disk_than_the_named_one_is_reported(tmp_path):
     # sagewarden names the newest *verified* checkpoint; a half-written newer one is skipped
     run_script(tmp_path, 1)

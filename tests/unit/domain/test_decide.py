@@ -35,6 +35,10 @@ QUOTA_MSG = (
 INTERNAL = "InternalServerError: We encountered an internal error.  Please try again."
 
 
+@pytest.mark.claim(
+    "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
+)
+@pytest.mark.claim("added to every attempt; your own `Environment` wins")
 def test_decide_submitted_launches_attempt_one_with_contract_environment():
     d = step(make_run(), Submitted(), 0)
     assert d.run.status == RunStatus.STARTING
@@ -51,6 +55,7 @@ def test_decide_submitted_launches_attempt_one_with_contract_environment():
     assert any(isinstance(a, Notify) and a.event == "run.submitted" for a in d.actions)
 
 
+@pytest.mark.claim("CreateTrainingJob (deterministic name)")
 def test_decide_job_name_is_valid_and_short_enough():
     d = step(make_run(name="a" * 27), Submitted(), 0)
     name = d.run.current.job_name
@@ -66,6 +71,11 @@ def test_decide_training_creates_hang_alarms_and_notifies():
     assert d.run.current.training_started_ms == 5 * MIN and d.run.current.alarms_active
 
 
+@pytest.mark.claim("Events arrive late, duplicated and out of order.")
+@pytest.mark.claim(
+    "An attempt's recorded state only moves forward, keyed on (LastModifiedTime, status rank)."
+)
+@pytest.mark.claim("Duplicate and stale events are counted (`EventsIgnored`) and logged, not acted on")
 def test_decide_duplicate_and_stale_events_are_ignored():
     run = training_run()
     dup = step(run, observed(run, "InProgress", "Training", 10 * MIN), 11 * MIN)
@@ -85,6 +95,10 @@ def test_decide_completed_succeeds_and_deletes_alarms():
     assert d.run.cost_usd > 0
 
 
+@pytest.mark.claim(
+    "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
+)
+@pytest.mark.claim("its local path, e.g. `/opt/ml/checkpoints/checkpoint-1200`")
 def test_decide_internal_error_resumes_from_latest_checkpoint():
     run = training_run()
     obs = Observations(checkpoint=ckpt(500, at_ms=HOUR))
@@ -101,6 +115,9 @@ def test_decide_internal_error_resumes_from_latest_checkpoint():
     assert "step 500" in notify.body and "1 of 10" in notify.body and "Work lost" in notify.body
 
 
+@pytest.mark.claim(
+    "FAILED at once, with the matched lines in the alert and advice for a full disk (`VolumeSizeInGB`, checkpoint size) or host RAM (loader workers, shard loading, a larger instance)"
+)
 def test_decide_user_error_fails_fast_with_log_tail():
     run = training_run()
     tail = ("Traceback (most recent call last):", "ModuleNotFoundError: No module named 'flash_attn'")
@@ -112,6 +129,9 @@ def test_decide_user_error_fails_fast_with_log_tail():
     assert alert.severity == "critical" and "flash_attn" in alert.body
 
 
+@pytest.mark.claim(
+    "resume once to confirm; FAILED when the next attempt ends the same way at the same step after resuming from the checkpoint this one left, on whatever instances (see *Deterministic failure*), or at once when the run never wrote a checkpoint"
+)
 def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails_on_the_repeat():
     run = training_run(resume=ckpt(100))
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
@@ -147,6 +167,9 @@ def test_decide_unknown_algorithm_error_without_progress_resumes_once_then_fails
     )
 
 
+@pytest.mark.claim(
+    "resume once to confirm; FAILED when the next attempt ends the same way at the same step after resuming from the checkpoint this one left, on whatever instances (see *Deterministic failure*), or at once when the run never wrote a checkpoint"
+)
 def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_ever_written():
     run = training_run()
     reason = "AlgorithmError: ExecuteUserScriptError:\nExitCode 1"
@@ -155,6 +178,10 @@ def test_decide_unknown_algorithm_error_fails_at_once_when_no_checkpoint_was_eve
     assert "no checkpoint progress, before any checkpoint was written" in (d.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "`max_no_progress_restarts` consecutive endings without a newer checkpoint *that are repeats* make the run FAILED"
+)
+@pytest.mark.claim("`max_no_progress_restarts` | 3 | 1 ≤ x ≤ 100 | crash-loop stop")
 def test_decide_crash_loop_stops_after_max_no_progress_restarts():
     run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
     t = 2 * HOUR
@@ -172,6 +199,10 @@ def test_decide_crash_loop_stops_after_max_no_progress_restarts():
     assert "crash loop" in (run.outcome or "")
 
 
+@pytest.mark.claim(
+    "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
+)
+@pytest.mark.claim("**Restart budget.** Resumes beyond `max_restarts` are refused.")
 def test_decide_restart_budget_is_enforced():
     run = training_run(RunPolicy(max_restarts=1))
     run = step(
@@ -188,6 +219,9 @@ def test_decide_restart_budget_is_enforced():
     assert d.run.status == RunStatus.FAILED and "restart budget" in (d.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "chain the next segment from the newest checkpoint. Runs longer than SageMaker's 28-day cap work; each segment's MaxRuntime is capped by the run's remaining wall clock."
+)
 def test_decide_max_runtime_chains_without_counting_a_restart():
     run = training_run()
     d = step(
@@ -202,6 +236,10 @@ def test_decide_max_runtime_chains_without_counting_a_restart():
     assert d.run.restarts == 0 and d.run.segments == 1
 
 
+@pytest.mark.claim(
+    "chain the next segment from the newest checkpoint. Runs longer than SageMaker's 28-day cap work; each segment's MaxRuntime is capped by the run's remaining wall clock."
+)
+@pytest.mark.claim("`max_wall_clock_hours` is enforced by capping MaxRuntime and by the sweep's tick")
 def test_decide_segment_runtime_is_capped_by_wall_clock_budget():
     run = training_run(RunPolicy(max_wall_clock_hours=30))
     d = step(
@@ -245,6 +283,13 @@ def test_decide_quota_that_can_never_fit_fails_with_the_number_to_ask_for():
     )
 
 
+@pytest.mark.claim(
+    "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
+)
+@pytest.mark.claim(
+    "A quota- or throttle-rejected launch keeps its number. No job was created, so the name is free. Numbers stay contiguous, and no number is ever used for two jobs."
+)
+@pytest.mark.claim("Nothing to do: it retries when capacity is released or on backoff.")
 def test_decide_quota_wait_wakes_on_capacity_release_with_same_attempt_number():
     run = step(make_run(), Submitted(), 0).run
     d = step(run, LaunchRejected(1, "ResourceLimitExceeded", QUOTA_MSG.format(limit=4, used=4, delta=2)), 1)
@@ -258,6 +303,8 @@ def test_decide_quota_wait_wakes_on_capacity_release_with_same_attempt_number():
     assert launch.attempt == 1 and woke.run.current.launch_tries == 2
 
 
+@pytest.mark.claim("`quota_wait_max_hours` / `capacity_wait_max_hours` | 24 / 12")
+@pytest.mark.claim("Nothing to do: it retries when capacity is released or on backoff.")
 def test_decide_quota_wait_retries_when_backoff_fires_and_gives_up_after_max():
     pol = RunPolicy(quota_wait_max_hours=1)
     run = step(make_run(pol), Submitted(), 0).run
@@ -271,6 +318,7 @@ def test_decide_quota_wait_retries_when_backoff_fires_and_gives_up_after_max():
     assert late.run.status == RunStatus.FAILED and "gave up" in (late.run.outcome or "")
 
 
+@pytest.mark.claim("exponential; the cap is at least the base.")
 def test_decide_backoff_grows_and_is_capped():
     pol = RunPolicy(backoff_base_seconds=60, backoff_cap_seconds=600, backoff_jitter=0.0)
     run = step(make_run(pol), Submitted(), 0).run
@@ -285,6 +333,10 @@ def test_decide_backoff_grows_and_is_capped():
     assert delays == [60, 120, 240, 480, 600, 600]
 
 
+@pytest.mark.claim(
+    '`ThrottlingException` / "Rate exceeded" / a 5xx from CreateTrainingJob | short jittered retry'
+)
+@pytest.mark.claim("`throttle_backoff_seconds` | 30 | 1 ≤ x ≤ 86,400")
 def test_decide_throttling_waits_briefly_without_counting_a_restart():
     run = step(make_run(), Submitted(), 0).run
     d = step(run, LaunchRejected(1, "ThrottlingException", "Rate exceeded"), 0)
@@ -293,6 +345,9 @@ def test_decide_throttling_waits_briefly_without_counting_a_restart():
     assert not any(isinstance(a, Notify) for a in d.actions)
 
 
+@pytest.mark.claim(
+    "a 5xx repeated word for word to the same request backs off from `throttle_backoff_seconds` to `backoff_cap_seconds` and fails after 2 hours (10 calls)"
+)
 def test_decide_a_server_error_repeating_on_the_same_request_backs_off_and_gives_up():
     """CreateTrainingJob answers the same 500 to the same request: the retries back off from 30 s to
     the backoff cap, and the run fails after SERVER_ERROR_GIVE_UP_MS (before: a try every 30 s for
@@ -313,6 +368,9 @@ def test_decide_a_server_error_repeating_on_the_same_request_backs_off_and_gives
     assert delays[1:5] == [60, 120, 240, 480] and max(delays) == 1800
 
 
+@pytest.mark.claim(
+    "a 5xx repeated word for word to the same request backs off from `throttle_backoff_seconds` to `backoff_cap_seconds` and fails after 2 hours (10 calls)"
+)
 def test_decide_a_different_server_error_is_retried_at_the_throttle_pace():
     run = step(make_run(), Submitted(), 0).run
     run = step(run, LaunchRejected(1, "InternalServerError", "We encountered an internal error."), 0).run
@@ -321,6 +379,9 @@ def test_decide_a_different_server_error_is_retried_at_the_throttle_pace():
     assert d.run.status == RunStatus.RETRY_WAIT and d.run.wake_at_ms - d.run.updated_ms <= 45_000
 
 
+@pytest.mark.claim(
+    "not available in this region: FAILED at once, saying to pick another type or region (either skips to the next `instance_fallbacks` entry first)"
+)
 @pytest.mark.parametrize(
     ("message", "outcome"),
     [
@@ -343,6 +404,9 @@ def test_decide_a_rejection_that_can_never_succeed_fails_at_once(message: str, o
     assert d.run.status == RunStatus.FAILED and outcome in (d.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "not available in this region: FAILED at once, saying to pick another type or region (either skips to the next `instance_fallbacks` entry first)"
+)
 def test_decide_an_unavailable_instance_type_falls_back_to_the_next_choice():
     pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p4de.24xlarge", 2),))
     run = step(make_run(pol), Submitted(), 0).run
@@ -360,6 +424,13 @@ def test_decide_validation_rejection_fails_with_message():
     assert d.run.status == RunStatus.FAILED and "Invalid TrainingImage" in (d.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
+)
+@pytest.mark.claim(
+    "`[{instance_type, instance_count}]`, tried in order on capacity errors; each type must be one SageMaker knows"
+)
+@pytest.mark.claim("Nothing to do: it retries when capacity is released or on backoff.")
 def test_decide_capacity_falls_back_then_waits():
     pol = RunPolicy(instance_fallbacks=(InstanceChoice("ml.p4d.24xlarge", 4),))
     run = step(make_run(pol), Submitted(), 0).run
@@ -378,6 +449,9 @@ def test_decide_capacity_falls_back_then_waits():
     assert not any(isinstance(a, LaunchAttempt) for a in d2.actions)
 
 
+@pytest.mark.claim(
+    "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
+)
 def test_decide_capacity_refused_after_a_long_pending_asks_again_at_once():
     """The backoff spaces the requests for capacity: an attempt that sat Pending for 25 minutes
     before SageMaker gave up has spaced them already, so the next request goes at the refusal
@@ -415,6 +489,7 @@ def test_decide_max_pending_stop_is_capacity():
     assert d.run.status in (RunStatus.RETRY_WAIT, RunStatus.STARTING)
 
 
+@pytest.mark.claim("`Stopped/Interrupted`, `MaxWaitTimeExceeded` | resume | no-progress streak only")
 def test_decide_spot_interruption_resumes_uncounted():
     run = training_run(spot=True)  # managed spot training: no warm pool, a new job at once
     d = step(
@@ -424,6 +499,13 @@ def test_decide_spot_interruption_resumes_uncounted():
     assert d.run.restarts_by_class == {"SPOT_INTERRUPTED": 1}
 
 
+@pytest.mark.claim(
+    "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
+)
+@pytest.mark.claim("`hang_confirmation=any` is the default; `2-of-3` means any two signals")
+@pytest.mark.claim(
+    "Then the `hang` intent is recorded and the job is stopped. When `Stopped` arrives, the run resumes, counted against `max_restarts`."
+)
 def test_decide_hang_signal_stops_then_resumes_counted():
     run = training_run()
     now = run.current.training_started_ms + 2 * HOUR
@@ -449,6 +531,8 @@ def test_decide_hang_signal_stops_then_resumes_counted():
     assert stopped.run.restarts_by_class == {"HANG": 1}
 
 
+@pytest.mark.claim("`hang_grace_minutes` | 15 | 0 ≤ x ≤ 1,440 | after Training starts")
+@pytest.mark.claim("Signals of attempts that already ended or are not training are recorded and ignored")
 def test_decide_hang_signal_ignored_in_grace_period_and_when_not_current():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -458,6 +542,8 @@ def test_decide_hang_signal_ignored_in_grace_period_and_when_not_current():
     assert other.ignored is not None
 
 
+@pytest.mark.claim("`hang_confirmation` | `any` | | or `2-of-3`")
+@pytest.mark.claim("`hang_confirmation=any` is the default; `2-of-3` means any two signals")
 def test_decide_two_of_three_waits_for_a_second_signal():
     run = training_run(RunPolicy(hang_confirmation="2-of-3"))
     now = run.current.training_started_ms + HOUR
@@ -471,6 +557,13 @@ def test_decide_two_of_three_waits_for_a_second_signal():
     assert second.run.status == RunStatus.STOPPING
 
 
+@pytest.mark.claim(
+    "A terminal run never changes again, except for the bookkeeping of jobs still to stop and warm pools still to release (their billed time is added to its cost)"
+)
+@pytest.mark.claim(
+    "stops stray jobs of any earlier attempt of a finished run (judged against every known attempt, once)"
+)
+@pytest.mark.claim("A terminal run never changes; a stray live job of a terminal run is stopped.")
 def test_decide_terminal_run_never_changes_but_stops_stray_jobs():
     run = training_run()
     done = step(run, observed(run, "Completed", "Completed", HOUR), HOUR).run
@@ -488,6 +581,9 @@ def test_decide_terminal_run_never_changes_but_stops_stray_jobs():
     assert dict(stray.run.strays) == {stray_job.job_name: 2 * HOUR}
 
 
+@pytest.mark.claim(
+    'a launch still PENDING after 2 minutes (its deterministic name makes a duplicate answer `ResourceInUse`, which counts as "already submitted"), or a stop not confirmed after 5 minutes'
+)
 def test_decide_pending_launch_is_reissued_by_tick_and_job_missing():
     run = step(make_run(), Submitted(), 0).run
     assert run.current.launch == LaunchState.PENDING
@@ -499,6 +595,9 @@ def test_decide_pending_launch_is_reissued_by_tick_and_job_missing():
     assert any(isinstance(a, LaunchAttempt) and a.attempt == 1 for a in missing.actions)
 
 
+@pytest.mark.claim(
+    'a launch still PENDING after 2 minutes (its deterministic name makes a duplicate answer `ResourceInUse`, which counts as "already submitted"), or a stop not confirmed after 5 minutes'
+)
 def test_decide_unconfirmed_stop_is_reissued():
     run = step(training_run(), CancelRequested("x"), HOUR).run
     assert step(run, Tick(), HOUR + MIN).ignored == "stop in progress"
@@ -506,6 +605,12 @@ def test_decide_unconfirmed_stop_is_reissued():
     assert again.actions == (StopJob(run.current.job_name, StopIntent.CANCEL),)
 
 
+@pytest.mark.claim(
+    "Optional `max_cost_usd`, using `instance_hour_price_usd` or the estimates in `domain/vocabulary/pricing.py`, which are us-east-1 list prices: estimates only."
+)
+@pytest.mark.claim(
+    "`max_cost_usd` / `instance_hour_price_usd` | none | 0 < x ≤ 1e9 / 0 < x ≤ 10,000 | optional cost budget"
+)
 def test_decide_cost_budget_stops_the_job():
     run = training_run(RunPolicy(max_cost_usd=100.0, instance_hour_price_usd=10.0))
     t0 = run.current.training_started_ms
@@ -553,6 +658,8 @@ def test_decide_every_attempt_gets_the_training_script_contract_variables():
     )  # the same on every attempt
 
 
+@pytest.mark.claim("`max_wall_clock_hours` is enforced by capping MaxRuntime and by the sweep's tick")
+@pytest.mark.claim("`max_wall_clock_hours` | 2160 (90 days) | 0 < x ≤ 8,760 | whole run")
 def test_decide_wall_clock_budget_stops_the_job_on_a_tick():
     run = training_run(RunPolicy(max_wall_clock_hours=3))
     assert step(run, Tick(), 3 * HOUR - MIN).ignored == "nothing due"
@@ -562,6 +669,10 @@ def test_decide_wall_clock_budget_stops_the_job_on_a_tick():
     assert end.run.status == RunStatus.FAILED and "wall-clock budget" in (end.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "switch to the next `instance_fallbacks` entry at once; after the last one, back off and go round again (the backoff counts from the refused attempt's request: one that sat Pending for capacity longer than the backoff asks again at once) | `capacity_wait_max_hours`"
+)
+@pytest.mark.claim("`quota_wait_max_hours` / `capacity_wait_max_hours` | 24 / 12")
 def test_decide_capacity_wait_fails_after_capacity_wait_max_hours():
     """README: after the last fallback, back off and go round again, within capacity_wait_max_hours."""
     reason = "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
@@ -585,6 +696,7 @@ def test_decide_capacity_wait_fails_after_capacity_wait_max_hours():
     assert "no capacity for 2 h" in (run.outcome or "")
 
 
+@pytest.mark.claim("The jitter is deterministic per run and try, so replays are exact.")
 def test_decide_backoff_jitter_is_deterministic_per_run_and_try():
     pol = RunPolicy(backoff_base_seconds=60, backoff_cap_seconds=600, backoff_jitter=0.2)
     msg = QUOTA_MSG.format(limit=4, used=4, delta=2)
@@ -611,6 +723,9 @@ def test_decide_backoff_jitter_is_deterministic_per_run_and_try():
     )  # per try
 
 
+@pytest.mark.claim("llama-8b: attempt 1 infrastructure, resuming as attempt 2")
+@pytest.mark.claim("restarts *k* of budget and the no-progress streak;")
+@pytest.mark.claim("work lost since that checkpoint, in minutes and estimated $;")
 def test_decide_resume_alert_reads_at_a_glance():
     """README Alerts: the subject, then class and reason, evidence, restarts k of budget and the
     no-progress streak, the checkpoint resumed from, work lost in minutes and estimated $."""
@@ -636,6 +751,8 @@ def test_decide_resume_alert_reads_at_a_glance():
     assert "Work lost since that checkpoint: 30 min (~$30)" in body
 
 
+@pytest.mark.claim("never forgets a run")
+@pytest.mark.claim("Every non-terminal run carries `due_at`, kept in a sparse GSI sharded 4 ways.")
 @pytest.mark.parametrize("status", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED])
 def test_decide_next_due_is_none_only_for_terminal(status):
     assert next_due_ms(make_run(status=status), 0) is None
@@ -668,6 +785,9 @@ def test_a_job_uploading_after_training_is_not_reported_as_starting():
     assert d.run.status == RunStatus.TRAINING  # it was STARTING: as if the job had gone back
 
 
+@pytest.mark.claim(
+    "Events that failed 8 deliveries. The sweep reconciles every live attempt about every 10 minutes anyway"
+)
 def test_routine_due_times_are_jittered_so_a_backlog_does_not_stay_bunched():
     """Issue 18: after a backlog, 181 of 200 runs were due in the same minute every 10 minutes."""
 

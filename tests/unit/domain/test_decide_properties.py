@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,10 @@ from tests.builders import make_run
 from tests.unit.domain.builders import _event, move, policies
 
 
+@pytest.mark.claim("never forgets a run")
+@pytest.mark.claim(
+    "A quota- or throttle-rejected launch keeps its number. No job was created, so the name is free. Numbers stay contiguous, and no number is ever used for two jobs."
+)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policy=policies, moves=st.lists(move, min_size=1, max_size=40))
 def test_decide_invariants_hold_for_any_event_sequence(policy: RunPolicy, moves):

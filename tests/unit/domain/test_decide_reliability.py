@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from sagewarden.domain.decision.alerts import EVIDENCE_MAX_BYTES
 from sagewarden.domain.decision.deferrals import DEFER_ALERT_AFTER_MS, DEFER_FAIL_AFTER_MS
 from sagewarden.domain.decision.pending import LAUNCH_SETTLE_MS
@@ -57,6 +59,7 @@ def _notifies(d, event: str | None = None) -> list[Notify]:
 # 1. a cancel is final on every path
 
 
+@pytest.mark.claim("a launch rejected after the cancel is not retried, an unsent launch intent is dropped")
 def test_cancel_then_inflight_launch_rejected_for_quota_ends_cancelled_not_waiting():
     run = step(make_run(), Submitted(), 0).run
     cancelling = step(run, CancelRequested("alice"), MIN).run
@@ -69,6 +72,7 @@ def test_cancel_then_inflight_launch_rejected_for_quota_ends_cancelled_not_waiti
     assert _launches(step(d.run, Tick(), 2 * HOUR)) == []
 
 
+@pytest.mark.claim("a launch rejected after the cancel is not retried, an unsent launch intent is dropped")
 def test_cancel_then_inflight_launch_throttled_ends_cancelled():
     run = step(make_run(), Submitted(), 0).run
     cancelling = step(run, CancelRequested("alice"), MIN).run
@@ -93,6 +97,7 @@ def test_cancel_whose_stop_met_a_job_sagemaker_did_not_know_yet_asks_again_when_
     assert seen.run.status == RunStatus.STOPPING and seen.run.current.stop_requested_ms == 2 * MIN
 
 
+@pytest.mark.claim("a launch rejected after the cancel is not retried, an unsent launch intent is dropped")
 def test_cancel_with_unconfirmed_launch_is_never_reissued_and_ends_cancelled_once_settled():
     run = step(make_run(), Submitted(), 0).run  # launch intent recorded, never confirmed
     cancelling = step(run, CancelRequested("alice"), 30_000).run
@@ -131,6 +136,9 @@ def test_launch_landing_after_the_run_was_cancelled_is_a_stray_stopped_until_con
     assert dataclasses.replace(ended.run, strays=()) == done
 
 
+@pytest.mark.claim(
+    'a job that ends `Failed` while being stopped for a cancel is not resumed, and a stop answered "job is in status Failed" counts as evidence'
+)
 def test_job_failing_while_stopped_for_cancel_ends_cancelled_not_resumed():
     run = training_run()
     stopping = step(run, CancelRequested("alice"), HOUR).run
@@ -146,6 +154,9 @@ def test_job_failing_while_stopped_for_cancel_ends_cancelled_not_resumed():
     assert "alice" in (d.run.outcome or "") and "INFRASTRUCTURE" in (d.run.outcome or "")
 
 
+@pytest.mark.claim(
+    "The audit says whether a run ended CANCELLED or SUCCEEDED because SageMaker reported `Completed` before the stop took effect."
+)
 def test_job_completing_before_the_cancel_took_effect_succeeds_and_says_so():
     run = training_run()
     stopping = step(run, CancelRequested("alice"), HOUR).run
@@ -172,6 +183,10 @@ def _states(run, *rows):
     return AlarmsObserved(run.current.job_name, run.current.number, tuple(rows))
 
 
+@pytest.mark.claim("`hang_grace_minutes` | 15 | 0 ≤ x ≤ 1,440 | after Training starts")
+@pytest.mark.claim(
+    "An alarm that fired inside the grace period, before `Training` was recorded, or whose event was lost is acted on at the next pass once its reason for waiting has passed"
+)
 def test_alarm_that_fired_inside_the_grace_period_is_acted_on_once_grace_has_passed():
     # (a dead host among busy ones: gpu_lone_idle is not held back by the start-up allowance)
     run = training_run()
@@ -216,6 +231,9 @@ def test_a_lost_ok_edge_does_not_count_towards_two_of_three():
 # 3. hang alarms are repaired from what CloudWatch holds, not from a flag
 
 
+@pytest.mark.claim(
+    "a missing alarm (a failed or throttled `PutMetricAlarm`) is re-created from what CloudWatch holds, not from a flag"
+)
 def test_missing_alarms_are_recreated_even_though_the_attempt_says_they_are_active():
     run = training_run()
     assert run.current.alarms_active and not run.current.alarms_confirmed
@@ -235,6 +253,12 @@ def test_missing_alarms_are_recreated_even_though_the_attempt_says_they_are_acti
 # 4. unknown is not empty
 
 
+@pytest.mark.claim(
+    "An error reading logs or S3 defers the judgement to the next tick (and alerts if it persists for 10 minutes)"
+)
+@pytest.mark.claim(
+    'An S3, Logs or CloudWatch error defers the judgement (retried each minute, an alert after 10 minutes), never "no checkpoint", "silence" or "no progress".'
+)
 def test_s3_error_never_reads_as_a_stale_checkpoint():
     run = training_run(RunPolicy(checkpoint_stale_minutes=60))
     now = run.current.training_started_ms + 3 * HOUR
@@ -265,6 +289,9 @@ def test_s3_error_after_an_unrecognised_failure_defers_instead_of_failing_as_a_b
     assert again.run.deferred_since_ms is None and again.run.current.resume_from.step == 900
 
 
+@pytest.mark.claim(
+    'An S3, Logs or CloudWatch error defers the judgement (retried each minute, an alert after 10 minutes), never "no checkpoint", "silence" or "no progress".'
+)
 def test_log_read_error_defers_the_classification_of_a_failure():
     run = training_run()
     end = run.current.training_started_ms + HOUR
@@ -276,6 +303,12 @@ def test_log_read_error_defers_the_classification_of_a_failure():
     assert not any(isinstance(a, StopJob) for a in d.actions) and _launches(d) == []
 
 
+@pytest.mark.claim(
+    "An error reading logs or S3 defers the judgement to the next tick (and alerts if it persists for 10 minutes)"
+)
+@pytest.mark.claim(
+    'An S3, Logs or CloudWatch error defers the judgement (retried each minute, an alert after 10 minutes), never "no checkpoint", "silence" or "no progress".'
+)
 def test_failed_log_silence_check_is_not_silence():
     run = training_run()
     now = run.current.training_started_ms + 2 * HOUR
@@ -303,6 +336,9 @@ def _gone(permanent: bool = True) -> Observations:
     return Observations(checkpoint_error=NO_BUCKET, checkpoint_error_permanent=permanent)
 
 
+@pytest.mark.claim(
+    "An error that does not heal by itself (no such bucket, access denied, a bucket in another region) fails the run when it has lasted **30 minutes**"
+)
 def test_an_error_that_cannot_heal_fails_the_launch_after_a_bounded_time():
     """Issue 16 item 2: a checkpoint bucket that does not exist left the run SUBMITTED for ever,
     retried every minute. It still defers (someone may fix the typo or the policy), warns at 10
@@ -323,6 +359,9 @@ def test_an_error_that_cannot_heal_fails_the_launch_after_a_bounded_time():
     assert failed.run.deferred_since_ms is None and failed.run.deferred_permanent_since_ms is None
 
 
+@pytest.mark.claim(
+    "with a critical `run.failed` saying what to fix; fix it and `sagewarden resume` the run. Throttling, 5xx and timeouts keep waiting."
+)
 def test_a_transient_error_keeps_deferring_and_resets_the_permanent_clock():
     run = step(make_run(), Submitted(), 0, _gone(permanent=False)).run
     late = step(run, Tick(), 5 * HOUR, _gone(permanent=False))
@@ -335,12 +374,18 @@ def test_a_transient_error_keeps_deferring_and_resets_the_permanent_clock():
     assert again.run.status == RunStatus.SUBMITTED  # 30 min counts from the error's return
 
 
+@pytest.mark.claim(
+    "with a critical `run.failed` saying what to fix; fix it and `sagewarden resume` the run. Throttling, 5xx and timeouts keep waiting."
+)
 def test_a_bucket_fixed_in_time_launches_and_clears_the_permanent_clock():
     run = step(make_run(), Submitted(), 0, _gone()).run
     fixed = step(run, Tick(), 29 * MIN, Observations())
     assert len(_launches(fixed)) == 1 and fixed.run.deferred_permanent_since_ms is None
 
 
+@pytest.mark.claim(
+    "An error that does not heal by itself (no such bucket, access denied, a bucket in another region) fails the run when it has lasted **30 minutes**"
+)
 def test_an_ended_attempt_whose_checkpoints_stay_unreadable_fails_after_the_bound():
     run = training_run(resume=ckpt(300))
     end = run.current.training_started_ms + HOUR
@@ -356,6 +401,9 @@ def test_an_ended_attempt_whose_checkpoints_stay_unreadable_fails_after_the_boun
 # 6. bounded sizes
 
 
+@pytest.mark.claim(
+    "Texts stored on items or published are capped by bytes with valid JSON and a note of what was cut (400 KB items, 256 KB messages)"
+)
 def test_evidence_and_alert_bodies_are_bounded_by_bytes():
     run = training_run()
     now = run.current.training_started_ms + HOUR
@@ -421,6 +469,9 @@ def test_first_launch_reissued_by_the_sweep_wants_the_newest_checkpoint():
     assert launch.request["Environment"]["SAGEWARDEN_RESUME_STEP"] == "4000"
 
 
+@pytest.mark.claim(
+    "stops stray jobs of any earlier attempt of a finished run (judged against every known attempt, once)"
+)
 def test_late_events_of_earlier_attempts_of_a_finished_run_stop_nothing():
     run = training_run()
     end = run.current.training_started_ms + HOUR
@@ -456,6 +507,12 @@ def _failed_by_crash_loop():
     return d.run, end
 
 
+@pytest.mark.claim(
+    "a FAILED or CANCELLED run continues (202): a new attempt from the newest verified checkpoint, with fresh restart and wall-clock budgets"
+)
+@pytest.mark.claim(
+    "Fix it within the time the alert gives; after 30 minutes the run fails, and `sagewarden resume` continues it once fixed."
+)
 def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoint():
     from sagewarden.domain.vocabulary.events import ResumeRequested
 
@@ -473,6 +530,9 @@ def test_resume_reopens_a_failed_run_with_fresh_budgets_from_the_newest_checkpoi
     assert [n.event for n in _notifies(d)] == ["run.resumed"]
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
 def test_resume_refuses_succeeded_and_running_runs_and_unreadable_checkpoints():
     from sagewarden.domain.vocabulary.events import ResumeRequested
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,8 @@ def one_attempt_run(a: Attempt, **run_kw: object) -> Run:
     return make_run(created_ms=T0, attempts=(a,), attempt_count=a.number, **run_kw)
 
 
+@pytest.mark.claim("buckets that add up to the wall time exactly")
+@pytest.mark.claim("start-up and idle warm pool are 0 and say so")
 def test_goodput_single_attempt_buckets_from_timestamps_and_saves() -> None:
     # 6 min Starting, 2 min Downloading, 64 min Training with two 2-minute saves, 1 min Uploading
     a = att(
@@ -268,6 +271,7 @@ def attempt_histories(draw: st.DrawFn) -> tuple[Run, int]:
     return final, T0 + (base + draw(times)) * MIN
 
 
+@pytest.mark.claim("buckets that add up to the wall time exactly")
 @settings(max_examples=300, deadline=None)
 @given(attempt_histories())
 def test_goodput_buckets_add_up_to_wall_time_and_are_never_negative(case: tuple[Run, int]) -> None:
@@ -309,6 +313,9 @@ def test_goodput_counts_a_long_save_it_measured_at_its_own_length() -> None:
     assert plain.ms(SAVES) == 4 * 2 * MIN
 
 
+@pytest.mark.claim(
+    "a host `s` slower than its own baseline for a straggler window, flagged or not once it is 7.5 % slower, holds back `s / (1 + s)`"
+)
 def test_goodput_straggler_bucket_is_the_work_a_slow_host_held_back() -> None:
     # 60 min of Training; a host 25 % slower for the last 40 of them: 40 x 0.25 / 1.25 = 8 min lost
     a = att(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from sagewarden.domain.decide import Decision
 from sagewarden.domain.resuming import RESUME_WINDOW_MS, foreign_checkpoint, resumable_until
 from sagewarden.domain.vocabulary.events import CancelRequested, Observations, ResumeRequested
@@ -29,6 +31,7 @@ def _resume(run: Run, newest: Checkpoint | None, at: int = END + HOUR) -> Decisi
     return step(run, ResumeRequested("alice"), at, Observations(checkpoint=newest))
 
 
+@pytest.mark.claim("A run may be resumed for 30 days after it ended")
 def test_a_run_records_when_it_ended_and_a_resume_clears_it() -> None:
     run = _cancelled()
     assert run.finished_ms == END and resumable_until(run) == END + RESUME_WINDOW_MS
@@ -37,6 +40,10 @@ def test_a_run_records_when_it_ended_and_a_resume_clears_it() -> None:
     assert resumable_until(resumed) is None  # live: nothing to hold for a resume
 
 
+@pytest.mark.claim(
+    "409 with the reason if the run is not FAILED or CANCELLED, it ended more than 30 days ago, its checkpoints cannot be read right now, its newest checkpoint was written after it ended (by another run or job: a resume never continues another run's training), or another live run took its name or checkpoint prefix meanwhile; nothing is stored then"
+)
+@pytest.mark.claim("A run may be resumed for 30 days after it ended")
 def test_a_run_is_resumable_for_thirty_days_after_it_ended() -> None:
     run = _cancelled()
     assert not _resume(run, ckpt(300, END - 30 * MIN), at=END + RESUME_WINDOW_MS).ignored
@@ -47,6 +54,9 @@ def test_a_run_is_resumable_for_thirty_days_after_it_ended() -> None:
     assert resumable_until(legacy) == END + 5 * MIN + RESUME_WINDOW_MS
 
 
+@pytest.mark.claim(
+    "A checkpoint written since, by another run or by a job that is not one of the run's, makes the resume a 409 that names it and when it was written"
+)
 def test_a_resume_never_continues_from_a_checkpoint_written_after_the_run_ended() -> None:
     """Issue 32 item 5: A's resume answered 202 and silently continued from B's checkpoint."""
     run = _cancelled()
@@ -63,6 +73,9 @@ def test_a_resume_never_continues_from_a_checkpoint_written_after_the_run_ended(
     assert foreign_checkpoint(run, ckpt(100, run.created_ms - HOUR)) is None
 
 
+@pytest.mark.claim(
+    "A checkpoint written since, by another run or by a job that is not one of the run's, makes the resume a 409 that names it and when it was written"
+)
 def test_a_resume_refuses_a_different_checkpoint_written_at_an_unknown_time() -> None:
     run = _cancelled()
     d = _resume(run, ckpt(900, None))

@@ -8,6 +8,8 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
+
 from sagewarden.domain.capacity.training_plans import plan_due_ms
 from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.vocabulary.actions import LaunchAttempt, Notify, StopJob
@@ -75,6 +77,7 @@ def launch(d: Any) -> LaunchAttempt:
 # --- stopping in good time ---------------------------------------------------------------------
 
 
+@pytest.mark.claim("stops the attempt (intent `window_end`) once that checkpoint is in S3")
 def test_training_plan_stop_comes_right_after_the_last_checkpoint_before_termination():
     run = saves(training(), 40, 70)
     last = 550 * MIN  # 10 + 30 k <= 567 min: the last completion before the stop deadline
@@ -89,6 +92,9 @@ def test_training_plan_stop_comes_right_after_the_last_checkpoint_before_termina
     assert d.run.status == RunStatus.STOPPING
 
 
+@pytest.mark.claim(
+    "The stop is never later than termination − 120 s (SIGTERM to SIGKILL) − 60 s, checkpoint or not"
+)
 def test_training_plan_stops_at_the_deadline_without_a_checkpoint_cadence():
     run = training()
     assert plan_due_ms(run, 20 * MIN) == DEADLINE
@@ -98,6 +104,9 @@ def test_training_plan_stops_at_the_deadline_without_a_checkpoint_cadence():
     assert W1[1] - 30 * MIN - 120_000 - 60_000 == DEADLINE  # SIGTERM's 120 s end before termination
 
 
+@pytest.mark.claim(
+    "The stop is never later than termination − 120 s (SIGTERM to SIGKILL) − 60 s, checkpoint or not"
+)
 def test_training_plan_a_late_last_checkpoint_never_pushes_the_stop_past_the_deadline():
     run = saves(training(), 40, 70, 520)
     assert stops(step(run, Tick(), DEADLINE - 1_000)) == []
@@ -114,6 +123,10 @@ def stopped_at_window_end(run: Run) -> Any:
     return step(run, observed(run, "Stopped", "Stopped", end), end, Observations(checkpoint=ckpt(1084, end)))
 
 
+@pytest.mark.claim(
+    "is class `WINDOW_END`: no restart counted, no crash-loop streak, an info alert `run.waiting_for_window`"
+)
+@pytest.mark.claim("launches 5 minutes before the next window opens")
 def test_training_plan_window_end_waits_for_the_next_window_without_counting_a_restart():
     run = saves(training(), 40, 70, 520)
     d = stopped_at_window_end(run)
@@ -131,6 +144,9 @@ def test_training_plan_window_end_waits_for_the_next_window_without_counting_a_r
     assert woke.run.restarts == 0
 
 
+@pytest.mark.claim(
+    "is class `WINDOW_END`: no restart counted, no crash-loop streak, an info alert `run.waiting_for_window`"
+)
 def test_training_plan_termination_in_the_last_30_minutes_is_the_windows_end_not_a_crash():
     run = training()
     at = W1[1] - 30 * MIN + 5_000
@@ -169,6 +185,7 @@ def test_training_plan_a_retry_strategy_retry_of_the_windows_end_is_stopped_and_
     assert stops(mid) == [] and mid.run.status == RunStatus.TRAINING
 
 
+@pytest.mark.claim("The same `Failed` ending outside those 30 minutes is a crash, counted.")
 def test_training_plan_the_same_failure_mid_window_is_a_counted_crash():
     run = training()
     at = 5 * HOUR
@@ -183,6 +200,7 @@ def test_training_plan_the_same_failure_mid_window_is_a_counted_crash():
     assert launch(d).request["ResourceConfig"]["TrainingPlanArn"] == ARN  # resumed in the same window
 
 
+@pytest.mark.claim("A cancel wins over a pending resume.")
 def test_training_plan_cancel_wins_over_the_pending_window_resume():
     d = stopped_at_window_end(saves(training(), 40, 70, 520))
     cancelled = step(d.run, CancelRequested("alice"), 12 * HOUR)
@@ -194,6 +212,7 @@ def test_training_plan_cancel_wins_over_the_pending_window_resume():
 # --- launching into windows ------------------------------------------------------------------------
 
 
+@pytest.mark.claim("launches 5 minutes before the next window opens")
 def test_training_plan_first_launch_waits_until_five_minutes_before_the_first_window():
     run = submitted(windows=((2 * HOUR, 12 * HOUR),))
     assert run.status == RunStatus.RETRY_WAIT and run.wake_at_ms == 2 * HOUR - 5 * MIN
@@ -202,6 +221,7 @@ def test_training_plan_first_launch_waits_until_five_minutes_before_the_first_wi
     assert launch(d).request["ResourceConfig"]["TrainingPlanArn"] == ARN
 
 
+@pytest.mark.claim("a plan it cannot read is *unknown*: the windows last read stay in force")
 def test_training_plan_unread_plan_launches_at_once_and_is_never_taken_as_exhausted():
     run = make_run(POLICY, request=plan_request())
     d = step(run, Submitted(), 0, Observations(plan_error="AccessDeniedException: not authorized"))
@@ -224,6 +244,7 @@ def ended_in_last_window(policy: RunPolicy) -> Any:
     )
 
 
+@pytest.mark.claim("the run ends `FAILED`, saying the plan has no window left")
 def test_training_plan_after_the_last_window_fails_clearly_without_a_fallback():
     d = ended_in_last_window(POLICY)
     assert d.run.status == RunStatus.FAILED
@@ -243,6 +264,7 @@ def test_training_plan_after_the_last_window_continues_on_demand_when_allowed():
 # --- is the plan long enough? ------------------------------------------------------------------------
 
 
+@pytest.mark.claim("a warning `run.plan_short`, once per window")
 def test_training_plan_warns_once_per_window_when_it_cannot_finish_the_run():
     # 2 steps a minute, 1080 steps a window: 5,000 steps cannot fit in two windows
     short = training(dataclasses.replace(POLICY, total_steps=5_000))
@@ -258,6 +280,7 @@ def test_training_plan_warns_once_per_window_when_it_cannot_finish_the_run():
     assert alerts(d, "run.plan_short") == []
 
 
+@pytest.mark.claim("the wait is not counted against `max_wall_clock_hours`")
 def test_training_plan_waiting_for_a_window_is_not_counted_against_the_wall_clock():
     policy = dataclasses.replace(POLICY, max_wall_clock_hours=12.0)
     d = stopped_at_window_end(saves(training(policy), 40, 70, 520))
@@ -269,6 +292,9 @@ def test_training_plan_waiting_for_a_window_is_not_counted_against_the_wall_cloc
     assert max_runtime == (12 * HOUR - 552 * MIN) // 1000  # the budget left after the first window
 
 
+@pytest.mark.claim(
+    "an attempt that has not reached Training by then (it started late in the window) is stopped at the same deadline"
+)
 def test_training_plan_an_attempt_still_starting_at_the_deadline_is_stopped_not_left_to_termination():
     run = submitted()
     run = step(run, LaunchAccepted(1), 1).run
@@ -281,6 +307,9 @@ def test_training_plan_an_attempt_still_starting_at_the_deadline_is_stopped_not_
     assert stops(step(pending, Tick(), DEADLINE)) == []  # Pending: SageMaker keeps it for the next window
 
 
+@pytest.mark.claim(
+    "A window is launched into only while the run's start-up plus one checkpoint interval (as measured; at least 20 minutes) still fits before its stop deadline"
+)
 def test_training_plan_a_window_is_launched_into_only_if_a_checkpoint_fits_before_its_deadline():
     from sagewarden.domain.vocabulary.plan_windows import launch_need_ms, usable_window
 

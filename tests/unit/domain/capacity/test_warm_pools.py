@@ -70,6 +70,10 @@ def ended(run, status="Failed", secondary="Failed", reason=NCCL, *, tail=(), at=
 # --- what an attempt asks for -----------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "It also governs the request's own KeepAlive: 0 strips it, another value caps it. Never asked for managed spot training."
+)
+@pytest.mark.claim("Managed spot training gets no pool (SageMaker refuses a spot job that asks for one)")
 def test_a_managed_spot_run_asks_for_no_warm_pool_even_if_its_request_does():
     """Item 4: SageMaker keeps no warm pools for spot; asking fails every launch."""
     request = spot_request()
@@ -81,6 +85,15 @@ def test_a_managed_spot_run_asks_for_no_warm_pool_even_if_its_request_does():
     assert seconds == 0 and "spot" in why
 
 
+@pytest.mark.claim(
+    "none for managed spot training (SageMaker refuses a spot job that asks), none with `keep_alive_seconds` 0, else the request's own KeepAlive capped by the policy"
+)
+@pytest.mark.claim(
+    "It also governs the request's own KeepAlive: 0 strips it, another value caps it. Never asked for managed spot training."
+)
+@pytest.mark.claim(
+    "`keep_alive_seconds` (600) asks SageMaker to keep each attempt's instances in a warm pool"
+)
 @pytest.mark.parametrize(
     ("own", "policy_s", "sent"),
     [
@@ -110,6 +123,21 @@ def test_the_requests_own_keep_alive_is_governed_by_the_policy(own, policy_s, se
 # --- a resume waits for its pool, then runs on it ---------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "Run statuses: `SUBMITTED → STARTING → TRAINING → SUCCEEDED`, with `RETRY_WAIT` (quota, capacity, throttling, a warm pool), `STOPPING` (hang, budget, cancel), and the terminal states `SUCCEEDED`, `FAILED` and `CANCELLED`"
+)
+@pytest.mark.claim(
+    "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
+)
+@pytest.mark.claim(
+    "SageMaker warm pool (`ResourceConfig.KeepAlivePeriodInSeconds`), on by default: a resume on the same instances waits for the pool and starts in seconds"
+)
+@pytest.mark.claim(
+    "So the sweep describes each ended attempt's job every minute until its pool is `Terminated` or `Reused`"
+)
+@pytest.mark.claim(
+    "a resume on the same instances waits up to 5 minutes for the pool to be `Available` and then starts on it in seconds"
+)
 def test_a_resume_waits_for_its_pool_and_runs_on_it_once_available():
     run = training_run()
     d, end = ended(run)  # an NCCL watchdog timeout: the instances are fine, the pool is kept
@@ -129,6 +157,10 @@ def test_a_resume_waits_for_its_pool_and_runs_on_it_once_available():
     assert gone.run.warm_pools == () and not gone.actions and not gone.run.warm_pool_off
 
 
+@pytest.mark.claim(
+    "when the pool is `Available`, before a job runs on it, the hosts that printed a GPU hardware line are looked up once more (one bounded FilterLogEvents, with the fingerprint lines); a host named now is recorded as at the ending, the pool is released and the resume starts on new instances"
+)
+@pytest.mark.claim("A look-up that fails leaves the ending's decision as it was")
 def test_a_hardware_line_that_lands_while_the_run_waits_for_its_pool_keeps_it_off_that_pool():
     """The ending named no host (its Xid line had not reached CloudWatch Logs a minute after the
     end), so the run waits to resume on its pool. When the pool is Available the hosts that
@@ -161,6 +193,13 @@ def test_a_hardware_line_that_lands_while_the_run_waits_for_its_pool_keeps_it_of
     assert any("still unknown (throttled)" in n for n in blind.notes)
 
 
+@pytest.mark.claim(
+    "a resume on the same instances waits up to 5 minutes for the pool to be `Available` and then starts on it in seconds"
+)
+@pytest.mark.claim("a pool nothing will reuse (the run ended, waits, falls back to another type) is released")
+@pytest.mark.claim(
+    "the drill draws 0-10 minutes and shows nothing, and a resume waits at most 5 minutes for its pool (a later pool is not waited for: the resume starts cold)"
+)
 def test_a_resume_starts_cold_when_its_pool_is_not_available_in_time_and_the_pool_is_released():
     run = training_run()
     d, end = ended(run)
@@ -206,6 +245,18 @@ def _hang_stopped(run, alarm: str, obs: Observations):
     return d, end
 
 
+@pytest.mark.claim(
+    "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
+)
+@pytest.mark.claim(
+    "the replacement asks for `VolumeSizeInGB` 1 GB less than the request's (1 GB more when it asks for 1; the next replacement after a bad host goes back to the request's own size) and starts at once on new instances, while the pool is released as soon as it is `Available`"
+)
+@pytest.mark.claim(
+    "the replacement must never run on that pool (it would meet the same dead host), and it does not wait for it either"
+)
+@pytest.mark.claim(
+    "We assume a job can take only a pool that is `Available` when it is created; after a bad host the replacement does not rely on it (it asks for another volume size, which the matching rule never gives that pool; the matching rule itself is only proven on a real account)."
+)
 @pytest.mark.parametrize(
     ("alarm", "obs"),
     [
@@ -235,6 +286,12 @@ def test_a_hang_that_singles_out_a_host_never_resumes_on_its_pool(alarm, obs):
     assert not gone.run.warm_pool_off  # it was kept (billed 45 s): the quota is fine
 
 
+@pytest.mark.claim(
+    "Pools nothing will reuse are released once SageMaker reports them `Available`; after a bad host the replacement starts cold at once, asking for a volume size 1 GB off the pool's so SageMaker cannot match it (it waits for the pool to be gone when the request names no `VolumeSizeInGB`)."
+)
+@pytest.mark.claim(
+    "It waits until the pool is gone only when the request names no volume size, or when pools holding a bad host already have both sizes"
+)
 def test_without_a_volume_size_to_steer_by_the_replacement_waits_until_the_bad_pool_is_gone():
     run = training_run()
     request = copy.deepcopy(run.request)
@@ -250,6 +307,12 @@ def test_without_a_volume_size_to_steer_by_the_replacement_waits_until_the_bad_p
     assert launch.attempt == 2 and "VolumeSizeInGB" not in launch.request["ResourceConfig"]
 
 
+@pytest.mark.claim(
+    "Pools nothing will reuse are released once SageMaker reports them `Available`; after a bad host the replacement starts cold at once, asking for a volume size 1 GB off the pool's so SageMaker cannot match it (it waits for the pool to be gone when the request names no `VolumeSizeInGB`)."
+)
+@pytest.mark.claim(
+    "the replacement must never run on that pool (it would meet the same dead host), and it does not wait for it either"
+)
 def test_a_bad_gpu_crash_that_ends_as_an_algorithm_error_is_a_bad_host():
     run = training_run()
     d, _ = ended(run, tail=XID_TAIL)  # AlgorithmError: SageMaker keeps the pool, Xid and all
@@ -258,6 +321,15 @@ def test_a_bad_gpu_crash_that_ends_as_an_algorithm_error_is_a_bad_host():
     assert volume(launch) == 99  # never the pool's instances
 
 
+@pytest.mark.claim(
+    "resume from the newest verified checkpoint, at once (or once the attempt's warm pool is `Available`; after a bad host at once, on another volume size so as never to match that pool: *Warm restarts*) | `max_restarts`"
+)
+@pytest.mark.claim(
+    "the replacement asks for `VolumeSizeInGB` 1 GB less than the request's (1 GB more when it asks for 1; the next replacement after a bad host goes back to the request's own size) and starts at once on new instances, while the pool is released as soon as it is `Available`"
+)
+@pytest.mark.claim(
+    "It waits until the pool is gone only when the request names no volume size, or when pools holding a bad host already have both sizes"
+)
 def test_steering_alternates_and_never_lands_on_a_bad_pool_still_held():
     """Attempt 2 (99 GB) runs while attempt 1's bad pool (100 GB) is still kept; attempt 2 ends with
     a bad host too: its replacement cannot take 100 GB (attempt 1's bad pool) nor 99 GB (its own),
@@ -277,6 +349,9 @@ def test_steering_alternates_and_never_lands_on_a_bad_pool_still_held():
     assert again.attempt == 3 and volume(again) == 100 and not gone.run.current.volume_steer
 
 
+@pytest.mark.claim(
+    "a launch refused for quota (`ResourceLimitExceeded`) while such a pool of its instance type is kept -- idle pool instances count towards the training-job quotas -- waits until that pool is gone, not a backoff"
+)
 def test_a_launch_refused_for_quota_while_a_bad_pool_is_held_waits_for_that_pool_not_a_backoff():
     """Idle warm-pool instances count towards the training-job quotas: in an account whose quota
     fits one job, the steered replacement is refused while the bad pool is kept. It waits until the
@@ -302,6 +377,19 @@ def test_a_launch_refused_for_quota_while_a_bad_pool_is_held_waits_for_that_pool
 # --- the release: level-triggered, retried until the pool is gone -------------------------------------------
 
 
+@pytest.mark.claim(
+    "A terminal run never changes again, except for the bookkeeping of jobs still to stop and warm pools still to release (their billed time is added to its cost)"
+)
+@pytest.mark.claim(
+    "Pools nothing will reuse are released once SageMaker reports them `Available`; after a bad host the replacement starts cold at once, asking for a volume size 1 GB off the pool's so SageMaker cannot match it (it waits for the pool to be gone when the request names no `VolumeSizeInGB`)."
+)
+@pytest.mark.claim(
+    "So the sweep describes each ended attempt's job every minute until its pool is `Terminated` or `Reused`"
+)
+@pytest.mark.claim("a pool nothing will reuse (the run ended, waits, falls back to another type) is released")
+@pytest.mark.claim(
+    "which AWS accepts only while the pool is `Available`) and released again each minute until it is gone"
+)
 def test_a_finished_runs_pool_is_released_once_available_and_again_until_gone():
     """Item 3: AWS accepts the release only while the pool is Available."""
     run = training_run()
@@ -323,6 +411,9 @@ def test_a_finished_runs_pool_is_released_once_available_and_again_until_gone():
     assert gone.run.outcome == d.run.outcome and gone.run.status == RunStatus.SUCCEEDED
 
 
+@pytest.mark.claim(
+    "So the sweep describes each ended attempt's job every minute until its pool is `Terminated` or `Reused`"
+)
 def test_a_watch_is_dropped_after_its_bound_whatever_was_seen():
     run = training_run()
     d, end = ended(run, "Completed", "Completed", None)
@@ -333,6 +424,12 @@ def test_a_watch_is_dropped_after_its_bound_whatever_was_seen():
 # --- no warm-pool quota: told once ------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "Needs warm-pool quota (0 by default: read at submit, or learned at the first ending; the run is told once and asks for none)."
+)
+@pytest.mark.claim(
+    "Where the quota cannot be read, the run asks; after an ending that keeps a pool, the first resume then waits until SageMaker reports it not kept, the run is told once and asks for none again"
+)
 def test_no_pool_after_an_ending_that_keeps_one_means_no_quota_told_once():
     """Item 5: with the default quota 0 SageMaker runs the job and keeps no pool, no error."""
     run = training_run()
@@ -352,6 +449,9 @@ def test_no_pool_after_an_ending_that_keeps_one_means_no_quota_told_once():
     )
 
 
+@pytest.mark.claim(
+    "Where the quota cannot be read, the run asks; after an ending that keeps a pool, the first resume then waits until SageMaker reports it not kept, the run is told once and asks for none again"
+)
 def test_a_pool_that_is_never_reported_also_means_no_quota():
     run = training_run()
     d, end = ended(run)
@@ -389,6 +489,7 @@ def _second_attempt_on_the_pool(reused: bool = True, reason: str = NCCL, resume=
     return step(run, observed(run, "InProgress", "Training", t), t).run
 
 
+@pytest.mark.claim("makes the pool suspect as a whole, though no host is named")
 def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_next_attempt_cold():
     run = _second_attempt_on_the_pool()
     assert run.current.number == 2 and run.current.pool_of == 1 and run.current.pool_fault == "INFRASTRUCTURE"
@@ -400,6 +501,9 @@ def test_the_same_fault_again_on_a_reused_pool_makes_the_pool_suspect_and_the_ne
     assert any("the same ending as attempt 1, on its warm pool" in n for n in d.notes)
 
 
+@pytest.mark.claim(
+    "resume once to confirm; FAILED when the next attempt ends the same way at the same step after resuming from the checkpoint this one left, on whatever instances (see *Deterministic failure*), or at once when the run never wrote a checkpoint"
+)
 def test_an_unexplained_crash_again_at_the_same_step_on_the_same_pool_stops_the_run_at_once():
     """Two unexplained crashes in a row, the second after a resume from the checkpoint the first left
     and without progress past it: the code fails, whatever instances it runs on. The run stops at the

@@ -50,6 +50,9 @@ def test_retention_policy_is_off_by_default_and_archives_when_on() -> None:
     assert retire(training_run(), obs(900, view(100, 200, 900))) is None  # off: nothing moves
 
 
+@pytest.mark.claim(
+    "Submission refuses `checkpoint_keep` below 1, `delete` without `checkpoint_keep`, and an archive prefix that overlaps the synced one"
+)
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
@@ -71,6 +74,9 @@ def test_retention_policy_refuses_nonsense(fields: dict[str, object], field: str
     assert err.value.field == field
 
 
+@pytest.mark.claim(
+    "Submission refuses `checkpoint_keep` below 1, `delete` without `checkpoint_keep`, and an archive prefix that overlaps the synced one"
+)
 @pytest.mark.parametrize("archive", ["s3://bucket/ckpt/old/", "s3://bucket/ckpt", "s3://bucket/"])
 def test_retention_submission_refuses_an_archive_overlapping_the_synced_prefix(archive: str) -> None:
     body = {
@@ -85,6 +91,9 @@ def test_retention_submission_refuses_an_archive_overlapping_the_synced_prefix(a
     validate_submit(body, allowed_roles=frozenset({ROLE}), job_prefix="sw", policy_defaults=RunPolicy())
 
 
+@pytest.mark.claim(
+    "a `policy.checkpoint_archive_uri` more than 20 folders deep, and a `CheckpointConfig.S3Uri` or archive prefix in an S3 directory bucket (a name ending `--x-s3`)"
+)
 def test_retention_submission_refuses_an_archive_deeper_than_its_claims_reach() -> None:
     """A live run's archive claims every folder above it (domain/vocabulary/claims.py), like its synced
     prefix: at most 20 deep, so the run's claims fit one DynamoDB transaction."""
@@ -105,6 +114,9 @@ def test_retention_submission_refuses_an_archive_deeper_than_its_claims_reach() 
 # --- rules -------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "Every pass that retires something adds a decision line and an action line to the run's audit trail"
+)
 def test_retention_retires_older_complete_checkpoints_and_records_them_first() -> None:
     run = training_run(KEEP2)
     d = step(run, Tick(), NOW, obs(900, view(100, 200, 300, 800, 900)))
@@ -116,6 +128,9 @@ def test_retention_retires_older_complete_checkpoints_and_records_them_first() -
     assert any("retiring checkpoint-100" in n for n in d.notes)  # (e) in the decision's audit line
 
 
+@pytest.mark.claim(
+    "Never the newest verified checkpoint, never one of the `checkpoint_keep` newest complete ones."
+)
 def test_retention_rule_a_never_the_newest_verified_checkpoint() -> None:
     # a newer checkpoint completed after the verified one was read: keep=1 keeps only the newer,
     # and the verified one must still stay
@@ -124,12 +139,16 @@ def test_retention_rule_a_never_the_newest_verified_checkpoint() -> None:
     assert action is not None and "checkpoint-900" not in action.names
 
 
+@pytest.mark.claim(
+    "Never the newest verified checkpoint, never one of the `checkpoint_keep` newest complete ones."
+)
 def test_retention_rule_a_never_one_of_the_keep_newest_complete() -> None:
     action = retire(training_run(RunPolicy(checkpoint_keep=3)), obs(900, view(100, 700, 800, 900)))
     assert action is not None and action.names == ("checkpoint-100",)
     assert retire(training_run(RunPolicy(checkpoint_keep=3)), obs(900, view(800, 900))) is None
 
 
+@pytest.mark.claim("Never while a job may be reading the prefix.")
 @pytest.mark.parametrize("secondary", ["Pending", "Starting", "Downloading", "Uploading", "Restarting"])
 def test_retention_rule_b_never_while_the_attempt_may_be_reading(secondary: str) -> None:
     run = training_run(KEEP2)
@@ -141,6 +160,7 @@ def test_retention_rule_b_never_while_the_attempt_may_be_reading(secondary: str)
     assert retire(run, obs(900, view(100, 800, 900))) is None
 
 
+@pytest.mark.claim("Never while a job may be reading the prefix.")
 def test_retention_rule_b_never_while_a_launch_is_in_flight_a_stop_is_asked_or_between_attempts() -> None:
     run = training_run(KEEP2)
     cur = run.current
@@ -164,6 +184,7 @@ def test_retention_rule_b_never_while_a_launch_is_in_flight_a_stop_is_asked_or_b
     assert retire(run, obs(900, view(100, 800, 900))) is not None  # the same run, training: it acts
 
 
+@pytest.mark.claim("Only what the finder recognises as complete.")
 def test_retention_rule_c_only_complete_ones_older_than_the_verified_one() -> None:
     # the view holds only what the finder proved complete; other children (an unrecognised
     # "logs" folder, a half-written checkpoint-1000) are present but never chosen
@@ -174,6 +195,7 @@ def test_retention_rule_c_only_complete_ones_older_than_the_verified_one() -> No
     assert to_retire(view(100, 900, 950, 1000).complete, 900, 1, reading=False) == ("checkpoint-100",)
 
 
+@pytest.mark.claim("Unknown is not empty.")
 def test_retention_rule_d_unknown_is_not_empty() -> None:
     run = training_run(KEEP2)
     assert retire(run, obs(900, view(100, 800, 900), retention_error="SlowDown")) is None
@@ -184,6 +206,7 @@ def test_retention_rule_d_unknown_is_not_empty() -> None:
     assert d.run.retiring == ("checkpoint-100",)
 
 
+@pytest.mark.claim("Once a run has succeeded, failed or been cancelled nothing more is moved")
 def test_retention_rule_f_a_finished_run_retires_nothing_more() -> None:
     run = dataclasses.replace(training_run(KEEP2), retiring=("checkpoint-100",))
     for status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED):
@@ -191,6 +214,7 @@ def test_retention_rule_f_a_finished_run_retires_nothing_more() -> None:
         assert not any(isinstance(a, RetireCheckpoints) for a in d.actions)
 
 
+@pytest.mark.claim("Every write survives its own retry.")
 def test_retention_rule_g_a_half_done_move_is_finished_by_a_later_pass() -> None:
     # checkpoint-100's marker is already deleted (the finder no longer calls it complete), but it
     # is still in the synced prefix: the recorded intent carries it to the next pass
@@ -202,6 +226,7 @@ def test_retention_rule_g_a_half_done_move_is_finished_by_a_later_pass() -> None
     assert d.run.retiring == () and not d.actions and not d.ignored
 
 
+@pytest.mark.claim("A newest checkpoint still uploading does not count.")
 def test_retention_rule_h_a_newest_save_still_uploading_is_not_one_of_the_kept() -> None:
     """Issue 32 item 3: with checkpoint_keep 1, the previous checkpoint was retired seconds after
     the newest one's marker landed, while its large files were still uploading."""
@@ -223,6 +248,7 @@ def test_retention_rule_h_a_newest_save_still_uploading_is_not_one_of_the_kept()
     assert action is not None and action.names == ("checkpoint-100", "checkpoint-800")
 
 
+@pytest.mark.claim("Only periodic checkpoints.")
 def test_retention_rule_i_never_the_checkpoint_the_framework_marks_as_best() -> None:
     """Issue 32 item 4: Hugging Face's best_model_checkpoint is a plain checkpoint-N; with delete
     it was gone. Unknown (trainer_state.json unreadable) keeps everything this pass."""
@@ -238,6 +264,7 @@ def _dcp_view(*names: tuple[str, int]) -> RetentionView:
     return RetentionView(ordered, frozenset(n for n, _ in ordered), written, max(ms for _, ms in written))
 
 
+@pytest.mark.claim("Only periodic checkpoints.")
 def test_retention_rule_i_only_periodic_names_and_never_what_the_policy_keeps() -> None:
     """A "best" directory saved beside the periodic ones matches the auto layout's DCP pattern: it
     is never retired, nor a name that is not <letters>[-_]<step>, nor one checkpoint_keep_dirs
@@ -287,6 +314,7 @@ def _written(v: RetentionView, **at: int) -> RetentionView:
     return dataclasses.replace(v, written_ms=tuple(times.items()))
 
 
+@pytest.mark.claim("Only what the run's own attempts wrote.")
 def test_retention_rule_j_never_what_was_there_before_the_runs_first_attempt() -> None:
     """Issue 32 item 5: on a prefix no run ever used, 4 of 5 directories were deleted though the
     run's job never wrote one. Only directories written while the run's attempt trained go."""
@@ -300,6 +328,7 @@ def test_retention_rule_j_never_what_was_there_before_the_runs_first_attempt() -
     assert retire(run, obs(900, unknown)) is None  # written at an unknown time: never the run's own
 
 
+@pytest.mark.claim("Only what the run's own attempts wrote.")
 def test_retention_rule_j_never_a_step_at_or_below_the_one_the_attempt_resumed_from() -> None:
     """A run submitted on another run's prefix resumes from its newest checkpoint: the directories
     up to that step are the other run's, whenever S3 dates them (an upload again at job start is
@@ -309,6 +338,7 @@ def test_retention_rule_j_never_a_step_at_or_below_the_one_the_attempt_resumed_f
     assert action is not None and action.names == ("checkpoint-700",)
 
 
+@pytest.mark.claim("Only what the run's own attempts wrote.")
 def test_retention_rule_j_counts_earlier_attempts_but_not_the_time_between_them() -> None:
     """An ended attempt's span is recorded with the run (bounded); a directory that appeared while
     no attempt of the run trained (another job wrote it) is never the run's own."""
@@ -346,6 +376,7 @@ def test_retention_writing_spans_are_bounded_and_drop_the_oldest() -> None:
     assert len(spans) == MAX_WRITING_SPANS and spans[0] == (-1, 1, 2) and spans[-1] == (-1, 10 * MIN, HOUR)
 
 
+@pytest.mark.claim("One pass moves at most 4 directories and touches at most 2,000 objects within 15 seconds")
 def test_retention_is_bounded_per_pass_and_continues_next_pass() -> None:
     steps = list(range(100, 2100, 100))
     run = training_run(KEEP2)
@@ -364,6 +395,9 @@ def test_retention_delete_mode_has_no_archive() -> None:
     assert action is not None and action.mode == "delete" and action.archive_uri is None
 
 
+@pytest.mark.claim(
+    "A run asking for retention in a deployment without it is refused at submit (400 on `policy.checkpoint_keep`)"
+)
 def test_retention_submission_is_refused_where_the_deployment_does_not_grant_it() -> None:
     body = {"name": "llama", "training_job": copy.deepcopy(REQUEST), "policy": {"checkpoint_keep": 2}}
     with pytest.raises(InvalidRequest) as err:
@@ -419,6 +453,7 @@ def test_retention_read_failure_is_passed_on_as_unknown_and_counted() -> None:
 # --- the archive key names the run (issue 32 item 1) ------------------------------------------------
 
 
+@pytest.mark.claim("Every run archives under its own run id")
 def test_retention_archive_keys_name_the_run_so_a_team_archive_is_shared_safely() -> None:
     team = RunPolicy(checkpoint_keep=1, checkpoint_archive_uri="s3://team-ckpt/llama-archive")
     first = dataclasses.replace(training_run(team), run_id="01JRUNA0000000000000000000")

@@ -43,6 +43,7 @@ def copying(name: str, verified: int, **changes: object) -> RetireOutcome:
     return dataclasses.replace(RetireOutcome(name, state, progressed=True), **changes)
 
 
+@pytest.mark.claim("objects an earlier pass proved are not charged again, and the next pass continues")
 def test_retirement_records_each_pass_and_the_next_pass_continues_from_it() -> None:
     run, action = tick(training_run(KEEP1), view(100, 900))
     assert action is not None and action.names == ("checkpoint-100",) and action.progress == ()
@@ -66,6 +67,7 @@ def test_retirement_records_each_pass_and_the_next_pass_continues_from_it() -> N
     assert none is None and after.retiring == ()
 
 
+@pytest.mark.claim("A directory that cannot finish is shown, not retried for ever.")
 def test_retirement_a_directory_no_pass_can_advance_is_shown_and_no_longer_tried() -> None:
     run, _ = tick(training_run(KEEP1), view(100, 200, 900))
     blocked = RetireOutcome(
@@ -88,6 +90,7 @@ def test_retirement_a_directory_no_pass_can_advance_is_shown_and_no_longer_tried
     assert gone.run.retire_stuck == ()
 
 
+@pytest.mark.claim("A directory that cannot finish is shown, not retried for ever.")
 def test_retirement_transient_errors_and_progress_never_count_against_a_directory() -> None:
     run, _ = tick(training_run(KEEP1), view(100, 900))
     throttled = RetireOutcome("checkpoint-100", RetireProgress("checkpoint-100", verified=5))  # blocked=None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from sagewarden.adapters.run_codec import compact_json, run_from_dict, run_to_dict
 from sagewarden.domain.endings.attempt_ended import LOG_SETTLE_MS
 from sagewarden.domain.endings.loops import (
@@ -41,6 +43,10 @@ def _fail_and_relaunch(run, reason, t, trained_min=20):
     return run, start + trained_min * MIN
 
 
+@pytest.mark.claim("Any other ending without progress starts the streak again at 1")
+@pytest.mark.claim(
+    "at 16x the Llama 3 fault rate the old rule, which counted every ending without progress, paged the person 29 times in one benchmark run"
+)
 def test_different_failures_before_the_first_checkpoint_are_not_a_loop():
     run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
     t = 2 * HOUR
@@ -59,6 +65,9 @@ def test_different_failures_before_the_first_checkpoint_are_not_a_loop():
     assert run.restarts == len(reasons)
 
 
+@pytest.mark.claim(
+    "`max_no_progress_restarts` consecutive endings without a newer checkpoint *that are repeats* make the run FAILED"
+)
 def test_the_same_failure_three_times_without_progress_is_a_loop_whatever_its_numbers():
     run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
     t = 2 * HOUR
@@ -70,6 +79,7 @@ def test_the_same_failure_three_times_without_progress_is_a_loop_whatever_its_nu
     assert run.status == RunStatus.FAILED and "crash loop: 3 consecutive" in (run.outcome or "")
 
 
+@pytest.mark.claim("Any other ending without progress starts the streak again at 1")
 def test_a_different_failure_restarts_the_streak():
     run = training_run(RunPolicy(max_no_progress_restarts=3), resume=ckpt(100))
     t = 2 * HOUR
@@ -89,6 +99,9 @@ def test_progress_resets_the_streak_and_the_signature():
     assert d.run.no_progress_streak == 0 and d.run.no_progress_signature is None
 
 
+@pytest.mark.claim(
+    "A repeat fails the same way as the ending before it (the same class, reason and evidence once step numbers, ranks, host indices, ids and addresses are taken out), or comes from an attempt that trained for more than twice the run's observed checkpoint interval without saving one."
+)
 def test_attempts_that_train_past_a_due_checkpoint_count_whatever_ends_them():
     # the run saw checkpoints 30 minutes apart; these attempts train 90 minutes and save none
     history = ((100, 0, 60.0, 50), (150, 30 * MIN, 60.0, 100))
@@ -104,6 +117,9 @@ def test_attempts_that_train_past_a_due_checkpoint_count_whatever_ends_them():
     assert outcomes[2] == RunStatus.FAILED and "crash loop: 3 consecutive" in (run.outcome or "")
 
 
+@pytest.mark.claim(
+    "A repeat fails the same way as the ending before it (the same class, reason and evidence once step numbers, ranks, host indices, ids and addresses are taken out), or comes from an attempt that trained for more than twice the run's observed checkpoint interval without saving one."
+)
 def test_checkpoint_overdue_needs_an_observed_interval_and_a_long_attempt():
     run = training_run(resume=ckpt(100))
     cur = dataclasses.replace(run.current, ended_ms=run.current.training_started_ms + 5 * HOUR)
@@ -116,6 +132,9 @@ def test_checkpoint_overdue_needs_an_observed_interval_and_a_long_attempt():
     assert not checkpoint_overdue(run, never_trained)
 
 
+@pytest.mark.claim(
+    "A repeat fails the same way as the ending before it (the same class, reason and evidence once step numbers, ranks, host indices, ids and addresses are taken out), or comes from an attempt that trained for more than twice the run's observed checkpoint interval without saving one."
+)
 def test_signature_takes_out_numbers_and_is_bounded():
     a = Classification(EndingClass.UNKNOWN, "x", ("rank 3 at 0x7f3a: step 1200 loss 2.31",))
     b = Classification(EndingClass.UNKNOWN, "x", ("rank 12 at 0x10: step 99 loss 7.5",))
@@ -163,6 +182,7 @@ def _relaunch(run, t):
 SEGV = UNKNOWN.format(msg="Segmentation fault (core dumped)")
 
 
+@pytest.mark.claim("A deterministic failure costs at most one confirming restart")
 def test_the_same_unexplained_crash_after_a_resume_from_the_checkpoint_it_left_stops_the_run():
     run = training_run(RunPolicy(max_no_progress_restarts=3))  # a fresh start that saves step 100
     d = _fail(run, SEGV, 2 * HOUR, ckpt(100))

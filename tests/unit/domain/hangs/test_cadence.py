@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,12 @@ def _every(k: int, minutes: int, *, start: int = T0, skip: range = range(0)) -> 
     return [(start + m * MIN, 6.0) for m in range(0, minutes, k) if m not in skip]
 
 
+@pytest.mark.claim(
+    "learned (≥ 4 min, 20 min past start-up for a job logging every minute; carried to the next attempts on the same instances), else 30 min; never below 4"
+)
+@pytest.mark.claim(
+    "20 minutes of training past the start-up allowance and at least ten of its intervals (the sweep looks at that moment)"
+)
 def test_a_job_logging_every_minute_has_its_window_learned_after_twenty_minutes_not_two_hours():
     """Issue 18: a window was learned only after 120 minutes of training past start-up, so a spin
     2.4 h into a 16-host run's first attempt took 29 minutes. A job active every minute has shown
@@ -44,12 +51,26 @@ def test_a_job_logging_every_minute_has_its_window_learned_after_twenty_minutes_
     assert learnable_at(T0, 45) == T0 + (45 + early) * MIN
 
 
+@pytest.mark.claim(
+    "learn the log-silence and progress windows from the attempt's own cadence (3 × its typical quiet stretch, at least 4 min, once 20 minutes past start-up show it)"
+)
+@pytest.mark.claim(
+    "the longest of the shortest 90 % of the completed quiet stretches it has shown in the last 6 hours (never below 4 minutes, never above the policy's window)"
+)
 def test_cadence_of_a_job_logging_every_minute_is_the_floor():
     series = _every(1, 200)
     got = learn_window(series, start_ms=T0, now_ms=T0 + 200 * MIN, ceiling_min=30)
     assert got.window_min == FLOOR_MIN == 4 and got.typical_quiet_min == 0
 
 
+@pytest.mark.claim(
+    "learn the log-silence and progress windows from the attempt's own cadence (3 × its typical quiet stretch, at least 4 min, once 20 minutes past start-up show it)"
+)
+@pytest.mark.claim("The log-silence and progress windows become 3 × the attempt's")
+@pytest.mark.claim(
+    "20 minutes of training past the start-up allowance and at least ten of its intervals (the sweep looks at that moment)"
+)
+@pytest.mark.claim("a job that logs every 10 minutes keeps a 30-minute one after 100")
 def test_a_slow_cadence_needs_as_many_of_its_intervals_observed():
     series = _every(10, 300)
     needed = MIN_INTERVALS * 10  # ten of its 10-minute intervals
@@ -60,6 +81,12 @@ def test_a_slow_cadence_needs_as_many_of_its_intervals_observed():
     assert got.typical_quiet_min == 9 and got.window_min == 30  # 3 x 10 min, at the policy's ceiling
 
 
+@pytest.mark.claim(
+    "learn the log-silence and progress windows from the attempt's own cadence (3 × its typical quiet stretch, at least 4 min, once 20 minutes past start-up show it)"
+)
+@pytest.mark.claim(
+    "the longest of the shortest 90 % of the completed quiet stretches it has shown in the last 6 hours (never below 4 minutes, never above the policy's window)"
+)
 def test_the_window_follows_the_typical_quiet_stretch_not_a_rare_benign_phase():
     """A 2-minute checkpoint save every 30 minutes no longer widens the window: a phase longer than
     it is told apart by the evidence of what the hosts are doing, read when the alarm fires."""
@@ -70,6 +97,9 @@ def test_the_window_follows_the_typical_quiet_stretch_not_a_rare_benign_phase():
     assert typical_quiet([0] * 9 + [12]) == 0 and typical_quiet([0] * 8 + [12, 12]) == 12
 
 
+@pytest.mark.claim(
+    "The quiet stretch still under way is never learned from, so a hang cannot teach the supervisor to wait"
+)
 def test_cadence_counts_completed_quiet_stretches_but_not_the_one_under_way():
     quiet = [m for m in range(150) if m % 3 != 0]  # active every third minute: quiet stretches of 2
     series = _every(1, 150, skip=quiet)
@@ -80,6 +110,9 @@ def test_cadence_counts_completed_quiet_stretches_but_not_the_one_under_way():
     assert got.window_min == FLOOR_MIN
 
 
+@pytest.mark.claim(
+    "the longest of the shortest 90 % of the completed quiet stretches it has shown in the last 6 hours (never below 4 minutes, never above the policy's window)"
+)
 @settings(max_examples=200, deadline=None)
 @given(gaps=st.lists(st.integers(0, 40), min_size=3, max_size=60), ceiling=st.integers(5, 60))
 def test_cadence_window_is_bounded_and_covers_nine_in_ten_quiet_stretches_it_saw(gaps, ceiling):
@@ -97,6 +130,7 @@ def test_cadence_window_is_bounded_and_covers_nine_in_ten_quiet_stretches_it_saw
         assert got.intervals >= MIN_INTERVALS and got.observed_min >= LEARN_MIN_OBSERVED
 
 
+@pytest.mark.claim("`[sagewarden] phase=<name> max_minutes=<n>` (n ≤ 120) before a long silent phase")
 def test_phase_marker_keeps_its_minutes_active_up_to_two_hours():
     line = phase_marker("checkpoint_save", 15)
     assert line == "[sagewarden] phase=checkpoint_save max_minutes=15"
@@ -110,17 +144,26 @@ def test_phase_marker_keeps_its_minutes_active_up_to_two_hours():
 # --- the start-up allowance learned for the next attempts -----------------------------------------
 
 
+@pytest.mark.claim(
+    "within 10 minutes of minute 48), 3 × the longest quiet stretch of its first 45 minutes (at least 10, at most 45) becomes the allowance of the run's next *comparable* attempts"
+)
 def test_a_job_that_trains_at_once_gets_the_floor_allowance_for_its_next_attempts():
     series = _every(1, 200)
     assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 10
 
 
+@pytest.mark.claim(
+    "within 10 minutes of minute 48), 3 × the longest quiet stretch of its first 45 minutes (at least 10, at most 45) becomes the allowance of the run's next *comparable* attempts"
+)
 def test_a_30_minute_compile_keeps_the_whole_allowance():
     # config lines at start, then 30 silent minutes of compile, then steps every minute
     series = [(T0, 40.0), *_every(1, 200, skip=range(0, 31))]
     assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 45
 
 
+@pytest.mark.claim(
+    "within 10 minutes of minute 48), 3 × the longest quiet stretch of its first 45 minutes (at least 10, at most 45) becomes the allowance of the run's next *comparable* attempts"
+)
 def test_a_5_minute_nccl_init_gets_three_times_its_length():
     series = _every(1, 200, skip=range(1, 6))  # minutes 1-5 silent
     assert learn_startup(series, started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 18
@@ -137,6 +180,9 @@ def test_an_attempt_silent_from_its_start_keeps_the_whole_allowance():
     assert learn_startup([], started_ms=T0, allowance_min=45, now_ms=T0 + 200 * MIN) == 45
 
 
+@pytest.mark.claim(
+    "within 10 minutes of minute 48), 3 × the longest quiet stretch of its first 45 minutes (at least 10, at most 45) becomes the allowance of the run's next *comparable* attempts"
+)
 def test_the_start_up_allowance_is_read_as_soon_as_its_span_is_observed():
     """Issue 16 item 6: the learned allowance needed ~167 minutes of training (the window's
     learning span then) plus a sweep tick, while its own span is 45 minutes."""
@@ -161,6 +207,7 @@ def _arrived(series: list[tuple[int, float]], now_ms: int, delays_s: list[int]) 
     ]
 
 
+@pytest.mark.claim("The cadence is read only from minutes at least 3 minutes old")
 @settings(max_examples=200, deadline=None)
 # a 5-minute quiet stretch ending one minute before the start-up span does, that minute's datapoint
 # 3 minutes late: read too early, the stretch looks 6 minutes long

@@ -35,6 +35,7 @@ def _alarms(run, *rows):
 # --- a checkpoint save under way is not a hang ---------------------------------------------------
 
 
+@pytest.mark.claim("or a checkpoint object written in the last 5 minutes")
 def test_quiet_signals_wait_while_checkpoint_objects_are_still_landing():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -55,6 +56,13 @@ def test_quiet_signals_wait_while_checkpoint_objects_are_still_landing():
     assert StopJob(run.current.job_name, StopIntent.HANG) in lone.actions
 
 
+@pytest.mark.claim("If the bucket cannot be read, the decision is deferred, not guessed")
+@pytest.mark.claim(
+    'a directory too large for that (100,000 shards is 100 pages) is "unknown", and deferred the same way'
+)
+@pytest.mark.claim(
+    'An S3, Logs or CloudWatch error defers the judgement (retried each minute, an alert after 10 minutes), never "no checkpoint", "silence" or "no progress".'
+)
 def test_an_unreadable_bucket_defers_the_hang_judgement_and_never_reads_as_no_save():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -75,6 +83,20 @@ def test_an_unreadable_bucket_defers_the_hang_judgement_and_never_reads_as_no_sa
 # --- start-up allowance and the lone idle host -----------------------------------------------------
 
 
+@pytest.mark.claim(
+    "after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on (first-step compile, NCCL init); a lone idle host must hold 10 minutes; learned shorter from comparable attempts"
+)
+@pytest.mark.claim("NCCL init is as idle as a stuck job (only the start-up allowance holds it)")
+@pytest.mark.claim(
+    "For `startup_silence_minutes` (45) after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on"
+)
+@pytest.mark.claim("during start-up a lone-idle alarm must hold 10 minutes before it acts")
+@pytest.mark.claim(
+    "An alarm still in ALARM when the allowance ends is acted on then (the sweep looks at that moment, and at the grace period's end: an alarm already in ALARM sends no new state change)."
+)
+@pytest.mark.claim(
+    "The decision guards against it (a lone idle host during start-up must hold 10 minutes; unit-tested), but no drill shows a skew longer than that."
+)
 def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -94,6 +116,12 @@ def test_log_silence_waits_for_the_start_up_allowance_gpu_asymmetry_does_not():
     assert still_silent.run.status == RunStatus.STOPPING  # level re-read after start-up: acted on
 
 
+@pytest.mark.claim(
+    "An alarm still in ALARM when the allowance ends is acted on then (the sweep looks at that moment, and at the grace period's end: an alarm already in ALARM sends no new state change)."
+)
+@pytest.mark.claim(
+    "it is judged only once Training has lasted its window, or the allowance plus the 3 late minutes, whichever comes first (with a 1-minute allowance and a 5-minute window: from minute 4; with the default 45 and 30: from minute 45, as before). Judged earlier, the self-test's 1-minute allowance stopped its job, which logs every 6 seconds, 2.3 minutes into Training."
+)
 def test_a_silence_alarm_is_not_judged_before_training_has_lasted_what_it_can_see():
     """The log-silence alarm counts a minute without data as silent, and the minutes before
     Training have none while the first minutes' datapoints may still be on their way: 2 minutes
@@ -118,6 +146,9 @@ def test_a_silence_alarm_is_not_judged_before_training_has_lasted_what_it_can_se
     assert StopJob(default.current.job_name, StopIntent.HANG) in late.actions
 
 
+@pytest.mark.claim(
+    "An alarm still in ALARM when the allowance ends is acted on then (the sweep looks at that moment, and at the grace period's end: an alarm already in ALARM sends no new state change)."
+)
 def test_a_silence_alarm_held_by_the_grace_period_is_looked_at_when_it_ends():
     """An allowance learned shorter (10 minutes) than the grace period (15): an alarm in ALARM
     from minute 12 sends no new change at minute 15, so the sweep looks at minute 15 and acts."""
@@ -136,6 +167,12 @@ def _learned(run, minutes, kind=None):
     )
 
 
+@pytest.mark.claim(
+    "after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on (first-step compile, NCCL init); a lone idle host must hold 10 minutes; learned shorter from comparable attempts"
+)
+@pytest.mark.claim(
+    "a hang early in its next resumed attempt acted on after the 15-minute grace period instead of after 45 minutes"
+)
 def test_a_start_up_allowance_learned_from_an_earlier_attempt_shortens_the_wait():
     t0 = training_run().current.training_started_ms
     for learned, acts in ((10, True), (None, False)):  # learned 10 min vs the policy's 45
@@ -169,6 +206,9 @@ def test_a_start_up_allowance_learned_from_a_fresh_start_does_not_apply_to_a_res
     assert not any(isinstance(a, StopJob) for a in waits.actions)
 
 
+@pytest.mark.claim(
+    "within 10 minutes of minute 48), 3 × the longest quiet stretch of its first 45 minutes (at least 10, at most 45) becomes the allowance of the run's next *comparable* attempts"
+)
 def test_the_start_up_allowance_is_learned_with_the_windows():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -181,6 +221,13 @@ def test_the_start_up_allowance_is_learned_with_the_windows():
     )
 
 
+@pytest.mark.claim(
+    "after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on (first-step compile, NCCL init); a lone idle host must hold 10 minutes; learned shorter from comparable attempts"
+)
+@pytest.mark.claim("NCCL init is as idle as a stuck job (only the start-up allowance holds it)")
+@pytest.mark.claim(
+    "For `startup_silence_minutes` (45) after Training starts, log silence, a stalled progress metric and the whole job idle (`gpu_idle`) are not acted on"
+)
 def test_whole_job_idle_waits_for_the_start_up_allowance():
     # a 30-minute first-step compile (or NCCL init on 256 hosts) leaves every GPU idle: gpu_idle
     # (20 min) enters ALARM inside the allowance and must not stop the job; it is read again after
@@ -221,6 +268,9 @@ def _activity(start: int, minutes: int, every: int = 1) -> tuple[tuple[int, floa
     return tuple((start + m * MIN, 6.0) for m in range(0, minutes, every))
 
 
+@pytest.mark.claim("learned, else 30 min; never below 4; judged on the evidence")
+@pytest.mark.claim("The log-silence and progress windows become 3 × the attempt's")
+@pytest.mark.claim("Only alarms whose window changed are re-put")
 def test_tick_learns_a_short_log_silence_window_and_re_puts_only_that_alarm():
     run = training_run(RunPolicy(progress_metric="train:step"))
     t0 = run.current.training_started_ms
@@ -236,6 +286,7 @@ def test_tick_learns_a_short_log_silence_window_and_re_puts_only_that_alarm():
     assert not any(isinstance(a, EnsureHangAlarms) for a in again.actions)
 
 
+@pytest.mark.claim("a job that logs every 10 minutes keeps a 30-minute one after 100")
 def test_tick_keeps_the_window_long_for_a_job_that_logs_every_ten_minutes():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -244,6 +295,11 @@ def test_tick_keeps_the_window_long_for_a_job_that_logs_every_ten_minutes():
     assert d.run.current.log_window_min is None
 
 
+@pytest.mark.claim(
+    "learn the log-silence and progress windows from the attempt's own cadence (3 × its typical quiet stretch, at least 4 min, once 20 minutes past start-up show it)"
+)
+@pytest.mark.claim("A job that logs every minute gets a 4-minute window 68 minutes into its first attempt")
+@pytest.mark.claim("`adaptive_windows: false` keeps the fixed windows")
 def test_no_window_is_learned_without_adaptive_windows_or_before_enough_training():
     run = training_run(RunPolicy(adaptive_windows=False))
     t0 = run.current.training_started_ms
@@ -259,6 +315,9 @@ def test_no_window_is_learned_without_adaptive_windows_or_before_enough_training
 # --- checkpoint-interval advice (Young/Daly) -----------------------------------------------------
 
 
+@pytest.mark.claim(
+    "give the Young/Daly interval √(2 × write time × MTBF) and the GPU-hours per day it would save over the current interval"
+)
 def test_checkpoint_advice_from_the_runs_own_checkpoints_and_faults():
     run = training_run()
     t0 = run.current.training_started_ms
@@ -289,6 +348,9 @@ def test_checkpoint_advice_says_the_interval_is_not_measured_yet_never_a_questio
     assert ("optimal ~" in line) == bool(seen)  # one write time measured is enough for the optimum
 
 
+@pytest.mark.claim(
+    "give the Young/Daly interval √(2 × write time × MTBF) and the GPU-hours per day it would save over the current interval"
+)
 def test_a_resume_alert_gives_the_checkpoint_interval_advice_when_it_would_save():
     """docs/hang-detection.md: the resume alerts give the Young/Daly interval and what it saves."""
     from sagewarden.domain.vocabulary.actions import Notify
@@ -339,6 +401,7 @@ def test_a_new_checkpoint_seen_on_a_tick_is_recorded_for_the_advice():
     assert same.ignored is not None  # nothing new
 
 
+@pytest.mark.claim("The evidence is read only while a quiet signal is in ALARM")
 def test_only_a_quiet_signal_in_alarm_asks_whether_a_save_is_under_way():
     from sagewarden.domain.hangs.quiet import wants_save_activity
     from sagewarden.domain.vocabulary.events import HangSignal
@@ -370,6 +433,9 @@ def _learned_then_resumed(policy: RunPolicy | None = None):
     return step(run, observed(run, "InProgress", "Training", end + 10 * MIN), end + 10 * MIN)
 
 
+@pytest.mark.claim(
+    "learned (≥ 4 min, 20 min past start-up for a job logging every minute; carried to the next attempts on the same instances), else 30 min; never below 4"
+)
 def test_a_resumed_attempt_on_the_same_instances_starts_with_the_learned_windows():
     d = _learned_then_resumed()
     assert d.run.current.number == 2 and d.run.current.log_window_min is None  # not its own yet

@@ -85,6 +85,9 @@ def test_a_stop_on_the_heartbeats_silence_needs_the_jobs_logs_to_confirm_it(quie
     assert recent.run.current.heartbeat_doubted_ms is None  # lines the heartbeat may not show yet
 
 
+@pytest.mark.claim(
+    "its heartbeat is *doubted*, and its log silence is judged from its logs by the sweep, as without a subscription, until its log-silence alarm is OK again"
+)
 @pytest.mark.parametrize("doubted_before", [False, True], ids=["first contradiction", "already doubted"])
 def test_logs_with_lines_the_heartbeat_never_showed_doubt_it_and_stop_nothing(quiet, doubted_before):
     run, event, now, evidence = quiet
@@ -98,6 +101,9 @@ def test_logs_with_lines_the_heartbeat_never_showed_doubt_it_and_stop_nothing(qu
         assert again.ignored is not None and not again.actions
 
 
+@pytest.mark.claim(
+    "If the read keeps failing for hours, the heartbeat alone never stops the job (the GPU signals still act on their own)"
+)
 @pytest.mark.parametrize(
     "evidence",
     [
@@ -125,6 +131,9 @@ def test_an_unconfirmed_silence_is_unknown_deferred_and_told_after_ten_minutes(q
     assert _stopped(healed) and healed.run.deferred_since_ms is None
 
 
+@pytest.mark.claim(
+    "its heartbeat is *doubted*, and its log silence is judged from its logs by the sweep, as without a subscription, until its log-silence alarm is OK again"
+)
 def test_a_doubted_heartbeat_is_trusted_again_once_its_alarm_is_ok(quiet):
     run, event, now, evidence = quiet
     doubted = step(run, event, now, dataclasses.replace(evidence, heartbeat_check=LogCheck.CONTRADICTED)).run
@@ -136,6 +145,9 @@ def test_a_doubted_heartbeat_is_trusted_again_once_its_alarm_is_ok(quiet):
     assert step(doubted, edge, now + 21 * MIN, Observations()).run.current.heartbeat_doubted_ms is None
 
 
+@pytest.mark.claim(
+    "its heartbeat is *doubted*, and its log silence is judged from its logs by the sweep, as without a subscription, until its log-silence alarm is OK again"
+)
 def test_a_doubted_attempt_is_still_stopped_when_its_logs_go_silent(quiet):
     """Judged from its logs (the sweep's own check), a hang after the contradiction is caught."""
     run, event, now, evidence = quiet
@@ -165,6 +177,7 @@ def test_while_the_pipeline_is_broken_no_heartbeat_alarm_is_evidence_and_the_log
     assert _stopped(step(run, Tick(), now, tick))
 
 
+@pytest.mark.claim("While a benign phase is waited for, the logs are looked up once per ALARM stretch too")
 def test_during_a_benign_phase_the_logs_are_looked_up_once_per_alarm_stretch():
     """Healthy training reads as work on its hosts' CPU: without this look-up a job whose heartbeat
     broke was waited for up to the benign ceiling (90 min) before anything knew."""
@@ -215,6 +228,9 @@ def test_the_confirming_windows_follow_the_alarm_and_the_late_heartbeat():
     assert confirm_windows(1, now, now).recent_ms == now - 4 * MIN  # never below the alarm's floor
 
 
+@pytest.mark.claim(
+    "No log-silence alarm OK while an attempt is doubted: the heartbeat stopped for every job at once"
+)
 def test_the_pipeline_is_broken_only_when_no_heartbeat_arrives_for_any_job_and_logs_contradict_it():
     healthy = PipelineHealth()
     now = 5 * HOUR

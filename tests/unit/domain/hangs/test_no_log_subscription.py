@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from sagewarden.adapters.cloudwatch_hang_alarms import alarm_specs
 from sagewarden.domain.hangs.alarms import alarm_keys
 from sagewarden.domain.vocabulary.actions import EnsureHangAlarms, StopJob
@@ -34,6 +36,7 @@ def _expected_keys(run, obs):
     return set(alarm_keys(ensure))
 
 
+@pytest.mark.claim("In that mode no heartbeat metric exists, so no attempt gets a log-silence alarm")
 def test_training_without_a_subscription_creates_no_log_silence_alarm():
     started = training_run(obs=NO_SUB)
     (ensure,) = [a for a in _training_actions(NO_SUB) if isinstance(a, EnsureHangAlarms)]
@@ -76,6 +79,9 @@ def test_a_leftover_log_silence_alarm_in_alarm_is_not_evidence_without_a_subscri
     assert StopJob(sub.current.job_name, StopIntent.HANG) in acted.actions
 
 
+@pytest.mark.claim(
+    "subscribe the heartbeat function to `/aws/sagemaker/TrainingJobs`. Set `false` if the group's two subscription-filter slots are taken; the sweep then checks log silence itself."
+)
 def test_the_sweeps_silence_check_still_stops_a_silent_job_without_a_subscription():
     run = training_run(obs=NO_SUB)
     t0 = run.current.training_started_ms
@@ -95,6 +101,7 @@ def test_a_learned_window_without_a_subscription_re_puts_no_alarm():
     assert not any(isinstance(a, EnsureHangAlarms) for a in d.actions)
 
 
+@pytest.mark.claim("In that mode no heartbeat metric exists, so no attempt gets a log-silence alarm")
 def test_no_subscription_spec_has_no_heartbeat_alarm_request():
     run = training_run(RunPolicy(progress_metric="train:step"), obs=NO_SUB)
     d = step(run, _alarms(run), run.current.training_started_ms + MIN, NO_SUB)

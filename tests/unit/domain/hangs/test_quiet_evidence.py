@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.hangs.quiet import quiet_signals_wait
 from sagewarden.domain.vocabulary.actions import StopJob
@@ -68,6 +70,10 @@ def _stopped(d) -> bool:
     return StopJob(d.run.current.job_name, StopIntent.HANG) in d.actions
 
 
+@pytest.mark.claim("a collective spinning. Stopped at once.")
+@pytest.mark.claim(
+    "A spinning NCCL hang keeps GPUs at 100 %, so log silence (with the evidence of a spin) is its only fast signal"
+)
 def test_a_spin_is_stopped_as_soon_as_the_short_window_fires():
     run = _learned()
     t0 = run.current.training_started_ms
@@ -84,6 +90,7 @@ def test_a_spin_is_stopped_as_soon_as_the_short_window_fires():
     assert any(line.startswith("evidence: spin: GPUs busy on 2 of 2") for line in d.run.current.evidence)
 
 
+@pytest.mark.claim("a stuck host among spinning ones too). Stopped at once.")
 def test_a_stuck_data_loader_is_stopped_at_once_too():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
@@ -93,6 +100,12 @@ def test_a_stuck_data_loader_is_stopped_at_once_too():
     assert _stopped(d) and any(line.startswith("evidence: stuck") for line in d.run.current.evidence)
 
 
+@pytest.mark.claim(
+    "a quiet stretch (log silence, a stalled progress metric, the whole job idle) while the hosts' metrics show work (CPU busy, disk space growing) or checkpoint objects land is a benign phase for at most this long"
+)
+@pytest.mark.claim(
+    "waited for up to `benign_phase_max_minutes` (90) of quiet, so a compile that never ends or a save that keeps writing is still stopped"
+)
 def test_a_compile_waits_while_the_hosts_work_up_to_the_benign_ceiling():
     """A 45- or 60-minute first-step compile was stopped when the start-up allowance ended."""
     run = _confirmed(training_run())
@@ -113,6 +126,13 @@ def test_a_compile_waits_while_the_hosts_work_up_to_the_benign_ceiling():
     assert any("past the 90-minute ceiling of a benign phase" in line for line in d.run.current.evidence)
 
 
+@pytest.mark.claim(
+    "a quiet stretch (log silence, a stalled progress metric, the whole job idle) while the hosts' metrics show work (CPU busy, disk space growing) or checkpoint objects land is a benign phase for at most this long"
+)
+@pytest.mark.claim("or a checkpoint object written in the last 5 minutes")
+@pytest.mark.claim(
+    "waited for up to `benign_phase_max_minutes` (90) of quiet, so a compile that never ends or a save that keeps writing is still stopped"
+)
 def test_a_checkpoint_save_landing_objects_waits_up_to_the_ceiling():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
@@ -132,6 +152,12 @@ def test_a_checkpoint_save_landing_objects_waits_up_to_the_ceiling():
     assert _stopped(d)
 
 
+@pytest.mark.claim(
+    "so the silence alone decides, on the policy's window (`log_silence_minutes`, 30), as before a window is learned"
+)
+@pytest.mark.claim(
+    'Host metrics that cannot be read, or have not arrived, are unknown evidence, never "idle"'
+)
 def test_without_evidence_a_short_window_waits_for_the_policys_window():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
@@ -160,6 +186,7 @@ def test_the_whole_job_idle_still_acts_on_its_own_window_without_evidence():
     assert _stopped(d)
 
 
+@pytest.mark.claim("learned, else 30 min; never below 4; judged on the evidence")
 def test_a_loop_stuck_while_a_thread_logs_is_stopped_on_spin_evidence():
     run = _learned(policy=RunPolicy(progress_metric="train:step"))
     run = _attempt(run, progress_window_min=6)
@@ -180,6 +207,7 @@ def test_a_loop_stuck_while_a_thread_logs_is_stopped_on_spin_evidence():
     assert not _stopped(step(run, stalled, now, Observations(host_metrics=_hosts(onset, now, 72.0, 3.0))))
 
 
+@pytest.mark.claim("The evidence is read only while a quiet signal is in ALARM")
 def test_the_first_pass_without_any_look_up_never_ignores_what_the_evidence_may_decide():
     """The service decides an alarm event once without look-ups (a duplicate costs one read): that
     pass must not take "nothing to do", or the evidence would never be read."""
@@ -189,6 +217,9 @@ def test_the_first_pass_without_any_look_up_never_ignores_what_the_evidence_may_
     assert d.ignored is None
 
 
+@pytest.mark.claim(
+    "While every alarmed signal waits for a benign phase, the log tail and per-host log triage (which only a hang's alert needs) are not read"
+)
 def test_the_log_tail_is_skipped_only_while_every_alarmed_signal_waits_for_a_benign_phase():
     run = _learned()
     onset = run.current.training_started_ms + 2 * HOUR
@@ -209,6 +240,9 @@ def test_the_log_tail_is_skipped_only_while_every_alarmed_signal_waits_for_a_ben
     assert quiet_signals_wait(run, edge, compile_, now)
 
 
+@pytest.mark.claim(
+    "20 minutes of training past the start-up allowance and at least ten of its intervals (the sweep looks at that moment)"
+)
 def test_the_sweep_looks_at_a_training_attempt_as_soon_as_its_window_can_be_learned():
     run = _confirmed(training_run())
     t0 = run.current.training_started_ms

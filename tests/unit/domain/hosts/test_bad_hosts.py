@@ -66,6 +66,9 @@ def next_launch(d):
     return d, launch
 
 
+@pytest.mark.claim(
+    "After a fault that singles out a host the replacement starts cold at once (it asks for a volume size 1 GB off the one the bad host's warm pool has, so SageMaker cannot match that pool) and asks SageMaker's infra check first (modelled as 5-30 extra minutes, since AWS publishes no duration), unless the host printed the contract's fingerprint line"
+)
 @pytest.mark.parametrize(
     ("reason", "tail", "host"),
     [
@@ -123,6 +126,7 @@ def test_an_nccl_error_naming_no_host_restarts_warm_without_an_infra_check():
     assert "InfraCheckConfig" not in launch.request
 
 
+@pytest.mark.claim("whose job leaves a warm pool to reuse is not decided until a minute after the job's end")
 def test_a_crash_naming_no_host_seen_at_its_end_waits_for_its_last_log_lines():
     """CloudWatch Logs ingests a line some time after it is written (AWS publishes no bound): the
     Xid line that names the failed host can land after the Failed event. Decided at once, the
@@ -145,6 +149,9 @@ def test_a_crash_naming_no_host_seen_at_its_end_waits_for_its_last_log_lines():
     assert not watch_of(plain.run, run.current.job_name).bad_host and plain.run.deferred_since_ms is None
 
 
+@pytest.mark.claim(
+    "So is a bad-GPU crash that does not say which host, while the policy skips the infra check for a fingerprinted host"
+)
 def test_a_hardware_crash_naming_no_host_yet_waits_for_the_line_that_spares_the_infra_check():
     """The crash's CUDA error (in the FailureReason) says a bad GPU, but not which host: decided at
     once, the host has no name, so no fingerprint is remembered and the next attempt pays the
@@ -215,6 +222,12 @@ def test_the_bad_hosts_fingerprint_is_remembered_and_survives_the_store():
     assert again.current.infra_check
 
 
+@pytest.mark.claim(
+    "When that fingerprint would spare the next attempt the infra check, the ending waits for a read that succeeds, on the sweep's looks for up to 3 minutes after the job's end, then is decided with the fingerprint unknown and the check"
+)
+@pytest.mark.claim(
+    'each one unknown, never "none printed", and read again for up to 3 minutes before the ending is decided without it'
+)
 def test_an_unreadable_fingerprint_is_read_again_then_unknown_not_absent():
     """A throttled fingerprint read is unknown, not "none printed": the ending waits for a read
     that succeeds (the fingerprint remembered, no infra check for the next attempt), for up to
@@ -244,6 +257,12 @@ def test_an_unreadable_fingerprint_is_read_again_then_unknown_not_absent():
     assert blind.run.infra_check_pending  # the host is still singled out
 
 
+@pytest.mark.claim(
+    "When that look-up fails (throttled: many runs ending at once share the account's FilterLogEvents rate) and nothing names a host, the ending waits for one that succeeds, on the sweep's looks for up to 3 minutes after the job's end, then is decided with what the tail shows"
+)
+@pytest.mark.claim(
+    'each one unknown, never "none printed", and read again for up to 3 minutes before the ending is decided without it'
+)
 def test_a_crash_naming_no_host_waits_while_the_hardware_line_look_up_fails():
     """On a job of 2+ hosts the failed host is found by one FilterLogEvents for GPU hardware lines
     (the tail reads hosts in order and may not reach it). A throttled look-up is unknown, not "no
@@ -269,6 +288,9 @@ def test_a_crash_naming_no_host_waits_while_the_hardware_line_look_up_fails():
     assert answered.run.deferred_since_ms is None and launches(answered)
 
 
+@pytest.mark.claim(
+    "When that fingerprint would spare the next attempt the infra check, the ending waits for a read that succeeds, on the sweep's looks for up to 3 minutes after the job's end, then is decided with the fingerprint unknown and the check"
+)
 def test_an_unreadable_fingerprint_does_not_hold_an_ending_whose_next_attempt_is_checked_anyway():
     run = training_run(policy=RunPolicy(keep_alive_seconds=0, infra_check_unless_fingerprinted=False))
     d, _ = end(run, NCCL_REASON, ECC_TAIL, fp=(), fp_error="ThrottlingException: Rate exceeded")
@@ -350,6 +372,9 @@ def test_parsing_hosts_and_fingerprints():
     }
 
 
+@pytest.mark.claim(
+    "After a fault that singles out a host the replacement starts cold at once (it asks for a volume size 1 GB off the one the bad host's warm pool has, so SageMaker cannot match that pool) and asks SageMaker's infra check first (modelled as 5-30 extra minutes, since AWS publishes no duration), unless the host printed the contract's fingerprint line"
+)
 def test_a_bad_host_that_printed_its_fingerprint_restarts_without_the_check():
     run = training_run(policy=RunPolicy(keep_alive_seconds=0))
     d, _ = end(run, NCCL_REASON, ECC_TAIL)  # algo-2 printed its fingerprint line

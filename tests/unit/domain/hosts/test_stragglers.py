@@ -84,6 +84,9 @@ def verdict(lines, at_min: int, threshold: float = 0.15) -> dict[str, str]:
 # scoring (pure)
 
 
+@pytest.mark.claim(
+    "`straggler_threshold` / `straggler_window_minutes` | 0.15 / 6 | 0.05 ≤ x ≤ 1 / 1 ≤ x ≤ 1,440"
+)
 @pytest.mark.parametrize("fraction", [0.15, 0.30], ids=["15 % slower", "30 % slower"])
 def test_a_lasting_slowdown_of_15_or_30_percent_is_flagged_once_it_lasted_the_window(fraction):
     lines = job_lines(60, slow_from(2, 30, fraction))
@@ -97,6 +100,7 @@ def test_a_lasting_slowdown_of_15_or_30_percent_is_flagged_once_it_lasted_the_wi
     assert s.vs_history == pytest.approx(fraction, abs=0.02)
 
 
+@pytest.mark.claim("10 %, a 3-minute slowdown, checkpoint shard writes and uneven shards are never flagged")
 def test_ten_percent_is_not_flagged_at_the_default_threshold_but_is_at_a_lower_one():
     lines = job_lines(60, slow_from(3, 20, 0.10))
     for at in range(25, 61, 2):
@@ -104,17 +108,23 @@ def test_ten_percent_is_not_flagged_at_the_default_threshold_but_is_at_a_lower_o
     assert verdict(lines, 40, threshold=0.08)["algo-3"] == "straggler"
 
 
+@pytest.mark.claim(
+    "A host briefly slow (its own checkpoint shard write) is not flagged, and neither is the whole job slowing down (no host's ratio moves)."
+)
+@pytest.mark.claim("A real straggler's own jitter does not break its stretch; a return to normal does.")
 def test_a_transient_slowdown_shorter_than_the_window_is_not_flagged():
     # one host slow for 3 minutes (e.g. its own checkpoint shard write), 30 % slower
     lines = job_lines(60, slow_from(1, 30, 0.30, end_min=33))
     assert all(verdict(lines, at)["algo-1"] != "straggler" for at in range(10, 61))
 
 
+@pytest.mark.claim("so a host constantly slower from the start (uneven data shards) is not a change")
 def test_a_constant_offset_from_the_start_is_in_the_baseline_and_not_flagged():
     lines = job_lines(60, lambda h, m: 1.2 if h == 4 else 1.0)  # uneven shards: 20 % from the start
     assert all(v != "straggler" for at in range(10, 61) for v in verdict(lines, at).values())
 
 
+@pytest.mark.claim("A host that printed no line is unknown, not healthy.")
 def test_a_host_without_lines_is_unknown_not_healthy():
     lines = [
         (t, text) for t, text in job_lines(60, lambda h, m: 1.0) if not (t > 30 * MIN and "[algo-2]" in text)
@@ -125,6 +135,9 @@ def test_a_host_without_lines_is_unknown_not_healthy():
     assert baseline(parse(text for _, text in lines if "[algo-2]" not in text), HOSTS) is None
 
 
+@pytest.mark.claim(
+    "A host briefly slow (its own checkpoint shard write) is not flagged, and neither is the whole job slowing down (no host's ratio moves)."
+)
 def test_the_whole_job_slowing_down_flags_no_host():
     lines = job_lines(60, lambda h, m: 1.3 if m >= 20 else 1.0)
     assert all(v == "ok" for at in range(25, 61) for v in verdict(lines, at).values())
@@ -155,6 +168,9 @@ def test_a_restart_waits_until_the_slowdown_has_cost_as_much_as_a_restart():
     assert break_even(0.30, 48 * 3600, 16, slow_for_s=1.05 * cost_h * 3600, **parts).restart_pays
 
 
+@pytest.mark.claim(
+    "`straggler_threshold` / `straggler_window_minutes` | 0.15 / 6 | 0.05 ≤ x ≤ 1 / 1 ≤ x ≤ 1,440"
+)
 def test_policy_checks_the_straggler_fields():
     with pytest.raises(PolicyError):
         RunPolicy.from_dict({"straggler_action": "reboot"}).validate()
@@ -208,6 +224,9 @@ def stops(out):
     return [(m, a) for m, d in out for a in d.actions if isinstance(a, StopJob)]
 
 
+@pytest.mark.claim(
+    "With `alert`, the default, the job keeps training and the alert says whether a restart would pay."
+)
 def test_a_lasting_straggler_is_alerted_within_ten_minutes_naming_host_slowdown_and_break_even():
     run, t0 = run_training()
     assert read_since_ms(run, t0 + READ_EVERY_MS) == t0
@@ -226,6 +245,9 @@ def test_a_lasting_straggler_is_alerted_within_ten_minutes_naming_host_slowdown_
     assert stored == run.current and len(stored.host_baselines) == 4  # what the store keeps
 
 
+@pytest.mark.claim(
+    "or `restart`: stop and resume cold (with the infra check) once the slowdown has cost as much as a restart and the rest of the run would lose more"
+)
 def test_with_restart_a_lasting_straggler_is_stopped_once_it_has_cost_a_restart_and_resumes_cold_with_the_infra_check():
     run, t0 = run_training(straggler_action="restart")
     lines = job_lines(400, slow_from(2, 30, 0.30), total=200_000)  # days left: a restart pays
@@ -265,6 +287,9 @@ def test_with_restart_no_total_means_an_unknown_loss_and_no_stop():
     assert "unknown" in alert.body and not stops(out)
 
 
+@pytest.mark.claim(
+    "A read that fails is unknown: nothing is decided, a flagged host stays flagged, and the next read tries again."
+)
 def test_unreadable_step_lines_decide_nothing_and_are_read_again():
     run, t0 = run_training()
     now = t0 + 3 * MIN
@@ -273,6 +298,9 @@ def test_unreadable_step_lines_decide_nothing_and_are_read_again():
     assert read_since_ms(d.run, now + READ_EVERY_MS) == t0
 
 
+@pytest.mark.claim(
+    "a host `s` slower than its own baseline for a straggler window, flagged or not once it is 7.5 % slower, holds back `s / (1 + s)`"
+)
 def test_goodput_measures_a_ten_percent_host_it_does_not_alert_on_and_ends_the_episode_when_it_recovers():
     run, t0 = run_training()
     lines = job_lines(120, slow_from(4, 30, 0.10, end_min=80), total=20_000)
@@ -286,6 +314,9 @@ def test_goodput_measures_a_ten_percent_host_it_does_not_alert_on_and_ends_the_e
     assert stored == cur
 
 
+@pytest.mark.claim(
+    "a host `s` slower than its own baseline for a straggler window, flagged or not once it is 7.5 % slower, holds back `s / (1 + s)`"
+)
 def test_goodput_measures_no_slowdown_on_a_healthy_job_or_a_constant_offset():
     run, t0 = run_training()
     lines = job_lines(120, slow_from(2, 0, 0.05), total=20_000)  # 5 % slower from the first step

@@ -110,6 +110,7 @@ def supervise_a_week(lines: list[list[str]], **policy: object) -> list[tuple[int
     return flags
 
 
+@pytest.mark.claim("Over 7 simulated days of a healthy but noisy 16-host job")
 @pytest.mark.parametrize(
     "seed",
     [1, 2, 3],
@@ -119,6 +120,8 @@ def test_a_healthy_noisy_16_host_job_is_never_flagged_in_seven_days(seed):
     assert supervise_a_week(week_of_lines(seed)) == []
 
 
+@pytest.mark.claim("the same week with a host 15 % slower from day 3 flags it in 10 minutes or less")
+@pytest.mark.claim("A real straggler's own jitter does not break its stretch; a return to normal does.")
 def test_the_same_noisy_week_flags_a_host_that_becomes_15_percent_slower_within_ten_minutes():
     onset = 3 * 24 * 60 + 7
     flags = supervise_a_week(week_of_lines(1, slow=(11, onset, 0.15)))

@@ -144,6 +144,9 @@ def test_clip_lines_clips_a_long_line_instead_of_dropping_it():
 # --- bounded_json -----------------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "Texts stored on items or published are capped by bytes with valid JSON and a note of what was cut (400 KB items, 256 KB messages)"
+)
 @PROPS
 @given(JSON_VALUE, st.integers(min_value=MIN_JSON_BYTES, max_value=4000))
 def test_bounded_json_is_valid_json_within_the_limit(value, max_bytes):

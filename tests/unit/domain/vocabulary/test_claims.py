@@ -24,6 +24,9 @@ def test_claims_spell_a_prefix_one_way(uri, prefix):
     assert checkpoint_prefix(uri) == prefix
 
 
+@pytest.mark.claim(
+    "An exact name or prefix is one item; a nested prefix is caught by the run's claim on every folder above its prefix (a string set of the live runs below each), so it is race-free too. Runs stored before claims existed hold none."
+)
 def test_claims_cover_the_name_the_prefix_and_every_folder_above_it():
     assert ancestors("s3://b/x/y/") == ("s3://b/", "s3://b/x/")
     assert claim_keys("llama", "s3://b/x/y") == (
@@ -39,6 +42,9 @@ def test_claims_cover_the_name_the_prefix_and_every_folder_above_it():
     assert plan["under#s3://b/x/y/"].free >= {BELOW} and plan["ckpt#s3://b/x/y/"].free == {ARCHIVERS}
 
 
+@pytest.mark.claim(
+    "A second live run with the same `name`, or with a `CheckpointConfig.S3Uri` that is the same prefix, inside it or around it"
+)
 @pytest.mark.parametrize(
     ("other_name", "other_uri", "expected"),
     [

@@ -372,6 +372,9 @@ def _log_lines(result: Classification, ending: Ending) -> tuple[str, ...]:
 # --- Tables are complete and every entry is exercised ------------------------------------------
 
 
+@pytest.mark.claim(
+    "It matches reasons and log lines by case- and whitespace-insensitive substring, never by whole string, and its tables are plain data you can extend."
+)
 @pytest.mark.parametrize(("table_name", "examples"), TABLES, ids=[name for name, _ in TABLES])
 def test_classify_every_signature_entry_has_examples(
     table_name: str, examples: dict[str, tuple[str, ...]]
@@ -391,6 +394,9 @@ def test_classify_signature_tables_are_exported() -> None:
 # --- Synchronous API errors ---------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    '`ThrottlingException` / "Rate exceeded" / a 5xx from CreateTrainingJob | short jittered retry'
+)
 @pytest.mark.parametrize("spell", [str.upper, str.lower, lambda s: f"  {s}\n"], ids=["upper", "lower", "ws"])
 @pytest.mark.parametrize(("label", "code"), _cases(API_THROTTLE_CODE_EXAMPLES))
 def test_classify_throttle_codes(label: str, code: str, spell: Spelling) -> None:
@@ -400,6 +406,9 @@ def test_classify_throttle_codes(label: str, code: str, spell: Spelling) -> None
     assert result.quota is None
 
 
+@pytest.mark.claim(
+    '`ThrottlingException` / "Rate exceeded" / a 5xx from CreateTrainingJob | short jittered retry'
+)
 @pytest.mark.parametrize(
     "code",
     [None, "", "LimitExceededException", "ValidationException"],
@@ -412,6 +421,9 @@ def test_classify_throttle_messages_whatever_the_code(label: str, message: str, 
     assert label in result.reason
 
 
+@pytest.mark.claim(
+    'synchronous `ResourceLimitExceeded`: limit, utilisation and delta are parsed from the message (the quoted wording and the older unquoted one), and "... is not available in this region" is recognised'
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "code"), _cases(API_QUOTA_CODE_EXAMPLES))
 def test_classify_quota_code_parses_message(label: str, code: str, spell: Spelling) -> None:
@@ -503,6 +515,9 @@ def test_classify_blank_api_fields_are_ignored() -> None:
 # --- parse_quota_message ----------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    'synchronous `ResourceLimitExceeded`: limit, utilisation and delta are parsed from the message (the quoted wording and the older unquoted one), and "... is not available in this region" is recognised'
+)
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
@@ -635,6 +650,9 @@ def test_classify_stop_intent_beats_everything_when_stopped(secondary: str | Non
     assert "\n" not in result.reason
 
 
+@pytest.mark.claim(
+    "chain the next segment from the newest checkpoint. Runs longer than SageMaker's 28-day cap work; each segment's MaxRuntime is capped by the run's remaining wall clock."
+)
 @pytest.mark.parametrize("secondary", ["MaxRuntimeExceeded", "maxruntimeexceeded", " MaxRuntime Exceeded "])
 def test_classify_max_runtime_exceeded_is_segment_done(secondary: str) -> None:
     result = classify(Ending(status="Stopped", secondary_status=secondary, reached_training=True))
@@ -642,6 +660,7 @@ def test_classify_max_runtime_exceeded_is_segment_done(secondary: str) -> None:
     assert result.evidence == ("SecondaryStatus: " + "".join(secondary.split()),)
 
 
+@pytest.mark.claim("`Stopped/Interrupted`, `MaxWaitTimeExceeded` | resume | no-progress streak only")
 @pytest.mark.parametrize(
     "secondary", ["Interrupted", "MaxWaitTimeExceeded", "INTERRUPTED", "maxwaittimeexceeded"]
 )
@@ -685,6 +704,8 @@ def test_classify_stopped_pending_capacity(
         assert "MaxPendingTimeInSeconds" in result.reason
 
 
+@pytest.mark.claim("`Stopped` with no recorded intent (a person stopped it) | CANCELLED")
+@pytest.mark.claim("Intended: a stop without a sagewarden intent is treated as yours.")
 @pytest.mark.parametrize(
     "secondary",
     ["Stopped", None, "Training", "something new"],
@@ -708,6 +729,9 @@ def test_classify_capacity_failure_reasons(label: str, reason: str, spell: Spell
     assert result.evidence == (spell(reason).strip(),)
 
 
+@pytest.mark.claim(
+    "`InternalServerError`; hardware texts (unhealthy instance, cluster repair exhausted); `AlgorithmError` whose log tail shows an NCCL watchdog or NCCL error, a lost rank, EFA/libfabric errors or an S3 SlowDown (transient)"
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "reason"), _cases(REASON_INTERNAL_ERROR_EXAMPLES))
 def test_classify_internal_server_error_reasons(label: str, reason: str, spell: Spelling) -> None:
@@ -717,6 +741,9 @@ def test_classify_internal_server_error_reasons(label: str, reason: str, spell: 
     assert "FailureReason" in result.reason
 
 
+@pytest.mark.claim(
+    "`InternalServerError`; hardware texts (unhealthy instance, cluster repair exhausted); `AlgorithmError` whose log tail shows an NCCL watchdog or NCCL error, a lost rank, EFA/libfabric errors or an S3 SlowDown (transient)"
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "reason"), _cases(REASON_HARDWARE_EXAMPLES))
 def test_classify_hardware_failure_reasons(label: str, reason: str, spell: Spelling) -> None:
@@ -734,6 +761,9 @@ def test_classify_client_error_failure_reasons(label: str, reason: str, spell: S
     assert result.evidence == (spell(reason).strip(),)
 
 
+@pytest.mark.claim(
+    "an `AlgorithmError` with nothing recognisable, or a line a bug and a fault print alike: an illegal memory access, a segfault, a kill without memory evidence, a NaN loss, a store connect timeout, a connect abort, the model hub unreachable (a guess: the alert and `GET /runs/{id}` say what would change it)"
+)
 @pytest.mark.parametrize(("label", "reason"), _cases(REASON_ALGORITHM_ERROR_EXAMPLES))
 def test_classify_algorithm_error_without_signature_is_unknown(label: str, reason: str) -> None:
     result = classify(_failed(("step 100 loss 2.31", "saving checkpoint"), reason=reason))
@@ -790,6 +820,9 @@ def test_classify_failed_without_known_reason_reads_log_tail(reason: str | None)
 # --- Failed: log tail tables ------------------------------------------------------------------
 
 
+@pytest.mark.claim(
+    "`InternalServerError`; hardware texts (unhealthy instance, cluster repair exhausted); `AlgorithmError` whose log tail shows an NCCL watchdog or NCCL error, a lost rank, EFA/libfabric errors or an S3 SlowDown (transient)"
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(INFRA_LOG_EXAMPLES))
 def test_classify_infrastructure_log_signatures(label: str, line: str, spell: Spelling) -> None:
@@ -806,6 +839,9 @@ def test_classify_infrastructure_log_signatures(label: str, line: str, spell: Sp
     assert _log_lines(result, ending) == (spell(line).strip(),)
 
 
+@pytest.mark.claim(
+    "`InternalServerError`; hardware texts (unhealthy instance, cluster repair exhausted); `AlgorithmError` whose log tail shows an NCCL watchdog or NCCL error, a lost rank, EFA/libfabric errors or an S3 SlowDown (transient)"
+)
 @pytest.mark.parametrize(("label", "line"), _cases(INFRA_LOG_EXAMPLES))
 def test_classify_infrastructure_signature_inside_algorithm_error_reason(label: str, line: str) -> None:
     ending = _failed(reason=f'{ALGO_REASON}\nErrorMessage "{line}"')
@@ -817,6 +853,10 @@ def test_classify_infrastructure_signature_inside_algorithm_error_reason(label: 
     assert ALGO_REASON.startswith(result.evidence[0].removesuffix("...")[:50])
 
 
+@pytest.mark.claim(
+    "a memory fault: CUDA out-of-memory, or host RAM (the OOM killer's words, a DataLoader worker killed, a kill while loading checkpoint shards or after a host's `MemoryUtilization` reached 95 %), unless `oom_is_user_error=false`"
+)
+@pytest.mark.claim("`oom_is_user_error` | true")
 @pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(OOM_EXAMPLES))
@@ -832,6 +872,9 @@ def test_classify_cuda_oom_follows_policy(
     assert _log_lines(result, ending) == (spell(line).strip(),)
 
 
+@pytest.mark.claim(
+    "whenever it shows, a deterministic failure (no echo of a peer's fault, so it wins over the collective errors its peers print)"
+)
 @pytest.mark.parametrize(
     "training_seconds", [0.0, 60.0, TWO_DAYS], ids=["at once", "after a minute", "after two days"]
 )
@@ -934,6 +977,9 @@ def test_classify_infrastructure_beats_a_startup_code_bug_in_same_tail(infra_lin
     assert infra_line in result.evidence
 
 
+@pytest.mark.claim(
+    "whenever it shows, a deterministic failure (no echo of a peer's fault, so it wins over the collective errors its peers print)"
+)
 @pytest.mark.parametrize("echo", TRANSIENT_LINES, ids=TRANSIENT_IDS)
 @pytest.mark.parametrize(
     ("label", "line"), _cases(DETERMINISTIC_LOG_EXAMPLES) + _cases(CODE_BUG_ALWAYS_EXAMPLES)[:2]
@@ -1003,6 +1049,9 @@ def test_classify_reports_several_infra_signatures_in_one_line() -> None:
 # --- Deterministic failures, memory faults and endings resumed once to confirm ------------------
 
 
+@pytest.mark.claim(
+    "whenever it shows, a deterministic failure (no echo of a peer's fault, so it wins over the collective errors its peers print)"
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(DETERMINISTIC_LOG_EXAMPLES))
 def test_classify_deterministic_log_signatures_fail_at_once(label: str, line: str, spell: Spelling) -> None:
@@ -1014,11 +1063,17 @@ def test_classify_deterministic_log_signatures_fail_at_once(label: str, line: st
     assert (result.advice is not None) is (label == "disk full")
 
 
+@pytest.mark.claim(
+    "FAILED at once, with the matched lines in the alert and advice for a full disk (`VolumeSizeInGB`, checkpoint size) or host RAM (loader workers, shard loading, a larger instance)"
+)
 def test_classify_a_full_disk_advises_the_volume_size() -> None:
     result = classify(_failed(("OSError: [Errno 28] No space left on device",)))
     assert result.advice is not None and "VolumeSizeInGB" in result.advice
 
 
+@pytest.mark.claim(
+    "a memory fault: CUDA out-of-memory, or host RAM (the OOM killer's words, a DataLoader worker killed, a kill while loading checkpoint shards or after a host's `MemoryUtilization` reached 95 %), unless `oom_is_user_error=false`"
+)
 @pytest.mark.parametrize("oom_is_user_error", [True, False], ids=["oom as user error", "oom as unknown"])
 @pytest.mark.parametrize(("label", "line"), _cases(HOST_MEMORY_EXAMPLES))
 def test_classify_host_memory_is_a_memory_fault_never_infrastructure(
@@ -1040,6 +1095,9 @@ def test_classify_a_kill_while_loading_checkpoint_shards_is_host_memory() -> Non
     assert result.evidence[1:] == tail
 
 
+@pytest.mark.claim(
+    "a memory fault: CUDA out-of-memory, or host RAM (the OOM killer's words, a DataLoader worker killed, a kill while loading checkpoint shards or after a host's `MemoryUtilization` reached 95 %), unless `oom_is_user_error=false`"
+)
 @pytest.mark.parametrize(
     ("memory", "kind"),
     [
@@ -1062,6 +1120,9 @@ def test_classify_a_kill_reads_the_hosts_memory(memory: tuple[str, float] | None
         assert result.guess is not None and "61 %" in result.guess
 
 
+@pytest.mark.claim(
+    "an `AlgorithmError` with nothing recognisable, or a line a bug and a fault print alike: an illegal memory access, a segfault, a kill without memory evidence, a NaN loss, a store connect timeout, a connect abort, the model hub unreachable (a guess: the alert and `GET /runs/{id}` say what would change it)"
+)
 @pytest.mark.parametrize("spell", SPELLING_FUNCS, ids=SPELLING_IDS)
 @pytest.mark.parametrize(("label", "line"), _cases(CONFIRM_LOG_EXAMPLES))
 def test_classify_confirm_signatures_are_a_named_guess(label: str, line: str, spell: Spelling) -> None:
@@ -1086,12 +1147,18 @@ def test_classify_a_hub_failure_in_a_network_isolated_job_is_a_configuration_err
     assert isolated.kind is EndingClass.USER_ERROR and "EnableNetworkIsolation" in isolated.reason
 
 
+@pytest.mark.claim(
+    "an `AlgorithmError` with nothing recognisable, or a line a bug and a fault print alike: an illegal memory access, a segfault, a kill without memory evidence, a NaN loss, a store connect timeout, a connect abort, the model hub unreachable (a guess: the alert and `GET /runs/{id}` say what would change it)"
+)
 def test_classify_every_unknown_is_a_guess_that_says_what_would_change_it() -> None:
     result = classify(_failed(("epoch 3 done",)))
     assert result.kind is EndingClass.UNKNOWN and result.confirmable
     assert result.guess and "same step" in result.guess
 
 
+@pytest.mark.claim(
+    "`InternalServerError`; hardware texts (unhealthy instance, cluster repair exhausted); `AlgorithmError` whose log tail shows an NCCL watchdog or NCCL error, a lost rank, EFA/libfabric errors or an S3 SlowDown (transient)"
+)
 @pytest.mark.parametrize("line", TRANSIENT_LINES, ids=TRANSIENT_IDS)
 def test_classify_transient_faults_are_not_confirmable(line: str) -> None:
     result = classify(_failed((line,)))
@@ -1322,6 +1389,9 @@ def _respell(text: str, rnd: random.Random) -> str:
     return "".join(out)
 
 
+@pytest.mark.claim(
+    "It matches reasons and log lines by case- and whitespace-insensitive substring, never by whole string, and its tables are plain data you can extend."
+)
 @settings(max_examples=300, deadline=None)
 @given(line=st.sampled_from(ALL_LOG_EXAMPLES), rnd=st.randoms(use_true_random=False), seconds=_floats)
 def test_classify_log_matching_ignores_case_and_whitespace_runs(
@@ -1333,6 +1403,9 @@ def test_classify_log_matching_ignores_case_and_whitespace_runs(
     assert (respelled.kind, respelled.reason) == (baseline.kind, baseline.reason)
 
 
+@pytest.mark.claim(
+    "It matches reasons and log lines by case- and whitespace-insensitive substring, never by whole string, and its tables are plain data you can extend."
+)
 @settings(max_examples=300, deadline=None)
 @given(reason=st.sampled_from(ALL_REASON_EXAMPLES), rnd=st.randoms(use_true_random=False))
 def test_classify_reason_matching_ignores_case_and_whitespace_runs(reason: str, rnd: random.Random) -> None:

@@ -53,16 +53,21 @@ def _judge(hosts, count=None, gpus=GPUS):
     )
 
 
+@pytest.mark.claim(
+    "with at most 1.5 busy CPU cores per GPU (a rank busy-waiting on its stream) and no disk space growing: a collective spinning"
+)
 def test_a_spinning_collective_is_every_gpu_busy_with_one_core_per_rank():
     got = _judge([_host(n, 99.5, 1.2) for n in range(1, 5)])
     assert got.kind == SPIN and got.hang and "GPUs busy on 4 of 4" in got.detail
 
 
+@pytest.mark.claim("every host's GPUs idle with at most 0.5 cores per GPU and nothing written")
 def test_a_stuck_job_is_everything_idle():
     got = _judge([_host(n, 2.0, 0.1) for n in range(1, 5)])
     assert got.kind == STUCK and got.hang
 
 
+@pytest.mark.claim("a stuck host among spinning ones too). Stopped at once.")
 def test_a_stuck_host_among_spinning_ones_is_a_hang_naming_the_idle_host():
     hosts = [_host(1, 99.0, 1.1), _host(2, 0.0, 0.02), _host(3, 99.0, 1.1)]
     got = _judge(hosts)
@@ -93,6 +98,9 @@ def test_benign_phases_show_work(phase, gpu_pct, cpu):
     assert got.kind == WORK, phase
 
 
+@pytest.mark.claim(
+    "a light save leaves every host but one as idle as a stuck job and lands an object only every 8 minutes"
+)
 def test_a_light_save_shows_work_on_the_one_host_that_writes():
     """Rank 0 writes the checkpoint: the other hosts are as idle as a stuck job, algo-1's disk
     space grows."""
@@ -111,6 +119,10 @@ def test_an_eval_with_little_cpu_on_some_hosts_is_work_while_one_host_loads_data
     assert _judge(quiet).kind == SPIN
 
 
+@pytest.mark.claim(
+    "with at most 1.5 busy CPU cores per GPU (a rank busy-waiting on its stream) and no disk space growing: a collective spinning"
+)
+@pytest.mark.claim("every host's GPUs idle with at most 0.5 cores per GPU and nothing written")
 def test_the_thresholds_sit_between_the_modelled_signatures():
     # spin 0.9-1.25 cores/GPU < 1.5 < an eval's busy hosts (2+); stuck <= 0.3 < 0.5 < a serial compile (0.8+)
     assert 1.25 < SPIN_CPU_CORES_PER_GPU < 2.0 and 0.3 < IDLE_CPU_CORES_PER_GPU < 0.6
@@ -129,6 +141,9 @@ def test_only_the_minutes_since_the_quiet_stretch_began_count():
     assert _judge([only_training]).kind == UNKNOWN  # nothing since: not "working", not "idle"
 
 
+@pytest.mark.claim(
+    "the metrics cannot be read, a host's datapoints have not arrived (at least two since the stretch began are needed), or the instance has no GPUs: unknown is not idle"
+)
 def test_a_light_save_is_told_from_two_datapoints_of_its_writer_and_one_is_not_enough_for_a_hang():
     slow = (30.0, 30.02)  # the slowest modelled write, two minutes
     hosts = [_host(1, 5.0, 0.3, disk=slow, minutes=range(0, 12)), *(_host(n, 5.0, 0.3) for n in range(2, 5))]
@@ -139,6 +154,12 @@ def test_a_light_save_is_told_from_two_datapoints_of_its_writer_and_one_is_not_e
     assert got.kind == UNKNOWN and "algo-1" in got.detail
 
 
+@pytest.mark.claim(
+    "the metrics cannot be read, a host's datapoints have not arrived (at least two since the stretch began are needed), or the instance has no GPUs: unknown is not idle"
+)
+@pytest.mark.claim(
+    'Host metrics that cannot be read, or have not arrived, are unknown evidence, never "idle"'
+)
 def test_unknown_is_never_idle():
     four = [_host(n, 2.0, 0.1) for n in range(1, 4)]  # algo-4 missing: late metrics or a dead host
     got = _judge(four, count=4)

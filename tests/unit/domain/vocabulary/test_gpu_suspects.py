@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sagewarden.domain.vocabulary.evidence import gpu_suspects, gpu_triage_lines
 
 
+@pytest.mark.claim(
+    "The hosts the GPU metrics single out (no metrics, or idle while others are not) are read first, then the rest in numeric order"
+)
 def test_hosts_without_metrics_then_idle_hosts_idlest_first() -> None:
     by_host = {
         "algo-1": (700.0, 690.0, 720.0),

@@ -11,6 +11,9 @@ from sagewarden.domain.vocabulary.launch import build_request, steered_volume_gb
 from tests.builders import REQUEST, training_run
 
 
+@pytest.mark.claim(
+    "the replacement asks for `VolumeSizeInGB` 1 GB less than the request's (1 GB more when it asks for 1; the next replacement after a bad host goes back to the request's own size) and starts at once on new instances, while the pool is released as soon as it is `Available`"
+)
 @pytest.mark.parametrize(
     ("size", "steered"),
     [(100, 99), (2, 1), (1, 2), (None, None), (0, None), (True, None), ("100", None)],

@@ -438,6 +438,9 @@ def test_needs_megatron_tracker_only_for_megatron_dirs() -> None:
     assert not needs_megatron_tracker(["iter_0000010"], DCP)
 
 
+@pytest.mark.claim(
+    'Checkpoint discovery lists only the child "directories" (`Delimiter="/"`, paginated) and probes newest-first for the completion marker.'
+)
 def test_probe_plan_hf_looks_for_trainer_state_newest_first() -> None:
     plan = probe_plan(["checkpoint-5", "checkpoint-10"], HF)
     assert [(p.name, p.marker) for p in plan] == [("checkpoint-10", HF_MARKER), ("checkpoint-5", HF_MARKER)]

@@ -10,6 +10,7 @@ from sagewarden.domain.vocabulary.redaction import REDACTED, redact, scrub_text,
 A = "123456789012"
 
 
+@pytest.mark.claim("whoever can assume the role that submitted a run may cancel and resume it")
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
@@ -67,6 +68,7 @@ def test_an_admin_may_change_any_run_others_only_their_own():
     assert not may_change(owner, f"arn:aws:sts::{A}:assumed-role/vision/bob", admins)
 
 
+@pytest.mark.claim("reads `<redacted>` in every API answer")
 @pytest.mark.parametrize(
     ("name", "secret"),
     [
@@ -98,6 +100,8 @@ def test_secret_looking_keys(name, secret):
     assert secret_key(name) is secret
 
 
+@pytest.mark.claim("reads `<redacted>` in every API answer")
+@pytest.mark.claim("Such a value of 8 characters or more is also replaced wherever it appears in text")
 def test_redact_hides_secret_keys_in_secret_maps_and_secret_values_everywhere():
     request = {
         "Environment": {"HF_TOKEN": "hf_0123456789abcdef", "PW_PASSWORD": "short", "EPOCHS": "3"},
@@ -133,11 +137,13 @@ def test_redact_hides_secret_keys_in_secret_maps_and_secret_values_everywhere():
     assert request["Environment"]["HF_TOKEN"] == "hf_0123456789abcdef"  # the input is not changed
 
 
+@pytest.mark.claim("Such a value of 8 characters or more is also replaced wherever it appears in text")
 def test_a_secret_that_contains_another_is_replaced_whole():
     secrets = secret_values({"Environment": {"A_TOKEN": "abcdefgh", "B_TOKEN": "abcdefgh-longer"}})
     assert scrub_text("x abcdefgh-longer y abcdefgh", secrets) == f"x {REDACTED} y {REDACTED}"
 
 
+@pytest.mark.claim("A 403 names the owner by identity")
 @pytest.mark.parametrize(
     ("arn", "shown"),
     [

@@ -36,6 +36,10 @@ def test_policy_every_numeric_field_has_a_range_and_every_range_a_field():
     assert set(_numeric_fields()) == set(RANGES)
 
 
+@pytest.mark.claim("field | default | range")
+@pytest.mark.claim(
+    "`keep_alive_seconds` (600) asks SageMaker to keep each attempt's instances in a warm pool"
+)
 def test_policy_defaults_are_inside_their_ranges():
     RunPolicy().validate()
     for name, allowed in RANGES.items():
@@ -43,6 +47,13 @@ def test_policy_defaults_are_inside_their_ranges():
         assert value is None or allowed.contains(value), name
 
 
+@pytest.mark.claim(
+    "`policy`: unknown fields, types, the ranges in the table below, a `progress_metric` that is not the `Name` of one of `AlgorithmSpecification.MetricDefinitions`, fallback instance types SageMaker does not know, and environment defaults that SageMaker would refuse"
+)
+@pytest.mark.claim(
+    "A value outside it, or a non-finite number, is a 400 on `policy.<field>` and nothing is stored."
+)
+@pytest.mark.claim("**Warm pools** are kept at most 3,600 s (SageMaker's limit).")
 @pytest.mark.parametrize("name", sorted(RANGES))
 def test_policy_range_ends_are_enforced(name):
     allowed = RANGES[name]
@@ -61,6 +72,9 @@ def test_policy_range_ends_are_enforced(name):
         assert allowed.describe() in err.message
 
 
+@pytest.mark.claim(
+    "A value outside it, or a non-finite number, is a 400 on `policy.<field>` and nothing is stored."
+)
 @pytest.mark.parametrize("name", sorted(n for n in RANGES if not _is_int(n)))
 @pytest.mark.parametrize(
     "value",
@@ -87,6 +101,7 @@ def test_policy_int_fields_reject_huge_fractional_and_non_integers(name, value):
     _reject(name, value)
 
 
+@pytest.mark.claim('"out of range: allowed 0 < x ≤ 8,760"')
 def test_policy_wall_clock_1e306_is_rejected_with_its_range():
     err = _reject("max_wall_clock_hours", 1e306)
     assert "8,760" in err.message
@@ -108,6 +123,7 @@ def test_policy_range_contains_agrees_with_from_dict(name, raw):
         _reject(name, value)
 
 
+@pytest.mark.claim('"out of range: allowed 0 < x ≤ 8,760"')
 def test_policy_range_describe_reads_like_math():
     assert Range(1, 1440).describe() == "1 ≤ x ≤ 1,440"
     assert Range(0, 100, low_open=True).describe() == "0 < x ≤ 100"
@@ -137,6 +153,14 @@ def _readme_policy_rows() -> dict[str, str]:
     return rows
 
 
+@pytest.mark.claim("field | default | range")
+@pytest.mark.claim(
+    "`max_cost_usd` / `instance_hour_price_usd` | none | 0 < x ≤ 1e9 / 0 < x ≤ 10,000 | optional cost budget"
+)
+@pytest.mark.claim(
+    "`straggler_threshold` / `straggler_window_minutes` | 0.15 / 6 | 0.05 ≤ x ≤ 1 / 1 ≤ x ≤ 1,440"
+)
+@pytest.mark.claim("**Warm pools** are kept at most 3,600 s (SageMaker's limit).")
 def test_policy_readme_range_column_quotes_the_ranges_table():
     rows = _readme_policy_rows()
     assert {name: rows.get(name) for name in RANGES} == {name: r.describe() for name, r in RANGES.items()}
@@ -172,6 +196,13 @@ def _as_readme_writes_it(value: object) -> str:
     return str(value)
 
 
+@pytest.mark.claim("field | default | range")
+@pytest.mark.claim("`max_no_progress_restarts` | 3 | 1 ≤ x ≤ 100 | crash-loop stop")
+@pytest.mark.claim("`max_wall_clock_hours` | 2160 (90 days) | 0 < x ≤ 8,760 | whole run")
+@pytest.mark.claim("`throttle_backoff_seconds` | 30 | 1 ≤ x ≤ 86,400")
+@pytest.mark.claim("`quota_wait_max_hours` / `capacity_wait_max_hours` | 24 / 12")
+@pytest.mark.claim("`oom_is_user_error` | true")
+@pytest.mark.claim("`hang_detection` | true")
 def test_policy_readme_default_column_is_the_policys_defaults():
     stated = _readme_policy_defaults()
     defaults = RunPolicy()
@@ -183,6 +214,11 @@ def test_policy_readme_default_column_is_the_policys_defaults():
     }
 
 
+@pytest.mark.claim("exponential; the cap is at least the base.")
+@pytest.mark.claim(
+    "`[{instance_type, instance_count}]`, tried in order on capacity errors; each type must be one SageMaker knows"
+)
+@pytest.mark.claim("added to every attempt; your own `Environment` wins")
 def test_policy_list_limits_and_the_backoff_cap_are_enforced():
     """README: instance_fallbacks at most 10, environment_defaults at most 50, the backoff cap at
     least the base."""

@@ -24,6 +24,7 @@ GHP = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 PAT = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOP"
 
 
+@pytest.mark.claim("`DB_PASS`, `GITHUB_PAT`, `HF_AUTH`, `passwd`, `hfAuthToken`, and also `max_tokens`")
 @pytest.mark.parametrize(
     "name",
     [
@@ -49,6 +50,7 @@ def test_secret_key_covers_the_scanners_key_words_and_abbreviations(name):
     assert secret_key(name)
 
 
+@pytest.mark.claim("but not `PATH`, `patience` or `author`")
 @pytest.mark.parametrize(
     "name",
     ["PATH", "output_path", "patience", "author", "bypass_cache", "num_passes", "EPOCHS", "learning_rate", 7],
@@ -68,6 +70,7 @@ def test_secret_key_leaves_words_that_only_contain_a_short_key_word(name):
     assert not secret_key(name)
 
 
+@pytest.mark.claim("Text is also searched for what the run never declared")
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
@@ -243,6 +246,7 @@ def _leaks(text: str) -> list[str]:
     ]
 
 
+@pytest.mark.claim("a head of 8 characters or more of a secret left before the cut marker is replaced too")
 @settings(max_examples=150, deadline=None)
 @given(before=st.integers(0, 400), limit=st.integers(40, 500), keep=st.sampled_from(["head", "tail"]))
 def test_a_known_secret_cut_by_a_bound_leaves_no_head_or_tail_of_8_characters(before, limit, keep):
