@@ -511,7 +511,7 @@ def test_api_unforeseen_error_in_a_route_is_a_json_500_with_request_id(acct, mon
     def broken(*args, **kwargs):
         raise RuntimeError("a bug nobody foresaw")
 
-    monkeypatch.setattr(acct.supervisor, "get", broken)
+    monkeypatch.setattr(acct.supervisor.requests, "get", broken)
     resp = raw_call(acct, "GET", f"/runs/{run_id}")
     body = resp.json()
     assert resp.status == 500 and body["request_id"] and "bug" not in resp.text
