@@ -83,7 +83,7 @@ def violations(package: Path = PACKAGE) -> Iterator[str]:
             if not target.startswith("sagewarden.") or line in seen:
                 continue
             theirs = layer_of(target)
-            if theirs is not None and theirs > mine and layer_of(target.rsplit(".", 1)[0]) != mine:
+            if theirs is not None and theirs > mine:
                 seen.add(line)
                 yield (
                     f"{path.relative_to(root)}:{line}: {here} ({LAYERS[mine][0]}) imports {target} "

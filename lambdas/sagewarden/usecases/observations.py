@@ -15,7 +15,7 @@ from sagewarden.domain.capacity.training_plans import wants_plan
 from sagewarden.domain.checkpoints.retention import MAX_RETIRE_DIRS, PROBE_SLACK, wants_retention
 from sagewarden.domain.endings.attempt_ended import job_end_ms
 from sagewarden.domain.endings.deletions import lookup_event
-from sagewarden.domain.hangs.alarms import silence_window_min
+from sagewarden.domain.hangs.alarms import SIGNAL_LOG_SILENCE, silence_window_min
 from sagewarden.domain.hangs.cadence import HORIZON_MIN, MAX_PHASE_MINUTES, wants_cadence
 from sagewarden.domain.hangs.heartbeat import ConfirmWindows
 from sagewarden.domain.hangs.quiet import (
@@ -25,7 +25,7 @@ from sagewarden.domain.hangs.quiet import (
     silence_to_confirm,
     wants_save_activity,
 )
-from sagewarden.domain.hangs.windows import startup_allowance, window_in_force
+from sagewarden.domain.hangs.windows import signal_window, startup_allowance
 from sagewarden.domain.lookups import (
     wants_checkpoint,
     wants_fingerprints,
@@ -402,7 +402,7 @@ class Observer:
         if cur is None or cur.training_started_ms is None:
             return None, None, None
         # as the alarm would: lines land late too, so the newest minutes alone never fill the window
-        window = silence_window_min(window_in_force(run, run.policy, cur)[0])
+        window = silence_window_min(signal_window(run, run.policy, cur, SIGNAL_LOG_SILENCE))
         if now - cur.training_started_ms < window * 60_000:
             return None, None, None
         try:

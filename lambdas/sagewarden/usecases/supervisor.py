@@ -14,9 +14,10 @@ from sagewarden import keys
 from sagewarden.domain.decide import Decision, decide
 from sagewarden.domain.due import next_due_ms
 from sagewarden.domain.goodput import run_goodput
+from sagewarden.domain.hangs.alarms import SIGNAL_LOG_SILENCE
 from sagewarden.domain.hangs.heartbeat import PipelineHealth
 from sagewarden.domain.hangs.quiet import silence_from_logs
-from sagewarden.domain.hangs.windows import window_in_force
+from sagewarden.domain.hangs.windows import signal_window
 from sagewarden.domain.vocabulary.actions import (
     Action,
     AnnounceCapacityReleased,
@@ -283,7 +284,7 @@ class Supervisor:
             and cur.in_training
             and run.policy.hang_detection
         ):
-            window_ms = window_in_force(run, run.policy, cur)[0] * 60_000
+            window_ms = signal_window(run, run.policy, cur, SIGNAL_LOG_SILENCE) * 60_000
             interval = min(interval, max(LOG_CHECK_MIN_MS, window_ms // 3))
         return interval
 

@@ -22,7 +22,6 @@ from sagewarden.domain.hangs.heartbeat import ConfirmWindows, confirm_windows
 from sagewarden.domain.hangs.windows import (
     signal_window,
     startup_allowance,
-    window_in_force,
 )
 from sagewarden.domain.vocabulary.events import AlarmsObserved, HangSignal, Observations
 from sagewarden.domain.vocabulary.evidence import SPIN, UNKNOWN, WORK, Verdict, judge
@@ -331,7 +330,7 @@ def judge_quiet(
     if kind == DEFER or not heard or silence_from_logs(cur, obs) or not _looked_up(obs):
         return QuietVerdict(kind, why, tuple(quiet))
     check, since = obs.heartbeat_check, heard[0].since_ms
-    window = silence_window_min(window_in_force(run, policy, cur)[0])
+    window = silence_window_min(signal_window(run, policy, cur, SIGNAL_LOG_SILENCE))
     if kind == WAIT:
         if check is None:
             return QuietVerdict(kind, why, tuple(quiet))
@@ -423,7 +422,7 @@ def silence_to_confirm(
     heard = next((e for e in alarmed if e.signal == SIGNAL_LOG_SILENCE), None)
     if heard is None:
         return None
-    windows = confirm_windows(window_in_force(run, run.policy, cur)[0], heard.since_ms, now)
+    windows = confirm_windows(signal_window(run, run.policy, cur, SIGNAL_LOG_SILENCE), heard.since_ms, now)
     kind, _ = quiet_judgement(run, run.policy, cur, obs, now, alarmed)
     if kind == ACT:
         return windows

@@ -46,7 +46,8 @@ class WaitReason(StrEnum):
 
 
 class EventSource(StrEnum):
-    """Where an observation came from. An unknown value is treated as an event (an edge)."""
+    """Where an observation came from (never stored: events are not saved). A value no member
+    knows is neither an event's edge nor a Describe's level, so no rule that asks for one applies."""
 
     EVENT = "event"
     """An EventBridge event: an edge that may be late, duplicated or lost."""
